@@ -1,0 +1,72 @@
+//! What each kind of method may return, and how it is encoded.
+
+use crate::__private::{MethodResult, tool_result};
+use crate::{ContentPart, Error, IntoValue, Schema};
+
+/// Marker: a tool.
+pub struct Tool;
+/// Marker: an agent method.
+pub struct Agent;
+/// Marker: a behavior.
+pub struct Behavior;
+/// Marker: a multimodal agent method.
+pub struct MultimodalAgent;
+
+/// A return type allowed for methods of kind `K`.
+pub trait Output<K> {
+    /// Encodes the function's return value.
+    fn into_result(self) -> Result<MethodResult, Error>;
+    /// The JSON Schema of the result, for tools.
+    fn returns() -> Option<String> {
+        None
+    }
+}
+
+impl<T: IntoValue + Schema> Output<Tool> for T {
+    fn into_result(self) -> Result<MethodResult, Error> {
+        Ok(tool_result(self.into_value()))
+    }
+    fn returns() -> Option<String> {
+        Some(T::schema())
+    }
+}
+
+impl<T: IntoValue + Schema, E: Into<Error>> Output<Tool> for Result<T, E> {
+    fn into_result(self) -> Result<MethodResult, Error> {
+        self.map_err(Into::into)?.into_result()
+    }
+    fn returns() -> Option<String> {
+        Some(T::schema())
+    }
+}
+
+macro_rules! text_output {
+    ($kind:ident) => {
+        impl Output<$kind> for String {
+            fn into_result(self) -> Result<MethodResult, Error> {
+                Ok(MethodResult::$kind(self))
+            }
+        }
+
+        impl<E: Into<Error>> Output<$kind> for Result<String, E> {
+            fn into_result(self) -> Result<MethodResult, Error> {
+                Ok(MethodResult::$kind(self.map_err(Into::into)?))
+            }
+        }
+    };
+}
+
+text_output!(Agent);
+text_output!(Behavior);
+
+impl Output<MultimodalAgent> for Vec<ContentPart> {
+    fn into_result(self) -> Result<MethodResult, Error> {
+        Ok(MethodResult::MultimodalAgent(self))
+    }
+}
+
+impl<E: Into<Error>> Output<MultimodalAgent> for Result<Vec<ContentPart>, E> {
+    fn into_result(self) -> Result<MethodResult, Error> {
+        Ok(MethodResult::MultimodalAgent(self.map_err(Into::into)?))
+    }
+}

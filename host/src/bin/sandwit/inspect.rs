@@ -1,0 +1,120 @@
+//! `sandwit inspect` and `sandwit validate`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use sandwit::{Host, LoadError, Plugin};
+use serde_json::json;
+
+#[derive(Args)]
+pub struct InspectArgs {
+    /// The plugin component (`.wasm`).
+    plugin: PathBuf,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct ValidateArgs {
+    /// The plugin component (`.wasm`).
+    plugin: PathBuf,
+    /// Print one JSON object: {"file", "ok", "problems", "plugin"}.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn inspect(host: &Host, args: InspectArgs) -> anyhow::Result<ExitCode> {
+    let plugin = host.load_plugin_file(&args.plugin).await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&describe_json(&plugin))?);
+    } else {
+        print_text(&plugin);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn describe_json(plugin: &Plugin) -> serde_json::Value {
+    json!({
+        "manifest": plugin.manifest(),
+        "imports": plugin.imports(),
+        "sha256": plugin.hash(),
+        "code": plugin.code_source(),
+    })
+}
+
+fn print_text(plugin: &Plugin) {
+    let m = plugin.manifest();
+    println!("{} {} — {}", m.id, m.version, m.name);
+    println!("  by {}", m.author);
+    println!("  {}", m.description);
+    println!("  sha256: {}", plugin.hash());
+    println!(
+        "  code: {}",
+        crate::render::code_source(plugin.code_source())
+    );
+    let caps = if m.capabilities.is_empty() {
+        "none".to_string()
+    } else {
+        m.capabilities.join(", ")
+    };
+    println!("  capabilities requested: {caps}");
+    if let Some(schema) = &m.config_schema {
+        println!("  config schema: {schema}");
+    }
+    println!("  imports:");
+    for import in plugin.imports() {
+        println!("    {import}");
+    }
+    println!("  methods:");
+    for method in &m.methods {
+        println!();
+        println!("  {}  [{}]", crate::render::signature(method), method.kind);
+        for p in &method.params {
+            let req = if p.required { "required" } else { "optional" };
+            println!("    {} ({req}): {}", p.name, p.schema);
+        }
+        if let Some(r) = &method.returns {
+            println!("    returns: {r}");
+        }
+        for line in method.docstring.lines() {
+            println!("    │ {line}");
+        }
+    }
+}
+
+pub async fn validate(host: &Host, args: ValidateArgs) -> anyhow::Result<ExitCode> {
+    let file = args.plugin.display().to_string();
+    let (ok, problems, plugin) = match host.load_plugin_file(&args.plugin).await {
+        Ok(p) => (true, vec![], Some(p)),
+        Err(LoadError::Rejected { problems, .. }) => (false, problems, None),
+        Err(e @ LoadError::Io { .. }) => (false, vec![e.to_string()], None),
+        Err(e) => return Err(e.into()),
+    };
+    if args.json {
+        let plugin = plugin.as_ref().map(|p| {
+            json!({"id": p.id(), "version": p.manifest().version, "methods": p.manifest().methods.len()})
+        });
+        let out = json!({"file": file, "ok": ok, "problems": problems, "plugin": plugin});
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else if let Some(p) = plugin {
+        let m = p.manifest();
+        println!(
+            "{file}: acceptable ({} {}, {} methods)",
+            m.id,
+            m.version,
+            m.methods.len()
+        );
+    } else {
+        println!("{file}: rejected, {} problem(s):", problems.len());
+        for problem in &problems {
+            println!("  - {problem}");
+        }
+    }
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}

@@ -1,0 +1,120 @@
+//! `sandwit`: inspect, validate and call sandwit plugins from the shell.
+
+mod call;
+mod inspect;
+mod render;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use sandwit::{Host, Limits};
+
+/// A WebAssembly plugin host for AI agents.
+///
+/// Plugins are WebAssembly components of the WIT world
+/// `sandwit:plugin/sandbox-method`. Every call runs in a fresh instance under
+/// fuel, time and memory limits. Set SANDWIT_LOG (e.g. `info`) to see the
+/// host's log on stderr.
+#[derive(Parser)]
+#[command(name = "sandwit", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+    #[command(flatten)]
+    host: HostArgs,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Show a plugin's manifest: its methods with kinds, parameter schemas and
+    /// docstrings, its capabilities and the component's imports.
+    Inspect(inspect::InspectArgs),
+    /// Check a plugin as a marketplace would: exit status 0 only when it is
+    /// acceptable; otherwise every problem is listed and the status is 1.
+    Validate(inspect::ValidateArgs),
+    /// Call one method of a plugin and print its typed result.
+    Call(call::CallArgs),
+}
+
+/// Options for the host, before or after the subcommand.
+#[derive(Args)]
+struct HostArgs {
+    /// Where compiled code is cached [default: $SANDWIT_CACHE_DIR, else
+    /// $XDG_CACHE_HOME/sandwit, else ~/.cache/sandwit].
+    #[arg(long, global = true, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+    /// Compile in memory only; read and write no cache.
+    #[arg(long, global = true)]
+    no_cache: bool,
+    /// Fuel per call (roughly wasm instructions) [default: 2000000000].
+    #[arg(long, global = true)]
+    fuel: Option<u64>,
+    /// Wall-clock limit per call, in milliseconds [default: 10000].
+    #[arg(long, global = true, value_name = "MS")]
+    timeout_ms: Option<u64>,
+    /// Memory per instance, in MiB [default: 64].
+    #[arg(long, global = true, value_name = "MIB")]
+    memory_mib: Option<usize>,
+}
+
+impl HostArgs {
+    fn build(&self) -> anyhow::Result<Host> {
+        let defaults = Limits::default();
+        let limits = Limits {
+            fuel: self.fuel.unwrap_or(defaults.fuel),
+            time: self.timeout_ms.map_or(defaults.time, Duration::from_millis),
+            memory_bytes: self.memory_mib.map_or(defaults.memory_bytes, |m| m << 20),
+            ..defaults
+        };
+        let mut builder = Host::builder().limits(limits);
+        if !self.no_cache
+            && let Some(dir) = self.cache_dir.clone().or_else(default_cache_dir)
+        {
+            builder = builder.cache_dir(dir);
+        }
+        builder.build()
+    }
+}
+
+fn default_cache_dir() -> Option<PathBuf> {
+    let env = |k| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    env("SANDWIT_CACHE_DIR")
+        .or_else(|| env("XDG_CACHE_HOME").map(|d| d.join("sandwit")))
+        .or_else(|| env("HOME").map(|d| d.join(".cache").join("sandwit")))
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SANDWIT_LOG")
+                .unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("starting the tokio runtime");
+    let result = runtime.block_on(async {
+        let host = cli.host.build()?;
+        match cli.command {
+            Command::Inspect(args) => inspect::inspect(&host, args).await,
+            Command::Validate(args) => inspect::validate(&host, args).await,
+            Command::Call(args) => call::call(&host, args).await,
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

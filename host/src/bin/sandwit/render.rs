@@ -1,0 +1,77 @@
+//! Shared text and JSON renderings of results and signatures.
+
+use std::path::Path;
+
+use anyhow::Context;
+use sandwit::json::{BytesAs, value_to_json};
+use sandwit::{CodeSource, ContentPart, MethodResult, MethodSpec};
+use serde_json::json;
+
+pub fn code_source(source: CodeSource) -> &'static str {
+    match source {
+        CodeSource::Compiled => "compiled now",
+        CodeSource::DiskCache => "loaded from the compiled-code cache (not compiled)",
+        CodeSource::MemoryCache => "already loaded",
+    }
+}
+
+/// `name(a, b=None)` as Python would show it.
+pub fn signature(method: &MethodSpec) -> String {
+    let params: Vec<String> = method
+        .params
+        .iter()
+        .map(|p| {
+            if p.required {
+                p.name.clone()
+            } else {
+                format!("{}=None", p.name)
+            }
+        })
+        .collect();
+    format!("{}({})", method.name, params.join(", "))
+}
+
+/// The result as JSON; images are written into `out_dir` and shown by path,
+/// MIME type and size.
+pub fn result_json(result: &MethodResult, out_dir: &Path) -> anyhow::Result<serde_json::Value> {
+    Ok(match result {
+        MethodResult::Tool(v) => {
+            json!({"kind": "tool", "value": value_to_json(v, BytesAs::Summary)})
+        }
+        MethodResult::Agent(t) => json!({"kind": "agent", "text": t}),
+        MethodResult::Behavior(t) => json!({"kind": "behavior", "text": t}),
+        MethodResult::MultimodalAgent(parts) => {
+            let mut out = Vec::new();
+            for (i, part) in parts.iter().enumerate() {
+                out.push(match part {
+                    ContentPart::Text(t) => json!({"type": "text", "text": t}),
+                    ContentPart::ImageUrl(u) => json!({"type": "image_url", "url": u}),
+                    ContentPart::Image(m) => {
+                        let path = write_media(out_dir, i, &m.mime_type, &m.data)?;
+                        json!({"type": "image", "mime_type": m.mime_type,
+                               "bytes": m.data.len(), "path": path})
+                    }
+                });
+            }
+            json!({"kind": "multimodal-agent", "parts": out})
+        }
+    })
+}
+
+fn write_media(dir: &Path, index: usize, mime: &str, data: &[u8]) -> anyhow::Result<String> {
+    let ext = match mime {
+        "image/png" => "png",
+        "image/jpeg" => "jpg",
+        "image/gif" => "gif",
+        "image/webp" => "webp",
+        "image/svg+xml" => "svg",
+        _ => "bin",
+    };
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let path = dir.join(format!("part-{stamp}-{index}.{ext}"));
+    std::fs::write(&path, data).with_context(|| format!("writing {}", path.display()))?;
+    Ok(path.display().to_string())
+}

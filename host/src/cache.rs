@@ -1,0 +1,122 @@
+//! Compiled code, cached in memory and on disk.
+//!
+//! The disk cache keeps `Component::serialize` output under
+//! `<dir>/<engine key>/<sha-256 of the component>.cwasm`, the engine key being a
+//! hash of the engine's compatibility settings (wasmtime version, target,
+//! tunables), so a second process with the same settings loads machine code
+//! without compiling. Entries are written to a temporary file and renamed, so a
+//! crash never leaves half a file.
+//!
+//! Loading compiled code runs it as native code: the cache directory must be
+//! writable only by the user running the host, as with wasmtime's own cache.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use anyhow::Context;
+use sha2::{Digest, Sha256};
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+/// Where a plugin's machine code came from when it was loaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CodeSource {
+    /// Compiled now.
+    Compiled,
+    /// Read from the on-disk cache, not compiled.
+    DiskCache,
+    /// Already loaded by this host.
+    MemoryCache,
+}
+
+/// The SHA-256 of a component, hex-encoded.
+pub(crate) fn component_hash(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+pub(crate) struct CodeCache {
+    dir: Option<PathBuf>,
+    loaded: Mutex<HashMap<String, Component>>,
+}
+
+impl CodeCache {
+    pub(crate) fn new(engine: &Engine, dir: Option<PathBuf>) -> Self {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        engine.precompile_compatibility_hash().hash(&mut hasher);
+        let dir = dir.map(|d| d.join(format!("{:016x}", hasher.finish())));
+        CodeCache {
+            dir,
+            loaded: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The component for `bytes` (whose hash is `hash`), from memory, disk, or
+    /// compiled now; a compile error is the component's fault and comes back
+    /// as `Ok(Err(..))`.
+    pub(crate) fn get(
+        &self,
+        engine: &Engine,
+        hash: &str,
+        bytes: &[u8],
+    ) -> anyhow::Result<Result<(Component, CodeSource), wasmtime::Error>> {
+        if let Some(c) = self.loaded.lock().unwrap().get(hash) {
+            return Ok(Ok((c.clone(), CodeSource::MemoryCache)));
+        }
+        let path = self.dir.as_ref().map(|d| d.join(format!("{hash}.cwasm")));
+        if let Some(path) = path.as_deref().filter(|p| p.exists()) {
+            // SAFETY: the file was written by `Component::serialize` of an engine
+            // with the same compatibility hash, into a directory only this
+            // user may write (see the module docs).
+            match unsafe { Component::deserialize_file(engine, path) } {
+                Ok(c) => {
+                    tracing::debug!(path = %path.display(), "loaded compiled code from the cache");
+                    self.remember(hash, &c);
+                    return Ok(Ok((c, CodeSource::DiskCache)));
+                }
+                Err(e) => tracing::warn!(path = %path.display(), "ignoring a bad cache entry: {e}"),
+            }
+        }
+        let start = Instant::now();
+        let component = match Component::new(engine, bytes) {
+            Ok(c) => c,
+            Err(e) => return Ok(Err(e)),
+        };
+        tracing::info!(
+            bytes = bytes.len(),
+            ms = start.elapsed().as_millis() as u64,
+            "compiled a component"
+        );
+        if let Some(path) = path {
+            write_atomically(&path, &component.serialize()?)
+                .with_context(|| format!("writing the compiled-code cache {}", path.display()))?;
+        }
+        self.remember(hash, &component);
+        Ok(Ok((component, CodeSource::Compiled)))
+    }
+
+    fn remember(&self, hash: &str, component: &Component) {
+        self.loaded
+            .lock()
+            .unwrap()
+            .insert(hash.to_string(), component.clone());
+    }
+}
+
+fn write_atomically(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().expect("cache paths have a parent");
+    std::fs::create_dir_all(dir)?;
+    let tmp = dir.join(format!(
+        ".{}.{}.tmp",
+        path.file_name().unwrap().to_string_lossy(),
+        std::process::id()
+    ));
+    std::fs::write(&tmp, data)?;
+    std::fs::rename(&tmp, path)
+}

@@ -1,0 +1,98 @@
+//! The errors of the host's public API. Each names the plugin (and the method)
+//! it is about.
+
+use serde::Serialize;
+
+use crate::limits::LimitKind;
+
+/// Why a plugin could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("plugin {plugin}: cannot read it: {source}")]
+    Io {
+        /// The file.
+        plugin: String,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// The plugin is not acceptable; every problem found is listed.
+    #[error("plugin {plugin} was rejected:{}", list(problems))]
+    Rejected {
+        /// The file name, or the plugin's id once known.
+        plugin: String,
+        /// Each problem, one sentence each.
+        problems: Vec<String>,
+    },
+    /// The host failed (e.g. the compiled-code cache could not be written).
+    #[error("plugin {plugin}: {source:#}")]
+    Host {
+        /// The file name or id.
+        plugin: String,
+        /// The cause.
+        source: anyhow::Error,
+    },
+}
+
+fn list(problems: &[String]) -> String {
+    problems.iter().map(|p| format!("\n  - {p}")).collect()
+}
+
+/// Why a method call returned no result.
+#[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize)]
+#[error("plugin `{plugin}`, method `{method}`: {kind}")]
+pub struct CallError {
+    /// The plugin's id.
+    pub plugin: String,
+    /// The method called.
+    pub method: String,
+    /// What went wrong.
+    pub kind: CallErrorKind,
+}
+
+/// What went wrong in a call.
+#[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum CallErrorKind {
+    /// No such method.
+    #[error("no such method")]
+    UnknownMethod,
+    /// The arguments do not match the parameters.
+    #[error("invalid arguments: {message}")]
+    InvalidArguments {
+        /// Which argument and why.
+        message: String,
+    },
+    /// The method ran and reported a failure; the message is for the AI.
+    #[error("failed: {message}")]
+    Failed {
+        /// The plugin's message.
+        message: String,
+    },
+    /// A capability the call needs is not granted.
+    #[error("denied: {message}")]
+    Denied {
+        /// Which capability.
+        message: String,
+    },
+    /// A limit was reached.
+    #[error("{limit} limit exceeded: {message}")]
+    LimitExceeded {
+        /// Which limit.
+        limit: LimitKind,
+        /// The detail, with the limit's value.
+        message: String,
+    },
+    /// The plugin trapped (a bug in the plugin).
+    #[error("trapped: {message}")]
+    Trapped {
+        /// The trap.
+        message: String,
+    },
+    /// The plugin returned something its manifest does not allow.
+    #[error("returned a bad result: {message}")]
+    BadResult {
+        /// What was wrong with it.
+        message: String,
+    },
+}

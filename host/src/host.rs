@@ -1,0 +1,109 @@
+//! [`Host`]: the engine, linkers and caches every plugin and run share.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use wasmtime::Engine;
+use wasmtime::component::{HasSelf, Linker};
+
+use crate::bindings::plugin::SandboxMethod;
+use crate::cache::CodeCache;
+use crate::error::LoadError;
+use crate::limits::Limits;
+use crate::plugin::Plugin;
+use crate::state::PluginState;
+
+/// A plugin host: one engine with fuel and epoch interruption, one epoch
+/// ticker, a compiled-code cache and the limits for every call. Cheap to clone.
+///
+/// ```no_run
+/// # async fn demo() -> anyhow::Result<()> {
+/// use sandwit::{AgentCtx, Host, Value};
+///
+/// let host = Host::builder().cache_dir("/var/cache/sandwit").build()?;
+/// let calc = host.load_plugin_file("calc.wasm").await?;
+/// let args = Value::Object(vec![
+///     ("num1".into(), Value::Int(1)),
+///     ("num2".into(), Value::Int(2)),
+/// ]);
+/// let result = calc.call(&AgentCtx::new("chat-1"), "calculate_sum", args).await?;
+/// println!("{result:?}");
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Host {
+    inner: Arc<HostInner>,
+}
+
+pub(crate) struct HostInner {
+    pub(crate) engine: Engine,
+    pub(crate) plugin_linker: Linker<PluginState>,
+    pub(crate) cache: CodeCache,
+    pub(crate) limits: Limits,
+}
+
+/// Configures a [`Host`].
+///
+/// Defaults: no on-disk cache (compiled code is kept in memory only) and
+/// [`Limits::default`].
+#[derive(Debug, Clone, Default)]
+pub struct HostBuilder {
+    cache_dir: Option<PathBuf>,
+    limits: Limits,
+}
+
+impl HostBuilder {
+    /// Caches compiled code in `dir`, so another process with the same engine
+    /// settings loads a plugin without compiling it. `dir` must be writable
+    /// only by the user running the host.
+    pub fn cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cache_dir = Some(dir.into());
+        self
+    }
+
+    /// The limits for every call.
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Builds the host and starts its epoch ticker.
+    pub fn build(self) -> anyhow::Result<Host> {
+        let engine = crate::engine::new_engine()?;
+        let mut plugin_linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut plugin_linker)?;
+        SandboxMethod::add_to_linker::<_, HasSelf<PluginState>>(&mut plugin_linker, |s| s)?;
+        let cache = CodeCache::new(&engine, self.cache_dir);
+        Ok(Host {
+            inner: Arc::new(HostInner {
+                engine,
+                plugin_linker,
+                cache,
+                limits: self.limits,
+            }),
+        })
+    }
+}
+
+impl Host {
+    /// A builder with the defaults.
+    pub fn builder() -> HostBuilder {
+        HostBuilder::default()
+    }
+
+    /// The limits every call gets.
+    pub fn limits(&self) -> &Limits {
+        &self.inner.limits
+    }
+
+    /// Loads and checks a plugin from its bytes; `name` (e.g. the file name)
+    /// identifies it in errors.
+    pub async fn load_plugin(&self, name: &str, bytes: &[u8]) -> Result<Plugin, LoadError> {
+        self.inner.load(name, bytes).await
+    }
+
+    /// Reads, loads and checks a plugin file.
+    pub async fn load_plugin_file(&self, path: impl AsRef<Path>) -> Result<Plugin, LoadError> {
+        self.inner.load_file(path.as_ref()).await
+    }
+}

@@ -1,0 +1,3 @@
+//! The host's implementations of the interfaces guests import, one file each.
+
+pub(crate) mod log;

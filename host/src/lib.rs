@@ -1,0 +1,32 @@
+//! sandwit: a WebAssembly component host for AI-agent plugins.
+//!
+//! Plugins are components of the WIT world `sandwit:plugin/sandbox-method`.
+//! A [`Host`] loads them (rejecting anything that is not an acceptable plugin,
+//! with every problem listed), and [`Plugin::call`] calls a method in a fresh
+//! instance under fuel, time and memory [`Limits`], checking the arguments
+//! against the declared schemas before the plugin runs and the result's kind
+//! after.
+#![deny(missing_docs)]
+
+mod args;
+mod bindings;
+mod cache;
+mod engine;
+mod error;
+mod host;
+mod interfaces;
+pub mod json;
+mod limits;
+pub mod manifest;
+mod plugin;
+mod state;
+mod types;
+
+pub use cache::CodeSource;
+pub use error::{CallError, CallErrorKind, LoadError};
+pub use host::{Host, HostBuilder};
+pub use limits::{LimitKind, Limits, MAX_COMPONENT_BYTES};
+pub use manifest::{Manifest, MethodSpec, Param};
+pub use plugin::{Budget, CallReport, Plugin};
+pub use state::LogLine;
+pub use types::{AgentCtx, ContentPart, Media, MethodKind, MethodResult, Value};

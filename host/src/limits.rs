@@ -1,0 +1,197 @@
+//! Resource limits applied to every call into a guest, and the store-level
+//! limiter that enforces the memory and table caps and remembers which one a
+//! guest hit.
+
+use std::fmt;
+use std::time::Duration;
+
+use wasmtime::ResourceLimiter;
+
+/// The most bytes a `.wasm` file may have before it is even parsed.
+pub const MAX_COMPONENT_BYTES: usize = 64 << 20;
+
+/// Limits on one call into a plugin (and, later, one Python run).
+///
+/// Defaults (closed, and ample for the example plugins):
+///
+/// | limit | default |
+/// | --- | --- |
+/// | `fuel` | 2,000,000,000 units (roughly that many wasm instructions) |
+/// | `time` | 10 s wall clock |
+/// | `memory_bytes` | 64 MiB per instance |
+/// | `table_elements` | 20,000 per table |
+/// | `max_instances` | 64 core instances per store |
+/// | `max_value_bytes` | 16 MiB per argument object or result |
+/// | `max_value_nodes` | 1,000,000 nodes per value |
+/// | `max_value_depth` | 64 levels |
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Deterministic CPU budget.
+    pub fuel: u64,
+    /// Wall-clock deadline.
+    pub time: Duration,
+    /// Linear memory per instance.
+    pub memory_bytes: usize,
+    /// Elements per table.
+    pub table_elements: usize,
+    /// Core instances per store (a component instantiates several).
+    pub max_instances: usize,
+    /// Size of the arguments or a result crossing the boundary, counted as
+    /// [`sandwit_value::encoded_size`] does.
+    pub max_value_bytes: usize,
+    /// Nodes in one value.
+    pub max_value_nodes: usize,
+    /// Nesting depth of one value.
+    pub max_value_depth: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            fuel: 2_000_000_000,
+            time: Duration::from_secs(10),
+            memory_bytes: 64 << 20,
+            table_elements: 20_000,
+            max_instances: 64,
+            max_value_bytes: 16 << 20,
+            max_value_nodes: 1_000_000,
+            max_value_depth: 64,
+        }
+    }
+}
+
+impl Limits {
+    /// The value-decoding bounds these limits imply.
+    pub fn decode_limits(&self) -> sandwit_value::DecodeLimits {
+        sandwit_value::DecodeLimits {
+            max_nodes: self.max_value_nodes,
+            max_depth: self.max_value_depth,
+            max_bytes: self.max_value_bytes,
+        }
+    }
+}
+
+/// Which limit a guest ran into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LimitKind {
+    /// The fuel budget ran out.
+    Fuel,
+    /// The wall-clock deadline passed.
+    Time,
+    /// A memory or table grew past its cap, or too many instances.
+    Memory,
+    /// A value crossing the boundary was too large.
+    ValueSize,
+}
+
+impl fmt::Display for LimitKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            LimitKind::Fuel => "fuel",
+            LimitKind::Time => "time",
+            LimitKind::Memory => "memory",
+            LimitKind::ValueSize => "value size",
+        })
+    }
+}
+
+/// A [`ResourceLimiter`] that refuses growth past the caps by trapping, and
+/// records that it did so the trap can be reported as a memory limit.
+#[derive(Debug)]
+pub(crate) struct StoreLimiter {
+    memory_bytes: usize,
+    table_elements: usize,
+    max_instances: usize,
+    /// Set when a guest asked for more than it may have.
+    pub(crate) hit: Option<String>,
+}
+
+impl StoreLimiter {
+    pub(crate) fn new(limits: &Limits) -> Self {
+        StoreLimiter {
+            memory_bytes: limits.memory_bytes,
+            table_elements: limits.table_elements,
+            max_instances: limits.max_instances,
+            hit: None,
+        }
+    }
+
+    fn refuse(&mut self, what: String) -> wasmtime::Result<bool> {
+        let err = wasmtime::format_err!("{what}");
+        self.hit = Some(what);
+        Err(err)
+    }
+}
+
+impl ResourceLimiter for StoreLimiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.memory_bytes {
+            return self.refuse(format!(
+                "memory grew to {desired} bytes, past the limit of {} bytes",
+                self.memory_bytes
+            ));
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.table_elements {
+            return self.refuse(format!(
+                "a table grew to {desired} elements, past the limit of {}",
+                self.table_elements
+            ));
+        }
+        Ok(true)
+    }
+
+    fn instances(&self) -> usize {
+        self.max_instances
+    }
+
+    fn tables(&self) -> usize {
+        self.max_instances * 4
+    }
+
+    fn memories(&self) -> usize {
+        self.max_instances
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limiter_refuses_and_remembers() {
+        let limits = Limits {
+            memory_bytes: 1 << 20,
+            table_elements: 10,
+            ..Limits::default()
+        };
+        let mut limiter = StoreLimiter::new(&limits);
+        assert!(limiter.memory_growing(0, 1 << 20, None).unwrap());
+        assert!(limiter.hit.is_none());
+        assert!(limiter.memory_growing(1 << 20, 2 << 20, None).is_err());
+        assert!(
+            limiter
+                .hit
+                .as_deref()
+                .unwrap()
+                .contains("limit of 1048576 bytes")
+        );
+        let mut limiter = StoreLimiter::new(&limits);
+        assert!(limiter.table_growing(0, 11, None).is_err());
+        assert!(limiter.hit.as_deref().unwrap().contains("elements"));
+    }
+}

@@ -1,0 +1,515 @@
+//! Loading a plugin (every check a marketplace needs) and calling its methods
+//! under limits.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use wasmtime::Store;
+use wasmtime::component::types::ComponentItem;
+
+use crate::args::ArgChecker;
+use crate::bindings::plugin::{SandboxMethod, SandboxMethodPre};
+use crate::bindings::wit;
+use crate::cache::{CodeSource, component_hash};
+use crate::engine::deadline_ticks;
+use crate::error::{CallError, CallErrorKind, LoadError};
+use crate::host::HostInner;
+use crate::limits::{LimitKind, Limits, MAX_COMPONENT_BYTES};
+use crate::manifest::{self, Manifest};
+use crate::state::{LogLine, PluginState};
+use crate::types::{self, AgentCtx, ContentPart, MethodResult, Value};
+
+/// The interface every plugin must export, any 0.1.x version.
+const PLUGIN_EXPORT_PREFIX: &str = "sandwit:plugin/plugin@0.1.";
+/// Interfaces a plugin may import: WASI 0.2 (linked closed: no files, env,
+/// network or clocks beyond reading the time) and sandwit's own.
+const ALLOWED_IMPORT_PREFIXES: &[&str] = &[
+    "wasi:cli/",
+    "wasi:clocks/",
+    "wasi:filesystem/",
+    "wasi:io/",
+    "wasi:random/",
+    "wasi:sockets/",
+    "sandwit:plugin/log@0.1.",
+    "sandwit:plugin/types@0.1.",
+];
+
+/// A loaded, checked plugin, ready to call. Cheap to clone.
+#[derive(Clone)]
+pub struct Plugin {
+    inner: Arc<PluginInner>,
+}
+
+struct PluginInner {
+    host: Arc<HostInner>,
+    manifest: Manifest,
+    checkers: HashMap<String, ArgChecker>,
+    pre: SandboxMethodPre<PluginState>,
+    imports: Vec<String>,
+    code_source: CodeSource,
+    hash: String,
+}
+
+/// The fuel and time a call may use.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    /// Fuel units.
+    pub fuel: u64,
+    /// When the call must have finished.
+    pub deadline: Instant,
+}
+
+impl Budget {
+    /// The budget the limits give a call starting now.
+    pub fn from_limits(limits: &Limits) -> Self {
+        Budget {
+            fuel: limits.fuel,
+            deadline: Instant::now() + limits.time,
+        }
+    }
+}
+
+/// Everything a call produced.
+#[derive(Debug)]
+pub struct CallReport {
+    /// The typed result, or why there is none.
+    pub result: Result<MethodResult, CallError>,
+    /// What the plugin logged (and printed).
+    pub logs: Vec<LogLine>,
+    /// Fuel the call used.
+    pub fuel_used: u64,
+    /// Wall-clock time the call took.
+    pub elapsed: Duration,
+}
+
+impl Plugin {
+    /// The checked manifest.
+    pub fn manifest(&self) -> &Manifest {
+        &self.inner.manifest
+    }
+
+    /// The plugin's id.
+    pub fn id(&self) -> &str {
+        &self.inner.manifest.id
+    }
+
+    /// The component's imports, by name.
+    pub fn imports(&self) -> &[String] {
+        &self.inner.imports
+    }
+
+    /// Where its machine code came from when it was loaded.
+    pub fn code_source(&self) -> CodeSource {
+        self.inner.code_source
+    }
+
+    /// The SHA-256 of the component, hex-encoded.
+    pub fn hash(&self) -> &str {
+        &self.inner.hash
+    }
+
+    /// Calls `method` with `args` (an object of parameter names to values)
+    /// under the host's limits, in a fresh instance.
+    pub async fn call(
+        &self,
+        ctx: &AgentCtx,
+        method: &str,
+        args: Value,
+    ) -> Result<MethodResult, CallError> {
+        let budget = Budget::from_limits(&self.inner.host.limits);
+        self.call_within(ctx, method, args, budget).await.result
+    }
+
+    /// Like [`Plugin::call`], within a given budget (the rest of a run's), and
+    /// reporting logs, fuel and time.
+    pub async fn call_within(
+        &self,
+        ctx: &AgentCtx,
+        method: &str,
+        args: Value,
+        budget: Budget,
+    ) -> CallReport {
+        let start = Instant::now();
+        let limits = &self.inner.host.limits;
+        let mut store = self.inner.host.new_store(self.id(), limits, budget);
+        let result = self.invoke(&mut store, ctx, method, args, budget).await;
+        store.data_mut().drain_stdio();
+        let fuel_used = budget.fuel - store.get_fuel().unwrap_or(0);
+        let error = |kind| CallError {
+            plugin: self.id().to_string(),
+            method: method.to_string(),
+            kind,
+        };
+        CallReport {
+            result: result.map_err(error),
+            logs: std::mem::take(&mut store.data_mut().logs),
+            fuel_used,
+            elapsed: start.elapsed(),
+        }
+    }
+
+    async fn invoke(
+        &self,
+        store: &mut Store<PluginState>,
+        ctx: &AgentCtx,
+        method: &str,
+        args: Value,
+        budget: Budget,
+    ) -> Result<MethodResult, CallErrorKind> {
+        let inner = &self.inner;
+        let limits = &inner.host.limits;
+        let spec = inner
+            .manifest
+            .method(method)
+            .ok_or(CallErrorKind::UnknownMethod)?;
+        inner.checkers[method]
+            .check(&args)
+            .map_err(|message| CallErrorKind::InvalidArguments { message })?;
+        let nodes = args.into_nodes();
+        let size = sandwit_value::encoded_size(&nodes);
+        if size > limits.max_value_bytes {
+            return Err(CallErrorKind::LimitExceeded {
+                limit: LimitKind::ValueSize,
+                message: format!(
+                    "the arguments take {size} bytes, more than the limit of {} bytes",
+                    limits.max_value_bytes
+                ),
+            });
+        }
+        let args = types::nodes_to_wit(nodes);
+        let ctx = wit::AgentCtx::from(ctx);
+        let pre = &inner.pre;
+        let returned = guarded(store, budget, async |store| {
+            let instance = pre.instantiate_async(&mut *store).await?;
+            instance
+                .sandwit_plugin_plugin()
+                .call_invoke(&mut *store, &ctx, method, &args)
+                .await
+        })
+        .await?;
+        let result = match returned {
+            Ok(result) => check_result(result, limits)?,
+            Err(e) => return Err(plugin_error(e)),
+        };
+        if result.kind() != spec.kind {
+            return Err(CallErrorKind::BadResult {
+                message: format!(
+                    "a {} result from a method declared as {}",
+                    result.kind(),
+                    spec.kind
+                ),
+            });
+        }
+        Ok(result)
+    }
+}
+
+/// Runs `call` on `store` with the budget's deadline enforced both by epoch
+/// interruption (for running code) and by a timer (for code blocked in the
+/// host), and turns traps into the limit or trap they stand for.
+pub(crate) async fn guarded<T>(
+    store: &mut Store<PluginState>,
+    budget: Budget,
+    call: impl AsyncFnOnce(&mut Store<PluginState>) -> wasmtime::Result<T>,
+) -> Result<T, CallErrorKind> {
+    let time_left = budget.deadline.saturating_duration_since(Instant::now());
+    let outcome = tokio::time::timeout(time_left, call(store)).await;
+    match outcome {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(err)) => Err(classify_trap(err, store, budget)),
+        Err(_elapsed) => Err(time_exceeded(budget)),
+    }
+}
+
+fn time_exceeded(budget: Budget) -> CallErrorKind {
+    let _ = budget;
+    CallErrorKind::LimitExceeded {
+        limit: LimitKind::Time,
+        message: "ran past its wall-clock deadline".to_string(),
+    }
+}
+
+fn classify_trap(
+    err: wasmtime::Error,
+    store: &Store<PluginState>,
+    budget: Budget,
+) -> CallErrorKind {
+    if let Some(what) = &store.data().limiter.hit {
+        return CallErrorKind::LimitExceeded {
+            limit: LimitKind::Memory,
+            message: what.clone(),
+        };
+    }
+    match err.downcast_ref::<wasmtime::Trap>() {
+        Some(wasmtime::Trap::OutOfFuel) => CallErrorKind::LimitExceeded {
+            limit: LimitKind::Fuel,
+            message: format!("used all of its {} units of fuel", budget.fuel),
+        },
+        Some(wasmtime::Trap::Interrupt) => time_exceeded(budget),
+        _ => CallErrorKind::Trapped {
+            message: cut(format!("{err:?}"), 2_000),
+        },
+    }
+}
+
+fn cut(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut at = max;
+        while !s.is_char_boundary(at) {
+            at -= 1;
+        }
+        s.truncate(at);
+        s.push('…');
+    }
+    s
+}
+
+fn plugin_error(e: wit::CallError) -> CallErrorKind {
+    match e {
+        wit::CallError::InvalidArguments(message) => CallErrorKind::InvalidArguments { message },
+        wit::CallError::UnknownMethod(_) => CallErrorKind::UnknownMethod,
+        wit::CallError::Failed(message) | wit::CallError::LimitExceeded(message) => {
+            CallErrorKind::Failed { message }
+        }
+        wit::CallError::Denied(message) => CallErrorKind::Denied { message },
+    }
+}
+
+fn check_result(result: wit::MethodResult, limits: &Limits) -> Result<MethodResult, CallErrorKind> {
+    let too_large = |size: usize| CallErrorKind::LimitExceeded {
+        limit: LimitKind::ValueSize,
+        message: format!(
+            "the result takes {size} bytes, more than the limit of {} bytes",
+            limits.max_value_bytes
+        ),
+    };
+    let check_size = |size: usize| {
+        if size > limits.max_value_bytes {
+            Err(too_large(size))
+        } else {
+            Ok(())
+        }
+    };
+    Ok(match result {
+        wit::MethodResult::Tool(value) => {
+            let value =
+                types::value_from_wit(value, &limits.decode_limits()).map_err(|e| match e {
+                    sandwit_value::DecodeError::TooLarge { bytes, .. } => too_large(bytes),
+                    other => CallErrorKind::BadResult {
+                        message: format!("malformed value: {other}"),
+                    },
+                })?;
+            MethodResult::Tool(value)
+        }
+        wit::MethodResult::Agent(text) => {
+            check_size(text.len())?;
+            MethodResult::Agent(text)
+        }
+        wit::MethodResult::Behavior(text) => {
+            check_size(text.len())?;
+            MethodResult::Behavior(text)
+        }
+        wit::MethodResult::MultimodalAgent(parts) => {
+            let size = parts
+                .iter()
+                .map(|p| match p {
+                    wit::ContentPart::Text(t) | wit::ContentPart::ImageUrl(t) => t.len(),
+                    wit::ContentPart::Image(m) => m.data.len() + m.mime_type.len(),
+                })
+                .sum();
+            check_size(size)?;
+            MethodResult::MultimodalAgent(parts.into_iter().map(ContentPart::from).collect())
+        }
+    })
+}
+
+impl HostInner {
+    /// Reads and loads a plugin file.
+    pub(crate) async fn load_file(self: &Arc<Self>, path: &Path) -> Result<Plugin, LoadError> {
+        let label = path.display().to_string();
+        let io = |source| LoadError::Io {
+            plugin: label.clone(),
+            source,
+        };
+        let len = std::fs::metadata(path).map_err(io)?.len();
+        if len > MAX_COMPONENT_BYTES as u64 {
+            return Err(too_big(&label, len as usize));
+        }
+        let bytes = std::fs::read(path).map_err(io)?;
+        self.load(&label, &bytes).await
+    }
+
+    /// Loads a plugin from its bytes; `label` names it in errors until its
+    /// manifest gives its id.
+    pub(crate) async fn load(
+        self: &Arc<Self>,
+        label: &str,
+        bytes: &[u8],
+    ) -> Result<Plugin, LoadError> {
+        let reject = |problems: Vec<String>| LoadError::Rejected {
+            plugin: label.to_string(),
+            problems,
+        };
+        if bytes.len() > MAX_COMPONENT_BYTES {
+            return Err(too_big(label, bytes.len()));
+        }
+        check_header(bytes).map_err(|p| reject(vec![p]))?;
+        let hash = component_hash(bytes);
+        let (component, code_source) = self
+            .cache
+            .get(&self.engine, &hash, bytes)
+            .map_err(|source| LoadError::Host {
+                plugin: label.to_string(),
+                source,
+            })?
+            .map_err(|e| reject(vec![format!("not a valid component: {e:#}")]))?;
+
+        let ty = component.component_type();
+        let imports: Vec<String> = ty
+            .imports(&self.engine)
+            .map(|(n, _)| n.to_string())
+            .collect();
+        let mut problems: Vec<String> = imports
+            .iter()
+            .filter(|name| !ALLOWED_IMPORT_PREFIXES.iter().any(|p| name.starts_with(p)))
+            .map(|name| format!("imports `{name}`, which sandwit does not provide"))
+            .collect();
+        let exports_plugin = ty.exports(&self.engine).any(|(name, item)| {
+            name.starts_with(PLUGIN_EXPORT_PREFIX)
+                && matches!(item.ty, ComponentItem::ComponentInstance(_))
+        });
+        if !exports_plugin {
+            problems.push(format!(
+                "does not export `{PLUGIN_EXPORT_PREFIX}x`: it is not a sandwit plugin (world `sandbox-method`)"
+            ));
+        }
+        if !problems.is_empty() {
+            return Err(reject(problems));
+        }
+        let pre = self
+            .plugin_linker
+            .instantiate_pre(&component)
+            .map_err(|e| reject(vec![format!("cannot be linked: {e:#}")]))?;
+        let pre = SandboxMethodPre::new(pre).map_err(|e| {
+            reject(vec![format!(
+                "does not match the world `sandbox-method`: {e:#}"
+            )])
+        })?;
+
+        let raw = self
+            .describe(label, &pre)
+            .await
+            .map_err(|e| reject(vec![format!("describe() did not return a manifest: {e}")]))?;
+        let manifest = manifest::check(raw).map_err(reject)?;
+        let checkers = manifest
+            .methods
+            .iter()
+            .map(|m| Ok((m.name.clone(), ArgChecker::new(m)?)))
+            .collect::<anyhow::Result<_>>()
+            .map_err(|source| LoadError::Host {
+                plugin: label.to_string(),
+                source,
+            })?;
+        tracing::info!(plugin = %manifest.id, version = %manifest.version, ?code_source, "loaded a plugin");
+        Ok(Plugin {
+            inner: Arc::new(PluginInner {
+                host: self.clone(),
+                manifest,
+                checkers,
+                pre,
+                imports,
+                code_source,
+                hash,
+            }),
+        })
+    }
+
+    async fn describe(
+        &self,
+        label: &str,
+        pre: &SandboxMethodPre<PluginState>,
+    ) -> Result<wit::PluginManifest, CallErrorKind> {
+        let budget = Budget::from_limits(&self.limits);
+        let mut store = self.new_store(label, &self.limits, budget);
+        guarded(&mut store, budget, async |store| {
+            let instance: SandboxMethod = pre.instantiate_async(&mut *store).await?;
+            instance
+                .sandwit_plugin_plugin()
+                .call_describe(&mut *store)
+                .await
+        })
+        .await
+    }
+
+    /// A store for one plugin instance with the limits and budget applied.
+    pub(crate) fn new_store(
+        &self,
+        plugin: &str,
+        limits: &Limits,
+        budget: Budget,
+    ) -> Store<PluginState> {
+        let mut store = Store::new(&self.engine, PluginState::new(plugin, limits));
+        store.limiter(|s| &mut s.limiter);
+        store.set_fuel(budget.fuel).expect("fuel is enabled");
+        let time_left = budget.deadline.saturating_duration_since(Instant::now());
+        store.set_epoch_deadline(deadline_ticks(time_left));
+        store.epoch_deadline_trap();
+        store
+    }
+}
+
+fn too_big(label: &str, len: usize) -> LoadError {
+    LoadError::Rejected {
+        plugin: label.to_string(),
+        problems: vec![format!(
+            "is {len} bytes, more than the limit of {MAX_COMPONENT_BYTES} bytes"
+        )],
+    }
+}
+
+/// Tells a component from a core module or something that is not wasm, by the
+/// binary's preamble: magic, then version and layer.
+fn check_header(bytes: &[u8]) -> Result<(), String> {
+    const MAGIC: &[u8] = b"\0asm";
+    if bytes.len() < 8 || &bytes[..4] != MAGIC {
+        return Err("is not a WebAssembly binary (no `\\0asm` header)".to_string());
+    }
+    match bytes[6..8] {
+        [1, 0] => Ok(()),
+        [0, 0] => Err(
+            "is a core WebAssembly module, not a component: build it for wasm32-wasip2 (or wrap it with `wasm-tools component new`)"
+                .to_string(),
+        ),
+        _ => Err(format!(
+            "has an unknown WebAssembly layer {:?}",
+            &bytes[4..8]
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_check() {
+        assert!(
+            check_header(b"hello world")
+                .unwrap_err()
+                .contains("not a WebAssembly")
+        );
+        assert!(
+            check_header(b"\0asm\x01\0\0\0")
+                .unwrap_err()
+                .contains("core WebAssembly module")
+        );
+        assert!(check_header(b"\0asm\x0d\0\x01\0").is_ok());
+        assert!(
+            check_header(b"\0asm\x0d\0\x02\0")
+                .unwrap_err()
+                .contains("unknown")
+        );
+    }
+}
