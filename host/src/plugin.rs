@@ -196,7 +196,7 @@ impl Plugin {
         if result.kind() != spec.kind {
             return Err(CallErrorKind::BadResult {
                 message: format!(
-                    "a {} result from a method declared as {}",
+                    "a result of kind {} from a method declared as {}",
                     result.kind(),
                     spec.kind
                 ),

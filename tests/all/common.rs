@@ -1,0 +1,76 @@
+//! Shared hosts, plugin loading and argument helpers.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use sandwit::json::value_from_json;
+use sandwit::{AgentCtx, Host, Limits, Plugin, Value};
+
+pub use sandwit_test_artifacts as artifacts;
+
+/// The compiled-code cache every test host shares.
+pub fn cache_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sandwit-cache")
+}
+
+/// A host with the default limits.
+pub fn host() -> &'static Host {
+    static HOST: OnceLock<Host> = OnceLock::new();
+    HOST.get_or_init(|| Host::builder().cache_dir(cache_dir()).build().unwrap())
+}
+
+/// Limits small enough that hostile plugins hit them quickly.
+pub fn tight_limits() -> Limits {
+    Limits {
+        fuel: 300_000_000,
+        time: Duration::from_secs(5),
+        memory_bytes: 32 << 20,
+        max_value_bytes: 1 << 20,
+        ..Limits::default()
+    }
+}
+
+/// A host with [`tight_limits`].
+pub fn tight_host() -> &'static Host {
+    static HOST: OnceLock<Host> = OnceLock::new();
+    HOST.get_or_init(|| {
+        Host::builder()
+            .cache_dir(cache_dir())
+            .limits(tight_limits())
+            .build()
+            .unwrap()
+    })
+}
+
+pub async fn load(host: &Host, path: &str) -> Plugin {
+    host.load_plugin_file(path)
+        .await
+        .unwrap_or_else(|e| panic!("loading {path}: {e}"))
+}
+
+pub fn args(json: serde_json::Value) -> Value {
+    value_from_json(json)
+}
+
+pub fn ctx() -> AgentCtx {
+    AgentCtx {
+        user_id: Some("user-7".into()),
+        channel_name: Some("#general".into()),
+        ..AgentCtx::new("chat-1")
+    }
+}
+
+/// Checks that `host` still serves a good call.
+pub async fn assert_still_serving(host: &Host) {
+    let calc = load(host, artifacts::CALC).await;
+    let result = calc
+        .call(
+            &ctx(),
+            "calculate_sum",
+            args(serde_json::json!({"num1": 2, "num2": 40})),
+        )
+        .await
+        .expect("the host still serves");
+    assert_eq!(result, sandwit::MethodResult::Tool(Value::Int(42)));
+}

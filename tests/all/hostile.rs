@@ -1,0 +1,167 @@
+//! A hostile plugin that traps, spins, sleeps, hogs memory and lies: each
+//! gives a clear error naming the plugin, method and limit, and the host goes
+//! on serving.
+
+use std::time::Duration;
+
+use sandwit::{CallError, CallErrorKind, Host, LimitKind, Limits};
+use serde_json::json;
+
+use crate::common::{args, artifacts, assert_still_serving, cache_dir, ctx, load, tight_host};
+
+async fn call_hostile(host: &Host, method: &str, a: serde_json::Value) -> sandwit::CallReport {
+    let hostile = load(host, artifacts::HOSTILE).await;
+    let budget = sandwit::Budget::from_limits(host.limits());
+    hostile.call_within(&ctx(), method, args(a), budget).await
+}
+
+async fn hostile_error(host: &Host, method: &str, a: serde_json::Value) -> CallError {
+    let err = call_hostile(host, method, a)
+        .await
+        .result
+        .expect_err("the hostile method must fail");
+    assert_eq!(
+        (err.plugin.as_str(), err.method.as_str()),
+        ("hostile", method)
+    );
+    err
+}
+
+fn limit(err: &CallError) -> LimitKind {
+    match &err.kind {
+        CallErrorKind::LimitExceeded { limit, .. } => *limit,
+        other => panic!("not a limit: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_trap_is_reported_with_what_the_plugin_printed() {
+    let report = call_hostile(tight_host(), "trap", json!({})).await;
+    let err = report.result.unwrap_err();
+    assert!(matches!(err.kind, CallErrorKind::Trapped { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("plugin `hostile`, method `trap`: trapped")
+    );
+    assert!(
+        report
+            .logs
+            .iter()
+            .any(|l| l.message.contains("the hostile plugin panics")),
+        "{:?}",
+        report.logs
+    );
+    assert_still_serving(tight_host()).await;
+}
+
+#[tokio::test]
+async fn an_endless_loop_runs_out_of_fuel() {
+    let err = hostile_error(tight_host(), "spin", json!({})).await;
+    assert_eq!(limit(&err), LimitKind::Fuel);
+    assert!(
+        err.to_string()
+            .contains("fuel limit exceeded: used all of its 300000000 units"),
+        "{err}"
+    );
+    assert_still_serving(tight_host()).await;
+}
+
+fn slow_host() -> Host {
+    Host::builder()
+        .cache_dir(cache_dir())
+        .limits(Limits {
+            fuel: u64::MAX / 2,
+            time: Duration::from_millis(300),
+            ..Limits::default()
+        })
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn an_endless_loop_with_fuel_to_spare_hits_the_deadline() {
+    let host = slow_host();
+    let err = hostile_error(&host, "spin", json!({})).await;
+    assert_eq!(limit(&err), LimitKind::Time, "{err}");
+    assert_still_serving(&host).await;
+}
+
+#[tokio::test]
+async fn sleeping_in_the_host_hits_the_deadline() {
+    let host = slow_host();
+    let start = std::time::Instant::now();
+    let err = hostile_error(&host, "sleep", json!({})).await;
+    assert_eq!(limit(&err), LimitKind::Time, "{err}");
+    assert!(
+        start.elapsed() < Duration::from_secs(60),
+        "the sleep was cut"
+    );
+    assert_still_serving(&host).await;
+}
+
+#[tokio::test]
+async fn growing_memory_without_end_hits_the_memory_cap() {
+    let err = hostile_error(tight_host(), "grow_memory", json!({})).await;
+    assert_eq!(limit(&err), LimitKind::Memory, "{err}");
+    assert!(
+        err.to_string().contains("past the limit of 33554432 bytes"),
+        "{err}"
+    );
+    assert_still_serving(tight_host()).await;
+}
+
+#[tokio::test]
+async fn a_result_of_the_wrong_kind_is_refused() {
+    let err = hostile_error(tight_host(), "wrong_kind", json!({})).await;
+    let CallErrorKind::BadResult { message } = &err.kind else {
+        panic!("{err}")
+    };
+    assert_eq!(
+        message,
+        "a result of kind agent from a method declared as tool"
+    );
+    assert_still_serving(tight_host()).await;
+}
+
+#[tokio::test]
+async fn an_oversized_result_is_refused() {
+    let err = hostile_error(tight_host(), "huge_result", json!({"size": 2 << 20})).await;
+    assert_eq!(limit(&err), LimitKind::ValueSize, "{err}");
+    assert!(err.to_string().contains("the result takes"), "{err}");
+    // Under the cap it is fine.
+    let ok = call_hostile(tight_host(), "huge_result", json!({"size": 1000})).await;
+    assert!(ok.result.is_ok());
+    assert_still_serving(tight_host()).await;
+}
+
+#[tokio::test]
+async fn a_cyclic_value_is_refused() {
+    let err = hostile_error(tight_host(), "cyclic_value", json!({})).await;
+    let CallErrorKind::BadResult { message } = &err.kind else {
+        panic!("{err}")
+    };
+    assert!(
+        message.contains("malformed value: node 0 refers to node 0"),
+        "{message}"
+    );
+    assert_still_serving(tight_host()).await;
+}
+
+#[tokio::test]
+async fn the_plugins_own_failure_is_passed_on() {
+    let err = hostile_error(tight_host(), "fail", json!({})).await;
+    assert_eq!(
+        err.kind,
+        CallErrorKind::Failed {
+            message: "the plugin's own failure".into()
+        }
+    );
+}
+
+#[tokio::test]
+async fn a_log_flood_is_capped() {
+    let report = call_hostile(tight_host(), "log_flood", json!({})).await;
+    assert!(report.result.is_ok(), "{:?}", report.result);
+    assert_eq!(report.logs.len(), 1_000);
+    assert_eq!(report.logs[999].message, "line 999");
+}

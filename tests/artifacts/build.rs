@@ -1,0 +1,59 @@
+//! Builds every guest component (example plugins and test fixtures) with a
+//! nested `cargo build --target wasm32-wasip2`, into its own target directory
+//! so it does not wait on the outer build's lock, and writes their paths as
+//! constants.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// (constant, package, file stem): cdylibs are named after the crate with `_`.
+const COMPONENTS: &[(&str, &str, &str)] = &[
+    ("CALC", "calc", "calc"),
+    ("KNOWLEDGE", "knowledge", "knowledge"),
+    ("MESSENGER", "messenger", "messenger"),
+    ("IMAGEGEN", "imagegen", "imagegen"),
+    ("HOSTILE", "hostile", "hostile"),
+    ("BAD_MANIFEST", "bad-manifest", "bad_manifest"),
+    ("OTHER_WORLD", "other-world", "other-world"),
+];
+
+fn main() {
+    let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
+    let root = manifest_dir.parent().unwrap().parent().unwrap();
+    for dir in ["wit", "value", "guest-sdk", "plugins", "tests/fixtures"] {
+        println!("cargo:rerun-if-changed={}", root.join(dir).display());
+    }
+    let target_dir = root.join("target").join("guests");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(root)
+        .args(["build", "--target", "wasm32-wasip2", "--profile", "guest"])
+        .arg("--target-dir")
+        .arg(&target_dir)
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_TARGET_DIR");
+    for (_, package, _) in COMPONENTS {
+        cmd.args(["-p", package]);
+    }
+    let status = cmd
+        .status()
+        .expect("running cargo for the guest components");
+    assert!(
+        status.success(),
+        "building the guest components failed; is the target installed? \
+         (rustup target add wasm32-wasip2)"
+    );
+    let out = target_dir.join("wasm32-wasip2").join("guest");
+    let mut code = String::new();
+    for (name, package, stem) in COMPONENTS {
+        let path = out.join(format!("{stem}.wasm"));
+        assert!(path.exists(), "{} was not built", path.display());
+        code.push_str(&format!(
+            "/// The `{package}` component.\npub const {name}: &str = {:?};\n",
+            path.display().to_string()
+        ));
+    }
+    let dest = Path::new(&std::env::var("OUT_DIR").unwrap()).join("artifacts.rs");
+    std::fs::write(dest, code).unwrap();
+}
