@@ -10,5 +10,18 @@ pub mod plugin {
     });
 }
 
+/// The `python-sandbox` world of the CPython component. Its `methods` import
+/// is linked by hand (`interfaces/methods.rs`) because a call needs the
+/// store's fuel; only the export bindings are used.
+pub mod python {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "python-sandbox",
+        imports: { default: async | trappable },
+        exports: { default: async },
+        with: { "sandwit:plugin/types": super::plugin::sandwit::plugin::types },
+    });
+}
+
 pub use plugin::sandwit::plugin::log as log_api;
 pub use plugin::sandwit::plugin::types as wit;

@@ -9,8 +9,10 @@ use wasmtime::component::{HasSelf, Linker};
 use crate::bindings::plugin::SandboxMethod;
 use crate::cache::CodeCache;
 use crate::error::LoadError;
-use crate::limits::Limits;
+use crate::limits::{Limits, RunLimits};
 use crate::plugin::Plugin;
+use crate::python::PythonSandbox;
+use crate::python::state::RunState;
 use crate::state::PluginState;
 
 /// A plugin host: one engine with fuel and epoch interruption, one epoch
@@ -38,18 +40,22 @@ pub struct Host {
 pub(crate) struct HostInner {
     pub(crate) engine: Engine,
     pub(crate) plugin_linker: Linker<PluginState>,
+    pub(crate) python_linker: Linker<RunState>,
     pub(crate) cache: CodeCache,
     pub(crate) limits: Limits,
+    pub(crate) run_limits: RunLimits,
 }
 
 /// Configures a [`Host`].
 ///
-/// Defaults: no on-disk cache (compiled code is kept in memory only) and
-/// [`Limits::default`].
+/// Defaults: no on-disk cache (compiled code is kept in memory only),
+/// [`Limits::default`] for plugin calls and [`RunLimits::default`] for Python
+/// runs.
 #[derive(Debug, Clone, Default)]
 pub struct HostBuilder {
     cache_dir: Option<PathBuf>,
     limits: Limits,
+    run_limits: RunLimits,
 }
 
 impl HostBuilder {
@@ -61,9 +67,15 @@ impl HostBuilder {
         self
     }
 
-    /// The limits for every call.
+    /// The limits for every plugin call.
     pub fn limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// The default limits for Python runs.
+    pub fn run_limits(mut self, run_limits: RunLimits) -> Self {
+        self.run_limits = run_limits;
         self
     }
 
@@ -73,13 +85,18 @@ impl HostBuilder {
         let mut plugin_linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut plugin_linker)?;
         SandboxMethod::add_to_linker::<_, HasSelf<PluginState>>(&mut plugin_linker, |s| s)?;
+        let mut python_linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut python_linker)?;
+        crate::interfaces::methods::add_to_linker(&mut python_linker)?;
         let cache = CodeCache::new(&engine, self.cache_dir);
         Ok(Host {
             inner: Arc::new(HostInner {
                 engine,
                 plugin_linker,
+                python_linker,
                 cache,
                 limits: self.limits,
+                run_limits: self.run_limits,
             }),
         })
     }
@@ -105,5 +122,23 @@ impl Host {
     /// Reads, loads and checks a plugin file.
     pub async fn load_plugin_file(&self, path: impl AsRef<Path>) -> Result<Plugin, LoadError> {
         self.inner.load_file(path.as_ref()).await
+    }
+
+    /// The default limits of Python runs.
+    pub fn run_limits(&self) -> &RunLimits {
+        &self.inner.run_limits
+    }
+
+    /// Loads the CPython component (built from `python-guest/`) from its bytes.
+    pub async fn load_python(&self, name: &str, bytes: &[u8]) -> Result<PythonSandbox, LoadError> {
+        self.inner.load_python(name, bytes).await
+    }
+
+    /// Reads and loads the CPython component.
+    pub async fn load_python_file(
+        &self,
+        path: impl AsRef<Path>,
+    ) -> Result<PythonSandbox, LoadError> {
+        self.inner.load_python_file(path.as_ref()).await
     }
 }

@@ -71,6 +71,45 @@ impl Limits {
     }
 }
 
+/// Limits on one Python run. A plugin call made by the run draws on the run's
+/// remaining fuel and time (within the plugin's own [`Limits`] for memory and
+/// value sizes).
+///
+/// Defaults:
+///
+/// | limit | default |
+/// | --- | --- |
+/// | `fuel` | 10,000,000,000 units |
+/// | `time` | 10 s wall clock |
+/// | `memory_bytes` | 256 MiB for the interpreter |
+/// | `max_output_bytes` | 1 MiB each for stdout and stderr |
+/// | `max_calls` | 1,000 method calls |
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunLimits {
+    /// Deterministic CPU budget for the interpreter and the plugins it calls.
+    pub fuel: u64,
+    /// Wall-clock deadline for the whole run.
+    pub time: Duration,
+    /// Linear memory of the interpreter.
+    pub memory_bytes: usize,
+    /// Bytes captured from stdout, and again from stderr.
+    pub max_output_bytes: usize,
+    /// Method calls per run.
+    pub max_calls: u32,
+}
+
+impl Default for RunLimits {
+    fn default() -> Self {
+        RunLimits {
+            fuel: 10_000_000_000,
+            time: Duration::from_secs(10),
+            memory_bytes: 256 << 20,
+            max_output_bytes: 1 << 20,
+            max_calls: 1_000,
+        }
+    }
+}
+
 /// Which limit a guest ran into.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -83,6 +122,10 @@ pub enum LimitKind {
     Memory,
     /// A value crossing the boundary was too large.
     ValueSize,
+    /// A run printed more than its stdout or stderr cap.
+    Output,
+    /// A run made more method calls than its cap.
+    Calls,
 }
 
 impl fmt::Display for LimitKind {
@@ -92,6 +135,8 @@ impl fmt::Display for LimitKind {
             LimitKind::Time => "time",
             LimitKind::Memory => "memory",
             LimitKind::ValueSize => "value size",
+            LimitKind::Output => "output",
+            LimitKind::Calls => "calls",
         })
     }
 }
@@ -109,8 +154,13 @@ pub(crate) struct StoreLimiter {
 
 impl StoreLimiter {
     pub(crate) fn new(limits: &Limits) -> Self {
+        Self::with_memory(limits, limits.memory_bytes)
+    }
+
+    /// The caps of `limits`, with another memory cap.
+    pub(crate) fn with_memory(limits: &Limits, memory_bytes: usize) -> Self {
         StoreLimiter {
-            memory_bytes: limits.memory_bytes,
+            memory_bytes,
             table_elements: limits.table_elements,
             max_instances: limits.max_instances,
             hit: None,

@@ -15,6 +15,7 @@ use crate::bindings::wit;
 use crate::cache::{CodeSource, component_hash};
 use crate::engine::deadline_ticks;
 use crate::error::{CallError, CallErrorKind, LoadError};
+use crate::guard::{Stopped, guarded};
 use crate::host::HostInner;
 use crate::limits::{LimitKind, Limits, MAX_COMPONENT_BYTES};
 use crate::manifest::{self, Manifest};
@@ -105,6 +106,11 @@ impl Plugin {
         self.inner.code_source
     }
 
+    /// The limits its calls run under.
+    pub fn limits(&self) -> &Limits {
+        &self.inner.host.limits
+    }
+
     /// The SHA-256 of the component, hex-encoded.
     pub fn hash(&self) -> &str {
         &self.inner.hash
@@ -188,7 +194,8 @@ impl Plugin {
                 .call_invoke(&mut *store, &ctx, method, &args)
                 .await
         })
-        .await?;
+        .await
+        .map_err(stopped_to_error)?;
         let result = match returned {
             Ok(result) => check_result(result, limits)?,
             Err(e) => return Err(plugin_error(e)),
@@ -206,55 +213,7 @@ impl Plugin {
     }
 }
 
-/// Runs `call` on `store` with the budget's deadline enforced both by epoch
-/// interruption (for running code) and by a timer (for code blocked in the
-/// host), and turns traps into the limit or trap they stand for.
-pub(crate) async fn guarded<T>(
-    store: &mut Store<PluginState>,
-    budget: Budget,
-    call: impl AsyncFnOnce(&mut Store<PluginState>) -> wasmtime::Result<T>,
-) -> Result<T, CallErrorKind> {
-    let time_left = budget.deadline.saturating_duration_since(Instant::now());
-    let outcome = tokio::time::timeout(time_left, call(store)).await;
-    match outcome {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(err)) => Err(classify_trap(err, store, budget)),
-        Err(_elapsed) => Err(time_exceeded(budget)),
-    }
-}
-
-fn time_exceeded(budget: Budget) -> CallErrorKind {
-    let _ = budget;
-    CallErrorKind::LimitExceeded {
-        limit: LimitKind::Time,
-        message: "ran past its wall-clock deadline".to_string(),
-    }
-}
-
-fn classify_trap(
-    err: wasmtime::Error,
-    store: &Store<PluginState>,
-    budget: Budget,
-) -> CallErrorKind {
-    if let Some(what) = &store.data().limiter.hit {
-        return CallErrorKind::LimitExceeded {
-            limit: LimitKind::Memory,
-            message: what.clone(),
-        };
-    }
-    match err.downcast_ref::<wasmtime::Trap>() {
-        Some(wasmtime::Trap::OutOfFuel) => CallErrorKind::LimitExceeded {
-            limit: LimitKind::Fuel,
-            message: format!("used all of its {} units of fuel", budget.fuel),
-        },
-        Some(wasmtime::Trap::Interrupt) => time_exceeded(budget),
-        _ => CallErrorKind::Trapped {
-            message: cut(format!("{err:?}"), 2_000),
-        },
-    }
-}
-
-fn cut(mut s: String, max: usize) -> String {
+pub(crate) fn cut(mut s: String, max: usize) -> String {
     if s.len() > max {
         let mut at = max;
         while !s.is_char_boundary(at) {
@@ -264,6 +223,15 @@ fn cut(mut s: String, max: usize) -> String {
         s.push('…');
     }
     s
+}
+
+fn stopped_to_error(stopped: Stopped) -> CallErrorKind {
+    match stopped {
+        Stopped::Limit(limit, message) => CallErrorKind::LimitExceeded { limit, message },
+        Stopped::Trap(err) => CallErrorKind::Trapped {
+            message: cut(format!("{err:?}"), 2_000),
+        },
+    }
 }
 
 fn plugin_error(e: wit::CallError) -> CallErrorKind {
@@ -441,6 +409,7 @@ impl HostInner {
                 .await
         })
         .await
+        .map_err(stopped_to_error)
     }
 
     /// A store for one plugin instance with the limits and budget applied.
@@ -452,15 +421,20 @@ impl HostInner {
     ) -> Store<PluginState> {
         let mut store = Store::new(&self.engine, PluginState::new(plugin, limits));
         store.limiter(|s| &mut s.limiter);
-        store.set_fuel(budget.fuel).expect("fuel is enabled");
-        let time_left = budget.deadline.saturating_duration_since(Instant::now());
-        store.set_epoch_deadline(deadline_ticks(time_left));
-        store.epoch_deadline_trap();
+        apply_budget(&mut store, budget);
         store
     }
 }
 
-fn too_big(label: &str, len: usize) -> LoadError {
+/// Gives a store the budget's fuel and an epoch deadline at its deadline.
+pub(crate) fn apply_budget<T>(store: &mut Store<T>, budget: Budget) {
+    store.set_fuel(budget.fuel).expect("fuel is enabled");
+    let time_left = budget.deadline.saturating_duration_since(Instant::now());
+    store.set_epoch_deadline(deadline_ticks(time_left));
+    store.epoch_deadline_trap();
+}
+
+pub(crate) fn too_big(label: &str, len: usize) -> LoadError {
     LoadError::Rejected {
         plugin: label.to_string(),
         problems: vec![format!(

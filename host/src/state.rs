@@ -101,3 +101,9 @@ impl WasiView for PluginState {
         }
     }
 }
+
+impl crate::guard::Limited for PluginState {
+    fn limiter(&self) -> &StoreLimiter {
+        &self.limiter
+    }
+}

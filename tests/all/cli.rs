@@ -123,9 +123,104 @@ fn inspect_shows_methods_and_a_second_process_uses_the_cache() {
 
 #[test]
 fn every_subcommand_has_help() {
-    for sub in ["inspect", "validate", "call"] {
+    for sub in ["inspect", "validate", "call", "run", "prompt"] {
         let out = sandwit(&[sub, "--help"]);
         assert!(out.status.success(), "{sub} --help");
         assert!(stdout(&out).contains("Usage: sandwit"), "{sub}");
     }
+}
+
+#[test]
+fn run_prints_the_outcome_as_json_with_exit_status() {
+    let python = ["--python", artifacts::PYTHON];
+    let plugins = [
+        "--plugin",
+        artifacts::CALC,
+        "--plugin",
+        artifacts::KNOWLEDGE,
+    ];
+    let run = |code: &str| {
+        let mut args = vec!["run", "--json"];
+        args.extend(python);
+        args.extend(plugins);
+        args.extend(["-c", code]);
+        let out = sandwit(&args);
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        (out.status.code(), json)
+    };
+    let (code, json) = run("print(calculate_sum(1, 2))");
+    assert_eq!(code, Some(0));
+    assert_eq!(json["status"], "ok");
+    assert_eq!(json["stdout"], "3\n");
+    assert_eq!(json["error"], serde_json::Value::Null);
+    assert_eq!(json["events"][0]["type"], "call");
+    assert_eq!(json["events"][0]["method"], "calculate_sum");
+
+    let (code, json) = run("search_knowledge_base('fuel')\nprint('no')");
+    assert_eq!(code, Some(0), "an agent handoff is a success");
+    assert_eq!(json["status"], "agent_handoff");
+    assert_eq!(json["stdout"], "");
+    assert_eq!(json["handoff"]["result"]["kind"], "agent");
+
+    let (code, json) = run("x = 1\n1/0");
+    assert_eq!(code, Some(1));
+    assert_eq!(json["status"], "error");
+    assert_eq!(json["error"]["type"], "ZeroDivisionError");
+    assert_eq!(json["error"]["line"], 2);
+
+    let (code, json) = run("while True: pass");
+    assert_eq!(code, Some(1));
+    assert_eq!(json["status"], "limit_exceeded");
+    assert_eq!(json["limit"]["kind"], "fuel");
+}
+
+#[test]
+fn run_reads_a_file_and_uses_the_example_plugins_by_default() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let file = dir.join("round.py");
+    std::fs::write(&file, "```python\nprint(calculate_sum(2, 3))\n```\n").unwrap();
+    let plugin_dir = std::path::Path::new(artifacts::CALC).parent().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_sandwit"))
+        .args(["--cache-dir", dir.join("cli-cache").to_str().unwrap()])
+        .env("SANDWIT_PYTHON", artifacts::PYTHON)
+        .env("SANDWIT_PLUGINS", plugin_dir)
+        .arg("run")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = stdout(&out);
+    assert!(text.starts_with("5\n\n── outcome: ok"), "{text}");
+}
+
+#[test]
+fn prompt_lists_methods_for_the_llm() {
+    let out = sandwit(&[
+        "prompt",
+        "--plugin",
+        artifacts::CALC,
+        "--plugin",
+        artifacts::KNOWLEDGE,
+    ]);
+    assert!(out.status.success());
+    let text = stdout(&out);
+    assert!(
+        text.contains("def calculate_sum(num1, num2):  # tool"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "def search_knowledge_base(query, max_results=None):  # agent: STOPS THE SCRIPT"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("    \"\"\"Add two integers and return their sum.\n\n    Args:\n"),
+        "{text}"
+    );
 }

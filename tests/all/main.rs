@@ -8,3 +8,4 @@ mod common;
 mod hostile;
 mod loading;
 mod plugins;
+mod python;

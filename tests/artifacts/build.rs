@@ -1,7 +1,7 @@
 //! Builds every guest component (example plugins and test fixtures) with a
 //! nested `cargo build --target wasm32-wasip2`, into its own target directory
-//! so it does not wait on the outer build's lock, and writes their paths as
-//! constants.
+//! so it does not wait on the outer build's lock, builds the CPython sandbox
+//! with `python-guest/build`, and writes their paths as constants.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -20,7 +20,15 @@ const COMPONENTS: &[(&str, &str, &str)] = &[
 fn main() {
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
     let root = manifest_dir.parent().unwrap().parent().unwrap();
-    for dir in ["wit", "value", "guest-sdk", "plugins", "tests/fixtures"] {
+    for dir in [
+        "wit",
+        "value",
+        "guest-sdk",
+        "plugins",
+        "tests/fixtures",
+        "python-guest/app.py",
+        "python-guest/build",
+    ] {
         println!("cargo:rerun-if-changed={}", root.join(dir).display());
     }
     let target_dir = root.join("target").join("guests");
@@ -54,6 +62,16 @@ fn main() {
             path.display().to_string()
         ));
     }
+    let status = Command::new("bash")
+        .arg(root.join("python-guest/build"))
+        .status()
+        .expect("running python-guest/build");
+    assert!(status.success(), "building the Python sandbox failed");
+    let python = root.join("target/python/sandbox.wasm");
+    code.push_str(&format!(
+        "/// The CPython sandbox component.\npub const PYTHON: &str = {:?};\n",
+        python.display().to_string()
+    ));
     let dest = Path::new(&std::env::var("OUT_DIR").unwrap()).join("artifacts.rs");
     std::fs::write(dest, code).unwrap();
 }

@@ -3,13 +3,14 @@
 mod call;
 mod inspect;
 mod render;
+mod run;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use sandwit::{Host, Limits};
+use sandwit::{Host, Limits, RunLimits};
 
 /// A WebAssembly plugin host for AI agents.
 ///
@@ -36,6 +37,12 @@ enum Command {
     Validate(inspect::ValidateArgs),
     /// Call one method of a plugin and print its typed result.
     Call(call::CallArgs),
+    /// Run Python code in the sandbox with plugin methods as functions; print
+    /// its stdout, then the outcome. Exit status 0 for ok and agent handoff.
+    Run(run::RunArgs),
+    /// Print the method listing an LLM is given: signatures, kinds and
+    /// docstrings.
+    Prompt(run::PromptArgs),
 }
 
 /// Options for the host, before or after the subcommand.
@@ -48,10 +55,12 @@ struct HostArgs {
     /// Compile in memory only; read and write no cache.
     #[arg(long, global = true)]
     no_cache: bool,
-    /// Fuel per call (roughly wasm instructions) [default: 2000000000].
+    /// Fuel per call, and per run for `run` (roughly wasm instructions)
+    /// [default: 2000000000 per call, 10000000000 per run].
     #[arg(long, global = true)]
     fuel: Option<u64>,
-    /// Wall-clock limit per call, in milliseconds [default: 10000].
+    /// Wall-clock limit per call, and per run for `run`, in milliseconds
+    /// [default: 10000].
     #[arg(long, global = true, value_name = "MS")]
     timeout_ms: Option<u64>,
     /// Memory per instance, in MiB [default: 64].
@@ -68,7 +77,13 @@ impl HostArgs {
             memory_bytes: self.memory_mib.map_or(defaults.memory_bytes, |m| m << 20),
             ..defaults
         };
-        let mut builder = Host::builder().limits(limits);
+        let run_defaults = RunLimits::default();
+        let run_limits = RunLimits {
+            fuel: self.fuel.unwrap_or(run_defaults.fuel),
+            time: limits.time,
+            ..run_defaults
+        };
+        let mut builder = Host::builder().limits(limits).run_limits(run_limits);
         if !self.no_cache
             && let Some(dir) = self.cache_dir.clone().or_else(default_cache_dir)
         {
@@ -108,6 +123,8 @@ fn main() -> ExitCode {
             Command::Inspect(args) => inspect::inspect(&host, args).await,
             Command::Validate(args) => inspect::validate(&host, args).await,
             Command::Call(args) => call::call(&host, args).await,
+            Command::Run(args) => run::run(&host, args).await,
+            Command::Prompt(args) => run::prompt(&host, args).await,
         }
     });
     match result {

@@ -1,0 +1,268 @@
+//! `sandwit run` and `sandwit prompt`.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+use sandwit::{AgentCtx, Event, Host, MethodKind, Plugin, PluginSet, RunOutcome, RunStatus};
+use serde_json::json;
+
+/// The example plugins used when no --plugin or --plugins is given.
+const EXAMPLE_PLUGINS: &[&str] = &["calc", "knowledge", "messenger", "imagegen"];
+
+/// Which plugins a run or prompt uses.
+#[derive(Args)]
+pub struct PluginArgs {
+    /// A plugin component to offer (repeatable).
+    #[arg(long = "plugin", value_name = "FILE")]
+    plugins: Vec<PathBuf>,
+    /// Offer every `.wasm` plugin in DIR.
+    #[arg(long = "plugins", value_name = "DIR")]
+    plugin_dir: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    plugins: PluginArgs,
+    /// The CPython component [default: $SANDWIT_PYTHON, else the build's
+    /// target/python/sandbox.wasm].
+    #[arg(long, value_name = "FILE")]
+    python: Option<PathBuf>,
+    /// The chat key of the agent context.
+    #[arg(long, default_value = "cli")]
+    chat_key: String,
+    /// The user id of the agent context.
+    #[arg(long)]
+    user_id: Option<String>,
+    /// Method calls allowed per run [default: 1000].
+    #[arg(long)]
+    max_calls: Option<u32>,
+    /// Where images of a multimodal handoff are written
+    /// [default: <temp dir>/sandwit-out].
+    #[arg(long, value_name = "DIR")]
+    out_dir: Option<PathBuf>,
+    /// Print one JSON object: {"status", "stdout", "stderr", "error", "limit",
+    /// "events", "handoff", "fuel_used", "ms"}.
+    #[arg(long)]
+    json: bool,
+    /// The code to run.
+    #[arg(short = 'c', value_name = "CODE", conflicts_with = "file")]
+    code: Option<String>,
+    /// A file of code to run, or `-` for standard input.
+    #[arg(value_name = "FILE", required_unless_present = "code")]
+    file: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct PromptArgs {
+    #[command(flatten)]
+    plugins: PluginArgs,
+}
+
+/// The build's own output directory (`target/<profile>/..`), for defaults.
+fn build_dir() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    Some(exe.parent()?.parent()?.to_path_buf())
+}
+
+fn env_path(key: &str) -> Option<PathBuf> {
+    std::env::var_os(key)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+async fn load_plugins(host: &Host, args: &PluginArgs) -> anyhow::Result<Vec<Plugin>> {
+    let mut files = args.plugins.clone();
+    if let Some(dir) = &args.plugin_dir {
+        let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+            .with_context(|| format!("reading --plugins {}", dir.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|e| e == "wasm"))
+            .collect();
+        found.sort();
+        files.extend(found);
+    }
+    if files.is_empty() {
+        let dir = env_path("SANDWIT_PLUGINS")
+            .or_else(|| build_dir().map(|d| d.join("guests/wasm32-wasip2/guest")))
+            .context("cannot find the example plugins: pass --plugin or --plugins")?;
+        files = EXAMPLE_PLUGINS
+            .iter()
+            .map(|name| dir.join(format!("{name}.wasm")))
+            .collect();
+    }
+    let mut plugins = Vec::new();
+    for file in &files {
+        plugins.push(host.load_plugin_file(file).await?);
+    }
+    Ok(plugins)
+}
+
+pub async fn prompt(host: &Host, args: PromptArgs) -> anyhow::Result<ExitCode> {
+    let plugins = PluginSet::new(&load_plugins(host, &args.plugins).await?)?;
+    print!("{}", method_listing(&plugins));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The methods as an LLM is shown them: Python signatures, kinds and
+/// docstrings.
+fn method_listing(plugins: &PluginSet) -> String {
+    let mut out = String::from(
+        "Your Python code can call these functions. Plain Python values go in \
+         (None, bool, int, float, str, bytes, list, tuple, dict); a failing call \
+         raises PluginError.\n",
+    );
+    for (plugin, method) in plugins.methods() {
+        let what = match method.kind {
+            MethodKind::Tool => "tool: returns a value and the code goes on",
+            MethodKind::Agent => "agent: STOPS THE SCRIPT; its text goes to you in a new round",
+            MethodKind::Behavior => {
+                "behavior: returns a string, recorded as a system message; the code goes on"
+            }
+            MethodKind::MultimodalAgent => {
+                "multimodal agent: STOPS THE SCRIPT; its text and images go to you in a new round"
+            }
+        };
+        out.push_str(&format!(
+            "\ndef {}:  # {what} (plugin `{}`)\n    \"\"\"",
+            crate::render::signature(method),
+            plugin.id()
+        ));
+        for (i, line) in method.docstring.lines().enumerate() {
+            if i > 0 {
+                out.push('\n');
+                if !line.is_empty() {
+                    out.push_str("    ");
+                }
+            }
+            out.push_str(line);
+        }
+        out.push_str("\n    \"\"\"\n");
+    }
+    out
+}
+
+pub async fn run(host: &Host, args: RunArgs) -> anyhow::Result<ExitCode> {
+    let code = match (&args.code, &args.file) {
+        (Some(code), _) => code.clone(),
+        (None, Some(path)) if path == Path::new("-") => {
+            let mut code = String::new();
+            std::io::stdin()
+                .read_to_string(&mut code)
+                .context("reading the code from standard input")?;
+            code
+        }
+        (None, Some(path)) => std::fs::read_to_string(path)
+            .with_context(|| format!("reading the code from {}", path.display()))?,
+        (None, None) => anyhow::bail!("give the code as FILE, `-` or -c CODE"),
+    };
+    let python = args
+        .python
+        .clone()
+        .or_else(|| env_path("SANDWIT_PYTHON"))
+        .or_else(|| build_dir().map(|d| d.join("python/sandbox.wasm")))
+        .context("cannot find the Python sandbox: pass --python")?;
+    let sandbox = host.load_python_file(&python).await?;
+    let plugins = PluginSet::new(&load_plugins(host, &args.plugins).await?)?;
+    let ctx = AgentCtx {
+        user_id: args.user_id.clone(),
+        ..AgentCtx::new(&args.chat_key)
+    };
+    let mut limits = host.run_limits().clone();
+    if let Some(max_calls) = args.max_calls {
+        limits.max_calls = max_calls;
+    }
+    let outcome = sandbox
+        .run_with_limits(&ctx, &plugins, &code, &limits)
+        .await;
+    let out_dir = args
+        .out_dir
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join("sandwit-out"));
+    if args.json {
+        let json = outcome_json(&outcome, &out_dir)?;
+        println!("{}", serde_json::to_string_pretty(&json)?);
+    } else {
+        print_outcome(&outcome, &out_dir)?;
+    }
+    Ok(match outcome.status {
+        RunStatus::Ok | RunStatus::AgentHandoff => ExitCode::SUCCESS,
+        RunStatus::Error | RunStatus::LimitExceeded => ExitCode::FAILURE,
+    })
+}
+
+fn outcome_json(outcome: &RunOutcome, out_dir: &Path) -> anyhow::Result<serde_json::Value> {
+    let handoff = match &outcome.handoff {
+        Some(h) => Some(json!({
+            "plugin": h.plugin,
+            "method": h.method,
+            "result": crate::render::result_json(&h.result, out_dir)?,
+        })),
+        None => None,
+    };
+    Ok(json!({
+        "status": outcome.status,
+        "stdout": outcome.stdout,
+        "stderr": outcome.stderr,
+        "error": outcome.error,
+        "limit": outcome.limit,
+        "events": outcome.events,
+        "handoff": handoff,
+        "fuel_used": outcome.fuel_used,
+        "ms": outcome.elapsed.as_secs_f64() * 1e3,
+    }))
+}
+
+fn print_outcome(outcome: &RunOutcome, out_dir: &Path) -> anyhow::Result<()> {
+    print!("{}", outcome.stdout);
+    eprint!("{}", outcome.stderr);
+    let status = serde_json::to_value(outcome.status)?;
+    println!(
+        "\n── outcome: {} ({:.1} ms, {} fuel)",
+        status.as_str().unwrap_or_default(),
+        outcome.elapsed.as_secs_f64() * 1e3,
+        outcome.fuel_used
+    );
+    if let Some(e) = &outcome.error {
+        let at = e.line.map(|l| format!(" at line {l}")).unwrap_or_default();
+        println!("error: {}{at}: {}", e.type_name, e.message);
+    }
+    if let Some(limit) = &outcome.limit {
+        println!("limit: {} — {}", limit.kind, limit.message);
+    }
+    for event in &outcome.events {
+        match event {
+            Event::Call {
+                plugin,
+                method,
+                kind,
+                ms,
+                ok,
+                summary,
+                ..
+            } => {
+                let mark = if *ok { "→" } else { "✗" };
+                println!("call {plugin}.{method} [{kind}] {ms:.2} ms {mark} {summary}");
+            }
+            Event::SystemMessage { text, .. } => println!("system message: {text}"),
+            Event::Log {
+                plugin,
+                level,
+                message,
+            } => println!("log [{plugin} {level}] {message}"),
+        }
+    }
+    if let Some(h) = &outcome.handoff {
+        let result = crate::render::result_json(&h.result, out_dir)?;
+        println!(
+            "handoff from {}.{} (for the AI, in a new round):\n{}",
+            h.plugin,
+            h.method,
+            serde_json::to_string_pretty(&result)?
+        );
+    }
+    Ok(())
+}

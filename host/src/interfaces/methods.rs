@@ -1,0 +1,163 @@
+//! `sandwit:plugin/methods`: the Python sandbox's calls to plugin methods.
+//!
+//! Linked by hand rather than through a generated `Host` trait because a call
+//! needs the store itself: the plugin runs on the run's remaining fuel, which
+//! is read from the interpreter's store and charged back to it.
+
+use wasmtime::StoreContextMut;
+use wasmtime::component::Linker;
+
+use crate::bindings::wit;
+use crate::error::CallErrorKind;
+use crate::json::{BytesAs, value_to_json};
+use crate::limits::LimitKind;
+use crate::plugin::{Budget, cut};
+use crate::python::outcome::{Event, Handoff};
+use crate::python::state::RunState;
+use crate::types::{self, ContentPart, MethodResult};
+
+/// Adds `sandwit:plugin/methods@0.1.0` to a Python run's linker.
+pub(crate) fn add_to_linker(linker: &mut Linker<RunState>) -> wasmtime::Result<()> {
+    let mut methods = linker.instance("sandwit:plugin/methods@0.1.0")?;
+    methods.func_wrap_async(
+        "call",
+        |store: StoreContextMut<'_, RunState>, (method, args): (String, wit::Value)| {
+            Box::new(async move { call(store, method, args).await.map(|r| (r,)) })
+        },
+    )
+}
+
+async fn call(
+    mut store: StoreContextMut<'_, RunState>,
+    method: String,
+    args: wit::Value,
+) -> wasmtime::Result<Result<wit::MethodResult, wit::CallError>> {
+    let fuel_left = store.get_fuel()?;
+    let state = store.data_mut();
+    state.calls += 1;
+    if state.calls > state.max_calls {
+        let message = format!(
+            "made more than {} method calls (the next was `{method}`)",
+            state.max_calls
+        );
+        return Err(stop(state, LimitKind::Calls, message));
+    }
+    let Some(plugin) = state.plugins.plugin_for(&method).cloned() else {
+        return Ok(Err(wit::CallError::UnknownMethod(method)));
+    };
+    let kind = plugin.manifest().method(&method).expect("indexed").kind;
+    let args = match types::value_from_wit(args, &plugin.limits().decode_limits()) {
+        Ok(args) => args,
+        Err(e) => return Ok(Err(wit::CallError::InvalidArguments(e.to_string()))),
+    };
+    // The plugin's own limits, or what is left of the run's, whichever is less.
+    let own = Budget::from_limits(plugin.limits());
+    let budget = Budget {
+        fuel: fuel_left.min(own.fuel),
+        deadline: state.deadline.min(own.deadline),
+    };
+    // Whether running out of fuel or time means the run's budget is spent.
+    let run_fuel_bound = fuel_left <= own.fuel;
+    let run_time_bound = state.deadline <= own.deadline;
+    let ctx = state.ctx.clone();
+    let report = plugin.call_within(&ctx, &method, args, budget).await;
+    store.set_fuel(fuel_left.saturating_sub(report.fuel_used))?;
+
+    let state = store.data_mut();
+    let id = plugin.id().to_string();
+    state
+        .events
+        .extend(report.logs.into_iter().map(|l| Event::Log {
+            plugin: id.clone(),
+            level: l.level,
+            message: l.message,
+        }));
+    state.events.push(Event::Call {
+        plugin: id.clone(),
+        method: method.clone(),
+        kind,
+        ms: report.elapsed.as_secs_f64() * 1e3,
+        fuel: report.fuel_used,
+        ok: report.result.is_ok(),
+        summary: match &report.result {
+            Ok(result) => summarize(result),
+            Err(e) => cut(e.kind.to_string(), 200),
+        },
+    });
+    match report.result {
+        Ok(MethodResult::Tool(value)) => Ok(Ok(wit::MethodResult::Tool(types::nodes_to_wit(
+            value.into_nodes(),
+        )))),
+        Ok(MethodResult::Behavior(text)) => {
+            state.events.push(Event::SystemMessage {
+                plugin: id,
+                method,
+                text: text.clone(),
+            });
+            Ok(Ok(wit::MethodResult::Behavior(text)))
+        }
+        Ok(result) => {
+            // The script stops here: end the interpreter now, so nothing after
+            // the call runs, whatever the code catches.
+            state.handoff = Some(Handoff {
+                plugin: id,
+                method: method.clone(),
+                result,
+            });
+            Err(wasmtime::format_err!("agent handoff at `{method}`"))
+        }
+        Err(e) => match e.kind {
+            // The run's own budget is spent: the run ends.
+            CallErrorKind::LimitExceeded {
+                limit: limit @ (LimitKind::Fuel | LimitKind::Time),
+                message,
+            } if (limit == LimitKind::Fuel && run_fuel_bound)
+                || (limit == LimitKind::Time && run_time_bound) =>
+            {
+                let message = format!("plugin `{id}`, method `{method}`: {message}");
+                Err(stop(state, limit, message))
+            }
+            kind => Ok(Err(to_wit_error(kind))),
+        },
+    }
+}
+
+/// Records a run-wide limit and returns the error that ends the run.
+fn stop(state: &mut RunState, kind: LimitKind, message: String) -> wasmtime::Error {
+    let err = wasmtime::format_err!("{kind} limit: {message}");
+    state.stop = Some((kind, message));
+    err
+}
+
+fn to_wit_error(kind: CallErrorKind) -> wit::CallError {
+    match kind {
+        CallErrorKind::UnknownMethod => wit::CallError::UnknownMethod("no such method".into()),
+        CallErrorKind::InvalidArguments { message } => wit::CallError::InvalidArguments(message),
+        CallErrorKind::Denied { message } => wit::CallError::Denied(message),
+        CallErrorKind::LimitExceeded { limit, message } => {
+            wit::CallError::LimitExceeded(format!("{limit} limit exceeded: {message}"))
+        }
+        CallErrorKind::Failed { message } => wit::CallError::Failed(message),
+        other @ (CallErrorKind::Trapped { .. } | CallErrorKind::BadResult { .. }) => {
+            wit::CallError::Failed(cut(other.to_string(), 500))
+        }
+    }
+}
+
+/// A one-line summary of a result for the events.
+pub(crate) fn summarize(result: &MethodResult) -> String {
+    let text = match result {
+        MethodResult::Tool(v) => cut(value_to_json(v, BytesAs::Summary).to_string(), 200),
+        MethodResult::Agent(t) | MethodResult::Behavior(t) => cut(t.clone(), 200),
+        MethodResult::MultimodalAgent(parts) => parts
+            .iter()
+            .map(|p| match p {
+                ContentPart::Text(t) => cut(t.clone(), 100),
+                ContentPart::Image(m) => format!("[{} image, {} bytes]", m.mime_type, m.data.len()),
+                ContentPart::ImageUrl(u) => format!("[image at {u}]"),
+            })
+            .collect::<Vec<_>>()
+            .join(" "),
+    };
+    text.replace('\n', " ")
+}

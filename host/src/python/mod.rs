@@ -1,0 +1,358 @@
+//! The Python sandbox: AI-written code runs in a CPython component and calls
+//! plugin methods through the `sandwit:plugin/methods` import.
+
+pub(crate) mod outcome;
+pub(crate) mod state;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use wasmtime::Store;
+use wasmtime::component::types::ComponentItem;
+
+use crate::bindings::python::{PythonSandboxPre, exports::sandwit::plugin::runner};
+use crate::bindings::wit;
+use crate::cache::{CodeSource, component_hash};
+use crate::error::LoadError;
+use crate::guard::{Stopped, guarded};
+use crate::host::HostInner;
+use crate::limits::{LimitKind, MAX_COMPONENT_BYTES, RunLimits};
+use crate::manifest::MethodSpec;
+use crate::plugin::{Budget, Plugin, apply_budget, cut, too_big};
+use crate::types::AgentCtx;
+use outcome::{LimitHit, RunError, RunOutcome, RunStatus};
+use state::RunState;
+
+/// The export the interpreter component must have.
+const RUNNER_EXPORT_PREFIX: &str = "sandwit:plugin/runner@0.1.";
+/// The error type of a run whose interpreter trapped (a bug, not the code).
+const TRAP_TYPE: &str = "InterpreterTrap";
+
+/// The plugins a run may call, indexed by method name. Cheap to clone.
+#[derive(Clone, Default)]
+pub struct PluginSet {
+    inner: Arc<PluginSetInner>,
+}
+
+#[derive(Default)]
+struct PluginSetInner {
+    by_method: HashMap<String, Plugin>,
+    specs: Vec<wit::MethodSpec>,
+}
+
+/// Two plugins of a [`PluginSet`] offer a method of the same name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("method `{method}` is offered by both plugin `{first}` and plugin `{second}`")]
+pub struct MethodClash {
+    /// The method's name.
+    pub method: String,
+    /// The plugin listed first.
+    pub first: String,
+    /// The plugin listed second.
+    pub second: String,
+}
+
+impl PluginSet {
+    /// The methods of `plugins`; method names must be unique across them.
+    pub fn new(plugins: &[Plugin]) -> Result<Self, MethodClash> {
+        let mut inner = PluginSetInner::default();
+        for plugin in plugins {
+            for method in &plugin.manifest().methods {
+                if let Some(first) = inner.by_method.get(&method.name) {
+                    return Err(MethodClash {
+                        method: method.name.clone(),
+                        first: first.id().to_string(),
+                        second: plugin.id().to_string(),
+                    });
+                }
+                inner.by_method.insert(method.name.clone(), plugin.clone());
+                inner.specs.push(spec_to_wit(method));
+            }
+        }
+        Ok(PluginSet {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// The plugin that offers `method`.
+    pub fn plugin_for(&self, method: &str) -> Option<&Plugin> {
+        self.inner.by_method.get(method)
+    }
+
+    /// Every method, with the plugin that offers it, in the order given.
+    pub fn methods(&self) -> impl Iterator<Item = (&Plugin, &MethodSpec)> {
+        self.inner.specs.iter().map(|spec| {
+            let plugin = &self.inner.by_method[&spec.name];
+            (
+                plugin,
+                plugin.manifest().method(&spec.name).expect("indexed"),
+            )
+        })
+    }
+}
+
+fn spec_to_wit(spec: &MethodSpec) -> wit::MethodSpec {
+    wit::MethodSpec {
+        name: spec.name.clone(),
+        kind: match spec.kind {
+            crate::MethodKind::Tool => wit::MethodKind::Tool,
+            crate::MethodKind::Agent => wit::MethodKind::Agent,
+            crate::MethodKind::Behavior => wit::MethodKind::Behavior,
+            crate::MethodKind::MultimodalAgent => wit::MethodKind::MultimodalAgent,
+        },
+        description: spec.description.clone(),
+        docstring: spec.docstring.clone(),
+        params: spec
+            .params
+            .iter()
+            .map(|p| wit::Param {
+                name: p.name.clone(),
+                schema: p.schema.to_string(),
+                required: p.required,
+            })
+            .collect(),
+        returns: spec.returns.as_ref().map(|r| r.to_string()),
+    }
+}
+
+/// A loaded CPython component, ready to run code. Cheap to clone.
+///
+/// Every run gets a fresh instance: a fresh interpreter with no files,
+/// environment, network or processes, whose only way out is the plugin
+/// methods of the run.
+#[derive(Clone)]
+pub struct PythonSandbox {
+    inner: Arc<PythonInner>,
+}
+
+struct PythonInner {
+    host: Arc<HostInner>,
+    pre: PythonSandboxPre<RunState>,
+    code_source: CodeSource,
+}
+
+impl PythonSandbox {
+    /// Where the interpreter's machine code came from when it was loaded.
+    pub fn code_source(&self) -> CodeSource {
+        self.inner.code_source
+    }
+
+    /// Runs `code` for `ctx` with the methods of `plugins`, under the host's
+    /// [`RunLimits`].
+    pub async fn run(&self, ctx: &AgentCtx, plugins: &PluginSet, code: &str) -> RunOutcome {
+        let limits = self.inner.host.run_limits.clone();
+        self.run_with_limits(ctx, plugins, code, &limits).await
+    }
+
+    /// Runs `code` under the given limits. A markdown code fence around the
+    /// whole code is stripped first.
+    pub async fn run_with_limits(
+        &self,
+        ctx: &AgentCtx,
+        plugins: &PluginSet,
+        code: &str,
+        limits: &RunLimits,
+    ) -> RunOutcome {
+        let start = Instant::now();
+        let code = strip_code_fence(code);
+        let budget = Budget {
+            fuel: limits.fuel,
+            deadline: start + limits.time,
+        };
+        let host = &self.inner.host;
+        let state = RunState::new(ctx, plugins, limits, &host.limits, budget.deadline);
+        let mut store = Store::new(&host.engine, state);
+        store.limiter(|s| &mut s.limiter);
+        apply_budget(&mut store, budget);
+        let pre = &self.inner.pre;
+        let specs = &plugins.inner.specs;
+        let result = guarded(&mut store, budget, async |store| {
+            let instance = pre.instantiate_async(&mut *store).await?;
+            instance
+                .sandwit_plugin_runner()
+                .call_exec(&mut *store, code, specs)
+                .await
+        })
+        .await;
+        let fuel_used = limits.fuel - store.get_fuel().unwrap_or(0);
+        let state = store.into_data();
+        finish(state, result, limits, fuel_used, start)
+    }
+}
+
+fn finish(
+    mut state: RunState,
+    result: Result<runner::Outcome, Stopped>,
+    limits: &RunLimits,
+    fuel_used: u64,
+    start: Instant,
+) -> RunOutcome {
+    let stdout = String::from_utf8_lossy(&state.stdout.contents()).into_owned();
+    let stderr = String::from_utf8_lossy(&state.stderr.contents()).into_owned();
+    let output_full = stdout.len().max(stderr.len()) >= limits.max_output_bytes;
+    let limit = |kind, message: String| Some(LimitHit { kind, message });
+    let output_limit = || {
+        limit(
+            LimitKind::Output,
+            format!(
+                "printed {} bytes, the limit for stdout and for stderr",
+                limits.max_output_bytes
+            ),
+        )
+    };
+    let (status, error, limit) = match result {
+        _ if state.handoff.is_some() => (RunStatus::AgentHandoff, None, None),
+        Ok(runner::Outcome::Ok) if output_full => (RunStatus::LimitExceeded, None, output_limit()),
+        Ok(runner::Outcome::Ok) => (RunStatus::Ok, None, None),
+        Ok(runner::Outcome::Error(info)) => {
+            let error = RunError {
+                type_name: info.type_name,
+                message: info.message,
+                line: info.line,
+                traceback: info.traceback,
+            };
+            match error.type_name.as_str() {
+                "MemoryError" => {
+                    let hit = limit(LimitKind::Memory, "Python ran out of memory".into());
+                    (RunStatus::LimitExceeded, Some(error), hit)
+                }
+                "RecursionError" => {
+                    let hit = limit(
+                        LimitKind::Memory,
+                        "Python's recursion limit guards the call stack".into(),
+                    );
+                    (RunStatus::LimitExceeded, Some(error), hit)
+                }
+                _ if output_full => (RunStatus::LimitExceeded, Some(error), output_limit()),
+                _ => (RunStatus::Error, Some(error), None),
+            }
+        }
+        Err(_) if state.stop.is_some() => {
+            let (kind, message) = state.stop.take().expect("checked");
+            (RunStatus::LimitExceeded, None, limit(kind, message))
+        }
+        Err(Stopped::Limit(kind, message)) => {
+            (RunStatus::LimitExceeded, None, limit(kind, message))
+        }
+        Err(Stopped::Trap(err)) => {
+            let error = RunError {
+                type_name: TRAP_TYPE.to_string(),
+                message: cut(format!("{err:?}"), 2_000),
+                line: None,
+                traceback: String::new(),
+            };
+            (RunStatus::Error, Some(error), None)
+        }
+    };
+    RunOutcome {
+        status,
+        stdout,
+        stderr,
+        error,
+        limit,
+        events: state.events,
+        handoff: state.handoff,
+        fuel_used,
+        elapsed: start.elapsed(),
+    }
+}
+
+/// Strips one markdown code fence (```` ``` ```` or ```` ```python ````) around
+/// the whole code, as LLMs often add one.
+pub fn strip_code_fence(code: &str) -> &str {
+    let trimmed = code.trim();
+    let Some(rest) = trimmed.strip_prefix("```") else {
+        return code;
+    };
+    let Some(body) = rest.strip_suffix("```") else {
+        return code;
+    };
+    // The rest of the opening line is the language tag.
+    match body.split_once('\n') {
+        Some((tag, body)) if !tag.contains('`') && !tag.trim().contains(' ') => body,
+        _ => code,
+    }
+}
+
+impl HostInner {
+    /// Loads the interpreter component from its bytes.
+    pub(crate) async fn load_python(
+        self: &Arc<Self>,
+        label: &str,
+        bytes: &[u8],
+    ) -> Result<PythonSandbox, LoadError> {
+        let reject = |problem: String| LoadError::Rejected {
+            plugin: label.to_string(),
+            problems: vec![problem],
+        };
+        if bytes.len() > MAX_COMPONENT_BYTES {
+            return Err(too_big(label, bytes.len()));
+        }
+        let hash = component_hash(bytes);
+        let (component, code_source) = self
+            .cache
+            .get(&self.engine, &hash, bytes)
+            .map_err(|source| LoadError::Host {
+                plugin: label.to_string(),
+                source,
+            })?
+            .map_err(|e| reject(format!("not a valid component: {e:#}")))?;
+        let exports_runner =
+            component
+                .component_type()
+                .exports(&self.engine)
+                .any(|(name, item)| {
+                    name.starts_with(RUNNER_EXPORT_PREFIX)
+                        && matches!(item.ty, ComponentItem::ComponentInstance(_))
+                });
+        if !exports_runner {
+            return Err(reject(format!(
+                "does not export `{RUNNER_EXPORT_PREFIX}x`: it is not a sandwit Python sandbox"
+            )));
+        }
+        let pre = self
+            .python_linker
+            .instantiate_pre(&component)
+            .map_err(|e| reject(format!("cannot be linked: {e:#}")))?;
+        let pre = PythonSandboxPre::new(pre)
+            .map_err(|e| reject(format!("does not match the world `python-sandbox`: {e:#}")))?;
+        tracing::info!(?code_source, "loaded the Python sandbox");
+        Ok(PythonSandbox {
+            inner: Arc::new(PythonInner {
+                host: self.clone(),
+                pre,
+                code_source,
+            }),
+        })
+    }
+
+    /// Reads and loads the interpreter component.
+    pub(crate) async fn load_python_file(
+        self: &Arc<Self>,
+        path: &Path,
+    ) -> Result<PythonSandbox, LoadError> {
+        let label = path.display().to_string();
+        let bytes = std::fs::read(path).map_err(|source| LoadError::Io {
+            plugin: label.clone(),
+            source,
+        })?;
+        self.load_python(&label, &bytes).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::strip_code_fence;
+
+    #[test]
+    fn strips_one_fence() {
+        assert_eq!(strip_code_fence("```python\nprint(1)\n```"), "print(1)\n");
+        assert_eq!(strip_code_fence("  ```\nx = 1\n```  \n"), "x = 1\n");
+        assert_eq!(strip_code_fence("```py\nx = 1```"), "x = 1");
+        assert_eq!(strip_code_fence("print('```')"), "print('```')");
+        assert_eq!(strip_code_fence("x = 1"), "x = 1");
+        assert_eq!(strip_code_fence("```not closed\nx"), "```not closed\nx");
+    }
+}

@@ -1,0 +1,83 @@
+//! The store data of one Python run.
+
+use std::time::Instant;
+
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::p2::pipe::{MemoryInputPipe, MemoryOutputPipe};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use super::PluginSet;
+use super::outcome::{Event, Handoff};
+use crate::limits::{LimitKind, Limits, RunLimits, StoreLimiter};
+use crate::types::AgentCtx;
+
+pub(crate) struct RunState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub(crate) limiter: StoreLimiter,
+    pub(crate) stdout: MemoryOutputPipe,
+    pub(crate) stderr: MemoryOutputPipe,
+    pub(crate) ctx: AgentCtx,
+    pub(crate) plugins: PluginSet,
+    pub(crate) deadline: Instant,
+    pub(crate) calls: u32,
+    pub(crate) max_calls: u32,
+    pub(crate) events: Vec<Event>,
+    /// Set when an agent method ended the run.
+    pub(crate) handoff: Option<Handoff>,
+    /// Set when a run-wide limit ended the run inside a method call.
+    pub(crate) stop: Option<(LimitKind, String)>,
+}
+
+impl RunState {
+    /// A closed WASI context: no args, env, preopened files or network; empty
+    /// stdin; stdout and stderr captured up to the cap.
+    pub(crate) fn new(
+        ctx: &AgentCtx,
+        plugins: &PluginSet,
+        limits: &RunLimits,
+        plugin_limits: &Limits,
+        deadline: Instant,
+    ) -> Self {
+        let stdout = MemoryOutputPipe::new(limits.max_output_bytes);
+        let stderr = MemoryOutputPipe::new(limits.max_output_bytes);
+        let wasi = WasiCtx::builder()
+            .stdin(MemoryInputPipe::new(Vec::new()))
+            .stdout(stdout.clone())
+            .stderr(stderr.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .build();
+        RunState {
+            wasi,
+            table: ResourceTable::new(),
+            limiter: StoreLimiter::with_memory(plugin_limits, limits.memory_bytes),
+            stdout,
+            stderr,
+            ctx: ctx.clone(),
+            plugins: plugins.clone(),
+            deadline,
+            calls: 0,
+            max_calls: limits.max_calls,
+            events: Vec::new(),
+            handoff: None,
+            stop: None,
+        }
+    }
+}
+
+impl WasiView for RunState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl crate::guard::Limited for RunState {
+    fn limiter(&self) -> &StoreLimiter {
+        &self.limiter
+    }
+}

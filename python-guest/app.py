@@ -1,0 +1,273 @@
+"""The interpreter side of sandwit's Python sandbox.
+
+componentize-py runs this module once at build time and snapshots the
+interpreter, so every module imported here is ready in every run, and no other
+module can be imported later (there are no files at run time). The host
+instantiates a fresh copy of that snapshot for every run.
+
+`Runner.exec` runs the AI's code in a fresh namespace where each plugin method
+is a plain Python function; a call encodes the bound arguments as a value tree
+and goes through the `sandwit:plugin/methods` import to the host.
+"""
+
+# The curated standard library, loaded into the snapshot.
+import abc
+import array
+import base64
+import binascii
+import bisect
+import calendar
+import cmath
+import collections
+import collections.abc
+import contextlib
+import copy
+import csv
+import dataclasses
+import datetime
+import decimal
+import difflib
+import enum
+import fractions
+import functools
+import hashlib
+import heapq
+import hmac
+import html
+import io
+import itertools
+import json
+import math
+import operator
+import pprint
+import random
+import re
+import statistics
+import string
+import struct
+import textwrap
+import time
+import traceback
+import typing
+import unicodedata
+import urllib.parse
+import uuid
+import zlib
+
+# Loaded lazily by the modules above; imported now so they work at run time.
+import _strptime  # noqa: F401  (datetime.strptime)
+import encodings.idna  # noqa: F401
+import linecache
+import pydoc
+
+# Not offered: zoneinfo (the component has no tz database and no files to read
+# one from), and anything touching files, processes or the network.
+
+import builtins
+import sys
+
+from componentize_py_types import Err
+from wit_world import exports
+from wit_world.exports import runner
+from wit_world.imports import methods as host_methods
+from wit_world.imports import types as t
+
+# The file name the AI's code is compiled under; frames with it are its own.
+CODE_FILE = "<code>"
+MAX_DEPTH = 64
+I64_MIN, I64_MAX = -(2**63), 2**63 - 1
+
+AVAILABLE_MODULES = sorted(
+    name
+    for name in sys.modules
+    if "." not in name
+    and not name.startswith(("_", "wit_world", "componentize"))
+    and name not in ("app", "site", "builtins", "posix", "poll_loop")
+)
+
+
+class SandboxModuleBlocker:
+    """The last finder on `sys.meta_path`: a module nothing else found is one
+    the sandbox does not provide; say so plainly."""
+
+    def find_spec(self, name, path=None, target=None):
+        raise ModuleNotFoundError(
+            f"No module named {name!r}: the sandbox does not provide it "
+            f"(it offers: {', '.join(AVAILABLE_MODULES)})",
+            name=name,
+        )
+
+
+sys.meta_path.append(SandboxModuleBlocker())
+
+
+class PluginError(Exception):
+    """A plugin method failed.
+
+    `method` names the method; `kind` is one of `failed`, `invalid_arguments`,
+    `unknown_method`, `denied` or `limit_exceeded`; `str()` gives the message.
+    """
+
+    def __init__(self, method, kind, message):
+        super().__init__(f"{method}: {message}")
+        self.method = method
+        self.kind = kind
+        self.message = message
+
+
+class PluginArgumentError(PluginError, TypeError):
+    """A plugin refused the arguments (also a `TypeError`)."""
+
+
+builtins.PluginError = PluginError
+builtins.PluginArgumentError = PluginArgumentError
+if not hasattr(builtins, "help"):
+    builtins.help = pydoc.help
+
+
+def encode(value, where, nodes, depth=0):
+    """Appends `value` to `nodes` as a tree, root first; returns its index."""
+    if depth > MAX_DEPTH:
+        raise ValueError(f"{where}: nested deeper than {MAX_DEPTH} levels")
+    index = len(nodes)
+    nodes.append(None)
+    if value is None:
+        node = t.Node_Null()
+    elif isinstance(value, bool):
+        node = t.Node_Boolean(value)
+    elif isinstance(value, int):
+        if not I64_MIN <= value <= I64_MAX:
+            raise OverflowError(f"{where}: the int {value} does not fit in 64 bits")
+        node = t.Node_Integer(int(value))
+    elif isinstance(value, float):
+        node = t.Node_Float(value)
+    elif isinstance(value, str):
+        node = t.Node_Text(value)
+    elif isinstance(value, (bytes, bytearray, memoryview)):
+        node = t.Node_Bytes(bytes(value))
+    elif isinstance(value, (list, tuple)):
+        node = t.Node_Array(
+            [encode(v, f"{where}[{i}]", nodes, depth + 1) for i, v in enumerate(value)]
+        )
+    elif isinstance(value, dict):
+        entries = []
+        for key, v in value.items():
+            if not isinstance(key, str):
+                raise TypeError(f"{where}: dict keys must be str, not {type(key).__name__}")
+            entries.append((key, encode(v, f"{where}[{key!r}]", nodes, depth + 1)))
+        node = t.Node_Object(entries)
+    else:
+        raise TypeError(
+            f"{where}: values of type {type(value).__name__} cannot be passed to a plugin method "
+            "(use None, bool, int, float, str, bytes, list, tuple or dict)"
+        )
+    nodes[index] = node
+    return index
+
+
+def decode(nodes):
+    """A value tree as Python; children always follow their parent."""
+    out = [None] * len(nodes)
+    for i in range(len(nodes) - 1, -1, -1):
+        node = nodes[i]
+        if isinstance(node, t.Node_Array):
+            out[i] = [out[j] for j in node.value]
+        elif isinstance(node, t.Node_Object):
+            out[i] = {key: out[j] for key, j in node.value}
+        elif isinstance(node, t.Node_Null):
+            out[i] = None
+        else:
+            out[i] = node.value
+    return out[0]
+
+
+ERROR_KINDS = {
+    t.CallError_InvalidArguments: "invalid_arguments",
+    t.CallError_UnknownMethod: "unknown_method",
+    t.CallError_Failed: "failed",
+    t.CallError_Denied: "denied",
+    t.CallError_LimitExceeded: "limit_exceeded",
+}
+
+
+def invoke(method, bound):
+    """Calls `method` with `bound`, a list of (name, value); None means
+    "left out"."""
+    nodes = [None]
+    entries = [
+        (name, encode(value, f"argument {name!r}", nodes, 1))
+        for name, value in bound
+        if value is not None
+    ]
+    nodes[0] = t.Node_Object(entries)
+    # What was printed before the call must not be lost if the run ends in it.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        result = host_methods.call(method, t.Value(nodes))
+    except Err as e:
+        kind = ERROR_KINDS.get(type(e.value), "failed")
+        cls = PluginArgumentError if kind == "invalid_arguments" else PluginError
+        raise cls(method, kind, e.value.value) from None
+    if isinstance(result, t.MethodResult_Tool):
+        return decode(result.value.nodes)
+    if isinstance(result, t.MethodResult_Behavior):
+        return result.value
+    # Agent and multimodal results end the run in the host: never here.
+    raise RuntimeError(f"{method}: unexpected {type(result).__name__}")
+
+
+def make_function(spec):
+    """A plain function named after the method, binding arguments the way
+    Python does; optional parameters default to None (left out)."""
+    names = [p.name for p in spec.params]
+    params = [p.name if p.required else f"{p.name}=None" for p in spec.params]
+    source = (
+        f"def {spec.name}({', '.join(params)}):\n"
+        f"    return _invoke({spec.name!r}, [{', '.join(f'({n!r}, {n})' for n in names)}])\n"
+    )
+    namespace = {"_invoke": invoke}
+    exec(source, namespace)
+    function = namespace[spec.name]
+    function.__doc__ = spec.docstring
+    function.__module__ = "sandwit.methods"
+    return function
+
+
+def error_info(exc, code):
+    """The exception's type, message, line in the code and a traceback of the
+    code's own frames."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == CODE_FILE]
+    line = frames[-1].lineno if frames else None
+    if isinstance(exc, SyntaxError) and exc.filename == CODE_FILE:
+        line = exc.lineno
+        message = exc.msg
+    else:
+        message = str(exc)
+    text = "".join(
+        (["Traceback (most recent call last):\n"] + traceback.format_list(frames) if frames else [])
+        + traceback.format_exception_only(type(exc), exc)
+    )
+    return runner.ErrorInfo(type(exc).__name__, message, line, text)
+
+
+class Runner(exports.Runner):
+    def exec(self, code, methods):
+        # The snapshot froze the generator's state: seed it from the host.
+        random.seed()
+        linecache.cache[CODE_FILE] = (len(code), None, code.splitlines(True), CODE_FILE)
+        namespace = {"__name__": "__main__", "__builtins__": builtins}
+        for spec in methods:
+            namespace[spec.name] = make_function(spec)
+        try:
+            compiled = compile(code, CODE_FILE, "exec")
+            exec(compiled, namespace)
+        except SystemExit as e:
+            if e.code not in (None, 0):
+                return runner.Outcome_Error(error_info(e, code))
+        except BaseException as e:  # noqa: BLE001: everything goes to the outcome
+            return runner.Outcome_Error(error_info(e, code))
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        return runner.Outcome_Ok()

@@ -1,0 +1,515 @@
+//! The Python sandbox: AI code in CPython calling plugin methods through
+//! component imports, under limits, isolated.
+
+use std::time::Duration;
+
+use sandwit::{
+    AgentCtx, ContentPart, Event, LimitKind, MethodResult, PluginSet, PythonSandbox, RunLimits,
+    RunOutcome, RunStatus,
+};
+use tokio::sync::OnceCell;
+
+use crate::common::{artifacts, ctx, host, load};
+
+/// The sandbox and the plugins (the four examples and the hostile one),
+/// loaded once for the whole test binary.
+async fn sandbox() -> &'static (PythonSandbox, PluginSet) {
+    static SANDBOX: OnceCell<(PythonSandbox, PluginSet)> = OnceCell::const_new();
+    SANDBOX
+        .get_or_init(|| async {
+            let python = host().load_python_file(artifacts::PYTHON).await.unwrap();
+            let mut plugins = Vec::new();
+            for path in [
+                artifacts::CALC,
+                artifacts::KNOWLEDGE,
+                artifacts::MESSENGER,
+                artifacts::IMAGEGEN,
+                artifacts::HOSTILE,
+            ] {
+                plugins.push(load(host(), path).await);
+            }
+            (python, PluginSet::new(&plugins).unwrap())
+        })
+        .await
+}
+
+async fn run(code: &str) -> RunOutcome {
+    let (python, plugins) = sandbox().await;
+    python.run(&ctx(), plugins, code).await
+}
+
+fn tight() -> RunLimits {
+    RunLimits {
+        fuel: 1_000_000_000,
+        time: Duration::from_secs(3),
+        memory_bytes: 128 << 20,
+        max_output_bytes: 64 << 10,
+        max_calls: 5,
+    }
+}
+
+async fn run_tight(code: &str, limits: &RunLimits) -> RunOutcome {
+    let (python, plugins) = sandbox().await;
+    python.run_with_limits(&ctx(), plugins, code, limits).await
+}
+
+#[track_caller]
+fn assert_ok(outcome: &RunOutcome) {
+    assert_eq!(
+        outcome.status,
+        RunStatus::Ok,
+        "error: {:?}\nlimit: {:?}\nstdout: {}\nstderr: {}",
+        outcome.error,
+        outcome.limit,
+        outcome.stdout,
+        outcome.stderr
+    );
+}
+
+/// Checks the run hit `kind`, and that the next run works.
+async fn assert_limit(outcome: RunOutcome, kind: LimitKind) -> RunOutcome {
+    assert_eq!(outcome.status, RunStatus::LimitExceeded, "{outcome:?}");
+    assert_eq!(outcome.limit.as_ref().unwrap().kind, kind, "{outcome:?}");
+    let next = run("print(calculate_sum(20, 22))").await;
+    assert_ok(&next);
+    assert_eq!(next.stdout, "42\n");
+    outcome
+}
+
+#[tokio::test]
+async fn every_curated_stdlib_module_works() {
+    let code = r##"
+import json, re, math, cmath, statistics, random, datetime, time, calendar
+import collections, itertools, functools, operator, copy, string, textwrap, difflib
+import unicodedata, html, urllib.parse, base64, binascii, hashlib, hmac, uuid, decimal
+import fractions, heapq, bisect, array, struct, zlib, csv, io, pprint, dataclasses, enum
+import typing, abc, contextlib, traceback
+checks = {
+    "json": json.loads(json.dumps({"a": [1, 2]})) == {"a": [1, 2]},
+    "re": re.sub(r"\d+", "#", "a1b22") == "a#b#",
+    "math": math.isclose(math.sqrt(2) ** 2, 2),
+    "cmath": cmath.sqrt(-1) == 1j,
+    "statistics": statistics.mean([1, 2, 3]) == 2,
+    "random": 0 <= random.random() < 1,
+    "datetime": datetime.datetime.strptime("2026-11-22", "%Y-%m-%d").day == 22,
+    "time": time.time() > 1.7e9,
+    "calendar": calendar.isleap(2028),
+    "timezone": datetime.datetime.now(datetime.timezone.utc).tzinfo is datetime.timezone.utc,
+    "collections": collections.Counter("aab")["a"] == 2,
+    "itertools": list(itertools.accumulate([1, 2, 3])) == [1, 3, 6],
+    "functools": functools.reduce(operator.add, [1, 2, 3]) == 6,
+    "operator": operator.itemgetter(1)([5, 6]) == 6,
+    "copy": copy.deepcopy([[1]]) == [[1]],
+    "string": string.ascii_lowercase[0] == "a",
+    "textwrap": textwrap.wrap("a b c", 3) == ["a b", "c"],
+    "difflib": difflib.SequenceMatcher(None, "abc", "abd").ratio() > 0.6,
+    "unicodedata": unicodedata.name("é") == "LATIN SMALL LETTER E WITH ACUTE",
+    "html": html.escape("<a>") == "&lt;a&gt;",
+    "urllib.parse": urllib.parse.urlparse("https://x.org/p?q=1").query == "q=1",
+    "base64": base64.b64decode(base64.b64encode(b"hi")) == b"hi",
+    "binascii": binascii.hexlify(b"\x01") == b"01",
+    "hashlib": hashlib.sha256(b"").hexdigest().startswith("e3b0c442"),
+    "hmac": len(hmac.new(b"k", b"m", "sha256").hexdigest()) == 64,
+    "uuid": uuid.uuid4().version == 4,
+    "decimal": decimal.Decimal("0.1") + decimal.Decimal("0.2") == decimal.Decimal("0.3"),
+    "fractions": fractions.Fraction(1, 3) * 3 == 1,
+    "heapq": heapq.nsmallest(1, [3, 1, 2]) == [1],
+    "bisect": bisect.bisect([1, 2, 4], 3) == 2,
+    "array": array.array("i", [1, 2]).tolist() == [1, 2],
+    "struct": struct.unpack("<I", struct.pack("<I", 7)) == (7,),
+    "zlib": zlib.decompress(zlib.compress(b"x" * 100)) == b"x" * 100,
+    "csv": next(csv.reader(io.StringIO("a,b"))) == ["a", "b"],
+    "io": io.BytesIO(b"ab").read(1) == b"a",
+    "pprint": pprint.pformat({"a": 1}) == "{'a': 1}",
+    "dataclasses": dataclasses.is_dataclass(dataclasses.make_dataclass("P", ["x"])),
+    "enum": enum.Enum("C", "RED").RED.value == 1,
+    "typing": typing.get_origin(typing.List[int]) is list,
+    "abc": isinstance(abc.ABC, type),
+    "contextlib": contextlib.suppress(ValueError) is not None,
+    "traceback": "Error" in "".join(traceback.format_exception_only(ValueError("x"))),
+}
+bad = [name for name, ok in checks.items() if not ok]
+print("failed:", bad)
+print(len(checks), "modules work")
+"##;
+    let outcome = run(code).await;
+    assert_ok(&outcome);
+    assert_eq!(outcome.stdout, "failed: []\n42 modules work\n");
+}
+
+#[tokio::test]
+async fn a_module_the_sandbox_lacks_says_so() {
+    // zoneinfo has no tz database to read in the component, so it is not offered.
+    for module in ["sqlite3", "zoneinfo", "socket"] {
+        let outcome = run(&format!("import {module}")).await;
+        let error = outcome.error.unwrap();
+        assert_eq!(error.type_name, "ModuleNotFoundError");
+        assert!(
+            error.message.starts_with(&format!(
+                "No module named '{module}': the sandbox does not provide it"
+            )),
+            "{error:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn tools_positional_and_keyword() {
+    let outcome = run(
+        "a = calculate_sum(1, 2)\nb = calculate_sum(num2=5, num1=4)\nt = get_current_time()\n\
+         print(a, b, sorted(t), type(t['unix']).__name__)",
+    )
+    .await;
+    assert_ok(&outcome);
+    assert_eq!(outcome.stdout, "3 9 ['iso', 'unix'] int\n");
+    let calls: Vec<_> = outcome
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Call {
+                plugin, method, ok, ..
+            } => Some((plugin.as_str(), method.as_str(), *ok)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            ("calc", "calculate_sum", true),
+            ("calc", "calculate_sum", true),
+            ("calc", "get_current_time", true)
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_behavior_returns_and_records_a_system_message() {
+    let outcome = run("r = send_channel_message(text='shipped')\nprint(r)\nprint('goes on')").await;
+    assert_ok(&outcome);
+    assert_eq!(
+        outcome.stdout,
+        "Message sent to channel #general: shipped\ngoes on\n"
+    );
+    assert!(outcome.events.contains(&Event::SystemMessage {
+        plugin: "messenger".into(),
+        method: "send_channel_message".into(),
+        text: "Message sent to channel #general: shipped".into(),
+    }));
+}
+
+#[tokio::test]
+async fn an_agent_call_stops_the_script() {
+    let code = "print('before')\ntry:\n    search_knowledge_base('fuel')\nexcept BaseException:\n    print('caught')\nprint('after')";
+    let outcome = run(code).await;
+    assert_eq!(outcome.status, RunStatus::AgentHandoff, "{outcome:?}");
+    assert_eq!(outcome.stdout, "before\n", "nothing after the call runs");
+    let handoff = outcome.handoff.unwrap();
+    assert_eq!(
+        (handoff.plugin.as_str(), handoff.method.as_str()),
+        ("knowledge", "search_knowledge_base")
+    );
+    let MethodResult::Agent(text) = handoff.result else {
+        panic!("not an agent result")
+    };
+    assert!(text.contains("Fuel"));
+}
+
+#[tokio::test]
+async fn a_multimodal_call_stops_the_script_with_a_png() {
+    let outcome = run("generate_image_and_comment('tides')\nprint('after')").await;
+    assert_eq!(outcome.status, RunStatus::AgentHandoff, "{outcome:?}");
+    assert_eq!(outcome.stdout, "");
+    let MethodResult::MultimodalAgent(parts) = outcome.handoff.unwrap().result else {
+        panic!("not multimodal")
+    };
+    let ContentPart::Image(media) = &parts[1] else {
+        panic!("no image")
+    };
+    assert_eq!(media.mime_type, "image/png");
+    assert_eq!(&media.data[..4], b"\x89PNG");
+}
+
+#[tokio::test]
+async fn arguments_bind_like_python() {
+    for (code, type_name, needle) in [
+        (
+            "calculate_sum(1)",
+            "TypeError",
+            "missing 1 required positional argument: 'num2'",
+        ),
+        (
+            "calculate_sum(1, 2, 3)",
+            "TypeError",
+            "takes 2 positional arguments but 3",
+        ),
+        (
+            "calculate_sum(1, nope=2)",
+            "TypeError",
+            "unexpected keyword argument 'nope'",
+        ),
+        (
+            "calculate_sum(1, {1, 2})",
+            "TypeError",
+            "argument 'num2': values of type set",
+        ),
+        (
+            "calculate_sum(1, 2**64)",
+            "OverflowError",
+            "argument 'num2': the int",
+        ),
+        (
+            "calculate_sum(1, 'x')",
+            "PluginArgumentError",
+            "\"x\" is not of type \"integer\"",
+        ),
+    ] {
+        let outcome = run(code).await;
+        assert_eq!(outcome.status, RunStatus::Error, "{code}");
+        let error = outcome.error.unwrap();
+        assert_eq!(error.type_name, type_name, "{code}: {error:?}");
+        assert!(error.message.contains(needle), "{code}: {error:?}");
+        assert_eq!(error.line, Some(1));
+    }
+    // A schema mismatch is a TypeError too, and values of every kind cross.
+    let outcome = run(
+        "try:\n    calculate_sum('a', 1)\nexcept TypeError as e:\n    print('TypeError')\n\
+         print(search_knowledge_base.__doc__.splitlines()[0])",
+    )
+    .await;
+    assert_ok(&outcome);
+    assert!(
+        outcome
+            .stdout
+            .starts_with("TypeError\nSearch the knowledge base")
+    );
+}
+
+#[tokio::test]
+async fn help_shows_the_docstring() {
+    let outcome = run("help(calculate_sum)").await;
+    assert_ok(&outcome);
+    assert!(
+        outcome.stdout.contains("calculate_sum(num1, num2)"),
+        "{}",
+        outcome.stdout
+    );
+    assert!(
+        outcome
+            .stdout
+            .contains("Add two integers and return their sum.")
+    );
+}
+
+#[tokio::test]
+async fn a_plugin_failure_can_be_caught() {
+    let code = "try:\n    calculate_sum(2**62, 2**62)\nexcept PluginError as e:\n    print(e.kind, e.method, 'overflows' in str(e))\nprint('done')";
+    let outcome = run(code).await;
+    assert_ok(&outcome);
+    assert_eq!(outcome.stdout, "failed calculate_sum True\ndone\n");
+}
+
+#[tokio::test]
+async fn errors_name_the_type_and_line_of_the_code() {
+    let outcome = run("x = 1\n\ny = (\n").await;
+    let error = outcome.error.unwrap();
+    assert_eq!(error.type_name, "SyntaxError");
+    assert_eq!(error.line, Some(3));
+
+    let outcome = run("def f(d):\n    return d['missing']\n\nx = 1\nf({})\n").await;
+    assert_eq!(outcome.status, RunStatus::Error);
+    let error = outcome.error.unwrap();
+    assert_eq!(
+        (error.type_name.as_str(), error.message.as_str(), error.line),
+        ("KeyError", "'missing'", Some(2))
+    );
+    assert!(
+        error.traceback.contains("line 5, in <module>"),
+        "{}",
+        error.traceback
+    );
+    assert!(error.traceback.contains("return d['missing']"));
+    assert!(
+        !error.traceback.contains("app.py"),
+        "only the code's frames"
+    );
+}
+
+#[tokio::test]
+async fn a_markdown_fence_is_stripped() {
+    let outcome = run("```python\nprint('fenced')\n```").await;
+    assert_ok(&outcome);
+    assert_eq!(outcome.stdout, "fenced\n");
+}
+
+#[tokio::test]
+async fn an_endless_loop_runs_out_of_fuel() {
+    assert_limit(
+        run_tight("while True: pass", &tight()).await,
+        LimitKind::Fuel,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn sleeping_hits_the_deadline() {
+    let limits = RunLimits {
+        time: Duration::from_millis(500),
+        ..tight()
+    };
+    assert_limit(
+        run_tight("import time\ntime.sleep(3600)", &limits).await,
+        LimitKind::Time,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_busy_loop_with_fuel_to_spare_hits_the_deadline() {
+    let limits = RunLimits {
+        fuel: u64::MAX / 2,
+        time: Duration::from_millis(500),
+        ..tight()
+    };
+    assert_limit(
+        run_tight("while True: pass", &limits).await,
+        LimitKind::Time,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_memory_bomb_hits_the_memory_cap() {
+    let outcome = run_tight("x = 'a' * (10**9)", &tight()).await;
+    assert_limit(outcome, LimitKind::Memory).await;
+    let outcome = run_tight("l = []\nwhile True:\n    l.append([0] * 100000)", &tight()).await;
+    assert_limit(outcome, LimitKind::Memory).await;
+}
+
+#[tokio::test]
+async fn a_print_flood_hits_the_output_cap() {
+    let outcome = run_tight("while True:\n    print('flood ' * 100)", &tight()).await;
+    let outcome = assert_limit(outcome, LimitKind::Output).await;
+    assert_eq!(outcome.stdout.len(), 64 << 10);
+}
+
+#[tokio::test]
+async fn unbounded_recursion_is_stopped() {
+    let outcome = run_tight("def f(n):\n    return f(n + 1)\nf(0)", &tight()).await;
+    let outcome = assert_limit(outcome, LimitKind::Memory).await;
+    assert_eq!(outcome.error.unwrap().type_name, "RecursionError");
+}
+
+#[tokio::test]
+async fn too_many_method_calls() {
+    let outcome = run_tight("for i in range(10):\n    calculate_sum(i, 1)", &tight()).await;
+    let outcome = assert_limit(outcome, LimitKind::Calls).await;
+    assert!(
+        outcome
+            .limit
+            .unwrap()
+            .message
+            .contains("more than 5 method calls")
+    );
+}
+
+#[tokio::test]
+async fn a_plugin_call_draws_on_what_is_left_of_the_run() {
+    // The code burns most of its fuel, then calls a plugin that spins: the
+    // plugin gets only what is left, and the run ends out of fuel.
+    let code = "n = 0\nwhile n < 400000:\n    n += 1\nspin()";
+    let outcome = run_tight(code, &tight()).await;
+    let outcome = assert_limit(outcome, LimitKind::Fuel).await;
+    let message = &outcome.limit.unwrap().message;
+    assert!(
+        message.contains("plugin `hostile`, method `spin`"),
+        "{message}"
+    );
+    let spun = outcome.events.iter().find_map(|e| match e {
+        Event::Call { method, fuel, .. } if method == "spin" => Some(*fuel),
+        _ => None,
+    });
+    assert!(
+        spun.unwrap() < tight().fuel,
+        "the plugin had less than a full budget"
+    );
+
+    // Likewise the time left: a plugin that sleeps ends the run at its deadline.
+    let limits = RunLimits {
+        time: Duration::from_millis(700),
+        ..tight()
+    };
+    let outcome = run_tight("sleep()", &limits).await;
+    assert!(outcome.elapsed < Duration::from_secs(5));
+    assert_limit(outcome, LimitKind::Time).await;
+}
+
+#[tokio::test]
+async fn no_files_environment_processes_or_network() {
+    for (code, type_name) in [
+        ("open('/etc/passwd')", "FileNotFoundError"),
+        ("import os\nos.listdir('/')", "FileNotFoundError"),
+        ("import subprocess", "ModuleNotFoundError"),
+        ("import os\nos.system('ls')", "AttributeError"),
+    ] {
+        let outcome = run(code).await;
+        assert_eq!(outcome.status, RunStatus::Error, "{code}");
+        assert_eq!(outcome.error.unwrap().type_name, type_name, "{code}");
+    }
+    let outcome = run("import os\nprint(dict(os.environ))").await;
+    assert_eq!(outcome.stdout, "{}\n");
+
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let code = format!(
+        "for name in ('socket', '_socket'):\n    try:\n        m = __import__(name)\n        \
+         s = m.socket(m.AF_INET, m.SOCK_STREAM)\n        s.connect(('127.0.0.1', {port}))\n        \
+         print(name, 'connected')\n    except Exception as e:\n        print(name, 'blocked', type(e).__name__)"
+    );
+    let outcome = run(&code).await;
+    assert_ok(&outcome);
+    assert!(!outcome.stdout.contains("connected"), "{}", outcome.stdout);
+    assert_eq!(outcome.stdout.matches("blocked").count(), 2);
+    assert!(
+        listener.accept().is_err(),
+        "nothing reached the loopback listener"
+    );
+}
+
+#[tokio::test]
+async fn nothing_leaks_between_runs() {
+    let first =
+        run("import json\nleak = 42\njson.leak = 1\nimport random\nprint(random.random())").await;
+    assert_ok(&first);
+    let second = run(
+        "import json\nprint('leak' in globals(), hasattr(json, 'leak'))\nimport random\nprint(random.random())",
+    )
+    .await;
+    assert_ok(&second);
+    let lines: Vec<_> = second.stdout.lines().collect();
+    assert_eq!(lines[0], "False False");
+    assert_ne!(lines[1], first.stdout.trim(), "random is seeded per run");
+}
+
+#[tokio::test]
+async fn method_names_must_be_unique_across_plugins() {
+    let calc = load(host(), artifacts::CALC).await;
+    let err = PluginSet::new(&[calc.clone(), calc]).err().unwrap();
+    assert_eq!(
+        err.to_string(),
+        "method `calculate_sum` is offered by both plugin `calc` and plugin `calc`"
+    );
+}
+
+#[tokio::test]
+async fn the_context_reaches_the_plugins() {
+    let (python, plugins) = sandbox().await;
+    let ctx = AgentCtx {
+        channel_name: Some("#ops".into()),
+        ..AgentCtx::new("chat-9")
+    };
+    let outcome = python
+        .run(&ctx, plugins, "print(send_channel_message('hi'))")
+        .await;
+    assert_eq!(outcome.stdout, "Message sent to channel #ops: hi\n");
+}
