@@ -96,3 +96,17 @@ pub enum CallErrorKind {
         message: String,
     },
 }
+
+/// Cuts `s` to at most `max` bytes (on a character boundary), marking the cut
+/// with `…`.
+pub(crate) fn cut(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut at = max;
+        while !s.is_char_boundary(at) {
+            at -= 1;
+        }
+        s.truncate(at);
+        s.push('…');
+    }
+    s
+}

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wasmtime::Store;
+use wasmtime::component::Component;
 use wasmtime::component::types::ComponentItem;
 
 use crate::args::ArgChecker;
@@ -14,7 +15,7 @@ use crate::bindings::plugin::{SandboxMethod, SandboxMethodPre};
 use crate::bindings::wit;
 use crate::cache::{CodeSource, component_hash};
 use crate::engine::deadline_ticks;
-use crate::error::{CallError, CallErrorKind, LoadError};
+use crate::error::{CallError, CallErrorKind, LoadError, cut};
 use crate::guard::{Stopped, guarded};
 use crate::host::HostInner;
 use crate::limits::{LimitKind, Limits, MAX_COMPONENT_BYTES};
@@ -141,7 +142,7 @@ impl Plugin {
         let limits = &self.inner.host.limits;
         let mut store = self.inner.host.new_store(self.id(), limits, budget);
         let result = self.invoke(&mut store, ctx, method, args, budget).await;
-        store.data_mut().drain_stdio();
+        store.data_mut().finish_logs();
         let fuel_used = budget.fuel - store.get_fuel().unwrap_or(0);
         let error = |kind| CallError {
             plugin: self.id().to_string(),
@@ -211,18 +212,6 @@ impl Plugin {
         }
         Ok(result)
     }
-}
-
-pub(crate) fn cut(mut s: String, max: usize) -> String {
-    if s.len() > max {
-        let mut at = max;
-        while !s.is_char_boundary(at) {
-            at -= 1;
-        }
-        s.truncate(at);
-        s.push('…');
-    }
-    s
 }
 
 fn stopped_to_error(stopped: Stopped) -> CallErrorKind {
@@ -320,20 +309,7 @@ impl HostInner {
             plugin: label.to_string(),
             problems,
         };
-        if bytes.len() > MAX_COMPONENT_BYTES {
-            return Err(too_big(label, bytes.len()));
-        }
-        check_header(bytes).map_err(|p| reject(vec![p]))?;
-        let hash = component_hash(bytes);
-        let (component, code_source) = self
-            .cache
-            .get(&self.engine, &hash, bytes)
-            .map_err(|source| LoadError::Host {
-                plugin: label.to_string(),
-                source,
-            })?
-            .map_err(|e| reject(vec![format!("not a valid component: {e:#}")]))?;
-
+        let (component, code_source, hash) = self.compile(label, bytes)?;
         let ty = component.component_type();
         let imports: Vec<String> = ty
             .imports(&self.engine)
@@ -344,11 +320,7 @@ impl HostInner {
             .filter(|name| !ALLOWED_IMPORT_PREFIXES.iter().any(|p| name.starts_with(p)))
             .map(|name| format!("imports `{name}`, which sandwit does not provide"))
             .collect();
-        let exports_plugin = ty.exports(&self.engine).any(|(name, item)| {
-            name.starts_with(PLUGIN_EXPORT_PREFIX)
-                && matches!(item.ty, ComponentItem::ComponentInstance(_))
-        });
-        if !exports_plugin {
+        if !self.exports_instance(&component, PLUGIN_EXPORT_PREFIX) {
             problems.push(format!(
                 "does not export `{PLUGIN_EXPORT_PREFIX}x`: it is not a sandwit plugin (world `sandbox-method`)"
             ));
@@ -394,6 +366,44 @@ impl HostInner {
         })
     }
 
+    /// Checks a component's size and header, then compiles it (or finds its
+    /// compiled code in the cache). Returns it with its hash.
+    pub(crate) fn compile(
+        &self,
+        label: &str,
+        bytes: &[u8],
+    ) -> Result<(Component, CodeSource, String), LoadError> {
+        let reject = |problem: String| LoadError::Rejected {
+            plugin: label.to_string(),
+            problems: vec![problem],
+        };
+        if bytes.len() > MAX_COMPONENT_BYTES {
+            return Err(too_big(label, bytes.len()));
+        }
+        check_header(bytes).map_err(reject)?;
+        let hash = component_hash(bytes);
+        let (component, code_source) = self
+            .cache
+            .get(&self.engine, &hash, bytes)
+            .map_err(|source| LoadError::Host {
+                plugin: label.to_string(),
+                source,
+            })?
+            .map_err(|e| reject(format!("not a valid component: {e:#}")))?;
+        Ok((component, code_source, hash))
+    }
+
+    /// Whether `component` exports an interface instance whose name starts
+    /// with `prefix` (a package and interface with a version prefix).
+    pub(crate) fn exports_instance(&self, component: &Component, prefix: &str) -> bool {
+        component
+            .component_type()
+            .exports(&self.engine)
+            .any(|(name, item)| {
+                name.starts_with(prefix) && matches!(item.ty, ComponentItem::ComponentInstance(_))
+            })
+    }
+
     async fn describe(
         &self,
         label: &str,
@@ -434,7 +444,7 @@ pub(crate) fn apply_budget<T>(store: &mut Store<T>, budget: Budget) {
     store.epoch_deadline_trap();
 }
 
-pub(crate) fn too_big(label: &str, len: usize) -> LoadError {
+fn too_big(label: &str, len: usize) -> LoadError {
     LoadError::Rejected {
         plugin: label.to_string(),
         problems: vec![format!(

@@ -4,6 +4,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
+use crate::error::cut;
 use crate::limits::{Limits, StoreLimiter};
 
 /// The most a plugin may write to its stdout and stderr in one call; the
@@ -58,19 +59,12 @@ impl PluginState {
     }
 
     /// Records a log line within the caps and forwards it to `tracing`.
-    pub(crate) fn push_log(&mut self, level: &'static str, mut message: String) {
+    pub(crate) fn push_log(&mut self, level: &'static str, message: String) {
         if self.logs.len() >= MAX_LOG_LINES {
             self.dropped_logs += 1;
             return;
         }
-        if message.len() > MAX_LOG_LINE_BYTES {
-            let mut cut = MAX_LOG_LINE_BYTES;
-            while !message.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            message.truncate(cut);
-            message.push('…');
-        }
+        let message = cut(message, MAX_LOG_LINE_BYTES);
         match level {
             "error" => tracing::error!(plugin = %self.plugin, "{message}"),
             "warn" => tracing::warn!(plugin = %self.plugin, "{message}"),
@@ -81,14 +75,19 @@ impl PluginState {
         self.logs.push(LogLine { level, message });
     }
 
-    /// Moves what the plugin printed into the log, one line each.
-    pub(crate) fn drain_stdio(&mut self) {
+    /// Moves what the plugin printed into the log, one line each, and says
+    /// how many lines went over the cap.
+    pub(crate) fn finish_logs(&mut self) {
         let text = self.stderr.contents();
-        if text.is_empty() {
-            return;
-        }
         for line in String::from_utf8_lossy(&text).lines() {
             self.push_log("info", line.to_string());
+        }
+        if self.dropped_logs > 0 {
+            tracing::warn!(
+                plugin = %self.plugin,
+                dropped = self.dropped_logs,
+                "dropped log lines over the cap of {MAX_LOG_LINES} per call"
+            );
         }
     }
 }

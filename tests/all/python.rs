@@ -513,3 +513,16 @@ async fn the_context_reaches_the_plugins() {
         .await;
     assert_eq!(outcome.stdout, "Message sent to channel #ops: hi\n");
 }
+
+#[tokio::test]
+async fn a_bad_interpreter_component_is_refused() {
+    let problems = |err: sandwit::LoadError| match err {
+        sandwit::LoadError::Rejected { problems, .. } => problems.join("\n"),
+        other => panic!("not a rejection: {other}"),
+    };
+    let err = host().load_python("junk", b"junk").await.err().unwrap();
+    assert!(problems(err).contains("not a WebAssembly binary"));
+    let calc = std::fs::read(artifacts::CALC).unwrap();
+    let err = host().load_python("calc.wasm", &calc).await.err().unwrap();
+    assert!(problems(err).contains("does not export `sandwit:plugin/runner@0.1.x`"));
+}

@@ -16,5 +16,3 @@ impl Host for PluginState {
         Ok(())
     }
 }
-
-impl crate::bindings::wit::Host for PluginState {}

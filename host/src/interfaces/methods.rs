@@ -8,10 +8,10 @@ use wasmtime::StoreContextMut;
 use wasmtime::component::Linker;
 
 use crate::bindings::wit;
-use crate::error::CallErrorKind;
+use crate::error::{CallErrorKind, cut};
 use crate::json::{BytesAs, value_to_json};
 use crate::limits::LimitKind;
-use crate::plugin::{Budget, cut};
+use crate::plugin::Budget;
 use crate::python::outcome::{Event, Handoff};
 use crate::python::state::RunState;
 use crate::types::{self, ContentPart, MethodResult};

@@ -2,3 +2,6 @@
 
 pub(crate) mod log;
 pub(crate) mod methods;
+
+/// `sandwit:plugin/types` has types only: nothing to implement.
+impl crate::bindings::wit::Host for crate::state::PluginState {}

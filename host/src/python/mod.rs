@@ -10,17 +10,16 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use wasmtime::Store;
-use wasmtime::component::types::ComponentItem;
 
 use crate::bindings::python::{PythonSandboxPre, exports::sandwit::plugin::runner};
 use crate::bindings::wit;
-use crate::cache::{CodeSource, component_hash};
-use crate::error::LoadError;
+use crate::cache::CodeSource;
+use crate::error::{LoadError, cut};
 use crate::guard::{Stopped, guarded};
 use crate::host::HostInner;
-use crate::limits::{LimitKind, MAX_COMPONENT_BYTES, RunLimits};
+use crate::limits::{LimitKind, RunLimits};
 use crate::manifest::MethodSpec;
-use crate::plugin::{Budget, Plugin, apply_budget, cut, too_big};
+use crate::plugin::{Budget, Plugin, apply_budget};
 use crate::types::AgentCtx;
 use outcome::{LimitHit, RunError, RunOutcome, RunStatus};
 use state::RunState;
@@ -287,27 +286,8 @@ impl HostInner {
             plugin: label.to_string(),
             problems: vec![problem],
         };
-        if bytes.len() > MAX_COMPONENT_BYTES {
-            return Err(too_big(label, bytes.len()));
-        }
-        let hash = component_hash(bytes);
-        let (component, code_source) = self
-            .cache
-            .get(&self.engine, &hash, bytes)
-            .map_err(|source| LoadError::Host {
-                plugin: label.to_string(),
-                source,
-            })?
-            .map_err(|e| reject(format!("not a valid component: {e:#}")))?;
-        let exports_runner =
-            component
-                .component_type()
-                .exports(&self.engine)
-                .any(|(name, item)| {
-                    name.starts_with(RUNNER_EXPORT_PREFIX)
-                        && matches!(item.ty, ComponentItem::ComponentInstance(_))
-                });
-        if !exports_runner {
+        let (component, code_source, _hash) = self.compile(label, bytes)?;
+        if !self.exports_instance(&component, RUNNER_EXPORT_PREFIX) {
             return Err(reject(format!(
                 "does not export `{RUNNER_EXPORT_PREFIX}x`: it is not a sandwit Python sandbox"
             )));
