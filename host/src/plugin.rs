@@ -285,16 +285,7 @@ fn check_result(result: wit::MethodResult, limits: &Limits) -> Result<MethodResu
 impl HostInner {
     /// Reads and loads a plugin file.
     pub(crate) async fn load_file(self: &Arc<Self>, path: &Path) -> Result<Plugin, LoadError> {
-        let label = path.display().to_string();
-        let io = |source| LoadError::Io {
-            plugin: label.clone(),
-            source,
-        };
-        let len = std::fs::metadata(path).map_err(io)?.len();
-        if len > MAX_COMPONENT_BYTES as u64 {
-            return Err(too_big(&label, len as usize));
-        }
-        let bytes = std::fs::read(path).map_err(io)?;
+        let (label, bytes) = read_component(path)?;
         self.load(&label, &bytes).await
     }
 
@@ -434,6 +425,22 @@ impl HostInner {
         apply_budget(&mut store, budget);
         store
     }
+}
+
+/// Reads a component file, refusing one over the size cap before reading it.
+/// Returns the path as a label for errors, and the bytes.
+pub(crate) fn read_component(path: &Path) -> Result<(String, Vec<u8>), LoadError> {
+    let label = path.display().to_string();
+    let io = |source| LoadError::Io {
+        plugin: label.clone(),
+        source,
+    };
+    let len = std::fs::metadata(path).map_err(io)?.len();
+    if len > MAX_COMPONENT_BYTES as u64 {
+        return Err(too_big(&label, len as usize));
+    }
+    let bytes = std::fs::read(path).map_err(io)?;
+    Ok((label, bytes))
 }
 
 /// Gives a store the budget's fuel and an epoch deadline at its deadline.

@@ -121,6 +121,17 @@ impl From<wit::MethodKind> for MethodKind {
     }
 }
 
+impl From<MethodKind> for wit::MethodKind {
+    fn from(kind: MethodKind) -> Self {
+        match kind {
+            MethodKind::Tool => wit::MethodKind::Tool,
+            MethodKind::Agent => wit::MethodKind::Agent,
+            MethodKind::Behavior => wit::MethodKind::Behavior,
+            MethodKind::MultimodalAgent => wit::MethodKind::MultimodalAgent,
+        }
+    }
+}
+
 impl From<&AgentCtx> for wit::AgentCtx {
     fn from(ctx: &AgentCtx) -> Self {
         wit::AgentCtx {

@@ -19,7 +19,7 @@ use crate::guard::{Stopped, guarded};
 use crate::host::HostInner;
 use crate::limits::{LimitKind, RunLimits};
 use crate::manifest::MethodSpec;
-use crate::plugin::{Budget, Plugin, apply_budget};
+use crate::plugin::{Budget, Plugin, apply_budget, read_component};
 use crate::types::AgentCtx;
 use outcome::{LimitHit, RunError, RunOutcome, RunStatus};
 use state::RunState;
@@ -95,12 +95,7 @@ impl PluginSet {
 fn spec_to_wit(spec: &MethodSpec) -> wit::MethodSpec {
     wit::MethodSpec {
         name: spec.name.clone(),
-        kind: match spec.kind {
-            crate::MethodKind::Tool => wit::MethodKind::Tool,
-            crate::MethodKind::Agent => wit::MethodKind::Agent,
-            crate::MethodKind::Behavior => wit::MethodKind::Behavior,
-            crate::MethodKind::MultimodalAgent => wit::MethodKind::MultimodalAgent,
-        },
+        kind: spec.kind.into(),
         description: spec.description.clone(),
         docstring: spec.docstring.clone(),
         params: spec
@@ -313,11 +308,7 @@ impl HostInner {
         self: &Arc<Self>,
         path: &Path,
     ) -> Result<PythonSandbox, LoadError> {
-        let label = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|source| LoadError::Io {
-            plugin: label.clone(),
-            source,
-        })?;
+        let (label, bytes) = read_component(path)?;
         self.load_python(&label, &bytes).await
     }
 }
