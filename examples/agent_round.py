@@ -10,6 +10,11 @@ print(f"19 + 23 = {total}, computed at {now['iso']}")
 confirmation = send_channel_message(text=f"The answer is {total}.")
 print("channel:", confirmation)
 
+# The notes plugin keeps them in the plugin store: a later run (or a later
+# process) recalls them.
+count = remember(f"19 + 23 = {total}")
+print(f"notes kept for this user: {count}; the last: {recall('19 + 23')[-1]!r}")
+
 try:
     calculate_sum(2**62, 2**62)
 except PluginError as e:

@@ -43,16 +43,25 @@
 //!   are decoded into them ([`FromValue`]); an `Option<T>` parameter is
 //!   optional.
 //! - An optional first parameter `ctx: &AgentCtx` receives the agent context.
+//! - Host services are capabilities the plugin lists in `capabilities: [..]`
+//!   and the operator grants: [`store`] (`"store"`), [`config`] (`"config"`),
+//!   [`chat`] (`"chat"`) and [`http`] (`"http:api.example.com"`). Without the
+//!   grant a call answers [`Error`] `denied`, naming the capability.
 //! - The return type depends on the kind: `#[tool]` returns any [`IntoValue`],
 //!   `#[agent]` and `#[behavior]` a `String`, `#[multimodal_agent]` a
 //!   `Vec<ContentPart>`; each may be wrapped in `Result<_, E>` with
 //!   `E: Into<Error>`.
 #![deny(missing_docs)]
 
+pub mod chat;
+pub mod config;
 mod convert;
 mod error;
+pub mod http;
 pub mod log;
 mod output;
+mod services;
+pub mod store;
 
 pub use convert::{Bytes, FromValue, IntoValue, Schema};
 pub use error::Error;

@@ -23,5 +23,8 @@ pub mod python {
     });
 }
 
+pub use plugin::sandwit::plugin::chat as chat_api;
+pub use plugin::sandwit::plugin::config as config_api;
 pub use plugin::sandwit::plugin::log as log_api;
+pub use plugin::sandwit::plugin::store as store_api;
 pub use plugin::sandwit::plugin::types as wit;

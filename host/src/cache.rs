@@ -14,9 +14,9 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use anyhow::Context;
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
@@ -94,8 +94,15 @@ impl CodeCache {
             "compiled a component"
         );
         if let Some(path) = path {
-            write_atomically(&path, &component.serialize()?)
-                .with_context(|| format!("writing the compiled-code cache {}", path.display()))?;
+            // The cache only saves time: failing to write it is not the
+            // component's fault, nor a reason to refuse it.
+            if let Err(e) = component
+                .serialize()
+                .map_err(anyhow::Error::from)
+                .and_then(|bytes| Ok(write_atomically(&path, &bytes)?))
+            {
+                tracing::warn!(path = %path.display(), "cannot write the compiled-code cache: {e:#}");
+            }
         }
         self.remember(hash, &component);
         Ok(Ok((component, CodeSource::Compiled)))
@@ -109,13 +116,17 @@ impl CodeCache {
     }
 }
 
+/// Writes through a temporary file unique to this process and write, so
+/// hosts compiling the same component at once never see each other's halves.
 fn write_atomically(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    static WRITES: AtomicU64 = AtomicU64::new(0);
     let dir = path.parent().expect("cache paths have a parent");
     std::fs::create_dir_all(dir)?;
     let tmp = dir.join(format!(
-        ".{}.{}.tmp",
+        ".{}.{}.{}.tmp",
         path.file_name().unwrap().to_string_lossy(),
-        std::process::id()
+        std::process::id(),
+        WRITES.fetch_add(1, Ordering::Relaxed)
     ));
     std::fs::write(&tmp, data)?;
     std::fs::rename(&tmp, path)

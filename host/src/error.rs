@@ -24,6 +24,15 @@ pub enum LoadError {
         /// Each problem, one sentence each.
         problems: Vec<String>,
     },
+    /// The operator's configuration for the plugin does not match its config
+    /// schema; every problem is listed (secret values hidden).
+    #[error("plugin `{plugin}`: its configuration is invalid:{}", list(problems))]
+    Config {
+        /// The plugin's id.
+        plugin: String,
+        /// Each problem, with the JSON pointer of the value.
+        problems: Vec<String>,
+    },
     /// The host failed (e.g. the compiled-code cache could not be written).
     #[error("plugin {plugin}: {source:#}")]
     Host {
@@ -95,6 +104,21 @@ pub enum CallErrorKind {
         /// What was wrong with it.
         message: String,
     },
+}
+
+impl CallErrorKind {
+    /// The message, if the kind carries one.
+    pub(crate) fn message_mut(&mut self) -> Option<&mut String> {
+        match self {
+            CallErrorKind::UnknownMethod => None,
+            CallErrorKind::InvalidArguments { message }
+            | CallErrorKind::Failed { message }
+            | CallErrorKind::Denied { message }
+            | CallErrorKind::LimitExceeded { message, .. }
+            | CallErrorKind::Trapped { message }
+            | CallErrorKind::BadResult { message } => Some(message),
+        }
+    }
 }
 
 /// Cuts `s` to at most `max` bytes (on a character boundary), marking the cut

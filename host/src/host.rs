@@ -8,12 +8,15 @@ use wasmtime::component::{HasSelf, Linker};
 
 use crate::bindings::plugin::SandboxMethod;
 use crate::cache::CodeCache;
+use crate::chat::ChatSink;
 use crate::error::LoadError;
 use crate::limits::{Limits, RunLimits};
 use crate::plugin::Plugin;
+use crate::policy::Policy;
 use crate::python::PythonSandbox;
 use crate::python::state::RunState;
-use crate::state::PluginState;
+use crate::state::{PluginState, Services};
+use crate::store::{SqliteStore, StoreBackend};
 
 /// A plugin host: one engine with fuel and epoch interruption, one epoch
 /// ticker, a compiled-code cache and the limits for every call. Cheap to clone.
@@ -44,18 +47,25 @@ pub(crate) struct HostInner {
     pub(crate) cache: CodeCache,
     pub(crate) limits: Limits,
     pub(crate) run_limits: RunLimits,
+    pub(crate) policy: Policy,
+    pub(crate) services: Services,
 }
 
 /// Configures a [`Host`].
 ///
 /// Defaults: no on-disk cache (compiled code is kept in memory only),
 /// [`Limits::default`] for plugin calls and [`RunLimits::default`] for Python
-/// runs.
-#[derive(Debug, Clone, Default)]
+/// runs, a [`Policy`] that grants nothing, a plugin store in memory, and chat
+/// messages recorded as events only.
+#[derive(Default)]
 pub struct HostBuilder {
     cache_dir: Option<PathBuf>,
     limits: Limits,
     run_limits: RunLimits,
+    policy: Policy,
+    store: Option<Arc<dyn StoreBackend>>,
+    store_path: Option<PathBuf>,
+    chat: Option<Arc<dyn ChatSink>>,
 }
 
 impl HostBuilder {
@@ -79,16 +89,54 @@ impl HostBuilder {
         self
     }
 
+    /// The operator's policy: capabilities granted, configuration, caps of
+    /// the services.
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Keeps plugin data in the SQLite file at `path` (created if needed).
+    pub fn store_path(mut self, path: impl Into<PathBuf>) -> Self {
+        self.store_path = Some(path.into());
+        self
+    }
+
+    /// Keeps plugin data in `store` (e.g. a server database).
+    pub fn store(mut self, store: Arc<dyn StoreBackend>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Delivers plugins' chat messages to `sink` (they are recorded as
+    /// events either way).
+    pub fn chat_sink(mut self, sink: Arc<dyn ChatSink>) -> Self {
+        self.chat = Some(sink);
+        self
+    }
+
     /// Builds the host and starts its epoch ticker.
     pub fn build(self) -> anyhow::Result<Host> {
         let engine = crate::engine::new_engine()?;
         let mut plugin_linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut plugin_linker)?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut plugin_linker)?;
         SandboxMethod::add_to_linker::<_, HasSelf<PluginState>>(&mut plugin_linker, |s| s)?;
         let mut python_linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut python_linker)?;
         crate::interfaces::methods::add_to_linker(&mut python_linker)?;
         let cache = CodeCache::new(&engine, self.cache_dir);
+        let store: Arc<dyn StoreBackend> = match (self.store, &self.store_path) {
+            (Some(store), _) => store,
+            (None, Some(path)) => Arc::new(SqliteStore::open(path)?),
+            (None, None) => Arc::new(SqliteStore::in_memory()?),
+        };
+        let services = Services {
+            store,
+            store_limits: self.policy.store,
+            http_limits: self.policy.http,
+            chat: self.chat,
+        };
         Ok(Host {
             inner: Arc::new(HostInner {
                 engine,
@@ -97,6 +145,8 @@ impl HostBuilder {
                 cache,
                 limits: self.limits,
                 run_limits: self.run_limits,
+                policy: self.policy,
+                services,
             }),
         })
     }
@@ -122,6 +172,11 @@ impl Host {
     /// Reads, loads and checks a plugin file.
     pub async fn load_plugin_file(&self, path: impl AsRef<Path>) -> Result<Plugin, LoadError> {
         self.inner.load_file(path.as_ref()).await
+    }
+
+    /// The operator's policy.
+    pub fn policy(&self) -> &Policy {
+        &self.inner.policy
     }
 
     /// The default limits of Python runs.

@@ -6,6 +6,7 @@ use std::collections::HashSet;
 use serde::Serialize;
 
 use crate::bindings::wit;
+use crate::capability::Capability;
 use crate::types::MethodKind;
 
 /// Method names starting with this are reserved for the host.
@@ -24,9 +25,6 @@ pub const MAX_DOCSTRING_LEN: usize = 16_000;
 pub const MAX_SCHEMA_LEN: usize = 64_000;
 /// The most capabilities one plugin may request.
 pub const MAX_CAPABILITIES: usize = 32;
-
-/// Capabilities the host knows. The `log` interface needs none.
-pub const KNOWN_CAPABILITIES: &[&str] = &[];
 
 /// Python's keywords: no method or parameter may be named after one.
 const PYTHON_KEYWORDS: &[&str] = &[
@@ -53,8 +51,9 @@ pub struct Manifest {
     pub methods: Vec<MethodSpec>,
     /// The JSON Schema of its configuration, if any.
     pub config_schema: Option<serde_json::Value>,
-    /// The capabilities it requests.
-    pub capabilities: Vec<String>,
+    /// The capabilities it requests (see [`crate::capability`]); it gets
+    /// those the operator also grants.
+    pub capabilities: Vec<Capability>,
 }
 
 /// One method, checked.
@@ -124,9 +123,14 @@ pub(crate) fn check(raw: wit::PluginManifest) -> Result<Manifest, Vec<String>> {
             raw.capabilities.len()
         ));
     }
-    for cap in &raw.capabilities {
-        if !KNOWN_CAPABILITIES.contains(&cap.as_str()) {
-            p(format!("requests unknown capability `{cap}`"));
+    let mut capabilities = Vec::new();
+    for text in raw.capabilities.iter().take(MAX_CAPABILITIES) {
+        match text.parse::<Capability>() {
+            Ok(cap) if capabilities.contains(&cap) => {
+                p(format!("requests capability `{cap}` more than once"))
+            }
+            Ok(cap) => capabilities.push(cap),
+            Err(e) => p(format!("requests an {e}")),
         }
     }
 
@@ -157,7 +161,7 @@ pub(crate) fn check(raw: wit::PluginManifest) -> Result<Manifest, Vec<String>> {
             description: raw.description,
             methods,
             config_schema,
-            capabilities: raw.capabilities,
+            capabilities,
         })
     } else {
         Err(problems)
@@ -282,7 +286,8 @@ fn is_identifier(name: &str) -> bool {
         && name.len() <= MAX_NAME_LEN
 }
 
-fn is_plugin_id(id: &str) -> bool {
+/// Whether `id` is a valid plugin id.
+pub(crate) fn is_plugin_id(id: &str) -> bool {
     let mut chars = id.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_lowercase())
         && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')

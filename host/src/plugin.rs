@@ -14,13 +14,15 @@ use crate::args::ArgChecker;
 use crate::bindings::plugin::{SandboxMethod, SandboxMethodPre};
 use crate::bindings::wit;
 use crate::cache::{CodeSource, component_hash};
+use crate::capability::Grants;
+use crate::config::PluginConfig;
 use crate::engine::deadline_ticks;
 use crate::error::{CallError, CallErrorKind, LoadError, cut};
 use crate::guard::{Stopped, guarded};
 use crate::host::HostInner;
 use crate::limits::{LimitKind, Limits, MAX_COMPONENT_BYTES};
 use crate::manifest::{self, Manifest};
-use crate::state::{LogLine, PluginState};
+use crate::state::{PluginEnv, PluginEvent, PluginState};
 use crate::types::{self, AgentCtx, ContentPart, MethodResult, Value};
 
 /// The interface every plugin must export, any 0.1.x version.
@@ -34,8 +36,12 @@ const ALLOWED_IMPORT_PREFIXES: &[&str] = &[
     "wasi:io/",
     "wasi:random/",
     "wasi:sockets/",
+    "wasi:http/",
     "sandwit:plugin/log@0.1.",
     "sandwit:plugin/types@0.1.",
+    "sandwit:plugin/store@0.1.",
+    "sandwit:plugin/config@0.1.",
+    "sandwit:plugin/chat@0.1.",
 ];
 
 /// A loaded, checked plugin, ready to call. Cheap to clone.
@@ -47,6 +53,7 @@ pub struct Plugin {
 struct PluginInner {
     host: Arc<HostInner>,
     manifest: Manifest,
+    env: Arc<PluginEnv>,
     checkers: HashMap<String, ArgChecker>,
     pre: SandboxMethodPre<PluginState>,
     imports: Vec<String>,
@@ -78,8 +85,9 @@ impl Budget {
 pub struct CallReport {
     /// The typed result, or why there is none.
     pub result: Result<MethodResult, CallError>,
-    /// What the plugin logged (and printed).
-    pub logs: Vec<LogLine>,
+    /// What the plugin logged, printed, sent to the chat and was refused, in
+    /// order (secrets hidden).
+    pub events: Vec<PluginEvent>,
     /// Fuel the call used.
     pub fuel_used: u64,
     /// Wall-clock time the call took.
@@ -105,6 +113,12 @@ impl Plugin {
     /// Where its machine code came from when it was loaded.
     pub fn code_source(&self) -> CodeSource {
         self.inner.code_source
+    }
+
+    /// The capabilities it may use: those it requested that the policy
+    /// grants.
+    pub fn grants(&self) -> &Grants {
+        &self.inner.env.grants
     }
 
     /// The limits its calls run under.
@@ -139,11 +153,23 @@ impl Plugin {
         budget: Budget,
     ) -> CallReport {
         let start = Instant::now();
-        let limits = &self.inner.host.limits;
-        let mut store = self.inner.host.new_store(self.id(), limits, budget);
-        let result = self.invoke(&mut store, ctx, method, args, budget).await;
-        store.data_mut().finish_logs();
+        let env = &self.inner.env;
+        let mut store = self
+            .inner
+            .host
+            .new_store(env.clone(), Some(ctx.clone()), budget);
+        let mut result = self.invoke(&mut store, ctx, method, args, budget).await;
+        store.data_mut().finish_events();
         let fuel_used = budget.fuel - store.get_fuel().unwrap_or(0);
+        let redactor = &env.config.redactor;
+        match &mut result {
+            Ok(r) => redactor.redact_result(r),
+            Err(kind) => {
+                if let Some(m) = kind.message_mut() {
+                    redactor.redact_in_place(m);
+                }
+            }
+        }
         let error = |kind| CallError {
             plugin: self.id().to_string(),
             method: method.to_string(),
@@ -151,7 +177,7 @@ impl Plugin {
         };
         CallReport {
             result: result.map_err(error),
-            logs: std::mem::take(&mut store.data_mut().logs),
+            events: std::mem::take(&mut store.data_mut().events),
             fuel_used,
             elapsed: start.elapsed(),
         }
@@ -334,6 +360,18 @@ impl HostInner {
             .await
             .map_err(|e| reject(vec![format!("describe() did not return a manifest: {e}")]))?;
         let manifest = manifest::check(raw).map_err(reject)?;
+        let policy = self.policy.plugin(&manifest.id);
+        let granted = policy.map_or(&[][..], |p| &p.grant[..]);
+        let grants = Grants::effective(&manifest.capabilities, granted);
+        let config = PluginConfig::bind(
+            manifest.config_schema.as_ref(),
+            policy.and_then(|p| p.config.as_ref()),
+        )
+        .map_err(|problems| LoadError::Config {
+            plugin: manifest.id.clone(),
+            problems,
+        })?;
+        let env = PluginEnv::new(&manifest.id, grants, config, self.services.clone());
         let checkers = manifest
             .methods
             .iter()
@@ -348,6 +386,7 @@ impl HostInner {
             inner: Arc::new(PluginInner {
                 host: self.clone(),
                 manifest,
+                env,
                 checkers,
                 pre,
                 imports,
@@ -401,7 +440,13 @@ impl HostInner {
         pre: &SandboxMethodPre<PluginState>,
     ) -> Result<wit::PluginManifest, CallErrorKind> {
         let budget = Budget::from_limits(&self.limits);
-        let mut store = self.new_store(label, &self.limits, budget);
+        let env = PluginEnv::new(
+            label,
+            Grants::default(),
+            PluginConfig::default(),
+            self.services.clone(),
+        );
+        let mut store = self.new_store(env, None, budget);
         guarded(&mut store, budget, async |store| {
             let instance: SandboxMethod = pre.instantiate_async(&mut *store).await?;
             instance
@@ -414,13 +459,14 @@ impl HostInner {
     }
 
     /// A store for one plugin instance with the limits and budget applied.
-    pub(crate) fn new_store(
+    fn new_store(
         &self,
-        plugin: &str,
-        limits: &Limits,
+        env: Arc<PluginEnv>,
+        ctx: Option<AgentCtx>,
         budget: Budget,
     ) -> Store<PluginState> {
-        let mut store = Store::new(&self.engine, PluginState::new(plugin, limits));
+        let state = PluginState::new(env, ctx, &self.limits, budget.deadline);
+        let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
         apply_budget(&mut store, budget);
         store

@@ -1,11 +1,24 @@
-//! The data of one store: one plugin instance for one call.
+//! The data of one store: one plugin instance for one call, and what the
+//! plugin did through the host's interfaces.
 
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use serde::Serialize;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
+use crate::capability::Grants;
+use crate::chat::{ChatMessage, ChatSink};
+use crate::config::PluginConfig;
 use crate::error::cut;
+use crate::interfaces::http::HttpGate;
 use crate::limits::{Limits, StoreLimiter};
+use crate::policy::{HttpLimits, StoreLimits};
+use crate::store::StoreBackend;
+use crate::types::AgentCtx;
 
 /// The most a plugin may write to its stdout and stderr in one call; the
 /// text goes to the log.
@@ -14,31 +27,130 @@ pub(crate) const MAX_PLUGIN_STDIO_BYTES: usize = 64 << 10;
 pub(crate) const MAX_LOG_LINES: usize = 1_000;
 /// The longest log line kept; longer ones are cut.
 pub(crate) const MAX_LOG_LINE_BYTES: usize = 4 << 10;
+/// Log lines a plugin may send to the host's `tracing` log in a burst...
+const LOG_BURST: f64 = 200.0;
+/// ...and per second after it; the rest are counted and summarised.
+const LOG_LINES_PER_SEC: f64 = 50.0;
 
 /// One line a plugin logged.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LogLine {
     /// `trace`, `debug`, `info`, `warn` or `error`.
     pub level: &'static str,
-    /// The text, cut at 4 KiB.
+    /// The text, cut at 4 KiB, secrets hidden.
     pub message: String,
+}
+
+/// Something a plugin did during a call, in order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum PluginEvent {
+    /// A log line (or a line it printed).
+    Log(LogLine),
+    /// A message it sent to the chat.
+    Chat {
+        /// The message (secrets hidden).
+        message: ChatMessage,
+    },
+    /// A request refused because a capability was not granted.
+    Denied {
+        /// The capability it needed, e.g. `store` or `http:example.com:443`.
+        capability: String,
+        /// What it tried.
+        request: String,
+    },
+}
+
+/// The services of the host every plugin shares.
+#[derive(Clone)]
+pub(crate) struct Services {
+    pub(crate) store: Arc<dyn StoreBackend>,
+    pub(crate) store_limits: StoreLimits,
+    pub(crate) http_limits: HttpLimits,
+    pub(crate) chat: Option<Arc<dyn ChatSink>>,
+}
+
+/// What one loaded plugin may use, shared by all its calls.
+pub(crate) struct PluginEnv {
+    pub(crate) id: String,
+    pub(crate) grants: Grants,
+    pub(crate) config: PluginConfig,
+    pub(crate) services: Services,
+    log_bucket: Mutex<LogBucket>,
+}
+
+impl PluginEnv {
+    pub(crate) fn new(
+        id: &str,
+        grants: Grants,
+        config: PluginConfig,
+        services: Services,
+    ) -> Arc<Self> {
+        Arc::new(PluginEnv {
+            id: id.to_string(),
+            grants,
+            config,
+            services,
+            log_bucket: Mutex::new(LogBucket {
+                tokens: LOG_BURST,
+                at: Instant::now(),
+                dropped: 0,
+            }),
+        })
+    }
+}
+
+/// A token bucket for the plugin's lines in the host log.
+struct LogBucket {
+    tokens: f64,
+    at: Instant,
+    dropped: u64,
+}
+
+impl LogBucket {
+    /// Whether a line may go out now; when lines were dropped before it,
+    /// also how many.
+    fn take(&mut self) -> (bool, u64) {
+        let now = Instant::now();
+        let refill = now.duration_since(self.at).as_secs_f64() * LOG_LINES_PER_SEC;
+        self.tokens = (self.tokens + refill).min(LOG_BURST);
+        self.at = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            (true, std::mem::take(&mut self.dropped))
+        } else {
+            self.dropped += 1;
+            (false, 0)
+        }
+    }
 }
 
 /// Store data for a plugin instance.
 pub(crate) struct PluginState {
-    pub(crate) plugin: String,
-    pub(crate) wasi: WasiCtx,
-    pub(crate) table: ResourceTable,
+    pub(crate) env: Arc<PluginEnv>,
+    /// The context of the call; `None` while the host asks for the manifest.
+    pub(crate) ctx: Option<AgentCtx>,
+    wasi: WasiCtx,
+    table: ResourceTable,
+    http_ctx: WasiHttpCtx,
+    pub(crate) http: HttpGate,
     pub(crate) limiter: StoreLimiter,
-    pub(crate) logs: Vec<LogLine>,
+    pub(crate) events: Vec<PluginEvent>,
+    pub(crate) logged: usize,
     pub(crate) dropped_logs: usize,
-    pub(crate) stderr: MemoryOutputPipe,
+    pub(crate) messages: usize,
+    stderr: MemoryOutputPipe,
 }
 
 impl PluginState {
-    /// A closed WASI context: no env, no args, no preopens, no network; stdout
-    /// and stderr captured up to a cap.
-    pub(crate) fn new(plugin: &str, limits: &Limits) -> Self {
+    /// A closed WASI context: no env, no args, no preopens, no sockets; stdout
+    /// and stderr captured up to a cap. HTTP goes through the gate.
+    pub(crate) fn new(
+        env: Arc<PluginEnv>,
+        ctx: Option<AgentCtx>,
+        limits: &Limits,
+        deadline: Instant,
+    ) -> Self {
         let stderr = MemoryOutputPipe::new(MAX_PLUGIN_STDIO_BYTES);
         let wasi = WasiCtx::builder()
             .stdout(stderr.clone())
@@ -47,44 +159,78 @@ impl PluginState {
             .allow_udp(false)
             .allow_ip_name_lookup(false)
             .build();
+        let http = HttpGate::new(&env, deadline);
         PluginState {
-            plugin: plugin.to_string(),
+            env,
+            ctx,
             wasi,
             table: ResourceTable::new(),
+            http_ctx: WasiHttpCtx::new(),
+            http,
             limiter: StoreLimiter::new(limits),
-            logs: Vec::new(),
+            events: Vec::new(),
+            logged: 0,
             dropped_logs: 0,
+            messages: 0,
             stderr,
         }
     }
 
-    /// Records a log line within the caps and forwards it to `tracing`.
+    /// Records a log line within the caps (secrets hidden) and forwards it
+    /// to `tracing` within the plugin's rate.
     pub(crate) fn push_log(&mut self, level: &'static str, message: String) {
-        if self.logs.len() >= MAX_LOG_LINES {
+        if self.logged >= MAX_LOG_LINES {
             self.dropped_logs += 1;
             return;
         }
-        let message = cut(message, MAX_LOG_LINE_BYTES);
-        match level {
-            "error" => tracing::error!(plugin = %self.plugin, "{message}"),
-            "warn" => tracing::warn!(plugin = %self.plugin, "{message}"),
-            "info" => tracing::info!(plugin = %self.plugin, "{message}"),
-            "debug" => tracing::debug!(plugin = %self.plugin, "{message}"),
-            _ => tracing::trace!(plugin = %self.plugin, "{message}"),
+        self.logged += 1;
+        let mut message = cut(message, MAX_LOG_LINE_BYTES);
+        self.env.config.redactor.redact_in_place(&mut message);
+        let (send, dropped_before) = self
+            .env
+            .log_bucket
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        let plugin = &self.env.id;
+        if dropped_before > 0 {
+            tracing::warn!(%plugin, dropped = dropped_before, "dropped log lines over the rate of {LOG_LINES_PER_SEC} per second");
         }
-        self.logs.push(LogLine { level, message });
+        if send {
+            match level {
+                "error" => tracing::error!(%plugin, "{message}"),
+                "warn" => tracing::warn!(%plugin, "{message}"),
+                "info" => tracing::info!(%plugin, "{message}"),
+                "debug" => tracing::debug!(%plugin, "{message}"),
+                _ => tracing::trace!(%plugin, "{message}"),
+            }
+        }
+        self.events
+            .push(PluginEvent::Log(LogLine { level, message }));
     }
 
-    /// Moves what the plugin printed into the log, one line each, and says
-    /// how many lines went over the cap.
-    pub(crate) fn finish_logs(&mut self) {
+    /// Records a refused request and logs it.
+    pub(crate) fn push_denied(&mut self, capability: String, request: String) {
+        tracing::warn!(plugin = %self.env.id, %capability, "denied: {request}");
+        self.events.push(PluginEvent::Denied {
+            capability,
+            request,
+        });
+    }
+
+    /// Moves what the plugin printed and the gate's refusals into the
+    /// events, and says how many log lines went over the cap.
+    pub(crate) fn finish_events(&mut self) {
+        for (capability, request) in std::mem::take(&mut self.http.denied) {
+            self.push_denied(capability, request);
+        }
         let text = self.stderr.contents();
         for line in String::from_utf8_lossy(&text).lines() {
             self.push_log("info", line.to_string());
         }
         if self.dropped_logs > 0 {
             tracing::warn!(
-                plugin = %self.plugin,
+                plugin = %self.env.id,
                 dropped = self.dropped_logs,
                 "dropped log lines over the cap of {MAX_LOG_LINES} per call"
             );
@@ -101,8 +247,41 @@ impl WasiView for PluginState {
     }
 }
 
+impl WasiHttpView for PluginState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http_ctx,
+            table: &mut self.table,
+            hooks: &mut self.http,
+        }
+    }
+}
+
 impl crate::guard::Limited for PluginState {
     fn limiter(&self) -> &StoreLimiter {
         &self.limiter
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_log_rate_refills_and_counts_what_it_drops() {
+        let mut bucket = LogBucket {
+            tokens: 2.0,
+            at: Instant::now(),
+            dropped: 0,
+        };
+        assert_eq!(bucket.take(), (true, 0));
+        assert_eq!(bucket.take(), (true, 0));
+        assert_eq!(bucket.take(), (false, 0));
+        assert_eq!(bucket.take(), (false, 0));
+        // A second later, 50 lines' worth is back, and the next line reports
+        // the two dropped before it.
+        bucket.at -= std::time::Duration::from_secs(1);
+        assert_eq!(bucket.take(), (true, 2));
+        assert_eq!(bucket.dropped, 0);
     }
 }

@@ -5,10 +5,12 @@ use std::process::{Command, Output};
 use crate::common::artifacts;
 
 fn sandwit(args: &[&str]) -> Output {
-    let cache = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-cache");
+    let tmp = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
     Command::new(env!("CARGO_BIN_EXE_sandwit"))
         .arg("--cache-dir")
-        .arg(&cache)
+        .arg(tmp.join("cli-cache"))
+        .env("SANDWIT_STORE", tmp.join("cli-store.db"))
+        .env_remove("SANDWIT_POLICY")
         .args(args)
         .output()
         .unwrap()
@@ -22,12 +24,14 @@ fn stdout(out: &Output) -> String {
 fn validate_accepts_and_rejects_with_exit_status() {
     let out = sandwit(&["validate", artifacts::CALC]);
     assert!(out.status.success());
-    assert!(stdout(&out).contains("acceptable (calc 0.1.0, 2 methods)"));
+    assert!(
+        stdout(&out).contains("acceptable (calc 0.1.0, 2 methods, capabilities requested: none)")
+    );
 
     let out = sandwit(&["validate", artifacts::BAD_MANIFEST]);
     assert_eq!(out.status.code(), Some(1));
     let text = stdout(&out);
-    assert!(text.contains("rejected, 5 problem(s)"), "{text}");
+    assert!(text.contains("rejected, 7 problem(s)"), "{text}");
     assert!(text.contains("reserved for the host"), "{text}");
 
     let out = sandwit(&["validate", "--json", artifacts::OTHER_WORLD]);
@@ -183,6 +187,7 @@ fn run_reads_a_file_and_uses_the_example_plugins_by_default() {
     let plugin_dir = std::path::Path::new(artifacts::CALC).parent().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_sandwit"))
         .args(["--cache-dir", dir.join("cli-cache").to_str().unwrap()])
+        .env("SANDWIT_STORE", dir.join("cli-store.db"))
         .env("SANDWIT_PYTHON", artifacts::PYTHON)
         .env("SANDWIT_PLUGINS", plugin_dir)
         .arg("run")

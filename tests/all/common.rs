@@ -5,7 +5,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use sandwit::json::value_from_json;
-use sandwit::{AgentCtx, Host, Limits, Plugin, Value};
+use sandwit::{AgentCtx, Host, Limits, LogLine, Plugin, PluginEvent, Policy, Value};
 
 pub use sandwit_test_artifacts as artifacts;
 
@@ -14,10 +14,37 @@ pub fn cache_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sandwit-cache")
 }
 
-/// A host with the default limits.
+/// The policy of the shared hosts: the example plugins get what they ask
+/// for, except the ones that need a server (weather).
+pub fn example_policy() -> Policy {
+    let mut policy = Policy::default();
+    policy.grant("messenger", ["chat"]).unwrap();
+    policy.grant("notes", ["store"]).unwrap();
+    policy
+}
+
+/// A host with the default limits and [`example_policy`] (the store in
+/// memory).
 pub fn host() -> &'static Host {
     static HOST: OnceLock<Host> = OnceLock::new();
-    HOST.get_or_init(|| Host::builder().cache_dir(cache_dir()).build().unwrap())
+    HOST.get_or_init(|| {
+        Host::builder()
+            .cache_dir(cache_dir())
+            .policy(example_policy())
+            .build()
+            .unwrap()
+    })
+}
+
+/// The log lines among a call's events.
+pub fn logs(events: &[PluginEvent]) -> Vec<&LogLine> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            PluginEvent::Log(line) => Some(line),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Limits small enough that hostile plugins hit them quickly.

@@ -7,7 +7,9 @@ use std::time::Duration;
 use sandwit::{CallError, CallErrorKind, Host, LimitKind, Limits};
 use serde_json::json;
 
-use crate::common::{args, artifacts, assert_still_serving, cache_dir, ctx, load, tight_host};
+use crate::common::{
+    args, artifacts, assert_still_serving, cache_dir, ctx, load, logs, tight_host,
+};
 
 async fn call_hostile(host: &Host, method: &str, a: serde_json::Value) -> sandwit::CallReport {
     let hostile = load(host, artifacts::HOSTILE).await;
@@ -44,12 +46,11 @@ async fn a_trap_is_reported_with_what_the_plugin_printed() {
             .starts_with("plugin `hostile`, method `trap`: trapped")
     );
     assert!(
-        report
-            .logs
+        logs(&report.events)
             .iter()
             .any(|l| l.message.contains("the hostile plugin panics")),
         "{:?}",
-        report.logs
+        report.events
     );
     assert_still_serving(tight_host()).await;
 }
@@ -162,6 +163,7 @@ async fn the_plugins_own_failure_is_passed_on() {
 async fn a_log_flood_is_capped() {
     let report = call_hostile(tight_host(), "log_flood", json!({})).await;
     assert!(report.result.is_ok(), "{:?}", report.result);
-    assert_eq!(report.logs.len(), 1_000);
-    assert_eq!(report.logs[999].message, "line 999");
+    let lines = logs(&report.events);
+    assert_eq!(lines.len(), 1_000);
+    assert_eq!(lines[999].message, "line 999");
 }

@@ -82,6 +82,8 @@ async fn a_bad_manifest_lists_every_problem() {
         "method `twice` is declared more than once",
         "method `sandwit_internal` uses the prefix `sandwit_`",
         "method `bad_schema`, parameter `x`: schema is not a valid JSON Schema",
+        "requests an unknown capability `filesystem`",
+        "unknown capability `http:Bad Host`",
     ] {
         assert!(all.contains(needle), "missing {needle:?} in\n{all}");
     }

@@ -9,3 +9,4 @@ mod hostile;
 mod loading;
 mod plugins;
 mod python;
+mod services;

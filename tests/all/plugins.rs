@@ -55,7 +55,7 @@ async fn knowledge_hands_passages_to_the_ai() {
 }
 
 #[tokio::test]
-async fn messenger_returns_a_system_message_and_logs() {
+async fn messenger_sends_to_the_chat_returns_a_system_message_and_logs() {
     let messenger = load(host(), artifacts::MESSENGER).await;
     let budget = sandwit::Budget::from_limits(host().limits());
     let report = messenger
@@ -70,8 +70,18 @@ async fn messenger_returns_a_system_message_and_logs() {
         report.result.unwrap(),
         MethodResult::Behavior("Message sent to channel #general: deploy done".into())
     );
-    assert_eq!(report.logs.len(), 1);
-    assert!(report.logs[0].message.contains("#general"));
+    assert_eq!(
+        report.events,
+        [
+            sandwit::PluginEvent::Chat {
+                message: sandwit::ChatMessage::Text("deploy done".into())
+            },
+            sandwit::PluginEvent::Log(sandwit::LogLine {
+                level: "info",
+                message: "sent 11 characters to #general".into()
+            }),
+        ]
+    );
     assert!(report.fuel_used > 0);
 }
 

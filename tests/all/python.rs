@@ -24,6 +24,7 @@ async fn sandbox() -> &'static (PythonSandbox, PluginSet) {
                 artifacts::KNOWLEDGE,
                 artifacts::MESSENGER,
                 artifacts::IMAGEGEN,
+                artifacts::NOTES,
                 artifacts::HOSTILE,
             ] {
                 plugins.push(load(host(), path).await);

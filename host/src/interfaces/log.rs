@@ -1,4 +1,4 @@
-//! `sandwit:plugin/log`: plugin log lines, capped, to `tracing` and the call's log.
+//! `sandwit:plugin/log`: plugin log lines, capped, to `tracing` and the call's events.
 
 use crate::bindings::log_api::{Host, Level};
 use crate::state::PluginState;

@@ -65,13 +65,12 @@ async fn call(
 
     let state = store.data_mut();
     let id = plugin.id().to_string();
-    state
-        .events
-        .extend(report.logs.into_iter().map(|l| Event::Log {
-            plugin: id.clone(),
-            level: l.level,
-            message: l.message,
-        }));
+    state.events.extend(
+        report
+            .events
+            .into_iter()
+            .map(|e| Event::from_plugin(&id, e)),
+    );
     state.events.push(Event::Call {
         plugin: id.clone(),
         method: method.clone(),

@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::chat::ChatMessage;
 use crate::limits::LimitKind;
+use crate::state::PluginEvent;
 use crate::types::{MethodKind, MethodResult};
 
 /// How a run ended.
@@ -97,6 +99,45 @@ pub enum Event {
         /// The line.
         message: String,
     },
+    /// A message a plugin sent to the chat.
+    Chat {
+        /// The plugin's id.
+        plugin: String,
+        /// The message.
+        message: ChatMessage,
+    },
+    /// A plugin's request refused because a capability was not granted.
+    Denied {
+        /// The plugin's id.
+        plugin: String,
+        /// The capability it needed.
+        capability: String,
+        /// What it tried.
+        request: String,
+    },
+}
+
+impl Event {
+    /// The run's event for something plugin `plugin` did in a call.
+    pub(crate) fn from_plugin(plugin: &str, event: PluginEvent) -> Self {
+        let plugin = plugin.to_string();
+        match event {
+            PluginEvent::Log(line) => Event::Log {
+                plugin,
+                level: line.level,
+                message: line.message,
+            },
+            PluginEvent::Chat { message } => Event::Chat { plugin, message },
+            PluginEvent::Denied {
+                capability,
+                request,
+            } => Event::Denied {
+                plugin,
+                capability,
+                request,
+            },
+        }
+    }
 }
 
 /// Everything a run gives back.

@@ -1,13 +1,13 @@
-//! `messenger`: a behavior that sends a message to the current channel. Until
-//! the chat capability lands, the message is the behavior's system message,
-//! which the host records.
+//! `messenger`: sends messages to the current chat through the host's `chat`
+//! service, as a behavior: the script goes on and the confirmation is
+//! recorded as a system message.
 
-use sandwit_sdk::{AgentCtx, Error, behavior};
+use sandwit_sdk::{AgentCtx, Error, behavior, chat};
 
 /// The longest message accepted, in characters.
 const MAX_MESSAGE_CHARS: usize = 4_000;
 
-/// Send a text message to the current chat channel.
+/// Send a text message to the current chat.
 ///
 /// The script goes on; the confirmation is recorded as a system message.
 ///
@@ -30,13 +30,35 @@ fn send_channel_message(ctx: &AgentCtx, text: String) -> Result<String, Error> {
             "the message has {chars} characters, more than {MAX_MESSAGE_CHARS}"
         )));
     }
+    chat::send_text(&text)?;
     let channel = ctx
         .channel_name
         .as_deref()
         .or(ctx.channel_id.as_deref())
         .unwrap_or(&ctx.chat_key);
-    sandwit_sdk::log::info(&format!("sending {chars} characters to {channel}"));
+    sandwit_sdk::log::info(&format!("sent {chars} characters to {channel}"));
     Ok(format!("Message sent to channel {channel}: {text}"))
+}
+
+/// Ask the agent to follow up on something in a new round.
+///
+/// Adds a system message to the conversation that the agent answers.
+///
+/// Args:
+///     note: What the agent should follow up on.
+///
+/// Returns:
+///     str: A confirmation.
+///
+/// Example:
+///     >>> remind_agent("Check the deploy status in an hour.")
+#[behavior]
+fn remind_agent(note: String) -> Result<String, Error> {
+    if note.trim().is_empty() {
+        return Err(Error::invalid_arguments("the note is empty"));
+    }
+    chat::push_system(&format!("Reminder: {note}"), true)?;
+    Ok(format!("The agent will follow up on: {note}"))
 }
 
 sandwit_sdk::plugin! {
@@ -44,6 +66,7 @@ sandwit_sdk::plugin! {
     name: "Messenger",
     version: env!("CARGO_PKG_VERSION"),
     author: "sandwit",
-    description: "Sends messages to the current chat channel.",
-    methods: [send_channel_message],
+    description: "Sends messages to the current chat.",
+    capabilities: ["chat"],
+    methods: [send_channel_message, remind_agent],
 }

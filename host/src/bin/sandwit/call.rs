@@ -27,7 +27,7 @@ pub struct CallArgs {
     /// [default: <temp dir>/sandwit-out].
     #[arg(long, value_name = "DIR")]
     out_dir: Option<PathBuf>,
-    /// Print one JSON object: {"ok", "result" or "error", "logs", "fuel_used", "ms"}.
+    /// Print one JSON object: {"ok", "result" or "error", "events", "fuel_used", "ms"}.
     #[arg(long)]
     json: bool,
 }
@@ -62,14 +62,14 @@ pub async fn call(host: &Host, args: CallArgs) -> anyhow::Result<ExitCode> {
             "ok": report.result.is_ok(),
             "result": result,
             "error": report.result.as_ref().err(),
-            "logs": report.logs,
+            "events": report.events,
             "fuel_used": report.fuel_used,
             "ms": report.elapsed.as_secs_f64() * 1e3,
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
-        for line in &report.logs {
-            eprintln!("[{} {}] {}", plugin.id(), line.level, line.message);
+        for event in &report.events {
+            eprintln!("{}", crate::render::plugin_event(plugin.id(), event));
         }
         match (&report.result, result) {
             (Ok(_), Some(result)) => println!("{}", serde_json::to_string_pretty(&result)?),

@@ -38,6 +38,7 @@ pub async fn inspect(host: &Host, args: InspectArgs) -> anyhow::Result<ExitCode>
 fn describe_json(plugin: &Plugin) -> serde_json::Value {
     json!({
         "manifest": plugin.manifest(),
+        "granted": plugin.grants().iter().collect::<Vec<_>>(),
         "imports": plugin.imports(),
         "sha256": plugin.hash(),
         "code": plugin.code_source(),
@@ -54,12 +55,8 @@ fn print_text(plugin: &Plugin) {
         "  code: {}",
         crate::render::code_source(plugin.code_source())
     );
-    let caps = if m.capabilities.is_empty() {
-        "none".to_string()
-    } else {
-        m.capabilities.join(", ")
-    };
-    println!("  capabilities requested: {caps}");
+    println!("  capabilities requested: {}", list(m.capabilities.iter()));
+    println!("  capabilities granted: {}", list(plugin.grants().iter()));
     if let Some(schema) = &m.config_schema {
         println!("  config schema: {schema}");
     }
@@ -84,27 +81,44 @@ fn print_text(plugin: &Plugin) {
     }
 }
 
+fn list<'a>(caps: impl Iterator<Item = &'a sandwit::Capability>) -> String {
+    let caps: Vec<String> = caps.map(|c| c.to_string()).collect();
+    if caps.is_empty() {
+        "none".to_string()
+    } else {
+        caps.join(", ")
+    }
+}
+
 pub async fn validate(host: &Host, args: ValidateArgs) -> anyhow::Result<ExitCode> {
     let file = args.plugin.display().to_string();
     let (ok, problems, plugin) = match host.load_plugin_file(&args.plugin).await {
         Ok(p) => (true, vec![], Some(p)),
         Err(LoadError::Rejected { problems, .. }) => (false, problems, None),
-        Err(e @ LoadError::Io { .. }) => (false, vec![e.to_string()], None),
+        Err(e @ (LoadError::Io { .. } | LoadError::Config { .. })) => {
+            (false, vec![e.to_string()], None)
+        }
         Err(e) => return Err(e.into()),
     };
     if args.json {
         let plugin = plugin.as_ref().map(|p| {
-            json!({"id": p.id(), "version": p.manifest().version, "methods": p.manifest().methods.len()})
+            json!({
+                "id": p.id(),
+                "version": p.manifest().version,
+                "methods": p.manifest().methods.len(),
+                "capabilities": p.manifest().capabilities,
+            })
         });
         let out = json!({"file": file, "ok": ok, "problems": problems, "plugin": plugin});
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else if let Some(p) = plugin {
         let m = p.manifest();
         println!(
-            "{file}: acceptable ({} {}, {} methods)",
+            "{file}: acceptable ({} {}, {} methods, capabilities requested: {})",
             m.id,
             m.version,
-            m.methods.len()
+            m.methods.len(),
+            list(m.capabilities.iter())
         );
     } else {
         println!("{file}: rejected, {} problem(s):", problems.len());

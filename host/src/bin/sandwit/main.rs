@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use sandwit::{Host, Limits, RunLimits};
+use sandwit::{Host, Limits, Policy, RunLimits};
 
 /// A WebAssembly plugin host for AI agents.
 ///
@@ -66,6 +66,15 @@ struct HostArgs {
     /// Memory per instance, in MiB [default: 64].
     #[arg(long, global = true, value_name = "MIB")]
     memory_mib: Option<usize>,
+    /// The operator's policy (TOML): capabilities granted and configuration
+    /// per plugin, caps of the store and of HTTP. See docs/POLICY.md
+    /// [default: $SANDWIT_POLICY, else nothing is granted].
+    #[arg(long, global = true, value_name = "FILE")]
+    policy: Option<PathBuf>,
+    /// The plugin store's SQLite file [default: $SANDWIT_STORE, else
+    /// $XDG_DATA_HOME/sandwit/store.db, else ~/.local/share/sandwit/store.db].
+    #[arg(long, global = true, value_name = "FILE")]
+    store: Option<PathBuf>,
 }
 
 impl HostArgs {
@@ -83,7 +92,17 @@ impl HostArgs {
             time: limits.time,
             ..run_defaults
         };
-        let mut builder = Host::builder().limits(limits).run_limits(run_limits);
+        let policy = match self.policy.clone().or_else(|| env_path("SANDWIT_POLICY")) {
+            Some(path) => Policy::load(path)?,
+            None => Policy::default(),
+        };
+        let mut builder = Host::builder()
+            .limits(limits)
+            .run_limits(run_limits)
+            .policy(policy);
+        if let Some(store) = self.store.clone().or_else(default_store) {
+            builder = builder.store_path(store);
+        }
         if !self.no_cache
             && let Some(dir) = self.cache_dir.clone().or_else(default_cache_dir)
         {
@@ -93,15 +112,22 @@ impl HostArgs {
     }
 }
 
+fn env_path(key: &str) -> Option<PathBuf> {
+    std::env::var_os(key)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
 fn default_cache_dir() -> Option<PathBuf> {
-    let env = |k| {
-        std::env::var_os(k)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    env("SANDWIT_CACHE_DIR")
-        .or_else(|| env("XDG_CACHE_HOME").map(|d| d.join("sandwit")))
-        .or_else(|| env("HOME").map(|d| d.join(".cache").join("sandwit")))
+    env_path("SANDWIT_CACHE_DIR")
+        .or_else(|| env_path("XDG_CACHE_HOME").map(|d| d.join("sandwit")))
+        .or_else(|| env_path("HOME").map(|d| d.join(".cache").join("sandwit")))
+}
+
+fn default_store() -> Option<PathBuf> {
+    env_path("SANDWIT_STORE")
+        .or_else(|| env_path("XDG_DATA_HOME").map(|d| d.join("sandwit").join("store.db")))
+        .or_else(|| env_path("HOME").map(|d| d.join(".local/share/sandwit/store.db")))
 }
 
 fn main() -> ExitCode {

@@ -10,7 +10,14 @@ use sandwit::{AgentCtx, Event, Host, MethodKind, Plugin, PluginSet, RunOutcome, 
 use serde_json::json;
 
 /// The example plugins used when no --plugin or --plugins is given.
-const EXAMPLE_PLUGINS: &[&str] = &["calc", "knowledge", "messenger", "imagegen"];
+const EXAMPLE_PLUGINS: &[&str] = &[
+    "calc",
+    "knowledge",
+    "messenger",
+    "imagegen",
+    "notes",
+    "weather",
+];
 
 /// Which plugins a run or prompt uses.
 #[derive(Args)]
@@ -253,6 +260,14 @@ fn print_outcome(outcome: &RunOutcome, out_dir: &Path) -> anyhow::Result<()> {
                 level,
                 message,
             } => println!("log [{plugin} {level}] {message}"),
+            Event::Chat { plugin, message } => {
+                println!("chat [{plugin}] {}", crate::render::chat_message(message))
+            }
+            Event::Denied {
+                plugin,
+                capability,
+                request,
+            } => println!("denied [{plugin}] {request}: capability `{capability}` not granted"),
         }
     }
     if let Some(h) = &outcome.handoff {

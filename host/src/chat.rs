@@ -1,0 +1,72 @@
+//! Messages plugins send to the current chat, and the [`ChatSink`] through
+//! which the embedding application delivers them.
+
+use serde::ser::SerializeStruct;
+use serde::{Serialize, Serializer};
+
+use crate::types::{AgentCtx, Media};
+
+/// The most messages one call may send.
+pub const MAX_MESSAGES_PER_CALL: usize = 32;
+/// The longest text or system message, in bytes.
+pub const MAX_MESSAGE_BYTES: usize = 64 << 10;
+/// The largest image, in bytes.
+pub const MAX_IMAGE_BYTES: usize = 8 << 20;
+
+/// One message a plugin sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChatMessage {
+    /// A text message.
+    Text(String),
+    /// An image.
+    Image(Media),
+    /// A system message for the conversation.
+    System {
+        /// The message.
+        message: String,
+        /// Whether the agent should answer it in a new round.
+        trigger_agent: bool,
+    },
+}
+
+/// Serialised for events and the CLI: an image as its MIME type and size.
+impl Serialize for ChatMessage {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            ChatMessage::Text(text) => {
+                let mut m = s.serialize_struct("ChatMessage", 2)?;
+                m.serialize_field("kind", "text")?;
+                m.serialize_field("text", text)?;
+                m.end()
+            }
+            ChatMessage::Image(media) => {
+                let mut m = s.serialize_struct("ChatMessage", 3)?;
+                m.serialize_field("kind", "image")?;
+                m.serialize_field("mime_type", &media.mime_type)?;
+                m.serialize_field("bytes", &media.data.len())?;
+                m.end()
+            }
+            ChatMessage::System {
+                message,
+                trigger_agent,
+            } => {
+                let mut m = s.serialize_struct("ChatMessage", 3)?;
+                m.serialize_field("kind", "system")?;
+                m.serialize_field("text", message)?;
+                m.serialize_field("trigger_agent", trigger_agent)?;
+                m.end()
+            }
+        }
+    }
+}
+
+/// Where an application receives chat messages. Every message is also
+/// recorded as an event of the call (and of the Python run that made it), so
+/// without a sink the application finds them there.
+///
+/// `deliver` runs inside the plugin call: keep it quick (queue the message);
+/// an `Err` is returned to the plugin as `unavailable`.
+pub trait ChatSink: Send + Sync {
+    /// Delivers `message` from `plugin` to the chat of `ctx`.
+    fn deliver(&self, plugin: &str, ctx: &AgentCtx, message: &ChatMessage) -> Result<(), String>;
+}

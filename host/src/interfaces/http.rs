@@ -1,0 +1,102 @@
+//! `wasi:http/outgoing-handler` through sandwit's gate: only the hosts and
+//! ports granted to the plugin, a timeout that never passes the call's
+//! deadline, and a capped response body. wasmtime-wasi-http does the rest.
+
+use std::time::{Duration, Instant};
+
+use http_body_util::{BodyExt, Limited};
+use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
+
+use crate::capability::Grants;
+use crate::policy::HttpLimits;
+use crate::state::PluginEnv;
+
+/// The `wasi:http` hooks of one plugin call.
+pub(crate) struct HttpGate {
+    grants: Grants,
+    limits: HttpLimits,
+    deadline: Instant,
+    /// Refused requests: (capability needed, request), moved into the call's
+    /// events when it ends.
+    pub(crate) denied: Vec<(String, String)>,
+}
+
+impl HttpGate {
+    pub(crate) fn new(env: &PluginEnv, deadline: Instant) -> Self {
+        HttpGate {
+            grants: env.grants.clone(),
+            limits: env.services.http_limits,
+            deadline,
+            denied: Vec::new(),
+        }
+    }
+
+    /// The timeout for one phase of a request: the guest's, the policy's or
+    /// the time left, whichever is least.
+    fn timeout(&self, asked: Option<Duration>) -> Duration {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        let t = self.limits.timeout().min(left);
+        asked.map_or(t, |a| a.min(t))
+    }
+}
+
+type SendFuture = Box<
+    dyn Future<
+            Output = Result<
+                (
+                    http::Response<WasiBody>,
+                    Box<dyn Future<Output = Result<(), Error>> + Send>,
+                ),
+                Error,
+            >,
+        > + Send,
+>;
+
+impl WasiHttpHooks for HttpGate {
+    fn send_request(
+        &mut self,
+        request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+        _response_errors: Box<dyn Future<Output = Result<(), Error>> + Send>,
+    ) -> SendFuture {
+        let uri = request.uri();
+        let https = uri.scheme() == Some(&http::uri::Scheme::HTTPS);
+        let host = uri.host().unwrap_or_default().to_ascii_lowercase();
+        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+        if !self.grants.allows_http(&host, port) {
+            let shown = if host.contains(':') && !host.starts_with('[') {
+                format!("[{host}]")
+            } else {
+                host
+            };
+            self.denied.push((
+                format!("http:{shown}:{port}"),
+                format!("{} {}", request.method(), uri),
+            ));
+            return Box::new(async { Err(Error::HttpRequestDenied) });
+        }
+        let options = options.unwrap_or_default();
+        let options = RequestOptions {
+            connect_timeout: Some(self.timeout(options.connect_timeout)),
+            first_byte_timeout: Some(self.timeout(options.first_byte_timeout)),
+            between_bytes_timeout: Some(self.timeout(options.between_bytes_timeout)),
+        };
+        let max = self.limits.max_response_bytes;
+        Box::new(async move {
+            let (response, io) =
+                wasmtime_wasi_http::default_send_request(request, Some(options)).await?;
+            let response = response.map(|body| {
+                Limited::new(body, max)
+                    .map_err(move |e| match e.downcast::<Error>() {
+                        Ok(e) => *e,
+                        Err(_) => Error::HttpResponseBodySize(Some(max as u64)),
+                    })
+                    .boxed_unsync()
+            });
+            Ok((
+                response,
+                Box::new(io) as Box<dyn Future<Output = Result<(), Error>> + Send>,
+            ))
+        })
+    }
+}

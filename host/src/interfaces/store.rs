@@ -1,0 +1,124 @@
+//! `sandwit:plugin/store`: the plugin's key-value data, scoped by the call's
+//! agent context, capped per value and per plugin.
+
+use crate::bindings::store_api::{Entry as WitEntry, Host, Scope as WitScope};
+use crate::bindings::wit::ServiceError;
+use crate::capability::Capability;
+use crate::state::PluginState;
+use crate::store::{Entry, Namespace, Scope, StoreError};
+
+type Answer<T> = wasmtime::Result<Result<T, ServiceError>>;
+
+impl PluginState {
+    /// The namespace of `scope` for this call, after the capability and key
+    /// checks.
+    fn namespace(
+        &mut self,
+        op: &str,
+        scope: WitScope,
+        key: Option<&str>,
+    ) -> Result<Namespace, ServiceError> {
+        let scope = match scope {
+            WitScope::Chat => Scope::Chat,
+            WitScope::User => Scope::User,
+            WitScope::ChatUser => Scope::ChatUser,
+            WitScope::Global => Scope::Global,
+        };
+        self.require(Capability::Store, || match key {
+            Some(key) => format!("store.{op}({scope}, {key:?})"),
+            None => format!("store.{op}({scope})"),
+        })?;
+        if let Some(key) = key {
+            let max = self.env.services.store_limits.max_key_bytes;
+            if key.is_empty() {
+                return Err(ServiceError::Invalid("the key is empty".into()));
+            }
+            if key.len() > max {
+                return Err(ServiceError::LimitExceeded(format!(
+                    "the key is {} bytes, more than the limit of {max} bytes",
+                    key.len()
+                )));
+            }
+        }
+        let Some(ctx) = &self.ctx else {
+            return Err(ServiceError::Unavailable(
+                "the store is not available while the plugin describes itself".into(),
+            ));
+        };
+        let user = || {
+            ctx.user_id.clone().ok_or_else(|| {
+                ServiceError::Invalid(format!(
+                    "scope `{scope}` needs a user, and this call's context has none"
+                ))
+            })
+        };
+        let owner = match scope {
+            Scope::Chat => ctx.chat_key.clone(),
+            Scope::User => user()?,
+            Scope::ChatUser => format!("{}\0{}", ctx.chat_key, user()?),
+            Scope::Global => String::new(),
+        };
+        Ok(Namespace {
+            plugin: self.env.id.clone(),
+            scope,
+            owner,
+        })
+    }
+}
+
+fn to_wit(e: StoreError) -> ServiceError {
+    match e {
+        StoreError::LimitExceeded(m) => ServiceError::LimitExceeded(m),
+        StoreError::Backend(m) => {
+            tracing::error!("plugin store: {m}");
+            ServiceError::Unavailable(m)
+        }
+    }
+}
+
+impl Host for PluginState {
+    fn get(&mut self, scope: WitScope, key: String) -> Answer<Option<WitEntry>> {
+        Ok(self.namespace("get", scope, Some(&key)).and_then(|ns| {
+            let entry = self.env.services.store.get(&ns, &key).map_err(to_wit)?;
+            Ok(entry.map(|e| match e {
+                Entry::Text(t) => WitEntry::Text(t),
+                Entry::Bytes(b) => WitEntry::Bytes(b),
+            }))
+        }))
+    }
+
+    fn set(&mut self, scope: WitScope, key: String, value: WitEntry) -> Answer<()> {
+        Ok(self.namespace("set", scope, Some(&key)).and_then(|ns| {
+            let entry = match value {
+                WitEntry::Text(t) => Entry::Text(t),
+                WitEntry::Bytes(b) => Entry::Bytes(b),
+            };
+            let limits = &self.env.services.store_limits;
+            if entry.len() > limits.max_value_bytes {
+                return Err(ServiceError::LimitExceeded(format!(
+                    "the value is {} bytes, more than the limit of {} bytes",
+                    entry.len(),
+                    limits.max_value_bytes
+                )));
+            }
+            self.env
+                .services
+                .store
+                .set(&ns, &key, &entry, limits)
+                .map_err(to_wit)
+        }))
+    }
+
+    fn delete(&mut self, scope: WitScope, key: String) -> Answer<bool> {
+        Ok(self
+            .namespace("delete", scope, Some(&key))
+            .and_then(|ns| self.env.services.store.delete(&ns, &key).map_err(to_wit)))
+    }
+
+    fn list_keys(&mut self, scope: WitScope) -> Answer<Vec<String>> {
+        Ok(self.namespace("list_keys", scope, None).and_then(|ns| {
+            let max = self.env.services.store_limits.max_listed_keys;
+            self.env.services.store.keys(&ns, max).map_err(to_wit)
+        }))
+    }
+}

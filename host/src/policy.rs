@@ -1,0 +1,240 @@
+//! The operator's policy: which capabilities each plugin is granted, its
+//! configuration, and the caps of the host services. Read from TOML, strictly:
+//! an unknown key, a malformed capability or a bad plugin id is an error with
+//! its line and column.
+//!
+//! ```toml
+//! [store]
+//! max_value_bytes = 65536          # per stored value
+//! max_plugin_bytes = 16777216      # per plugin, keys and values
+//!
+//! [http]
+//! timeout_ms = 10000               # per request, within the call's deadline
+//! max_response_bytes = 4194304     # per response body
+//!
+//! [plugins.notes]
+//! grant = ["store"]
+//!
+//! [plugins.weather]
+//! grant = ["config", "http:api.weather.example"]
+//! config = { base_url = "https://api.weather.example", api_key = "..." }
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::capability::{Capability, CapabilityError};
+use crate::manifest::is_plugin_id;
+
+/// The operator's decisions for every plugin. The default grants nothing.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Policy {
+    /// Caps of the plugin store.
+    #[serde(default)]
+    pub store: StoreLimits,
+    /// Caps of outbound HTTP.
+    #[serde(default)]
+    pub http: HttpLimits,
+    #[serde(default)]
+    plugins: BTreeMap<String, PluginPolicy>,
+}
+
+/// The policy for one plugin.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginPolicy {
+    /// The capabilities granted (the plugin gets those it also requests).
+    #[serde(default)]
+    pub grant: Vec<Capability>,
+    /// Its configuration, checked against its config schema when it loads.
+    pub config: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// Caps of the plugin store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreLimits {
+    /// The largest value, in bytes [default: 64 KiB].
+    pub max_value_bytes: usize,
+    /// The longest key, in bytes [default: 256].
+    pub max_key_bytes: usize,
+    /// All keys and values of one plugin, in bytes [default: 16 MiB].
+    pub max_plugin_bytes: u64,
+    /// The most keys `list-keys` returns [default: 10,000].
+    pub max_listed_keys: usize,
+}
+
+impl Default for StoreLimits {
+    fn default() -> Self {
+        StoreLimits {
+            max_value_bytes: 64 << 10,
+            max_key_bytes: 256,
+            max_plugin_bytes: 16 << 20,
+            max_listed_keys: 10_000,
+        }
+    }
+}
+
+/// Caps of outbound HTTP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpLimits {
+    /// Time for one request to connect and to receive each part of the
+    /// response, in milliseconds; never past the call's deadline
+    /// [default: 10,000].
+    pub timeout_ms: u64,
+    /// The largest response body, in bytes [default: 4 MiB].
+    pub max_response_bytes: usize,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        HttpLimits {
+            timeout_ms: 10_000,
+            max_response_bytes: 4 << 20,
+        }
+    }
+}
+
+impl HttpLimits {
+    /// The per-request timeout.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms)
+    }
+}
+
+/// A policy that could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    /// The file could not be read.
+    #[error("cannot read the policy {}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The text is not a valid policy.
+    #[error("invalid policy{}: {message}", path.as_ref().map(|p| format!(" {}", p.display())).unwrap_or_default())]
+    Invalid {
+        /// The file, if read from one.
+        path: Option<PathBuf>,
+        /// What is wrong, with line and column where TOML gives them.
+        message: String,
+    },
+}
+
+impl Policy {
+    /// Parses a policy from TOML text.
+    pub fn from_toml(text: &str) -> Result<Self, PolicyError> {
+        let invalid = |message: String| PolicyError::Invalid {
+            path: None,
+            message,
+        };
+        let policy: Policy = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        for id in policy.plugins.keys() {
+            if !is_plugin_id(id) {
+                return Err(invalid(format!(
+                    "`plugins.{id}`: `{id}` is not a plugin id (lowercase letters, digits, `-` and `_`, starting with a letter)"
+                )));
+            }
+        }
+        Ok(policy)
+    }
+
+    /// Reads a policy file.
+    pub fn load(path: impl AsRef<Path>) -> Result<Self, PolicyError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Policy::from_toml(&text).map_err(|e| match e {
+            PolicyError::Invalid { message, .. } => PolicyError::Invalid {
+                path: Some(path.to_path_buf()),
+                message,
+            },
+            other => other,
+        })
+    }
+
+    /// Grants `caps` to `plugin`, in addition to what it has.
+    pub fn grant<'a>(
+        &mut self,
+        plugin: &str,
+        caps: impl IntoIterator<Item = &'a str>,
+    ) -> Result<&mut Self, CapabilityError> {
+        let entry = self.plugins.entry(plugin.to_string()).or_default();
+        for cap in caps {
+            entry.grant.push(cap.parse()?);
+        }
+        Ok(self)
+    }
+
+    /// Sets `plugin`'s configuration (a JSON object), replacing any.
+    pub fn set_config(
+        &mut self,
+        plugin: &str,
+        config: serde_json::Map<String, serde_json::Value>,
+    ) -> &mut Self {
+        self.plugins.entry(plugin.to_string()).or_default().config = Some(config);
+        self
+    }
+
+    /// The policy for `plugin`, if the operator wrote one.
+    pub fn plugin(&self, plugin: &str) -> Option<&PluginPolicy> {
+        self.plugins.get(plugin)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_documented_example() {
+        let text = include_str!("policy.rs")
+            .split("//! ```toml\n")
+            .nth(1)
+            .unwrap()
+            .split("//! ```\n")
+            .next()
+            .unwrap()
+            .lines()
+            .map(|l| l.trim_start_matches("//!").trim_start())
+            .collect::<Vec<_>>()
+            .join("\n");
+        let p = Policy::from_toml(&text).unwrap();
+        assert_eq!(p.store.max_value_bytes, 65536);
+        assert_eq!(p.http.timeout(), Duration::from_secs(10));
+        assert_eq!(p.plugin("notes").unwrap().grant, vec![Capability::Store]);
+        let weather = p.plugin("weather").unwrap();
+        assert_eq!(weather.grant[1].to_string(), "http:api.weather.example");
+        assert_eq!(weather.config.as_ref().unwrap()["api_key"], "...");
+    }
+
+    #[test]
+    fn is_strict() {
+        for (text, needle) in [
+            (
+                "[plugins.notes]\ngrants = [\"store\"]",
+                "unknown field `grants`",
+            ),
+            (
+                "[plugins.notes]\ngrant = [\"root\"]",
+                "unknown capability `root`",
+            ),
+            ("[store]\nmax_value = 1", "unknown field `max_value`"),
+            ("[plugins.Notes]\ngrant = []", "`Notes` is not a plugin id"),
+            ("extra = 1", "unknown field `extra`"),
+            ("[http]\ntimeout_ms = -1", "timeout_ms"),
+        ] {
+            let e = Policy::from_toml(text).unwrap_err().to_string();
+            assert!(e.contains(needle), "{text:?}: {e}");
+        }
+    }
+}

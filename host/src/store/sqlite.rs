@@ -1,0 +1,289 @@
+//! [`SqliteStore`]: the plugin store in one SQLite file, in WAL mode with full
+//! sync, so a committed write survives a crash of the process (or several
+//! processes sharing the file).
+
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+use super::{Entry, Namespace, StoreBackend, StoreError};
+use crate::policy::StoreLimits;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS entries (
+    plugin TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    key TEXT NOT NULL,
+    is_text INTEGER NOT NULL,
+    value BLOB NOT NULL,
+    PRIMARY KEY (plugin, scope, owner, key)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS usage (
+    plugin TEXT PRIMARY KEY,
+    bytes INTEGER NOT NULL
+) WITHOUT ROWID;
+";
+
+/// The embedded plugin store. Cheap to share behind an `Arc`; operations are
+/// serialised on one connection.
+pub struct SqliteStore {
+    conn: Mutex<Connection>,
+}
+
+fn backend(e: rusqlite::Error) -> StoreError {
+    StoreError::Backend(e.to_string())
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the store at `path`.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        let path = path.as_ref();
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                StoreError::Backend(format!("cannot create {}: {e}", dir.display()))
+            })?;
+        }
+        let conn = Connection::open(path)
+            .map_err(|e| StoreError::Backend(format!("cannot open {}: {e}", path.display())))?;
+        Self::init(conn, true)
+    }
+
+    /// A store in memory, gone when dropped.
+    pub fn in_memory() -> Result<Self, StoreError> {
+        Self::init(Connection::open_in_memory().map_err(backend)?, false)
+    }
+
+    fn init(conn: Connection, wal: bool) -> Result<Self, StoreError> {
+        conn.busy_timeout(Duration::from_secs(5)).map_err(backend)?;
+        if wal {
+            let mode: String = conn
+                .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+                .map_err(backend)?;
+            if !mode.eq_ignore_ascii_case("wal") {
+                return Err(StoreError::Backend(format!(
+                    "the database would not switch to WAL mode (it is in {mode} mode)"
+                )));
+            }
+        }
+        conn.execute_batch("PRAGMA synchronous = FULL;")
+            .map_err(backend)?;
+        conn.execute_batch(SCHEMA).map_err(backend)?;
+        Ok(SqliteStore {
+            conn: Mutex::new(conn),
+        })
+    }
+
+    fn with<T>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut conn)
+    }
+}
+
+fn entry_bytes(key: &str, len: usize) -> i64 {
+    (key.len() + len) as i64
+}
+
+impl StoreBackend for SqliteStore {
+    fn get(&self, ns: &Namespace, key: &str) -> Result<Option<Entry>, StoreError> {
+        self.with(|conn| {
+            conn.query_row(
+                "SELECT is_text, value FROM entries
+                 WHERE plugin = ?1 AND scope = ?2 AND owner = ?3 AND key = ?4",
+                params![ns.plugin, ns.scope.as_str(), ns.owner, key],
+                |r| {
+                    let is_text: bool = r.get(0)?;
+                    let bytes: Vec<u8> = r.get(1)?;
+                    Ok((is_text, bytes))
+                },
+            )
+            .optional()
+            .map_err(backend)?
+            .map(|(is_text, bytes)| {
+                if is_text {
+                    String::from_utf8(bytes)
+                        .map(Entry::Text)
+                        .map_err(|_| StoreError::Backend("a text value is not UTF-8".into()))
+                } else {
+                    Ok(Entry::Bytes(bytes))
+                }
+            })
+            .transpose()
+        })
+    }
+
+    fn set(
+        &self,
+        ns: &Namespace,
+        key: &str,
+        value: &Entry,
+        limits: &StoreLimits,
+    ) -> Result<(), StoreError> {
+        let (is_text, bytes) = match value {
+            Entry::Text(t) => (true, t.as_bytes()),
+            Entry::Bytes(b) => (false, b.as_slice()),
+        };
+        self.with(|conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(backend)?;
+            let old: i64 = tx
+                .query_row(
+                    "SELECT length(key) + length(value) FROM entries
+                     WHERE plugin = ?1 AND scope = ?2 AND owner = ?3 AND key = ?4",
+                    params![ns.plugin, ns.scope.as_str(), ns.owner, key],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(backend)?
+                .unwrap_or(0);
+            let used: i64 = tx
+                .query_row(
+                    "SELECT bytes FROM usage WHERE plugin = ?1",
+                    [&ns.plugin],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(backend)?
+                .unwrap_or(0);
+            let new_used = used - old + entry_bytes(key, bytes.len());
+            if new_used as u64 > limits.max_plugin_bytes {
+                return Err(StoreError::LimitExceeded(format!(
+                    "the plugin's data would take {new_used} bytes, more than its limit of {} bytes",
+                    limits.max_plugin_bytes
+                )));
+            }
+            tx.execute(
+                "INSERT INTO entries (plugin, scope, owner, key, is_text, value)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (plugin, scope, owner, key)
+                 DO UPDATE SET is_text = excluded.is_text, value = excluded.value",
+                params![ns.plugin, ns.scope.as_str(), ns.owner, key, is_text, bytes],
+            )
+            .map_err(backend)?;
+            tx.execute(
+                "INSERT INTO usage (plugin, bytes) VALUES (?1, ?2)
+                 ON CONFLICT (plugin) DO UPDATE SET bytes = excluded.bytes",
+                params![ns.plugin, new_used],
+            )
+            .map_err(backend)?;
+            tx.commit().map_err(backend)
+        })
+    }
+
+    fn delete(&self, ns: &Namespace, key: &str) -> Result<bool, StoreError> {
+        self.with(|conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(backend)?;
+            let old: Option<i64> = tx
+                .query_row(
+                    "DELETE FROM entries
+                     WHERE plugin = ?1 AND scope = ?2 AND owner = ?3 AND key = ?4
+                     RETURNING length(key) + length(value)",
+                    params![ns.plugin, ns.scope.as_str(), ns.owner, key],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(backend)?;
+            if let Some(old) = old {
+                tx.execute(
+                    "UPDATE usage SET bytes = max(0, bytes - ?2) WHERE plugin = ?1",
+                    params![ns.plugin, old],
+                )
+                .map_err(backend)?;
+            }
+            tx.commit().map_err(backend)?;
+            Ok(old.is_some())
+        })
+    }
+
+    fn keys(&self, ns: &Namespace, max: usize) -> Result<Vec<String>, StoreError> {
+        self.with(|conn| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT key FROM entries WHERE plugin = ?1 AND scope = ?2 AND owner = ?3
+                     ORDER BY key LIMIT ?4",
+                )
+                .map_err(backend)?;
+            let rows = stmt
+                .query_map(
+                    params![ns.plugin, ns.scope.as_str(), ns.owner, max as i64],
+                    |r| r.get(0),
+                )
+                .map_err(backend)?;
+            rows.collect::<Result<_, _>>().map_err(backend)
+        })
+    }
+
+    fn usage(&self, plugin: &str) -> Result<u64, StoreError> {
+        self.with(|conn| {
+            conn.query_row("SELECT bytes FROM usage WHERE plugin = ?1", [plugin], |r| {
+                r.get::<_, i64>(0)
+            })
+            .optional()
+            .map_err(backend)
+            .map(|b| b.unwrap_or(0) as u64)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Scope;
+
+    fn ns(plugin: &str, scope: Scope, owner: &str) -> Namespace {
+        Namespace {
+            plugin: plugin.into(),
+            scope,
+            owner: owner.into(),
+        }
+    }
+
+    #[test]
+    fn keeps_namespaces_apart_and_counts_usage() {
+        let s = SqliteStore::in_memory().unwrap();
+        let limits = StoreLimits::default();
+        let a = ns("notes", Scope::User, "alice");
+        let b = ns("notes", Scope::User, "bob");
+        let other = ns("spy", Scope::User, "alice");
+        s.set(&a, "k", &Entry::Text("v1".into()), &limits).unwrap();
+        s.set(&b, "k", &Entry::Bytes(vec![1, 2, 3]), &limits)
+            .unwrap();
+        assert_eq!(s.get(&a, "k").unwrap(), Some(Entry::Text("v1".into())));
+        assert_eq!(s.get(&b, "k").unwrap(), Some(Entry::Bytes(vec![1, 2, 3])));
+        assert_eq!(s.get(&other, "k").unwrap(), None);
+        assert_eq!(s.usage("notes").unwrap(), 3 + 4);
+        s.set(&a, "k", &Entry::Text("longer".into()), &limits)
+            .unwrap();
+        assert_eq!(s.usage("notes").unwrap(), 7 + 4);
+        assert!(s.delete(&a, "k").unwrap());
+        assert!(!s.delete(&a, "k").unwrap());
+        assert_eq!(s.usage("notes").unwrap(), 4);
+        assert_eq!(s.keys(&b, 10).unwrap(), vec!["k".to_string()]);
+    }
+
+    #[test]
+    fn enforces_the_per_plugin_cap() {
+        let s = SqliteStore::in_memory().unwrap();
+        let limits = StoreLimits {
+            max_plugin_bytes: 100,
+            ..StoreLimits::default()
+        };
+        let a = ns("p", Scope::Global, "");
+        s.set(&a, "a", &Entry::Bytes(vec![0; 60]), &limits).unwrap();
+        let e = s
+            .set(&a, "b", &Entry::Bytes(vec![0; 60]), &limits)
+            .unwrap_err();
+        assert!(e.to_string().contains("limit of 100 bytes"), "{e}");
+        // Replacing a value counts only the difference.
+        s.set(&a, "a", &Entry::Bytes(vec![0; 90]), &limits).unwrap();
+        assert_eq!(s.get(&a, "b").unwrap(), None);
+    }
+}
