@@ -117,7 +117,8 @@ impl HostBuilder {
 
     /// Builds the host and starts its epoch ticker.
     pub fn build(self) -> anyhow::Result<Host> {
-        let engine = crate::engine::new_engine()?;
+        let max_memory = self.limits.memory_bytes.max(self.run_limits.memory_bytes);
+        let engine = crate::engine::new_engine(max_memory, self.limits.table_elements)?;
         let mut plugin_linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut plugin_linker)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut plugin_linker)?;

@@ -14,6 +14,7 @@ const COMPONENTS: &[(&str, &str, &str)] = &[
     ("IMAGEGEN", "imagegen", "imagegen"),
     ("NOTES", "notes", "notes"),
     ("WEATHER", "weather", "weather"),
+    ("ECHO", "echo", "echo"),
     ("SERVICES", "services", "services"),
     ("HOSTILE", "hostile", "hostile"),
     ("BAD_MANIFEST", "bad-manifest", "bad_manifest"),

@@ -1,5 +1,6 @@
 //! `sandwit`: inspect, validate and call sandwit plugins from the shell.
 
+mod bench;
 mod call;
 mod inspect;
 mod render;
@@ -43,6 +44,10 @@ enum Command {
     /// Print the method listing an LLM is given: signatures, kinds and
     /// docstrings.
     Prompt(run::PromptArgs),
+    /// Measure fresh-sandbox runs, method calls, throughput, memory and cold
+    /// start, beside a `python3 -c` subprocess; print a table (see
+    /// BENCHMARKS.md). Build with --release for meaningful numbers.
+    Bench(bench::BenchArgs),
 }
 
 /// Options for the host, before or after the subcommand.
@@ -112,7 +117,7 @@ impl HostArgs {
     }
 }
 
-fn env_path(key: &str) -> Option<PathBuf> {
+pub fn env_path(key: &str) -> Option<PathBuf> {
     std::env::var_os(key)
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
@@ -151,6 +156,7 @@ fn main() -> ExitCode {
             Command::Call(args) => call::call(&host, args).await,
             Command::Run(args) => run::run(&host, args).await,
             Command::Prompt(args) => run::prompt(&host, args).await,
+            Command::Bench(args) => bench::bench(&host, args).await,
         }
     });
     match result {

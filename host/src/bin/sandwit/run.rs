@@ -1,5 +1,6 @@
 //! `sandwit run` and `sandwit prompt`.
 
+use crate::env_path;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -70,15 +71,10 @@ pub struct PromptArgs {
 }
 
 /// The build's own output directory (`target/<profile>/..`), for defaults.
-fn build_dir() -> Option<PathBuf> {
+/// The build's `target/<profile>/..`, where the example guests are built.
+pub fn build_dir() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
     Some(exe.parent()?.parent()?.to_path_buf())
-}
-
-fn env_path(key: &str) -> Option<PathBuf> {
-    std::env::var_os(key)
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
 }
 
 async fn load_plugins(host: &Host, args: &PluginArgs) -> anyhow::Result<Vec<Plugin>> {

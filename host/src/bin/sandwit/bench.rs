@@ -1,0 +1,334 @@
+//! `sandwit bench`: the numbers of BENCHMARKS.md, measured in this process
+//! (and in child processes for cold starts and the subprocess peer).
+
+use std::path::PathBuf;
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Args;
+use sandwit::{AgentCtx, Host, PluginSet, PythonSandbox, RunOutcome, RunStatus};
+use serde_json::json;
+
+use crate::env_path;
+use crate::run::build_dir;
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// The CPython component [default: $SANDWIT_PYTHON, else the build's
+    /// target/python/sandbox.wasm].
+    #[arg(long, value_name = "FILE")]
+    python: Option<PathBuf>,
+    /// The echo plugin [default: the build's target/guests/.../echo.wasm].
+    #[arg(long, value_name = "FILE")]
+    echo: Option<PathBuf>,
+    /// Sequential runs for the latency scenarios.
+    #[arg(long, default_value_t = 300)]
+    runs: usize,
+    /// Seconds per throughput level.
+    #[arg(long, default_value_t = 2.0)]
+    seconds: f64,
+    /// Also write the table as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+/// One row of the table.
+struct Row {
+    scenario: String,
+    value: f64,
+    unit: &'static str,
+    note: String,
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+fn check(outcome: &RunOutcome) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        outcome.status == RunStatus::Ok,
+        "a benchmark run failed: {:?} {:?} {}",
+        outcome.error,
+        outcome.limit,
+        outcome.stderr
+    );
+    Ok(())
+}
+
+pub async fn bench(host: &Host, args: BenchArgs) -> anyhow::Result<ExitCode> {
+    let python_path = args
+        .python
+        .clone()
+        .or_else(|| env_path("SANDWIT_PYTHON"))
+        .or_else(|| build_dir().map(|d| d.join("python/sandbox.wasm")))
+        .context("cannot find the CPython component: pass --python")?;
+    let echo_path = args
+        .echo
+        .clone()
+        .or_else(|| build_dir().map(|d| d.join("guests/wasm32-wasip2/guest/echo.wasm")))
+        .context("cannot find the echo plugin: pass --echo")?;
+    let python = host.load_python_file(&python_path).await?;
+    let echo = host.load_plugin_file(&echo_path).await?;
+    let plugins = PluginSet::new(&[echo])?;
+    let ctx = AgentCtx::new("bench");
+    let mut rows = Vec::new();
+
+    // Warm up: the first runs fault in the component's pages.
+    for _ in 0..20 {
+        check(&python.run(&ctx, &plugins, "print(1+1)").await)?;
+    }
+
+    // Fresh sandbox, trivial code.
+    let mut times = Vec::with_capacity(args.runs);
+    for _ in 0..args.runs {
+        let start = Instant::now();
+        check(&python.run(&ctx, &plugins, "print(1+1)").await)?;
+        times.push(start.elapsed());
+    }
+    times.sort();
+    for (p, name) in [(0.5, "p50"), (0.99, "p99")] {
+        rows.push(Row {
+            scenario: format!("fresh sandbox, print(1+1), {name}"),
+            value: us(percentile(&times, p)),
+            unit: "µs",
+            note: format!("{} sequential runs, warm host", args.runs),
+        });
+    }
+
+    // One call from Python to a plugin and back, by argument.
+    let calls = [
+        ("nop()", "nop()", 20_000),
+        ("echo(100 B str)", "echo(s)", 20_000),
+        ("echo(10 KB str)", "echo(s)", 5_000),
+        ("echo(1 MB str)", "echo(s)", 100),
+        ("echo(1,000-item list)", "echo(l)", 2_000),
+    ];
+    for (name, expr, n) in calls {
+        let setup = match name {
+            "echo(100 B str)" => "s = 'x' * 100",
+            "echo(10 KB str)" => "s = 'x' * 10_000",
+            "echo(1 MB str)" => "s = 'x' * 1_000_000",
+            "echo(1,000-item list)" => "l = list(range(1000))",
+            _ => "",
+        };
+        let per_call = per_call(&python, &plugins, &ctx, setup, expr, n).await?;
+        let mut note = format!("{n} calls in one run, minus the empty loop");
+        if name.contains("1 MB") {
+            let gbps = 2.0 * 1e6 / per_call.as_secs_f64() / 1e9;
+            note = format!("{note}; {gbps:.2} GB/s (there and back)");
+        }
+        rows.push(Row {
+            scenario: format!("call Python → plugin → Python, {name}"),
+            value: us(per_call),
+            unit: "µs",
+            note,
+        });
+    }
+
+    // Throughput and tail latency under concurrency.
+    for concurrency in [1usize, 2, 16, 64] {
+        let (rate, p99, rss) = throughput(
+            &python,
+            &plugins,
+            concurrency,
+            Duration::from_secs_f64(args.seconds),
+        )
+        .await?;
+        rows.push(Row {
+            scenario: format!("throughput, {concurrency} concurrent runs"),
+            value: rate,
+            unit: "runs/s",
+            note: format!("p99 {:.0} µs", us(p99)),
+        });
+        if concurrency == 64 {
+            rows.push(Row {
+                scenario: "memory per live sandbox, 64 concurrent runs".into(),
+                value: rss as f64 / 64.0 / 1024.0,
+                unit: "KiB",
+                note: "peak RSS growth over the idle host, divided by 64".into(),
+            });
+        }
+    }
+
+    // The cost of limits: a CPU-bound loop, fuel counted per run.
+    let cpu = "t = 0\nfor i in range(2_000_000):\n    t += i\n";
+    let mut times = Vec::new();
+    for _ in 0..5 {
+        let start = Instant::now();
+        check(&python.run(&ctx, &plugins, cpu).await)?;
+        times.push(start.elapsed());
+    }
+    times.sort();
+    rows.push(Row {
+        scenario: "CPU-bound loop (2M iterations), fuel + epoch on".into(),
+        value: us(times[2]) / 1e3,
+        unit: "ms",
+        note: "median of 5".into(),
+    });
+
+    // Cold start: a new process that loads cached code and runs once.
+    let exe = std::env::current_exe()?;
+    let mut times = Vec::new();
+    for _ in 0..10 {
+        let start = Instant::now();
+        let status = Command::new(&exe)
+            .args(["run", "--python"])
+            .arg(&python_path)
+            .arg("--plugin")
+            .arg(&echo_path)
+            .args(["-c", "print(1+1)"])
+            .stdout(Stdio::null())
+            .status()?;
+        anyhow::ensure!(status.success(), "the cold-start process failed");
+        times.push(start.elapsed());
+    }
+    times.sort();
+    rows.push(Row {
+        scenario: "cold start: new process, cached code, first result".into(),
+        value: us(times[5]) / 1e3,
+        unit: "ms",
+        note: "median of 10 `sandwit run -c 'print(1+1)'`".into(),
+    });
+
+    // Peer: a fresh CPython process per run (the interpreter itself, not a
+    // version manager's shim in front of it).
+    let python3 = Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "python3".into());
+    let mut times = Vec::new();
+    for _ in 0..20 {
+        let start = Instant::now();
+        let status = Command::new(&python3)
+            .args(["-c", "print(1+1)"])
+            .stdout(Stdio::null())
+            .status();
+        match status {
+            Ok(s) if s.success() => times.push(start.elapsed()),
+            _ => break,
+        }
+    }
+    if times.len() == 20 {
+        times.sort();
+        rows.push(Row {
+            scenario: "peer: python3 -c 'print(1+1)' subprocess, p50".into(),
+            value: us(percentile(&times, 0.5)),
+            unit: "µs",
+            note: "a lower bound for any process or container sandbox".into(),
+        });
+    }
+
+    print_table(&rows);
+    if let Some(path) = args.json {
+        let json: Vec<_> = rows
+            .iter()
+            .map(|r| json!({"scenario": r.scenario, "value": r.value, "unit": r.unit, "note": r.note}))
+            .collect();
+        std::fs::write(&path, serde_json::to_string_pretty(&json)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The time of one call, from a run making `n` of them minus a run with the
+/// same loop and no call.
+async fn per_call(
+    python: &PythonSandbox,
+    plugins: &PluginSet,
+    ctx: &AgentCtx,
+    setup: &str,
+    expr: &str,
+    n: usize,
+) -> anyhow::Result<Duration> {
+    let limits = sandwit::RunLimits {
+        max_calls: n as u32 + 1,
+        time: Duration::from_secs(120),
+        fuel: u64::MAX / 4,
+        ..sandwit::RunLimits::default()
+    };
+    let limits = &limits;
+    let timed = |body: String| async move {
+        let code = format!(
+            "import time\n{setup}\nt0 = time.perf_counter_ns()\nfor _ in range({n}):\n    {body}\nprint(time.perf_counter_ns() - t0)\n"
+        );
+        let outcome = python.run_with_limits(ctx, plugins, &code, limits).await;
+        check(&outcome)?;
+        let ns: u64 = outcome.stdout.trim().parse()?;
+        anyhow::Ok(ns)
+    };
+    let with = timed(expr.to_string()).await?;
+    let without = timed("pass".to_string()).await?;
+    Ok(Duration::from_nanos(
+        with.saturating_sub(without) / n as u64,
+    ))
+}
+
+/// Runs `print(1+1)` from `concurrency` tasks for `duration`: runs per
+/// second, p99 latency, and peak RSS growth.
+async fn throughput(
+    python: &PythonSandbox,
+    plugins: &PluginSet,
+    concurrency: usize,
+    duration: Duration,
+) -> anyhow::Result<(f64, Duration, u64)> {
+    let base = rss_bytes();
+    let peak = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(base));
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..concurrency {
+        let (python, plugins, peak) = (python.clone(), plugins.clone(), peak.clone());
+        tasks.push(tokio::spawn(async move {
+            let ctx = AgentCtx::new("bench");
+            let mut times = Vec::new();
+            while start.elapsed() < duration {
+                let t = Instant::now();
+                let outcome = python.run(&ctx, &plugins, "print(1+1)").await;
+                times.push(t.elapsed());
+                peak.fetch_max(rss_bytes(), std::sync::atomic::Ordering::Relaxed);
+                check(&outcome)?;
+            }
+            anyhow::Ok(times)
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await??);
+    }
+    let elapsed = start.elapsed();
+    all.sort();
+    let rss = peak
+        .load(std::sync::atomic::Ordering::Relaxed)
+        .saturating_sub(base);
+    Ok((
+        all.len() as f64 / elapsed.as_secs_f64(),
+        percentile(&all, 0.99),
+        rss,
+    ))
+}
+
+/// The resident set of this process, from /proc (0 where there is none).
+fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |pages| pages * 4096)
+}
+
+fn print_table(rows: &[Row]) {
+    let width = rows.iter().map(|r| r.scenario.len()).max().unwrap_or(0);
+    println!("{:width$}  {:>12}  note", "scenario", "value");
+    for r in rows {
+        println!(
+            "{:width$}  {:>9.1} {:<6} {}",
+            r.scenario, r.value, r.unit, r.note
+        );
+    }
+}
