@@ -85,13 +85,10 @@ pub async fn bench(host: &Host, args: BenchArgs) -> anyhow::Result<ExitCode> {
     }
 
     // Fresh sandbox, trivial code.
-    let mut times = Vec::with_capacity(args.runs);
-    for _ in 0..args.runs {
-        let start = Instant::now();
-        check(&python.run(&ctx, &plugins, "print(1+1)").await)?;
-        times.push(start.elapsed());
-    }
-    times.sort();
+    let times = sorted_times(args.runs, async || {
+        check(&python.run(&ctx, &plugins, "print(1+1)").await)
+    })
+    .await?;
     for (p, name) in [(0.5, "p50"), (0.99, "p99")] {
         rows.push(Row {
             scenario: format!("fresh sandbox, print(1+1), {name}"),
@@ -158,13 +155,7 @@ pub async fn bench(host: &Host, args: BenchArgs) -> anyhow::Result<ExitCode> {
 
     // The cost of limits: a CPU-bound loop, fuel counted per run.
     let cpu = "t = 0\nfor i in range(2_000_000):\n    t += i\n";
-    let mut times = Vec::new();
-    for _ in 0..5 {
-        let start = Instant::now();
-        check(&python.run(&ctx, &plugins, cpu).await)?;
-        times.push(start.elapsed());
-    }
-    times.sort();
+    let times = sorted_times(5, async || check(&python.run(&ctx, &plugins, cpu).await)).await?;
     rows.push(Row {
         scenario: "CPU-bound loop (2M iterations), fuel + epoch on".into(),
         value: us(times[2]) / 1e3,
@@ -174,21 +165,13 @@ pub async fn bench(host: &Host, args: BenchArgs) -> anyhow::Result<ExitCode> {
 
     // Cold start: a new process that loads cached code and runs once.
     let exe = std::env::current_exe()?;
-    let mut times = Vec::new();
-    for _ in 0..10 {
-        let start = Instant::now();
-        let status = Command::new(&exe)
-            .args(["run", "--python"])
-            .arg(&python_path)
-            .arg("--plugin")
-            .arg(&echo_path)
-            .args(["-c", "print(1+1)"])
-            .stdout(Stdio::null())
-            .status()?;
-        anyhow::ensure!(status.success(), "the cold-start process failed");
-        times.push(start.elapsed());
-    }
-    times.sort();
+    let mut cold = Command::new(&exe);
+    cold.args(["run", "--python"])
+        .arg(&python_path)
+        .arg("--plugin")
+        .arg(&echo_path)
+        .args(["-c", "print(1+1)"]);
+    let times = sorted_times(10, async || run_process(&mut cold)).await?;
     rows.push(Row {
         scenario: "cold start: new process, cached code, first result".into(),
         value: us(times[5]) / 1e3,
@@ -204,20 +187,9 @@ pub async fn bench(host: &Host, args: BenchArgs) -> anyhow::Result<ExitCode> {
         .ok()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_else(|| "python3".into());
-    let mut times = Vec::new();
-    for _ in 0..20 {
-        let start = Instant::now();
-        let status = Command::new(&python3)
-            .args(["-c", "print(1+1)"])
-            .stdout(Stdio::null())
-            .status();
-        match status {
-            Ok(s) if s.success() => times.push(start.elapsed()),
-            _ => break,
-        }
-    }
-    if times.len() == 20 {
-        times.sort();
+    let mut peer = Command::new(&python3);
+    peer.args(["-c", "print(1+1)"]);
+    if let Ok(times) = sorted_times(20, async || run_process(&mut peer)).await {
         rows.push(Row {
             scenario: "peer: python3 -c 'print(1+1)' subprocess, p50".into(),
             value: us(percentile(&times, 0.5)),
@@ -236,6 +208,28 @@ pub async fn bench(host: &Host, args: BenchArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The wall-clock times of `n` calls of `f`, sorted.
+async fn sorted_times(
+    n: usize,
+    mut f: impl AsyncFnMut() -> anyhow::Result<()>,
+) -> anyhow::Result<Vec<Duration>> {
+    let mut times = Vec::with_capacity(n);
+    for _ in 0..n {
+        let start = Instant::now();
+        f().await?;
+        times.push(start.elapsed());
+    }
+    times.sort();
+    Ok(times)
+}
+
+/// Runs a process to its end, its output discarded.
+fn run_process(cmd: &mut Command) -> anyhow::Result<()> {
+    let status = cmd.stdout(Stdio::null()).status()?;
+    anyhow::ensure!(status.success(), "{cmd:?} failed: {status}");
+    Ok(())
 }
 
 /// The time of one call, from a run making `n` of them minus a run with the
