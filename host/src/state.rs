@@ -159,7 +159,7 @@ impl PluginState {
             .allow_udp(false)
             .allow_ip_name_lookup(false)
             .build();
-        let http = HttpGate::new(&env, deadline);
+        let http = HttpGate::new(env.clone(), deadline);
         PluginState {
             env,
             ctx,

@@ -2,19 +2,17 @@
 //! ports granted to the plugin, a timeout that never passes the call's
 //! deadline, and a capped response body. wasmtime-wasi-http does the rest.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt, Limited};
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
-use crate::capability::Grants;
-use crate::policy::HttpLimits;
 use crate::state::PluginEnv;
 
 /// The `wasi:http` hooks of one plugin call.
 pub(crate) struct HttpGate {
-    grants: Grants,
-    limits: HttpLimits,
+    env: Arc<PluginEnv>,
     deadline: Instant,
     /// Refused requests: (capability needed, request), moved into the call's
     /// events when it ends.
@@ -22,10 +20,9 @@ pub(crate) struct HttpGate {
 }
 
 impl HttpGate {
-    pub(crate) fn new(env: &PluginEnv, deadline: Instant) -> Self {
+    pub(crate) fn new(env: Arc<PluginEnv>, deadline: Instant) -> Self {
         HttpGate {
-            grants: env.grants.clone(),
-            limits: env.services.http_limits,
+            env,
             deadline,
             denied: Vec::new(),
         }
@@ -35,7 +32,7 @@ impl HttpGate {
     /// the time left, whichever is least.
     fn timeout(&self, asked: Option<Duration>) -> Duration {
         let left = self.deadline.saturating_duration_since(Instant::now());
-        let t = self.limits.timeout().min(left);
+        let t = self.env.services.http_limits.timeout().min(left);
         asked.map_or(t, |a| a.min(t))
     }
 }
@@ -63,7 +60,7 @@ impl WasiHttpHooks for HttpGate {
         let https = uri.scheme() == Some(&http::uri::Scheme::HTTPS);
         let host = uri.host().unwrap_or_default().to_ascii_lowercase();
         let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
-        if !self.grants.allows_http(&host, port) {
+        if !self.env.grants.allows_http(&host, port) {
             let shown = if host.contains(':') && !host.starts_with('[') {
                 format!("[{host}]")
             } else {
@@ -81,7 +78,7 @@ impl WasiHttpHooks for HttpGate {
             first_byte_timeout: Some(self.timeout(options.first_byte_timeout)),
             between_bytes_timeout: Some(self.timeout(options.between_bytes_timeout)),
         };
-        let max = self.limits.max_response_bytes;
+        let max = self.env.services.http_limits.max_response_bytes;
         Box::new(async move {
             let (response, io) =
                 wasmtime_wasi_http::default_send_request(request, Some(options)).await?;

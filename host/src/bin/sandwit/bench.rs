@@ -10,8 +10,7 @@ use clap::Args;
 use sandwit::{AgentCtx, Host, PluginSet, PythonSandbox, RunOutcome, RunStatus};
 use serde_json::json;
 
-use crate::env_path;
-use crate::run::build_dir;
+use crate::run::{example_plugin_dir, python_component};
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -19,7 +18,8 @@ pub struct BenchArgs {
     /// target/python/sandbox.wasm].
     #[arg(long, value_name = "FILE")]
     python: Option<PathBuf>,
-    /// The echo plugin [default: the build's target/guests/.../echo.wasm].
+    /// The echo plugin [default: echo.wasm in $SANDWIT_PLUGINS, else in the
+    /// build's target/guests/...].
     #[arg(long, value_name = "FILE")]
     echo: Option<PathBuf>,
     /// Sequential runs for the latency scenarios.
@@ -62,17 +62,11 @@ fn check(outcome: &RunOutcome) -> anyhow::Result<()> {
 }
 
 pub async fn bench(host: &Host, args: BenchArgs) -> anyhow::Result<ExitCode> {
-    let python_path = args
-        .python
-        .clone()
-        .or_else(|| env_path("SANDWIT_PYTHON"))
-        .or_else(|| build_dir().map(|d| d.join("python/sandbox.wasm")))
-        .context("cannot find the CPython component: pass --python")?;
-    let echo_path = args
-        .echo
-        .clone()
-        .or_else(|| build_dir().map(|d| d.join("guests/wasm32-wasip2/guest/echo.wasm")))
-        .context("cannot find the echo plugin: pass --echo")?;
+    let python_path = python_component(args.python.clone())?;
+    let echo_path = match args.echo.clone() {
+        Some(path) => path,
+        None => example_plugin_dir()?.join("echo.wasm"),
+    };
     let python = host.load_python_file(&python_path).await?;
     let echo = host.load_plugin_file(&echo_path).await?;
     let plugins = PluginSet::new(&[echo])?;

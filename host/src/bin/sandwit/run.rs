@@ -72,9 +72,24 @@ pub struct PromptArgs {
 
 /// The build's own output directory (`target/<profile>/..`), for defaults.
 /// The build's `target/<profile>/..`, where the example guests are built.
-pub fn build_dir() -> Option<PathBuf> {
+fn build_dir() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
     Some(exe.parent()?.parent()?.to_path_buf())
+}
+
+/// The CPython component: `given`, else $SANDWIT_PYTHON, else the build's.
+pub fn python_component(given: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    given
+        .or_else(|| env_path("SANDWIT_PYTHON"))
+        .or_else(|| build_dir().map(|d| d.join("python/sandbox.wasm")))
+        .context("cannot find the Python sandbox: pass --python")
+}
+
+/// Where the example plugins are: $SANDWIT_PLUGINS, else the build's.
+pub fn example_plugin_dir() -> anyhow::Result<PathBuf> {
+    env_path("SANDWIT_PLUGINS")
+        .or_else(|| build_dir().map(|d| d.join("guests/wasm32-wasip2/guest")))
+        .context("cannot find the example plugins: pass --plugin or --plugins")
 }
 
 async fn load_plugins(host: &Host, args: &PluginArgs) -> anyhow::Result<Vec<Plugin>> {
@@ -89,9 +104,7 @@ async fn load_plugins(host: &Host, args: &PluginArgs) -> anyhow::Result<Vec<Plug
         files.extend(found);
     }
     if files.is_empty() {
-        let dir = env_path("SANDWIT_PLUGINS")
-            .or_else(|| build_dir().map(|d| d.join("guests/wasm32-wasip2/guest")))
-            .context("cannot find the example plugins: pass --plugin or --plugins")?;
+        let dir = example_plugin_dir()?;
         files = EXAMPLE_PLUGINS
             .iter()
             .map(|name| dir.join(format!("{name}.wasm")))
@@ -162,12 +175,7 @@ pub async fn run(host: &Host, args: RunArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("reading the code from {}", path.display()))?,
         (None, None) => anyhow::bail!("give the code as FILE, `-` or -c CODE"),
     };
-    let python = args
-        .python
-        .clone()
-        .or_else(|| env_path("SANDWIT_PYTHON"))
-        .or_else(|| build_dir().map(|d| d.join("python/sandbox.wasm")))
-        .context("cannot find the Python sandbox: pass --python")?;
+    let python = python_component(args.python.clone())?;
     let sandbox = host.load_python_file(&python).await?;
     let plugins = PluginSet::new(&load_plugins(host, &args.plugins).await?)?;
     let ctx = AgentCtx {
