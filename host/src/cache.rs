@@ -66,23 +66,10 @@ impl CodeCache {
         hash: &str,
         bytes: &[u8],
     ) -> anyhow::Result<Result<(Component, CodeSource), wasmtime::Error>> {
-        if let Some(c) = self.loaded.lock().unwrap().get(hash) {
-            return Ok(Ok((c.clone(), CodeSource::MemoryCache)));
+        if let Some(found) = self.lookup(engine, hash) {
+            return Ok(Ok(found));
         }
         let path = self.dir.as_ref().map(|d| d.join(format!("{hash}.cwasm")));
-        if let Some(path) = path.as_deref().filter(|p| p.exists()) {
-            // SAFETY: the file was written by `Component::serialize` of an engine
-            // with the same compatibility hash, into a directory only this
-            // user may write (see the module docs).
-            match unsafe { Component::deserialize_file(engine, path) } {
-                Ok(c) => {
-                    tracing::debug!(path = %path.display(), "loaded compiled code from the cache");
-                    self.remember(hash, &c);
-                    return Ok(Ok((c, CodeSource::DiskCache)));
-                }
-                Err(e) => tracing::warn!(path = %path.display(), "ignoring a bad cache entry: {e}"),
-            }
-        }
         let start = Instant::now();
         let component = match Component::new(engine, bytes) {
             Ok(c) => c,
@@ -106,6 +93,77 @@ impl CodeCache {
         }
         self.remember(hash, &component);
         Ok(Ok((component, CodeSource::Compiled)))
+    }
+
+    /// The compiled component whose hash is `hash`, from memory or disk.
+    pub(crate) fn lookup(&self, engine: &Engine, hash: &str) -> Option<(Component, CodeSource)> {
+        if let Some(c) = self.loaded.lock().unwrap().get(hash) {
+            return Some((c.clone(), CodeSource::MemoryCache));
+        }
+        let path = self.dir.as_ref()?.join(format!("{hash}.cwasm"));
+        if !path.exists() {
+            return None;
+        }
+        // SAFETY: the file was written by `Component::serialize` of an engine
+        // with the same compatibility hash, into a directory only this user
+        // may write (see the module docs).
+        match unsafe { Component::deserialize_file(engine, &path) } {
+            Ok(c) => {
+                tracing::debug!(path = %path.display(), "loaded compiled code from the cache");
+                self.remember(hash, &c);
+                Some((c, CodeSource::DiskCache))
+            }
+            Err(e) => {
+                tracing::warn!(path = %path.display(), "ignoring a bad cache entry: {e}");
+                None
+            }
+        }
+    }
+
+    /// The hash of the component file at `path` as last loaded, if the file
+    /// is unchanged since: same device, inode, size, modification and
+    /// status-change times (the checks of git's index). Spares reading and
+    /// hashing a large file (the interpreter is ~21 MB) on every start.
+    pub(crate) fn file_hash(&self, path: &Path, meta: &std::fs::Metadata) -> Option<String> {
+        let hash = std::fs::read_to_string(self.file_index(path, meta)?).ok()?;
+        let valid = hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_hexdigit());
+        valid.then_some(hash)
+    }
+
+    /// Records the hash of the component file at `path` for
+    /// [`CodeCache::file_hash`].
+    pub(crate) fn remember_file(&self, path: &Path, meta: &std::fs::Metadata, hash: &str) {
+        let Some(index) = self.file_index(path, meta) else {
+            return;
+        };
+        if let Err(e) = write_atomically(&index, hash.as_bytes()) {
+            tracing::warn!(path = %index.display(), "cannot write the compiled-code cache: {e}");
+        }
+    }
+
+    /// Where the hash of the file at `path` in the state `meta` is recorded.
+    #[cfg(unix)]
+    fn file_index(&self, path: &Path, meta: &std::fs::Metadata) -> Option<PathBuf> {
+        use std::os::unix::fs::MetadataExt;
+        let dir = self.dir.as_ref()?;
+        let path = std::fs::canonicalize(path).ok()?;
+        let key = format!(
+            "{}\0{}\0{}\0{}\0{}.{}\0{}.{}",
+            path.display(),
+            meta.dev(),
+            meta.ino(),
+            meta.len(),
+            meta.mtime(),
+            meta.mtime_nsec(),
+            meta.ctime(),
+            meta.ctime_nsec()
+        );
+        Some(dir.join("files").join(component_hash(key.as_bytes())))
+    }
+
+    #[cfg(not(unix))]
+    fn file_index(&self, _path: &Path, _meta: &std::fs::Metadata) -> Option<PathBuf> {
+        None
     }
 
     fn remember(&self, hash: &str, component: &Component) {

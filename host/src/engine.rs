@@ -1,9 +1,12 @@
-//! The one wasmtime [`Engine`] of a host: fuel and epoch interruption on, and
-//! one shared epoch ticker thread that stops when the engine is dropped.
+//! The one wasmtime [`Engine`] of a host: fuel and epoch interruption as its
+//! [`Metering`] says, and one shared epoch ticker thread that stops when the
+//! engine is dropped.
 
 use std::time::Duration;
 
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use crate::limits::Metering;
 
 /// How often the shared ticker advances the engine's epoch; deadlines are
 /// accurate to about this much.
@@ -20,7 +23,11 @@ const POOL_COMPONENT_INSTANCES: u32 = 400;
 /// initialised copy-on-write from the compiled image, reset on reuse rather
 /// than unmapped), each memory at most `max_memory` bytes and each table
 /// `table_elements` long.
-pub(crate) fn new_engine(max_memory: usize, table_elements: usize) -> anyhow::Result<Engine> {
+pub(crate) fn new_engine(
+    max_memory: usize,
+    table_elements: usize,
+    metering: Metering,
+) -> anyhow::Result<Engine> {
     let mut pool = PoolingAllocationConfig::default();
     pool.total_component_instances(POOL_COMPONENT_INSTANCES)
         .total_core_instances(POOL_COMPONENT_INSTANCES * 8)
@@ -35,13 +42,14 @@ pub(crate) fn new_engine(max_memory: usize, table_elements: usize) -> anyhow::Re
         // Keep the first pages of each reused memory resident: reset by
         // memset instead of madvise, so the next instance does not fault
         // them in again.
-        .linear_memory_keep_resident(1 << 20)
-        .table_keep_resident(1 << 16);
+        .linear_memory_keep_resident(64 << 20)
+        .table_keep_resident(1 << 20)
+        .pagemap_scan(wasmtime::Enabled::Auto);
     let mut config = Config::new();
     config
         .wasm_component_model(true)
-        .consume_fuel(true)
-        .epoch_interruption(true)
+        .consume_fuel(metering.fuel())
+        .epoch_interruption(metering.deadline())
         .cranelift_opt_level(wasmtime::OptLevel::Speed)
         .parallel_compilation(true)
         .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));

@@ -20,7 +20,7 @@ use crate::engine::deadline_ticks;
 use crate::error::{CallError, CallErrorKind, LoadError, cut};
 use crate::guard::{Stopped, guarded};
 use crate::host::HostInner;
-use crate::limits::{LimitKind, Limits, MAX_COMPONENT_BYTES};
+use crate::limits::{LimitKind, Limits, MAX_COMPONENT_BYTES, Metering};
 use crate::manifest::{self, Manifest};
 use crate::state::{PluginEnv, PluginEvent, PluginState};
 use crate::types::{self, AgentCtx, ContentPart, MethodResult, Value};
@@ -43,6 +43,9 @@ const ALLOWED_IMPORT_PREFIXES: &[&str] = &[
     "sandwit:plugin/config@0.1.",
     "sandwit:plugin/chat@0.1.",
 ];
+
+/// A compiled component, where its code came from, and its SHA-256.
+pub(crate) type Compiled = (Component, CodeSource, String);
 
 /// A loaded, checked plugin, ready to call. Cheap to clone.
 #[derive(Clone)]
@@ -160,7 +163,7 @@ impl Plugin {
             .new_store(env.clone(), Some(ctx.clone()), budget);
         let mut result = self.invoke(&mut store, ctx, method, args, budget).await;
         store.data_mut().finish_events();
-        let fuel_used = budget.fuel - store.get_fuel().unwrap_or(0);
+        let fuel_used = fuel_used(&store, budget.fuel);
         let redactor = &env.config.redactor;
         match &mut result {
             Ok(r) => redactor.redact_result(r),
@@ -311,8 +314,8 @@ fn check_result(result: wit::MethodResult, limits: &Limits) -> Result<MethodResu
 impl HostInner {
     /// Reads and loads a plugin file.
     pub(crate) async fn load_file(self: &Arc<Self>, path: &Path) -> Result<Plugin, LoadError> {
-        let (label, bytes) = read_component(path)?;
-        self.load(&label, &bytes).await
+        let (label, compiled) = self.compile_file(path)?;
+        self.load_compiled(&label, compiled).await
     }
 
     /// Loads a plugin from its bytes; `label` names it in errors until its
@@ -322,11 +325,20 @@ impl HostInner {
         label: &str,
         bytes: &[u8],
     ) -> Result<Plugin, LoadError> {
+        let compiled = self.compile(label, bytes)?;
+        self.load_compiled(label, compiled).await
+    }
+
+    /// Checks and links a compiled plugin.
+    async fn load_compiled(
+        self: &Arc<Self>,
+        label: &str,
+        (component, code_source, hash): Compiled,
+    ) -> Result<Plugin, LoadError> {
         let reject = |problems: Vec<String>| LoadError::Rejected {
             plugin: label.to_string(),
             problems,
         };
-        let (component, code_source, hash) = self.compile(label, bytes)?;
         let ty = component.component_type();
         let imports: Vec<String> = ty
             .imports(&self.engine)
@@ -396,13 +408,30 @@ impl HostInner {
         })
     }
 
+    /// The compiled component in the file at `path`, labelled by the path:
+    /// from the cache without reading the file when it is unchanged since it
+    /// was last loaded, else read, checked and compiled as
+    /// [`HostInner::compile`] does.
+    pub(crate) fn compile_file(&self, path: &Path) -> Result<(String, Compiled), LoadError> {
+        let label = path.display().to_string();
+        let meta = std::fs::metadata(path).map_err(|source| LoadError::Io {
+            plugin: label.clone(),
+            source,
+        })?;
+        if let Some(hash) = self.cache.file_hash(path, &meta)
+            && let Some((component, source)) = self.cache.lookup(&self.engine, &hash)
+        {
+            return Ok((label, (component, source, hash)));
+        }
+        let (label, bytes) = read_component(path)?;
+        let compiled = self.compile(&label, &bytes)?;
+        self.cache.remember_file(path, &meta, &compiled.2);
+        Ok((label, compiled))
+    }
+
     /// Checks a component's size and header, then compiles it (or finds its
     /// compiled code in the cache). Returns it with its hash.
-    pub(crate) fn compile(
-        &self,
-        label: &str,
-        bytes: &[u8],
-    ) -> Result<(Component, CodeSource, String), LoadError> {
+    pub(crate) fn compile(&self, label: &str, bytes: &[u8]) -> Result<Compiled, LoadError> {
         let reject = |problem: String| LoadError::Rejected {
             plugin: label.to_string(),
             problems: vec![problem],
@@ -468,7 +497,7 @@ impl HostInner {
         let state = PluginState::new(env, ctx, &self.limits, budget.deadline);
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
-        apply_budget(&mut store, budget);
+        apply_budget(&mut store, budget, self.metering);
         store
     }
 }
@@ -489,12 +518,24 @@ pub(crate) fn read_component(path: &Path) -> Result<(String, Vec<u8>), LoadError
     Ok((label, bytes))
 }
 
-/// Gives a store the budget's fuel and an epoch deadline at its deadline.
-pub(crate) fn apply_budget<T>(store: &mut Store<T>, budget: Budget) {
-    store.set_fuel(budget.fuel).expect("fuel is enabled");
-    let time_left = budget.deadline.saturating_duration_since(Instant::now());
-    store.set_epoch_deadline(deadline_ticks(time_left));
-    store.epoch_deadline_trap();
+/// Gives a store the budget's fuel and an epoch deadline at its deadline, as
+/// far as the host meters them.
+pub(crate) fn apply_budget<T>(store: &mut Store<T>, budget: Budget, metering: Metering) {
+    if metering.fuel() {
+        store.set_fuel(budget.fuel).expect("fuel is enabled");
+    }
+    if metering.deadline() {
+        let time_left = budget.deadline.saturating_duration_since(Instant::now());
+        store.set_epoch_deadline(deadline_ticks(time_left));
+        store.epoch_deadline_trap();
+    }
+}
+
+/// The fuel a store used of `budget` (0 where fuel is not metered).
+pub(crate) fn fuel_used<T>(store: &Store<T>, budget: u64) -> u64 {
+    store
+        .get_fuel()
+        .map_or(0, |left| budget.saturating_sub(left))
 }
 
 fn too_big(label: &str, len: usize) -> LoadError {

@@ -44,6 +44,26 @@ async fn a_corrupt_cache_entry_is_compiled_again() {
     assert_still_serving(&second).await;
 }
 
+#[tokio::test]
+async fn a_file_changed_in_place_is_read_again() {
+    let dir = fresh_dir("cache-file-changed");
+    let file = dir.join("plugin.wasm");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(artifacts::CALC, &file).unwrap();
+    // Each load is by a new host, as by a new process.
+    let load = async || {
+        let host = Host::builder().cache_dir(dir.join("cache")).build();
+        let plugin = host.unwrap().load_plugin_file(&file).await.unwrap();
+        (plugin.id().to_string(), plugin.code_source())
+    };
+    assert_eq!(load().await, ("calc".into(), CodeSource::Compiled));
+    // The unchanged file's code is found without reading the file...
+    assert_eq!(load().await, ("calc".into(), CodeSource::DiskCache));
+    // ...and the file is read again once it changes under the same name.
+    std::fs::write(&file, std::fs::read(artifacts::ECHO).unwrap()).unwrap();
+    assert_eq!(load().await, ("echo".into(), CodeSource::Compiled));
+}
+
 fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap() {

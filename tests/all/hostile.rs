@@ -167,3 +167,24 @@ async fn a_log_flood_is_capped() {
     assert_eq!(lines.len(), 1_000);
     assert_eq!(lines[999].message, "line 999");
 }
+
+#[tokio::test]
+async fn a_reused_instance_slot_holds_nothing_of_the_previous_call() {
+    // A host of its own, so consecutive calls reuse the same pooled slot
+    // (memory kept resident and reset in place, not unmapped).
+    let host = Host::builder().cache_dir(cache_dir()).build().unwrap();
+    let hostile = load(&host, artifacts::HOSTILE).await;
+    let peek = async |method: &str| match hostile.call(&ctx(), method, args(json!({}))).await {
+        Ok(sandwit::MethodResult::Tool(sandwit::Value::Text(text))) => text,
+        other => panic!("{method}: {other:?}"),
+    };
+    let fresh = peek("peek").await;
+    assert!(fresh.starts_with("static=0x0 "), "{fresh}");
+    let scribbled = peek("scribble").await;
+    assert!(scribbled.starts_with("static=0xdead "), "{scribbled}");
+    let run: usize = scribbled.rsplit('=').next().unwrap().parse().unwrap();
+    assert!(run >= 16 * 65_536, "the marks were written: {scribbled}");
+    for _ in 0..3 {
+        assert_eq!(peek("peek").await, fresh, "after a scribbling call");
+    }
+}

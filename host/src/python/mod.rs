@@ -19,7 +19,7 @@ use crate::guard::{Stopped, guarded};
 use crate::host::HostInner;
 use crate::limits::{LimitKind, RunLimits};
 use crate::manifest::MethodSpec;
-use crate::plugin::{Budget, Plugin, apply_budget, read_component};
+use crate::plugin::{Budget, Compiled, Plugin, apply_budget, fuel_used};
 use crate::types::AgentCtx;
 use outcome::{LimitHit, RunError, RunOutcome, RunStatus};
 use state::RunState;
@@ -159,7 +159,7 @@ impl PythonSandbox {
         let state = RunState::new(ctx, plugins, limits, &host.limits, budget.deadline);
         let mut store = Store::new(&host.engine, state);
         store.limiter(|s| &mut s.limiter);
-        apply_budget(&mut store, budget);
+        apply_budget(&mut store, budget, host.metering);
         let pre = &self.inner.pre;
         let specs = &plugins.inner.specs;
         let result = guarded(&mut store, budget, async |store| {
@@ -170,7 +170,7 @@ impl PythonSandbox {
                 .await
         })
         .await;
-        let fuel_used = limits.fuel - store.get_fuel().unwrap_or(0);
+        let fuel_used = fuel_used(&store, limits.fuel);
         let state = store.into_data();
         finish(state, result, limits, fuel_used, start)
     }
@@ -277,11 +277,20 @@ impl HostInner {
         label: &str,
         bytes: &[u8],
     ) -> Result<PythonSandbox, LoadError> {
+        let compiled = self.compile(label, bytes)?;
+        self.load_python_compiled(label, compiled)
+    }
+
+    /// Checks and links a compiled interpreter component.
+    fn load_python_compiled(
+        self: &Arc<Self>,
+        label: &str,
+        (component, code_source, _hash): Compiled,
+    ) -> Result<PythonSandbox, LoadError> {
         let reject = |problem: String| LoadError::Rejected {
             plugin: label.to_string(),
             problems: vec![problem],
         };
-        let (component, code_source, _hash) = self.compile(label, bytes)?;
         if !self.exports_instance(&component, RUNNER_EXPORT_PREFIX) {
             return Err(reject(format!(
                 "does not export `{RUNNER_EXPORT_PREFIX}x`: it is not a sandwit Python sandbox"
@@ -308,8 +317,8 @@ impl HostInner {
         self: &Arc<Self>,
         path: &Path,
     ) -> Result<PythonSandbox, LoadError> {
-        let (label, bytes) = read_component(path)?;
-        self.load_python(&label, &bytes).await
+        let (label, compiled) = self.compile_file(path)?;
+        self.load_python_compiled(&label, compiled)
     }
 }
 
