@@ -10,7 +10,7 @@ use crate::bindings::plugin::SandboxMethod;
 use crate::cache::CodeCache;
 use crate::chat::ChatSink;
 use crate::error::LoadError;
-use crate::limits::{Limits, RunLimits};
+use crate::limits::{Limits, Metering, RunLimits};
 use crate::plugin::Plugin;
 use crate::policy::Policy;
 use crate::python::PythonSandbox;
@@ -18,8 +18,9 @@ use crate::python::state::RunState;
 use crate::state::{PluginState, Services};
 use crate::store::{SqliteStore, StoreBackend};
 
-/// A plugin host: one engine with fuel and epoch interruption, one epoch
-/// ticker, a compiled-code cache and the limits for every call. Cheap to clone.
+/// A plugin host: one engine with fuel and epoch interruption (see
+/// [`Metering`]), one epoch ticker, a compiled-code cache and the limits for
+/// every call. Cheap to clone.
 ///
 /// ```no_run
 /// # async fn demo() -> anyhow::Result<()> {
@@ -47,6 +48,7 @@ pub(crate) struct HostInner {
     pub(crate) cache: CodeCache,
     pub(crate) limits: Limits,
     pub(crate) run_limits: RunLimits,
+    pub(crate) metering: Metering,
     pub(crate) policy: Policy,
     pub(crate) services: Services,
 }
@@ -62,6 +64,7 @@ pub struct HostBuilder {
     cache_dir: Option<PathBuf>,
     limits: Limits,
     run_limits: RunLimits,
+    metering: Metering,
     policy: Policy,
     store: Option<Arc<dyn StoreBackend>>,
     store_path: Option<PathBuf>,
@@ -86,6 +89,12 @@ impl HostBuilder {
     /// The default limits for Python runs.
     pub fn run_limits(mut self, run_limits: RunLimits) -> Self {
         self.run_limits = run_limits;
+        self
+    }
+
+    /// How guest CPU is bounded; [`Metering::FuelAndDeadline`] unless set.
+    pub fn metering(mut self, metering: Metering) -> Self {
+        self.metering = metering;
         self
     }
 
@@ -118,7 +127,8 @@ impl HostBuilder {
     /// Builds the host and starts its epoch ticker.
     pub fn build(self) -> anyhow::Result<Host> {
         let max_memory = self.limits.memory_bytes.max(self.run_limits.memory_bytes);
-        let engine = crate::engine::new_engine(max_memory, self.limits.table_elements)?;
+        let engine =
+            crate::engine::new_engine(max_memory, self.limits.table_elements, self.metering)?;
         let mut plugin_linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut plugin_linker)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut plugin_linker)?;
@@ -146,6 +156,7 @@ impl HostBuilder {
                 cache,
                 limits: self.limits,
                 run_limits: self.run_limits,
+                metering: self.metering,
                 policy: self.policy,
                 services,
             }),

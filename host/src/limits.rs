@@ -7,6 +7,36 @@ use std::time::Duration;
 
 use wasmtime::ResourceLimiter;
 
+/// How a host bounds the CPU its guests use. Part of the engine: code
+/// compiled under one setting is not used under another.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Metering {
+    /// Fuel (a deterministic instruction budget, [`Limits::fuel`] and
+    /// [`RunLimits::fuel`]) and the wall-clock deadline, by epoch
+    /// interruption. The default.
+    #[default]
+    FuelAndDeadline,
+    /// Only the wall-clock deadline: faster code, but the fuel limits are not
+    /// enforced and fuel used reads 0.
+    DeadlineOnly,
+    /// Neither: guest code that never returns runs forever (a deadline still
+    /// ends a guest blocked in the host). For measuring what the limits cost,
+    /// never for untrusted code.
+    Off,
+}
+
+impl Metering {
+    /// Whether guests consume fuel.
+    pub fn fuel(self) -> bool {
+        self == Metering::FuelAndDeadline
+    }
+
+    /// Whether running guest code is interrupted at its deadline.
+    pub fn deadline(self) -> bool {
+        self != Metering::Off
+    }
+}
+
 /// The most bytes a `.wasm` file may have before it is even parsed.
 pub const MAX_COMPONENT_BYTES: usize = 64 << 20;
 

@@ -7,9 +7,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Args;
-use sandwit::{AgentCtx, Host, PluginSet, PythonSandbox, RunOutcome, RunStatus};
+use sandwit::{AgentCtx, Host, Metering, PluginSet, PythonSandbox, RunOutcome, RunStatus};
 use serde_json::json;
 
+use crate::HostArgs;
 use crate::run::{example_plugin_dir, python_component};
 
 #[derive(Args)]
@@ -31,6 +32,12 @@ pub struct BenchArgs {
     /// Also write the table as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// The Python that runs the peers (bench/peers.py: pickle RPC over
+    /// FastAPI, pydantic-monty), with bench/requirements.txt installed
+    /// [default: $SANDWIT_BENCH_PYTHON, else the source tree's
+    /// .venv-bench/bin/python, as scripts/bench makes it].
+    #[arg(long, value_name = "FILE")]
+    peers_python: Option<PathBuf>,
 }
 
 /// One row of the table.
@@ -61,7 +68,7 @@ fn check(outcome: &RunOutcome) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub async fn bench(host: &Host, args: BenchArgs) -> anyhow::Result<ExitCode> {
+pub async fn bench(host: &Host, host_args: &HostArgs, args: BenchArgs) -> anyhow::Result<ExitCode> {
     let python_path = python_component(args.python.clone())?;
     let echo_path = match args.echo.clone() {
         Some(path) => path,
@@ -69,7 +76,9 @@ pub async fn bench(host: &Host, args: BenchArgs) -> anyhow::Result<ExitCode> {
     };
     let python = host.load_python_file(&python_path).await?;
     let echo = host.load_plugin_file(&echo_path).await?;
-    let plugins = PluginSet::new(&[echo])?;
+    let calc_path = echo_path.with_file_name("calc.wasm");
+    let calc = host.load_plugin_file(&calc_path).await?;
+    let plugins = PluginSet::new(&[echo, calc])?;
     let ctx = AgentCtx::new("bench");
     let mut rows = Vec::new();
 
@@ -95,6 +104,7 @@ pub async fn bench(host: &Host, args: BenchArgs) -> anyhow::Result<ExitCode> {
     // One call from Python to a plugin and back, by argument.
     let calls = [
         ("nop()", "nop()", 20_000),
+        ("calculate_sum(1, 2)", "calculate_sum(1, 2)", 20_000),
         ("echo(100 B str)", "echo(s)", 20_000),
         ("echo(10 KB str)", "echo(s)", 5_000),
         ("echo(1 MB str)", "echo(s)", 100),
@@ -147,15 +157,36 @@ pub async fn bench(host: &Host, args: BenchArgs) -> anyhow::Result<ExitCode> {
         }
     }
 
-    // The cost of limits: a CPU-bound loop, fuel counted per run.
+    // The cost of the limits: a CPU-bound loop in hosts that differ only in
+    // metering (each compiles the interpreter once, then uses the cache).
     let cpu = "t = 0\nfor i in range(2_000_000):\n    t += i\n";
-    let times = sorted_times(5, async || check(&python.run(&ctx, &plugins, cpu).await)).await?;
-    rows.push(Row {
-        scenario: "CPU-bound loop (2M iterations), fuel + epoch on".into(),
-        value: us(times[2]) / 1e3,
-        unit: "ms",
-        note: "median of 5".into(),
-    });
+    let mut loop_ms = Vec::new();
+    for (metering, name) in [
+        (Metering::Off, "no fuel, no epoch"),
+        (Metering::DeadlineOnly, "epoch deadline only"),
+        (Metering::FuelAndDeadline, "fuel + epoch deadline"),
+    ] {
+        let host = host_args.builder()?.metering(metering).build()?;
+        let python = host.load_python_file(&python_path).await?;
+        let no_plugins = PluginSet::default();
+        let times =
+            sorted_times(5, async || check(&python.run(&ctx, &no_plugins, cpu).await)).await?;
+        let ms = us(times[2]) / 1e3;
+        let note = match loop_ms.first() {
+            Some(off) => format!(
+                "median of 5; +{:.1} % over no limits",
+                (ms / off - 1.0) * 100.0
+            ),
+            None => "median of 5".to_string(),
+        };
+        loop_ms.push(ms);
+        rows.push(Row {
+            scenario: format!("CPU-bound loop (2M iterations), {name}"),
+            value: ms,
+            unit: "ms",
+            note,
+        });
+    }
 
     // Cold start: a new process that loads cached code and runs once.
     let exe = std::env::current_exe()?;
@@ -183,15 +214,16 @@ pub async fn bench(host: &Host, args: BenchArgs) -> anyhow::Result<ExitCode> {
         .unwrap_or_else(|| "python3".into());
     let mut peer = Command::new(&python3);
     peer.args(["-c", "print(1+1)"]);
-    if let Ok(times) = sorted_times(20, async || run_process(&mut peer)).await {
-        rows.push(Row {
-            scenario: "peer: python3 -c 'print(1+1)' subprocess, p50".into(),
-            value: us(percentile(&times, 0.5)),
-            unit: "µs",
-            note: "a lower bound for any process or container sandbox".into(),
-        });
+    match sorted_times(20, async || run_process(&mut peer)).await {
+        Ok(times) => {
+            let note = "p50 of 20 `python3 -c 'print(1+1)'`, a lower bound for any process sandbox";
+            let value = us(percentile(&times, 0.5));
+            push_peer_row(&mut rows, "python3 -c", "fresh run, 1+1", value, note);
+        }
+        Err(e) => not_run(&mut rows, "python3 -c", &format!("{e:#}")),
     }
 
+    peers(&mut rows, args.peers_python, args.runs);
     print_table(&rows);
     if let Some(path) = args.json {
         let json: Vec<_> = rows
@@ -319,4 +351,122 @@ fn print_table(rows: &[Row]) {
             r.scenario, r.value, r.unit, r.note
         );
     }
+}
+
+/// The source tree the binary was built in (its `target/` dir's parent).
+fn source_tree() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    Some(exe.parent()?.parent()?.parent()?.to_path_buf())
+}
+
+/// Which sandwit row each peer row is compared with.
+const COMPARED: &[(&str, &str)] = &[
+    ("call nop()", "call Python → plugin → Python, nop()"),
+    (
+        "call calculate_sum(1, 2)",
+        "call Python → plugin → Python, calculate_sum(1, 2)",
+    ),
+    (
+        "call echo(1 MB str)",
+        "call Python → plugin → Python, echo(1 MB str)",
+    ),
+    ("fresh run, 1+1", "fresh sandbox, print(1+1), p50"),
+];
+
+/// Runs bench/peers.py and adds its rows, each with the ratio of the
+/// matching sandwit row; a peer that cannot run is listed with the reason.
+fn peers(rows: &mut Vec<Row>, python: Option<PathBuf>, runs: usize) {
+    let tree = source_tree();
+    let python = python
+        .or_else(|| crate::env_path("SANDWIT_BENCH_PYTHON"))
+        .or_else(|| tree.as_ref().map(|t| t.join(".venv-bench/bin/python")));
+    let script = tree.map(|t| t.join("bench/peers.py"));
+    let (Some(python), Some(script)) = (python, script) else {
+        return not_run(
+            rows,
+            "peers",
+            "cannot find the source tree: pass --peers-python",
+        );
+    };
+    let output = Command::new(&python)
+        .arg(&script)
+        .args(["--runs", &runs.to_string()])
+        .stderr(Stdio::inherit())
+        .output();
+    let output = match output {
+        Ok(o) if o.status.success() => o.stdout,
+        Ok(o) => {
+            return not_run(
+                rows,
+                "peers",
+                &format!("{} exited with {}", script.display(), o.status),
+            );
+        }
+        Err(e) => {
+            let reason = format!(
+                "cannot start {} (run scripts/bench to make it): {e}",
+                python.display()
+            );
+            return not_run(rows, "pickle_rpc and monty", &reason);
+        }
+    };
+    let peer_rows: Vec<serde_json::Value> = match serde_json::from_slice(&output) {
+        Ok(v) => v,
+        Err(e) => {
+            return not_run(
+                rows,
+                "peers",
+                &format!("bench/peers.py printed no JSON rows: {e}"),
+            );
+        }
+    };
+    for row in peer_rows {
+        let peer = row["peer"].as_str().unwrap_or("?");
+        if let Some(error) = row["error"].as_str() {
+            not_run(rows, peer, error);
+            continue;
+        }
+        let scenario = row["scenario"].as_str().unwrap_or("?");
+        let value = row["value"].as_f64().unwrap_or(f64::NAN);
+        let note = row["note"].as_str().unwrap_or("");
+        push_peer_row(rows, peer, scenario, value, note);
+    }
+}
+
+/// Adds a peer's row, with the ratio to the sandwit row doing the same work.
+fn push_peer_row(rows: &mut Vec<Row>, peer: &str, scenario: &str, value: f64, note: &str) {
+    let ours = COMPARED
+        .iter()
+        .find(|(theirs, _)| *theirs == scenario)
+        .and_then(|(_, ours)| rows.iter().find(|r| r.scenario == *ours))
+        .map(|r| r.value);
+    let note = match ours {
+        Some(ours) => format!("{}; {note}", ratio(ours, value)),
+        None => note.to_string(),
+    };
+    rows.push(Row {
+        scenario: format!("peer {peer}: {scenario}"),
+        value,
+        unit: "µs",
+        note,
+    });
+}
+
+fn not_run(rows: &mut Vec<Row>, peer: &str, reason: &str) {
+    rows.push(Row {
+        scenario: format!("peer {peer}: not run"),
+        value: f64::NAN,
+        unit: "",
+        note: reason.to_string(),
+    });
+}
+
+/// "sandwit ÷ peer = r (n× faster|slower)".
+fn ratio(ours: f64, theirs: f64) -> String {
+    let (times, word) = if ours <= theirs {
+        (theirs / ours, "faster")
+    } else {
+        (ours / theirs, "slower")
+    };
+    format!("sandwit ÷ peer = {:.3} ({times:.1}× {word})", ours / theirs)
 }

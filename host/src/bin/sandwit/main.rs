@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use sandwit::{Host, Limits, Policy, RunLimits};
+use sandwit::{Host, HostBuilder, Limits, Policy, RunLimits};
 
 /// A WebAssembly plugin host for AI agents.
 ///
@@ -52,7 +52,7 @@ enum Command {
 
 /// Options for the host, before or after the subcommand.
 #[derive(Args)]
-struct HostArgs {
+pub struct HostArgs {
     /// Where compiled code is cached [default: $SANDWIT_CACHE_DIR, else
     /// $XDG_CACHE_HOME/sandwit, else ~/.cache/sandwit].
     #[arg(long, global = true, value_name = "DIR")]
@@ -84,6 +84,11 @@ struct HostArgs {
 
 impl HostArgs {
     fn build(&self) -> anyhow::Result<Host> {
+        self.builder()?.build()
+    }
+
+    /// A host builder with these settings.
+    pub fn builder(&self) -> anyhow::Result<HostBuilder> {
         let defaults = Limits::default();
         let limits = Limits {
             fuel: self.fuel.unwrap_or(defaults.fuel),
@@ -113,7 +118,7 @@ impl HostArgs {
         {
             builder = builder.cache_dir(dir);
         }
-        builder.build()
+        Ok(builder)
     }
 }
 
@@ -156,7 +161,7 @@ fn main() -> ExitCode {
             Command::Call(args) => call::call(&host, args).await,
             Command::Run(args) => run::run(&host, args).await,
             Command::Prompt(args) => run::prompt(&host, args).await,
-            Command::Bench(args) => bench::bench(&host, args).await,
+            Command::Bench(args) => bench::bench(&host, &cli.host, args).await,
         }
     });
     match result {

@@ -1,0 +1,129 @@
+"""The Python peers of `sandwit bench`, measured in one process and printed as
+JSON rows (`peer`, `scenario`, `value` in µs, `note`; or `peer` and `error`
+when a peer cannot run here).
+
+- `pickle_rpc`: a client calling `pickle_rpc_server.py` under uvicorn on
+  loopback with `requests.post(pickle.dumps({"method", "args", "kwargs"}))`,
+  one request per call, as the old Docker-and-HTTP design did.
+- `monty`: pydantic-monty, a sandboxed Python interpreter with external
+  functions; a fresh session per run, calls to a host function `nop()`.
+
+Usage: python peers.py [--runs N] [--calls N]
+"""
+
+import argparse
+import json
+import os
+import pickle
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def p50(samples):
+    return statistics.median(samples)
+
+
+def pickle_rpc(runs, calls):
+    import requests
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "pickle_rpc_server:app", "--host", "127.0.0.1",
+         "--port", str(port), "--log-level", "warning"],
+        cwd=HERE,
+    )
+    url = f"http://127.0.0.1:{port}/call"
+
+    def call(method, *args, **kwargs):
+        body = pickle.dumps({"method": method, "args": args, "kwargs": kwargs})
+        response = requests.post(url, data=body)
+        response.raise_for_status()
+        return pickle.loads(response.content)
+
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                call("nop")
+                break
+            except requests.ConnectionError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise RuntimeError("the uvicorn server did not start")
+                time.sleep(0.05)
+        assert call("calculate_sum", 1, num2=2) == 3
+        rows = []
+        for name, method, args in [
+            ("call nop()", "nop", ()),
+            ("call calculate_sum(1, 2)", "calculate_sum", (1, 2)),
+            ("call echo(1 MB str)", "echo", ("x" * 1_000_000,)),
+        ]:
+            n = calls if "1 MB" not in name else max(calls // 20, 10)
+            times = []
+            for _ in range(n):
+                t = time.perf_counter()
+                call(method, *args)
+                times.append(time.perf_counter() - t)
+            rows.append({"peer": "pickle_rpc", "scenario": name, "value": p50(times) * 1e6,
+                         "note": f"p50 of {n} requests.post on loopback to FastAPI/uvicorn"})
+        return rows
+    finally:
+        server.terminate()
+        server.wait()
+
+
+def monty(runs, calls):
+    from pydantic_monty import Monty
+
+    rows = []
+    with Monty() as pool:
+        # Warm the pool's worker first, as sandwit's host is warm.
+        for _ in range(10):
+            with pool.checkout() as session:
+                session.feed_run("1 + 1")
+        times = []
+        for _ in range(runs):
+            t = time.perf_counter()
+            with pool.checkout() as session:
+                session.feed_run("x = 1 + 1")
+            times.append(time.perf_counter() - t)
+        rows.append({"peer": "monty", "scenario": "fresh run, 1+1", "value": p50(times) * 1e6,
+                     "note": f"p50 of {runs}: checkout of a fresh session, one feed_run"})
+        # Monty suspends at each external call; it allows 1,000 per feed.
+        n = min(calls, 900)
+
+        def timed(body, lookup):
+            with pool.checkout() as session:
+                t = time.perf_counter()
+                session.feed_run(f"for _ in range({n}):\n    {body}\n", external_lookup=lookup)
+                return time.perf_counter() - t
+
+        with_calls = p50([timed("nop()", {"nop": lambda: None}) for _ in range(5)])
+        without = p50([timed("pass", {}) for _ in range(5)])
+        rows.append({"peer": "monty", "scenario": "call nop()", "value": (with_calls - without) / n * 1e6,
+                     "note": f"{n} calls of an external function in one feed, minus the empty loop"})
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=300)
+    parser.add_argument("--calls", type=int, default=1000)
+    args = parser.parse_args()
+    rows = []
+    for name, peer in [("pickle_rpc", pickle_rpc), ("monty", monty)]:
+        try:
+            rows.extend(peer(args.runs, args.calls))
+        except Exception as e:  # a peer that cannot run is reported, the others still run
+            rows.append({"peer": name, "error": f"{type(e).__name__}: {e}"})
+    json.dump(rows, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
