@@ -133,12 +133,15 @@ pub async fn bench(host: &Host, host_args: &HostArgs, args: BenchArgs) -> anyhow
     }
 
     // Throughput and tail latency under concurrency.
+    // The idle host's RSS, before any concurrent run claimed more slots.
+    let idle_rss = rss_bytes();
     for concurrency in [1usize, 2, 16, 64] {
         let (rate, p99, rss) = throughput(
             &python,
             &plugins,
             concurrency,
             Duration::from_secs_f64(args.seconds),
+            idle_rss,
         )
         .await?;
         rows.push(Row {
@@ -292,19 +295,27 @@ async fn per_call(
 }
 
 /// Runs `print(1+1)` from `concurrency` tasks for `duration`: runs per
-/// second, p99 latency, and peak RSS growth.
+/// second, p99 latency, and peak RSS growth over `base`.
 async fn throughput(
     python: &PythonSandbox,
     plugins: &PluginSet,
     concurrency: usize,
     duration: Duration,
+    base: u64,
 ) -> anyhow::Result<(f64, Duration, u64)> {
-    let base = rss_bytes();
-    let peak = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(base));
     let start = Instant::now();
+    // RSS is sampled by a thread of its own, every 2 ms, not by the runs.
+    let sampler = std::thread::spawn(move || {
+        let mut peak = base;
+        while start.elapsed() < duration {
+            peak = peak.max(rss_bytes());
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        peak
+    });
     let mut tasks = Vec::new();
     for _ in 0..concurrency {
-        let (python, plugins, peak) = (python.clone(), plugins.clone(), peak.clone());
+        let (python, plugins) = (python.clone(), plugins.clone());
         tasks.push(tokio::spawn(async move {
             let ctx = AgentCtx::new("bench");
             let mut times = Vec::new();
@@ -312,7 +323,6 @@ async fn throughput(
                 let t = Instant::now();
                 let outcome = python.run(&ctx, &plugins, "print(1+1)").await;
                 times.push(t.elapsed());
-                peak.fetch_max(rss_bytes(), std::sync::atomic::Ordering::Relaxed);
                 check(&outcome)?;
             }
             anyhow::Ok(times)
@@ -324,8 +334,9 @@ async fn throughput(
     }
     let elapsed = start.elapsed();
     all.sort();
-    let rss = peak
-        .load(std::sync::atomic::Ordering::Relaxed)
+    let rss = sampler
+        .join()
+        .expect("the RSS sampler panicked")
         .saturating_sub(base);
     Ok((
         all.len() as f64 / elapsed.as_secs_f64(),
