@@ -414,16 +414,21 @@ impl HostInner {
     /// [`HostInner::compile`] does.
     pub(crate) fn compile_file(&self, path: &Path) -> Result<(String, Compiled), LoadError> {
         let label = path.display().to_string();
-        let meta = std::fs::metadata(path).map_err(|source| LoadError::Io {
+        let io = |source| LoadError::Io {
             plugin: label.clone(),
             source,
-        })?;
+        };
+        let meta = std::fs::metadata(path).map_err(io)?;
         if let Some(hash) = self.cache.file_hash(path, &meta)
             && let Some((component, source)) = self.cache.lookup(&self.engine, &hash)
         {
             return Ok((label, (component, source, hash)));
         }
-        let (label, bytes) = read_component(path)?;
+        // Refuse a file over the size cap before reading it.
+        if meta.len() > MAX_COMPONENT_BYTES as u64 {
+            return Err(too_big(&label, meta.len() as usize));
+        }
+        let bytes = std::fs::read(path).map_err(io)?;
         let compiled = self.compile(&label, &bytes)?;
         self.cache.remember_file(path, &meta, &compiled.2);
         Ok((label, compiled))
@@ -500,22 +505,6 @@ impl HostInner {
         apply_budget(&mut store, budget, self.metering);
         store
     }
-}
-
-/// Reads a component file, refusing one over the size cap before reading it.
-/// Returns the path as a label for errors, and the bytes.
-pub(crate) fn read_component(path: &Path) -> Result<(String, Vec<u8>), LoadError> {
-    let label = path.display().to_string();
-    let io = |source| LoadError::Io {
-        plugin: label.clone(),
-        source,
-    };
-    let len = std::fs::metadata(path).map_err(io)?.len();
-    if len > MAX_COMPONENT_BYTES as u64 {
-        return Err(too_big(&label, len as usize));
-    }
-    let bytes = std::fs::read(path).map_err(io)?;
-    Ok((label, bytes))
 }
 
 /// Gives a store the budget's fuel and an epoch deadline at its deadline, as
