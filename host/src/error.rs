@@ -9,12 +9,12 @@ use crate::limits::LimitKind;
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     /// The file could not be read.
-    #[error("plugin {plugin}: cannot read it: {source}")]
+    #[error("plugin {plugin}: cannot read it: {error}")]
     Io {
         /// The file.
         plugin: String,
-        /// What the OS said.
-        source: std::io::Error,
+        /// What the OS said (in the message, so not repeated as its source).
+        error: std::io::Error,
     },
     /// The plugin is not acceptable; every problem found is listed.
     #[error("plugin {plugin} was rejected:{}", list(problems))]

@@ -414,9 +414,9 @@ impl HostInner {
     /// [`HostInner::compile`] does.
     pub(crate) fn compile_file(&self, path: &Path) -> Result<(String, Compiled), LoadError> {
         let label = path.display().to_string();
-        let io = |source| LoadError::Io {
+        let io = |error| LoadError::Io {
             plugin: label.clone(),
-            source,
+            error,
         };
         let meta = std::fs::metadata(path).map_err(io)?;
         if let Some(hash) = self.cache.file_hash(path, &meta)

@@ -99,4 +99,8 @@ async fn a_missing_file_names_it() {
         .unwrap();
     assert!(matches!(err, LoadError::Io { .. }));
     assert!(err.to_string().contains("/no/such/plugin.wasm"), "{err}");
+    // The OS error is said once, also in the alternate form that prints
+    // the whole chain.
+    let chain = format!("{:#}", anyhow::Error::from(err));
+    assert_eq!(chain.matches("No such file").count(), 1, "{chain}");
 }
