@@ -127,7 +127,7 @@ fn inspect_shows_methods_and_a_second_process_uses_the_cache() {
 
 #[test]
 fn every_subcommand_has_help() {
-    for sub in ["inspect", "validate", "call", "run", "prompt"] {
+    for sub in ["inspect", "validate", "call", "run", "prompt", "bench"] {
         let out = sandwit(&[sub, "--help"]);
         assert!(out.status.success(), "{sub} --help");
         assert!(stdout(&out).contains("Usage: sandwit"), "{sub}");
@@ -228,4 +228,77 @@ fn prompt_lists_methods_for_the_llm() {
         text.contains("    \"\"\"Add two integers and return their sum.\n\n    Args:\n"),
         "{text}"
     );
+}
+
+#[test]
+fn bench_quick_covers_every_scenario_and_names_peers_it_cannot_run() {
+    let json_file = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("bench.json");
+    let out = sandwit(&[
+        "bench",
+        "--quick",
+        "--python",
+        artifacts::PYTHON,
+        "--echo",
+        artifacts::ECHO,
+        "--peers-python",
+        "/no/such/python",
+        "--eryx-peer",
+        "/no/such/eryx-peer",
+        "--json",
+        json_file.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_slice(&std::fs::read(&json_file).unwrap()).unwrap();
+    let row = |prefix: &str| {
+        rows.iter()
+            .find(|r| r["scenario"].as_str().unwrap().starts_with(prefix))
+            .unwrap_or_else(|| panic!("no row `{prefix}` in {rows:#?}"))
+    };
+    for scenario in [
+        "fresh sandbox, print(1+1), p50",
+        "fresh sandbox, print(1+1), p99",
+        "call Python → plugin → Python, nop()",
+        "call Python → plugin → Python, echo(1 MB str)",
+        "call Python → plugin → Python, echo(1,000-item list)",
+        "throughput, 64 concurrent runs",
+        "memory per live sandbox, 64 live runs",
+        "CPU-bound loop (20000 iterations), epoch deadline only",
+        "cold start: new process, cached code, first result",
+    ] {
+        let value = row(scenario)["value"].as_f64().unwrap();
+        assert!(value > 0.0, "{scenario}: {value}");
+    }
+    // A peer row carries the ratio to the sandwit row doing the same work.
+    let peer = row("peer python3 -c: fresh run, 1+1");
+    assert!(
+        peer["note"]
+            .as_str()
+            .unwrap()
+            .starts_with("sandwit ÷ peer = "),
+        "{peer}"
+    );
+    // Peers that cannot run are listed with the reason; the rest still ran.
+    let missing = row("peer pickle_rpc and monty: not run");
+    assert!(
+        missing["note"]
+            .as_str()
+            .unwrap()
+            .contains("/no/such/python"),
+        "{missing}"
+    );
+    let missing = row("peer eryx: not run");
+    assert!(
+        missing["note"]
+            .as_str()
+            .unwrap()
+            .contains("/no/such/eryx-peer"),
+        "{missing}"
+    );
+    let table = stdout(&out);
+    assert!(table.starts_with("scenario"), "{table}");
 }

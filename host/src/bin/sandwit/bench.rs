@@ -38,6 +38,27 @@ pub struct BenchArgs {
     /// .venv-bench/bin/python, as scripts/bench makes it].
     #[arg(long, value_name = "FILE")]
     peers_python: Option<PathBuf>,
+    /// The eryx peer's binary (bench/eryx-peer) [default: $SANDWIT_BENCH_ERYX,
+    /// else the source tree's bench/eryx-peer/target/release/eryx-peer, as
+    /// scripts/bench builds it].
+    #[arg(long, value_name = "FILE")]
+    eryx_peer: Option<PathBuf>,
+    /// A smoke run that checks the harness end to end: every scenario with
+    /// a hundredth of the calls, a smaller CPU loop and a few runs each.
+    /// Its numbers are not benchmarks.
+    #[arg(long)]
+    quick: bool,
+}
+
+impl BenchArgs {
+    /// `n` repetitions, or a few in a quick run.
+    fn reps(&self, n: usize) -> usize {
+        if self.quick && n > 3 {
+            n.div_ceil(100).max(3)
+        } else {
+            n
+        }
+    }
 }
 
 /// One row of the table.
@@ -83,12 +104,13 @@ pub async fn bench(host: &Host, host_args: &HostArgs, args: BenchArgs) -> anyhow
     let mut rows = Vec::new();
 
     // Warm up: the first runs fault in the component's pages.
-    for _ in 0..20 {
+    let runs = args.reps(args.runs);
+    for _ in 0..args.reps(20) {
         check(&python.run(&ctx, &plugins, "print(1+1)").await)?;
     }
 
     // Fresh sandbox, trivial code.
-    let times = sorted_times(args.runs, async || {
+    let times = sorted_times(runs, async || {
         check(&python.run(&ctx, &plugins, "print(1+1)").await)
     })
     .await?;
@@ -97,7 +119,7 @@ pub async fn bench(host: &Host, host_args: &HostArgs, args: BenchArgs) -> anyhow
             scenario: format!("fresh sandbox, print(1+1), {name}"),
             value: us(percentile(&times, p)),
             unit: "µs",
-            note: format!("{} sequential runs, warm host", args.runs),
+            note: format!("{runs} sequential runs, warm host"),
         });
     }
 
@@ -111,6 +133,7 @@ pub async fn bench(host: &Host, host_args: &HostArgs, args: BenchArgs) -> anyhow
         ("echo(1,000-item list)", "echo(l)", 2_000),
     ];
     for (name, expr, n) in calls {
+        let n = args.reps(n);
         let setup = match name {
             "echo(100 B str)" => "s = 'x' * 100",
             "echo(10 KB str)" => "s = 'x' * 10_000",
@@ -138,7 +161,7 @@ pub async fn bench(host: &Host, host_args: &HostArgs, args: BenchArgs) -> anyhow
             &python,
             &plugins,
             concurrency,
-            Duration::from_secs_f64(args.seconds),
+            Duration::from_secs_f64(if args.quick { 0.1 } else { args.seconds }),
         )
         .await?;
         rows.push(Row {
@@ -160,7 +183,9 @@ pub async fn bench(host: &Host, host_args: &HostArgs, args: BenchArgs) -> anyhow
 
     // The cost of the limits: a CPU-bound loop in hosts that differ only in
     // metering (each compiles the interpreter once, then uses the cache).
-    let cpu = "t = 0\nfor i in range(2_000_000):\n    t += i\n";
+    let iterations = if args.quick { 20_000 } else { 2_000_000 };
+    let cpu = format!("t = 0\nfor i in range({iterations}):\n    t += i\n");
+    let (samples, median) = (args.reps(5), args.reps(5) / 2);
     let mut loop_ms = Vec::new();
     for (metering, name) in [
         (Metering::Off, "no fuel, no epoch"),
@@ -170,19 +195,19 @@ pub async fn bench(host: &Host, host_args: &HostArgs, args: BenchArgs) -> anyhow
         let host = host_args.builder()?.metering(metering).build()?;
         let python = host.load_python_file(&python_path).await?;
         let no_plugins = PluginSet::default();
-        let times =
-            sorted_times(5, async || check(&python.run(&ctx, &no_plugins, cpu).await)).await?;
-        let ms = us(times[2]) / 1e3;
+        let run = async || check(&python.run(&ctx, &no_plugins, &cpu).await);
+        let times = sorted_times(samples, run).await?;
+        let ms = us(times[median]) / 1e3;
         let note = match loop_ms.first() {
             Some(off) => format!(
-                "median of 5; +{:.1} % over no limits",
+                "median of {samples}; +{:.1} % over no limits",
                 (ms / off - 1.0) * 100.0
             ),
-            None => "median of 5".to_string(),
+            None => format!("median of {samples}"),
         };
         loop_ms.push(ms);
         rows.push(Row {
-            scenario: format!("CPU-bound loop (2M iterations), {name}"),
+            scenario: format!("CPU-bound loop ({iterations} iterations), {name}"),
             value: ms,
             unit: "ms",
             note,
@@ -192,17 +217,19 @@ pub async fn bench(host: &Host, host_args: &HostArgs, args: BenchArgs) -> anyhow
     // Cold start: a new process that loads cached code and runs once.
     let exe = std::env::current_exe()?;
     let mut cold = Command::new(&exe);
+    host_args.pass_to(&mut cold);
     cold.args(["run", "--python"])
         .arg(&python_path)
         .arg("--plugin")
         .arg(&echo_path)
         .args(["-c", "print(1+1)"]);
-    let times = sorted_times(10, async || run_process(&mut cold)).await?;
+    let starts = args.reps(10);
+    let times = sorted_times(starts, async || run_process(&mut cold)).await?;
     rows.push(Row {
         scenario: "cold start: new process, cached code, first result".into(),
-        value: us(times[5]) / 1e3,
+        value: us(times[starts / 2]) / 1e3,
         unit: "ms",
-        note: "median of 10 `sandwit run -c 'print(1+1)'`".into(),
+        note: format!("median of {starts} `sandwit run -c 'print(1+1)'`"),
     });
 
     // Peer: a fresh CPython process per run (the interpreter itself, not a
@@ -215,16 +242,21 @@ pub async fn bench(host: &Host, host_args: &HostArgs, args: BenchArgs) -> anyhow
         .unwrap_or_else(|| "python3".into());
     let mut peer = Command::new(&python3);
     peer.args(["-c", "print(1+1)"]);
-    match sorted_times(20, async || run_process(&mut peer)).await {
+    let spawns = args.reps(20);
+    match sorted_times(spawns, async || run_process(&mut peer)).await {
         Ok(times) => {
-            let note = "p50 of 20 `python3 -c 'print(1+1)'`, a lower bound for any process sandbox";
+            let note = format!(
+                "p50 of {spawns} `python3 -c 'print(1+1)'`, a lower bound for any process sandbox"
+            );
             let value = us(percentile(&times, 0.5));
-            push_peer_row(&mut rows, "python3 -c", "fresh run, 1+1", value, note);
+            push_peer_row(&mut rows, "python3 -c", "fresh run, 1+1", value, &note);
         }
         Err(e) => not_run(&mut rows, "python3 -c", &format!("{e:#}")),
     }
 
-    peers(&mut rows, args.peers_python, args.runs);
+    let calls = args.reps(1_000);
+    python_peers(&mut rows, args.peers_python, runs, calls);
+    eryx_peer(&mut rows, args.eryx_peer, runs, calls);
     print_table(&rows);
     if let Some(path) = args.json {
         let json: Vec<_> = rows
@@ -408,9 +440,8 @@ const COMPARED: &[(&str, &str)] = &[
     ("fresh run, 1+1", "fresh sandbox, print(1+1), p50"),
 ];
 
-/// Runs bench/peers.py and adds its rows, each with the ratio of the
-/// matching sandwit row; a peer that cannot run is listed with the reason.
-fn peers(rows: &mut Vec<Row>, python: Option<PathBuf>, runs: usize) {
+/// Runs bench/peers.py and adds its rows (pickle RPC, monty).
+fn python_peers(rows: &mut Vec<Row>, python: Option<PathBuf>, runs: usize, calls: usize) {
     let tree = source_tree();
     let python = python
         .or_else(|| crate::env_path("SANDWIT_BENCH_PYTHON"))
@@ -419,40 +450,52 @@ fn peers(rows: &mut Vec<Row>, python: Option<PathBuf>, runs: usize) {
     let (Some(python), Some(script)) = (python, script) else {
         return not_run(
             rows,
-            "peers",
+            "pickle_rpc and monty",
             "cannot find the source tree: pass --peers-python",
         );
     };
-    let output = Command::new(&python)
-        .arg(&script)
-        .args(["--runs", &runs.to_string()])
+    let mut cmd = Command::new(&python);
+    cmd.arg(&script);
+    add_peer_rows(rows, "pickle_rpc and monty", cmd, runs, calls);
+}
+
+/// Runs the eryx peer (bench/eryx-peer) and adds its rows.
+fn eryx_peer(rows: &mut Vec<Row>, binary: Option<PathBuf>, runs: usize, calls: usize) {
+    let binary = binary
+        .or_else(|| crate::env_path("SANDWIT_BENCH_ERYX"))
+        .or_else(|| source_tree().map(|t| t.join("bench/eryx-peer/target/release/eryx-peer")));
+    let Some(binary) = binary else {
+        return not_run(
+            rows,
+            "eryx",
+            "cannot find the source tree: pass --eryx-peer",
+        );
+    };
+    add_peer_rows(rows, "eryx", Command::new(binary), runs, calls);
+}
+
+/// Runs a peer program with `--runs` and `--calls` and adds the JSON rows
+/// it prints (`peer`, `scenario`, `value` in µs, `note`; or `peer` and
+/// `error`), each with the ratio of the matching sandwit row; a peer that
+/// cannot run is listed with the reason.
+fn add_peer_rows(rows: &mut Vec<Row>, peers: &str, mut cmd: Command, runs: usize, calls: usize) {
+    let program = cmd.get_program().to_string_lossy().into_owned();
+    let output = cmd
+        .args(["--runs", &runs.to_string(), "--calls", &calls.to_string()])
         .stderr(Stdio::inherit())
         .output();
     let output = match output {
         Ok(o) if o.status.success() => o.stdout,
-        Ok(o) => {
-            return not_run(
-                rows,
-                "peers",
-                &format!("{} exited with {}", script.display(), o.status),
-            );
-        }
+        Ok(o) => return not_run(rows, peers, &format!("{cmd:?} exited with {}", o.status)),
         Err(e) => {
-            let reason = format!(
-                "cannot start {} (run scripts/bench to make it): {e}",
-                python.display()
-            );
-            return not_run(rows, "pickle_rpc and monty", &reason);
+            let reason = format!("cannot start {program} (scripts/bench makes it): {e}");
+            return not_run(rows, peers, &reason);
         }
     };
     let peer_rows: Vec<serde_json::Value> = match serde_json::from_slice(&output) {
         Ok(v) => v,
         Err(e) => {
-            return not_run(
-                rows,
-                "peers",
-                &format!("bench/peers.py printed no JSON rows: {e}"),
-            );
+            return not_run(rows, peers, &format!("{program} printed no JSON rows: {e}"));
         }
     };
     for row in peer_rows {

@@ -44,8 +44,9 @@ enum Command {
     /// Print the method listing an LLM is given: signatures, kinds and
     /// docstrings.
     Prompt(run::PromptArgs),
-    /// Measure fresh-sandbox runs, method calls, throughput, memory and cold
-    /// start, beside a `python3 -c` subprocess; print a table (see
+    /// Measure fresh-sandbox runs, method calls, throughput, memory, the
+    /// cost of the limits and cold start, beside the peers (python3 -c,
+    /// pickle RPC, pydantic-monty, eryx) with ratios; print a table (see
     /// BENCHMARKS.md). Build with --release for meaningful numbers.
     Bench(bench::BenchArgs),
 }
@@ -119,6 +120,19 @@ impl HostArgs {
             builder = builder.cache_dir(dir);
         }
         Ok(builder)
+    }
+
+    /// Gives a child `sandwit` the same cache and store as this one.
+    pub fn pass_to(&self, cmd: &mut std::process::Command) {
+        if let Some(dir) = &self.cache_dir {
+            cmd.arg("--cache-dir").arg(dir);
+        }
+        if self.no_cache {
+            cmd.arg("--no-cache");
+        }
+        if let Some(store) = &self.store {
+            cmd.arg("--store").arg(store);
+        }
     }
 }
 
