@@ -81,7 +81,10 @@ async fn measure(runs: usize, calls: usize) -> Result<Vec<serde_json::Value>, St
     })];
     for (name, body) in [
         ("call nop()", "await nop()"),
-        ("call calculate_sum(1, 2)", "await calculate_sum(num1=1, num2=2)"),
+        (
+            "call calculate_sum(1, 2)",
+            "await calculate_sum(num1=1, num2=2)",
+        ),
     ] {
         let with_calls: Vec<f64> = {
             let mut v = Vec::new();
