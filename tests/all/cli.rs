@@ -273,32 +273,18 @@ fn bench_quick_covers_every_scenario_and_names_peers_it_cannot_run() {
         let value = row(scenario)["value"].as_f64().unwrap();
         assert!(value > 0.0, "{scenario}: {value}");
     }
+    let note = |prefix: &str| row(prefix)["note"].as_str().unwrap().to_string();
     // A peer row carries the ratio to the sandwit row doing the same work.
-    let peer = row("peer python3 -c: fresh run, 1+1");
-    assert!(
-        peer["note"]
-            .as_str()
-            .unwrap()
-            .starts_with("sandwit ÷ peer = "),
-        "{peer}"
-    );
+    let ratio = note("peer python3 -c: fresh run, 1+1");
+    assert!(ratio.starts_with("sandwit ÷ peer = "), "{ratio}");
     // Peers that cannot run are listed with the reason; the rest still ran.
-    let missing = row("peer pickle_rpc and monty: not run");
-    assert!(
-        missing["note"]
-            .as_str()
-            .unwrap()
-            .contains("/no/such/python"),
-        "{missing}"
-    );
-    let missing = row("peer eryx: not run");
-    assert!(
-        missing["note"]
-            .as_str()
-            .unwrap()
-            .contains("/no/such/eryx-peer"),
-        "{missing}"
-    );
+    for (peers, program) in [
+        ("pickle_rpc and monty", "/no/such/python"),
+        ("eryx", "/no/such/eryx-peer"),
+    ] {
+        let reason = note(&format!("peer {peers}: not run"));
+        assert!(reason.contains(program), "{reason}");
+    }
     let table = stdout(&out);
     assert!(table.starts_with("scenario"), "{table}");
 }

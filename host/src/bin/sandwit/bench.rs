@@ -185,7 +185,7 @@ pub async fn bench(host: &Host, host_args: &HostArgs, args: BenchArgs) -> anyhow
     // metering (each compiles the interpreter once, then uses the cache).
     let iterations = if args.quick { 20_000 } else { 2_000_000 };
     let cpu = format!("t = 0\nfor i in range({iterations}):\n    t += i\n");
-    let (samples, median) = (args.reps(5), args.reps(5) / 2);
+    let samples = args.reps(5);
     let mut loop_ms = Vec::new();
     for (metering, name) in [
         (Metering::Off, "no fuel, no epoch"),
@@ -197,7 +197,7 @@ pub async fn bench(host: &Host, host_args: &HostArgs, args: BenchArgs) -> anyhow
         let no_plugins = PluginSet::default();
         let run = async || check(&python.run(&ctx, &no_plugins, &cpu).await);
         let times = sorted_times(samples, run).await?;
-        let ms = us(times[median]) / 1e3;
+        let ms = us(times[samples / 2]) / 1e3;
         let note = match loop_ms.first() {
             Some(off) => format!(
                 "median of {samples}; +{:.1} % over no limits",
