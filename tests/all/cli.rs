@@ -2,7 +2,7 @@
 
 use std::process::{Command, Output};
 
-use crate::common::artifacts;
+use crate::common::{artifacts, assert_succeeded};
 
 fn sandwit(args: &[&str]) -> Output {
     let tmp = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
@@ -91,11 +91,7 @@ fn call_writes_images_to_files() {
         dir.to_str().unwrap(),
         "--json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_succeeded(&out);
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let image = &json["result"]["parts"][1];
     assert_eq!(image["mime_type"], "image/png");
@@ -194,11 +190,7 @@ fn run_reads_a_file_and_uses_the_example_plugins_by_default() {
         .arg(&file)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_succeeded(&out);
     let text = stdout(&out);
     assert!(text.starts_with("5\n\n── outcome: ok"), "{text}");
 }
@@ -247,11 +239,7 @@ fn bench_quick_covers_every_scenario_and_names_peers_it_cannot_run() {
         "--json",
         json_file.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_succeeded(&out);
     let rows: Vec<serde_json::Value> =
         serde_json::from_slice(&std::fs::read(&json_file).unwrap()).unwrap();
     let row = |prefix: &str| {

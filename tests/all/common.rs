@@ -36,6 +36,16 @@ pub fn host() -> &'static Host {
     })
 }
 
+/// Asserts that a `sandwit` process exited with success, showing its
+/// stderr when it did not.
+pub fn assert_succeeded(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// The log lines among a call's events.
 pub fn logs(events: &[PluginEvent]) -> Vec<&LogLine> {
     events

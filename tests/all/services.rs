@@ -14,7 +14,9 @@ use sandwit::{
 };
 use serde_json::json;
 
-use crate::common::{args, artifacts, cache_dir, ctx, example_policy, host, load};
+use crate::common::{
+    args, artifacts, assert_succeeded, cache_dir, ctx, example_policy, host, load,
+};
 
 const TOKEN: &str = "tok-SECRET-4242";
 
@@ -341,11 +343,7 @@ fn sandwit_cli(store: &std::path::Path, policy: &std::path::Path, args: &[&str])
         .args(args)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_succeeded(&out);
     String::from_utf8(out.stdout).unwrap()
 }
 
