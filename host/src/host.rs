@@ -18,6 +18,11 @@ use crate::python::state::RunState;
 use crate::state::{PluginState, Services};
 use crate::store::{SqliteStore, StoreBackend};
 
+/// Interpreters a [`PythonSandbox`] keeps instantiated ahead of its runs
+/// unless [`HostBuilder::prepared_interpreters`] says otherwise: enough for
+/// back-to-back runs never to wait for one.
+pub const DEFAULT_PREPARED_INTERPRETERS: usize = 2;
+
 /// A plugin host: one engine with fuel and epoch interruption (see
 /// [`Metering`]), one epoch ticker, a compiled-code cache and the limits for
 /// every call. Cheap to clone.
@@ -49,6 +54,7 @@ pub(crate) struct HostInner {
     pub(crate) limits: Limits,
     pub(crate) run_limits: RunLimits,
     pub(crate) metering: Metering,
+    pub(crate) prepared_interpreters: usize,
     pub(crate) policy: Policy,
     pub(crate) services: Services,
 }
@@ -57,14 +63,16 @@ pub(crate) struct HostInner {
 ///
 /// Defaults: no on-disk cache (compiled code is kept in memory only),
 /// [`Limits::default`] for plugin calls and [`RunLimits::default`] for Python
-/// runs, a [`Policy`] that grants nothing, a plugin store in memory, and chat
-/// messages recorded as events only.
+/// runs, a [`Policy`] that grants nothing, a plugin store in memory, chat
+/// messages recorded as events only, and [`DEFAULT_PREPARED_INTERPRETERS`]
+/// interpreters prepared per Python sandbox.
 #[derive(Default)]
 pub struct HostBuilder {
     cache_dir: Option<PathBuf>,
     limits: Limits,
     run_limits: RunLimits,
     metering: Metering,
+    prepared_interpreters: Option<usize>,
     policy: Policy,
     store: Option<Arc<dyn StoreBackend>>,
     store_path: Option<PathBuf>,
@@ -95,6 +103,15 @@ impl HostBuilder {
     /// How guest CPU is bounded; [`Metering::FuelAndDeadline`] unless set.
     pub fn metering(mut self, metering: Metering) -> Self {
         self.metering = metering;
+        self
+    }
+
+    /// How many interpreters each loaded [`PythonSandbox`] keeps instantiated
+    /// ahead of its runs, on a thread of its own ([`DEFAULT_PREPARED_INTERPRETERS`]
+    /// unless set; 0 for none). Each holds an instance slot and its memory
+    /// mapping but no private pages until it runs.
+    pub fn prepared_interpreters(mut self, count: usize) -> Self {
+        self.prepared_interpreters = Some(count);
         self
     }
 
@@ -157,6 +174,9 @@ impl HostBuilder {
                 limits: self.limits,
                 run_limits: self.run_limits,
                 metering: self.metering,
+                prepared_interpreters: self
+                    .prepared_interpreters
+                    .unwrap_or(DEFAULT_PREPARED_INTERPRETERS),
                 policy: self.policy,
                 services,
             }),

@@ -180,6 +180,8 @@ pub(crate) struct StoreLimiter {
     max_instances: usize,
     /// Set when a guest asked for more than it may have.
     pub(crate) hit: Option<String>,
+    /// The largest memory granted so far, in bytes.
+    pub(crate) peak_memory: usize,
 }
 
 impl StoreLimiter {
@@ -194,6 +196,7 @@ impl StoreLimiter {
             table_elements: limits.table_elements,
             max_instances: limits.max_instances,
             hit: None,
+            peak_memory: 0,
         }
     }
 
@@ -217,6 +220,7 @@ impl ResourceLimiter for StoreLimiter {
                 self.memory_bytes
             ));
         }
+        self.peak_memory = self.peak_memory.max(desired);
         Ok(true)
     }
 
@@ -263,6 +267,11 @@ mod tests {
         assert!(limiter.memory_growing(0, 1 << 20, None).unwrap());
         assert!(limiter.hit.is_none());
         assert!(limiter.memory_growing(1 << 20, 2 << 20, None).is_err());
+        assert_eq!(
+            limiter.peak_memory,
+            1 << 20,
+            "what was granted, not what was asked"
+        );
         assert!(
             limiter
                 .hit

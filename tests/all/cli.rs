@@ -248,8 +248,9 @@ fn bench_quick_covers_every_scenario_and_names_peers_it_cannot_run() {
             .unwrap_or_else(|| panic!("no row `{prefix}` in {rows:#?}"))
     };
     for scenario in [
-        "fresh sandbox, print(1+1), p50",
-        "fresh sandbox, print(1+1), p99",
+        "fresh sandbox, print(1+1), prepared interpreter, p50",
+        "fresh sandbox, print(1+1), prepared interpreter, p99",
+        "fresh sandbox, print(1+1), instantiated by the run, p50",
         "call Python → plugin → Python, nop()",
         "call Python → plugin → Python, echo(1 MB str)",
         "call Python → plugin → Python, echo(1,000-item list)",

@@ -492,6 +492,87 @@ async fn nothing_leaks_between_runs() {
     assert_ne!(lines[1], first.stdout.trim(), "random is seeded per run");
 }
 
+/// Waits until `python` has `count` interpreters prepared.
+async fn until_prepared(python: &PythonSandbox, count: usize) {
+    let start = std::time::Instant::now();
+    while python.prepared() < count {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{count} interpreters were not prepared within a minute"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test]
+async fn prepared_interpreters_are_fresh_and_run_under_the_runs_limits() {
+    // A sandbox of its own, so no other test takes its prepared interpreters.
+    let python = host().load_python_file(artifacts::PYTHON).await.unwrap();
+    let (_, plugins) = sandbox().await;
+    let run = async |code: &str, limits: &RunLimits| {
+        until_prepared(&python, 2).await;
+        let outcome = python.run_with_limits(&ctx(), plugins, code, limits).await;
+        assert!(
+            outcome.prepared,
+            "{code}: not run on a prepared interpreter"
+        );
+        outcome
+    };
+    let first = run("leak = 42\nimport json\njson.leak = 1", &tight()).await;
+    assert_ok(&first);
+    let second = run(
+        "import json\nprint('leak' in globals(), hasattr(json, 'leak'))\nprint(calculate_sum(1, 2))",
+        &tight(),
+    )
+    .await;
+    assert_ok(&second);
+    assert_eq!(second.stdout, "False False\n3\n");
+
+    // The run's own limits apply, not those it was prepared under.
+    let outcome = run("while True:\n    pass", &tight()).await;
+    assert_eq!(outcome.limit.unwrap().kind, LimitKind::Fuel);
+    let outcome = run("x = 'a' * (10**9)", &tight()).await;
+    assert_eq!(outcome.limit.unwrap().kind, LimitKind::Memory);
+    let outcome = run("print('x' * 100_000)", &tight()).await;
+    assert_eq!(outcome.limit.unwrap().kind, LimitKind::Output);
+    let calls = RunLimits {
+        max_calls: 1,
+        ..tight()
+    };
+    let outcome = run("calculate_sum(1, 2)\ncalculate_sum(1, 2)", &calls).await;
+    assert_eq!(outcome.limit.unwrap().kind, LimitKind::Calls);
+
+    // A memory cap below what a prepared interpreter already has: the run
+    // instantiates its own, and the cap stops it there as it always did.
+    until_prepared(&python, 2).await;
+    let small = RunLimits {
+        memory_bytes: 4 << 20,
+        ..tight()
+    };
+    let outcome = python
+        .run_with_limits(&ctx(), plugins, "print(1)", &small)
+        .await;
+    assert!(!outcome.prepared);
+    assert_eq!(outcome.limit.unwrap().kind, LimitKind::Memory);
+}
+
+#[tokio::test]
+async fn a_host_can_prepare_no_interpreters() {
+    let host = sandwit::Host::builder()
+        .cache_dir(crate::common::cache_dir())
+        .prepared_interpreters(0)
+        .build()
+        .unwrap();
+    let python = host.load_python_file(artifacts::PYTHON).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(python.prepared(), 0);
+    let outcome = python
+        .run(&ctx(), &PluginSet::default(), "print(1+1)")
+        .await;
+    assert_ok(&outcome);
+    assert!(!outcome.prepared);
+}
+
 #[tokio::test]
 async fn method_names_must_be_unique_across_plugins() {
     let calc = load(host(), artifacts::CALC).await;

@@ -3,6 +3,7 @@
 
 pub(crate) mod outcome;
 pub(crate) mod state;
+mod warm;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -23,6 +24,7 @@ use crate::plugin::{Budget, Compiled, Plugin, apply_budget, fuel_used};
 use crate::types::AgentCtx;
 use outcome::{LimitHit, RunError, RunOutcome, RunStatus};
 use state::RunState;
+use warm::{Prepared, Warm};
 
 /// The export the interpreter component must have.
 const RUNNER_EXPORT_PREFIX: &str = "sandwit:plugin/runner@0.1.";
@@ -115,7 +117,11 @@ fn spec_to_wit(spec: &MethodSpec) -> wit::MethodSpec {
 ///
 /// Every run gets a fresh instance: a fresh interpreter with no files,
 /// environment, network or processes, whose only way out is the plugin
-/// methods of the run.
+/// methods of the run. A thread of the sandbox keeps a few instantiated
+/// ahead of their runs ([`HostBuilder::prepared_interpreters`]) and drops
+/// finished ones after them.
+///
+/// [`HostBuilder::prepared_interpreters`]: crate::HostBuilder::prepared_interpreters
 #[derive(Clone)]
 pub struct PythonSandbox {
     inner: Arc<PythonInner>,
@@ -125,12 +131,18 @@ struct PythonInner {
     host: Arc<HostInner>,
     pre: PythonSandboxPre<RunState>,
     code_source: CodeSource,
+    warm: Warm,
 }
 
 impl PythonSandbox {
     /// Where the interpreter's machine code came from when it was loaded.
     pub fn code_source(&self) -> CodeSource {
         self.inner.code_source
+    }
+
+    /// How many interpreters are instantiated and waiting for a run now.
+    pub fn prepared(&self) -> usize {
+        self.inner.warm.ready()
     }
 
     /// Runs `code` for `ctx` with the methods of `plugins`, under the host's
@@ -157,30 +169,61 @@ impl PythonSandbox {
         };
         let host = &self.inner.host;
         let state = RunState::new(ctx, plugins, limits, &host.limits, budget.deadline);
-        let mut store = Store::new(&host.engine, state);
-        store.limiter(|s| &mut s.limiter);
+        let warm = &self.inner.warm;
+        let running = warm.running();
+        let prepared = warm.take(limits.memory_bytes);
+        let was_prepared = prepared.is_some();
+        let (mut store, interpreter) = match prepared {
+            Some(Prepared {
+                mut store,
+                interpreter,
+            }) => {
+                store.data_mut().hand_over(state);
+                (store, Some(interpreter))
+            }
+            None => {
+                let mut store = Store::new(&host.engine, state);
+                store.limiter(|s| &mut s.limiter);
+                (store, None)
+            }
+        };
         apply_budget(&mut store, budget, host.metering);
         let pre = &self.inner.pre;
         let specs = &plugins.inner.specs;
         let result = guarded(&mut store, budget, async |store| {
-            let instance = pre.instantiate_async(&mut *store).await?;
-            instance
+            let interpreter = match interpreter {
+                Some(interpreter) => interpreter,
+                None => pre.instantiate_async(&mut *store).await?,
+            };
+            interpreter
                 .sandwit_plugin_runner()
                 .call_exec(&mut *store, code, specs)
                 .await
         })
         .await;
         let fuel_used = fuel_used(&store, limits.fuel);
-        let state = store.into_data();
-        finish(state, result, limits, fuel_used, start)
+        let outcome = finish(
+            store.data_mut(),
+            result,
+            limits,
+            fuel_used,
+            was_prepared,
+            start,
+        );
+        // Still counted as running: the store goes to the thread only when
+        // another core is free of runs.
+        warm.retire(store);
+        drop(running);
+        outcome
     }
 }
 
 fn finish(
-    mut state: RunState,
+    state: &mut RunState,
     result: Result<runner::Outcome, Stopped>,
     limits: &RunLimits,
     fuel_used: u64,
+    prepared: bool,
     start: Instant,
 ) -> RunOutcome {
     let stdout = String::from_utf8_lossy(&state.stdout.contents()).into_owned();
@@ -246,9 +289,10 @@ fn finish(
         stderr,
         error,
         limit,
-        events: state.events,
-        handoff: state.handoff,
+        events: std::mem::take(&mut state.events),
+        handoff: state.handoff.take(),
         fuel_used,
+        prepared,
         elapsed: start.elapsed(),
     }
 }
@@ -302,12 +346,19 @@ impl HostInner {
             .map_err(|e| reject(format!("cannot be linked: {e:#}")))?;
         let pre = PythonSandboxPre::new(pre)
             .map_err(|e| reject(format!("does not match the world `python-sandbox`: {e:#}")))?;
+        let warm = Warm::start(self.clone(), pre.clone(), self.prepared_interpreters).map_err(
+            |source| LoadError::Host {
+                plugin: label.to_string(),
+                source,
+            },
+        )?;
         tracing::info!(?code_source, "loaded the Python sandbox");
         Ok(PythonSandbox {
             inner: Arc::new(PythonInner {
                 host: self.clone(),
                 pre,
                 code_source,
+                warm,
             }),
         })
     }

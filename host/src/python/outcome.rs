@@ -160,6 +160,10 @@ pub struct RunOutcome {
     pub handoff: Option<Handoff>,
     /// Fuel used by the interpreter and the plugins it called.
     pub fuel_used: u64,
+    /// Whether the interpreter was instantiated ahead of the run (see
+    /// [`PythonSandbox`](crate::PythonSandbox)); `elapsed` then leaves out
+    /// instantiating it.
+    pub prepared: bool,
     /// Wall-clock time of the run.
     pub elapsed: Duration,
 }

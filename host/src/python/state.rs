@@ -65,6 +65,15 @@ impl RunState {
             stop: None,
         }
     }
+
+    /// Makes a prepared interpreter's store data `run`'s, keeping the
+    /// resource table (whatever instantiation put there belongs to the
+    /// instance).
+    pub(crate) fn hand_over(&mut self, run: RunState) {
+        let table = std::mem::take(&mut self.table);
+        *self = run;
+        self.table = table;
+    }
 }
 
 impl WasiView for RunState {

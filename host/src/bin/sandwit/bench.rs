@@ -109,18 +109,31 @@ pub async fn bench(host: &Host, host_args: &HostArgs, args: BenchArgs) -> anyhow
         check(&python.run(&ctx, &plugins, "print(1+1)").await)?;
     }
 
-    // Fresh sandbox, trivial code.
-    let times = sorted_times(runs, async || {
-        check(&python.run(&ctx, &plugins, "print(1+1)").await)
-    })
-    .await?;
-    for (p, name) in [(0.5, "p50"), (0.99, "p99")] {
-        rows.push(Row {
-            scenario: format!("fresh sandbox, print(1+1), {name}"),
-            value: us(percentile(&times, p)),
-            unit: "µs",
-            note: format!("{runs} sequential runs, warm host"),
-        });
+    // Fresh sandbox, trivial code: on an interpreter prepared ahead of the
+    // run (the default), and instantiated by the run itself.
+    let unprepared = host_args.builder()?.prepared_interpreters(0).build()?;
+    let unprepared = unprepared.load_python_file(&python_path).await?;
+    for (python, how) in [
+        (&python, "prepared interpreter"),
+        (&unprepared, "instantiated by the run"),
+    ] {
+        let mut prepared = 0;
+        let times = sorted_times(runs, async || {
+            let outcome = python.run(&ctx, &plugins, "print(1+1)").await;
+            prepared += usize::from(outcome.prepared);
+            check(&outcome)
+        })
+        .await?;
+        for (p, name) in [(0.5, "p50"), (0.99, "p99")] {
+            rows.push(Row {
+                scenario: format!("fresh sandbox, print(1+1), {how}, {name}"),
+                value: us(percentile(&times, p)),
+                unit: "µs",
+                note: format!(
+                    "{runs} sequential runs, warm host; {prepared} on a prepared interpreter"
+                ),
+            });
+        }
     }
 
     // One call from Python to a plugin and back, by argument.
@@ -157,7 +170,7 @@ pub async fn bench(host: &Host, host_args: &HostArgs, args: BenchArgs) -> anyhow
 
     // Throughput and tail latency under concurrency.
     for concurrency in [1usize, 2, 16, 64] {
-        let (rate, p99) = throughput(
+        let (rate, p99, prepared) = throughput(
             &python,
             &plugins,
             concurrency,
@@ -168,7 +181,11 @@ pub async fn bench(host: &Host, host_args: &HostArgs, args: BenchArgs) -> anyhow
             scenario: format!("throughput, {concurrency} concurrent runs"),
             value: rate,
             unit: "runs/s",
-            note: format!("p99 {:.0} µs", us(p99)),
+            note: format!(
+                "p99 {:.0} µs; {:.0} % of runs on a prepared interpreter",
+                us(p99),
+                prepared * 100.0
+            ),
         });
     }
 
@@ -192,7 +209,11 @@ pub async fn bench(host: &Host, host_args: &HostArgs, args: BenchArgs) -> anyhow
         (Metering::DeadlineOnly, "epoch deadline only"),
         (Metering::FuelAndDeadline, "fuel + epoch deadline"),
     ] {
-        let host = host_args.builder()?.metering(metering).build()?;
+        let host = host_args
+            .builder()?
+            .metering(metering)
+            .prepared_interpreters(0)
+            .build()?;
         let python = host.load_python_file(&python_path).await?;
         let no_plugins = PluginSet::default();
         let run = async || check(&python.run(&ctx, &no_plugins, &cpu).await);
@@ -331,7 +352,7 @@ async fn throughput(
     plugins: &PluginSet,
     concurrency: usize,
     duration: Duration,
-) -> anyhow::Result<(f64, Duration)> {
+) -> anyhow::Result<(f64, Duration, f64)> {
     let start = Instant::now();
     let mut tasks = Vec::new();
     for _ in 0..concurrency {
@@ -339,24 +360,30 @@ async fn throughput(
         tasks.push(tokio::spawn(async move {
             let ctx = AgentCtx::new("bench");
             let mut times = Vec::new();
+            let mut prepared = 0;
             while start.elapsed() < duration {
                 let t = Instant::now();
                 let outcome = python.run(&ctx, &plugins, "print(1+1)").await;
                 times.push(t.elapsed());
                 check(&outcome)?;
+                prepared += usize::from(outcome.prepared);
             }
-            anyhow::Ok(times)
+            anyhow::Ok((times, prepared))
         }));
     }
     let mut all = Vec::new();
+    let mut prepared = 0;
     for t in tasks {
-        all.extend(t.await??);
+        let (times, p) = t.await??;
+        all.extend(times);
+        prepared += p;
     }
     let elapsed = start.elapsed();
     all.sort();
     Ok((
         all.len() as f64 / elapsed.as_secs_f64(),
         percentile(&all, 0.99),
+        prepared as f64 / all.len() as f64,
     ))
 }
 
@@ -437,7 +464,10 @@ const COMPARED: &[(&str, &str)] = &[
         "call echo(1 MB str)",
         "call Python → plugin → Python, echo(1 MB str)",
     ),
-    ("fresh run, 1+1", "fresh sandbox, print(1+1), p50"),
+    (
+        "fresh run, 1+1",
+        "fresh sandbox, print(1+1), prepared interpreter, p50",
+    ),
 ];
 
 /// Runs bench/peers.py and adds its rows (pickle RPC, monty).

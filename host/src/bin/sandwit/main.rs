@@ -84,10 +84,6 @@ pub struct HostArgs {
 }
 
 impl HostArgs {
-    fn build(&self) -> anyhow::Result<Host> {
-        self.builder()?.build()
-    }
-
     /// A host builder with these settings.
     pub fn builder(&self) -> anyhow::Result<HostBuilder> {
         let defaults = Limits::default();
@@ -168,7 +164,13 @@ fn main() -> ExitCode {
         .build()
         .expect("starting the tokio runtime");
     let result = runtime.block_on(async {
-        let host = cli.host.build()?;
+        let mut builder = cli.host.builder()?;
+        if !matches!(cli.command, Command::Bench(_)) {
+            // One run per process: an interpreter prepared ahead of it
+            // would only compete with it for the cores.
+            builder = builder.prepared_interpreters(0);
+        }
+        let host = builder.build()?;
         match cli.command {
             Command::Inspect(args) => inspect::inspect(&host, args).await,
             Command::Validate(args) => inspect::validate(&host, args).await,

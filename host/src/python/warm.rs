@@ -1,0 +1,242 @@
+//! Interpreters instantiated ahead of their runs, and finished runs' stores
+//! dropped after them, on a thread of the [`PythonSandbox`](super::PythonSandbox)'s
+//! own, so a run's latency is its Python work.
+//!
+//! A prepared interpreter has never run any code: it is the snapshot,
+//! instantiated in a store of its own, exactly what a run would instantiate
+//! itself. The run replaces the store's data with its own (context, plugins,
+//! limits, output pipes) and sets its own fuel and deadline before calling
+//! it. Dropping a finished store resets its pooling-allocator slots, which is
+//! also work a run need not wait for.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use wasmtime::Store;
+
+use super::state::RunState;
+use crate::bindings::python::{PythonSandbox as Interpreter, PythonSandboxPre};
+use crate::host::HostInner;
+use crate::plugin::{Budget, apply_budget};
+use crate::types::AgentCtx;
+
+/// Finished stores waiting to be dropped beyond which a run drops its own,
+/// so a busy host does not hold slots for runs that are over.
+const MAX_RETIRED: usize = 16;
+/// How long the thread waits before trying again after an instantiation
+/// failed (all slots of the pooling allocator in use, typically).
+const RETRY_AFTER: Duration = Duration::from_millis(20);
+
+/// An interpreter instantiated ahead of its run.
+pub(crate) struct Prepared {
+    pub(crate) store: Store<RunState>,
+    pub(crate) interpreter: Interpreter,
+}
+
+/// The prepared interpreters of one sandbox and the thread that keeps them.
+pub(crate) struct Warm {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    queue: Mutex<Queue>,
+    wake: Condvar,
+    /// Runs executing now.
+    running: AtomicUsize,
+    /// The cores this process may use: with as many runs executing, there is
+    /// no idle core to prepare or drop on, and the thread waits.
+    cores: usize,
+}
+
+/// Counts a run as executing until dropped.
+pub(crate) struct Running<'a>(&'a Shared);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.running.fetch_sub(1, Ordering::Relaxed);
+        self.0.wake.notify_one();
+    }
+}
+
+#[derive(Default)]
+struct Queue {
+    ready: Vec<Prepared>,
+    retired: Vec<Store<RunState>>,
+    closed: bool,
+}
+
+impl Warm {
+    /// Starts a thread that keeps `target` interpreters of `pre` prepared
+    /// (none when `target` is 0: runs instantiate and drop their own).
+    pub(crate) fn start(
+        host: Arc<HostInner>,
+        pre: PythonSandboxPre<RunState>,
+        target: usize,
+    ) -> anyhow::Result<Self> {
+        let shared = Arc::new(Shared {
+            queue: Mutex::new(Queue {
+                closed: target == 0,
+                ..Queue::default()
+            }),
+            wake: Condvar::new(),
+            running: AtomicUsize::new(0),
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        });
+        if target > 0 {
+            let keeper = shared.clone();
+            std::thread::Builder::new()
+                .name("sandwit-warm".into())
+                .spawn(move || keep(&keeper, &host, &pre, target))?;
+        }
+        Ok(Warm { shared })
+    }
+
+    /// Counts a run as executing until the guard is dropped.
+    pub(crate) fn running(&self) -> Running<'_> {
+        self.shared.running.fetch_add(1, Ordering::Relaxed);
+        Running(&self.shared)
+    }
+
+    /// A prepared interpreter whose memory fits in `memory_bytes` (the run's
+    /// cap), if one is ready.
+    pub(crate) fn take(&self, memory_bytes: usize) -> Option<Prepared> {
+        let mut queue = self.shared.lock();
+        let at = queue
+            .ready
+            .iter()
+            .position(|p| p.store.data().limiter.peak_memory <= memory_bytes)?;
+        let prepared = queue.ready.swap_remove(at);
+        self.shared.wake.notify_one();
+        Some(prepared)
+    }
+
+    /// Hands a finished run's store to the thread to drop; drops it here
+    /// when there is no thread, it is behind, or every core is running (the
+    /// caller's run still counted).
+    pub(crate) fn retire(&self, store: Store<RunState>) {
+        let mut queue = self.shared.lock();
+        if queue.closed || queue.retired.len() >= MAX_RETIRED || self.shared.busy() {
+            drop(queue);
+            drop(store);
+            return;
+        }
+        queue.retired.push(store);
+        self.shared.wake.notify_one();
+    }
+
+    /// How many interpreters are prepared now.
+    pub(crate) fn ready(&self) -> usize {
+        self.shared.lock().ready.len()
+    }
+}
+
+impl Drop for Warm {
+    fn drop(&mut self) {
+        self.shared.lock().closed = true;
+        self.shared.wake.notify_all();
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether runs occupy every core.
+    fn busy(&self) -> bool {
+        self.running.load(Ordering::Relaxed) >= self.cores
+    }
+}
+
+/// The thread: drops retired stores first (they hold slots), then, while a
+/// core is free of runs, tops the prepared interpreters up to `target`,
+/// until the sandbox is dropped. On a busy host runs instantiate and drop
+/// their own: preparing would only take a core from a run.
+fn keep(shared: &Shared, host: &HostInner, pre: &PythonSandboxPre<RunState>, target: usize) {
+    yield_to_runs();
+    let runtime = match tokio::runtime::Builder::new_current_thread().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            tracing::warn!("no interpreters are prepared ahead of runs: {e}");
+            return;
+        }
+    };
+    let mut queue = shared.lock();
+    loop {
+        if queue.closed {
+            // Drop what is left here, not in whoever drops the last handle.
+            let ready = std::mem::take(&mut queue.ready);
+            let retired = std::mem::take(&mut queue.retired);
+            drop(queue);
+            drop((ready, retired));
+            return;
+        }
+        if !queue.retired.is_empty() {
+            let retired = std::mem::take(&mut queue.retired);
+            drop(queue);
+            drop(retired);
+            queue = shared.lock();
+            continue;
+        }
+        if queue.ready.len() >= target || shared.busy() {
+            queue = shared.wake.wait(queue).unwrap_or_else(|p| p.into_inner());
+            continue;
+        }
+        drop(queue);
+        match runtime.block_on(prepare(host, pre)) {
+            Ok(prepared) => {
+                queue = shared.lock();
+                queue.ready.push(prepared);
+            }
+            Err(e) => {
+                tracing::debug!("preparing an interpreter failed, trying again later: {e:#}");
+                queue = shared.lock();
+                queue = shared
+                    .wake
+                    .wait_timeout(queue, RETRY_AFTER)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+        }
+    }
+}
+
+/// Asks the kernel to run this thread only on a core that would otherwise be
+/// idle, so preparing and dropping never delays a run that is executing: on
+/// a busy host runs instantiate and drop their own, and the thread catches up
+/// when the load drops.
+fn yield_to_runs() {
+    #[cfg(target_os = "linux")]
+    {
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: `param` is a valid sched_param for the call's duration, and
+        // pid 0 means the calling thread.
+        if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } != 0 {
+            let e = std::io::Error::last_os_error();
+            tracing::debug!("the interpreter-preparing thread keeps its priority: {e}");
+        }
+    }
+}
+
+/// Instantiates the snapshot in a store with the host's default run limits
+/// (the run sets its own when it takes it).
+async fn prepare(host: &HostInner, pre: &PythonSandboxPre<RunState>) -> anyhow::Result<Prepared> {
+    let limits = &host.run_limits;
+    let budget = Budget {
+        fuel: limits.fuel,
+        deadline: Instant::now() + limits.time,
+    };
+    let state = RunState::new(
+        &AgentCtx::default(),
+        &Default::default(),
+        limits,
+        &host.limits,
+        budget.deadline,
+    );
+    let mut store = Store::new(&host.engine, state);
+    store.limiter(|s| &mut s.limiter);
+    apply_budget(&mut store, budget, host.metering);
+    let interpreter = pre.instantiate_async(&mut store).await?;
+    Ok(Prepared { store, interpreter })
+}
