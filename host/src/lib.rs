@@ -11,6 +11,7 @@
 mod args;
 mod bindings;
 mod cache;
+mod capture;
 pub mod capability;
 pub mod chat;
 mod config;

@@ -155,15 +155,38 @@ impl Plugin {
         args: Value,
         budget: Budget,
     ) -> CallReport {
+        self.call_in(&mut None, ctx, method, args, budget).await
+    }
+
+    /// Calls `method` in `session`'s instance, or in a new one (left in
+    /// `session`) when it has none. The session is emptied when the call
+    /// stopped the instance (a trap or a limit).
+    pub(crate) async fn call_in(
+        &self,
+        session: &mut Option<Session>,
+        ctx: &AgentCtx,
+        method: &str,
+        args: Value,
+        budget: Budget,
+    ) -> CallReport {
         let start = Instant::now();
         let env = &self.inner.env;
-        let mut store = self
-            .inner
-            .host
-            .new_store(env.clone(), Some(ctx.clone()), budget);
-        let mut result = self.invoke(&mut store, ctx, method, args, budget).await;
+        let host = &self.inner.host;
+        let mut current = match session.take() {
+            Some(mut reused) => {
+                reused.store.data_mut().begin_call(ctx, budget.deadline);
+                apply_budget(&mut reused.store, budget, host.metering);
+                reused
+            }
+            None => Session {
+                store: host.new_store(env.clone(), Some(ctx.clone()), budget),
+                instance: None,
+            },
+        };
+        let mut result = self.invoke(&mut current, ctx, method, args, budget).await;
+        let store = &mut current.store;
         store.data_mut().finish_events();
-        let fuel_used = fuel_used(&store, budget.fuel);
+        let fuel_used = fuel_used(store, budget.fuel);
         let redactor = &env.config.redactor;
         match &mut result {
             Ok(r) => redactor.redact_result(r),
@@ -178,17 +201,26 @@ impl Plugin {
             method: method.to_string(),
             kind,
         };
+        let events = std::mem::take(&mut store.data_mut().events);
+        if current.instance.is_some() {
+            *session = Some(current);
+        }
         CallReport {
             result: result.map_err(error),
-            events: std::mem::take(&mut store.data_mut().events),
+            events,
             fuel_used,
             elapsed: start.elapsed(),
         }
     }
 
+    /// A key that tells this loaded plugin from every other one.
+    pub(crate) fn key(&self) -> usize {
+        Arc::as_ptr(&self.inner) as usize
+    }
+
     async fn invoke(
         &self,
-        store: &mut Store<PluginState>,
+        session: &mut Session,
         ctx: &AgentCtx,
         method: &str,
         args: Value,
@@ -217,15 +249,26 @@ impl Plugin {
         let args = types::nodes_to_wit(nodes);
         let ctx = wit::AgentCtx::from(ctx);
         let pre = &inner.pre;
-        let returned = guarded(store, budget, async |store| {
-            let instance = pre.instantiate_async(&mut *store).await?;
-            instance
+        let instance = &mut session.instance;
+        let returned = guarded(&mut session.store, budget, async |store| {
+            if instance.is_none() {
+                *instance = Some(pre.instantiate_async(&mut *store).await?);
+            }
+            let plugin = instance.as_ref().expect("instantiated above");
+            plugin
                 .sandwit_plugin_plugin()
                 .call_invoke(&mut *store, &ctx, method, &args)
                 .await
         })
-        .await
-        .map_err(stopped_to_error)?;
+        .await;
+        let returned = match returned {
+            Ok(returned) => returned,
+            Err(stopped) => {
+                // An instance stopped mid-call is not fit to call again.
+                session.instance = None;
+                return Err(stopped_to_error(stopped));
+            }
+        };
         let result = match returned {
             Ok(result) => check_result(result, limits)?,
             Err(e) => return Err(plugin_error(e)),
@@ -241,6 +284,15 @@ impl Plugin {
         }
         Ok(result)
     }
+}
+
+/// One plugin instance and its store, serving the calls of one Python run:
+/// instantiated at the run's first call to the plugin and kept for its later
+/// calls (each with its own budget, caps and events), dropped with the run or
+/// after a call that stopped it.
+pub(crate) struct Session {
+    store: Store<PluginState>,
+    instance: Option<SandboxMethod>,
 }
 
 fn stopped_to_error(stopped: Stopped) -> CallErrorKind {

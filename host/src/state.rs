@@ -1,16 +1,17 @@
-//! The data of one store: one plugin instance for one call, and what the
-//! plugin did through the host's interfaces.
+//! The data of one store: one plugin instance for one call, or for the calls
+//! of one Python run, and what the plugin did through the host's interfaces
+//! in the current call.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use serde::Serialize;
 use wasmtime::component::ResourceTable;
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use crate::capability::Grants;
+use crate::capture::CallOutput;
 use crate::chat::{ChatMessage, ChatSink};
 use crate::config::PluginConfig;
 use crate::error::cut;
@@ -139,7 +140,7 @@ pub(crate) struct PluginState {
     pub(crate) logged: usize,
     pub(crate) dropped_logs: usize,
     pub(crate) messages: usize,
-    stderr: MemoryOutputPipe,
+    stderr: CallOutput,
 }
 
 impl PluginState {
@@ -151,7 +152,7 @@ impl PluginState {
         limits: &Limits,
         deadline: Instant,
     ) -> Self {
-        let stderr = MemoryOutputPipe::new(MAX_PLUGIN_STDIO_BYTES);
+        let stderr = CallOutput::new(MAX_PLUGIN_STDIO_BYTES);
         let wasi = WasiCtx::builder()
             .stdout(stderr.clone())
             .stderr(stderr.clone())
@@ -174,6 +175,17 @@ impl PluginState {
             messages: 0,
             stderr,
         }
+    }
+
+    /// Makes the state ready for another call of the same instance: the
+    /// call's context, the per-call caps afresh, HTTP with the new deadline.
+    pub(crate) fn begin_call(&mut self, ctx: &AgentCtx, deadline: Instant) {
+        self.ctx = Some(ctx.clone());
+        self.events.clear();
+        self.logged = 0;
+        self.dropped_logs = 0;
+        self.messages = 0;
+        self.http = HttpGate::new(self.env.clone(), deadline);
     }
 
     /// Records a log line within the caps (secrets hidden) and forwards it
@@ -224,7 +236,7 @@ impl PluginState {
         for (capability, request) in std::mem::take(&mut self.http.denied) {
             self.push_denied(capability, request);
         }
-        let text = self.stderr.contents();
+        let text = self.stderr.take();
         for line in String::from_utf8_lossy(&text).lines() {
             self.push_log("info", line.to_string());
         }

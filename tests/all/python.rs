@@ -492,6 +492,36 @@ async fn nothing_leaks_between_runs() {
     assert_ne!(lines[1], first.stdout.trim(), "random is seeded per run");
 }
 
+#[tokio::test]
+async fn a_plugin_instance_serves_one_run() {
+    // The calls of one run share the plugin's instance: `peek` sees what
+    // `scribble` left.
+    let code = "before = peek()\nscribble()\nprint(before.startswith('static=0x0 '), peek().startswith('static=0xdead '))";
+    let outcome = run(code).await;
+    assert_ok(&outcome);
+    assert_eq!(outcome.stdout, "True True\n");
+    // The next run gets an instance of its own.
+    let outcome = run("print(peek())").await;
+    assert!(outcome.stdout.starts_with("static=0x0 "), "{}", outcome.stdout);
+    // A call that traps ends its instance; the run's next call gets a new one.
+    let code = "scribble()\ntry:\n    trap()\nexcept PluginError as e:\n    print(e.kind)\nprint(peek().startswith('static=0x0 '))";
+    let outcome = run(code).await;
+    assert_ok(&outcome);
+    assert_eq!(outcome.stdout, "failed\nTrue\n");
+    // Each call of a shared instance has the per-call caps afresh: both
+    // floods keep 1,000 lines.
+    let outcome = run("log_flood()\nlog_flood()").await;
+    assert_ok(&outcome);
+    let lines = |n: usize| {
+        outcome
+            .events
+            .iter()
+            .filter(|e| matches!(e, Event::Log { message, .. } if *message == format!("line {n}")))
+            .count()
+    };
+    assert_eq!((lines(0), lines(999), lines(1000)), (2, 2, 0));
+}
+
 /// Waits until `python` has `count` interpreters prepared.
 async fn until_prepared(python: &PythonSandbox, count: usize) {
     let start = std::time::Instant::now();

@@ -62,7 +62,14 @@ async fn call(
     let run_fuel_bound = fuel_left <= own.fuel;
     let run_time_bound = state.deadline <= own.deadline;
     let ctx = state.ctx.clone();
-    let report = plugin.call_within(&ctx, &method, args, budget).await;
+    let key = plugin.key();
+    let mut session = state.sessions.remove(&key);
+    let report = plugin
+        .call_in(&mut session, &ctx, &method, args, budget)
+        .await;
+    if let Some(session) = session {
+        store.data_mut().sessions.insert(key, session);
+    }
     if metered.is_some() {
         store.set_fuel(fuel_left.saturating_sub(report.fuel_used))?;
     }

@@ -1,5 +1,6 @@
 //! The store data of one Python run.
 
+use std::collections::HashMap;
 use std::time::Instant;
 
 use wasmtime::component::ResourceTable;
@@ -9,6 +10,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use super::PluginSet;
 use super::outcome::{Event, Handoff};
 use crate::limits::{LimitKind, Limits, RunLimits, StoreLimiter};
+use crate::plugin::Session;
 use crate::types::AgentCtx;
 
 pub(crate) struct RunState {
@@ -27,6 +29,8 @@ pub(crate) struct RunState {
     pub(crate) handoff: Option<Handoff>,
     /// Set when a run-wide limit ended the run inside a method call.
     pub(crate) stop: Option<(LimitKind, String)>,
+    /// The run's instance of each plugin it called, by [`Plugin::key`](crate::Plugin).
+    pub(crate) sessions: HashMap<usize, Session>,
 }
 
 impl RunState {
@@ -63,6 +67,7 @@ impl RunState {
             events: Vec::new(),
             handoff: None,
             stop: None,
+            sessions: HashMap::new(),
         }
     }
 
