@@ -283,26 +283,49 @@ def error_info(exc, code):
     return runner.ErrorInfo(type(exc).__name__, message, line, text)
 
 
+# The method functions `prepare` made for the next run, if any.
+prepared = None
+
+
+def run(code, functions):
+    """Runs `code` in a fresh namespace holding `functions`."""
+    # The snapshot froze the generator's state: seed it from the host.
+    random.seed()
+    linecache.cache[CODE_FILE] = (len(code), None, code.splitlines(True), CODE_FILE)
+    namespace = {"__name__": "__main__", "__builtins__": builtins}
+    namespace.update(functions)
+    try:
+        compiled = compile(code, CODE_FILE, "exec")
+        exec(compiled, namespace)
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            return runner.Outcome_Error(error_info(e, code))
+    except BaseException as e:  # noqa: BLE001: everything goes to the outcome
+        return runner.Outcome_Error(error_info(e, code))
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    return runner.Outcome_Ok()
+
+
+def take_prepared():
+    """The prepared functions, which no later code can reach."""
+    global prepared
+    functions, prepared = prepared or {}, None
+    return functions
+
+
 class Runner(exports.Runner):
     def exec(self, code, methods):
-        # The snapshot froze the generator's state: seed it from the host.
-        random.seed()
-        linecache.cache[CODE_FILE] = (len(code), None, code.splitlines(True), CODE_FILE)
-        namespace = {"__name__": "__main__", "__builtins__": builtins}
-        for spec in methods:
-            namespace[spec.name] = make_function(spec)
-        try:
-            compiled = compile(code, CODE_FILE, "exec")
-            exec(compiled, namespace)
-        except SystemExit as e:
-            if e.code not in (None, 0):
-                return runner.Outcome_Error(error_info(e, code))
-        except BaseException as e:  # noqa: BLE001: everything goes to the outcome
-            return runner.Outcome_Error(error_info(e, code))
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        return runner.Outcome_Ok()
+        take_prepared()
+        return run(code, {spec.name: make_function(spec) for spec in methods})
+
+    def prepare(self, methods):
+        global prepared
+        prepared = {spec.name: make_function(spec) for spec in methods}
+
+    def exec_prepared(self, code):
+        return run(code, take_prepared())
 
 
 # Everything above is the snapshot every run starts from: move it out of the

@@ -11,8 +11,8 @@
 mod args;
 mod bindings;
 mod cache;
-mod capture;
 pub mod capability;
+mod capture;
 pub mod chat;
 mod config;
 mod engine;

@@ -502,7 +502,11 @@ async fn a_plugin_instance_serves_one_run() {
     assert_eq!(outcome.stdout, "True True\n");
     // The next run gets an instance of its own.
     let outcome = run("print(peek())").await;
-    assert!(outcome.stdout.starts_with("static=0x0 "), "{}", outcome.stdout);
+    assert!(
+        outcome.stdout.starts_with("static=0x0 "),
+        "{}",
+        outcome.stdout
+    );
     // A call that traps ends its instance; the run's next call gets a new one.
     let code = "scribble()\ntry:\n    trap()\nexcept PluginError as e:\n    print(e.kind)\nprint(peek().startswith('static=0x0 '))";
     let outcome = run(code).await;
@@ -584,6 +588,39 @@ async fn prepared_interpreters_are_fresh_and_run_under_the_runs_limits() {
         .await;
     assert!(!outcome.prepared);
     assert_eq!(outcome.limit.unwrap().kind, LimitKind::Memory);
+}
+
+#[tokio::test]
+async fn prepared_method_functions_serve_only_their_plugins() {
+    let host = sandwit::Host::builder()
+        .cache_dir(crate::common::cache_dir())
+        .prepared_interpreters(1)
+        .build()
+        .unwrap();
+    let python = host.load_python_file(artifacts::PYTHON).await.unwrap();
+    let calc = PluginSet::new(&[load(&host, artifacts::CALC).await]).unwrap();
+    let notes = PluginSet::new(&[load(&host, artifacts::NOTES).await]).unwrap();
+    let names = "import sys\nprint(sys.modules['app'].prepared, 'calculate_sum' in globals(), 'recall' in globals())";
+    // The interpreter prepared before any run has no method functions; the
+    // next one is made with calc's, as the latest run had.
+    for expected in ["None True False\n", "None True False\n"] {
+        until_prepared(&python, 1).await;
+        let outcome = python.run(&ctx(), &calc, names).await;
+        assert_ok(&outcome);
+        assert!(outcome.prepared);
+        assert_eq!(outcome.stdout, expected);
+    }
+    // A run with other plugins on an interpreter made for calc sees none of
+    // calc's functions, only its own.
+    until_prepared(&python, 1).await;
+    let outcome = python.run(&ctx(), &notes, names).await;
+    assert_ok(&outcome);
+    assert!(outcome.prepared);
+    assert_eq!(outcome.stdout, "None False True\n");
+    let outcome = python
+        .run(&ctx(), &calc, "print(calculate_sum(2, 3))")
+        .await;
+    assert_eq!(outcome.stdout, "5\n");
 }
 
 #[tokio::test]

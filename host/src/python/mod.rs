@@ -77,6 +77,11 @@ impl PluginSet {
         })
     }
 
+    /// Whether `other` is this set (a clone of it), not just equal to it.
+    pub(crate) fn same(&self, other: &PluginSet) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// The plugin that offers `method`.
     pub fn plugin_for(&self, method: &str) -> Option<&Plugin> {
         self.inner.by_method.get(method)
@@ -171,20 +176,22 @@ impl PythonSandbox {
         let state = RunState::new(ctx, plugins, limits, &host.limits, budget.deadline);
         let warm = &self.inner.warm;
         let running = warm.running();
-        let prepared = warm.take(limits.memory_bytes);
+        let prepared = warm.take(limits.memory_bytes, plugins);
         let was_prepared = prepared.is_some();
-        let (mut store, interpreter) = match prepared {
+        let (mut store, interpreter, functions_made) = match prepared {
             Some(Prepared {
                 mut store,
                 interpreter,
+                methods,
             }) => {
                 store.data_mut().hand_over(state);
-                (store, Some(interpreter))
+                let made = methods.is_some_and(|m| m.same(plugins));
+                (store, Some(interpreter), made)
             }
             None => {
                 let mut store = Store::new(&host.engine, state);
                 store.limiter(|s| &mut s.limiter);
-                (store, None)
+                (store, None, false)
             }
         };
         apply_budget(&mut store, budget, host.metering);
@@ -195,10 +202,12 @@ impl PythonSandbox {
                 Some(interpreter) => interpreter,
                 None => pre.instantiate_async(&mut *store).await?,
             };
-            interpreter
-                .sandwit_plugin_runner()
-                .call_exec(&mut *store, code, specs)
-                .await
+            let runner = interpreter.sandwit_plugin_runner();
+            if functions_made {
+                runner.call_exec_prepared(&mut *store, code).await
+            } else {
+                runner.call_exec(&mut *store, code, specs).await
+            }
         })
         .await;
         let fuel_used = fuel_used(&store, limits.fuel);

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use wasmtime::Store;
 
+use super::PluginSet;
 use super::state::RunState;
 use crate::bindings::python::{PythonSandbox as Interpreter, PythonSandboxPre};
 use crate::host::HostInner;
@@ -32,6 +33,8 @@ const RETRY_AFTER: Duration = Duration::from_millis(20);
 pub(crate) struct Prepared {
     pub(crate) store: Store<RunState>,
     pub(crate) interpreter: Interpreter,
+    /// The plugins whose method functions it has made (`runner.prepare`).
+    pub(crate) methods: Option<PluginSet>,
 }
 
 /// The prepared interpreters of one sandbox and the thread that keeps them.
@@ -63,6 +66,9 @@ impl Drop for Running<'_> {
 struct Queue {
     ready: Vec<Prepared>,
     retired: Vec<Store<RunState>>,
+    /// The plugins of the latest run: the next interpreters make their
+    /// method functions ahead.
+    latest: Option<PluginSet>,
     closed: bool,
 }
 
@@ -99,13 +105,20 @@ impl Warm {
     }
 
     /// A prepared interpreter whose memory fits in `memory_bytes` (the run's
-    /// cap), if one is ready.
-    pub(crate) fn take(&self, memory_bytes: usize) -> Option<Prepared> {
+    /// cap), if one is ready: one that made the functions of `plugins` if
+    /// there is one. Later ones make the functions of `plugins`.
+    pub(crate) fn take(&self, memory_bytes: usize, plugins: &PluginSet) -> Option<Prepared> {
         let mut queue = self.shared.lock();
+        if !queue.latest.as_ref().is_some_and(|l| l.same(plugins)) {
+            queue.latest = Some(plugins.clone());
+        }
+        let fits = |p: &Prepared| p.store.data().limiter.peak_memory <= memory_bytes;
+        let made_for = |p: &Prepared| p.methods.as_ref().is_some_and(|m| m.same(plugins));
         let at = queue
             .ready
             .iter()
-            .position(|p| p.store.data().limiter.peak_memory <= memory_bytes)?;
+            .position(|p| fits(p) && made_for(p))
+            .or_else(|| queue.ready.iter().position(fits))?;
         let prepared = queue.ready.swap_remove(at);
         self.shared.wake.notify_one();
         Some(prepared)
@@ -183,8 +196,9 @@ fn keep(shared: &Shared, host: &HostInner, pre: &PythonSandboxPre<RunState>, tar
             queue = shared.wake.wait(queue).unwrap_or_else(|p| p.into_inner());
             continue;
         }
+        let methods = queue.latest.clone();
         drop(queue);
-        match runtime.block_on(prepare(host, pre)) {
+        match runtime.block_on(prepare(host, pre, methods)) {
             Ok(prepared) => {
                 queue = shared.lock();
                 queue.ready.push(prepared);
@@ -192,6 +206,9 @@ fn keep(shared: &Shared, host: &HostInner, pre: &PythonSandboxPre<RunState>, tar
             Err(e) => {
                 tracing::debug!("preparing an interpreter failed, trying again later: {e:#}");
                 queue = shared.lock();
+                // Without method functions the next time, in case making
+                // them failed: a later run names its plugins again.
+                queue.latest = None;
                 queue = shared
                     .wake
                     .wait_timeout(queue, RETRY_AFTER)
@@ -220,8 +237,13 @@ fn yield_to_runs() {
 }
 
 /// Instantiates the snapshot in a store with the host's default run limits
-/// (the run sets its own when it takes it).
-async fn prepare(host: &HostInner, pre: &PythonSandboxPre<RunState>) -> anyhow::Result<Prepared> {
+/// (the run sets its own when it takes it), and makes the functions of
+/// `methods`.
+async fn prepare(
+    host: &HostInner,
+    pre: &PythonSandboxPre<RunState>,
+    methods: Option<PluginSet>,
+) -> anyhow::Result<Prepared> {
     let limits = &host.run_limits;
     let budget = Budget {
         fuel: limits.fuel,
@@ -238,5 +260,15 @@ async fn prepare(host: &HostInner, pre: &PythonSandboxPre<RunState>) -> anyhow::
     store.limiter(|s| &mut s.limiter);
     apply_budget(&mut store, budget, host.metering);
     let interpreter = pre.instantiate_async(&mut store).await?;
-    Ok(Prepared { store, interpreter })
+    if let Some(methods) = &methods {
+        interpreter
+            .sandwit_plugin_runner()
+            .call_prepare(&mut store, &methods.inner.specs)
+            .await?;
+    }
+    Ok(Prepared {
+        store,
+        interpreter,
+        methods,
+    })
 }

@@ -200,33 +200,46 @@ pub async fn bench(host: &Host, host_args: &HostArgs, args: BenchArgs) -> anyhow
 
     // The cost of the limits: a CPU-bound loop in hosts that differ only in
     // metering (each compiles the interpreter once, then uses the cache).
+    // The samples take turns, so a change in the machine's speed during the
+    // measurement touches every setting alike.
     let iterations = if args.quick { 20_000 } else { 2_000_000 };
     let cpu = format!("t = 0\nfor i in range({iterations}):\n    t += i\n");
-    let samples = args.reps(5);
-    let mut loop_ms = Vec::new();
-    for (metering, name) in [
+    let samples = args.reps(9);
+    let settings = [
         (Metering::Off, "no fuel, no epoch"),
         (Metering::DeadlineOnly, "epoch deadline only"),
         (Metering::FuelAndDeadline, "fuel + epoch deadline"),
-    ] {
+    ];
+    let mut sandboxes = Vec::new();
+    for (metering, _) in settings {
         let host = host_args
             .builder()?
             .metering(metering)
             .prepared_interpreters(0)
             .build()?;
-        let python = host.load_python_file(&python_path).await?;
-        let no_plugins = PluginSet::default();
-        let run = async || check(&python.run(&ctx, &no_plugins, &cpu).await);
-        let times = sorted_times(samples, run).await?;
+        sandboxes.push(host.load_python_file(&python_path).await?);
+    }
+    let no_plugins = PluginSet::default();
+    let mut times = vec![Vec::new(); settings.len()];
+    for _ in 0..samples {
+        for (python, times) in sandboxes.iter().zip(&mut times) {
+            let start = Instant::now();
+            check(&python.run(&ctx, &no_plugins, &cpu).await)?;
+            times.push(start.elapsed());
+        }
+    }
+    let mut off_ms = None;
+    for ((_, name), mut times) in settings.into_iter().zip(times) {
+        times.sort();
         let ms = us(times[samples / 2]) / 1e3;
-        let note = match loop_ms.first() {
+        let note = match off_ms {
             Some(off) => format!(
-                "median of {samples}; +{:.1} % over no limits",
+                "median of {samples}, taking turns; +{:.1} % over no limits",
                 (ms / off - 1.0) * 100.0
             ),
-            None => format!("median of {samples}"),
+            None => format!("median of {samples}, taking turns"),
         };
-        loop_ms.push(ms);
+        off_ms.get_or_insert(ms);
         rows.push(Row {
             scenario: format!("CPU-bound loop ({iterations} iterations), {name}"),
             value: ms,
