@@ -1,6 +1,8 @@
-//! A plugin's stdout and stderr: kept in memory up to a cap per call and
-//! taken out after each call, so one instance can serve the several calls of
-//! a run with the same cap on each.
+//! A guest's stdout or stderr, kept in memory up to a cap and emptied (and
+//! given a new cap) between uses. The guest keeps the stream handle it
+//! opened, so one buffer serves a plugin instance's several calls in a run,
+//! each with its own cap, and an interpreter prepared before its run, whose
+//! streams the run inherits.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -8,33 +10,52 @@ use wasmtime_wasi::async_trait;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError, StreamResult};
 
-/// A capped in-memory output. Clones share the buffer.
+/// A capped in-memory output. Clones share the buffer and the cap.
 #[derive(Clone)]
 pub(crate) struct CallOutput {
+    buffer: Arc<Mutex<Buffer>>,
+}
+
+struct Buffer {
+    bytes: Vec<u8>,
     capacity: usize,
-    buffer: Arc<Mutex<Vec<u8>>>,
+}
+
+impl Buffer {
+    fn room(&self) -> usize {
+        self.capacity.saturating_sub(self.bytes.len())
+    }
 }
 
 impl CallOutput {
     pub(crate) fn new(capacity: usize) -> Self {
         CallOutput {
-            capacity,
-            buffer: Arc::default(),
+            buffer: Arc::new(Mutex::new(Buffer {
+                bytes: Vec::new(),
+                capacity,
+            })),
         }
     }
 
     /// What was written since the last take, leaving the buffer empty.
     pub(crate) fn take(&self) -> Vec<u8> {
-        std::mem::take(&mut *self.lock())
+        std::mem::take(&mut self.lock().bytes)
     }
 
-    fn lock(&self) -> MutexGuard<'_, Vec<u8>> {
+    /// Empties the buffer and sets a new cap.
+    pub(crate) fn reset(&self, capacity: usize) {
+        let mut buffer = self.lock();
+        buffer.bytes.clear();
+        buffer.capacity = capacity;
+    }
+
+    /// The cap.
+    pub(crate) fn capacity(&self) -> usize {
+        self.lock().capacity
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Buffer> {
         self.buffer.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Room left in this call's cap.
-    fn room(&self) -> usize {
-        self.capacity.saturating_sub(self.lock().len())
     }
 }
 
@@ -42,13 +63,13 @@ impl CallOutput {
 impl OutputStream for CallOutput {
     fn write(&mut self, bytes: bytes::Bytes) -> StreamResult<()> {
         let mut buffer = self.lock();
-        if bytes.len() > self.capacity.saturating_sub(buffer.len()) {
+        if bytes.len() > buffer.room() {
             return Err(StreamError::Trap(wasmtime::format_err!(
-                "wrote more than {} bytes to stdout and stderr in one call",
-                self.capacity
+                "wrote more than the {} bytes an output may take",
+                buffer.capacity
             )));
         }
-        buffer.extend_from_slice(&bytes);
+        buffer.bytes.extend_from_slice(&bytes);
         Ok(())
     }
 
@@ -57,7 +78,7 @@ impl OutputStream for CallOutput {
     }
 
     fn check_write(&mut self) -> StreamResult<usize> {
-        match self.room() {
+        match self.lock().room() {
             0 => Err(StreamError::Closed),
             room => Ok(room),
         }
@@ -76,8 +97,8 @@ impl tokio::io::AsyncWrite for CallOutput {
         buf: &[u8],
     ) -> std::task::Poll<std::io::Result<usize>> {
         let mut buffer = self.lock();
-        let n = buf.len().min(self.capacity.saturating_sub(buffer.len()));
-        buffer.extend_from_slice(&buf[..n]);
+        let n = buf.len().min(buffer.room());
+        buffer.bytes.extend_from_slice(&buf[..n]);
         std::task::Poll::Ready(Ok(n))
     }
 
@@ -117,7 +138,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_cap_is_per_take() {
+    fn the_cap_is_per_take_and_can_change() {
         let out = CallOutput::new(4);
         let mut stream = out.p2_stream();
         stream.write(bytes::Bytes::from_static(b"abc")).unwrap();
@@ -128,5 +149,11 @@ mod tests {
         stream.write(bytes::Bytes::from_static(b"defg")).unwrap();
         assert!(matches!(stream.check_write(), Err(StreamError::Closed)));
         assert_eq!(out.take(), b"defg");
+        // A new cap, for the same stream.
+        stream.write(bytes::Bytes::from_static(b"h")).unwrap();
+        out.reset(2);
+        assert_eq!(out.capacity(), 2);
+        assert_eq!(stream.check_write().unwrap(), 2);
+        assert!(out.take().is_empty());
     }
 }

@@ -554,8 +554,15 @@ async fn prepared_interpreters_are_fresh_and_run_under_the_runs_limits() {
         );
         outcome
     };
-    let first = run("leak = 42\nimport json\njson.leak = 1", &tight()).await;
+    let first = run(
+        "leak = 42\nimport json, sys\njson.leak = 1\nprint('out')\nprint('err', file=sys.stderr)",
+        &tight(),
+    )
+    .await;
     assert_ok(&first);
+    // The streams the interpreter opened while it was prepared carry the
+    // run's output.
+    assert_eq!((&*first.stdout, &*first.stderr), ("out\n", "err\n"));
     let second = run(
         "import json\nprint('leak' in globals(), hasattr(json, 'leak'))\nprint(calculate_sum(1, 2))",
         &tight(),

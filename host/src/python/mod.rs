@@ -235,8 +235,8 @@ fn finish(
     prepared: bool,
     start: Instant,
 ) -> RunOutcome {
-    let stdout = String::from_utf8_lossy(&state.stdout.contents()).into_owned();
-    let stderr = String::from_utf8_lossy(&state.stderr.contents()).into_owned();
+    let stdout = String::from_utf8_lossy(&state.stdout.take()).into_owned();
+    let stderr = String::from_utf8_lossy(&state.stderr.take()).into_owned();
     let output_full = stdout.len().max(stderr.len()) >= limits.max_output_bytes;
     let limit = |kind, message: String| Some(LimitHit { kind, message });
     let output_limit = || {

@@ -4,11 +4,12 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use wasmtime::component::ResourceTable;
-use wasmtime_wasi::p2::pipe::{MemoryInputPipe, MemoryOutputPipe};
+use wasmtime_wasi::p2::pipe::MemoryInputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::PluginSet;
 use super::outcome::{Event, Handoff};
+use crate::capture::CallOutput;
 use crate::limits::{LimitKind, Limits, RunLimits, StoreLimiter};
 use crate::plugin::Session;
 use crate::types::AgentCtx;
@@ -17,8 +18,8 @@ pub(crate) struct RunState {
     wasi: WasiCtx,
     table: ResourceTable,
     pub(crate) limiter: StoreLimiter,
-    pub(crate) stdout: MemoryOutputPipe,
-    pub(crate) stderr: MemoryOutputPipe,
+    pub(crate) stdout: CallOutput,
+    pub(crate) stderr: CallOutput,
     pub(crate) ctx: AgentCtx,
     pub(crate) plugins: PluginSet,
     pub(crate) deadline: Instant,
@@ -43,8 +44,8 @@ impl RunState {
         plugin_limits: &Limits,
         deadline: Instant,
     ) -> Self {
-        let stdout = MemoryOutputPipe::new(limits.max_output_bytes);
-        let stderr = MemoryOutputPipe::new(limits.max_output_bytes);
+        let stdout = CallOutput::new(limits.max_output_bytes);
+        let stderr = CallOutput::new(limits.max_output_bytes);
         let wasi = WasiCtx::builder()
             .stdin(MemoryInputPipe::new(Vec::new()))
             .stdout(stdout.clone())
@@ -71,13 +72,21 @@ impl RunState {
         }
     }
 
-    /// Makes a prepared interpreter's store data `run`'s, keeping the
-    /// resource table (whatever instantiation put there belongs to the
-    /// instance).
+    /// Makes a prepared interpreter's store data `run`'s, keeping its WASI
+    /// context, resource table and output buffers (emptied, with the run's
+    /// cap): the guest may hold handles to what preparing opened.
     pub(crate) fn hand_over(&mut self, run: RunState) {
-        let table = std::mem::take(&mut self.table);
-        *self = run;
-        self.table = table;
+        let prepared = std::mem::replace(self, run);
+        for (kept, own) in [
+            (&prepared.stdout, &self.stdout),
+            (&prepared.stderr, &self.stderr),
+        ] {
+            kept.reset(own.capacity());
+        }
+        self.wasi = prepared.wasi;
+        self.table = prepared.table;
+        self.stdout = prepared.stdout;
+        self.stderr = prepared.stderr;
     }
 }
 

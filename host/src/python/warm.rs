@@ -2,12 +2,14 @@
 //! dropped after them, on a thread of the [`PythonSandbox`](super::PythonSandbox)'s
 //! own, so a run's latency is its Python work.
 //!
-//! A prepared interpreter has never run any code: it is the snapshot,
-//! instantiated in a store of its own, exactly what a run would instantiate
-//! itself. The run replaces the store's data with its own (context, plugins,
-//! limits, output pipes) and sets its own fuel and deadline before calling
-//! it. Dropping a finished store resets its pooling-allocator slots, which is
-//! also work a run need not wait for.
+//! A prepared interpreter has run no code but sandwit's own: it is the
+//! snapshot, instantiated in a store of its own, that has made the method
+//! functions of the latest run's plugins and run a fixed warm-up snippet
+//! (`runner.prepare`), which copies the pages every run writes out of the
+//! copy-on-write image. The run replaces the store's data with its own
+//! (context, plugins, limits, output pipes) and sets its own fuel and
+//! deadline before calling it. Dropping a finished store resets its
+//! pooling-allocator slots, which is also work a run need not wait for.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -47,8 +49,7 @@ struct Shared {
     wake: Condvar,
     /// Runs executing now.
     running: AtomicUsize,
-    /// The cores this process may use: with as many runs executing, there is
-    /// no idle core to prepare or drop on, and the thread waits.
+    /// The cores this process may use.
     cores: usize,
 }
 
@@ -125,11 +126,11 @@ impl Warm {
     }
 
     /// Hands a finished run's store to the thread to drop; drops it here
-    /// when there is no thread, it is behind, or every core is running (the
-    /// caller's run still counted).
+    /// when there is no thread, it is behind, or other runs keep it from
+    /// working.
     pub(crate) fn retire(&self, store: Store<RunState>) {
         let mut queue = self.shared.lock();
-        if queue.closed || queue.retired.len() >= MAX_RETIRED || self.shared.busy() {
+        if queue.closed || queue.retired.len() >= MAX_RETIRED || !self.shared.quiet(1) {
             drop(queue);
             drop(store);
             return;
@@ -156,16 +157,21 @@ impl Shared {
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Whether runs occupy every core.
-    fn busy(&self) -> bool {
-        self.running.load(Ordering::Relaxed) >= self.cores
+    /// Whether the runs executing now, but for `own` of the caller's, leave
+    /// most cores idle. The thread works only then: its page-table work
+    /// (slot resets, copy-on-write faults) interrupts every core that runs
+    /// this process's code, and a run on another core slows down by as much
+    /// as the thread saves it.
+    fn quiet(&self, own: usize) -> bool {
+        let others = self.running.load(Ordering::Relaxed).saturating_sub(own);
+        others * 2 < self.cores
     }
 }
 
-/// The thread: drops retired stores first (they hold slots), then, while a
-/// core is free of runs, tops the prepared interpreters up to `target`,
+/// The thread: while runs leave most cores idle, drops retired stores first
+/// (they hold slots), then tops the prepared interpreters up to `target`,
 /// until the sandbox is dropped. On a busy host runs instantiate and drop
-/// their own: preparing would only take a core from a run.
+/// their own: preparing would only slow the runs down.
 fn keep(shared: &Shared, host: &HostInner, pre: &PythonSandboxPre<RunState>, target: usize) {
     yield_to_runs();
     let runtime = match tokio::runtime::Builder::new_current_thread().build() {
@@ -185,14 +191,14 @@ fn keep(shared: &Shared, host: &HostInner, pre: &PythonSandboxPre<RunState>, tar
             drop((ready, retired));
             return;
         }
-        if !queue.retired.is_empty() {
+        if !queue.retired.is_empty() && shared.quiet(0) {
             let retired = std::mem::take(&mut queue.retired);
             drop(queue);
             drop(retired);
             queue = shared.lock();
             continue;
         }
-        if queue.ready.len() >= target || shared.busy() {
+        if queue.ready.len() >= target || !shared.quiet(0) {
             queue = shared.wake.wait(queue).unwrap_or_else(|p| p.into_inner());
             continue;
         }
@@ -237,8 +243,8 @@ fn yield_to_runs() {
 }
 
 /// Instantiates the snapshot in a store with the host's default run limits
-/// (the run sets its own when it takes it), and makes the functions of
-/// `methods`.
+/// (the run sets its own when it takes it), and has it make the functions
+/// of `methods` and warm up (`runner.prepare`).
 async fn prepare(
     host: &HostInner,
     pre: &PythonSandboxPre<RunState>,
@@ -260,12 +266,11 @@ async fn prepare(
     store.limiter(|s| &mut s.limiter);
     apply_budget(&mut store, budget, host.metering);
     let interpreter = pre.instantiate_async(&mut store).await?;
-    if let Some(methods) = &methods {
-        interpreter
-            .sandwit_plugin_runner()
-            .call_prepare(&mut store, &methods.inner.specs)
-            .await?;
-    }
+    let specs = methods.as_ref().map_or(&[][..], |m| &m.inner.specs[..]);
+    interpreter
+        .sandwit_plugin_runner()
+        .call_prepare(&mut store, specs)
+        .await?;
     Ok(Prepared {
         store,
         interpreter,

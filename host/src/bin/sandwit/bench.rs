@@ -110,8 +110,8 @@ pub async fn bench(host: &Host, host_args: &HostArgs, args: BenchArgs) -> anyhow
     }
 
     // Fresh sandbox, trivial code: on an interpreter prepared ahead of the
-    // run (the default; each run starts once one is ready, as an agent's
-    // runs come seconds apart), and instantiated by the run itself.
+    // run (the default; each run starts once the sandbox is ready again, as
+    // an agent's runs come seconds apart), and instantiated by the run.
     let unprepared = host_args.builder()?.prepared_interpreters(0).build()?;
     let unprepared = unprepared.load_python_file(&python_path).await?;
     for (python, how, wait) in [
@@ -132,7 +132,9 @@ pub async fn bench(host: &Host, host_args: &HostArgs, args: BenchArgs) -> anyhow
         }
         times.sort();
         let note = if wait {
-            format!("{runs} runs, each once an interpreter was prepared; {prepared} on one")
+            format!(
+                "{runs} runs, each on a ready sandbox (untimed wait); {prepared} on a prepared interpreter"
+            )
         } else {
             format!("{runs} back-to-back runs, warm host")
         };
@@ -313,10 +315,11 @@ pub async fn bench(host: &Host, host_args: &HostArgs, args: BenchArgs) -> anyhow
     Ok(ExitCode::SUCCESS)
 }
 
-/// Waits (untimed) until `python` has an interpreter prepared.
+/// Waits (untimed) until `python` has all its interpreters prepared, and
+/// its thread is idle.
 async fn until_prepared(python: &PythonSandbox) -> anyhow::Result<()> {
     let start = Instant::now();
-    while python.prepared() == 0 {
+    while python.prepared() < sandwit::DEFAULT_PREPARED_INTERPRETERS {
         anyhow::ensure!(
             start.elapsed() < Duration::from_secs(10),
             "no interpreter was prepared within 10 s"
