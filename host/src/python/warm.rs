@@ -59,6 +59,9 @@ pub(crate) struct Running<'a>(&'a Shared);
 impl Drop for Running<'_> {
     fn drop(&mut self) {
         self.0.running.fetch_sub(1, Ordering::Relaxed);
+        // Through the lock, so the thread cannot miss this between seeing the
+        // run and waiting.
+        drop(self.0.lock());
         self.0.wake.notify_one();
     }
 }
