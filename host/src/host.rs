@@ -108,8 +108,10 @@ impl HostBuilder {
 
     /// How many interpreters each loaded [`PythonSandbox`] keeps instantiated
     /// ahead of its runs, on a thread of its own ([`DEFAULT_PREPARED_INTERPRETERS`]
-    /// unless set; 0 for none). Each holds an instance slot and its memory
-    /// mapping but no private pages until it runs.
+    /// unless set; 0 for none). Each holds an instance slot and the pages
+    /// its warm-up copied from the image (about what a trivial run writes).
+    /// The thread yields to runs: it works only while runs leave most cores
+    /// idle.
     pub fn prepared_interpreters(mut self, count: usize) -> Self {
         self.prepared_interpreters = Some(count);
         self
