@@ -45,7 +45,11 @@ const ALLOWED_IMPORT_PREFIXES: &[&str] = &[
 ];
 
 /// A compiled component, where its code came from, and its SHA-256.
-pub(crate) type Compiled = (Component, CodeSource, String);
+pub(crate) struct Compiled {
+    pub(crate) component: Component,
+    pub(crate) code_source: CodeSource,
+    pub(crate) hash: String,
+}
 
 /// A loaded, checked plugin, ready to call. Cheap to clone.
 #[derive(Clone)]
@@ -385,7 +389,11 @@ impl HostInner {
     async fn load_compiled(
         self: &Arc<Self>,
         label: &str,
-        (component, code_source, hash): Compiled,
+        Compiled {
+            component,
+            code_source,
+            hash,
+        }: Compiled,
     ) -> Result<Plugin, LoadError> {
         let reject = |problems: Vec<String>| LoadError::Rejected {
             plugin: label.to_string(),
@@ -474,7 +482,12 @@ impl HostInner {
         if let Some(hash) = self.cache.file_hash(path, &meta)
             && let Some((component, source)) = self.cache.lookup(&self.engine, &hash)
         {
-            return Ok((label, (component, source, hash)));
+            let compiled = Compiled {
+                component,
+                code_source: source,
+                hash,
+            };
+            return Ok((label, compiled));
         }
         // Refuse a file over the size cap before reading it.
         if meta.len() > MAX_COMPONENT_BYTES as u64 {
@@ -482,7 +495,7 @@ impl HostInner {
         }
         let bytes = std::fs::read(path).map_err(io)?;
         let compiled = self.compile(&label, &bytes)?;
-        self.cache.remember_file(path, &meta, &compiled.2);
+        self.cache.remember_file(path, &meta, &compiled.hash);
         Ok((label, compiled))
     }
 
@@ -506,7 +519,11 @@ impl HostInner {
                 source,
             })?
             .map_err(|e| reject(format!("not a valid component: {e:#}")))?;
-        Ok((component, code_source, hash))
+        Ok(Compiled {
+            component,
+            code_source,
+            hash,
+        })
     }
 
     /// Whether `component` exports an interface instance whose name starts

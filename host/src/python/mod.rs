@@ -338,7 +338,11 @@ impl HostInner {
     fn load_python_compiled(
         self: &Arc<Self>,
         label: &str,
-        (component, code_source, _hash): Compiled,
+        Compiled {
+            component,
+            code_source,
+            ..
+        }: Compiled,
     ) -> Result<PythonSandbox, LoadError> {
         let reject = |problem: String| LoadError::Rejected {
             plugin: label.to_string(),
