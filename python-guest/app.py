@@ -128,58 +128,145 @@ if not hasattr(builtins, "help"):
     builtins.help = pydoc.help
 
 
-def encode(value, where, nodes, depth=0):
-    """Appends `value` to `nodes` as a tree, root first; returns its index."""
-    if depth > MAX_DEPTH:
-        raise ValueError(f"{where}: nested deeper than {MAX_DEPTH} levels")
+class BadValue(Exception):
+    """A value that cannot cross, raised by `encode`: the path to it is
+    collected on the way up, so a good call builds no paths."""
+
+    def __init__(self, error, message):
+        super().__init__(message)
+        self.error = error
+        self.message = message
+        self.path = []
+
+    def raise_for(self, name):
+        path = "".join(reversed(self.path))
+        raise self.error(f"argument {name!r}{path}: {self.message}") from None
+
+
+NULL = t.Node_Null()
+TRUE = t.Node_Boolean(True)
+FALSE = t.Node_Boolean(False)
+# Made once: most ints crossing are small.
+SMALL_INTS = {i: t.Node_Integer(i) for i in range(-16, 1025)}
+# Scalars by exact type; subclasses take the slow path in `encode_other`.
+SCALARS = {str: t.Node_Text, float: t.Node_Float, bytes: t.Node_Bytes}
+Node_Array, Node_Object, Node_Null = t.Node_Array, t.Node_Object, t.Node_Null
+Node_Integer = t.Node_Integer
+UNSUPPORTED = (
+    "cannot be passed to a plugin method "
+    "(use None, bool, int, float, str, bytes, list, tuple or dict)"
+)
+
+
+def encode(value, nodes, depth):
+    """Appends `value` to `nodes` as a tree, root first, at nesting `depth`
+    (an argument is at 1); returns its index. Raises `BadValue`."""
+    index = len(nodes)
+    kind = type(value)
+    make = SCALARS.get(kind)
+    if make is not None:
+        nodes.append(make(value))
+    elif kind is int:
+        node = SMALL_INTS.get(value)
+        if node is None:
+            if not I64_MIN <= value <= I64_MAX:
+                raise BadValue(OverflowError, f"the int {value} does not fit in 64 bits")
+            node = Node_Integer(value)
+        nodes.append(node)
+    elif value is None:
+        nodes.append(NULL)
+    elif kind is bool:
+        nodes.append(TRUE if value else FALSE)
+    elif kind is list or kind is tuple:
+        encode_array(value, nodes, depth)
+    elif kind is dict:
+        encode_object(value, nodes, depth)
+    else:
+        return encode_other(value, nodes, depth)
+    return index
+
+
+def too_deep(first):
+    """The error for a container at MAX_DEPTH with children, naming its first."""
+    error = BadValue(ValueError, f"nested deeper than {MAX_DEPTH} levels")
+    error.path.append(first)
+    return error
+
+
+def encode_array(value, nodes, depth):
+    if depth >= MAX_DEPTH and value:
+        raise too_deep("[0]")
     index = len(nodes)
     nodes.append(None)
-    if value is None:
-        node = t.Node_Null()
-    elif isinstance(value, bool):
-        node = t.Node_Boolean(value)
-    elif isinstance(value, int):
-        if not I64_MIN <= value <= I64_MAX:
-            raise OverflowError(f"{where}: the int {value} does not fit in 64 bits")
-        node = t.Node_Integer(int(value))
-    elif isinstance(value, float):
-        node = t.Node_Float(value)
-    elif isinstance(value, str):
-        node = t.Node_Text(value)
-    elif isinstance(value, (bytes, bytearray, memoryview)):
-        node = t.Node_Bytes(bytes(value))
-    elif isinstance(value, (list, tuple)):
-        node = t.Node_Array(
-            [encode(v, f"{where}[{i}]", nodes, depth + 1) for i, v in enumerate(value)]
-        )
-    elif isinstance(value, dict):
-        entries = []
-        for key, v in value.items():
+    children = []
+    for i, item in enumerate(value):
+        try:
+            children.append(encode(item, nodes, depth + 1))
+        except BadValue as e:
+            e.path.append(f"[{i}]")
+            raise
+    nodes[index] = Node_Array(children)
+
+
+def encode_object(value, nodes, depth):
+    if depth >= MAX_DEPTH and value:
+        raise too_deep(f"[{next(iter(value))!r}]")
+    index = len(nodes)
+    nodes.append(None)
+    entries = []
+    for key, item in value.items():
+        if type(key) is not str:
             if not isinstance(key, str):
-                raise TypeError(f"{where}: dict keys must be str, not {type(key).__name__}")
-            entries.append((key, encode(v, f"{where}[{key!r}]", nodes, depth + 1)))
-        node = t.Node_Object(entries)
-    else:
-        raise TypeError(
-            f"{where}: values of type {type(value).__name__} cannot be passed to a plugin method "
-            "(use None, bool, int, float, str, bytes, list, tuple or dict)"
-        )
-    nodes[index] = node
-    return index
+                raise BadValue(TypeError, f"dict keys must be str, not {type(key).__name__}")
+            key = str(key)
+        try:
+            entries.append((key, encode(item, nodes, depth + 1)))
+        except BadValue as e:
+            e.path.append(f"[{key!r}]")
+            raise
+    nodes[index] = Node_Object(entries)
+
+
+def encode_other(value, nodes, depth):
+    """`encode` of subclasses (bool is final): an IntEnum as its int, a
+    namedtuple as a list, an OrderedDict as a dict; bytearray and memoryview
+    as bytes."""
+    if isinstance(value, int):
+        return encode(int(value), nodes, depth)
+    if isinstance(value, float):
+        return encode(float(value), nodes, depth)
+    if isinstance(value, str):
+        return encode(str(value), nodes, depth)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return encode(bytes(value), nodes, depth)
+    if isinstance(value, (list, tuple)):
+        return encode(list(value), nodes, depth)
+    if isinstance(value, dict):
+        return encode(dict(value), nodes, depth)
+    raise BadValue(TypeError, f"values of type {type(value).__name__} {UNSUPPORTED}")
 
 
 def decode(nodes):
     """A value tree as Python; children always follow their parent."""
+    if len(nodes) == 1:
+        node = nodes[0]
+        kind = type(node)
+        if kind is Node_Null:
+            return None
+        if kind is Node_Array:
+            return []
+        if kind is Node_Object:
+            return {}
+        return node.value
     out = [None] * len(nodes)
     for i in range(len(nodes) - 1, -1, -1):
         node = nodes[i]
-        if isinstance(node, t.Node_Array):
+        kind = type(node)
+        if kind is Node_Array:
             out[i] = [out[j] for j in node.value]
-        elif isinstance(node, t.Node_Object):
+        elif kind is Node_Object:
             out[i] = {key: out[j] for key, j in node.value}
-        elif isinstance(node, t.Node_Null):
-            out[i] = None
-        else:
+        elif kind is not Node_Null:
             out[i] = node.value
     return out[0]
 
@@ -191,51 +278,60 @@ ERROR_KINDS = {
     t.CallError_Denied: "denied",
     t.CallError_LimitExceeded: "limit_exceeded",
 }
+MethodResult_Tool, MethodResult_Behavior = t.MethodResult_Tool, t.MethodResult_Behavior
+Value = t.Value
+call_host = host_methods.call
 
 
-def invoke(method, bound):
-    """Calls `method` with `bound`, a list of (name, value); None means
-    "left out"."""
+def invoke(method, params, values):
+    """Calls `method`; `params` are its parameters' (name, required) and
+    `values` the arguments bound to them. An optional parameter given None
+    is left out."""
     nodes = [None]
-    entries = [
-        (name, encode(value, f"argument {name!r}", nodes, 1))
-        for name, value in bound
-        if value is not None
-    ]
-    nodes[0] = t.Node_Object(entries)
+    entries = []
+    for (name, required), value in zip(params, values) if values else ():
+        if value is None and not required:
+            continue
+        try:
+            entries.append((name, encode(value, nodes, 1)))
+        except BadValue as e:
+            e.raise_for(name)
+    nodes[0] = Node_Object(entries)
     # What was printed before the call must not be lost if the run ends in it.
     sys.stdout.flush()
     sys.stderr.flush()
     try:
-        result = host_methods.call(method, t.Value(nodes))
+        result = call_host(method, Value(nodes))
     except Err as e:
         kind = ERROR_KINDS.get(type(e.value), "failed")
         cls = PluginArgumentError if kind == "invalid_arguments" else PluginError
         raise cls(method, kind, e.value.value) from None
-    if isinstance(result, t.MethodResult_Tool):
+    kind = type(result)
+    if kind is MethodResult_Tool:
         return decode(result.value.nodes)
-    if isinstance(result, t.MethodResult_Behavior):
+    if kind is MethodResult_Behavior:
         return result.value
     # Agent and multimodal results end the run in the host: never here.
-    raise RuntimeError(f"{method}: unexpected {type(result).__name__}")
+    raise RuntimeError(f"{method}: unexpected {kind.__name__}")
 
 
 # Host-side limit on a method's parameters (MAX_PARAMS in the manifest check).
 MAX_PARAMS = 32
 # Placeholders in the templates' constants, replaced per method.
 METHOD_PLACEHOLDER = "\0method"
-
-
-def param_placeholder(i):
-    return f"\0param{i}"
+PARAMS_PLACEHOLDER = "\0params"
 
 
 def compile_template(arity):
-    """The code of `def f(p0, ..): return _invoke(method, (("p0", p0), ..))`,
-    with placeholders for the method's and parameters' names."""
-    names = [f"p{i}" for i in range(arity)]
-    pairs = "".join(f"({param_placeholder(i)!r}, {n}), " for i, n in enumerate(names))
-    source = f"def f({', '.join(names)}):\n    return _invoke({METHOD_PLACEHOLDER!r}, ({pairs}))\n"
+    """The code of `def f(p0, ..): return _invoke(method, params, (p0, ..))`,
+    with placeholders for the method's name and parameters (the names of
+    p0, .. are replaced too)."""
+    names = ", ".join(f"p{i}" for i in range(arity))
+    values = f"({names},)" if arity else "()"
+    source = (
+        f"def f({names}):\n"
+        f"    return _invoke({METHOD_PLACEHOLDER!r}, {PARAMS_PLACEHOLDER!r}, {values})\n"
+    )
     namespace = {}
     exec(source, namespace)
     return namespace["f"].__code__
@@ -251,8 +347,8 @@ def make_function(spec):
     """A plain function named after the method, binding arguments the way
     Python does; optional parameters default to None (left out)."""
     names = tuple(p.name for p in spec.params)
-    renames = {METHOD_PLACEHOLDER: spec.name}
-    renames.update((param_placeholder(i), name) for i, name in enumerate(names))
+    params = tuple((p.name, p.required) for p in spec.params)
+    renames = {METHOD_PLACEHOLDER: spec.name, PARAMS_PLACEHOLDER: params}
     template = TEMPLATES[len(names)]
     code = template.replace(
         co_name=spec.name,

@@ -286,6 +286,86 @@ async fn arguments_bind_like_python() {
 }
 
 #[tokio::test]
+async fn values_of_every_kind_cross_and_come_back() {
+    let (python, _) = sandbox().await;
+    let echo = load(host(), artifacts::ECHO).await;
+    let plugins = PluginSet::new(&[echo]).unwrap();
+    let code = r#"
+import math
+deep = []
+for _ in range(63):
+    deep = [deep]
+cases = [
+    None, True, False, 0, 7, -2**63, 2**63 - 1, 1.5, -0.0, float("inf"), "", "héllo ✓\n",
+    b"\x00\xff", bytearray(b"ab"), memoryview(b"cd"), (1, (2,)), [], {}, [None, [True, 2.5]],
+    {"a": [1, {"b": None}], "c": b"x", "": "empty key"}, deep, list(range(300)),
+]
+for case in cases:
+    print(repr(echo(case)))
+print(math.isnan(echo(float("nan"))))
+print(type(echo(True)).__name__, type(echo(1)).__name__)
+deeper = [deep]
+for bad in [{1, 2}, 2**63, -2**63 - 1, {1: "x"}, {"k": object()}, deeper, 1j]:
+    try:
+        echo([0, bad])
+    except Exception as e:
+        print(type(e).__name__, e)
+"#;
+    let outcome = python.run(&ctx(), &plugins, code).await;
+    assert_ok(&outcome);
+    let deep = format!("{}{}", "[".repeat(64), "]".repeat(64));
+    let too_deep = format!(
+        "ValueError argument 'value'[1]{}: nested deeper than 64 levels",
+        "[0]".repeat(63)
+    );
+    let range = format!(
+        "[{}]",
+        (0..300)
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let expected = [
+        "None",
+        "True",
+        "False",
+        "0",
+        "7",
+        "-9223372036854775808",
+        "9223372036854775807",
+        "1.5",
+        "-0.0",
+        "inf",
+        "''",
+        "'héllo ✓\\n'",
+        "b'\\x00\\xff'",
+        "b'ab'",
+        "b'cd'",
+        "[1, [2]]",
+        "[]",
+        "{}",
+        "[None, [True, 2.5]]",
+        "{'a': [1, {'b': None}], 'c': b'x', '': 'empty key'}",
+        &deep,
+        &range,
+        "True",
+        "bool int",
+        "TypeError argument 'value'[1]: values of type set cannot be passed to a plugin method \
+         (use None, bool, int, float, str, bytes, list, tuple or dict)",
+        "OverflowError argument 'value'[1]: the int 9223372036854775808 does not fit in 64 bits",
+        "OverflowError argument 'value'[1]: the int -9223372036854775809 does not fit in 64 bits",
+        "TypeError argument 'value'[1]: dict keys must be str, not int",
+        "TypeError argument 'value'[1]['k']: values of type object cannot be passed to a plugin \
+         method (use None, bool, int, float, str, bytes, list, tuple or dict)",
+        &too_deep,
+        "TypeError argument 'value'[1]: values of type complex cannot be passed to a plugin \
+         method (use None, bool, int, float, str, bytes, list, tuple or dict)",
+    ];
+    let lines: Vec<_> = outcome.stdout.lines().collect();
+    assert_eq!(lines, expected);
+}
+
+#[tokio::test]
 async fn help_shows_the_docstring() {
     let outcome = run("help(calculate_sum)").await;
     assert_ok(&outcome);
