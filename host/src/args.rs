@@ -7,9 +7,35 @@ use crate::json::{BytesAs, value_to_json};
 use crate::manifest::MethodSpec;
 use crate::types::Value;
 
-/// A method's parameters with their schemas compiled.
+/// A method's parameters with their schemas compiled; none for a schema that
+/// accepts any value, so such an argument is not copied into JSON to check.
 pub(crate) struct ArgChecker {
-    params: Vec<(String, bool, Validator)>,
+    params: Vec<(String, bool, Option<Validator>)>,
+}
+
+/// Keywords that do not constrain a value.
+const ANNOTATIONS: &[&str] = &[
+    "$comment",
+    "$id",
+    "$schema",
+    "default",
+    "deprecated",
+    "description",
+    "examples",
+    "readOnly",
+    "title",
+    "writeOnly",
+];
+
+/// Whether `schema` accepts every value: `true`, `{}` or annotations only.
+fn accepts_anything(schema: &serde_json::Value) -> bool {
+    match schema {
+        serde_json::Value::Bool(accepts) => *accepts,
+        serde_json::Value::Object(keywords) => {
+            keywords.keys().all(|k| ANNOTATIONS.contains(&k.as_str()))
+        }
+        _ => false,
+    }
 }
 
 impl ArgChecker {
@@ -21,6 +47,7 @@ impl ArgChecker {
             .map(|p| {
                 let v = jsonschema::validator_for(&p.schema)
                     .map_err(|e| anyhow::anyhow!("parameter `{}`: {e}", p.name))?;
+                let v = (!accepts_anything(&p.schema)).then_some(v);
                 Ok((p.name.clone(), p.required, v))
             })
             .collect::<anyhow::Result<_>>()?;
@@ -46,10 +73,12 @@ impl ArgChecker {
             }
         }
         for (name, required, validator) in &self.params {
-            match entries.iter().find(|(n, _)| n == name) {
-                None if *required => return Err(format!("missing required argument `{name}`")),
-                None => {}
-                Some((_, value)) => {
+            match (entries.iter().find(|(n, _)| n == name), validator) {
+                (None, _) if *required => {
+                    return Err(format!("missing required argument `{name}`"));
+                }
+                (None, _) | (Some(_), None) => {}
+                (Some((_, value)), Some(validator)) => {
                     let json = value_to_json(value, BytesAs::String);
                     if let Err(e) = validator.validate(&json) {
                         let got = value.type_name();
@@ -98,6 +127,17 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.clone()))
                 .collect(),
         )
+    }
+
+    #[test]
+    fn schemas_that_accept_anything_are_not_checked() {
+        use serde_json::json;
+        for schema in [json!(true), json!({}), json!({"description": "any value"})] {
+            assert!(accepts_anything(&schema), "{schema}");
+        }
+        for schema in [json!(false), json!({"type": "string"}), json!({"not": {}})] {
+            assert!(!accepts_anything(&schema), "{schema}");
+        }
     }
 
     #[test]

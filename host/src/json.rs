@@ -3,6 +3,7 @@
 
 use serde_json::{Map, Number, Value as Json};
 
+use crate::error::cut;
 use crate::types::Value;
 
 /// How bytes appear in JSON, which has no bytes type.
@@ -56,9 +57,106 @@ pub fn value_to_json(value: &Value, bytes: BytesAs) -> Json {
     }
 }
 
+/// `value` as one line of compact JSON of at most `max` bytes, cut with `…`
+/// where longer (bytes as `{"bytes":N}`, objects in insertion order). The
+/// work is bounded by `max`, not by the size of the value: a call's events
+/// summarize every result, megabytes included.
+pub(crate) fn summary(value: &Value, max: usize) -> String {
+    let mut out = String::new();
+    write_summary(value, max, &mut out);
+    cut(out, max)
+}
+
+/// Writes `value` to `out`, stopping once `out` is longer than `max`.
+fn write_summary(value: &Value, max: usize, out: &mut String) {
+    use std::fmt::Write as _;
+    if out.len() > max {
+        return;
+    }
+    match value {
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => write!(out, "{b}").expect("writing to a String"),
+        Value::Int(i) => write!(out, "{i}").expect("writing to a String"),
+        Value::Float(x) => match Number::from_f64(*x) {
+            Some(n) => write!(out, "{n}").expect("writing to a String"),
+            None => out.push_str("null"),
+        },
+        Value::Text(s) => write_text(s, max, out),
+        Value::Bytes(b) => write!(out, "{{\"bytes\":{}}}", b.len()).expect("writing to a String"),
+        Value::List(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if out.len() > max {
+                    return;
+                }
+                if i > 0 {
+                    out.push(',');
+                }
+                write_summary(item, max, out);
+            }
+            out.push(']');
+        }
+        Value::Object(entries) => {
+            out.push('{');
+            for (i, (key, item)) in entries.iter().enumerate() {
+                if out.len() > max {
+                    return;
+                }
+                if i > 0 {
+                    out.push(',');
+                }
+                write_text(key, max, out);
+                out.push(':');
+                write_summary(item, max, out);
+            }
+            out.push('}');
+        }
+    }
+}
+
+/// Writes `text` as a JSON string, only as much of it as can show within
+/// `max` bytes of `out`.
+fn write_text(text: &str, max: usize, out: &mut String) {
+    let room = (max + 1).saturating_sub(out.len());
+    let mut end = room.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    out.push_str(&Json::from(&text[..end]).to_string());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_summary_is_json_cut_to_its_length() {
+        let value = Value::Object(vec![
+            (
+                "z".into(),
+                Value::List(vec![Value::Int(1), Value::Float(0.5)]),
+            ),
+            ("a".into(), Value::Text("say \"hi\"\n".into())),
+            ("b".into(), Value::Bytes(vec![0; 3])),
+            ("n".into(), Value::Float(f64::NAN)),
+            ("t".into(), Value::Bool(true)),
+            ("u".into(), Value::Null),
+        ]);
+        let full = r#"{"z":[1,0.5],"a":"say \"hi\"\n","b":{"bytes":3},"n":null,"t":true,"u":null}"#;
+        assert_eq!(summary(&value, 200), full);
+        assert_eq!(summary(&value, full.len()), full);
+        assert_eq!(summary(&value, 10), format!("{}…", &full[..10]));
+        // Cut on a character boundary.
+        assert_eq!(summary(&Value::Text("héé".into()), 3), "\"h…");
+    }
+
+    #[test]
+    fn a_summary_of_a_huge_value_reads_only_its_head() {
+        let huge = Value::List(vec![Value::Text("x".repeat(1 << 20)); 1 << 10]);
+        let text = summary(&huge, 200);
+        assert_eq!(text.chars().count(), 201);
+        assert!(text.starts_with("[\"xxx") && text.ends_with('…'));
+    }
 
     #[test]
     fn json_round_trip() {

@@ -9,7 +9,7 @@ use wasmtime::component::Linker;
 
 use crate::bindings::wit;
 use crate::error::{CallErrorKind, cut};
-use crate::json::{BytesAs, value_to_json};
+use crate::json::summary;
 use crate::limits::LimitKind;
 use crate::plugin::Budget;
 use crate::python::outcome::{Event, Handoff};
@@ -157,7 +157,7 @@ fn to_wit_error(kind: CallErrorKind) -> wit::CallError {
 /// A one-line summary of a result for the events.
 pub(crate) fn summarize(result: &MethodResult) -> String {
     let text = match result {
-        MethodResult::Tool(v) => cut(value_to_json(v, BytesAs::Summary).to_string(), 200),
+        MethodResult::Tool(v) => summary(v, 200),
         MethodResult::Agent(t) | MethodResult::Behavior(t) => cut(t.clone(), 200),
         MethodResult::MultimodalAgent(parts) => parts
             .iter()
