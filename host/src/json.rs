@@ -83,35 +83,39 @@ fn write_summary(value: &Value, max: usize, out: &mut String) {
         },
         Value::Text(s) => write_text(s, max, out),
         Value::Bytes(b) => write!(out, "{{\"bytes\":{}}}", b.len()).expect("writing to a String"),
-        Value::List(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if out.len() > max {
-                    return;
-                }
-                if i > 0 {
-                    out.push(',');
-                }
-                write_summary(item, max, out);
-            }
-            out.push(']');
-        }
+        Value::List(items) => write_items(items, ['[', ']'], max, out, |item, out| {
+            write_summary(item, max, out);
+        }),
         Value::Object(entries) => {
-            out.push('{');
-            for (i, (key, item)) in entries.iter().enumerate() {
-                if out.len() > max {
-                    return;
-                }
-                if i > 0 {
-                    out.push(',');
-                }
+            write_items(entries, ['{', '}'], max, out, |(key, item), out| {
                 write_text(key, max, out);
                 out.push(':');
                 write_summary(item, max, out);
-            }
-            out.push('}');
+            });
         }
     }
+}
+
+/// Writes `items` between `brackets`, comma-separated, each with `write`,
+/// stopping once `out` is longer than `max`.
+fn write_items<T>(
+    items: &[T],
+    brackets: [char; 2],
+    max: usize,
+    out: &mut String,
+    write: impl Fn(&T, &mut String),
+) {
+    out.push(brackets[0]);
+    for (i, item) in items.iter().enumerate() {
+        if out.len() > max {
+            return;
+        }
+        if i > 0 {
+            out.push(',');
+        }
+        write(item, out);
+    }
+    out.push(brackets[1]);
 }
 
 /// Writes `text` as a JSON string, only as much of it as can show within
