@@ -230,15 +230,16 @@ def encode_object(value, nodes, depth):
 def encode_other(value, nodes, depth):
     """`encode` of subclasses (bool is final): an IntEnum as its int, a
     namedtuple as a list, an OrderedDict as a dict; bytearray and memoryview
-    as bytes."""
+    as bytes. Scalars are taken by their base type's own conversion, which a
+    subclass's `__str__` or `__int__` cannot override."""
     if isinstance(value, int):
-        return encode(int(value), nodes, depth)
+        return encode(int.__int__(value), nodes, depth)
     if isinstance(value, float):
-        return encode(float(value), nodes, depth)
+        return encode(float.__float__(value), nodes, depth)
     if isinstance(value, str):
-        return encode(str(value), nodes, depth)
+        return encode(str.__str__(value), nodes, depth)
     if isinstance(value, (bytes, bytearray, memoryview)):
-        return encode(bytes(value), nodes, depth)
+        return encode(bytes(memoryview(value)), nodes, depth)
     if isinstance(value, (list, tuple)):
         return encode(list(value), nodes, depth)
     if isinstance(value, dict):

@@ -303,6 +303,14 @@ cases = [
 for case in cases:
     print(repr(echo(case)))
 print(math.isnan(echo(float("nan"))))
+import collections, enum
+class Color(enum.IntEnum):
+    RED = 3
+class Loud(str):
+    def __str__(self):
+        return "LOUD"
+Point = collections.namedtuple("Point", "x y")
+print(repr(echo([Color.RED, Point(1, 2.5), collections.OrderedDict(a=1), Loud("quiet")])))
 print(type(echo(True)).__name__, type(echo(1)).__name__)
 deeper = [deep]
 for bad in [{1, 2}, 2**63, -2**63 - 1, {1: "x"}, {"k": object()}, deeper, 1j]:
@@ -349,6 +357,7 @@ for bad in [{1, 2}, 2**63, -2**63 - 1, {1: "x"}, {"k": object()}, deeper, 1j]:
         &deep,
         &range,
         "True",
+        "[3, [1, 2.5], {'a': 1}, 'quiet']",
         "bool int",
         "TypeError argument 'value'[1]: values of type set cannot be passed to a plugin method \
          (use None, bool, int, float, str, bytes, list, tuple or dict)",
