@@ -2,14 +2,22 @@
 
 use std::time::Instant;
 
-use wasmtime::Store;
+use wasmtime::{Engine, Store};
 
 use crate::limits::{LimitKind, StoreLimiter};
 use crate::plugin::Budget;
 
 /// Store data whose memory and table caps are enforced by a [`StoreLimiter`].
-pub(crate) trait Limited: Send {
+pub(crate) trait Limited: Send + 'static {
     fn limiter(&self) -> &StoreLimiter;
+    fn limiter_mut(&mut self) -> &mut StoreLimiter;
+}
+
+/// A store of `data` whose memories and tables grow only as its limiter allows.
+pub(crate) fn limited_store<S: Limited>(engine: &Engine, data: S) -> Store<S> {
+    let mut store = Store::new(engine, data);
+    store.limiter(|s| s.limiter_mut());
+    store
 }
 
 /// Why guest code stopped without returning.

@@ -18,7 +18,7 @@ use crate::capability::Grants;
 use crate::config::PluginConfig;
 use crate::engine::deadline_ticks;
 use crate::error::{CallError, CallErrorKind, LoadError, cut};
-use crate::guard::{Stopped, guarded};
+use crate::guard::{Stopped, guarded, limited_store};
 use crate::host::HostInner;
 use crate::limits::{LimitKind, Limits, MAX_COMPONENT_BYTES, Metering};
 use crate::manifest::{self, Manifest};
@@ -569,8 +569,7 @@ impl HostInner {
         budget: Budget,
     ) -> Store<PluginState> {
         let state = PluginState::new(env, ctx, &self.limits, budget.deadline);
-        let mut store = Store::new(&self.engine, state);
-        store.limiter(|s| &mut s.limiter);
+        let mut store = limited_store(&self.engine, state);
         apply_budget(&mut store, budget, self.metering);
         store
     }

@@ -273,6 +273,10 @@ impl crate::guard::Limited for PluginState {
     fn limiter(&self) -> &StoreLimiter {
         &self.limiter
     }
+
+    fn limiter_mut(&mut self) -> &mut StoreLimiter {
+        &mut self.limiter
+    }
 }
 
 #[cfg(test)]

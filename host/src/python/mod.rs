@@ -10,13 +10,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use wasmtime::Store;
-
 use crate::bindings::python::{PythonSandboxPre, exports::sandwit::plugin::runner};
 use crate::bindings::wit;
 use crate::cache::CodeSource;
 use crate::error::{LoadError, cut};
-use crate::guard::{Stopped, guarded};
+use crate::guard::{Stopped, guarded, limited_store};
 use crate::host::HostInner;
 use crate::limits::{LimitKind, RunLimits};
 use crate::manifest::MethodSpec;
@@ -188,11 +186,7 @@ impl PythonSandbox {
                 let made = methods.is_some_and(|m| m.same(plugins));
                 (store, Some(interpreter), made)
             }
-            None => {
-                let mut store = Store::new(&host.engine, state);
-                store.limiter(|s| &mut s.limiter);
-                (store, None, false)
-            }
+            None => (limited_store(&host.engine, state), None, false),
         };
         apply_budget(&mut store, budget, host.metering);
         let pre = &self.inner.pre;

@@ -103,4 +103,8 @@ impl crate::guard::Limited for RunState {
     fn limiter(&self) -> &StoreLimiter {
         &self.limiter
     }
+
+    fn limiter_mut(&mut self) -> &mut StoreLimiter {
+        &mut self.limiter
+    }
 }

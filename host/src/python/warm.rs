@@ -20,6 +20,7 @@ use wasmtime::Store;
 use super::PluginSet;
 use super::state::RunState;
 use crate::bindings::python::{PythonSandbox as Interpreter, PythonSandboxPre};
+use crate::guard::limited_store;
 use crate::host::HostInner;
 use crate::plugin::{Budget, apply_budget};
 use crate::types::AgentCtx;
@@ -265,8 +266,7 @@ async fn prepare(
         &host.limits,
         budget.deadline,
     );
-    let mut store = Store::new(&host.engine, state);
-    store.limiter(|s| &mut s.limiter);
+    let mut store = limited_store(&host.engine, state);
     apply_budget(&mut store, budget, host.metering);
     let interpreter = pre.instantiate_async(&mut store).await?;
     let specs = methods.as_ref().map_or(&[][..], |m| &m.inner.specs[..]);
