@@ -120,6 +120,31 @@ impl CodeCache {
         }
     }
 
+    /// `component` (whose hash is `hash`) for `engine`, another engine with
+    /// the same compatibility settings: mapped from its cache file if there
+    /// is one, else copied from `component`'s code. Not remembered (the
+    /// memory cache holds the host engine's components).
+    pub(crate) fn for_engine(
+        &self,
+        engine: &Engine,
+        component: &Component,
+        hash: &str,
+    ) -> anyhow::Result<Component> {
+        if let Some(path) = self.dir.as_ref().map(|d| d.join(format!("{hash}.cwasm")))
+            && path.exists()
+        {
+            // SAFETY: as in `lookup`.
+            match unsafe { Component::deserialize_file(engine, &path) } {
+                Ok(c) => return Ok(c),
+                Err(e) => tracing::warn!(path = %path.display(), "ignoring a bad cache entry: {e}"),
+            }
+        }
+        let bytes = component.serialize()?;
+        // SAFETY: wasmtime serialized `bytes` just now, from a component of
+        // an engine with the same compatibility settings.
+        Ok(unsafe { Component::deserialize(engine, &bytes)? })
+    }
+
     /// The hash of the component file at `path` as last loaded, if the file
     /// is unchanged since: same device, inode, size, modification and
     /// status-change times (the checks of git's index). Spares reading and

@@ -1,6 +1,6 @@
-//! The one wasmtime [`Engine`] of a host: fuel and epoch interruption as its
-//! [`Metering`] says, and one shared epoch ticker thread that stops when the
-//! engine is dropped.
+//! The wasmtime [`Engine`]s of a host: fuel and epoch interruption as its
+//! [`Metering`] says, instances from a [`Pool`], and an epoch ticker thread
+//! per engine that stops when the engine is dropped.
 
 use std::time::Duration;
 
@@ -18,33 +18,63 @@ pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(1);
 /// guards, so this also bounds a host's virtual reservation (~3.5 TiB).
 const POOL_COMPONENT_INSTANCES: u32 = 400;
 
-/// Builds the engine every store of a host shares: instances come from
-/// wasmtime's pooling allocator (memories and tables reserved up front,
-/// initialised copy-on-write from the compiled image, reset on reuse rather
-/// than unmapped), each memory at most `max_memory` bytes and each table
-/// `table_elements` long.
+/// How an engine's pooling allocator resets a memory slot for its next
+/// instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pool {
+    /// The host's engine: [`POOL_COMPONENT_INSTANCES`] slots. A reset copies
+    /// back the pages the instance wrote (found with the `PAGEMAP_SCAN`
+    /// ioctl), keeping them resident, up to wasmtime's 32 runs of pages; the
+    /// rest goes back to the copy-on-write image, to be faulted in again.
+    /// Memory is held only where it was written.
+    Shared,
+    /// A Python sandbox's prepared interpreters: `instances` slots whose
+    /// first `keep_resident` bytes of memory (the image) a reset copies back
+    /// whole, so they stay resident and an instance in the slot takes no
+    /// page fault there. Each slot holds that much memory once used.
+    Resident {
+        /// Component instances the pool holds.
+        instances: u32,
+        /// Bytes of each memory kept resident and copied back on reset.
+        keep_resident: usize,
+    },
+}
+
+/// Builds an engine whose instances come from wasmtime's pooling allocator
+/// (memories and tables reserved up front, initialised copy-on-write from the
+/// compiled image, reset on reuse rather than unmapped), each memory at most
+/// `max_memory` bytes and each table `table_elements` long. Engines that
+/// differ only in their [`Pool`] run the same compiled code.
 pub(crate) fn new_engine(
     max_memory: usize,
     table_elements: usize,
     metering: Metering,
+    kind: Pool,
 ) -> anyhow::Result<Engine> {
+    let (instances, keep_resident, pagemap) = match kind {
+        Pool::Shared => (POOL_COMPONENT_INSTANCES, 64 << 20, wasmtime::Enabled::Auto),
+        Pool::Resident {
+            instances,
+            keep_resident,
+        } => (instances, keep_resident, wasmtime::Enabled::No),
+    };
     let mut pool = PoolingAllocationConfig::default();
-    pool.total_component_instances(POOL_COMPONENT_INSTANCES)
-        .total_core_instances(POOL_COMPONENT_INSTANCES * 8)
-        .total_memories(POOL_COMPONENT_INSTANCES * 2)
-        .total_tables(POOL_COMPONENT_INSTANCES * 4)
-        .total_stacks(POOL_COMPONENT_INSTANCES)
+    pool.total_component_instances(instances)
+        .total_core_instances(instances * 8)
+        .total_memories(instances * 2)
+        .total_tables(instances * 4)
+        .total_stacks(instances)
         .max_core_instances_per_component(64)
         .max_memories_per_component(8)
         .max_tables_per_component(16)
         .max_memory_size(max_memory)
         .table_elements(table_elements)
         // Keep the first pages of each reused memory resident: reset by
-        // memset instead of madvise, so the next instance does not fault
+        // copying instead of madvise, so the next instance does not fault
         // them in again.
-        .linear_memory_keep_resident(64 << 20)
+        .linear_memory_keep_resident(keep_resident)
         .table_keep_resident(1 << 20)
-        .pagemap_scan(wasmtime::Enabled::Auto);
+        .pagemap_scan(pagemap);
     let mut config = Config::new();
     config
         .wasm_component_model(true)
@@ -81,6 +111,23 @@ fn start_epoch_ticker(engine: &Engine) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pools_share_compiled_code() {
+        let engine = |kind| new_engine(64 << 20, 20_000, Metering::default(), kind).unwrap();
+        let shared = engine(Pool::Shared);
+        let resident = engine(Pool::Resident {
+            instances: 4,
+            keep_resident: 16 << 20,
+        });
+        let key = |engine: &Engine| {
+            use std::hash::{Hash, Hasher};
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            engine.precompile_compatibility_hash().hash(&mut hasher);
+            hasher.finish()
+        };
+        assert_eq!(key(&shared), key(&resident));
+    }
 
     #[test]
     fn ticks_round_up() {

@@ -9,6 +9,7 @@ use wasmtime::component::{HasSelf, Linker};
 use crate::bindings::plugin::SandboxMethod;
 use crate::cache::CodeCache;
 use crate::chat::ChatSink;
+use crate::engine::{Pool, new_engine};
 use crate::error::LoadError;
 use crate::limits::{Limits, Metering, RunLimits};
 use crate::plugin::Plugin;
@@ -108,10 +109,11 @@ impl HostBuilder {
 
     /// How many interpreters each loaded [`PythonSandbox`] keeps instantiated
     /// ahead of its runs, on a thread of its own ([`DEFAULT_PREPARED_INTERPRETERS`]
-    /// unless set; 0 for none). Each holds an instance slot and the pages
-    /// its warm-up copied from the image (about what a trivial run writes).
-    /// The thread yields to runs: it works only while runs leave most cores
-    /// idle.
+    /// unless set; 0 for none). They come from a pool of `count + 2` slots
+    /// of the sandbox's own that keep the interpreter's whole initial memory
+    /// resident (16 MiB for sandwit's), so a run on one takes no page fault
+    /// there: the sandbox holds up to that many copies of it. The thread
+    /// yields to runs: it works only while runs leave most cores idle.
     pub fn prepared_interpreters(mut self, count: usize) -> Self {
         self.prepared_interpreters = Some(count);
         self
@@ -146,15 +148,17 @@ impl HostBuilder {
     /// Builds the host and starts its epoch ticker.
     pub fn build(self) -> anyhow::Result<Host> {
         let max_memory = self.limits.memory_bytes.max(self.run_limits.memory_bytes);
-        let engine =
-            crate::engine::new_engine(max_memory, self.limits.table_elements, self.metering)?;
+        let engine = new_engine(
+            max_memory,
+            self.limits.table_elements,
+            self.metering,
+            Pool::Shared,
+        )?;
         let mut plugin_linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut plugin_linker)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut plugin_linker)?;
         SandboxMethod::add_to_linker::<_, HasSelf<PluginState>>(&mut plugin_linker, |s| s)?;
-        let mut python_linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut python_linker)?;
-        crate::interfaces::methods::add_to_linker(&mut python_linker)?;
+        let python_linker = crate::python::linker(&engine)?;
         let cache = CodeCache::new(&engine, self.cache_dir);
         let store: Arc<dyn StoreBackend> = match (self.store, &self.store_path) {
             (Some(store), _) => store,
@@ -183,6 +187,15 @@ impl HostBuilder {
                 services,
             }),
         })
+    }
+}
+
+impl HostInner {
+    /// An engine with the host's settings and a pool of its own (its code is
+    /// compatible with the host's engine).
+    pub(crate) fn engine_with(&self, pool: Pool) -> anyhow::Result<Engine> {
+        let max_memory = self.limits.memory_bytes.max(self.run_limits.memory_bytes);
+        new_engine(max_memory, self.limits.table_elements, self.metering, pool)
     }
 }
 

@@ -251,6 +251,8 @@ fn bench_quick_covers_every_scenario_and_names_peers_it_cannot_run() {
         "fresh sandbox, print(1+1), prepared interpreter, p50",
         "fresh sandbox, print(1+1), prepared interpreter, p99",
         "fresh sandbox, print(1+1), instantiated by the run, p50",
+        "fresh sandbox, short script, prepared interpreter, p50",
+        "memory held by a ready sandbox's prepared interpreters",
         "call Python → plugin → Python, nop()",
         "call Python → plugin → Python, echo(1 MB str)",
         "call Python → plugin → Python, echo(1,000-item list)",

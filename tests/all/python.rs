@@ -722,6 +722,36 @@ async fn prepared_method_functions_serve_only_their_plugins() {
 }
 
 #[tokio::test]
+async fn a_reused_resident_slot_holds_nothing_of_the_previous_run() {
+    // One prepared interpreter: its pool has three slots that keep the
+    // image resident and copy it back on reset, so five runs one after
+    // another reuse slots.
+    let host = sandwit::Host::builder()
+        .cache_dir(crate::common::cache_dir())
+        .prepared_interpreters(1)
+        .build()
+        .unwrap();
+    let python = host.load_python_file(artifacts::PYTHON).await.unwrap();
+    // Marks in the image (a module, builtins, the module table) and beyond
+    // it (16 MiB of memory grown by the run).
+    let code = r#"
+import builtins, functools, json, sys
+print(hasattr(json, "mark"), hasattr(builtins, "mark"), "mark" in sys.modules, hasattr(functools, "mark"))
+json.mark = builtins.mark = 1
+sys.modules["mark"] = json
+functools.mark = bytes(range(256)) * (1 << 16)
+print(len(functools.mark))
+"#;
+    for _ in 0..5 {
+        until_prepared(&python, 1).await;
+        let outcome = python.run(&ctx(), &PluginSet::default(), code).await;
+        assert_ok(&outcome);
+        assert!(outcome.prepared, "not run on a prepared interpreter");
+        assert_eq!(outcome.stdout, "False False False False\n16777216\n");
+    }
+}
+
+#[tokio::test]
 async fn a_host_can_prepare_no_interpreters() {
     let host = sandwit::Host::builder()
         .cache_dir(crate::common::cache_dir())

@@ -12,7 +12,11 @@ use std::time::Instant;
 
 use crate::bindings::python::{PythonSandboxPre, exports::sandwit::plugin::runner};
 use crate::bindings::wit;
+use wasmtime::Engine;
+use wasmtime::component::{Component, Linker};
+
 use crate::cache::CodeSource;
+use crate::engine::Pool;
 use crate::error::{LoadError, cut};
 use crate::guard::{Stopped, guarded, limited_store};
 use crate::host::HostInner;
@@ -28,6 +32,16 @@ use warm::{Prepared, Warm};
 const RUNNER_EXPORT_PREFIX: &str = "sandwit:plugin/runner@0.1.";
 /// The error type of a run whose interpreter trapped (a bug, not the code).
 const TRAP_TYPE: &str = "InterpreterTrap";
+/// Bytes in a WebAssembly page.
+const WASM_PAGE: usize = 64 << 10;
+
+/// A linker for the interpreter on `engine`: WASI and the plugin methods.
+pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<RunState>> {
+    let mut linker = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    crate::interfaces::methods::add_to_linker(&mut linker)?;
+    Ok(linker)
+}
 
 /// The plugins a run may call, indexed by method name. Cheap to clone.
 #[derive(Clone, Default)]
@@ -335,7 +349,7 @@ impl HostInner {
         Compiled {
             component,
             code_source,
-            ..
+            hash,
         }: Compiled,
     ) -> Result<PythonSandbox, LoadError> {
         let reject = |problem: String| LoadError::Rejected {
@@ -353,12 +367,19 @@ impl HostInner {
             .map_err(|e| reject(format!("cannot be linked: {e:#}")))?;
         let pre = PythonSandboxPre::new(pre)
             .map_err(|e| reject(format!("does not match the world `python-sandbox`: {e:#}")))?;
-        let warm = Warm::start(self.clone(), pre.clone(), self.prepared_interpreters).map_err(
-            |source| LoadError::Host {
-                plugin: label.to_string(),
-                source,
-            },
-        )?;
+        let host_error = |source| LoadError::Host {
+            plugin: label.to_string(),
+            source,
+        };
+        let target = self.prepared_interpreters;
+        let warm_pre = match target {
+            0 => pre.clone(),
+            _ => self
+                .resident_pre(&component, &hash, target)
+                .map_err(host_error)?
+                .unwrap_or_else(|| pre.clone()),
+        };
+        let warm = Warm::start(self.clone(), warm_pre, target).map_err(host_error)?;
         tracing::info!(?code_source, "loaded the Python sandbox");
         Ok(PythonSandbox {
             inner: Arc::new(PythonInner {
@@ -368,6 +389,32 @@ impl HostInner {
                 warm,
             }),
         })
+    }
+
+    /// The interpreter for `target` prepared interpreters: on an engine of
+    /// its own whose pool keeps the whole initial memory of each slot
+    /// resident ([`Pool::Resident`]), so a run on one takes no page fault
+    /// in its image. `None` for a component whose memory size is unknown
+    /// (one importing core modules), which the host's engine prepares.
+    fn resident_pre(
+        &self,
+        component: &Component,
+        hash: &str,
+        target: usize,
+    ) -> anyhow::Result<Option<PythonSandboxPre<RunState>>> {
+        let Some(pages) = component
+            .resources_required()
+            .and_then(|r| r.max_initial_memory_size)
+        else {
+            return Ok(None);
+        };
+        let engine = self.engine_with(Pool::Resident {
+            instances: u32::try_from(target + 2)?,
+            keep_resident: usize::try_from(pages)? * WASM_PAGE,
+        })?;
+        let component = self.cache.for_engine(&engine, component, hash)?;
+        let pre = linker(&engine)?.instantiate_pre(&component)?;
+        Ok(Some(PythonSandboxPre::new(pre)?))
     }
 
     /// Reads and loads the interpreter component.

@@ -79,7 +79,8 @@ struct Queue {
 
 impl Warm {
     /// Starts a thread that keeps `target` interpreters of `pre` prepared
-    /// (none when `target` is 0: runs instantiate and drop their own).
+    /// (none when `target` is 0: runs instantiate and drop their own);
+    /// `pre` may be on an engine of its own (see `Pool::Resident`).
     pub(crate) fn start(
         host: Arc<HostInner>,
         pre: PythonSandboxPre<RunState>,
@@ -266,7 +267,7 @@ async fn prepare(
         &host.limits,
         budget.deadline,
     );
-    let mut store = limited_store(&host.engine, state);
+    let mut store = limited_store(pre.engine(), state);
     apply_budget(&mut store, budget, host.metering);
     let interpreter = pre.instantiate_async(&mut store).await?;
     let specs = methods.as_ref().map_or(&[][..], |m| &m.inner.specs[..]);

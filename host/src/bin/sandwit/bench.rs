@@ -112,11 +112,32 @@ pub async fn bench(host: &Host, host_args: &HostArgs, args: BenchArgs) -> anyhow
     // Fresh sandbox, trivial code: on an interpreter prepared ahead of the
     // run (the default; each run starts once the sandbox is ready again, as
     // an agent's runs come seconds apart), and instantiated by the run.
+    // Also a short script that touches more of the interpreter than
+    // `print(1+1)`, so more of the pages a run would fault in.
     let unprepared = host_args.builder()?.prepared_interpreters(0).build()?;
     let unprepared = unprepared.load_python_file(&python_path).await?;
-    for (python, how, wait) in [
-        (&python, "prepared interpreter", true),
-        (&unprepared, "instantiated by the run", false),
+    for (python, how, wait, what, code) in [
+        (
+            &python,
+            "prepared interpreter",
+            true,
+            "print(1+1)",
+            "print(1+1)",
+        ),
+        (
+            &python,
+            "prepared interpreter",
+            true,
+            "short script",
+            SCRIPT,
+        ),
+        (
+            &unprepared,
+            "instantiated by the run",
+            false,
+            "print(1+1)",
+            "print(1+1)",
+        ),
     ] {
         let mut times = Vec::with_capacity(runs);
         let mut prepared = 0;
@@ -125,7 +146,7 @@ pub async fn bench(host: &Host, host_args: &HostArgs, args: BenchArgs) -> anyhow
                 until_prepared(python).await?;
             }
             let start = Instant::now();
-            let outcome = python.run(&ctx, &plugins, "print(1+1)").await;
+            let outcome = python.run(&ctx, &plugins, code).await;
             times.push(start.elapsed());
             prepared += usize::from(outcome.prepared);
             check(&outcome)?;
@@ -140,13 +161,35 @@ pub async fn bench(host: &Host, host_args: &HostArgs, args: BenchArgs) -> anyhow
         };
         for (p, name) in [(0.5, "p50"), (0.99, "p99")] {
             rows.push(Row {
-                scenario: format!("fresh sandbox, print(1+1), {how}, {name}"),
+                scenario: format!("fresh sandbox, {what}, {how}, {name}"),
                 value: us(percentile(&times, p)),
                 unit: "µs",
                 note: note.clone(),
             });
         }
     }
+
+    // Memory a ready sandbox holds: its prepared interpreters' pool, every
+    // slot used once (each keeps the interpreter's initial memory).
+    until_prepared(&python).await?;
+    let base = private_bytes();
+    let ready = host.load_python_file(&python_path).await?;
+    for _ in 0..args.reps(20) {
+        until_prepared(&ready).await?;
+        check(&ready.run(&ctx, &plugins, "print(1+1)").await)?;
+    }
+    until_prepared(&ready).await?;
+    rows.push(Row {
+        scenario: "memory held by a ready sandbox's prepared interpreters".into(),
+        value: private_bytes().saturating_sub(base) as f64 / 1024.0 / 1024.0,
+        unit: "MiB",
+        note: format!(
+            "growth of Private_Dirty after loading a sandbox and {} runs on its {} prepared interpreters",
+            args.reps(20),
+            sandwit::DEFAULT_PREPARED_INTERPRETERS
+        ),
+    });
+    drop(ready);
 
     // One call from Python to a plugin and back, by argument.
     let calls = [
@@ -314,6 +357,10 @@ pub async fn bench(host: &Host, host_args: &HostArgs, args: BenchArgs) -> anyhow
     }
     Ok(ExitCode::SUCCESS)
 }
+
+/// The short script of the fresh-run rows: a function, a comprehension, a
+/// dict, `json.dumps`, `print`.
+const SCRIPT: &str = "import json\ndef f(n):\n    return [i * i for i in range(n)]\nd = {'a': f(10), 'b': 'hello'}\nprint(json.dumps(d), len(d))\n";
 
 /// Waits (untimed) until `python` has all its interpreters prepared, and
 /// its thread is idle.
