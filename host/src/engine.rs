@@ -18,6 +18,11 @@ pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(1);
 /// guards, so this also bounds a host's virtual reservation (~3.5 TiB).
 const POOL_COMPONENT_INSTANCES: u32 = 400;
 
+/// The most core instances, memories and tables one component may have.
+const MAX_CORE_INSTANCES: u32 = 64;
+const MAX_MEMORIES: u32 = 8;
+const MAX_TABLES: u32 = 16;
+
 /// How an engine's pooling allocator resets a memory slot for its next
 /// instance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,22 +56,37 @@ pub(crate) fn new_engine(
     metering: Metering,
     kind: Pool,
 ) -> anyhow::Result<Engine> {
-    let (instances, keep_resident, pagemap) = match kind {
-        Pool::Shared => (POOL_COMPONENT_INSTANCES, 64 << 20, wasmtime::Enabled::Auto),
+    // Per component instance: core instances, memories and tables on
+    // average in the shared pool (sandwit's interpreter has 9 core
+    // instances, a plugin 2 to 4), at most in a resident one, which is
+    // small and must hold its interpreters whatever they are made of.
+    let (instances, per_instance, keep_resident, pagemap) = match kind {
+        Pool::Shared => (
+            POOL_COMPONENT_INSTANCES,
+            (8, 2, 4),
+            64 << 20,
+            wasmtime::Enabled::Auto,
+        ),
         Pool::Resident {
             instances,
             keep_resident,
-        } => (instances, keep_resident, wasmtime::Enabled::No),
+        } => (
+            instances,
+            (MAX_CORE_INSTANCES, MAX_MEMORIES, MAX_TABLES),
+            keep_resident,
+            wasmtime::Enabled::No,
+        ),
     };
+    let (core_instances, memories, tables) = per_instance;
     let mut pool = PoolingAllocationConfig::default();
     pool.total_component_instances(instances)
-        .total_core_instances(instances * 8)
-        .total_memories(instances * 2)
-        .total_tables(instances * 4)
+        .total_core_instances(instances * core_instances)
+        .total_memories(instances * memories)
+        .total_tables(instances * tables)
         .total_stacks(instances)
-        .max_core_instances_per_component(64)
-        .max_memories_per_component(8)
-        .max_tables_per_component(16)
+        .max_core_instances_per_component(MAX_CORE_INSTANCES)
+        .max_memories_per_component(MAX_MEMORIES)
+        .max_tables_per_component(MAX_TABLES)
         .max_memory_size(max_memory)
         .table_elements(table_elements)
         // Keep the first pages of each reused memory resident: reset by

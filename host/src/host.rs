@@ -56,6 +56,8 @@ pub(crate) struct HostInner {
     pub(crate) run_limits: RunLimits,
     pub(crate) metering: Metering,
     pub(crate) prepared_interpreters: usize,
+    /// The cores this process may use.
+    pub(crate) cores: usize,
     pub(crate) policy: Policy,
     pub(crate) services: Services,
 }
@@ -109,11 +111,13 @@ impl HostBuilder {
 
     /// How many interpreters each loaded [`PythonSandbox`] keeps instantiated
     /// ahead of its runs, on a thread of its own ([`DEFAULT_PREPARED_INTERPRETERS`]
-    /// unless set; 0 for none). They come from a pool of `count + 2` slots
-    /// of the sandbox's own that keep the interpreter's whole initial memory
-    /// resident (16 MiB for sandwit's), so a run on one takes no page fault
-    /// there: the sandbox holds up to that many copies of it. The thread
-    /// yields to runs: it works only while runs leave most cores idle.
+    /// unless set; 0 for none). They come from a pool of the sandbox's own,
+    /// of `count + 2 +` cores slots, that keeps the interpreter's whole
+    /// initial memory resident (16 MiB for sandwit's), so a run on one takes
+    /// no page fault there; runs that find none prepared instantiate there
+    /// too while it has room, else in the host's pool. The sandbox holds up
+    /// to that many copies of the memory. The thread yields to runs: it
+    /// works only while runs leave most cores idle.
     pub fn prepared_interpreters(mut self, count: usize) -> Self {
         self.prepared_interpreters = Some(count);
         self
@@ -183,6 +187,7 @@ impl HostBuilder {
                 prepared_interpreters: self
                     .prepared_interpreters
                     .unwrap_or(DEFAULT_PREPARED_INTERPRETERS),
+                cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
                 policy: self.policy,
                 services,
             }),

@@ -723,9 +723,9 @@ async fn prepared_method_functions_serve_only_their_plugins() {
 
 #[tokio::test]
 async fn a_reused_resident_slot_holds_nothing_of_the_previous_run() {
-    // One prepared interpreter: its pool has three slots that keep the
-    // image resident and copy it back on reset, so five runs one after
-    // another reuse slots.
+    // One prepared interpreter: its pool has 3 + cores slots that keep the
+    // image resident and copy it back on reset, so more runs than that, one
+    // after another, reuse slots.
     let host = sandwit::Host::builder()
         .cache_dir(crate::common::cache_dir())
         .prepared_interpreters(1)
@@ -742,7 +742,8 @@ sys.modules["mark"] = json
 functools.mark = bytes(range(256)) * (1 << 16)
 print(len(functools.mark))
 "#;
-    for _ in 0..5 {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    for _ in 0..3 + cores + 2 {
         until_prepared(&python, 1).await;
         let outcome = python.run(&ctx(), &PluginSet::default(), code).await;
         assert_ok(&outcome);

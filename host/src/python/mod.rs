@@ -2,6 +2,7 @@
 //! plugin methods through the `sandwit:plugin/methods` import.
 
 pub(crate) mod outcome;
+mod resident;
 pub(crate) mod state;
 mod warm;
 
@@ -10,13 +11,14 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::bindings::python::{PythonSandboxPre, exports::sandwit::plugin::runner};
+use crate::bindings::python::{
+    PythonSandbox as Interpreter, PythonSandboxPre, exports::sandwit::plugin::runner,
+};
 use crate::bindings::wit;
 use wasmtime::Engine;
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::Linker;
 
 use crate::cache::CodeSource;
-use crate::engine::Pool;
 use crate::error::{LoadError, cut};
 use crate::guard::{Stopped, guarded, limited_store};
 use crate::host::HostInner;
@@ -25,6 +27,7 @@ use crate::manifest::MethodSpec;
 use crate::plugin::{Budget, Compiled, Plugin, apply_budget, fuel_used};
 use crate::types::AgentCtx;
 use outcome::{LimitHit, RunError, RunOutcome, RunStatus};
+use resident::Resident;
 use state::RunState;
 use warm::{Prepared, Warm};
 
@@ -32,9 +35,6 @@ use warm::{Prepared, Warm};
 const RUNNER_EXPORT_PREFIX: &str = "sandwit:plugin/runner@0.1.";
 /// The error type of a run whose interpreter trapped (a bug, not the code).
 const TRAP_TYPE: &str = "InterpreterTrap";
-/// Bytes in a WebAssembly page.
-const WASM_PAGE: usize = 64 << 10;
-
 /// A linker for the interpreter on `engine`: WASI and the plugin methods.
 pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<RunState>> {
     let mut linker = Linker::new(engine);
@@ -146,7 +146,11 @@ pub struct PythonSandbox {
 
 struct PythonInner {
     host: Arc<HostInner>,
+    /// The interpreter in the host's pool.
     pre: PythonSandboxPre<RunState>,
+    /// Its resident pool, where prepared interpreters and, while it has
+    /// room, runs' own are instantiated.
+    resident: Option<Arc<Resident>>,
     code_source: CodeSource,
     warm: Warm,
 }
@@ -190,25 +194,35 @@ impl PythonSandbox {
         let running = warm.running();
         let prepared = warm.take(limits.memory_bytes, plugins);
         let was_prepared = prepared.is_some();
-        let (mut store, interpreter, functions_made) = match prepared {
+        let inner = &*self.inner;
+        let (mut store, slot, interpreter, functions_made) = match prepared {
             Some(Prepared {
                 mut store,
+                slot,
                 interpreter,
                 methods,
             }) => {
                 store.data_mut().hand_over(state);
                 let made = methods.is_some_and(|m| m.same(plugins));
-                (store, Some(interpreter), made)
+                (store, slot, Start::Prepared(interpreter), made)
             }
-            None => (limited_store(&host.engine, state), None, false),
+            None => {
+                // In the resident pool while it has room.
+                let resident = inner.resident.as_ref();
+                let (slot, pre) = match resident.and_then(|r| Some((r.take()?, &r.pre))) {
+                    Some((slot, pre)) => (Some(slot), pre),
+                    None => (None, &inner.pre),
+                };
+                let store = limited_store(pre.engine(), state);
+                (store, slot, Start::Instantiate(pre), false)
+            }
         };
         apply_budget(&mut store, budget, host.metering);
-        let pre = &self.inner.pre;
         let specs = &plugins.inner.specs;
         let result = guarded(&mut store, budget, async |store| {
             let interpreter = match interpreter {
-                Some(interpreter) => interpreter,
-                None => pre.instantiate_async(&mut *store).await?,
+                Start::Prepared(interpreter) => interpreter,
+                Start::Instantiate(pre) => pre.instantiate_async(&mut *store).await?,
             };
             let runner = interpreter.sandwit_plugin_runner();
             if functions_made {
@@ -229,10 +243,18 @@ impl PythonSandbox {
         );
         // Still counted as running: the store goes to the thread only when
         // another core is free of runs.
-        warm.retire(store);
+        warm.retire(store, slot);
         drop(running);
         outcome
     }
+}
+
+/// Where a run's interpreter comes from.
+enum Start<'a> {
+    /// Prepared ahead of the run.
+    Prepared(Interpreter),
+    /// Instantiated by the run.
+    Instantiate(&'a PythonSandboxPre<RunState>),
 }
 
 fn finish(
@@ -372,49 +394,26 @@ impl HostInner {
             source,
         };
         let target = self.prepared_interpreters;
-        let warm_pre = match target {
-            0 => pre.clone(),
-            _ => self
-                .resident_pre(&component, &hash, target)
+        // Room for the prepared interpreters, two runs on ones taken from
+        // them or waiting to be dropped, and a run per core.
+        let resident = match target {
+            0 => None,
+            _ => Resident::new(self, &component, &hash, target + 2 + self.cores)
                 .map_err(host_error)?
-                .unwrap_or_else(|| pre.clone()),
+                .map(Arc::new),
         };
-        let warm = Warm::start(self.clone(), warm_pre, target).map_err(host_error)?;
+        let warm =
+            Warm::start(self.clone(), pre.clone(), resident.clone(), target).map_err(host_error)?;
         tracing::info!(?code_source, "loaded the Python sandbox");
         Ok(PythonSandbox {
             inner: Arc::new(PythonInner {
                 host: self.clone(),
                 pre,
+                resident,
                 code_source,
                 warm,
             }),
         })
-    }
-
-    /// The interpreter for `target` prepared interpreters: on an engine of
-    /// its own whose pool keeps the whole initial memory of each slot
-    /// resident ([`Pool::Resident`]), so a run on one takes no page fault
-    /// in its image. `None` for a component whose memory size is unknown
-    /// (one importing core modules), which the host's engine prepares.
-    fn resident_pre(
-        &self,
-        component: &Component,
-        hash: &str,
-        target: usize,
-    ) -> anyhow::Result<Option<PythonSandboxPre<RunState>>> {
-        let Some(pages) = component
-            .resources_required()
-            .and_then(|r| r.max_initial_memory_size)
-        else {
-            return Ok(None);
-        };
-        let engine = self.engine_with(Pool::Resident {
-            instances: u32::try_from(target + 2)?,
-            keep_resident: usize::try_from(pages)? * WASM_PAGE,
-        })?;
-        let component = self.cache.for_engine(&engine, component, hash)?;
-        let pre = linker(&engine)?.instantiate_pre(&component)?;
-        Ok(Some(PythonSandboxPre::new(pre)?))
     }
 
     /// Reads and loads the interpreter component.

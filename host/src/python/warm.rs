@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use wasmtime::Store;
 
 use super::PluginSet;
+use super::resident::{Resident, Slot};
 use super::state::RunState;
 use crate::bindings::python::{PythonSandbox as Interpreter, PythonSandboxPre};
 use crate::guard::limited_store;
@@ -35,6 +36,9 @@ const RETRY_AFTER: Duration = Duration::from_millis(20);
 /// An interpreter instantiated ahead of its run.
 pub(crate) struct Prepared {
     pub(crate) store: Store<RunState>,
+    /// Its slot in the resident pool (after `store`: given back once the
+    /// store is dropped); `None` in the host's pool.
+    pub(crate) slot: Option<Slot>,
     pub(crate) interpreter: Interpreter,
     /// The plugins whose method functions it has made (`runner.prepare`).
     pub(crate) methods: Option<PluginSet>,
@@ -54,6 +58,10 @@ struct Shared {
     cores: usize,
 }
 
+/// A finished run's store, and its slot in the resident pool (given back
+/// after the store is dropped).
+type Retired = (Store<RunState>, Option<Slot>);
+
 /// Counts a run as executing until dropped.
 pub(crate) struct Running<'a>(&'a Shared);
 
@@ -70,7 +78,7 @@ impl Drop for Running<'_> {
 #[derive(Default)]
 struct Queue {
     ready: Vec<Prepared>,
-    retired: Vec<Store<RunState>>,
+    retired: Vec<Retired>,
     /// The plugins of the latest run: the next interpreters make their
     /// method functions ahead.
     latest: Option<PluginSet>,
@@ -78,12 +86,13 @@ struct Queue {
 }
 
 impl Warm {
-    /// Starts a thread that keeps `target` interpreters of `pre` prepared
-    /// (none when `target` is 0: runs instantiate and drop their own);
-    /// `pre` may be on an engine of its own (see `Pool::Resident`).
+    /// Starts a thread that keeps `target` interpreters prepared (none when
+    /// `target` is 0: runs instantiate and drop their own): in `resident`'s
+    /// pool while it has a free slot, else of `pre`, in the host's.
     pub(crate) fn start(
         host: Arc<HostInner>,
         pre: PythonSandboxPre<RunState>,
+        resident: Option<Arc<Resident>>,
         target: usize,
     ) -> anyhow::Result<Self> {
         let shared = Arc::new(Shared {
@@ -93,13 +102,13 @@ impl Warm {
             }),
             wake: Condvar::new(),
             running: AtomicUsize::new(0),
-            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            cores: host.cores,
         });
         if target > 0 {
             let keeper = shared.clone();
             std::thread::Builder::new()
                 .name("sandwit-warm".into())
-                .spawn(move || keep(&keeper, &host, &pre, target))?;
+                .spawn(move || keep(&keeper, &host, &pre, resident.as_deref(), target))?;
         }
         Ok(Warm { shared })
     }
@@ -130,17 +139,17 @@ impl Warm {
         Some(prepared)
     }
 
-    /// Hands a finished run's store to the thread to drop; drops it here
-    /// when there is no thread, it is behind, or other runs keep it from
-    /// working.
-    pub(crate) fn retire(&self, store: Store<RunState>) {
+    /// Hands a finished run's store (and its resident slot) to the thread to
+    /// drop; drops it here when there is no thread, it is behind, or other
+    /// runs keep it from working.
+    pub(crate) fn retire(&self, store: Store<RunState>, slot: Option<Slot>) {
         let mut queue = self.shared.lock();
         if queue.closed || queue.retired.len() >= MAX_RETIRED || !self.shared.quiet(1) {
             drop(queue);
-            drop(store);
+            drop((store, slot));
             return;
         }
-        queue.retired.push(store);
+        queue.retired.push((store, slot));
         self.shared.wake.notify_one();
     }
 
@@ -177,7 +186,13 @@ impl Shared {
 /// (they hold slots), then tops the prepared interpreters up to `target`,
 /// until the sandbox is dropped. On a busy host runs instantiate and drop
 /// their own: preparing would only slow the runs down.
-fn keep(shared: &Shared, host: &HostInner, pre: &PythonSandboxPre<RunState>, target: usize) {
+fn keep(
+    shared: &Shared,
+    host: &HostInner,
+    pre: &PythonSandboxPre<RunState>,
+    resident: Option<&Resident>,
+    target: usize,
+) {
     yield_to_runs();
     let runtime = match tokio::runtime::Builder::new_current_thread().build() {
         Ok(runtime) => runtime,
@@ -209,7 +224,24 @@ fn keep(shared: &Shared, host: &HostInner, pre: &PythonSandboxPre<RunState>, tar
         }
         let methods = queue.latest.clone();
         drop(queue);
-        match runtime.block_on(prepare(host, pre, methods)) {
+        // In the resident pool; in the host's if there is none, not when
+        // runs hold all its slots (one will be free again soon).
+        let (pre, slot) = match resident {
+            None => (pre, None),
+            Some(resident) => match resident.take() {
+                Some(slot) => (&resident.pre, Some(slot)),
+                None => {
+                    queue = shared.lock();
+                    queue = shared
+                        .wake
+                        .wait_timeout(queue, RETRY_AFTER)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0;
+                    continue;
+                }
+            },
+        };
+        match runtime.block_on(prepare(host, pre, slot, methods)) {
             Ok(prepared) => {
                 queue = shared.lock();
                 queue.ready.push(prepared);
@@ -253,6 +285,7 @@ fn yield_to_runs() {
 async fn prepare(
     host: &HostInner,
     pre: &PythonSandboxPre<RunState>,
+    slot: Option<Slot>,
     methods: Option<PluginSet>,
 ) -> anyhow::Result<Prepared> {
     let limits = &host.run_limits;
@@ -277,6 +310,7 @@ async fn prepare(
         .await?;
     Ok(Prepared {
         store,
+        slot,
         interpreter,
         methods,
     })
