@@ -615,6 +615,18 @@ async fn a_plugin_instance_serves_one_run() {
     assert_eq!((lines(0), lines(999), lines(1000)), (2, 2, 0));
 }
 
+/// A host of its own that prepares `count` interpreters per sandbox, and
+/// its Python sandbox.
+async fn preparing(count: usize) -> (sandwit::Host, PythonSandbox) {
+    let host = sandwit::Host::builder()
+        .cache_dir(crate::common::cache_dir())
+        .prepared_interpreters(count)
+        .build()
+        .unwrap();
+    let python = host.load_python_file(artifacts::PYTHON).await.unwrap();
+    (host, python)
+}
+
 /// Waits until `python` has `count` interpreters prepared. The preparing
 /// thread runs only on an otherwise idle core, so this waits for the other
 /// tests to leave one.
@@ -690,12 +702,7 @@ async fn prepared_interpreters_are_fresh_and_run_under_the_runs_limits() {
 
 #[tokio::test]
 async fn prepared_method_functions_serve_only_their_plugins() {
-    let host = sandwit::Host::builder()
-        .cache_dir(crate::common::cache_dir())
-        .prepared_interpreters(1)
-        .build()
-        .unwrap();
-    let python = host.load_python_file(artifacts::PYTHON).await.unwrap();
+    let (host, python) = preparing(1).await;
     let calc = PluginSet::new(&[load(&host, artifacts::CALC).await]).unwrap();
     let notes = PluginSet::new(&[load(&host, artifacts::NOTES).await]).unwrap();
     let names = "import sys\nprint(sys.modules['app'].prepared, 'calculate_sum' in globals(), 'recall' in globals())";
@@ -726,12 +733,7 @@ async fn a_reused_resident_slot_holds_nothing_of_the_previous_run() {
     // One prepared interpreter: its pool has 3 + cores slots that keep the
     // image resident and copy it back on reset, so more runs than that, one
     // after another, reuse slots.
-    let host = sandwit::Host::builder()
-        .cache_dir(crate::common::cache_dir())
-        .prepared_interpreters(1)
-        .build()
-        .unwrap();
-    let python = host.load_python_file(artifacts::PYTHON).await.unwrap();
+    let (_host, python) = preparing(1).await;
     // Marks in the image (a module, builtins, the module table) and beyond
     // it (16 MiB of memory grown by the run).
     let code = r#"
@@ -754,12 +756,7 @@ print(len(functools.mark))
 
 #[tokio::test]
 async fn a_host_can_prepare_no_interpreters() {
-    let host = sandwit::Host::builder()
-        .cache_dir(crate::common::cache_dir())
-        .prepared_interpreters(0)
-        .build()
-        .unwrap();
-    let python = host.load_python_file(artifacts::PYTHON).await.unwrap();
+    let (_host, python) = preparing(0).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(python.prepared(), 0);
     let outcome = python
