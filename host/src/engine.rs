@@ -33,13 +33,17 @@ pub(crate) enum Pool {
     /// rest goes back to the copy-on-write image, to be faulted in again.
     /// Memory is held only where it was written.
     Shared,
-    /// A Python sandbox's prepared interpreters: `instances` slots whose
-    /// first `keep_resident` bytes of memory (the image) a reset copies back
-    /// whole, so they stay resident and an instance in the slot takes no
-    /// page fault there. Each slot holds that much memory once used.
+    /// A Python sandbox's own (`python/resident.rs`): `instances` slots of
+    /// one component, whose first `keep_resident` bytes of memory (the
+    /// image) a reset copies back whole, so they stay resident and an
+    /// instance in the slot takes no page fault there. Each slot holds that
+    /// much memory once used.
     Resident {
         /// Component instances the pool holds.
         instances: u32,
+        /// Memories and tables of the component.
+        memories: u32,
+        tables: u32,
         /// Bytes of each memory kept resident and copied back on reset.
         keep_resident: usize,
     },
@@ -58,8 +62,9 @@ pub(crate) fn new_engine(
 ) -> anyhow::Result<Engine> {
     // Per component instance: core instances, memories and tables on
     // average in the shared pool (sandwit's interpreter has 9 core
-    // instances, a plugin 2 to 4), at most in a resident one, which is
-    // small and must hold its interpreters whatever they are made of.
+    // instances, a plugin 2 to 4); in a resident one, which must hold its
+    // interpreters whatever they are made of, the most core instances a
+    // component may have and its own memories and tables.
     let (instances, per_instance, keep_resident, pagemap) = match kind {
         Pool::Shared => (
             POOL_COMPONENT_INSTANCES,
@@ -69,10 +74,12 @@ pub(crate) fn new_engine(
         ),
         Pool::Resident {
             instances,
+            memories,
+            tables,
             keep_resident,
         } => (
             instances,
-            (MAX_CORE_INSTANCES, MAX_MEMORIES, MAX_TABLES),
+            (MAX_CORE_INSTANCES, memories, tables),
             keep_resident,
             wasmtime::Enabled::No,
         ),
@@ -138,6 +145,8 @@ mod tests {
         let shared = engine(Pool::Shared);
         let resident = engine(Pool::Resident {
             instances: 4,
+            memories: 3,
+            tables: 2,
             keep_resident: 16 << 20,
         });
         let key = |engine: &Engine| {

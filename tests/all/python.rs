@@ -734,6 +734,8 @@ async fn a_reused_resident_slot_holds_nothing_of_the_previous_run() {
     // image resident and copy it back on reset, so more runs than that, one
     // after another, reuse slots.
     let (_host, python) = preparing(1).await;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert_eq!(python.resident_slots(), 3 + cores);
     // Marks in the image (a module, builtins, the module table) and beyond
     // it (16 MiB of memory grown by the run).
     let code = r#"
@@ -744,8 +746,7 @@ sys.modules["mark"] = json
 functools.mark = bytes(range(256)) * (1 << 16)
 print(len(functools.mark))
 "#;
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    for _ in 0..3 + cores + 2 {
+    for _ in 0..python.resident_slots() + 2 {
         until_prepared(&python, 1).await;
         let outcome = python.run(&ctx(), &PluginSet::default(), code).await;
         assert_ok(&outcome);
@@ -757,6 +758,7 @@ print(len(functools.mark))
 #[tokio::test]
 async fn a_host_can_prepare_no_interpreters() {
     let (_host, python) = preparing(0).await;
+    assert_eq!(python.resident_slots(), 0);
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(python.prepared(), 0);
     let outcome = python

@@ -161,6 +161,14 @@ impl PythonSandbox {
         self.inner.code_source
     }
 
+    /// The slots of the sandbox's resident pool, where its prepared
+    /// interpreters (and runs' own, while one is free) keep the
+    /// interpreter's initial memory resident: each holds that much memory
+    /// once used. 0 when it has none (a host that prepares no interpreters).
+    pub fn resident_slots(&self) -> usize {
+        self.inner.resident.as_ref().map_or(0, |r| r.size)
+    }
+
     /// How many interpreters are instantiated and waiting for a run now.
     pub fn prepared(&self) -> usize {
         self.inner.warm.ready()
@@ -398,8 +406,13 @@ impl HostInner {
         // them or waiting to be dropped, and a run per core.
         let resident = match target {
             0 => None,
+            // Without it (no room for another pool, say) runs are only
+            // slower: the host's pool serves them.
             _ => Resident::new(self, &component, &hash, target + 2 + self.cores)
-                .map_err(host_error)?
+                .unwrap_or_else(|e| {
+                    tracing::warn!("the Python sandbox has no resident pool: {e:#}");
+                    None
+                })
                 .map(Arc::new),
         };
         let warm =

@@ -23,6 +23,8 @@ const WASM_PAGE: usize = 64 << 10;
 pub(crate) struct Resident {
     pub(crate) pre: PythonSandboxPre<RunState>,
     slots: Slots,
+    /// The slots the pool has.
+    pub(crate) size: usize,
 }
 
 /// The free slots of a pool.
@@ -61,14 +63,16 @@ impl Resident {
         hash: &str,
         slots: usize,
     ) -> anyhow::Result<Option<Self>> {
-        let Some(pages) = component
-            .resources_required()
-            .and_then(|r| r.max_initial_memory_size)
-        else {
+        let Some(needs) = component.resources_required() else {
+            return Ok(None);
+        };
+        let Some(pages) = needs.max_initial_memory_size else {
             return Ok(None);
         };
         let engine = host.engine_with(Pool::Resident {
             instances: u32::try_from(slots)?,
+            memories: needs.num_memories,
+            tables: needs.num_tables,
             keep_resident: usize::try_from(pages)? * WASM_PAGE,
         })?;
         let component = host.cache.for_engine(&engine, component, hash)?;
@@ -76,6 +80,7 @@ impl Resident {
         Ok(Some(Resident {
             pre: PythonSandboxPre::new(pre)?,
             slots: Slots::new(slots),
+            size: slots,
         }))
     }
 

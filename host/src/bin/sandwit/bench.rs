@@ -184,9 +184,10 @@ pub async fn bench(host: &Host, host_args: &HostArgs, args: BenchArgs) -> anyhow
         value: private_bytes().saturating_sub(base) as f64 / 1024.0 / 1024.0,
         unit: "MiB",
         note: format!(
-            "growth of Private_Dirty after loading a sandbox and {} runs on its {} prepared interpreters",
+            "growth of Private_Dirty after loading a sandbox and {} runs on its {} prepared interpreters; its resident pool has {} slots",
             args.reps(20),
-            sandwit::DEFAULT_PREPARED_INTERPRETERS
+            sandwit::DEFAULT_PREPARED_INTERPRETERS,
+            ready.resident_slots()
         ),
     });
     drop(ready);
