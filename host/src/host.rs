@@ -151,13 +151,7 @@ impl HostBuilder {
 
     /// Builds the host and starts its epoch ticker.
     pub fn build(self) -> anyhow::Result<Host> {
-        let max_memory = self.limits.memory_bytes.max(self.run_limits.memory_bytes);
-        let engine = new_engine(
-            max_memory,
-            self.limits.table_elements,
-            self.metering,
-            Pool::Shared,
-        )?;
+        let engine = engine(&self.limits, &self.run_limits, self.metering, Pool::Shared)?;
         let mut plugin_linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut plugin_linker)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut plugin_linker)?;
@@ -199,9 +193,20 @@ impl HostInner {
     /// An engine with the host's settings and a pool of its own (its code is
     /// compatible with the host's engine).
     pub(crate) fn engine_with(&self, pool: Pool) -> anyhow::Result<Engine> {
-        let max_memory = self.limits.memory_bytes.max(self.run_limits.memory_bytes);
-        new_engine(max_memory, self.limits.table_elements, self.metering, pool)
+        engine(&self.limits, &self.run_limits, self.metering, pool)
     }
+}
+
+/// An engine for calls under `limits` and runs under `run_limits`: memory
+/// slots fit the larger of their memory limits.
+fn engine(
+    limits: &Limits,
+    run_limits: &RunLimits,
+    metering: Metering,
+    pool: Pool,
+) -> anyhow::Result<Engine> {
+    let max_memory = limits.memory_bytes.max(run_limits.memory_bytes);
+    new_engine(max_memory, limits.table_elements, metering, pool)
 }
 
 impl Host {

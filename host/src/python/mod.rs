@@ -11,13 +11,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
+use wasmtime::Engine;
+use wasmtime::component::Linker;
+
 use crate::bindings::python::{
     PythonSandbox as Interpreter, PythonSandboxPre, exports::sandwit::plugin::runner,
 };
 use crate::bindings::wit;
-use wasmtime::Engine;
-use wasmtime::component::Linker;
-
 use crate::cache::CodeSource;
 use crate::error::{LoadError, cut};
 use crate::guard::{Stopped, guarded, limited_store};
@@ -397,10 +397,6 @@ impl HostInner {
             .map_err(|e| reject(format!("cannot be linked: {e:#}")))?;
         let pre = PythonSandboxPre::new(pre)
             .map_err(|e| reject(format!("does not match the world `python-sandbox`: {e:#}")))?;
-        let host_error = |source| LoadError::Host {
-            plugin: label.to_string(),
-            source,
-        };
         let target = self.prepared_interpreters;
         // Room for the prepared interpreters, two runs on ones taken from
         // them or waiting to be dropped, and a run per core.
@@ -416,7 +412,12 @@ impl HostInner {
                 .map(Arc::new),
         };
         let warm =
-            Warm::start(self.clone(), pre.clone(), resident.clone(), target).map_err(host_error)?;
+            Warm::start(self.clone(), pre.clone(), resident.clone(), target).map_err(|source| {
+                LoadError::Host {
+                    plugin: label.to_string(),
+                    source,
+                }
+            })?;
         tracing::info!(?code_source, "loaded the Python sandbox");
         Ok(PythonSandbox {
             inner: Arc::new(PythonInner {
