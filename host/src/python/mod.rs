@@ -251,8 +251,7 @@ impl PythonSandbox {
         );
         // Still counted as running: the store goes to the thread only when
         // another core is free of runs.
-        warm.retire(store, slot);
-        drop(running);
+        warm.retire(running, store, slot);
         outcome
     }
 }

@@ -135,22 +135,28 @@ impl Warm {
             .position(|p| fits(p) && made_for(p))
             .or_else(|| queue.ready.iter().position(fits))?;
         let prepared = queue.ready.swap_remove(at);
-        self.shared.wake.notify_one();
+        // The thread can replace it only beside this run on a host with
+        // cores to spare; else the run's end wakes it.
+        if self.shared.quiet(0) {
+            self.shared.wake.notify_one();
+        }
         Some(prepared)
     }
 
-    /// Hands a finished run's store (and its resident slot) to the thread to
-    /// drop; drops it here when there is no thread, it is behind, or other
-    /// runs keep it from working.
-    pub(crate) fn retire(&self, store: Store<RunState>, slot: Option<Slot>) {
+    /// Ends a run: hands its store (and resident slot) to the thread to
+    /// drop, or drops it here when there is no thread, it is behind, or
+    /// other runs keep it from working; then stops counting the run, which
+    /// wakes the thread.
+    pub(crate) fn retire(&self, running: Running<'_>, store: Store<RunState>, slot: Option<Slot>) {
         let mut queue = self.shared.lock();
         if queue.closed || queue.retired.len() >= MAX_RETIRED || !self.shared.quiet(1) {
             drop(queue);
             drop((store, slot));
-            return;
+        } else {
+            queue.retired.push((store, slot));
+            drop(queue);
         }
-        queue.retired.push((store, slot));
-        self.shared.wake.notify_one();
+        drop(running);
     }
 
     /// How many interpreters are prepared now.
