@@ -756,6 +756,27 @@ print(len(functools.mark))
 }
 
 #[tokio::test]
+async fn runs_beyond_the_resident_pool_use_the_hosts_pool() {
+    // More runs alive at once (each sleeps, which yields) than the resident
+    // pool has slots: the rest instantiate in the host's pool, none fails.
+    let (_host, python) = preparing(1).await;
+    let runs: Vec<_> = (0..python.resident_slots() + 4)
+        .map(|i| {
+            let python = python.clone();
+            tokio::spawn(async move {
+                let code = format!("import time\ntime.sleep(0.3)\nprint({i})");
+                (i, python.run(&ctx(), &PluginSet::default(), &code).await)
+            })
+        })
+        .collect();
+    for run in runs {
+        let (i, outcome) = run.await.unwrap();
+        assert_ok(&outcome);
+        assert_eq!(outcome.stdout, format!("{i}\n"));
+    }
+}
+
+#[tokio::test]
 async fn a_host_can_prepare_no_interpreters() {
     let (_host, python) = preparing(0).await;
     assert_eq!(python.resident_slots(), 0);
