@@ -203,7 +203,9 @@ impl PythonSandbox {
         let prepared = warm.take(limits.memory_bytes, plugins);
         let was_prepared = prepared.is_some();
         let inner = &*self.inner;
-        let (mut store, slot, interpreter, functions_made) = match prepared {
+        // `slot` first: if this unwinds, the store (declared after it) is
+        // dropped first, and only then is its resident slot given back.
+        let (slot, mut store, interpreter, functions_made) = match prepared {
             Some(Prepared {
                 mut store,
                 slot,
@@ -212,7 +214,7 @@ impl PythonSandbox {
             }) => {
                 store.data_mut().hand_over(state);
                 let made = methods.is_some_and(|m| m.same(plugins));
-                (store, slot, Start::Prepared(interpreter), made)
+                (slot, store, Start::Prepared(interpreter), made)
             }
             None => {
                 // In the resident pool while it has room.
@@ -222,7 +224,7 @@ impl PythonSandbox {
                     None => (None, &inner.pre),
                 };
                 let store = limited_store(pre.engine(), state);
-                (store, slot, Start::Instantiate(pre), false)
+                (slot, store, Start::Instantiate(pre), false)
             }
         };
         apply_budget(&mut store, budget, host.metering);
