@@ -29,8 +29,8 @@ use crate::types::AgentCtx;
 /// Finished stores waiting to be dropped beyond which a run drops its own,
 /// so a busy host does not hold slots for runs that are over.
 const MAX_RETIRED: usize = 16;
-/// How long the thread waits before trying again after an instantiation
-/// failed (all slots of the pooling allocator in use, typically).
+/// How long the thread waits before trying again when it could not prepare
+/// an interpreter (all slots of a pool in use, typically).
 const RETRY_AFTER: Duration = Duration::from_millis(20);
 
 /// An interpreter instantiated ahead of its run.
@@ -177,6 +177,14 @@ impl Shared {
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Waits [`RETRY_AFTER`], or until woken, with `queue` unlocked meanwhile.
+    fn wait_to_retry<'a>(&self, queue: MutexGuard<'a, Queue>) -> MutexGuard<'a, Queue> {
+        self.wake
+            .wait_timeout(queue, RETRY_AFTER)
+            .unwrap_or_else(|p| p.into_inner())
+            .0
+    }
+
     /// Whether the runs executing now, but for `own` of the caller's, leave
     /// most cores idle. The thread works only then: its page-table work
     /// (slot resets, copy-on-write faults) interrupts every core that runs
@@ -237,12 +245,7 @@ fn keep(
             Some(resident) => match resident.take() {
                 Some(slot) => (&resident.pre, Some(slot)),
                 None => {
-                    queue = shared.lock();
-                    queue = shared
-                        .wake
-                        .wait_timeout(queue, RETRY_AFTER)
-                        .unwrap_or_else(|p| p.into_inner())
-                        .0;
+                    queue = shared.wait_to_retry(shared.lock());
                     continue;
                 }
             },
@@ -258,11 +261,7 @@ fn keep(
                 // Without method functions the next time, in case making
                 // them failed: a later run names its plugins again.
                 queue.latest = None;
-                queue = shared
-                    .wake
-                    .wait_timeout(queue, RETRY_AFTER)
-                    .unwrap_or_else(|p| p.into_inner())
-                    .0;
+                queue = shared.wait_to_retry(queue);
             }
         }
     }
