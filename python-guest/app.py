@@ -6,8 +6,8 @@ module can be imported later (there are no files at run time). The host
 instantiates a fresh copy of that snapshot for every run.
 
 `Runner.exec` runs the AI's code in a fresh namespace where each plugin method
-is a plain Python function; a call encodes the bound arguments as a value tree
-and goes through the `sandwit:plugin/methods` import to the host.
+is a plain Python function; a call encodes the bound arguments as a value in
+columns and goes through the `sandwit:plugin/methods` import to the host.
 """
 
 # The curated standard library, loaded into the snapshot.
@@ -143,47 +143,62 @@ class BadValue(Exception):
         raise self.error(f"argument {name!r}{path}: {self.message}") from None
 
 
-NULL = t.Node_Null()
-TRUE = t.Node_Boolean(True)
-FALSE = t.Node_Boolean(False)
-# Made once: most ints crossing are small.
-SMALL_INTS = {i: t.Node_Integer(i) for i in range(-16, 1025)}
-# Scalars by exact type; subclasses take the slow path in `encode_other`.
-SCALARS = {str: t.Node_Text, float: t.Node_Float, bytes: t.Node_Bytes}
-Node_Array, Node_Object, Node_Null = t.Node_Array, t.Node_Object, t.Node_Null
-Node_Integer = t.Node_Integer
+# Node kinds of a value in columns (`columns` in wit/python.wit).
+NULL, FALSE, TRUE, INTEGER, FLOAT, TEXT, BYTES, ARRAY, OBJECT = range(9)
+# A value being encoded is a tuple of its columns (`columns` in
+# wit/python.wit, `kinds` a bytearray until the call); these are their indices.
+KINDS, INTEGERS, FLOATS, TEXTS, BLOBS, LENGTHS = range(6)
+# Arrays of one scalar type are appended in one step, checked by C loops
+# (ints for their range, strs for being ASCII, hence UTF-8).
+RUN_KINDS = {int: INTEGER, float: FLOAT, str: TEXT}
+RUN_COLUMNS = {INTEGER: INTEGERS, FLOAT: FLOATS, TEXT: TEXTS}
+RUN_MIN = 8
+EMPTY_OBJECT = bytes((OBJECT,))
 UNSUPPORTED = (
     "cannot be passed to a plugin method "
     "(use None, bool, int, float, str, bytes, list, tuple or dict)"
 )
 
 
-def encode(value, nodes, depth):
-    """Appends `value` to `nodes` as a tree, root first, at nesting `depth`
-    (an argument is at 1); returns its index. Raises `BadValue`."""
-    index = len(nodes)
+def encode(value, c, depth):
+    """Appends `value` to the columns `c` in preorder, at nesting `depth` (an
+    argument is at 1). Raises `BadValue`."""
     kind = type(value)
-    make = SCALARS.get(kind)
-    if make is not None:
-        nodes.append(make(value))
+    if kind is str:
+        if not value.isascii():
+            check_text(value)
+        c[KINDS].append(TEXT)
+        c[TEXTS].append(value)
     elif kind is int:
-        node = SMALL_INTS.get(value)
-        if node is None:
-            if not I64_MIN <= value <= I64_MAX:
-                raise BadValue(OverflowError, f"the int {value} does not fit in 64 bits")
-            node = Node_Integer(value)
-        nodes.append(node)
+        if not I64_MIN <= value <= I64_MAX:
+            raise BadValue(OverflowError, f"the int {value} does not fit in 64 bits")
+        c[KINDS].append(INTEGER)
+        c[INTEGERS].append(value)
+    elif kind is float:
+        c[KINDS].append(FLOAT)
+        c[FLOATS].append(value)
     elif value is None:
-        nodes.append(NULL)
+        c[KINDS].append(NULL)
     elif kind is bool:
-        nodes.append(TRUE if value else FALSE)
+        c[KINDS].append(TRUE if value else FALSE)
     elif kind is list or kind is tuple:
-        encode_array(value, nodes, depth)
+        encode_array(value, c, depth)
     elif kind is dict:
-        encode_object(value, nodes, depth)
+        encode_object(value, c, depth)
+    elif kind is bytes:
+        c[KINDS].append(BYTES)
+        c[BLOBS].append(value)
     else:
-        return encode_other(value, nodes, depth)
-    return index
+        encode_other(value, c, depth)
+
+
+def check_text(text):
+    """Raises `BadValue` if `text` has a lone surrogate (it would not be UTF-8)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError as e:
+        message = f"the str has a lone surrogate at index {e.start}, which is not valid UTF-8"
+        raise BadValue(ValueError, message) from None
 
 
 def too_deep(first):
@@ -193,83 +208,129 @@ def too_deep(first):
     return error
 
 
-def encode_array(value, nodes, depth):
-    if depth >= MAX_DEPTH and value:
+def encode_array(value, c, depth):
+    n = len(value)
+    if depth >= MAX_DEPTH and n:
         raise too_deep("[0]")
-    index = len(nodes)
-    nodes.append(None)
-    children = []
+    c[KINDS].append(ARRAY)
+    c[LENGTHS].append(n)
+    if n >= RUN_MIN:
+        run = RUN_KINDS.get(type(value[0]))
+        if (
+            run is not None
+            and len(set(map(type, value))) == 1
+            and (run != INTEGER or I64_MIN <= min(value) and max(value) <= I64_MAX)
+            and (run != TEXT or all(map(str.isascii, value)))
+        ):
+            c[KINDS].extend(bytes((run,)) * n)
+            c[RUN_COLUMNS[run]].extend(value)
+            return
     for i, item in enumerate(value):
         try:
-            children.append(encode(item, nodes, depth + 1))
+            encode(item, c, depth + 1)
         except BadValue as e:
             e.path.append(f"[{i}]")
             raise
-    nodes[index] = Node_Array(children)
 
 
-def encode_object(value, nodes, depth):
+def encode_object(value, c, depth):
     if depth >= MAX_DEPTH and value:
         raise too_deep(f"[{next(iter(value))!r}]")
-    index = len(nodes)
-    nodes.append(None)
-    entries = []
+    c[KINDS].append(OBJECT)
+    c[LENGTHS].append(len(value))
+    texts = c[TEXTS]
     for key, item in value.items():
         if type(key) is not str:
             if not isinstance(key, str):
                 raise BadValue(TypeError, f"dict keys must be str, not {type(key).__name__}")
             key = str(key)
         try:
-            entries.append((key, encode(item, nodes, depth + 1)))
+            if not key.isascii():
+                check_text(key)
+            texts.append(key)
+            encode(item, c, depth + 1)
         except BadValue as e:
             e.path.append(f"[{key!r}]")
             raise
-    nodes[index] = Node_Object(entries)
 
 
-def encode_other(value, nodes, depth):
+def encode_other(value, c, depth):
     """`encode` of subclasses (bool is final): an IntEnum as its int, a
     namedtuple as a list, an OrderedDict as a dict; bytearray and memoryview
     as bytes. Scalars are taken by their base type's own conversion, which a
     subclass's `__str__` or `__int__` cannot override."""
     if isinstance(value, int):
-        return encode(int.__int__(value), nodes, depth)
+        return encode(int.__int__(value), c, depth)
     if isinstance(value, float):
-        return encode(float.__float__(value), nodes, depth)
+        return encode(float.__float__(value), c, depth)
     if isinstance(value, str):
-        return encode(str.__str__(value), nodes, depth)
+        return encode(str.__str__(value), c, depth)
     if isinstance(value, (bytes, bytearray, memoryview)):
-        return encode(bytes(memoryview(value)), nodes, depth)
+        return encode(bytes(memoryview(value)), c, depth)
     if isinstance(value, (list, tuple)):
-        return encode(list(value), nodes, depth)
+        return encode(list(value), c, depth)
     if isinstance(value, dict):
-        return encode(dict(value), nodes, depth)
+        return encode(dict(value), c, depth)
     raise BadValue(TypeError, f"values of type {type(value).__name__} {UNSUPPORTED}")
 
 
-def decode(nodes):
-    """A value tree as Python; children always follow their parent."""
-    if len(nodes) == 1:
-        node = nodes[0]
-        kind = type(node)
-        if kind is Node_Null:
+def decode(columns):
+    """The value in `columns` (a tuple), which the host made, so well formed."""
+    kinds = columns[KINDS]
+    if len(kinds) == 1:
+        k = kinds[0]
+        if k == NULL:
             return None
-        if kind is Node_Array:
-            return []
-        if kind is Node_Object:
-            return {}
-        return node.value
-    out = [None] * len(nodes)
-    for i in range(len(nodes) - 1, -1, -1):
-        node = nodes[i]
-        kind = type(node)
-        if kind is Node_Array:
-            out[i] = [out[j] for j in node.value]
-        elif kind is Node_Object:
-            out[i] = {key: out[j] for key, j in node.value}
-        elif kind is not Node_Null:
-            out[i] = node.value
-    return out[0]
+        if k < INTEGER:
+            return k == TRUE
+        if k < ARRAY:
+            # A scalar's column: integers, floats, texts or blobs.
+            return columns[k - 2][0]
+        return [] if k == ARRAY else {}
+    return decode_tree(columns)
+
+
+def decode_tree(columns):
+    """`decode` of a value of more than one node."""
+    kinds, integers, floats, texts, blobs, lengths = columns
+    integers, floats, texts, blobs = iter(integers), iter(floats), iter(texts), iter(blobs)
+    lengths = iter(lengths)
+    runs = {INTEGER: integers, FLOAT: floats, TEXT: texts, BYTES: blobs}
+
+    def read(pos):
+        """The value whose kind is at `pos`, and the position after it."""
+        k = kinds[pos]
+        pos += 1
+        if k == ARRAY:
+            n = next(lengths)
+            if n > 1:
+                # n scalars of one kind in a row are the array's elements.
+                run = runs.get(kinds[pos])
+                if run is not None and kinds.count(kinds[pos], pos, pos + n) == n:
+                    return list(itertools.islice(run, n)), pos + n
+            items = []
+            for _ in range(n):
+                item, pos = read(pos)
+                items.append(item)
+            return items, pos
+        if k == OBJECT:
+            out = {}
+            for _ in range(next(lengths)):
+                key = next(texts)
+                item, pos = read(pos)
+                out[key] = item
+            return out, pos
+        if k == INTEGER:
+            return next(integers), pos
+        if k == TEXT:
+            return next(texts), pos
+        if k == FLOAT:
+            return next(floats), pos
+        if k == BYTES:
+            return next(blobs), pos
+        return (None, False, True)[k], pos
+
+    return read(0)[0]
 
 
 ERROR_KINDS = {
@@ -279,41 +340,39 @@ ERROR_KINDS = {
     t.CallError_Denied: "denied",
     t.CallError_LimitExceeded: "limit_exceeded",
 }
-MethodResult_Tool, MethodResult_Behavior = t.MethodResult_Tool, t.MethodResult_Behavior
-Value = t.Value
 call_host = host_methods.call
 
 
 def invoke(method, params, values):
     """Calls `method`; `params` are its parameters' (name, required) and
     `values` the arguments bound to them. An optional parameter given None
-    is left out."""
-    nodes = [None]
-    entries = []
-    for (name, required), value in zip(params, values) if values else ():
-        if value is None and not required:
-            continue
-        try:
-            entries.append((name, encode(value, nodes, 1)))
-        except BadValue as e:
-            e.raise_for(name)
-    nodes[0] = Node_Object(entries)
+    is left out. A tool's value or a behavior's string comes back (agent and
+    multimodal results end the run in the host, never returning here)."""
+    if values:
+        kinds, texts, lengths = bytearray((OBJECT,)), [], [0]
+        c = (kinds, [], [], texts, [], lengths)
+        for (name, required), value in zip(params, values):
+            if value is None and not required:
+                continue
+            texts.append(name)
+            try:
+                encode(value, c, 1)
+            except BadValue as e:
+                e.raise_for(name)
+            lengths[0] += 1
+        args = (bytes(kinds), *c[1:])
+    else:
+        args = (EMPTY_OBJECT, [], [], [], [], [0])
     # What was printed before the call must not be lost if the run ends in it.
     sys.stdout.flush()
     sys.stderr.flush()
     try:
-        result = call_host(method, Value(nodes))
+        result = call_host(method, args)
     except Err as e:
         kind = ERROR_KINDS.get(type(e.value), "failed")
         cls = PluginArgumentError if kind == "invalid_arguments" else PluginError
         raise cls(method, kind, e.value.value) from None
-    kind = type(result)
-    if kind is MethodResult_Tool:
-        return decode(result.value.nodes)
-    if kind is MethodResult_Behavior:
-        return result.value
-    # Agent and multimodal results end the run in the host: never here.
-    raise RuntimeError(f"{method}: unexpected {kind.__name__}")
+    return decode(result)
 
 
 # Host-side limit on a method's parameters (MAX_PARAMS in the manifest check).

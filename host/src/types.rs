@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::bindings::python::sandwit::plugin::methods::Columns;
 use crate::bindings::wit;
 pub use sandwit_value::Value;
 
@@ -188,6 +189,37 @@ pub(crate) fn nodes_to_wit(nodes: Vec<sandwit_value::Node>) -> wit::Value {
         })
         .collect();
     wit::Value { nodes }
+}
+
+/// A value in columns in its WIT form, for the Python sandbox.
+pub(crate) fn columns_to_wit(columns: sandwit_value::Columns) -> Columns {
+    let sandwit_value::Columns {
+        kinds,
+        integers,
+        floats,
+        texts,
+        blobs,
+        lengths,
+    } = columns;
+    (kinds, integers, floats, texts, blobs, lengths)
+}
+
+/// Decodes a value in columns that came from the Python sandbox, within
+/// `limits`.
+pub(crate) fn value_from_columns(
+    columns: Columns,
+    limits: &sandwit_value::DecodeLimits,
+) -> Result<Value, sandwit_value::DecodeError> {
+    let (kinds, integers, floats, texts, blobs, lengths) = columns;
+    let columns = sandwit_value::Columns {
+        kinds,
+        integers,
+        floats,
+        texts,
+        blobs,
+        lengths,
+    };
+    Value::from_columns(columns, limits)
 }
 
 /// Decodes a value in WIT form that came from a guest, within `limits`.

@@ -299,6 +299,7 @@ cases = [
     None, True, False, 0, 7, -2**63, 2**63 - 1, 1.5, -0.0, float("inf"), "", "héllo ✓\n",
     b"\x00\xff", bytearray(b"ab"), memoryview(b"cd"), (1, (2,)), [], {}, [None, [True, 2.5]],
     {"a": [1, {"b": None}], "c": b"x", "": "empty key"}, deep, list(range(300)),
+    [0.5] * 8, ["a", "é"] * 4, [1] * 8 + [True], {"é": "ü"},
 ]
 for case in cases:
     print(repr(echo(case)))
@@ -313,7 +314,10 @@ Point = collections.namedtuple("Point", "x y")
 print(repr(echo([Color.RED, Point(1, 2.5), collections.OrderedDict(a=1), Loud("quiet")])))
 print(type(echo(True)).__name__, type(echo(1)).__name__)
 deeper = [deep]
-for bad in [{1, 2}, 2**63, -2**63 - 1, {1: "x"}, {"k": object()}, deeper, 1j]:
+for bad in [
+    {1, 2}, 2**63, -2**63 - 1, {1: "x"}, {"k": object()}, deeper, 1j,
+    [0] * 9 + [2**63], "a\ud800", ["x"] * 8 + ["\udc80"], {"k\ud800": 1},
+]:
     try:
         echo([0, bad])
     except Exception as e:
@@ -356,6 +360,10 @@ for bad in [{1, 2}, 2**63, -2**63 - 1, {1: "x"}, {"k": object()}, deeper, 1j]:
         "{'a': [1, {'b': None}], 'c': b'x', '': 'empty key'}",
         &deep,
         &range,
+        "[0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5]",
+        "['a', 'é', 'a', 'é', 'a', 'é', 'a', 'é']",
+        "[1, 1, 1, 1, 1, 1, 1, 1, True]",
+        "{'é': 'ü'}",
         "True",
         "[3, [1, 2.5], {'a': 1}, 'quiet']",
         "bool int",
@@ -369,9 +377,63 @@ for bad in [{1, 2}, 2**63, -2**63 - 1, {1: "x"}, {"k": object()}, deeper, 1j]:
         &too_deep,
         "TypeError argument 'value'[1]: values of type complex cannot be passed to a plugin \
          method (use None, bool, int, float, str, bytes, list, tuple or dict)",
+        "OverflowError argument 'value'[1][9]: the int 9223372036854775808 does not fit in 64 bits",
+        "ValueError argument 'value'[1]: the str has a lone surrogate at index 1, which is not \
+         valid UTF-8",
+        "ValueError argument 'value'[1][8]: the str has a lone surrogate at index 0, which is not \
+         valid UTF-8",
+        "ValueError argument 'value'[1]['k\\ud800']: the str has a lone surrogate at index 1, \
+         which is not valid UTF-8",
     ];
     let lines: Vec<_> = outcome.stdout.lines().collect();
     assert_eq!(lines, expected);
+}
+
+#[tokio::test]
+async fn malformed_columns_from_the_code_are_refused() {
+    let (python, _) = sandbox().await;
+    let echo = load(host(), artifacts::ECHO).await;
+    let plugins = PluginSet::new(&[echo]).unwrap();
+    // Code that calls the import itself, around the method functions.
+    let code = r#"
+from wit_world.imports import methods
+from componentize_py_types import Err
+OBJ, INT, ARR = b"\x08", 3, 7
+cases = [
+    (b"", [], [], [], [], []),
+    (OBJ + b"\x09", [], [], ["value"], [], [1]),
+    (OBJ + bytes([INT]), [], [], ["value"], [], [1]),
+    (OBJ + bytes([INT]), [1, 2], [], ["value"], [], [1]),
+    (OBJ + bytes([ARR]), [], [], ["value"], [], [1, 2**32 - 1]),
+    (OBJ + bytes([ARR]), [], [], ["value"], [], [1, 1000]),
+    (OBJ + bytes([ARR]) * 70 + b"\x00", [], [], ["value"], [], [1] * 71),
+    (OBJ + b"\x00\x00", [], [], ["value"], [], [1]),
+]
+for case in cases:
+    try:
+        methods.call("echo", case)
+    except Err as e:
+        print(type(e.value).__name__, e.value.value)
+print(echo([1, "ok"]))
+"#;
+    let outcome = python.run(&ctx(), &plugins, code).await;
+    assert_ok(&outcome);
+    let lines: Vec<_> = outcome.stdout.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "CallError_InvalidArguments value has no nodes",
+            "CallError_InvalidArguments node 1 has kind 9, which is not a kind",
+            "CallError_InvalidArguments the integers column has fewer entries than its nodes take",
+            "CallError_InvalidArguments the integers column has more entries than its nodes take",
+            "CallError_InvalidArguments value takes 17179869221 bytes, more than the limit of \
+             16777216",
+            "CallError_InvalidArguments the nodes end inside a container",
+            "CallError_InvalidArguments value is nested deeper than the limit of 64",
+            "CallError_InvalidArguments nodes follow the end of the value",
+            "[1, 'ok']",
+        ]
+    );
 }
 
 #[tokio::test]

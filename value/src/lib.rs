@@ -7,10 +7,17 @@
 //! referred to exactly once, and the depth and size are bounded, so a decoded
 //! tree is always finite, acyclic and built without recursion.
 //!
+//! The Python sandbox passes values in another form, [`Columns`]: preorder,
+//! each kind of payload in a column of its own.
+//!
 //! It has no dependencies and is shared by the host and the guest SDK.
 #![deny(missing_docs)]
 
 use std::fmt;
+
+mod columns;
+
+pub use columns::{Columns, kind};
 
 /// A dynamically typed value: what Python's `None`, `bool`, `int`, `float`,
 /// `str`, `bytes`, `list` and `dict` (with string keys) map to.
@@ -118,6 +125,27 @@ pub enum DecodeError {
         /// The node's index.
         index: usize,
     },
+    /// Columns: a kind byte that names no kind.
+    BadKind {
+        /// The node's index.
+        index: usize,
+        /// The byte.
+        kind: u8,
+    },
+    /// Columns: a node's payload is missing from its column.
+    ShortColumn {
+        /// The column's name.
+        column: &'static str,
+    },
+    /// Columns: a column has more entries than its nodes take.
+    LongColumn {
+        /// The column's name.
+        column: &'static str,
+    },
+    /// Columns: the kinds end inside a container.
+    Unfinished,
+    /// Columns: nodes follow the end of the root.
+    TrailingNodes,
 }
 
 impl fmt::Display for DecodeError {
@@ -143,6 +171,23 @@ impl fmt::Display for DecodeError {
             DecodeError::Unreachable { index } => {
                 write!(f, "node {index} is not reachable from the root")
             }
+            DecodeError::BadKind { index, kind } => {
+                write!(f, "node {index} has kind {kind}, which is not a kind")
+            }
+            DecodeError::ShortColumn { column } => {
+                write!(
+                    f,
+                    "the {column} column has fewer entries than its nodes take"
+                )
+            }
+            DecodeError::LongColumn { column } => {
+                write!(
+                    f,
+                    "the {column} column has more entries than its nodes take"
+                )
+            }
+            DecodeError::Unfinished => write!(f, "the nodes end inside a container"),
+            DecodeError::TrailingNodes => write!(f, "nodes follow the end of the value"),
         }
     }
 }
@@ -303,7 +348,7 @@ fn check_shape(nodes: &[Node], limits: &DecodeLimits) -> Result<(), DecodeError>
 mod tests {
     use super::*;
 
-    fn sample() -> Value {
+    pub(crate) fn sample() -> Value {
         Value::Object(vec![
             ("a".into(), Value::Int(1)),
             (

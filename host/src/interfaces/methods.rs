@@ -7,6 +7,7 @@
 use wasmtime::StoreContextMut;
 use wasmtime::component::Linker;
 
+use crate::bindings::python::sandwit::plugin::methods::Columns;
 use crate::bindings::wit;
 use crate::error::{CallErrorKind, cut};
 use crate::json::summary;
@@ -14,14 +15,14 @@ use crate::limits::LimitKind;
 use crate::plugin::Budget;
 use crate::python::outcome::{Event, Handoff};
 use crate::python::state::RunState;
-use crate::types::{self, ContentPart, MethodResult};
+use crate::types::{self, ContentPart, MethodResult, Value};
 
 /// Adds `sandwit:plugin/methods@0.1.0` to a Python run's linker.
 pub(crate) fn add_to_linker(linker: &mut Linker<RunState>) -> wasmtime::Result<()> {
     let mut methods = linker.instance("sandwit:plugin/methods@0.1.0")?;
     methods.func_wrap_async(
         "call",
-        |store: StoreContextMut<'_, RunState>, (method, args): (String, wit::Value)| {
+        |store: StoreContextMut<'_, RunState>, (method, args): (String, Columns)| {
             Box::new(async move { call(store, method, args).await.map(|r| (r,)) })
         },
     )
@@ -30,8 +31,8 @@ pub(crate) fn add_to_linker(linker: &mut Linker<RunState>) -> wasmtime::Result<(
 async fn call(
     mut store: StoreContextMut<'_, RunState>,
     method: String,
-    args: wit::Value,
-) -> wasmtime::Result<Result<wit::MethodResult, wit::CallError>> {
+    args: Columns,
+) -> wasmtime::Result<Result<Columns, wit::CallError>> {
     // Without fuel metering the plugin's own budget is all there is.
     let metered = store.get_fuel().ok();
     let fuel_left = metered.unwrap_or(u64::MAX);
@@ -48,7 +49,7 @@ async fn call(
         return Ok(Err(wit::CallError::UnknownMethod(method)));
     };
     let kind = plugin.manifest().method(&method).expect("indexed").kind;
-    let args = match types::value_from_wit(args, &plugin.limits().decode_limits()) {
+    let args = match types::value_from_columns(args, &plugin.limits().decode_limits()) {
         Ok(args) => args,
         Err(e) => return Ok(Err(wit::CallError::InvalidArguments(e.to_string()))),
     };
@@ -95,16 +96,14 @@ async fn call(
         },
     });
     match report.result {
-        Ok(MethodResult::Tool(value)) => Ok(Ok(wit::MethodResult::Tool(types::nodes_to_wit(
-            value.into_nodes(),
-        )))),
+        Ok(MethodResult::Tool(value)) => Ok(Ok(types::columns_to_wit(value.into_columns()))),
         Ok(MethodResult::Behavior(text)) => {
             state.events.push(Event::SystemMessage {
                 plugin: id,
                 method,
                 text: text.clone(),
             });
-            Ok(Ok(wit::MethodResult::Behavior(text)))
+            Ok(Ok(types::columns_to_wit(Value::Text(text).into_columns())))
         }
         Ok(result) => {
             // The script stops here: end the interpreter now, so nothing after
