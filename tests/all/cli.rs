@@ -1,6 +1,6 @@
 //! The `sandwit` command line, run as a separate process.
 
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 use crate::common::{artifacts, assert_succeeded};
 
@@ -173,6 +173,26 @@ fn run_prints_the_outcome_as_json_with_exit_status() {
     assert_eq!(code, Some(1));
     assert_eq!(json["status"], "limit_exceeded");
     assert_eq!(json["limit"]["kind"], "fuel");
+}
+
+#[test]
+fn a_closed_stdout_ends_the_process_quietly() {
+    // `sandwit run ... | head` with the reader gone before anything is written.
+    let tmp = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandwit"))
+        .arg("--cache-dir")
+        .arg(tmp.join("cli-cache"))
+        .args(["run", "--json", "--python", artifacts::PYTHON])
+        .args(["--plugin", artifacts::CALC, "-c", "print('x' * 100_000)"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(141), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
 #[test]

@@ -525,11 +525,14 @@ fn private_bytes() -> u64 {
 
 fn print_table(rows: &[Row]) {
     let width = rows.iter().map(|r| r.scenario.len()).max().unwrap_or(0);
-    println!("{:width$}  {:>12}  note", "scenario", "value");
+    outln!("{:width$}  {:>12}  note", "scenario", "value");
     for r in rows {
-        println!(
+        outln!(
             "{:width$}  {:>9.1} {:<6} {}",
-            r.scenario, r.value, r.unit, r.note
+            r.scenario,
+            r.value,
+            r.unit,
+            r.note
         );
     }
 }

@@ -66,13 +66,13 @@ pub async fn call(host: &Host, args: CallArgs) -> anyhow::Result<ExitCode> {
             "fuel_used": report.fuel_used,
             "ms": report.elapsed.as_secs_f64() * 1e3,
         });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        outln!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         for event in &report.events {
             eprintln!("{}", crate::render::plugin_event(plugin.id(), event));
         }
         match (&report.result, result) {
-            (Ok(_), Some(result)) => println!("{}", serde_json::to_string_pretty(&result)?),
+            (Ok(_), Some(result)) => outln!("{}", serde_json::to_string_pretty(&result)?),
             (Err(e), _) => eprintln!("error: {e}"),
             (Ok(_), None) => unreachable!("a result renders"),
         }

@@ -28,7 +28,7 @@ pub struct ValidateArgs {
 pub async fn inspect(host: &Host, args: InspectArgs) -> anyhow::Result<ExitCode> {
     let plugin = host.load_plugin_file(&args.plugin).await?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&describe_json(&plugin))?);
+        outln!("{}", serde_json::to_string_pretty(&describe_json(&plugin))?);
     } else {
         print_text(&plugin);
     }
@@ -47,36 +47,36 @@ fn describe_json(plugin: &Plugin) -> serde_json::Value {
 
 fn print_text(plugin: &Plugin) {
     let m = plugin.manifest();
-    println!("{} {} — {}", m.id, m.version, m.name);
-    println!("  by {}", m.author);
-    println!("  {}", m.description);
-    println!("  sha256: {}", plugin.hash());
-    println!(
+    outln!("{} {} — {}", m.id, m.version, m.name);
+    outln!("  by {}", m.author);
+    outln!("  {}", m.description);
+    outln!("  sha256: {}", plugin.hash());
+    outln!(
         "  code: {}",
         crate::render::code_source(plugin.code_source())
     );
-    println!("  capabilities requested: {}", list(m.capabilities.iter()));
-    println!("  capabilities granted: {}", list(plugin.grants().iter()));
+    outln!("  capabilities requested: {}", list(m.capabilities.iter()));
+    outln!("  capabilities granted: {}", list(plugin.grants().iter()));
     if let Some(schema) = &m.config_schema {
-        println!("  config schema: {schema}");
+        outln!("  config schema: {schema}");
     }
-    println!("  imports:");
+    outln!("  imports:");
     for import in plugin.imports() {
-        println!("    {import}");
+        outln!("    {import}");
     }
-    println!("  methods:");
+    outln!("  methods:");
     for method in &m.methods {
-        println!();
-        println!("  {}  [{}]", crate::render::signature(method), method.kind);
+        outln!();
+        outln!("  {}  [{}]", crate::render::signature(method), method.kind);
         for p in &method.params {
             let req = if p.required { "required" } else { "optional" };
-            println!("    {} ({req}): {}", p.name, p.schema);
+            outln!("    {} ({req}): {}", p.name, p.schema);
         }
         if let Some(r) = &method.returns {
-            println!("    returns: {r}");
+            outln!("    returns: {r}");
         }
         for line in method.docstring.lines() {
-            println!("    │ {line}");
+            outln!("    │ {line}");
         }
     }
 }
@@ -110,10 +110,10 @@ pub async fn validate(host: &Host, args: ValidateArgs) -> anyhow::Result<ExitCod
             })
         });
         let out = json!({"file": file, "ok": ok, "problems": problems, "plugin": plugin});
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        outln!("{}", serde_json::to_string_pretty(&out)?);
     } else if let Some(p) = plugin {
         let m = p.manifest();
-        println!(
+        outln!(
             "{file}: acceptable ({} {}, {} methods, capabilities requested: {})",
             m.id,
             m.version,
@@ -121,9 +121,9 @@ pub async fn validate(host: &Host, args: ValidateArgs) -> anyhow::Result<ExitCod
             list(m.capabilities.iter())
         );
     } else {
-        println!("{file}: rejected, {} problem(s):", problems.len());
+        outln!("{file}: rejected, {} problem(s):", problems.len());
         for problem in &problems {
-            println!("  - {problem}");
+            outln!("  - {problem}");
         }
     }
     Ok(if ok {

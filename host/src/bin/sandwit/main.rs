@@ -1,5 +1,8 @@
 //! `sandwit`: inspect, validate and call sandwit plugins from the shell.
 
+#[macro_use]
+mod stdout;
+
 mod bench;
 mod call;
 mod inspect;

@@ -119,7 +119,7 @@ async fn load_plugins(host: &Host, args: &PluginArgs) -> anyhow::Result<Vec<Plug
 
 pub async fn prompt(host: &Host, args: PromptArgs) -> anyhow::Result<ExitCode> {
     let plugins = PluginSet::new(&load_plugins(host, &args.plugins).await?)?;
-    print!("{}", method_listing(&plugins));
+    out!("{}", method_listing(&plugins));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -195,7 +195,7 @@ pub async fn run(host: &Host, args: RunArgs) -> anyhow::Result<ExitCode> {
         .unwrap_or_else(|| std::env::temp_dir().join("sandwit-out"));
     if args.json {
         let json = outcome_json(&outcome, &out_dir)?;
-        println!("{}", serde_json::to_string_pretty(&json)?);
+        outln!("{}", serde_json::to_string_pretty(&json)?);
     } else {
         print_outcome(&outcome, &out_dir)?;
     }
@@ -228,10 +228,10 @@ fn outcome_json(outcome: &RunOutcome, out_dir: &Path) -> anyhow::Result<serde_js
 }
 
 fn print_outcome(outcome: &RunOutcome, out_dir: &Path) -> anyhow::Result<()> {
-    print!("{}", outcome.stdout);
+    out!("{}", outcome.stdout);
     eprint!("{}", outcome.stderr);
     let status = serde_json::to_value(outcome.status)?;
-    println!(
+    outln!(
         "\n── outcome: {} ({:.1} ms, {} fuel)",
         status.as_str().unwrap_or_default(),
         outcome.elapsed.as_secs_f64() * 1e3,
@@ -239,10 +239,10 @@ fn print_outcome(outcome: &RunOutcome, out_dir: &Path) -> anyhow::Result<()> {
     );
     if let Some(e) = &outcome.error {
         let at = e.line.map(|l| format!(" at line {l}")).unwrap_or_default();
-        println!("error: {}{at}: {}", e.type_name, e.message);
+        outln!("error: {}{at}: {}", e.type_name, e.message);
     }
     if let Some(limit) = &outcome.limit {
-        println!("limit: {} — {}", limit.kind, limit.message);
+        outln!("limit: {} — {}", limit.kind, limit.message);
     }
     for event in &outcome.events {
         match event {
@@ -256,27 +256,27 @@ fn print_outcome(outcome: &RunOutcome, out_dir: &Path) -> anyhow::Result<()> {
                 ..
             } => {
                 let mark = if *ok { "→" } else { "✗" };
-                println!("call {plugin}.{method} [{kind}] {ms:.2} ms {mark} {summary}");
+                outln!("call {plugin}.{method} [{kind}] {ms:.2} ms {mark} {summary}");
             }
-            Event::SystemMessage { text, .. } => println!("system message: {text}"),
+            Event::SystemMessage { text, .. } => outln!("system message: {text}"),
             Event::Log {
                 plugin,
                 level,
                 message,
-            } => println!("log [{plugin} {level}] {message}"),
+            } => outln!("log [{plugin} {level}] {message}"),
             Event::Chat { plugin, message } => {
-                println!("chat [{plugin}] {}", crate::render::chat_message(message))
+                outln!("chat [{plugin}] {}", crate::render::chat_message(message))
             }
             Event::Denied {
                 plugin,
                 capability,
                 request,
-            } => println!("denied [{plugin}] {request}: capability `{capability}` not granted"),
+            } => outln!("denied [{plugin}] {request}: capability `{capability}` not granted"),
         }
     }
     if let Some(h) = &outcome.handoff {
         let result = crate::render::result_json(&h.result, out_dir)?;
-        println!(
+        outln!(
             "handoff from {}.{} (for the AI, in a new round):\n{}",
             h.plugin,
             h.method,
