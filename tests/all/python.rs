@@ -437,6 +437,25 @@ print(echo([1, "ok"]))
 }
 
 #[tokio::test]
+async fn wrong_python_types_for_the_import_end_only_that_run() {
+    let (python, _) = sandbox().await;
+    let echo = load(host(), artifacts::ECHO).await;
+    let plugins = PluginSet::new(&[echo]).unwrap();
+    // componentize-py cannot lower a bytearray as `list<u8>`: it aborts.
+    let code = "from wit_world.imports import methods\n\
+                print('before', flush=True)\n\
+                methods.call('echo', (bytearray(b'\\x08'), [], [], [], [], [0]))\n\
+                print('after')";
+    let outcome = python.run(&ctx(), &plugins, code).await;
+    assert_eq!(outcome.status, RunStatus::Error);
+    assert_eq!(outcome.error.unwrap().type_name, "InterpreterTrap");
+    assert_eq!(outcome.stdout, "before\n");
+    let outcome = python.run(&ctx(), &plugins, "print(echo([1]))").await;
+    assert_ok(&outcome);
+    assert_eq!(outcome.stdout, "[1]\n");
+}
+
+#[tokio::test]
 async fn help_shows_the_docstring() {
     let outcome = run("help(calculate_sum)").await;
     assert_ok(&outcome);
