@@ -1,6 +1,6 @@
-//! The wasmtime [`Engine`]s of a host: fuel and epoch interruption as its
-//! [`Metering`] says, instances from a [`Pool`], and an epoch ticker thread
-//! per engine that stops when the engine is dropped.
+//! The wasmtime [`Engine`]s of a host: fuel or epoch interruption as its
+//! [`Metering`] says, instances from a [`Pool`], and, for epochs, a ticker
+//! thread per engine that stops when the engine is dropped.
 
 use std::time::Duration;
 
@@ -106,12 +106,14 @@ pub(crate) fn new_engine(
     config
         .wasm_component_model(true)
         .consume_fuel(metering.fuel())
-        .epoch_interruption(metering.deadline())
+        .epoch_interruption(metering.epochs())
         .cranelift_opt_level(wasmtime::OptLevel::Speed)
         .parallel_compilation(true)
         .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     let engine = Engine::new(&config)?;
-    start_epoch_ticker(&engine);
+    if metering.epochs() {
+        start_epoch_ticker(&engine);
+    }
     Ok(engine)
 }
 

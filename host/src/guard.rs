@@ -29,10 +29,12 @@ pub(crate) enum Stopped {
     Trap(wasmtime::Error),
 }
 
-/// Runs `call` on `store` with the budget's deadline enforced both by epoch
-/// interruption (for running code) and by a timer (for code blocked in the
-/// host), and turns traps into the limit they stand for where they stand for
-/// one.
+/// Runs `call` on `store` with the budget's deadline enforced by a timer,
+/// which ends code blocked in the host and running code at its next yield
+/// (every [`YIELD_FUEL`](crate::limits::YIELD_FUEL) units of fuel; under
+/// [`Metering::DeadlineOnly`](crate::Metering::DeadlineOnly) epoch
+/// interruption traps it), and turns traps into the limit they stand for
+/// where they stand for one.
 pub(crate) async fn guarded<S: Limited, T>(
     store: &mut Store<S>,
     budget: Budget,

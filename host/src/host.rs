@@ -24,9 +24,8 @@ use crate::store::{SqliteStore, StoreBackend};
 /// back-to-back runs never to wait for one.
 pub const DEFAULT_PREPARED_INTERPRETERS: usize = 2;
 
-/// A plugin host: one engine with fuel and epoch interruption (see
-/// [`Metering`]), one epoch ticker, a compiled-code cache and the limits for
-/// every call. Cheap to clone.
+/// A plugin host: one engine with fuel and a deadline (see [`Metering`]), a
+/// compiled-code cache and the limits for every call. Cheap to clone.
 ///
 /// ```no_run
 /// # async fn demo() -> anyhow::Result<()> {
@@ -149,7 +148,8 @@ impl HostBuilder {
         self
     }
 
-    /// Builds the host and starts its epoch ticker.
+    /// Builds the host (and, under [`Metering::DeadlineOnly`], starts its
+    /// epoch ticker).
     pub fn build(self) -> anyhow::Result<Host> {
         let engine = engine(&self.limits, &self.run_limits, self.metering, Pool::Shared)?;
         let mut plugin_linker = Linker::new(&engine);

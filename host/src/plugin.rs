@@ -20,7 +20,7 @@ use crate::engine::deadline_ticks;
 use crate::error::{CallError, CallErrorKind, LoadError, cut};
 use crate::guard::{Stopped, guarded, limited_store};
 use crate::host::HostInner;
-use crate::limits::{LimitKind, Limits, MAX_COMPONENT_BYTES, Metering};
+use crate::limits::{LimitKind, Limits, MAX_COMPONENT_BYTES, Metering, YIELD_FUEL};
 use crate::manifest::{self, Manifest};
 use crate::state::{PluginEnv, PluginEvent, PluginState};
 use crate::types::{self, AgentCtx, ContentPart, MethodResult, Value};
@@ -575,13 +575,19 @@ impl HostInner {
     }
 }
 
-/// Gives a store the budget's fuel and an epoch deadline at its deadline, as
-/// far as the host meters them.
+/// Gives a store the budget's fuel, yielding every [`YIELD_FUEL`] units so
+/// that [`guarded`]'s timer can end it at the deadline, or an epoch deadline
+/// at the deadline, as the host meters them.
+///
+/// [`guarded`]: crate::guard::guarded
 pub(crate) fn apply_budget<T>(store: &mut Store<T>, budget: Budget, metering: Metering) {
     if metering.fuel() {
         store.set_fuel(budget.fuel).expect("fuel is enabled");
+        store
+            .fuel_async_yield_interval(Some(YIELD_FUEL))
+            .expect("fuel is enabled and the interval is not 0");
     }
-    if metering.deadline() {
+    if metering.epochs() {
         let time_left = budget.deadline.saturating_duration_since(Instant::now());
         store.set_epoch_deadline(deadline_ticks(time_left));
         store.epoch_deadline_trap();

@@ -279,6 +279,7 @@ fn bench_quick_covers_every_scenario_and_names_peers_it_cannot_run() {
         "throughput, 64 concurrent runs",
         "memory per live sandbox, 64 live runs",
         "CPU-bound loop (20000 iterations), epoch deadline only",
+        "CPU-bound loop (20000 iterations), fuel + deadline (the default)",
         "cold start: new process, cached code, first result",
     ] {
         let value = row(scenario)["value"].as_f64().unwrap();

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use sandwit::{CallError, CallErrorKind, Host, LimitKind, Limits};
+use sandwit::{CallError, CallErrorKind, Host, LimitKind, Limits, Metering};
 use serde_json::json;
 
 use crate::common::{
@@ -68,8 +68,13 @@ async fn an_endless_loop_runs_out_of_fuel() {
 }
 
 fn slow_host() -> Host {
+    slow_host_metered(Metering::default())
+}
+
+fn slow_host_metered(metering: Metering) -> Host {
     Host::builder()
         .cache_dir(cache_dir())
+        .metering(metering)
         .limits(Limits {
             fuel: u64::MAX / 2,
             time: Duration::from_millis(300),
@@ -82,6 +87,14 @@ fn slow_host() -> Host {
 #[tokio::test]
 async fn an_endless_loop_with_fuel_to_spare_hits_the_deadline() {
     let host = slow_host();
+    let err = hostile_error(&host, "spin", json!({})).await;
+    assert_eq!(limit(&err), LimitKind::Time, "{err}");
+    assert_still_serving(&host).await;
+}
+
+#[tokio::test]
+async fn an_endless_loop_hits_the_epoch_deadline_without_fuel() {
+    let host = slow_host_metered(Metering::DeadlineOnly);
     let err = hostile_error(&host, "spin", json!({})).await;
     assert_eq!(limit(&err), LimitKind::Time, "{err}");
     assert_still_serving(&host).await;

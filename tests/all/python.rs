@@ -4,12 +4,12 @@
 use std::time::Duration;
 
 use sandwit::{
-    AgentCtx, ContentPart, Event, LimitKind, MethodResult, PluginSet, PythonSandbox, RunLimits,
-    RunOutcome, RunStatus,
+    AgentCtx, ContentPart, Event, Host, LimitKind, Metering, MethodResult, PluginSet,
+    PythonSandbox, RunLimits, RunOutcome, RunStatus,
 };
 use tokio::sync::OnceCell;
 
-use crate::common::{artifacts, ctx, host, load};
+use crate::common::{artifacts, cache_dir, ctx, host, load};
 
 /// The sandbox and the plugins (the four examples and the hostile one),
 /// loaded once for the whole test binary.
@@ -546,6 +546,36 @@ async fn a_busy_loop_with_fuel_to_spare_hits_the_deadline() {
         LimitKind::Time,
     )
     .await;
+}
+
+#[tokio::test]
+async fn a_busy_loop_hits_the_epoch_deadline_without_fuel() {
+    let host = Host::builder()
+        .cache_dir(cache_dir())
+        .metering(Metering::DeadlineOnly)
+        .prepared_interpreters(0)
+        .build()
+        .unwrap();
+    let python = host.load_python_file(artifacts::PYTHON).await.unwrap();
+    let limits = RunLimits {
+        time: Duration::from_millis(500),
+        ..tight()
+    };
+    let none = PluginSet::default();
+    let outcome = python
+        .run_with_limits(
+            &ctx(),
+            &none,
+            "print('spin', flush=True)\nwhile True: pass",
+            &limits,
+        )
+        .await;
+    assert_eq!(outcome.stdout, "spin\n");
+    assert_eq!(outcome.fuel_used, 0, "fuel is not metered");
+    assert_limit(outcome, LimitKind::Time).await;
+    let next = python.run(&ctx(), &none, "print(6 * 7)").await;
+    assert_ok(&next);
+    assert_eq!(next.stdout, "42\n");
 }
 
 #[tokio::test]

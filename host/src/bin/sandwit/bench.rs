@@ -264,7 +264,7 @@ pub async fn bench(host: &Host, host_args: &HostArgs, args: BenchArgs) -> anyhow
     let settings = [
         (Metering::Off, "no fuel, no epoch"),
         (Metering::DeadlineOnly, "epoch deadline only"),
-        (Metering::FuelAndDeadline, "fuel + epoch deadline"),
+        (Metering::FuelAndDeadline, "fuel + deadline (the default)"),
     ];
     let mut sandboxes = Vec::new();
     for (metering, _) in settings {
