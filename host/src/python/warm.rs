@@ -145,13 +145,18 @@ impl Warm {
 
     /// Ends a run: hands its store (and resident slot) to the thread to
     /// drop, or drops it here when there is no thread, it is behind, or
-    /// other runs keep it from working; then stops counting the run, which
-    /// wakes the thread.
+    /// other runs keep it from working, and then one store of the thread's
+    /// backlog too; then stops counting the run, which wakes the thread.
     pub(crate) fn retire(&self, running: Running<'_>, store: Store<RunState>, slot: Option<Slot>) {
         let mut queue = self.shared.lock();
         if queue.closed || queue.retired.len() >= MAX_RETIRED || !self.shared.quiet(1) {
+            // The thread does not drop while runs keep the cores busy: take
+            // one store of its backlog along, so the resident slots it holds
+            // come back to the runs.
+            let backlog = queue.retired.pop();
             drop(queue);
             drop((store, slot));
+            drop(backlog);
         } else {
             queue.retired.push((store, slot));
             drop(queue);
