@@ -49,11 +49,6 @@ impl CallOutput {
         buffer.capacity = capacity;
     }
 
-    /// The cap.
-    pub(crate) fn capacity(&self) -> usize {
-        self.lock().capacity
-    }
-
     fn lock(&self) -> MutexGuard<'_, Buffer> {
         self.buffer.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -152,7 +147,6 @@ mod tests {
         // A new cap, for the same stream.
         stream.write(bytes::Bytes::from_static(b"h")).unwrap();
         out.reset(2);
-        assert_eq!(out.capacity(), 2);
         assert_eq!(stream.check_write().unwrap(), 2);
         assert!(out.take().is_empty());
     }

@@ -197,7 +197,6 @@ impl PythonSandbox {
             deadline: start + limits.time,
         };
         let host = &self.inner.host;
-        let state = RunState::new(ctx, plugins, limits, &host.limits, budget.deadline);
         let warm = &self.inner.warm;
         let running = warm.running();
         let prepared = warm.take(limits.memory_bytes, plugins);
@@ -212,7 +211,9 @@ impl PythonSandbox {
                 interpreter,
                 methods,
             }) => {
-                store.data_mut().hand_over(state);
+                store
+                    .data_mut()
+                    .begin(ctx, plugins, limits, &host.limits, budget.deadline);
                 let made = methods.is_some_and(|m| m.same(plugins));
                 (slot, store, Start::Prepared(interpreter), made)
             }
@@ -223,6 +224,7 @@ impl PythonSandbox {
                     Some((slot, pre)) => (Some(slot), pre),
                     None => (None, &inner.pre),
                 };
+                let state = RunState::new(ctx, plugins, limits, &host.limits, budget.deadline);
                 let store = limited_store(pre.engine(), state);
                 (slot, store, Start::Instantiate(pre), false)
             }
