@@ -445,10 +445,10 @@ prepared = None
 
 
 def run(code, functions):
-    """Runs `code` in a fresh namespace holding `functions`."""
-    # The snapshot froze the generator's state: seed it from the host, with
-    # 256 bits (random.seed() would read and hash 2,500 bytes).
-    random.seed(int.from_bytes(os.urandom(32)))
+    """Runs `code` in a fresh namespace holding `functions`. (`random` needs
+    no seeding here: componentize-py's runtime calls `random.seed()`, with
+    entropy from the host, in each instance's first export call, since the
+    snapshot froze the generator's state.)"""
     linecache.cache[CODE_FILE] = (len(code), None, code.splitlines(True), CODE_FILE)
     namespace = {"__name__": "__main__", "__builtins__": builtins}
     namespace.update(functions)
@@ -472,8 +472,8 @@ WARM_UP_CODE = "x = [i * 2 for i in range(10)]\nprint(sum(x), 'ok', file=out)\n"
 def warm_up():
     """Runs a fixed snippet through `run`, printing into a throwaway buffer:
     the pages every run writes are then copied from the copy-on-write image
-    before the run starts, not during it. (The run seeds random again and
-    replaces the code's lines in linecache.)"""
+    before the run starts, not during it. (The run replaces the code's lines
+    in linecache.)"""
     run(WARM_UP_CODE, {"out": io.StringIO()})
     # Opens the stdout stream without writing a byte (the run inherits it).
     sys.stdout.write("")

@@ -782,6 +782,15 @@ async fn prepared_interpreters_are_fresh_and_run_under_the_runs_limits() {
     .await;
     assert_ok(&second);
     assert_eq!(second.stdout, "False False\n3\n");
+    // Each was seeded apart (componentize-py reseeds `random` from the
+    // host's entropy in an instance's first call, here while it was prepared).
+    let draw = "import random\nprint(random.random())";
+    let draws = [run(draw, &tight()).await, run(draw, &tight()).await];
+    assert_ok(&draws[0]);
+    assert_ne!(
+        draws[0].stdout, draws[1].stdout,
+        "random is seeded per interpreter"
+    );
 
     // The run's own limits apply, not those it was prepared under.
     let outcome = run("while True:\n    pass", &tight()).await;
