@@ -849,6 +849,20 @@ async fn prepared_method_functions_serve_only_their_plugins() {
 }
 
 #[tokio::test]
+async fn a_run_wakes_the_preparing_thread_once_it_sleeps() {
+    // Runs do not wake the preparing thread while it polls; after 10 s with
+    // nothing to do (`PARK_AFTER` in python/warm.rs) it sleeps until one
+    // does. Were that wake lost, the run's interpreter would not be replaced.
+    let (_host, python) = preparing(1).await;
+    until_prepared(&python, 1).await;
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    let outcome = python.run(&ctx(), &PluginSet::default(), "print(1)").await;
+    assert_ok(&outcome);
+    assert!(outcome.prepared);
+    until_prepared(&python, 1).await;
+}
+
+#[tokio::test]
 async fn a_reused_resident_slot_holds_nothing_of_the_previous_run() {
     // One prepared interpreter: its pool has 3 + cores slots that keep the
     // image resident and copy it back on reset, so more runs than that, one
