@@ -54,6 +54,7 @@ impl RunState {
             .allow_udp(false)
             .allow_ip_name_lookup(false)
             .build();
+        // The run's own fields are set by `begin`.
         let mut state = RunState {
             wasi,
             table: ResourceTable::new(),

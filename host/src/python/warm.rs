@@ -6,9 +6,9 @@
 //! snapshot, instantiated in a store of its own, that has made the method
 //! functions of the latest run's plugins and run a fixed warm-up snippet
 //! (`runner.prepare`), which copies the pages every run writes out of the
-//! copy-on-write image. The run replaces the store's data with its own
-//! (context, plugins, limits, output pipes) and sets its own fuel and
-//! deadline before calling it. Dropping a finished store resets its
+//! copy-on-write image. The run sets the store's data to its own (context,
+//! plugins, limits; the output pipes emptied and given its cap) and its own
+//! fuel and deadline before calling it. Dropping a finished store resets its
 //! pooling-allocator slots, which is also work a run need not wait for.
 //!
 //! Runs do not wake the thread while it has been busy lately: waking a
@@ -237,6 +237,7 @@ impl Shared {
         self.wait_for(queue, RETRY_AFTER)
     }
 
+    /// Waits `time`, or until woken, with `queue` unlocked meanwhile.
     fn wait_for<'a>(&self, queue: MutexGuard<'a, Queue>, time: Duration) -> MutexGuard<'a, Queue> {
         self.wake
             .wait_timeout(queue, time)
