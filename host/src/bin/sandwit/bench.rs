@@ -103,9 +103,13 @@ pub async fn bench(host: &Host, host_args: &HostArgs, args: BenchArgs) -> anyhow
     let ctx = AgentCtx::new("bench");
     let mut rows = Vec::new();
 
-    // Warm up: the first runs fault in the component's pages.
+    // Warm up: the first runs fault in the component's pages. Each on a
+    // ready sandbox, like the runs timed next: in the development VM a burst
+    // of back-to-back runs left the following seconds' runs 30-60 µs slower
+    // (gone after a pause of 15 s; BENCHMARKS.md).
     let runs = args.reps(args.runs);
     for _ in 0..args.reps(20) {
+        until_prepared(&python).await?;
         check(&python.run(&ctx, &plugins, "print(1+1)").await)?;
     }
 
@@ -225,12 +229,18 @@ pub async fn bench(host: &Host, host_args: &HostArgs, args: BenchArgs) -> anyhow
     }
 
     // Throughput and tail latency under concurrency.
+    let seconds = if args.quick { 0.1 } else { args.seconds };
     for concurrency in [1usize, 2, 16, 64] {
+        // A quarter of the time untimed first, so a level's numbers are its
+        // steady state, not the first touches of pool slots the earlier
+        // scenarios left unused.
+        let warm_up = Duration::from_secs_f64(seconds / 4.0);
+        throughput(&python, &plugins, concurrency, warm_up).await?;
         let (rate, p99, prepared) = throughput(
             &python,
             &plugins,
             concurrency,
-            Duration::from_secs_f64(if args.quick { 0.1 } else { args.seconds }),
+            Duration::from_secs_f64(seconds),
         )
         .await?;
         rows.push(Row {
@@ -566,12 +576,18 @@ fn python_peers(rows: &mut Vec<Row>, python: Option<PathBuf>, runs: usize, calls
     let python = python
         .or_else(|| crate::env_path("SANDWIT_BENCH_PYTHON"))
         .or_else(|| tree.as_ref().map(|t| t.join(".venv-bench/bin/python")));
-    let script = tree.map(|t| t.join("bench/peers.py"));
-    let (Some(python), Some(script)) = (python, script) else {
+    let Some(script) = tree.map(|t| t.join("bench/peers.py")) else {
         return not_run(
             rows,
             "pickle_rpc and monty",
-            "cannot find the source tree: pass --peers-python",
+            "cannot find bench/peers.py: run the sandwit binary of a source tree's target/ directory",
+        );
+    };
+    let Some(python) = python else {
+        return not_run(
+            rows,
+            "pickle_rpc and monty",
+            "cannot find a Python for the peers: pass --peers-python",
         );
     };
     let mut cmd = Command::new(&python);
