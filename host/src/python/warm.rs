@@ -232,11 +232,6 @@ impl Shared {
         queue
     }
 
-    /// Waits [`RETRY_AFTER`], or until woken, with `queue` unlocked meanwhile.
-    fn wait_to_retry<'a>(&self, queue: MutexGuard<'a, Queue>) -> MutexGuard<'a, Queue> {
-        self.wait_for(queue, RETRY_AFTER)
-    }
-
     /// Waits `time`, or until woken, with `queue` unlocked meanwhile.
     fn wait_for<'a>(&self, queue: MutexGuard<'a, Queue>, time: Duration) -> MutexGuard<'a, Queue> {
         self.wake
@@ -307,7 +302,7 @@ fn keep(
             Some(resident) => match resident.take() {
                 Some(slot) => (&resident.pre, Some(slot)),
                 None => {
-                    queue = shared.wait_to_retry(shared.lock());
+                    queue = shared.wait_for(shared.lock(), RETRY_AFTER);
                     continue;
                 }
             },
@@ -324,7 +319,7 @@ fn keep(
                 // Without method functions the next time, in case making
                 // them failed: a later run names its plugins again.
                 queue.latest = None;
-                queue = shared.wait_to_retry(queue);
+                queue = shared.wait_for(queue, RETRY_AFTER);
             }
         }
     }
