@@ -282,8 +282,10 @@ fn bench_quick_covers_every_scenario_and_names_peers_it_cannot_run() {
         "CPU-bound loop (20000 iterations), fuel + deadline (the default)",
         "cold start: new process, cached code, first result",
     ] {
-        let value = row(scenario)["value"].as_f64().unwrap();
-        assert!(value > 0.0, "{scenario}: {value}");
+        // A value that could not be measured is null, with the reason in
+        // the note.
+        let row = row(scenario);
+        assert!(row["value"].as_f64().is_some_and(|v| v > 0.0), "{row:#}");
     }
     let note = |prefix: &str| row(prefix)["note"].as_str().unwrap().to_string();
     // A peer row carries the ratio to the sandwit row doing the same work.

@@ -183,17 +183,18 @@ pub async fn bench(host: &Host, host_args: &HostArgs, args: BenchArgs) -> anyhow
         check(&ready.run(&ctx, &plugins, "print(1+1)").await)?;
     }
     until_prepared(&ready).await?;
-    rows.push(Row {
-        scenario: "memory held by a ready sandbox's prepared interpreters".into(),
-        value: private_bytes().saturating_sub(base) as f64 / 1024.0 / 1024.0,
-        unit: "MiB",
-        note: format!(
+    let held = base.and_then(|base| Ok(private_bytes()?.saturating_sub(base)));
+    rows.push(memory_row(
+        "memory held by a ready sandbox's prepared interpreters",
+        held.map(|bytes| bytes as f64 / 1024.0 / 1024.0),
+        "MiB",
+        format!(
             "growth of Private_Dirty after loading a sandbox and {} runs on its {} prepared interpreters; its resident pool has {} slots",
             args.reps(20),
             sandwit::DEFAULT_PREPARED_INTERPRETERS,
             ready.resident_slots()
         ),
-    });
+    ));
     drop(ready);
 
     // One call from Python to a plugin and back, by argument.
@@ -257,12 +258,13 @@ pub async fn bench(host: &Host, host_args: &HostArgs, args: BenchArgs) -> anyhow
 
     // Memory: 64 runs alive at once (each sleeps, which yields to the host).
     let private = live_memory(&python, &plugins, 64).await?;
-    rows.push(Row {
-        scenario: "memory per live sandbox, 64 live runs".into(),
-        value: private as f64 / 64.0 / 1024.0,
-        unit: "KiB",
-        note: "peak growth of Private_Dirty (smaps_rollup) over the idle host while 64 runs sleep, ÷ 64".into(),
-    });
+    rows.push(memory_row(
+        "memory per live sandbox, 64 live runs",
+        private.map(|bytes| bytes as f64 / 64.0 / 1024.0),
+        "KiB",
+        "peak growth of Private_Dirty (smaps_rollup) over the idle host while 64 runs sleep, ÷ 64"
+            .into(),
+    ));
 
     // The cost of the limits: a CPU-bound loop in hosts that differ only in
     // metering (each compiles the interpreter once, then uses the cache).
@@ -486,23 +488,27 @@ async fn throughput(
 
 /// Peak growth of private memory while `live` runs are alive at once: each does a little
 /// work, then sleeps half a second (the sleep yields, so all are live
-/// together). Sampled by a thread of its own every 2 ms.
+/// together). Sampled by a thread of its own every 2 ms. The outer error is
+/// a failed run; the inner one, memory that could not be read.
 async fn live_memory(
     python: &PythonSandbox,
     plugins: &PluginSet,
     live: usize,
-) -> anyhow::Result<u64> {
-    let base = private_bytes();
+) -> anyhow::Result<anyhow::Result<u64>> {
+    let base = match private_bytes() {
+        Ok(base) => base,
+        Err(e) => return Ok(Err(e)),
+    };
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let sampler = {
         let done = done.clone();
         std::thread::spawn(move || {
             let mut peak = base;
             while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                peak = peak.max(private_bytes());
+                peak = peak.max(private_bytes()?);
                 std::thread::sleep(Duration::from_millis(2));
             }
-            peak
+            anyhow::Ok(peak)
         })
     };
     let code = "import time\nx = [str(i) for i in range(1000)]\nprint(1+1)\ntime.sleep(0.5)\n";
@@ -518,19 +524,36 @@ async fn live_memory(
         t.await??;
     }
     done.store(true, std::sync::atomic::Ordering::Relaxed);
-    let peak = sampler.join().expect("the RSS sampler panicked");
-    Ok(peak.saturating_sub(base))
+    let peak = sampler.join().expect("the memory sampler panicked");
+    Ok(peak.map(|peak| peak.saturating_sub(base)))
 }
 
 /// The private dirty memory of this process (pages it wrote: heap, and the
-/// copy-on-write copies of image pages), from /proc (0 where there is none).
-fn private_bytes() -> u64 {
-    let rollup = std::fs::read_to_string("/proc/self/smaps_rollup").unwrap_or_default();
+/// copy-on-write copies of image pages), from /proc (Linux only).
+fn private_bytes() -> anyhow::Result<u64> {
+    const ROLLUP: &str = "/proc/self/smaps_rollup";
+    let rollup =
+        std::fs::read_to_string(ROLLUP).with_context(|| format!("cannot read {ROLLUP}"))?;
     rollup
         .lines()
         .find_map(|l| l.strip_prefix("Private_Dirty:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kib| kib * 1024)
+        .map(|kib| kib * 1024)
+        .with_context(|| format!("no `Private_Dirty: <n> kB` line in {ROLLUP}"))
+}
+
+/// A row of memory measured, or NaN and why it could not be.
+fn memory_row(scenario: &str, value: anyhow::Result<f64>, unit: &'static str, note: String) -> Row {
+    let (value, note) = match value {
+        Ok(value) => (value, note),
+        Err(e) => (f64::NAN, format!("not measured: {e:#}")),
+    };
+    Row {
+        scenario: scenario.into(),
+        value,
+        unit,
+        note,
+    }
 }
 
 fn print_table(rows: &[Row]) {
