@@ -28,10 +28,12 @@ const MAX_TABLES: u32 = 16;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Pool {
     /// The host's engine: [`POOL_COMPONENT_INSTANCES`] slots. A reset copies
-    /// back the pages the instance wrote (found with the `PAGEMAP_SCAN`
-    /// ioctl), keeping them resident, up to wasmtime's 32 runs of pages; the
-    /// rest goes back to the copy-on-write image, to be faulted in again.
-    /// Memory is held only where it was written.
+    /// the image back over the slot's private pages (found with the
+    /// `PAGEMAP_SCAN` ioctl: those this instance or an earlier one in the
+    /// slot wrote, since a reset keeps them private), keeping them resident,
+    /// up to wasmtime's 32 runs of pages; the rest goes back to the
+    /// copy-on-write image, to be faulted in again. Memory is held only
+    /// where it was written.
     Shared,
     /// A Python sandbox's own (`python/resident.rs`): `instances` slots of
     /// one component, whose first `keep_resident` bytes of memory (the
