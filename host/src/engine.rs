@@ -12,12 +12,6 @@ use crate::limits::Metering;
 /// accurate to about this much.
 pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(1);
 
-/// Instances the pool holds at once; more concurrent instantiations fail
-/// (and are reported as traps) until slots are free. Each memory slot
-/// reserves (not commits) wasmtime's default 4 GiB of address space plus
-/// guards, so this also bounds a host's virtual reservation (~3.5 TiB).
-const POOL_COMPONENT_INSTANCES: u32 = 400;
-
 /// The most core instances, memories and tables one component may have.
 const MAX_CORE_INSTANCES: u32 = 64;
 const MAX_MEMORIES: u32 = 8;
@@ -27,14 +21,17 @@ const MAX_TABLES: u32 = 16;
 /// instance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Pool {
-    /// The host's engine: [`POOL_COMPONENT_INSTANCES`] slots. A reset copies
+    /// The host's engine: `instances` slots. A reset copies
     /// the image back over the slot's private pages (found with the
     /// `PAGEMAP_SCAN` ioctl: those this instance or an earlier one in the
     /// slot wrote, since a reset keeps them private), keeping them resident,
     /// up to wasmtime's 32 runs of pages; the rest goes back to the
     /// copy-on-write image, to be faulted in again. Memory is held only
     /// where it was written.
-    Shared,
+    Shared {
+        /// Component instances the pool holds.
+        instances: u32,
+    },
     /// A Python sandbox's own (`python/resident.rs`): `instances` slots of
     /// one component, whose first `keep_resident` bytes of memory (the
     /// image) a reset copies back whole, so they stay resident and an
@@ -62,15 +59,20 @@ pub(crate) fn new_engine(
     metering: Metering,
     kind: Pool,
 ) -> anyhow::Result<Engine> {
-    // Per component instance: core instances, memories and tables on
-    // average in the shared pool (sandwit's interpreter has 9 core
-    // instances, a plugin 2 to 4); in a resident one, which must hold its
-    // interpreters whatever they are made of, the most core instances a
-    // component may have and its own memories and tables.
-    let (instances, per_instance, keep_resident, pagemap) = match kind {
-        Pool::Shared => (
-            POOL_COMPONENT_INSTANCES,
-            (8, 2, 4),
+    // Core instances, memories and tables: in the shared pool, an average
+    // per component instance (sandwit's interpreter has 9 core instances, a
+    // plugin 2 to 4) and room for one component as large as any may be, so
+    // a small pool still holds the interpreter; in a resident one, which
+    // must hold its interpreters whatever they are made of, the most core
+    // instances a component may have and its own memories and tables.
+    let (instances, totals, keep_resident, pagemap) = match kind {
+        Pool::Shared { instances } => (
+            instances,
+            (
+                instances * 8 + MAX_CORE_INSTANCES,
+                instances * 2 + MAX_MEMORIES,
+                instances * 4 + MAX_TABLES,
+            ),
             64 << 20,
             wasmtime::Enabled::Auto,
         ),
@@ -81,17 +83,21 @@ pub(crate) fn new_engine(
             keep_resident,
         } => (
             instances,
-            (MAX_CORE_INSTANCES, memories, tables),
+            (
+                instances * MAX_CORE_INSTANCES,
+                instances * memories,
+                instances * tables,
+            ),
             keep_resident,
             wasmtime::Enabled::No,
         ),
     };
-    let (core_instances, memories, tables) = per_instance;
+    let (core_instances, memories, tables) = totals;
     let mut pool = PoolingAllocationConfig::default();
     pool.total_component_instances(instances)
-        .total_core_instances(instances * core_instances)
-        .total_memories(instances * memories)
-        .total_tables(instances * tables)
+        .total_core_instances(core_instances)
+        .total_memories(memories)
+        .total_tables(tables)
         .total_stacks(instances)
         .max_core_instances_per_component(MAX_CORE_INSTANCES)
         .max_memories_per_component(MAX_MEMORIES)
@@ -146,7 +152,7 @@ mod tests {
     #[test]
     fn pools_share_compiled_code() {
         let engine = |kind| new_engine(64 << 20, 20_000, Metering::default(), kind).unwrap();
-        let shared = engine(Pool::Shared);
+        let shared = engine(Pool::Shared { instances: 400 });
         let resident = engine(Pool::Resident {
             instances: 4,
             memories: 3,

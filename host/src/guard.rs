@@ -59,6 +59,12 @@ fn classify(err: wasmtime::Error, limiter: &StoreLimiter, budget: Budget) -> Sto
     if let Some(what) = &limiter.hit {
         return Stopped::Limit(LimitKind::Memory, what.clone());
     }
+    if let Some(full) = err.downcast_ref::<wasmtime::PoolConcurrencyLimitError>() {
+        return Stopped::Limit(
+            LimitKind::Instances,
+            format!("could not be instantiated: the host's pool is full ({full})"),
+        );
+    }
     match err.downcast_ref::<wasmtime::Trap>() {
         Some(wasmtime::Trap::OutOfFuel) => Stopped::Limit(
             LimitKind::Fuel,

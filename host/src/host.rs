@@ -24,6 +24,16 @@ use crate::store::{SqliteStore, StoreBackend};
 /// back-to-back runs never to wait for one.
 pub const DEFAULT_PREPARED_INTERPRETERS: usize = 2;
 
+/// Component instances a host's pool holds at once unless
+/// [`HostBuilder::max_instances`] says otherwise. Each reserves (does not
+/// commit) about 8 GiB of address space: wasmtime's default 4 GiB plus
+/// guards per memory, two memories on average (~3.5 TiB for 400).
+pub const DEFAULT_MAX_INSTANCES: u32 = 400;
+
+/// The most [`HostBuilder::max_instances`] allows: ~80 TiB of the 128 TiB
+/// of address space a process has on x86-64 Linux.
+const MAX_INSTANCES: u32 = 10_000;
+
 /// A plugin host: one engine with fuel and a deadline (see [`Metering`]), a
 /// compiled-code cache and the limits for every call. Cheap to clone.
 ///
@@ -66,8 +76,9 @@ pub(crate) struct HostInner {
 /// Defaults: no on-disk cache (compiled code is kept in memory only),
 /// [`Limits::default`] for plugin calls and [`RunLimits::default`] for Python
 /// runs, a [`Policy`] that grants nothing, a plugin store in memory, chat
-/// messages recorded as events only, and [`DEFAULT_PREPARED_INTERPRETERS`]
-/// interpreters prepared per Python sandbox.
+/// messages recorded as events only, [`DEFAULT_PREPARED_INTERPRETERS`]
+/// interpreters prepared per Python sandbox and a pool of
+/// [`DEFAULT_MAX_INSTANCES`] instances.
 #[derive(Default)]
 pub struct HostBuilder {
     cache_dir: Option<PathBuf>,
@@ -75,6 +86,7 @@ pub struct HostBuilder {
     run_limits: RunLimits,
     metering: Metering,
     prepared_interpreters: Option<usize>,
+    max_instances: Option<u32>,
     policy: Policy,
     store: Option<Arc<dyn StoreBackend>>,
     store_path: Option<PathBuf>,
@@ -122,6 +134,22 @@ impl HostBuilder {
         self
     }
 
+    /// How many component instances the host's pool holds at once
+    /// ([`DEFAULT_MAX_INSTANCES`] unless set; 1 to 10,000): a Python run
+    /// holds one for its interpreter and one per plugin it has called, a
+    /// direct [`Plugin::call`] one. An instantiation beyond them fails with
+    /// [`LimitKind::Instances`](crate::LimitKind::Instances) until one is
+    /// dropped. A slot's memories and tables are address space reserved,
+    /// not committed, but its fiber stack's guard page is set up when the
+    /// host is built and taken down when it is dropped (400 slots: ~1.5 ms
+    /// of a one-shot process's 15 ms), so a process that runs little can
+    /// take far fewer. (Interpreters prepared ahead live in each Python
+    /// sandbox's own pool, not this one.)
+    pub fn max_instances(mut self, count: u32) -> Self {
+        self.max_instances = Some(count);
+        self
+    }
+
     /// The operator's policy: capabilities granted, configuration, caps of
     /// the services.
     pub fn policy(mut self, policy: Policy) -> Self {
@@ -151,7 +179,14 @@ impl HostBuilder {
     /// Builds the host (and, under [`Metering::DeadlineOnly`], starts its
     /// epoch ticker).
     pub fn build(self) -> anyhow::Result<Host> {
-        let engine = engine(&self.limits, &self.run_limits, self.metering, Pool::Shared)?;
+        let instances = self.max_instances.unwrap_or(DEFAULT_MAX_INSTANCES);
+        anyhow::ensure!(
+            (1..=MAX_INSTANCES).contains(&instances),
+            "max_instances is {instances}: it must be 1 to {MAX_INSTANCES} (a call needs an \
+             instance, and each reserves ~8 GiB of address space)"
+        );
+        let pool = Pool::Shared { instances };
+        let engine = engine(&self.limits, &self.run_limits, self.metering, pool)?;
         let mut plugin_linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut plugin_linker)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut plugin_linker)?;

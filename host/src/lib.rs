@@ -35,7 +35,7 @@ pub use capability::{Capability, Grants};
 pub use chat::{ChatMessage, ChatSink};
 pub use config::REDACTED;
 pub use error::{CallError, CallErrorKind, LoadError};
-pub use host::{DEFAULT_PREPARED_INTERPRETERS, Host, HostBuilder};
+pub use host::{DEFAULT_MAX_INSTANCES, DEFAULT_PREPARED_INTERPRETERS, Host, HostBuilder};
 pub use limits::{LimitKind, Limits, MAX_COMPONENT_BYTES, Metering, RunLimits};
 pub use manifest::{Manifest, MethodSpec, Param};
 pub use plugin::{Budget, CallReport, Plugin};

@@ -171,6 +171,11 @@ pub enum LimitKind {
     Output,
     /// A run made more method calls than its cap.
     Calls,
+    /// The host's pool had no free slot for another instance (see
+    /// [`HostBuilder::max_instances`](crate::HostBuilder::max_instances)):
+    /// the host is busy; the guest is not at fault, and a later call may
+    /// succeed.
+    Instances,
 }
 
 impl fmt::Display for LimitKind {
@@ -182,6 +187,7 @@ impl fmt::Display for LimitKind {
             LimitKind::ValueSize => "value size",
             LimitKind::Output => "output",
             LimitKind::Calls => "calls",
+            LimitKind::Instances => "instances",
         })
     }
 }

@@ -9,7 +9,7 @@ use sandwit::{
 };
 use tokio::sync::OnceCell;
 
-use crate::common::{artifacts, cache_dir, ctx, host, load};
+use crate::common::{args, artifacts, cache_dir, ctx, host, load};
 
 /// The sandbox and the plugins (the four examples and the hostile one),
 /// loaded once for the whole test binary.
@@ -957,4 +957,50 @@ async fn a_bad_interpreter_component_is_refused() {
     let calc = std::fs::read(artifacts::CALC).unwrap();
     let err = host().load_python("calc.wasm", &calc).await.err().unwrap();
     assert!(problems(err).contains("does not export `sandwit:plugin/runner@0.1.x`"));
+}
+
+#[tokio::test]
+async fn a_full_pool_fails_the_call_that_needs_another_instance_and_says_so() {
+    let host = Host::builder()
+        .cache_dir(cache_dir())
+        .max_instances(1)
+        .prepared_interpreters(0)
+        .build()
+        .unwrap();
+    let python = host.load_python_file(artifacts::PYTHON).await.unwrap();
+    let calc = load(&host, artifacts::CALC).await;
+    let plugins = PluginSet::new(std::slice::from_ref(&calc)).unwrap();
+    // The interpreter takes the one slot: the plugin's instance finds none,
+    // and the code sees a limit error it can catch.
+    let code = "try:\n    calculate_sum(1, 2)\nexcept PluginError as e:\n    print(e.kind, e)\n";
+    let outcome = python.run(&ctx(), &plugins, code).await;
+    assert_ok(&outcome);
+    assert!(
+        outcome.stdout.starts_with("limit_exceeded ")
+            && outcome.stdout.contains("instances limit exceeded")
+            && outcome.stdout.contains("the host's pool is full"),
+        "{}",
+        outcome.stdout
+    );
+    // The slot is free again once the run is over.
+    let sum = calc
+        .call(
+            &ctx(),
+            "calculate_sum",
+            args(serde_json::json!({"num1": 1, "num2": 2})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(sum, MethodResult::Tool(sandwit::Value::Int(3)));
+    assert_ok(&python.run(&ctx(), &plugins, "print(1 + 1)").await);
+
+    for count in [0, 10_001] {
+        let error = Host::builder().max_instances(count).build().err().unwrap();
+        assert!(
+            error
+                .to_string()
+                .contains(&format!("max_instances is {count}")),
+            "{error}"
+        );
+    }
 }

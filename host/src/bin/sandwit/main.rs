@@ -153,6 +153,10 @@ fn default_store() -> Option<PathBuf> {
         .or_else(|| env_path("HOME").map(|d| d.join(".local/share/sandwit/store.db")))
 }
 
+/// The host's pool in a command that makes one run or call: the
+/// interpreter and an instance for each plugin the run calls, up to 63.
+const ONE_SHOT_INSTANCES: u32 = 64;
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -170,8 +174,11 @@ fn main() -> ExitCode {
         let mut builder = cli.host.builder()?;
         if !matches!(cli.command, Command::Bench(_)) {
             // One run per process: an interpreter prepared ahead of it
-            // would only compete with it for the cores.
-            builder = builder.prepared_interpreters(0);
+            // would only compete with it for the cores, and a pool sized
+            // for a server would cost the start its guard pages.
+            builder = builder
+                .prepared_interpreters(0)
+                .max_instances(ONE_SHOT_INSTANCES);
         }
         let host = builder.build()?;
         match cli.command {
