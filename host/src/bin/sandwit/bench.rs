@@ -174,22 +174,25 @@ pub async fn bench(host: &Host, host_args: &HostArgs, args: BenchArgs) -> anyhow
     }
 
     // Memory a ready sandbox holds: its prepared interpreters' pool, every
-    // slot used once (each keeps the interpreter's initial memory).
+    // slot used once (each keeps the interpreter's initial memory). Counted
+    // in the mappings made since the sandbox was loaded (its resident pool
+    // among them), so memory the rest of the process frees or shares
+    // meanwhile does not offset it.
     until_prepared(&python).await?;
-    let base = private_bytes();
+    let before = Mappings::read();
     let ready = host.load_python_file(&python_path).await?;
     for _ in 0..args.reps(20) {
         until_prepared(&ready).await?;
         check(&ready.run(&ctx, &plugins, "print(1+1)").await)?;
     }
     until_prepared(&ready).await?;
-    let held = base.and_then(|base| Ok(private_bytes()?.saturating_sub(base)));
+    let held = before.and_then(|before| Ok(Mappings::read()?.anonymous_outside(&before)));
     rows.push(memory_row(
         "memory held by a ready sandbox's prepared interpreters",
         held.map(|bytes| bytes as f64 / 1024.0 / 1024.0),
         "MiB",
         format!(
-            "growth of Private_Dirty after loading a sandbox and {} runs on its {} prepared interpreters; its resident pool has {} slots",
+            "anonymous memory (copies of image pages, heap) in the mappings made since loading a sandbox, after {} runs on its {} prepared interpreters; its resident pool has {} slots",
             args.reps(20),
             sandwit::DEFAULT_PREPARED_INTERPRETERS,
             ready.resident_slots()
@@ -542,6 +545,59 @@ fn private_bytes() -> anyhow::Result<u64> {
         .with_context(|| format!("no `Private_Dirty: <n> kB` line in {ROLLUP}"))
 }
 
+const SMAPS: &str = "/proc/self/smaps";
+
+/// This process's mappings, from /proc/self/smaps (Linux only): each one's
+/// address range and the anonymous memory in it (the pages written there:
+/// a copy-on-write copy of a file's page counts, the page of a memory
+/// image a slot only read does not), resident or swapped out.
+struct Mappings(Vec<(std::ops::Range<u64>, u64)>);
+
+impl Mappings {
+    fn read() -> anyhow::Result<Self> {
+        let smaps =
+            std::fs::read_to_string(SMAPS).with_context(|| format!("cannot read {SMAPS}"))?;
+        Self::parse(&smaps)
+    }
+
+    /// The mappings of `smaps`, in the format of /proc/PID/smaps.
+    fn parse(smaps: &str) -> anyhow::Result<Self> {
+        let kib = |v: &str| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok();
+        let mut mappings: Vec<(std::ops::Range<u64>, u64)> = Vec::new();
+        for line in smaps.lines() {
+            let (key, value) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+            if let Some((start, end)) = key.split_once('-')
+                && let (Ok(start), Ok(end)) =
+                    (u64::from_str_radix(start, 16), u64::from_str_radix(end, 16))
+            {
+                mappings.push((start..end, 0));
+            } else if let ("Anonymous:" | "Swap:", Some(last)) = (key, mappings.last_mut()) {
+                last.1 += kib(value)
+                    .with_context(|| format!("`{line}` in {SMAPS} is not `{key} <n> kB`"))?
+                    * 1024;
+            }
+        }
+        anyhow::ensure!(!mappings.is_empty(), "no mappings in {SMAPS}");
+        mappings.sort_by_key(|(range, _)| range.start);
+        Ok(Mappings(mappings))
+    }
+
+    /// Bytes of anonymous memory in the mappings that start outside every
+    /// mapping of `earlier`: those made since (a mapping only resized or
+    /// re-protected since starts inside one of `earlier`'s).
+    fn anonymous_outside(&self, earlier: &Mappings) -> u64 {
+        let existed = |at: u64| {
+            let i = earlier.0.partition_point(|(range, _)| range.start <= at);
+            i > 0 && earlier.0[i - 1].0.contains(&at)
+        };
+        self.0
+            .iter()
+            .filter(|(range, _)| !existed(range.start))
+            .map(|(_, bytes)| bytes)
+            .sum()
+    }
+}
+
 /// A row of memory measured, or NaN and why it could not be.
 fn memory_row(scenario: &str, value: anyhow::Result<f64>, unit: &'static str, note: String) -> Row {
     let (value, note) = match value {
@@ -706,4 +762,47 @@ fn ratio(ours: f64, theirs: f64) -> String {
         (ours / theirs, "slower")
     };
     format!("sandwit ÷ peer = {:.3} ({times:.1}× {word})", ours / theirs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn smaps(mappings: &[(&str, u64, u64)]) -> String {
+        mappings
+            .iter()
+            .map(|(range, anonymous, swap)| {
+                format!(
+                    "{range} rw-p 00000000 00:00 0\nSize: 4 kB\nPrivate_Dirty: 999 kB\n\
+                     Anonymous: {anonymous} kB\nAnonHugePages: 0 kB\nSwap: {swap} kB\n\
+                     SwapPss: 0 kB\nVmFlags: rd wr mr mw me ac\n"
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn only_mappings_made_since_count_with_their_swapped_pages() {
+        let before = Mappings::parse(&smaps(&[("1000-3000", 1, 0), ("5000-6000", 2, 0)])).unwrap();
+        // 1000-2000 and 2000-3000 were 1000-3000, split; 3000-4000 and
+        // 7000-8000 are new, the second partly swapped out.
+        let after = Mappings::parse(&smaps(&[
+            ("7000-8000", 8, 16),
+            ("1000-2000", 4, 0),
+            ("2000-3000", 4, 0),
+            ("3000-4000", 2, 0),
+            ("5000-6000", 100, 0),
+        ]))
+        .unwrap();
+        assert_eq!(after.anonymous_outside(&before), (8 + 16 + 2) * 1024);
+        assert_eq!(before.anonymous_outside(&before), 0);
+    }
+
+    #[test]
+    fn a_malformed_smaps_is_an_error_naming_the_line() {
+        let parse = |text| Mappings::parse(text).map(|_| ());
+        let e = parse("1000-2000 rw-p 0 00:00 0\nAnonymous: many kB\n").unwrap_err();
+        assert!(e.to_string().contains("`Anonymous: many kB`"), "{e}");
+        assert!(parse("").is_err());
+    }
 }
