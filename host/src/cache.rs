@@ -7,6 +7,14 @@
 //! without compiling. Entries are written to a temporary file and renamed, so a
 //! crash never leaves half a file.
 //!
+//! The cache is capped ([`DEFAULT_CACHE_MAX_BYTES`] unless the host says
+//! otherwise): each new entry is followed by deleting the least recently
+//! used ones, in the directories of every engine key (those of older
+//! wasmtime versions or other settings included), until the rest fits. An
+//! entry counts as used when it is written or loaded (its modification time
+//! is set then). Deleting a file another process has mapped is safe: the
+//! mapping keeps it until it is dropped.
+//!
 //! Loading compiled code runs it as native code: the cache directory must be
 //! writable only by the user running the host, as with wasmtime's own cache.
 
@@ -33,6 +41,11 @@ pub enum CodeSource {
     MemoryCache,
 }
 
+/// The default cap on the compiled code a disk cache keeps, as wasmtime's own
+/// cache: 1 GiB (sandwit's interpreter compiles to ~41 MB; a plugin to
+/// ~0.3 MB).
+pub const DEFAULT_CACHE_MAX_BYTES: u64 = 1 << 30;
+
 /// The SHA-256 of a component, hex-encoded.
 pub(crate) fn component_hash(bytes: &[u8]) -> String {
     Sha256::digest(bytes)
@@ -42,19 +55,33 @@ pub(crate) fn component_hash(bytes: &[u8]) -> String {
 }
 
 pub(crate) struct CodeCache {
-    dir: Option<PathBuf>,
+    /// The cache's directory, and in it this engine's.
+    dirs: Option<(PathBuf, PathBuf)>,
+    /// The most bytes of compiled code kept in all of the cache's directory.
+    max_bytes: u64,
     loaded: Mutex<HashMap<String, Component>>,
 }
 
 impl CodeCache {
-    pub(crate) fn new(engine: &Engine, dir: Option<PathBuf>) -> Self {
+    /// The cache of `engine`'s code in `dir` (in memory only without it),
+    /// keeping at most `max_bytes` there.
+    pub(crate) fn new(engine: &Engine, dir: Option<PathBuf>, max_bytes: u64) -> Self {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut hasher);
-        let dir = dir.map(|d| d.join(format!("{:016x}", hasher.finish())));
+        let dirs = dir.map(|root| {
+            let own = root.join(format!("{:016x}", hasher.finish()));
+            (root, own)
+        });
         CodeCache {
-            dir,
+            dirs,
+            max_bytes,
             loaded: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// This engine's directory in the cache.
+    fn dir(&self) -> Option<&Path> {
+        self.dirs.as_ref().map(|(_, own)| own.as_path())
     }
 
     /// The component for `bytes` (whose hash is `hash`), from memory, disk, or
@@ -69,7 +96,7 @@ impl CodeCache {
         if let Some(found) = self.lookup(engine, hash) {
             return Ok(Ok(found));
         }
-        let path = self.dir.as_ref().map(|d| d.join(format!("{hash}.cwasm")));
+        let path = self.dir().map(|d| d.join(format!("{hash}.cwasm")));
         let start = Instant::now();
         let component = match Component::new(engine, bytes) {
             Ok(c) => c,
@@ -83,12 +110,16 @@ impl CodeCache {
         if let Some(path) = path {
             // The cache only saves time: failing to write it is not the
             // component's fault, nor a reason to refuse it.
-            if let Err(e) = component
+            match component
                 .serialize()
                 .map_err(anyhow::Error::from)
                 .and_then(|bytes| Ok(write_atomically(&path, &bytes)?))
             {
-                tracing::warn!(path = %path.display(), "cannot write the compiled-code cache: {e:#}");
+                Ok(()) => self.prune(&path),
+                Err(e) => tracing::warn!(
+                    path = %path.display(),
+                    "cannot write the compiled-code cache: {e:#}"
+                ),
             }
         }
         self.remember(hash, &component);
@@ -100,7 +131,7 @@ impl CodeCache {
         if let Some(c) = self.loaded.lock().unwrap().get(hash) {
             return Some((c.clone(), CodeSource::MemoryCache));
         }
-        let path = self.dir.as_ref()?.join(format!("{hash}.cwasm"));
+        let path = self.dir()?.join(format!("{hash}.cwasm"));
         if !path.exists() {
             return None;
         }
@@ -110,6 +141,7 @@ impl CodeCache {
         match unsafe { Component::deserialize_file(engine, &path) } {
             Ok(c) => {
                 tracing::debug!(path = %path.display(), "loaded compiled code from the cache");
+                mark_used(&path);
                 self.remember(hash, &c);
                 Some((c, CodeSource::DiskCache))
             }
@@ -130,12 +162,15 @@ impl CodeCache {
         component: &Component,
         hash: &str,
     ) -> anyhow::Result<Component> {
-        if let Some(path) = self.dir.as_ref().map(|d| d.join(format!("{hash}.cwasm")))
+        if let Some(path) = self.dir().map(|d| d.join(format!("{hash}.cwasm")))
             && path.exists()
         {
             // SAFETY: as in `lookup`.
             match unsafe { Component::deserialize_file(engine, &path) } {
-                Ok(c) => return Ok(c),
+                Ok(c) => {
+                    mark_used(&path);
+                    return Ok(c);
+                }
                 Err(e) => tracing::warn!(path = %path.display(), "ignoring a bad cache entry: {e}"),
             }
         }
@@ -170,7 +205,7 @@ impl CodeCache {
     #[cfg(unix)]
     fn file_index(&self, path: &Path, meta: &std::fs::Metadata) -> Option<PathBuf> {
         use std::os::unix::fs::MetadataExt;
-        let dir = self.dir.as_ref()?;
+        let dir = self.dir()?;
         let path = std::fs::canonicalize(path).ok()?;
         let key = format!(
             "{}\0{}\0{}\0{}\0{}.{}\0{}.{}",
@@ -191,11 +226,97 @@ impl CodeCache {
         None
     }
 
+    /// Deletes the least recently used entries of every engine's directory
+    /// until the cache's compiled code fits in `max_bytes`, never `keep` (the
+    /// entry just written). What another process deleted meanwhile is
+    /// skipped; nothing here is an error, the cache only saves time.
+    fn prune(&self, keep: &Path) {
+        let Some((root, _)) = &self.dirs else {
+            return;
+        };
+        let mut entries = entries(root);
+        let mut total: u64 = entries.iter().map(|e| e.bytes).sum();
+        if total <= self.max_bytes {
+            return;
+        }
+        entries.sort_by_key(|e| e.used);
+        for entry in entries {
+            if total <= self.max_bytes {
+                break;
+            }
+            if entry.path == keep {
+                continue;
+            }
+            match std::fs::remove_file(&entry.path) {
+                Ok(()) => tracing::debug!(
+                    path = %entry.path.display(),
+                    "deleted the least recently used compiled code: the cache holds at most {} bytes",
+                    self.max_bytes
+                ),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    tracing::warn!(path = %entry.path.display(), "cannot delete from the compiled-code cache: {e}");
+                    continue;
+                }
+            }
+            total -= entry.bytes;
+        }
+    }
+
     fn remember(&self, hash: &str, component: &Component) {
         self.loaded
             .lock()
             .unwrap()
             .insert(hash.to_string(), component.clone());
+    }
+}
+
+/// A file of compiled code in the cache.
+struct Entry {
+    path: PathBuf,
+    bytes: u64,
+    /// When it was last written or loaded.
+    used: std::time::SystemTime,
+}
+
+/// The compiled code in the cache at `root`: `<engine key>/<hash>.cwasm`
+/// files, named as sandwit names them (so nothing else a misconfigured
+/// directory holds is ever deleted).
+fn entries(root: &Path) -> Vec<Entry> {
+    let is_hex = |s: &str, len: usize| s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit());
+    let dirs = std::fs::read_dir(root).into_iter().flatten().flatten();
+    let dirs = dirs.filter(|d| is_hex(&d.file_name().to_string_lossy(), 16));
+    dirs.flat_map(|dir| {
+        std::fs::read_dir(dir.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+    })
+    .filter_map(|file| {
+        let name = file.file_name();
+        let hash = name.to_str()?.strip_suffix(".cwasm")?;
+        let meta = file
+            .metadata()
+            .ok()
+            .filter(|m| m.is_file() && is_hex(hash, 64))?;
+        Some(Entry {
+            path: file.path(),
+            bytes: meta.len(),
+            used: meta.modified().ok()?,
+        })
+    })
+    .collect()
+}
+
+/// Records that the entry at `path` was used now, for [`CodeCache::prune`].
+fn mark_used(path: &Path) {
+    let now = std::time::SystemTime::now();
+    let marked = std::fs::File::options()
+        .write(true)
+        .open(path)
+        .and_then(|file| file.set_modified(now));
+    if let Err(e) = marked {
+        tracing::debug!(path = %path.display(), "cannot mark compiled code as used: {e}");
     }
 }
 
@@ -213,4 +334,36 @@ fn write_atomically(path: &Path, data: &[u8]) -> std::io::Result<()> {
     ));
     std::fs::write(&tmp, data)?;
     std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_files_named_as_sandwit_names_them_are_entries() {
+        let root =
+            std::env::temp_dir().join(format!("sandwit-cache-entries-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let hash = "ab".repeat(32);
+        let ours = root.join("0123456789abcdef").join(format!("{hash}.cwasm"));
+        for path in [
+            &ours,
+            // Another program's files in a directory given as the cache.
+            &root.join("0123456789abcdef").join("notes.cwasm"),
+            &root.join("projects").join(format!("{hash}.cwasm")),
+            &root.join(format!("{hash}.cwasm")),
+            // The index of file hashes.
+            &root.join("0123456789abcdef").join("files").join(&hash),
+        ] {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, b"code").unwrap();
+        }
+        let found: Vec<_> = entries(&root)
+            .into_iter()
+            .map(|e| (e.path, e.bytes))
+            .collect();
+        assert_eq!(found, vec![(ours, 4)]);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 }

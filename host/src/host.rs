@@ -7,7 +7,7 @@ use wasmtime::Engine;
 use wasmtime::component::{HasSelf, Linker};
 
 use crate::bindings::plugin::SandboxMethod;
-use crate::cache::CodeCache;
+use crate::cache::{CodeCache, DEFAULT_CACHE_MAX_BYTES};
 use crate::chat::ChatSink;
 use crate::engine::{Pool, new_engine};
 use crate::error::LoadError;
@@ -82,6 +82,7 @@ pub(crate) struct HostInner {
 #[derive(Default)]
 pub struct HostBuilder {
     cache_dir: Option<PathBuf>,
+    cache_max_bytes: Option<u64>,
     limits: Limits,
     run_limits: RunLimits,
     metering: Metering,
@@ -99,6 +100,16 @@ impl HostBuilder {
     /// only by the user running the host.
     pub fn cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.cache_dir = Some(dir.into());
+        self
+    }
+
+    /// Keeps at most `bytes` of compiled code in the cache directory
+    /// ([`DEFAULT_CACHE_MAX_BYTES`] unless
+    /// set): writing an entry deletes the least recently loaded ones, of any
+    /// engine settings, until the rest fits; the entry just written is
+    /// always kept.
+    pub fn cache_max_bytes(mut self, bytes: u64) -> Self {
+        self.cache_max_bytes = Some(bytes);
         self
     }
 
@@ -192,7 +203,8 @@ impl HostBuilder {
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut plugin_linker)?;
         SandboxMethod::add_to_linker::<_, HasSelf<PluginState>>(&mut plugin_linker, |s| s)?;
         let python_linker = crate::python::linker(&engine)?;
-        let cache = CodeCache::new(&engine, self.cache_dir);
+        let cache_max_bytes = self.cache_max_bytes.unwrap_or(DEFAULT_CACHE_MAX_BYTES);
+        let cache = CodeCache::new(&engine, self.cache_dir, cache_max_bytes);
         let store: Arc<dyn StoreBackend> = match (self.store, &self.store_path) {
             (Some(store), _) => store,
             (None, Some(path)) => Arc::new(SqliteStore::open(path)?),

@@ -30,7 +30,7 @@ mod state;
 pub mod store;
 mod types;
 
-pub use cache::CodeSource;
+pub use cache::{CodeSource, DEFAULT_CACHE_MAX_BYTES};
 pub use capability::{Capability, Grants};
 pub use chat::{ChatMessage, ChatSink};
 pub use config::REDACTED;

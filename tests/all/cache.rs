@@ -1,5 +1,5 @@
 //! The compiled-code cache: a second host (as a second process would) loads
-//! a plugin without compiling it.
+//! a plugin without compiling it, and the cache keeps to its cap.
 
 use sandwit::{CodeSource, Host};
 
@@ -31,10 +31,7 @@ async fn a_corrupt_cache_entry_is_compiled_again() {
     let dir = fresh_dir("cache-corrupt");
     let first = Host::builder().cache_dir(&dir).build().unwrap();
     first.load_plugin_file(artifacts::CALC).await.unwrap();
-    let entries: Vec<_> = walk(&dir)
-        .into_iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "cwasm"))
-        .collect();
+    let entries = entries(&dir);
     assert_eq!(entries.len(), 1, "{entries:?}");
     std::fs::write(&entries[0], b"garbage").unwrap();
 
@@ -62,6 +59,64 @@ async fn a_file_changed_in_place_is_read_again() {
     // ...and the file is read again once it changes under the same name.
     std::fs::write(&file, std::fs::read(artifacts::ECHO).unwrap()).unwrap();
     assert_eq!(load().await, ("echo".into(), CodeSource::Compiled));
+}
+
+#[tokio::test]
+async fn a_full_cache_deletes_the_least_recently_used_code() {
+    let dir = fresh_dir("cache-capped");
+    let host = |max_bytes| Host::builder().cache_dir(&dir).cache_max_bytes(max_bytes);
+    let load = async |max_bytes, file| {
+        let host = host(max_bytes).build().unwrap();
+        host.load_plugin_file(file).await.unwrap().code_source()
+    };
+    // What each takes, compiled into a cache of its own.
+    let mut size = std::collections::HashMap::new();
+    for file in [artifacts::ECHO, artifacts::CALC, artifacts::NOTES] {
+        let own = fresh_dir("cache-capped-size");
+        let host = Host::builder().cache_dir(&own).build().unwrap();
+        host.load_plugin_file(file).await.unwrap();
+        size.insert(
+            file,
+            entries(&own)
+                .iter()
+                .map(|p| p.metadata().unwrap().len())
+                .sum::<u64>(),
+        );
+    }
+    // Not capped here: echo, then calc.
+    assert_eq!(load(u64::MAX, artifacts::ECHO).await, CodeSource::Compiled);
+    assert_eq!(load(u64::MAX, artifacts::CALC).await, CodeSource::Compiled);
+    // Loading echo from disk makes calc the least recently used.
+    assert_eq!(load(u64::MAX, artifacts::ECHO).await, CodeSource::DiskCache);
+    // One byte short of room for all three: writing notes deletes calc.
+    let all: u64 = size.values().sum();
+    assert_eq!(load(all - 1, artifacts::NOTES).await, CodeSource::Compiled);
+    assert_eq!(load(u64::MAX, artifacts::ECHO).await, CodeSource::DiskCache);
+    assert_eq!(
+        load(u64::MAX, artifacts::NOTES).await,
+        CodeSource::DiskCache
+    );
+    assert_eq!(entries(&dir).len(), 2, "{:?}", entries(&dir));
+    assert_eq!(load(u64::MAX, artifacts::CALC).await, CodeSource::Compiled);
+    // A cap below one entry keeps the entry just written, and still serves.
+    let tight = host(0).build().unwrap();
+    let weather = tight.load_plugin_file(artifacts::WEATHER).await.unwrap();
+    assert_eq!(weather.code_source(), CodeSource::Compiled);
+    let left = entries(&dir);
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert_eq!(
+        load(u64::MAX, artifacts::WEATHER).await,
+        CodeSource::DiskCache
+    );
+    assert_still_serving(&tight).await;
+}
+
+/// The compiled code in a cache directory.
+fn entries(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    walk(dir)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "cwasm"))
+        .collect()
 }
 
 fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {

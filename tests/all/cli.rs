@@ -122,6 +122,32 @@ fn inspect_shows_methods_and_a_second_process_uses_the_cache() {
 }
 
 #[test]
+fn the_cache_keeps_to_its_cap_across_processes() {
+    let tmp = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let dir = tmp.join("cli-cache-capped");
+    let _ = std::fs::remove_dir_all(&dir);
+    let code = |cap: &str, file: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_sandwit"))
+            .args(["--cache-max-mib", cap, "inspect", "--json", file])
+            .arg("--cache-dir")
+            .arg(&dir)
+            .env("SANDWIT_STORE", tmp.join("cli-store.db"))
+            .env_remove("SANDWIT_POLICY")
+            .output()
+            .unwrap();
+        assert_succeeded(&out);
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        json["code"].as_str().unwrap().to_string()
+    };
+    assert_eq!(code("0", artifacts::CALC), "compiled");
+    assert_eq!(code("0", artifacts::CALC), "disk_cache");
+    // A cap of 0 keeps only the entry just written: echo's deletes calc's.
+    assert_eq!(code("0", artifacts::ECHO), "compiled");
+    assert_eq!(code("1024", artifacts::CALC), "compiled");
+    assert_eq!(code("1024", artifacts::ECHO), "disk_cache");
+}
+
+#[test]
 fn every_subcommand_has_help() {
     for sub in ["inspect", "validate", "call", "run", "prompt", "bench"] {
         let out = sandwit(&[sub, "--help"]);

@@ -61,6 +61,10 @@ pub struct HostArgs {
     /// $XDG_CACHE_HOME/sandwit, else ~/.cache/sandwit].
     #[arg(long, global = true, value_name = "DIR")]
     cache_dir: Option<PathBuf>,
+    /// The most compiled code the cache keeps, in MiB: a new entry deletes
+    /// the least recently used ones beyond it [default: 1024].
+    #[arg(long, global = true, value_name = "MIB")]
+    cache_max_mib: Option<u64>,
     /// Compile in memory only; read and write no cache.
     #[arg(long, global = true)]
     no_cache: bool,
@@ -118,6 +122,9 @@ impl HostArgs {
         {
             builder = builder.cache_dir(dir);
         }
+        if let Some(mib) = self.cache_max_mib {
+            builder = builder.cache_max_bytes(mib.saturating_mul(1 << 20));
+        }
         Ok(builder)
     }
 
@@ -125,6 +132,9 @@ impl HostArgs {
     pub fn pass_to(&self, cmd: &mut std::process::Command) {
         if let Some(dir) = &self.cache_dir {
             cmd.arg("--cache-dir").arg(dir);
+        }
+        if let Some(mib) = self.cache_max_mib {
+            cmd.arg("--cache-max-mib").arg(mib.to_string());
         }
         if self.no_cache {
             cmd.arg("--no-cache");
