@@ -73,7 +73,8 @@ pub(crate) struct HostInner {
 
 /// Configures a [`Host`].
 ///
-/// Defaults: no on-disk cache (compiled code is kept in memory only),
+/// Defaults: no on-disk cache (compiled code is kept in memory only; with
+/// [`HostBuilder::cache_dir`], at most [`DEFAULT_CACHE_MAX_BYTES`] of it),
 /// [`Limits::default`] for plugin calls and [`RunLimits::default`] for Python
 /// runs, a [`Policy`] that grants nothing, a plugin store in memory, chat
 /// messages recorded as events only, [`DEFAULT_PREPARED_INTERPRETERS`]
@@ -104,10 +105,9 @@ impl HostBuilder {
     }
 
     /// Keeps at most `bytes` of compiled code in the cache directory
-    /// ([`DEFAULT_CACHE_MAX_BYTES`] unless
-    /// set): writing an entry deletes the least recently loaded ones, of any
-    /// engine settings, until the rest fits; the entry just written is
-    /// always kept.
+    /// ([`DEFAULT_CACHE_MAX_BYTES`] unless set): writing an entry deletes the
+    /// least recently loaded ones, of any engine settings, until the rest
+    /// fits; the entry just written is always kept.
     pub fn cache_max_bytes(mut self, bytes: u64) -> Self {
         self.cache_max_bytes = Some(bytes);
         self
