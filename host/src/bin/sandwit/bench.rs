@@ -540,9 +540,19 @@ fn private_bytes() -> anyhow::Result<u64> {
     rollup
         .lines()
         .find_map(|l| l.strip_prefix("Private_Dirty:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map(|kib| kib * 1024)
+        .and_then(kib_bytes)
         .with_context(|| format!("no `Private_Dirty: <n> kB` line in {ROLLUP}"))
+}
+
+/// The bytes of a `/proc` value of the form `<n> kB`.
+fn kib_bytes(value: &str) -> Option<u64> {
+    let kib = value
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse::<u64>()
+        .ok()?;
+    kib.checked_mul(1024)
 }
 
 const SMAPS: &str = "/proc/self/smaps";
@@ -562,7 +572,6 @@ impl Mappings {
 
     /// The mappings of `smaps`, in the format of /proc/PID/smaps.
     fn parse(smaps: &str) -> anyhow::Result<Self> {
-        let kib = |v: &str| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok();
         let mut mappings: Vec<(std::ops::Range<u64>, u64)> = Vec::new();
         for line in smaps.lines() {
             let (key, value) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
@@ -572,9 +581,8 @@ impl Mappings {
             {
                 mappings.push((start..end, 0));
             } else if let ("Anonymous:" | "Swap:", Some(last)) = (key, mappings.last_mut()) {
-                last.1 += kib(value)
-                    .with_context(|| format!("`{line}` in {SMAPS} is not `{key} <n> kB`"))?
-                    * 1024;
+                last.1 += kib_bytes(value)
+                    .with_context(|| format!("`{line}` in {SMAPS} is not `{key} <n> kB`"))?;
             }
         }
         anyhow::ensure!(!mappings.is_empty(), "no mappings in {SMAPS}");
