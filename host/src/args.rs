@@ -1,16 +1,23 @@
 //! Checks a call's arguments against the method's declared parameters before
 //! the plugin runs.
 
-use jsonschema::Validator;
-
 use crate::json::{BytesAs, value_to_json};
-use crate::manifest::MethodSpec;
+use crate::schema::{self, Compiled};
 use crate::types::Value;
 
 /// A method's parameters with their schemas compiled; none for a schema that
 /// accepts any value, so such an argument is not copied into JSON to check.
 pub(crate) struct ArgChecker {
-    params: Vec<(String, bool, Option<Validator>)>,
+    params: Vec<(String, bool, Option<Compiled>)>,
+}
+
+/// Why arguments were refused.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// They do not match the parameters; the message names the argument.
+    Invalid(String),
+    /// Checking one would take more work than a check may.
+    TooCostly(String),
 }
 
 /// Keywords that do not constrain a value.
@@ -39,50 +46,55 @@ fn accepts_anything(schema: &serde_json::Value) -> bool {
 }
 
 impl ArgChecker {
-    /// Compiles the schemas; they were already checked with the manifest.
-    pub(crate) fn new(spec: &MethodSpec) -> anyhow::Result<Self> {
-        let params = spec
-            .params
-            .iter()
-            .map(|p| {
-                let v = jsonschema::validator_for(&p.schema)
-                    .map_err(|e| anyhow::anyhow!("parameter `{}`: {e}", p.name))?;
-                let v = (!accepts_anything(&p.schema)).then_some(v);
-                Ok((p.name.clone(), p.required, v))
+    /// The checker of parameters given as (schema, (name, required, its
+    /// compiled schema)); a parameter whose schema did not compile (the
+    /// manifest is then refused) or accepts anything is not checked.
+    pub(crate) fn new<'a>(
+        params: impl Iterator<Item = (&'a serde_json::Value, (String, bool, Option<Compiled>))>,
+    ) -> Self {
+        let params = params
+            .map(|(json, (name, required, compiled))| {
+                (name, required, compiled.filter(|_| !accepts_anything(json)))
             })
-            .collect::<anyhow::Result<_>>()?;
-        Ok(ArgChecker { params })
+            .collect();
+        ArgChecker { params }
     }
 
     /// Checks `args`, an object of parameter names to values: no unknown or
     /// repeated names, every required one present, each value valid for its
-    /// schema. The message names the argument.
-    pub(crate) fn check(&self, args: &Value) -> Result<(), String> {
+    /// schema, each check within [`schema::MAX_CHECK_WORK`]. The message
+    /// names the argument.
+    pub(crate) fn check(&self, args: &Value) -> Result<(), Refused> {
+        let invalid = |m: String| Err(Refused::Invalid(m));
         let Value::Object(entries) = args else {
-            return Err(format!(
+            return invalid(format!(
                 "arguments must be an object of names to values, not {}",
                 args.type_name()
             ));
         };
         for (i, (name, _)) in entries.iter().enumerate() {
+            let shown = crate::error::quote(name, 80);
             if !self.params.iter().any(|(p, _, _)| p == name) {
-                return Err(format!("unexpected argument `{name}`"));
+                return invalid(format!("unexpected argument {shown}"));
             }
             if entries[..i].iter().any(|(n, _)| n == name) {
-                return Err(format!("argument `{name}` given more than once"));
+                return invalid(format!("argument {shown} given more than once"));
             }
         }
-        for (name, required, validator) in &self.params {
-            match (entries.iter().find(|(n, _)| n == name), validator) {
+        for (name, required, compiled) in &self.params {
+            match (entries.iter().find(|(n, _)| n == name), compiled) {
                 (None, _) if *required => {
-                    return Err(format!("missing required argument `{name}`"));
+                    return invalid(format!("missing required argument `{name}`"));
                 }
                 (None, _) | (Some(_), None) => {}
-                (Some((_, value)), Some(validator)) => {
+                (Some((_, value)), Some(compiled)) => {
+                    schema::check_work(compiled.expanded, value.node_count())
+                        .map_err(|e| Refused::TooCostly(format!("argument `{name}`: {e}")))?;
                     let json = value_to_json(value, BytesAs::String);
-                    if let Err(e) = validator.validate(&json) {
+                    if let Err(e) = compiled.validator.validate(&json) {
                         let got = value.type_name();
-                        return Err(format!("argument `{name}` ({got}): {e}"));
+                        let e = crate::error::cut(e.to_string(), 500);
+                        return invalid(format!("argument `{name}` ({got}): {e}"));
                     }
                 }
             }
@@ -94,30 +106,19 @@ impl ArgChecker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest::Param;
-    use crate::types::MethodKind;
+
+    fn checker_of(params: &[(&str, serde_json::Value, bool)]) -> ArgChecker {
+        ArgChecker::new(params.iter().map(|(name, schema, required)| {
+            let compiled = schema::compile(schema).unwrap();
+            (schema, (name.to_string(), *required, Some(compiled)))
+        }))
+    }
 
     fn checker() -> ArgChecker {
-        let spec = MethodSpec {
-            name: "f".into(),
-            kind: MethodKind::Tool,
-            description: "d".into(),
-            docstring: "d".into(),
-            params: vec![
-                Param {
-                    name: "n".into(),
-                    schema: serde_json::json!({"type": "integer"}),
-                    required: true,
-                },
-                Param {
-                    name: "s".into(),
-                    schema: serde_json::json!({"type": "string"}),
-                    required: false,
-                },
-            ],
-            returns: None,
-        };
-        ArgChecker::new(&spec).unwrap()
+        checker_of(&[
+            ("n", serde_json::json!({"type": "integer"}), true),
+            ("s", serde_json::json!({"type": "string"}), false),
+        ])
     }
 
     fn obj(entries: &[(&str, Value)]) -> Value {
@@ -151,14 +152,43 @@ mod tests {
             ]))
             .is_ok()
         );
-        let err = |v: Value| c.check(&v).unwrap_err();
+        let err = |v: Value| match c.check(&v).unwrap_err() {
+            Refused::Invalid(m) => m,
+            other => panic!("{other:?}"),
+        };
         assert_eq!(err(obj(&[])), "missing required argument `n`");
         assert_eq!(
             err(obj(&[("n", Value::Int(1)), ("zz", Value::Null)])),
-            "unexpected argument `zz`"
+            "unexpected argument \"zz\""
         );
         assert!(err(obj(&[("n", Value::Text("x".into()))])).starts_with("argument `n` (str):"));
         assert!(err(Value::List(vec![])).contains("not list"));
         assert!(err(obj(&[("n", Value::Int(1)), ("n", Value::Int(2))])).contains("more than once"));
+    }
+
+    #[test]
+    fn a_check_too_costly_is_refused_before_it_starts() {
+        let mut defs = serde_json::Map::new();
+        for i in 0..10 {
+            let next = format!("#/$defs/l{}", i + 1);
+            defs.insert(
+                format!("l{i}"),
+                serde_json::json!({"anyOf": [{"$ref": next}, {"$ref": next}]}),
+            );
+        }
+        defs.insert("l10".into(), serde_json::json!({"type": "integer"}));
+        let schema =
+            serde_json::json!({"$defs": defs, "type": "array", "items": {"$ref": "#/$defs/l0"}});
+        let c = checker_of(&[("xs", schema, true)]);
+        let few = obj(&[("xs", Value::List(vec![Value::Int(1); 10]))]);
+        assert!(c.check(&few).is_ok());
+        let many = obj(&[("xs", Value::List(vec![Value::Int(1); 100_000]))]);
+        match c.check(&many).unwrap_err() {
+            Refused::TooCostly(m) => assert!(
+                m.starts_with("argument `xs`: checking a value of 100001 nodes"),
+                "{m}"
+            ),
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -15,8 +15,13 @@
 //! is set then). Deleting a file another process has mapped is safe: the
 //! mapping keeps it until it is dropped.
 //!
-//! Loading compiled code runs it as native code: the cache directory must be
-//! writable only by the user running the host, as with wasmtime's own cache.
+//! Loading compiled code runs it as native code, so the cache trusts nothing
+//! another user could have written: a cache directory (or an engine's
+//! directory in it) that is not owned by the user running the host, or that
+//! its group or others may write, is refused when the host is built; an
+//! entry that is not a regular file owned by that user and writable only by
+//! it is ignored (and compiled afresh). New directories are made `0700`,
+//! temporary files are created exclusively with mode `0600`.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -64,19 +69,29 @@ pub(crate) struct CodeCache {
 
 impl CodeCache {
     /// The cache of `engine`'s code in `dir` (in memory only without it),
-    /// keeping at most `max_bytes` there.
-    pub(crate) fn new(engine: &Engine, dir: Option<PathBuf>, max_bytes: u64) -> Self {
+    /// keeping at most `max_bytes` there. Makes the directories if needed;
+    /// refuses ones another user could write.
+    pub(crate) fn new(
+        engine: &Engine,
+        dir: Option<PathBuf>,
+        max_bytes: u64,
+    ) -> anyhow::Result<Self> {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut hasher);
-        let dirs = dir.map(|root| {
-            let own = root.join(format!("{:016x}", hasher.finish()));
-            (root, own)
-        });
-        CodeCache {
+        let dirs = match dir {
+            Some(root) => {
+                let own = root.join(format!("{:016x}", hasher.finish()));
+                private_dir(&root)?;
+                private_dir(&own)?;
+                Some((root, own))
+            }
+            None => None,
+        };
+        Ok(CodeCache {
             dirs,
             max_bytes,
             loaded: Mutex::new(HashMap::new()),
-        }
+        })
     }
 
     /// This engine's directory in the cache.
@@ -132,7 +147,7 @@ impl CodeCache {
             return Some((c.clone(), CodeSource::MemoryCache));
         }
         let path = self.dir()?.join(format!("{hash}.cwasm"));
-        if !path.exists() {
+        if !trusted_file(&path) {
             return None;
         }
         // SAFETY: the file was written by `Component::serialize` of an engine
@@ -163,7 +178,7 @@ impl CodeCache {
         hash: &str,
     ) -> anyhow::Result<Component> {
         if let Some(path) = self.dir().map(|d| d.join(format!("{hash}.cwasm")))
-            && path.exists()
+            && trusted_file(&path)
         {
             // SAFETY: as in `lookup`.
             match unsafe { Component::deserialize_file(engine, &path) } {
@@ -185,7 +200,11 @@ impl CodeCache {
     /// status-change times (the checks of git's index). Spares reading and
     /// hashing a large file (the interpreter is ~21 MB) on every start.
     pub(crate) fn file_hash(&self, path: &Path, meta: &std::fs::Metadata) -> Option<String> {
-        let hash = std::fs::read_to_string(self.file_index(path, meta)?).ok()?;
+        let index = self.file_index(path, meta)?;
+        if !trusted_file(&index) {
+            return None;
+        }
+        let hash = std::fs::read_to_string(index).ok()?;
         let valid = hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_hexdigit());
         valid.then_some(hash)
     }
@@ -320,19 +339,98 @@ fn mark_used(path: &Path) {
     }
 }
 
-/// Writes through a temporary file unique to this process and write, so
-/// hosts compiling the same component at once never see each other's halves.
+/// Makes `dir` (mode `0700`) if it is missing; refuses it if it is not a
+/// directory owned by this user that only this user may write.
+fn private_dir(dir: &Path) -> anyhow::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+        if !dir.exists() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|e| {
+                    anyhow::anyhow!("cannot create the cache directory {}: {e}", dir.display())
+                })?;
+        }
+        let meta = std::fs::metadata(dir).map_err(|e| {
+            anyhow::anyhow!("cannot read the cache directory {}: {e}", dir.display())
+        })?;
+        anyhow::ensure!(
+            meta.is_dir(),
+            "the cache directory {} is not a directory",
+            dir.display()
+        );
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let me = unsafe { libc::geteuid() };
+        anyhow::ensure!(
+            meta.uid() == me,
+            "the cache directory {} belongs to user {}, not to this user ({me}): compiled code in \
+             it runs as native code, so it must be yours",
+            dir.display(),
+            meta.uid()
+        );
+        anyhow::ensure!(
+            meta.mode() & 0o022 == 0,
+            "the cache directory {} may be written by its group or others (mode {:o}): compiled \
+             code in it runs as native code; `chmod go-w` it or choose another",
+            dir.display(),
+            meta.mode() & 0o7777
+        );
+    }
+    #[cfg(not(unix))]
+    std::fs::create_dir_all(dir)?;
+    Ok(())
+}
+
+/// Whether the cache file at `path` is one this host may trust: a regular
+/// file (not a link) owned by this user, writable only by it.
+fn trusted_file(path: &Path) -> bool {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return false;
+    };
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let me = unsafe { libc::geteuid() };
+        let ok = meta.is_file() && meta.uid() == me && meta.mode() & 0o022 == 0;
+        if !ok && meta.is_file() {
+            tracing::warn!(path = %path.display(), "ignoring a cache entry that is not this user's alone");
+        }
+        ok
+    }
+    #[cfg(not(unix))]
+    meta.is_file()
+}
+
+/// Writes through a temporary file unique to this process and write, created
+/// exclusively (never through a file or link already there) with mode
+/// `0600`, so hosts compiling the same component at once never see each
+/// other's halves.
 fn write_atomically(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
     static WRITES: AtomicU64 = AtomicU64::new(0);
     let dir = path.parent().expect("cache paths have a parent");
-    std::fs::create_dir_all(dir)?;
+    if !dir.exists() {
+        private_dir(dir).map_err(std::io::Error::other)?;
+    }
     let tmp = dir.join(format!(
         ".{}.{}.{}.tmp",
         path.file_name().unwrap().to_string_lossy(),
         std::process::id(),
         WRITES.fetch_add(1, Ordering::Relaxed)
     ));
-    std::fs::write(&tmp, data)?;
+    let mut options = std::fs::File::options();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let written = options.open(&tmp).and_then(|mut file| file.write_all(data));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
     std::fs::rename(&tmp, path)
 }
 

@@ -29,6 +29,16 @@ pub enum ChatMessage {
     },
 }
 
+impl ChatMessage {
+    /// The bytes it holds.
+    pub(crate) fn bytes(&self) -> usize {
+        match self {
+            ChatMessage::Text(text) | ChatMessage::System { message: text, .. } => text.len(),
+            ChatMessage::Image(media) => media.mime_type.len() + media.data.len(),
+        }
+    }
+}
+
 /// Serialised for events and the CLI: an image as its MIME type and size.
 impl Serialize for ChatMessage {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {

@@ -2,14 +2,19 @@
 //! plugin's config schema, and the secrets among them kept out of everything
 //! that leaves the plugin.
 //!
-//! A top-level property whose schema has `"secret": true` is a secret: its
-//! value is given to the plugin through `config.get` and to nothing else.
-//! Wherever it would appear in a log line, an event, a chat message, a
-//! result, an error or an outcome, the host writes `[secret]` instead.
+//! A top-level property is a secret when the operator's policy names it in
+//! `secrets`, or the plugin's schema gives it `"secret": true` (a plugin can
+//! add secrets, never remove the operator's). Its value is given to the
+//! plugin through `config.get` and to nothing else. Wherever it would appear
+//! in a log line, an event, a chat message, a result, an error or an
+//! outcome, the host writes `[secret]` instead: every string, number and
+//! boolean inside it is searched for, in text and in bytes, and a number
+//! equal to a secret number is replaced as a whole.
 
 use serde_json::{Map, Value as Json};
 
-use crate::types::{ContentPart, MethodResult, Value};
+use crate::error::cut;
+use crate::types::{ContentPart, Media, MethodResult, Value};
 
 /// What replaces a secret.
 pub const REDACTED: &str = "[secret]";
@@ -33,6 +38,7 @@ impl PluginConfig {
     pub(crate) fn bind(
         schema: Option<&Json>,
         supplied: Option<&Map<String, Json>>,
+        operator_secrets: &[String],
     ) -> Result<Self, Vec<String>> {
         let Some(supplied) = supplied else {
             return Ok(PluginConfig::default());
@@ -43,9 +49,9 @@ impl PluginConfig {
                     .to_string(),
             ]);
         };
-        let redactor = Redactor::new(secret_values(schema, supplied));
+        let redactor = Redactor::new(secret_values(schema, supplied, operator_secrets));
         let instance = Json::Object(supplied.clone());
-        let validator = jsonschema::validator_for(schema).map_err(|e| vec![e.to_string()])?;
+        let validator = crate::schema::validator(schema).map_err(|e| vec![e])?;
         let problems: Vec<String> = validator
             .iter_errors(&instance)
             .map(|e| {
@@ -64,40 +70,82 @@ impl PluginConfig {
     }
 }
 
-/// The values of the top-level properties marked `"secret": true`, as text.
-fn secret_values(schema: &Json, supplied: &Map<String, Json>) -> Vec<String> {
-    let Some(props) = schema.get("properties").and_then(Json::as_object) else {
-        return Vec::new();
-    };
-    props
-        .iter()
+/// The values of the secret top-level properties: those the operator names
+/// and those the schema marks `"secret": true`. Each is every string, number
+/// and boolean inside the value (a secret may be an object of credentials).
+fn secret_values(schema: &Json, supplied: &Map<String, Json>, operator: &[String]) -> Vec<Json> {
+    let marked = schema
+        .get("properties")
+        .and_then(Json::as_object)
+        .into_iter()
+        .flatten()
         .filter(|(_, s)| s.get("secret") == Some(&Json::Bool(true)))
-        .filter_map(|(name, _)| supplied.get(name))
-        .map(|v| match v {
-            Json::String(s) => s.clone(),
-            other => other.to_string(),
-        })
-        .collect()
+        .map(|(name, _)| name.as_str());
+    let names: std::collections::BTreeSet<&str> =
+        marked.chain(operator.iter().map(String::as_str)).collect();
+    let mut leaves = Vec::new();
+    let mut stack: Vec<&Json> = names.iter().filter_map(|n| supplied.get(*n)).collect();
+    while let Some(v) = stack.pop() {
+        match v {
+            Json::Array(items) => stack.extend(items),
+            Json::Object(fields) => stack.extend(fields.values()),
+            Json::Null => {}
+            leaf => leaves.push(leaf.clone()),
+        }
+    }
+    leaves
 }
 
 /// Replaces every occurrence of a set of secrets with [`REDACTED`].
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Redactor {
+    /// Longest first, so a secret containing another is hidden whole.
     secrets: Vec<String>,
+    /// Secret numbers, as integers and floats, hidden where a value is one.
+    ints: Vec<i64>,
+    floats: Vec<f64>,
 }
 
 impl Redactor {
-    fn new(mut secrets: Vec<String>) -> Self {
+    fn new(leaves: Vec<Json>) -> Self {
+        let mut secrets = Vec::new();
+        let (mut ints, mut floats) = (Vec::new(), Vec::new());
+        for leaf in leaves {
+            match &leaf {
+                Json::String(s) => secrets.push(s.clone()),
+                Json::Number(n) => {
+                    secrets.push(n.to_string());
+                    if let Some(i) = n.as_i64() {
+                        ints.push(i);
+                    }
+                    if let Some(f) = n.as_f64() {
+                        floats.push(f);
+                    }
+                }
+                other => secrets.push(other.to_string()),
+            }
+        }
         secrets.retain(|s| s.len() >= MIN_SECRET_LEN);
-        // Longest first, so a secret containing another is hidden whole.
         secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
         secrets.dedup();
-        Redactor { secrets }
+        // A number too short to search for as text is too common to hide.
+        ints.retain(|i| i.to_string().len() >= MIN_SECRET_LEN);
+        floats.retain(|f| f.to_string().len() >= MIN_SECRET_LEN);
+        Redactor {
+            secrets,
+            ints,
+            floats,
+        }
     }
 
     /// Whether there is nothing to hide.
     pub(crate) fn is_empty(&self) -> bool {
         self.secrets.is_empty()
+    }
+
+    /// The longest secret's length, in bytes.
+    fn longest(&self) -> usize {
+        self.secrets.first().map_or(0, String::len)
     }
 
     /// `text` with the secrets hidden.
@@ -116,6 +164,46 @@ impl Redactor {
         }
     }
 
+    /// `text` with the secrets hidden, then cut to `max` bytes. Only the part
+    /// that can survive the cut is searched, so a huge text costs no more
+    /// than a short one, and a secret across the cut is hidden whole.
+    pub(crate) fn redact_cut(&self, mut text: String, max: usize) -> String {
+        crate::error::truncate(&mut text, max + self.longest());
+        self.redact_in_place(&mut text);
+        cut(text, max)
+    }
+
+    /// Hides the secrets in `bytes`, text or not.
+    pub(crate) fn redact_bytes(&self, bytes: &mut Vec<u8>) {
+        for secret in &self.secrets {
+            let needle = secret.as_bytes();
+            if !bytes.windows(needle.len()).any(|w| w == needle) {
+                continue;
+            }
+            let mut out = Vec::with_capacity(bytes.len());
+            let mut i = 0;
+            while i < bytes.len() {
+                if bytes[i..].starts_with(needle) {
+                    out.extend_from_slice(REDACTED.as_bytes());
+                    i += needle.len();
+                } else {
+                    out.push(bytes[i]);
+                    i += 1;
+                }
+            }
+            *bytes = out;
+        }
+    }
+
+    /// Whether `value` is a secret number.
+    fn is_secret_number(&self, value: &Value) -> bool {
+        match value {
+            Value::Int(i) => self.ints.contains(i) || self.floats.contains(&(*i as f64)),
+            Value::Float(f) => self.floats.contains(f),
+            _ => false,
+        }
+    }
+
     /// Hides the secrets in every string and byte string of a value, and in
     /// object keys.
     pub(crate) fn redact_value(&self, value: &mut Value) {
@@ -124,16 +212,13 @@ impl Redactor {
         }
         let mut stack = vec![value];
         while let Some(v) = stack.pop() {
+            if self.is_secret_number(v) {
+                *v = Value::Text(REDACTED.to_string());
+                continue;
+            }
             match v {
                 Value::Text(s) => self.redact_in_place(s),
-                Value::Bytes(b) => {
-                    if let Ok(s) = std::str::from_utf8(b) {
-                        let hidden = self.redact(s);
-                        if hidden != s {
-                            *b = hidden.into_bytes();
-                        }
-                    }
-                }
+                Value::Bytes(b) => self.redact_bytes(b),
                 Value::List(items) => stack.extend(items.iter_mut()),
                 Value::Object(fields) => {
                     for (k, v) in fields.iter_mut() {
@@ -146,6 +231,12 @@ impl Redactor {
         }
     }
 
+    /// Hides the secrets in an image's MIME type and bytes.
+    pub(crate) fn redact_media(&self, media: &mut Media) {
+        self.redact_in_place(&mut media.mime_type);
+        self.redact_bytes(&mut media.data);
+    }
+
     /// Hides the secrets in a method's result.
     pub(crate) fn redact_result(&self, result: &mut MethodResult) {
         if self.is_empty() {
@@ -156,8 +247,9 @@ impl Redactor {
             MethodResult::Agent(t) | MethodResult::Behavior(t) => self.redact_in_place(t),
             MethodResult::MultimodalAgent(parts) => {
                 for part in parts {
-                    if let ContentPart::Text(t) | ContentPart::ImageUrl(t) = part {
-                        self.redact_in_place(t);
+                    match part {
+                        ContentPart::Text(t) | ContentPart::ImageUrl(t) => self.redact_in_place(t),
+                        ContentPart::Image(m) => self.redact_media(m),
                     }
                 }
             }
@@ -189,20 +281,20 @@ mod tests {
     #[test]
     fn checks_values_against_the_schema() {
         let ok = map(json!({"base_url": "http://x", "api_key": "k-12345678"}));
-        let bound = PluginConfig::bind(Some(&schema()), Some(&ok)).unwrap();
+        let bound = PluginConfig::bind(Some(&schema()), Some(&ok), &[]).unwrap();
         assert_eq!(bound.values.unwrap()["base_url"], "http://x");
 
         let bad = map(json!({"base_url": 3, "colour": "red"}));
-        let problems = PluginConfig::bind(Some(&schema()), Some(&bad))
+        let problems = PluginConfig::bind(Some(&schema()), Some(&bad), &[])
             .unwrap_err()
             .join("\n");
         for needle in ["\"api_key\" is a required property", "/base_url", "colour"] {
             assert!(problems.contains(needle), "{needle}: {problems}");
         }
-        let none = PluginConfig::bind(None, Some(&ok)).unwrap_err();
+        let none = PluginConfig::bind(None, Some(&ok), &[]).unwrap_err();
         assert!(none[0].contains("declares no config schema"));
         assert!(
-            PluginConfig::bind(Some(&schema()), None)
+            PluginConfig::bind(Some(&schema()), None, &[])
                 .unwrap()
                 .values
                 .is_none()
@@ -212,7 +304,7 @@ mod tests {
     #[test]
     fn a_secret_never_appears_in_an_error() {
         let short = map(json!({"base_url": "http://x", "api_key": "hunter2"}));
-        let problems = PluginConfig::bind(Some(&schema()), Some(&short))
+        let problems = PluginConfig::bind(Some(&schema()), Some(&short), &[])
             .unwrap_err()
             .join("\n");
         assert!(!problems.contains("hunter2"), "{problems}");
@@ -221,7 +313,7 @@ mod tests {
 
     #[test]
     fn redacts_text_and_values() {
-        let r = Redactor::new(vec!["s3cret-key".into(), "ab".into()]);
+        let r = Redactor::new(vec![json!("s3cret-key"), json!("ab")]);
         assert_eq!(r.redact("key=s3cret-key;ab"), "key=[secret];ab");
         let mut v = Value::Object(vec![
             (
@@ -241,5 +333,60 @@ mod tests {
                 ("b".into(), Value::Bytes(b"[secret]".to_vec())),
             ])
         );
+    }
+
+    #[test]
+    fn every_leaf_of_a_secret_is_hidden_wherever_it_appears() {
+        let schema = json!({"type": "object"});
+        let supplied = map(json!({
+            "creds": {"user": "admin-user", "token": ["tok-123456"]},
+            "pin": 98765432,
+            "base_url": "http://x",
+        }));
+        let names = ["creds".to_string(), "pin".to_string()];
+        let bound = PluginConfig::bind(Some(&schema), Some(&supplied), &names).unwrap();
+        let r = &bound.redactor;
+        assert_eq!(
+            r.redact("u=admin-user t=tok-123456 p=98765432 http://x"),
+            "u=[secret] t=[secret] p=[secret] http://x"
+        );
+        let mut v = Value::List(vec![
+            Value::Int(98765432),
+            Value::Float(98765432.0),
+            Value::Int(7),
+            Value::Bytes(b"\xff\xfetok-123456\xff".to_vec()),
+        ]);
+        r.redact_value(&mut v);
+        assert_eq!(
+            v,
+            Value::List(vec![
+                Value::Text(REDACTED.into()),
+                Value::Text(REDACTED.into()),
+                Value::Int(7),
+                Value::Bytes(b"\xff\xfe[secret]\xff".to_vec()),
+            ])
+        );
+        let mut media = Media {
+            mime_type: "image/admin-user".into(),
+            data: b"admin-user".to_vec(),
+        };
+        r.redact_media(&mut media);
+        assert_eq!(
+            (media.mime_type.as_str(), &media.data[..]),
+            ("image/[secret]", &b"[secret]"[..])
+        );
+    }
+
+    #[test]
+    fn a_cut_never_leaves_the_tail_of_a_secret() {
+        let r = Redactor::new(vec![json!("s3cret-key")]);
+        let text = format!("{}s3cret-key{}", "a".repeat(4090), "b".repeat(1 << 20));
+        let out = r.redact_cut(text, 4096);
+        assert!(
+            !out.contains("s3cret") && !out.contains("key"),
+            "{}",
+            &out[4000..]
+        );
+        assert!(out.len() <= 4096 + '…'.len_utf8());
     }
 }

@@ -33,6 +33,21 @@ pub enum LoadError {
         /// Each problem, with the JSON pointer of the value.
         problems: Vec<String>,
     },
+    /// The operator's policy grants or configures the plugin's id, but for
+    /// other components than this one: a plugin names its own id, so only
+    /// the components the policy pins by digest get what it gives.
+    #[error(
+        "plugin `{plugin}`: the policy grants or configures `{plugin}` only for {} pinned component(s), and this component's SHA-256 ({digest}) is not one of them; add it to `sha256` in the policy's `[plugins.{plugin}]` if you trust it",
+        pinned
+    )]
+    Unpinned {
+        /// The id the plugin claims.
+        plugin: String,
+        /// The component's SHA-256, hex.
+        digest: String,
+        /// How many digests the policy pins for the id.
+        pinned: usize,
+    },
     /// The host failed (e.g. the compiled-code cache could not be written).
     #[error("plugin {plugin}: {source:#}")]
     Host {
@@ -122,15 +137,59 @@ impl CallErrorKind {
 }
 
 /// Cuts `s` to at most `max` bytes (on a character boundary), marking the cut
-/// with `…`.
+/// with `…`. A cut string gives back the memory it no longer uses.
 pub(crate) fn cut(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        truncate(&mut s, max);
+        s.push('…');
+        s.shrink_to_fit();
+    }
+    s
+}
+
+/// Cuts `s` to at most `max` bytes, on a character boundary, unmarked.
+pub(crate) fn truncate(s: &mut String, max: usize) {
     if s.len() > max {
         let mut at = max;
         while !s.is_char_boundary(at) {
             at -= 1;
         }
         s.truncate(at);
-        s.push('…');
     }
-    s
+}
+
+/// `text` quoted as Rust's `{:?}` does, from at most its first `max` bytes:
+/// describing a huge name or key costs no more than a short one.
+pub(crate) fn quote(text: &str, max: usize) -> String {
+    let mut at = max.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    let quoted = format!("{:?}", &text[..at]);
+    if at < text.len() {
+        format!("{quoted}… ({} bytes)", text.len())
+    } else {
+        quoted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cut_gives_memory_back_and_marks_the_cut() {
+        let long = "é".repeat(1 << 20);
+        let short = cut(long, 5);
+        assert_eq!(short, "éé…");
+        assert!(short.capacity() < 64, "{}", short.capacity());
+        assert_eq!(cut("abc".into(), 3), "abc");
+    }
+
+    #[test]
+    fn quote_reads_only_the_start() {
+        assert_eq!(quote("a\"b", 10), "\"a\\\"b\"");
+        assert_eq!(quote(&"k".repeat(1000), 3), "\"kkk\"… (1000 bytes)");
+        assert_eq!(quote("éé", 3), "\"é\"… (4 bytes)");
+    }
 }

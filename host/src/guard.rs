@@ -2,22 +2,94 @@
 
 use std::time::Instant;
 
-use wasmtime::{Engine, Store};
+use wasmtime::{CallHook, Engine, Store, StoreContextMut};
 
 use crate::limits::{LimitKind, StoreLimiter};
 use crate::plugin::Budget;
 
-/// Store data whose memory and table caps are enforced by a [`StoreLimiter`].
+/// Store data whose memory and table caps are enforced by a [`StoreLimiter`]
+/// and whose host calls are metered by a [`HostMeter`].
 pub(crate) trait Limited: Send + 'static {
     fn limiter(&self) -> &StoreLimiter;
     fn limiter_mut(&mut self) -> &mut StoreLimiter;
+    fn meter(&mut self) -> &mut HostMeter;
 }
 
-/// A store of `data` whose memories and tables grow only as its limiter allows.
+/// Fuel a call into the host costs before the bytes it copies: about what
+/// the guest would spend on a small function call of its own.
+pub(crate) const HOST_CALL_FUEL: u64 = 100;
+
+/// What the host's own functions cost a guest, settled at every crossing
+/// from and back to the guest.
+///
+/// Invariant: a guest cannot stay in or return from a host function past its
+/// deadline, nor copy bytes through the host without paying fuel for them.
+/// The deadline's timer ([`guarded`]) only fires when the guest yields to
+/// the async runtime, which a loop of quick synchronous host calls never
+/// does; this meter is what bounds such a loop.
+#[derive(Debug)]
+pub(crate) struct HostMeter {
+    /// When the current call (or run) must have finished.
+    pub(crate) deadline: Instant,
+    /// Fuel the host functions charged since the last crossing.
+    owed: u64,
+}
+
+impl HostMeter {
+    pub(crate) fn new(deadline: Instant) -> Self {
+        HostMeter { deadline, owed: 0 }
+    }
+
+    /// Charges a host call that copied `bytes` in or out of the guest: one
+    /// unit of fuel per byte on top of [`HOST_CALL_FUEL`].
+    pub(crate) fn charge(&mut self, bytes: usize) {
+        self.owed = self
+            .owed
+            .saturating_add(HOST_CALL_FUEL)
+            .saturating_add(bytes as u64);
+    }
+
+    /// Starts a new call with a new deadline and nothing owed.
+    pub(crate) fn reset(&mut self, deadline: Instant) {
+        self.deadline = deadline;
+        self.owed = 0;
+    }
+}
+
+/// A store of `data` whose memories and tables grow only as its limiter
+/// allows, and whose every host call checks the deadline and pays its fuel.
 pub(crate) fn limited_store<S: Limited>(engine: &Engine, data: S) -> Store<S> {
     let mut store = Store::new(engine, data);
     store.limiter(|s| s.limiter_mut());
+    store.call_hook(settle_host_call);
     store
+}
+
+/// The call hook of every store: on entering and leaving the host, a passed
+/// deadline traps (as an interrupt, reported as the time limit) and the fuel
+/// the host functions charged is taken (running out traps as fuel does).
+fn settle_host_call<S: Limited>(
+    mut cx: StoreContextMut<'_, S>,
+    hook: CallHook,
+) -> wasmtime::Result<()> {
+    if !matches!(hook, CallHook::CallingHost | CallHook::ReturningFromHost) {
+        return Ok(());
+    }
+    let meter = cx.data_mut().meter();
+    let owed = std::mem::take(&mut meter.owed);
+    if Instant::now() >= meter.deadline {
+        return Err(wasmtime::Trap::Interrupt.into());
+    }
+    if owed > 0
+        && let Ok(left) = cx.get_fuel()
+    {
+        if owed > left {
+            cx.set_fuel(0)?;
+            return Err(wasmtime::Trap::OutOfFuel.into());
+        }
+        cx.set_fuel(left - owed)?;
+    }
+    Ok(())
 }
 
 /// Why guest code stopped without returning.

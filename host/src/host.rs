@@ -97,8 +97,9 @@ pub struct HostBuilder {
 
 impl HostBuilder {
     /// Caches compiled code in `dir`, so another process with the same engine
-    /// settings loads a plugin without compiling it. `dir` must be writable
-    /// only by the user running the host.
+    /// settings loads a plugin without compiling it. `dir` (made `0700` if
+    /// missing) must belong to the user running the host and be writable by
+    /// nobody else: [`HostBuilder::build`] refuses it otherwise.
     pub fn cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.cache_dir = Some(dir.into());
         self
@@ -204,7 +205,7 @@ impl HostBuilder {
         SandboxMethod::add_to_linker::<_, HasSelf<PluginState>>(&mut plugin_linker, |s| s)?;
         let python_linker = crate::python::linker(&engine)?;
         let cache_max_bytes = self.cache_max_bytes.unwrap_or(DEFAULT_CACHE_MAX_BYTES);
-        let cache = CodeCache::new(&engine, self.cache_dir, cache_max_bytes);
+        let cache = CodeCache::new(&engine, self.cache_dir, cache_max_bytes)?;
         let store: Arc<dyn StoreBackend> = match (self.store, &self.store_path) {
             (Some(store), _) => store,
             (None, Some(path)) => Arc::new(SqliteStore::open(path)?),

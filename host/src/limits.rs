@@ -63,19 +63,21 @@ pub const MAX_COMPONENT_BYTES: usize = 64 << 20;
 /// | --- | --- |
 /// | `fuel` | 2,000,000,000 units (roughly that many wasm instructions) |
 /// | `time` | 10 s wall clock |
-/// | `memory_bytes` | 64 MiB per instance |
+/// | `memory_bytes` | 64 MiB for all the memories of an instance together |
 /// | `table_elements` | 20,000 per table |
 /// | `max_instances` | 64 core instances per store |
 /// | `max_value_bytes` | 16 MiB per argument object or result |
 /// | `max_value_nodes` | 1,000,000 nodes per value |
 /// | `max_value_depth` | 64 levels |
+/// | `max_event_bytes` | 16 MiB of events (logs, chat messages, refusals) per call |
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
     /// Deterministic CPU budget.
     pub fuel: u64,
     /// Wall-clock deadline.
     pub time: Duration,
-    /// Linear memory per instance.
+    /// Linear memory of an instance: all of its memories together (a
+    /// component may have several).
     pub memory_bytes: usize,
     /// Elements per table.
     pub table_elements: usize,
@@ -88,6 +90,10 @@ pub struct Limits {
     pub max_value_nodes: usize,
     /// Nesting depth of one value.
     pub max_value_depth: usize,
+    /// Bytes the events of one call may hold (each counted with its text and
+    /// a fixed overhead); log lines past it are dropped and counted, a chat
+    /// message past it is refused.
+    pub max_event_bytes: usize,
 }
 
 impl Default for Limits {
@@ -101,6 +107,7 @@ impl Default for Limits {
             max_value_bytes: 16 << 20,
             max_value_nodes: 1_000_000,
             max_value_depth: 64,
+            max_event_bytes: 16 << 20,
         }
     }
 }
@@ -129,6 +136,8 @@ impl Limits {
 /// | `memory_bytes` | 256 MiB for the interpreter |
 /// | `max_output_bytes` | 1 MiB each for stdout and stderr |
 /// | `max_calls` | 1,000 method calls |
+/// | `max_events` | 10,000 events |
+/// | `max_event_bytes` | 64 MiB of events |
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunLimits {
     /// Deterministic CPU budget for the interpreter and the plugins it calls.
@@ -141,6 +150,11 @@ pub struct RunLimits {
     pub max_output_bytes: usize,
     /// Method calls per run.
     pub max_calls: u32,
+    /// Events per run (calls, logs, chat and system messages, refusals);
+    /// the run ends at [`LimitKind::Events`] past it.
+    pub max_events: usize,
+    /// Bytes the run's events may hold, likewise.
+    pub max_event_bytes: usize,
 }
 
 impl Default for RunLimits {
@@ -151,6 +165,8 @@ impl Default for RunLimits {
             memory_bytes: 256 << 20,
             max_output_bytes: 1 << 20,
             max_calls: 1_000,
+            max_events: 10_000,
+            max_event_bytes: 64 << 20,
         }
     }
 }
@@ -171,6 +187,8 @@ pub enum LimitKind {
     Output,
     /// A run made more method calls than its cap.
     Calls,
+    /// A run's events (or a call's) grew past their count or bytes cap.
+    Events,
     /// The host's pool had no free slot for another instance (see
     /// [`HostBuilder::max_instances`](crate::HostBuilder::max_instances)):
     /// the host is busy; the guest is not at fault, and a later call may
@@ -187,6 +205,7 @@ impl fmt::Display for LimitKind {
             LimitKind::ValueSize => "value size",
             LimitKind::Output => "output",
             LimitKind::Calls => "calls",
+            LimitKind::Events => "events",
             LimitKind::Instances => "instances",
         })
     }
@@ -194,6 +213,9 @@ impl fmt::Display for LimitKind {
 
 /// A [`ResourceLimiter`] that refuses growth past the caps by trapping, and
 /// records that it did so the trap can be reported as a memory limit.
+///
+/// The memory cap is on all the store's linear memories together: a
+/// component of eight core instances cannot take eight times the cap.
 #[derive(Debug)]
 pub(crate) struct StoreLimiter {
     memory_bytes: usize,
@@ -201,7 +223,9 @@ pub(crate) struct StoreLimiter {
     max_instances: usize,
     /// Set when a guest asked for more than it may have.
     pub(crate) hit: Option<String>,
-    /// The largest memory granted so far, in bytes.
+    /// The bytes of all the store's memories now.
+    pub(crate) total_memory: usize,
+    /// The most the store's memories held together so far, in bytes.
     pub(crate) peak_memory: usize,
 }
 
@@ -217,7 +241,18 @@ impl StoreLimiter {
             table_elements: limits.table_elements,
             max_instances: limits.max_instances,
             hit: None,
+            total_memory: 0,
             peak_memory: 0,
+        }
+    }
+
+    /// The same store with another memory cap (a prepared interpreter taken
+    /// by a run with its own limits); what its memories hold is kept.
+    pub(crate) fn recapped(&self, limits: &Limits, memory_bytes: usize) -> Self {
+        StoreLimiter {
+            total_memory: self.total_memory,
+            peak_memory: self.total_memory,
+            ..StoreLimiter::with_memory(limits, memory_bytes)
         }
     }
 
@@ -231,17 +266,19 @@ impl StoreLimiter {
 impl ResourceLimiter for StoreLimiter {
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        if desired > self.memory_bytes {
+        let total = (self.total_memory - current.min(self.total_memory)).saturating_add(desired);
+        if total > self.memory_bytes {
             return self.refuse(format!(
-                "memory grew to {desired} bytes, past the limit of {} bytes",
+                "memory grew to {total} bytes, past the limit of {} bytes",
                 self.memory_bytes
             ));
         }
-        self.peak_memory = self.peak_memory.max(desired);
+        self.total_memory = total;
+        self.peak_memory = self.peak_memory.max(total);
         Ok(true)
     }
 
@@ -300,6 +337,13 @@ mod tests {
                 .unwrap()
                 .contains("limit of 1048576 bytes")
         );
+        // The cap is on all memories together.
+        let mut limiter = StoreLimiter::new(&limits);
+        assert!(limiter.memory_growing(0, 600 << 10, None).unwrap());
+        assert!(limiter.memory_growing(0, 400 << 10, None).unwrap());
+        assert!(limiter.memory_growing(0, 64 << 10, None).is_err());
+        assert!(limiter.memory_growing(400 << 10, 424 << 10, None).unwrap());
+        assert_eq!(limiter.peak_memory, 1 << 20);
         let mut limiter = StoreLimiter::new(&limits);
         assert!(limiter.table_growing(0, 11, None).is_err());
         assert!(limiter.hit.as_deref().unwrap().contains("elements"));

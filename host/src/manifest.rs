@@ -1,12 +1,15 @@
 //! A plugin's manifest: the public types, and the checks every manifest must
 //! pass before its plugin is accepted.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
+use crate::args::ArgChecker;
 use crate::bindings::wit;
 use crate::capability::Capability;
+use crate::error::quote;
+use crate::schema;
 use crate::types::MethodKind;
 
 /// Method names starting with this are reserved for the host.
@@ -25,6 +28,170 @@ pub const MAX_DOCSTRING_LEN: usize = 16_000;
 pub const MAX_SCHEMA_LEN: usize = 64_000;
 /// The most capabilities one plugin may request.
 pub const MAX_CAPABILITIES: usize = 32;
+/// The most bytes of JSON Schema text in one manifest, all schemas together.
+pub const MAX_TOTAL_SCHEMA_BYTES: usize = 512 << 10;
+/// The most bytes of text in one manifest, all of its strings together.
+pub const MAX_MANIFEST_BYTES: usize = 8 << 20;
+/// The most problems listed for one manifest; the rest are counted.
+pub const MAX_PROBLEMS: usize = 100;
+/// How much of a name or value a problem quotes.
+const QUOTED: usize = 80;
+
+/// The names of Python's builtins (CPython 3.14) and of what sandwit's
+/// interpreter adds to them: a method named after one would replace it in
+/// the AI code's globals (a method called `print` would receive what the
+/// code prints).
+const PYTHON_BUILTINS: &[&str] = &[
+    "ArithmeticError",
+    "AssertionError",
+    "AttributeError",
+    "BaseException",
+    "BaseExceptionGroup",
+    "BlockingIOError",
+    "BrokenPipeError",
+    "BufferError",
+    "BytesWarning",
+    "ChildProcessError",
+    "ConnectionAbortedError",
+    "ConnectionError",
+    "ConnectionRefusedError",
+    "ConnectionResetError",
+    "DeprecationWarning",
+    "EOFError",
+    "Ellipsis",
+    "EncodingWarning",
+    "EnvironmentError",
+    "Exception",
+    "ExceptionGroup",
+    "FileExistsError",
+    "FileNotFoundError",
+    "FloatingPointError",
+    "FutureWarning",
+    "GeneratorExit",
+    "IOError",
+    "ImportError",
+    "ImportWarning",
+    "IndentationError",
+    "IndexError",
+    "InterruptedError",
+    "IsADirectoryError",
+    "KeyError",
+    "KeyboardInterrupt",
+    "LookupError",
+    "MemoryError",
+    "ModuleNotFoundError",
+    "NameError",
+    "NotADirectoryError",
+    "NotImplemented",
+    "NotImplementedError",
+    "OSError",
+    "OverflowError",
+    "PendingDeprecationWarning",
+    "PermissionError",
+    "ProcessLookupError",
+    "PythonFinalizationError",
+    "RecursionError",
+    "ReferenceError",
+    "ResourceWarning",
+    "RuntimeError",
+    "RuntimeWarning",
+    "StopAsyncIteration",
+    "StopIteration",
+    "SyntaxError",
+    "SyntaxWarning",
+    "SystemError",
+    "SystemExit",
+    "TabError",
+    "TimeoutError",
+    "TypeError",
+    "UnboundLocalError",
+    "UnicodeDecodeError",
+    "UnicodeEncodeError",
+    "UnicodeError",
+    "UnicodeTranslateError",
+    "UnicodeWarning",
+    "UserWarning",
+    "ValueError",
+    "Warning",
+    "ZeroDivisionError",
+    "abs",
+    "aiter",
+    "all",
+    "anext",
+    "any",
+    "ascii",
+    "bin",
+    "bool",
+    "breakpoint",
+    "bytearray",
+    "bytes",
+    "callable",
+    "chr",
+    "classmethod",
+    "compile",
+    "complex",
+    "copyright",
+    "credits",
+    "delattr",
+    "dict",
+    "dir",
+    "divmod",
+    "enumerate",
+    "eval",
+    "exec",
+    "exit",
+    "filter",
+    "float",
+    "format",
+    "frozenset",
+    "getattr",
+    "globals",
+    "hasattr",
+    "hash",
+    "help",
+    "hex",
+    "id",
+    "input",
+    "int",
+    "isinstance",
+    "issubclass",
+    "iter",
+    "len",
+    "license",
+    "list",
+    "locals",
+    "map",
+    "max",
+    "memoryview",
+    "min",
+    "next",
+    "object",
+    "oct",
+    "open",
+    "ord",
+    "pow",
+    "print",
+    "property",
+    "quit",
+    "range",
+    "repr",
+    "reversed",
+    "round",
+    "set",
+    "setattr",
+    "slice",
+    "sorted",
+    "staticmethod",
+    "str",
+    "sum",
+    "super",
+    "tuple",
+    "type",
+    "vars",
+    "zip",
+    "PluginError",
+    "PluginArgumentError",
+];
 
 /// Python's keywords: no method or parameter may be named after one.
 const PYTHON_KEYWORDS: &[&str] = &[
@@ -91,22 +258,92 @@ impl Manifest {
     }
 }
 
+/// A checked manifest and its methods' compiled argument checks.
+pub(crate) struct Checked {
+    pub(crate) manifest: Manifest,
+    pub(crate) checkers: HashMap<String, ArgChecker>,
+}
+
+/// The bytes of text a manifest holds, all strings together.
+pub(crate) fn text_bytes(raw: &wit::PluginManifest) -> usize {
+    let strings = [
+        &raw.id,
+        &raw.name,
+        &raw.version,
+        &raw.author,
+        &raw.description,
+    ];
+    strings.iter().map(|s| s.len()).sum::<usize>()
+        + raw.config_schema.as_ref().map_or(0, String::len)
+        + raw.capabilities.iter().map(String::len).sum::<usize>()
+        + raw
+            .methods
+            .iter()
+            .map(|m| {
+                m.name.len()
+                    + m.description.len()
+                    + m.docstring.len()
+                    + m.returns.as_ref().map_or(0, String::len)
+                    + m.params
+                        .iter()
+                        .map(|p| p.name.len() + p.schema.len())
+                        .sum::<usize>()
+            })
+            .sum::<usize>()
+}
+
+/// Collects problems, at most [`MAX_PROBLEMS`] of them.
+#[derive(Default)]
+struct Problems {
+    listed: Vec<String>,
+    more: usize,
+}
+
+impl Problems {
+    fn push(&mut self, problem: String) {
+        if self.listed.len() < MAX_PROBLEMS {
+            self.listed.push(problem);
+        } else {
+            self.more += 1;
+        }
+    }
+
+    fn finish(mut self) -> Vec<String> {
+        if self.more > 0 {
+            self.listed
+                .push(format!("and {} more problems, not listed", self.more));
+        }
+        self.listed
+    }
+}
+
+/// The schema bytes a manifest may still use.
+struct SchemaBudget(usize);
+
 /// Checks a manifest as the plugin described itself, returning it in the
-/// host's types, or every problem found.
-pub(crate) fn check(raw: wit::PluginManifest) -> Result<Manifest, Vec<String>> {
-    let mut problems = Vec::new();
+/// host's types with its schemas compiled, or every problem found (at most
+/// [`MAX_PROBLEMS`]). Each schema is parsed, bounded and compiled once.
+pub(crate) fn check(raw: wit::PluginManifest) -> Result<Checked, Vec<String>> {
+    let bytes = text_bytes(&raw);
+    if bytes > MAX_MANIFEST_BYTES {
+        return Err(vec![format!(
+            "its manifest holds {bytes} bytes of text, more than the limit of {MAX_MANIFEST_BYTES}"
+        )]);
+    }
+    let mut problems = Problems::default();
+    let mut budget = SchemaBudget(MAX_TOTAL_SCHEMA_BYTES);
     let mut p = |s: String| problems.push(s);
 
     if !is_plugin_id(&raw.id) {
         p(format!(
-            "id `{}` is not 1 to {MAX_NAME_LEN} lowercase letters, digits, `-` or `_` starting with a letter",
-            raw.id
+            "id {} is not 1 to {MAX_NAME_LEN} lowercase letters, digits, `-` or `_` starting with a letter",
+            quote(&raw.id, QUOTED)
         ));
     }
-    if semver::Version::parse(&raw.version).is_err() {
+    if raw.version.len() > MAX_NAME_LEN || semver::Version::parse(&raw.version).is_err() {
         p(format!(
-            "version `{}` is not a semantic version like 1.0.0",
-            raw.version
+            "version {} is not a semantic version like 1.0.0",
+            quote(&raw.version, QUOTED)
         ));
     }
     check_text("name", &raw.name, MAX_NAME_LEN, &mut p);
@@ -115,7 +352,8 @@ pub(crate) fn check(raw: wit::PluginManifest) -> Result<Manifest, Vec<String>> {
     let config_schema = raw
         .config_schema
         .as_deref()
-        .and_then(|s| parse_schema("config schema", s, &mut p));
+        .and_then(|s| parse_schema("config schema", s, &mut budget, &mut p))
+        .map(|(json, _)| json);
 
     if raw.capabilities.len() > MAX_CAPABILITIES {
         p(format!(
@@ -130,6 +368,10 @@ pub(crate) fn check(raw: wit::PluginManifest) -> Result<Manifest, Vec<String>> {
                 p(format!("requests capability `{cap}` more than once"))
             }
             Ok(cap) => capabilities.push(cap),
+            Err(_) if text.len() > QUOTED => p(format!(
+                "requests an unknown capability {}",
+                quote(text, QUOTED)
+            )),
             Err(e) => p(format!("requests an {e}")),
         }
     }
@@ -145,63 +387,84 @@ pub(crate) fn check(raw: wit::PluginManifest) -> Result<Manifest, Vec<String>> {
     }
     let mut seen = HashSet::new();
     let mut methods = Vec::new();
+    let mut checkers = HashMap::new();
     for m in raw.methods.into_iter().take(MAX_METHODS) {
         if !seen.insert(m.name.clone()) {
-            p(format!("method `{}` is declared more than once", m.name));
+            p(format!(
+                "method {} is declared more than once",
+                quote(&m.name, QUOTED)
+            ));
         }
-        methods.push(check_method(m, &mut p));
+        let (spec, checker) = check_method(m, &mut budget, &mut p);
+        checkers.insert(spec.name.clone(), checker);
+        methods.push(spec);
     }
 
+    let problems = problems.finish();
     if problems.is_empty() {
-        Ok(Manifest {
-            id: raw.id,
-            name: raw.name,
-            version: raw.version,
-            author: raw.author,
-            description: raw.description,
-            methods,
-            config_schema,
-            capabilities,
+        Ok(Checked {
+            manifest: Manifest {
+                id: raw.id,
+                name: raw.name,
+                version: raw.version,
+                author: raw.author,
+                description: raw.description,
+                methods,
+                config_schema,
+                capabilities,
+            },
+            checkers,
         })
     } else {
         Err(problems)
     }
 }
 
-fn check_method(m: wit::MethodSpec, p: &mut impl FnMut(String)) -> MethodSpec {
-    let name = &m.name;
-    check_identifier(&format!("method `{name}`"), name, p);
-    if name.starts_with(RESERVED_PREFIX) {
+fn check_method(
+    m: wit::MethodSpec,
+    budget: &mut SchemaBudget,
+    p: &mut impl FnMut(String),
+) -> (MethodSpec, ArgChecker) {
+    let shown = quote(&m.name, QUOTED);
+    let name = &shown;
+    check_identifier(&format!("method {name}"), &m.name, p);
+    if m.name.starts_with(RESERVED_PREFIX) {
         p(format!(
-            "method `{name}` uses the prefix `{RESERVED_PREFIX}`, which is reserved for the host"
+            "method {name} uses the prefix `{RESERVED_PREFIX}`, which is reserved for the host"
+        ));
+    }
+    if PYTHON_BUILTINS.contains(&m.name.as_str()) || m.name.starts_with("__") {
+        p(format!(
+            "method {name} would replace Python's builtin of that name in the AI code's globals"
         ));
     }
     check_text(
-        &format!("method `{name}`: description"),
+        &format!("method {name}: description"),
         &m.description,
         MAX_DESCRIPTION_LEN,
         p,
     );
     if m.description.contains('\n') {
-        p(format!("method `{name}`: description is not one line"));
+        p(format!("method {name}: description is not one line"));
     }
     check_text(
-        &format!("method `{name}`: docstring"),
+        &format!("method {name}: docstring"),
         &m.docstring,
         MAX_DOCSTRING_LEN,
         p,
     );
     if m.params.len() > MAX_PARAMS {
         p(format!(
-            "method `{name}` takes {} parameters, more than the limit of {MAX_PARAMS}",
+            "method {name} takes {} parameters, more than the limit of {MAX_PARAMS}",
             m.params.len()
         ));
     }
     let mut seen = HashSet::new();
     let mut optional_seen = false;
     let mut params = Vec::new();
+    let mut compiled = Vec::new();
     for param in m.params.into_iter().take(MAX_PARAMS) {
-        let what = format!("method `{name}`, parameter `{}`", param.name);
+        let what = format!("method {name}, parameter {}", quote(&param.name, QUOTED));
         check_identifier(&what, &param.name, p);
         if !seen.insert(param.name.clone()) {
             p(format!("{what} is declared more than once"));
@@ -210,29 +473,34 @@ fn check_method(m: wit::MethodSpec, p: &mut impl FnMut(String)) -> MethodSpec {
             p(format!("{what} is required but follows an optional one"));
         }
         optional_seen |= !param.required;
-        let schema = parse_schema(&format!("{what}: schema"), &param.schema, p).unwrap_or_default();
+        let (schema, check) =
+            parse_schema(&format!("{what}: schema"), &param.schema, budget, p).unzip();
+        compiled.push((param.name.clone(), param.required, check));
         params.push(Param {
             name: param.name,
-            schema,
+            schema: schema.unwrap_or_default(),
             required: param.required,
         });
     }
     let returns = m
         .returns
         .as_deref()
-        .and_then(|s| parse_schema(&format!("method `{name}`: returns schema"), s, p));
-    MethodSpec {
+        .and_then(|s| parse_schema(&format!("method {name}: returns schema"), s, budget, p))
+        .map(|(json, _)| json);
+    let checker = ArgChecker::new(params.iter().map(|p| &p.schema).zip(compiled));
+    let spec = MethodSpec {
         name: m.name,
         kind: m.kind.into(),
         description: m.description,
         docstring: m.docstring,
         params,
         returns,
-    }
+    };
+    (spec, checker)
 }
 
 fn check_text(what: &str, text: &str, max: usize, p: &mut impl FnMut(String)) {
-    if text.trim().is_empty() {
+    if text.len() <= max && text.trim().is_empty() {
         p(format!("{what} is empty"));
     } else if text.len() > max {
         p(format!(
@@ -252,8 +520,14 @@ fn check_identifier(what: &str, name: &str, p: &mut impl FnMut(String)) {
     }
 }
 
-/// Parses `text` as a JSON Schema and checks it against the meta-schema.
-fn parse_schema(what: &str, text: &str, p: &mut impl FnMut(String)) -> Option<serde_json::Value> {
+/// Parses `text` as a JSON Schema within the manifest's schema budget, bounds
+/// it and compiles it (see [`crate::schema`]).
+fn parse_schema(
+    what: &str,
+    text: &str,
+    budget: &mut SchemaBudget,
+    p: &mut impl FnMut(String),
+) -> Option<(serde_json::Value, schema::Compiled)> {
     if text.len() > MAX_SCHEMA_LEN {
         p(format!(
             "{what} is {} bytes, more than the limit of {MAX_SCHEMA_LEN}",
@@ -261,6 +535,14 @@ fn parse_schema(what: &str, text: &str, p: &mut impl FnMut(String)) -> Option<se
         ));
         return None;
     }
+    if text.len() > budget.0 {
+        p(format!(
+            "{what} would bring the manifest's schemas past the limit of {MAX_TOTAL_SCHEMA_BYTES} bytes"
+        ));
+        budget.0 = 0;
+        return None;
+    }
+    budget.0 -= text.len();
     let schema: serde_json::Value = match serde_json::from_str(text) {
         Ok(v) => v,
         Err(e) => {
@@ -268,15 +550,13 @@ fn parse_schema(what: &str, text: &str, p: &mut impl FnMut(String)) -> Option<se
             return None;
         }
     };
-    if let Err(e) = jsonschema::meta::validate(&schema) {
-        p(format!("{what} is not a valid JSON Schema: {e}"));
-        return None;
+    match schema::compile(&schema) {
+        Ok(compiled) => Some((schema, compiled)),
+        Err(e) => {
+            p(format!("{what} {e}"));
+            None
+        }
     }
-    if let Err(e) = jsonschema::validator_for(&schema) {
-        p(format!("{what} cannot be used: {e}"));
-        return None;
-    }
-    Some(schema)
 }
 
 fn is_identifier(name: &str) -> bool {
@@ -328,7 +608,7 @@ mod tests {
 
     #[test]
     fn accepts_a_good_manifest() {
-        let m = check(manifest(vec![method("do_it")])).unwrap();
+        let m = check(manifest(vec![method("do_it")])).unwrap().manifest;
         assert_eq!(m.methods[0].params[0].schema["type"], "integer");
     }
 
@@ -347,13 +627,13 @@ mod tests {
         bad.methods[0].params[0].schema = r#"{"type": 12}"#.into();
         bad.methods[1].params[0].schema = "not json".into();
         bad.methods[1].docstring = " ".into();
-        let problems = check(bad).unwrap_err();
+        let problems = check(bad).err().unwrap();
         let all = problems.join("\n");
         for needle in [
-            "id `Bad Id`",
-            "version `one`",
+            "id \"Bad Id\"",
+            "version \"one\"",
             "unknown capability `root`",
-            "`dup` is declared more than once",
+            "\"dup\" is declared more than once",
             "reserved for the host",
             "Python keyword",
             "not a Python identifier",
@@ -376,10 +656,72 @@ mod tests {
                 required: false,
             },
         );
-        let problems = check(manifest(vec![m])).unwrap_err();
+        let problems = check(manifest(vec![m])).err().unwrap();
         assert!(
             problems[0].contains("follows an optional one"),
             "{problems:?}"
         );
+    }
+
+    #[test]
+    fn builtins_and_dunders_cannot_be_methods() {
+        for name in ["print", "__import__", "__x", "open", "PluginError"] {
+            let all = check(manifest(vec![method(name)]))
+                .err()
+                .unwrap()
+                .join("\n");
+            assert!(
+                all.contains("would replace Python's builtin"),
+                "{name}: {all}"
+            );
+        }
+        assert!(check(manifest(vec![method("printer")])).is_ok());
+    }
+
+    #[test]
+    fn problems_quote_little_and_are_counted_past_the_cap() {
+        let huge = "x".repeat(20_000);
+        let mut methods: Vec<_> = (0..MAX_METHODS).map(|_| method(&huge)).collect();
+        methods[0].params[0].name = huge.clone();
+        let problems = check(manifest(methods)).err().unwrap();
+        assert_eq!(problems.len(), MAX_PROBLEMS + 1);
+        assert!(problems.iter().all(|p| p.len() < 1_000), "quoted in full");
+        assert!(
+            problems[MAX_PROBLEMS].starts_with("and "),
+            "{}",
+            problems[MAX_PROBLEMS]
+        );
+    }
+
+    #[test]
+    fn the_schemas_of_a_manifest_share_one_budget() {
+        // 24 KB of schema per parameter: under the per-schema limit, but 32
+        // parameters of 256 methods would be 196 MB.
+        let big = format!(
+            r#"{{"anyOf": [{}]}}"#,
+            vec![r#"{"type":"string","minLength":1}"#; 800].join(",")
+        );
+        assert!(big.len() < MAX_SCHEMA_LEN);
+        let methods: Vec<_> = (0..40)
+            .map(|i| {
+                let mut m = method(&format!("m{i}"));
+                m.params[0].schema = big.clone();
+                m
+            })
+            .collect();
+        let all = check(manifest(methods)).err().unwrap().join("\n");
+        assert!(
+            all.contains(&format!("past the limit of {MAX_TOTAL_SCHEMA_BYTES} bytes")),
+            "{all}"
+        );
+    }
+
+    #[test]
+    fn a_manifest_too_large_is_refused_before_anything_else() {
+        let mut m = manifest(vec![method("f")]);
+        m.description = "d".repeat(MAX_MANIFEST_BYTES);
+        let problems = check(m).err().unwrap();
+        assert_eq!(problems.len(), 1);
+        assert!(problems[0].contains("more than the limit"), "{problems:?}");
     }
 }

@@ -10,16 +10,17 @@ use wasmtime::Store;
 use wasmtime::component::Component;
 use wasmtime::component::types::ComponentItem;
 
-use crate::args::ArgChecker;
+use crate::args::{ArgChecker, Refused};
 use crate::bindings::plugin::{SandboxMethod, SandboxMethodPre};
 use crate::bindings::wit;
 use crate::cache::{CodeSource, component_hash};
 use crate::capability::Grants;
 use crate::config::PluginConfig;
 use crate::engine::deadline_ticks;
-use crate::error::{CallError, CallErrorKind, LoadError, cut};
+use crate::error::{CallError, CallErrorKind, LoadError, cut, quote};
 use crate::guard::{Stopped, guarded, limited_store};
 use crate::host::HostInner;
+use crate::interfaces::chat::is_image_mime_type;
 use crate::limits::{LimitKind, Limits, MAX_COMPONENT_BYTES, Metering, YIELD_FUEL};
 use crate::manifest::{self, Manifest};
 use crate::state::{PluginEnv, PluginEvent, PluginState};
@@ -238,7 +239,13 @@ impl Plugin {
             .ok_or(CallErrorKind::UnknownMethod)?;
         inner.checkers[method]
             .check(&args)
-            .map_err(|message| CallErrorKind::InvalidArguments { message })?;
+            .map_err(|refused| match refused {
+                Refused::Invalid(message) => CallErrorKind::InvalidArguments { message },
+                Refused::TooCostly(message) => CallErrorKind::LimitExceeded {
+                    limit: LimitKind::ValueSize,
+                    message,
+                },
+            })?;
         let nodes = args.into_nodes();
         let size = sandwit_value::encoded_size(&nodes);
         if size > limits.max_value_bytes {
@@ -303,9 +310,38 @@ fn stopped_to_error(stopped: Stopped) -> CallErrorKind {
     match stopped {
         Stopped::Limit(limit, message) => CallErrorKind::LimitExceeded { limit, message },
         Stopped::Trap(err) => CallErrorKind::Trapped {
-            message: cut(format!("{err:?}"), 2_000),
+            message: trap_message(&err),
         },
     }
+}
+
+/// Whether `url` is one a chat client may be handed as an image: `http`,
+/// `https` or `data:image/`, printable ASCII with no spaces.
+fn is_image_url(url: &str) -> bool {
+    let lower = url.get(..11).unwrap_or(url).to_ascii_lowercase();
+    (lower.starts_with("http://")
+        || lower.starts_with("https://")
+        || lower.starts_with("data:image/"))
+        && url.bytes().all(|b| b.is_ascii_graphic())
+}
+
+/// What a trap says, without wasmtime's backtrace of the guest: the trap and
+/// its causes, cut to 2,000 bytes.
+pub(crate) fn trap_message(err: &wasmtime::Error) -> String {
+    let mut text = err.to_string();
+    let mut causes = err.chain().skip(1).map(ToString::to_string);
+    for cause in causes.by_ref().take(4) {
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    let text = text
+        .split("\nwasm backtrace:")
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    cut(text, 2_000)
 }
 
 fn plugin_error(e: wit::CallError) -> CallErrorKind {
@@ -362,6 +398,27 @@ fn check_result(result: wit::MethodResult, limits: &Limits) -> Result<MethodResu
                 })
                 .sum();
             check_size(size)?;
+            for part in &parts {
+                match part {
+                    wit::ContentPart::ImageUrl(url) if !is_image_url(url) => {
+                        return Err(CallErrorKind::BadResult {
+                            message: format!(
+                                "image URL {} is not an http, https or data:image URL of printable ASCII",
+                                quote(url, 80)
+                            ),
+                        });
+                    }
+                    wit::ContentPart::Image(m) if !is_image_mime_type(&m.mime_type) => {
+                        return Err(CallErrorKind::BadResult {
+                            message: format!(
+                                "{} is not an image MIME type (`image/` and a subtype)",
+                                quote(&m.mime_type, 80)
+                            ),
+                        });
+                    }
+                    _ => {}
+                }
+            }
             MethodResult::MultimodalAgent(parts.into_iter().map(ContentPart::from).collect())
         }
     })
@@ -407,7 +464,13 @@ impl HostInner {
         let mut problems: Vec<String> = imports
             .iter()
             .filter(|name| !ALLOWED_IMPORT_PREFIXES.iter().any(|p| name.starts_with(p)))
-            .map(|name| format!("imports `{name}`, which sandwit does not provide"))
+            .take(manifest::MAX_PROBLEMS)
+            .map(|name| {
+                format!(
+                    "imports {}, which sandwit does not provide",
+                    quote(name, 120)
+                )
+            })
             .collect();
         if !self.exports_instance(&component, PLUGIN_EXPORT_PREFIX) {
             problems.push(format!(
@@ -420,10 +483,11 @@ impl HostInner {
         let pre = self
             .plugin_linker
             .instantiate_pre(&component)
-            .map_err(|e| reject(vec![format!("cannot be linked: {e:#}")]))?;
+            .map_err(|e| reject(vec![cut(format!("cannot be linked: {e:#}"), 2_000)]))?;
         let pre = SandboxMethodPre::new(pre).map_err(|e| {
-            reject(vec![format!(
-                "does not match the world `sandbox-method`: {e:#}"
+            reject(vec![cut(
+                format!("does not match the world `sandbox-method`: {e:#}"),
+                2_000,
             )])
         })?;
 
@@ -431,28 +495,27 @@ impl HostInner {
             .describe(label, &pre)
             .await
             .map_err(|e| reject(vec![format!("describe() did not return a manifest: {e}")]))?;
-        let manifest = manifest::check(raw).map_err(reject)?;
+        let manifest::Checked { manifest, checkers } = manifest::check(raw).map_err(reject)?;
         let policy = self.policy.plugin(&manifest.id);
+        if let Some(policy) = policy.filter(|p| p.gives_anything() && !p.pins(&hash)) {
+            return Err(LoadError::Unpinned {
+                plugin: manifest.id.clone(),
+                digest: hash,
+                pinned: policy.sha256.len(),
+            });
+        }
         let granted = policy.map_or(&[][..], |p| &p.grant[..]);
         let grants = Grants::effective(&manifest.capabilities, granted);
         let config = PluginConfig::bind(
             manifest.config_schema.as_ref(),
             policy.and_then(|p| p.config.as_ref()),
+            policy.map_or(&[][..], |p| &p.secrets[..]),
         )
         .map_err(|problems| LoadError::Config {
             plugin: manifest.id.clone(),
             problems,
         })?;
         let env = PluginEnv::new(&manifest.id, grants, config, self.services.clone());
-        let checkers = manifest
-            .methods
-            .iter()
-            .map(|m| Ok((m.name.clone(), ArgChecker::new(m)?)))
-            .collect::<anyhow::Result<_>>()
-            .map_err(|source| LoadError::Host {
-                plugin: label.to_string(),
-                source,
-            })?;
         tracing::info!(plugin = %manifest.id, version = %manifest.version, ?code_source, "loaded a plugin");
         Ok(Plugin {
             inner: Arc::new(PluginInner {
@@ -633,6 +696,37 @@ fn check_header(bytes: &[u8]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn image_urls_and_types() {
+        for ok in [
+            "https://x.org/a.png",
+            "HTTP://x",
+            "data:image/png;base64,AAAA",
+        ] {
+            assert!(is_image_url(ok), "{ok}");
+        }
+        for bad in [
+            "javascript:alert(1)",
+            "file:///etc/passwd",
+            "https://x.org/a b",
+            "https://x\n",
+        ] {
+            assert!(!is_image_url(bad), "{bad}");
+        }
+        for ok in ["image/png", "image/svg+xml", "image/jpeg; q=1"] {
+            assert!(is_image_mime_type(ok), "{ok}");
+        }
+        for bad in [
+            "text/html",
+            "image/",
+            "image/png\n",
+            "image/p g",
+            "imagex/png",
+        ] {
+            assert!(!is_image_mime_type(bad), "{bad}");
+        }
+    }
 
     #[test]
     fn header_check() {

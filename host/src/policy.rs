@@ -13,12 +13,21 @@
 //! max_response_bytes = 4194304     # per response body
 //!
 //! [plugins.notes]
+//! # the components these grants are for: their SHA-256 digests
+//! sha256 = ["6f1c6f1c6f1c6f1c6f1c6f1c6f1c6f1c6f1c6f1c6f1c6f1c6f1c6f1c6f1c6f1c"]
 //! grant = ["store"]
 //!
 //! [plugins.weather]
+//! sha256 = ["0b9e0b9e0b9e0b9e0b9e0b9e0b9e0b9e0b9e0b9e0b9e0b9e0b9e0b9e0b9e0b9e"]
 //! grant = ["config", "http:api.weather.example"]
 //! config = { base_url = "https://api.weather.example", api_key = "..." }
+//! secrets = ["api_key"]            # never shown, whatever the plugin's schema says
 //! ```
+//!
+//! A plugin names its own id, so an id alone proves nothing: grants and
+//! configuration go only to a component whose SHA-256 the entry pins. A
+//! plugin whose entry grants or configures anything but pins no digest, or
+//! pins others, is refused when it loads (the error gives its digest).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -47,11 +56,61 @@ pub struct Policy {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PluginPolicy {
+    /// The SHA-256 digests (hex) of the components this entry is for.
+    #[serde(default)]
+    pub sha256: Vec<Digest>,
     /// The capabilities granted (the plugin gets those it also requests).
     #[serde(default)]
     pub grant: Vec<Capability>,
     /// Its configuration, checked against its config schema when it loads.
     pub config: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Top-level configuration keys whose values are secret, in addition to
+    /// those the plugin's schema marks `"secret": true`.
+    #[serde(default)]
+    pub secrets: Vec<String>,
+}
+
+impl PluginPolicy {
+    /// Whether the entry grants or configures anything, and so must pin the
+    /// components it is for.
+    pub fn gives_anything(&self) -> bool {
+        !self.grant.is_empty() || self.config.is_some()
+    }
+
+    /// Whether it is for the component whose SHA-256 is `digest` (hex).
+    pub fn pins(&self, digest: &str) -> bool {
+        self.sha256.iter().any(|d| d.0 == digest)
+    }
+}
+
+/// A SHA-256 digest: 64 lowercase hex digits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Digest(String);
+
+impl Digest {
+    /// The digest of `hex`, if it is 64 hex digits (either case).
+    pub fn parse(hex: &str) -> Option<Self> {
+        let hex = hex.strip_prefix("sha256:").unwrap_or(hex);
+        (hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+            .then(|| Digest(hex.to_ascii_lowercase()))
+    }
+
+    /// The 64 hex digits.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for Digest {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        Digest::parse(&text).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "`{}` is not a SHA-256 digest (64 hex digits)",
+                crate::error::cut(text, 80)
+            ))
+        })
+    }
 }
 
 /// Caps of the plugin store.
@@ -162,6 +221,32 @@ impl Policy {
         })
     }
 
+    /// Pins `plugin`'s entry to the component whose SHA-256 is `digest` (64
+    /// hex digits, or `sha256:` and them), in addition to any pinned.
+    pub fn pin(&mut self, plugin: &str, digest: &str) -> Result<&mut Self, PolicyError> {
+        let digest = Digest::parse(digest).ok_or_else(|| PolicyError::Invalid {
+            path: None,
+            message: format!("`{digest}` is not a SHA-256 digest (64 hex digits)"),
+        })?;
+        self.plugins
+            .entry(plugin.to_string())
+            .or_default()
+            .sha256
+            .push(digest);
+        Ok(self)
+    }
+
+    /// Marks `keys` of `plugin`'s configuration secret.
+    pub fn mark_secret<'a>(
+        &mut self,
+        plugin: &str,
+        keys: impl IntoIterator<Item = &'a str>,
+    ) -> &mut Self {
+        let entry = self.plugins.entry(plugin.to_string()).or_default();
+        entry.secrets.extend(keys.into_iter().map(str::to_string));
+        self
+    }
+
     /// Grants `caps` to `plugin`, in addition to what it has.
     pub fn grant<'a>(
         &mut self,
@@ -212,6 +297,8 @@ mod tests {
         assert_eq!(p.store.max_value_bytes, 65536);
         assert_eq!(p.http.timeout(), Duration::from_secs(10));
         assert_eq!(p.plugin("notes").unwrap().grant, vec![Capability::Store]);
+        assert!(p.plugin("notes").unwrap().pins(&"6f1c".repeat(16)));
+        assert_eq!(p.plugin("weather").unwrap().secrets, ["api_key"]);
         let weather = p.plugin("weather").unwrap();
         assert_eq!(weather.grant[1].to_string(), "http:api.weather.example");
         assert_eq!(weather.config.as_ref().unwrap()["api_key"], "...");
@@ -232,6 +319,10 @@ mod tests {
             ("[plugins.Notes]\ngrant = []", "`Notes` is not a plugin id"),
             ("extra = 1", "unknown field `extra`"),
             ("[http]\ntimeout_ms = -1", "timeout_ms"),
+            (
+                "[plugins.notes]\nsha256 = [\"abc\"]",
+                "not a SHA-256 digest",
+            ),
         ] {
             let e = Policy::from_toml(text).unwrap_err().to_string();
             assert!(e.contains(needle), "{text:?}: {e}");

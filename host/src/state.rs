@@ -14,7 +14,8 @@ use crate::capability::Grants;
 use crate::capture::CallOutput;
 use crate::chat::{ChatMessage, ChatSink};
 use crate::config::PluginConfig;
-use crate::error::cut;
+
+use crate::guard::HostMeter;
 use crate::interfaces::http::HttpGate;
 use crate::limits::{Limits, StoreLimiter};
 use crate::policy::{HttpLimits, StoreLimits};
@@ -28,6 +29,12 @@ pub(crate) const MAX_PLUGIN_STDIO_BYTES: usize = 64 << 10;
 pub(crate) const MAX_LOG_LINES: usize = 1_000;
 /// The longest log line kept; longer ones are cut.
 pub(crate) const MAX_LOG_LINE_BYTES: usize = 4 << 10;
+/// The most refused requests recorded per call; later ones are counted.
+pub(crate) const MAX_DENIED_PER_CALL: usize = 100;
+/// The longest description of a refused request; a key or URL in it is cut.
+pub(crate) const MAX_REQUEST_TEXT: usize = 200;
+/// Bytes an event counts for besides its text: what holding it costs.
+pub(crate) const EVENT_OVERHEAD_BYTES: usize = 64;
 /// Log lines a plugin may send to the host's `tracing` log in a burst...
 const LOG_BURST: f64 = 200.0;
 /// ...and per second after it; the rest are counted and summarised.
@@ -62,6 +69,21 @@ pub enum PluginEvent {
     },
 }
 
+impl PluginEvent {
+    /// The bytes it holds, as the event caps count them.
+    pub(crate) fn bytes(&self) -> usize {
+        EVENT_OVERHEAD_BYTES
+            + match self {
+                PluginEvent::Log(line) => line.message.len(),
+                PluginEvent::Chat { message } => message.bytes(),
+                PluginEvent::Denied {
+                    capability,
+                    request,
+                } => capability.len() + request.len(),
+            }
+    }
+}
+
 /// The services of the host every plugin shares.
 #[derive(Clone)]
 pub(crate) struct Services {
@@ -77,6 +99,8 @@ pub(crate) struct PluginEnv {
     pub(crate) grants: Grants,
     pub(crate) config: PluginConfig,
     pub(crate) services: Services,
+    /// Shared by all its calls: lines to the host log (plugin logs and
+    /// refusals) at a bounded rate.
     log_bucket: Mutex<LogBucket>,
 }
 
@@ -136,9 +160,15 @@ pub(crate) struct PluginState {
     http_ctx: WasiHttpCtx,
     pub(crate) http: HttpGate,
     pub(crate) limiter: StoreLimiter,
+    pub(crate) meter: HostMeter,
     pub(crate) events: Vec<PluginEvent>,
+    /// Bytes the call's events hold, and the most they may.
+    pub(crate) event_bytes: usize,
+    max_event_bytes: usize,
     pub(crate) logged: usize,
     pub(crate) dropped_logs: usize,
+    denied: usize,
+    dropped_denied: usize,
     pub(crate) messages: usize,
     stderr: CallOutput,
 }
@@ -169,9 +199,14 @@ impl PluginState {
             http_ctx: WasiHttpCtx::new(),
             http,
             limiter: StoreLimiter::new(limits),
+            meter: HostMeter::new(deadline),
             events: Vec::new(),
+            event_bytes: 0,
+            max_event_bytes: limits.max_event_bytes,
             logged: 0,
             dropped_logs: 0,
+            denied: 0,
+            dropped_denied: 0,
             messages: 0,
             stderr,
         }
@@ -181,34 +216,74 @@ impl PluginState {
     /// call's context, the per-call caps afresh, HTTP with the new deadline.
     pub(crate) fn begin_call(&mut self, ctx: &AgentCtx, deadline: Instant) {
         self.ctx = Some(ctx.clone());
+        self.meter.reset(deadline);
         self.events.clear();
+        self.event_bytes = 0;
         self.logged = 0;
         self.dropped_logs = 0;
+        self.denied = 0;
+        self.dropped_denied = 0;
         self.messages = 0;
         self.http = HttpGate::new(self.env.clone(), deadline);
     }
 
-    /// Records a log line within the caps (secrets hidden) and forwards it
-    /// to `tracing` within the plugin's rate.
-    pub(crate) fn push_log(&mut self, level: &'static str, message: String) {
-        if self.logged >= MAX_LOG_LINES {
-            self.dropped_logs += 1;
-            return;
+    /// Whether the call's events have room for `bytes` more; if not, their
+    /// cap.
+    pub(crate) fn event_room(&self, bytes: usize) -> Result<(), usize> {
+        if self.event_bytes + bytes > self.max_event_bytes {
+            return Err(self.max_event_bytes);
         }
-        self.logged += 1;
-        let mut message = cut(message, MAX_LOG_LINE_BYTES);
-        self.env.config.redactor.redact_in_place(&mut message);
+        Ok(())
+    }
+
+    /// Records `event` if the call's events have room for it.
+    pub(crate) fn try_push_event(&mut self, event: PluginEvent) -> Result<(), usize> {
+        let bytes = event.bytes();
+        self.event_room(bytes)?;
+        self.event_bytes += bytes;
+        self.events.push(event);
+        Ok(())
+    }
+
+    /// Whether the plugin's lines may go to the host log now (within its
+    /// rate, shared by its calls); reports lines dropped before.
+    fn may_log(&self) -> bool {
         let (send, dropped_before) = self
             .env
             .log_bucket
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take();
-        let plugin = &self.env.id;
         if dropped_before > 0 {
-            tracing::warn!(%plugin, dropped = dropped_before, "dropped log lines over the rate of {LOG_LINES_PER_SEC} per second");
+            tracing::warn!(plugin = %self.env.id, dropped = dropped_before, "dropped host log lines over the rate of {LOG_LINES_PER_SEC} per second");
         }
-        if send {
+        send
+    }
+
+    /// Records a log line within the caps (secrets hidden, then cut at
+    /// [`MAX_LOG_LINE_BYTES`], so no tail of a secret survives the cut) and
+    /// forwards it to `tracing` within the plugin's rate.
+    pub(crate) fn push_log(&mut self, level: &'static str, message: String) {
+        if self.logged >= MAX_LOG_LINES {
+            self.dropped_logs += 1;
+            return;
+        }
+        let message = self
+            .env
+            .config
+            .redactor
+            .redact_cut(message, MAX_LOG_LINE_BYTES);
+        let line = PluginEvent::Log(LogLine {
+            level,
+            message: message.clone(),
+        });
+        if self.try_push_event(line).is_err() {
+            self.dropped_logs += 1;
+            return;
+        }
+        self.logged += 1;
+        if self.may_log() {
+            let plugin = &self.env.id;
             match level {
                 "error" => tracing::error!(%plugin, "{message}"),
                 "warn" => tracing::warn!(%plugin, "{message}"),
@@ -217,23 +292,44 @@ impl PluginState {
                 _ => tracing::trace!(%plugin, "{message}"),
             }
         }
-        self.events
-            .push(PluginEvent::Log(LogLine { level, message }));
     }
 
-    /// Records a refused request and logs it.
+    /// Records a refused request (its text cut and secrets hidden) within
+    /// the per-call cap, and logs it within the plugin's rate.
     pub(crate) fn push_denied(&mut self, capability: String, request: String) {
-        tracing::warn!(plugin = %self.env.id, %capability, "denied: {request}");
-        self.events.push(PluginEvent::Denied {
+        if self.denied >= MAX_DENIED_PER_CALL {
+            self.dropped_denied += 1;
+            return;
+        }
+        let request = self
+            .env
+            .config
+            .redactor
+            .redact_cut(request, MAX_REQUEST_TEXT);
+        let capability = self
+            .env
+            .config
+            .redactor
+            .redact_cut(capability, MAX_REQUEST_TEXT);
+        if self.may_log() {
+            tracing::warn!(plugin = %self.env.id, %capability, "denied: {request}");
+        }
+        let event = PluginEvent::Denied {
             capability,
             request,
-        });
+        };
+        match self.try_push_event(event) {
+            Ok(()) => self.denied += 1,
+            Err(_) => self.dropped_denied += 1,
+        }
     }
 
     /// Moves what the plugin printed and the gate's refusals into the
-    /// events, and says how many log lines went over the cap.
+    /// events, and says how many log lines and refusals went over the caps.
     pub(crate) fn finish_events(&mut self) {
-        for (capability, request) in std::mem::take(&mut self.http.denied) {
+        let (denied, dropped) = self.http.take_denied();
+        self.dropped_denied += dropped;
+        for (capability, request) in denied {
             self.push_denied(capability, request);
         }
         let text = self.stderr.take();
@@ -244,7 +340,15 @@ impl PluginState {
             tracing::warn!(
                 plugin = %self.env.id,
                 dropped = self.dropped_logs,
-                "dropped log lines over the cap of {MAX_LOG_LINES} per call"
+                "dropped log lines over the caps of {MAX_LOG_LINES} lines and {} bytes of events per call",
+                self.max_event_bytes
+            );
+        }
+        if self.dropped_denied > 0 {
+            tracing::warn!(
+                plugin = %self.env.id,
+                dropped = self.dropped_denied,
+                "dropped refused requests over the cap of {MAX_DENIED_PER_CALL} per call"
             );
         }
     }
@@ -276,6 +380,10 @@ impl crate::guard::Limited for PluginState {
 
     fn limiter_mut(&mut self) -> &mut StoreLimiter {
         &mut self.limiter
+    }
+
+    fn meter(&mut self) -> &mut HostMeter {
+        &mut self.meter
     }
 }
 

@@ -34,7 +34,7 @@ async fn missing_extra_and_mistyped_arguments() {
     );
     assert_eq!(
         invalid(sum_error(json!({"num1": 1, "num2": 2, "num3": 3})).await),
-        "unexpected argument `num3`"
+        "unexpected argument \"num3\""
     );
     let msg = invalid(sum_error(json!({"num1": "one", "num2": 2})).await);
     assert!(msg.starts_with("argument `num1` (str):"), "{msg}");

@@ -131,3 +131,66 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+#[tokio::test]
+async fn a_cache_directory_others_can_write_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = fresh_dir("cache-world-writable");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let err = Host::builder()
+        .cache_dir(&dir)
+        .build()
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("may be written by its group or others (mode 777)"),
+        "{err}"
+    );
+    // A new one is made for this user alone.
+    let fresh = fresh_dir("cache-made-private");
+    Host::builder().cache_dir(&fresh).build().unwrap();
+    let mode = std::fs::metadata(&fresh).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700);
+}
+
+#[tokio::test]
+async fn an_entry_others_could_have_written_is_not_run() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = fresh_dir("cache-foreign-entry");
+    let first = Host::builder().cache_dir(&dir).build().unwrap();
+    first.load_plugin_file(artifacts::CALC).await.unwrap();
+    first.load_plugin_file(artifacts::ECHO).await.unwrap();
+    let calc_hash = crate::common::digest(artifacts::CALC);
+    let echo_hash = crate::common::digest(artifacts::ECHO);
+    let found = entries(&dir);
+    let path_of = |hash: &str| {
+        found
+            .iter()
+            .find(|p| p.to_string_lossy().contains(hash))
+            .unwrap()
+            .clone()
+    };
+    // Another user's file (group-writable) where calc's entry was: ignored.
+    let calc_entry = path_of(&calc_hash);
+    std::fs::copy(path_of(&echo_hash), &calc_entry).unwrap();
+    std::fs::set_permissions(&calc_entry, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let second = Host::builder().cache_dir(&dir).build().unwrap();
+    let calc = second.load_plugin_file(artifacts::CALC).await.unwrap();
+    assert_eq!(calc.code_source(), CodeSource::Compiled);
+    assert_eq!(calc.id(), "calc");
+    // A link to another file: ignored too.
+    let third_dir = fresh_dir("cache-linked-entry");
+    let third = Host::builder().cache_dir(&third_dir).build().unwrap();
+    third.load_plugin_file(artifacts::ECHO).await.unwrap();
+    let echo_entry = entries(&third_dir)[0].clone();
+    let calc_link = echo_entry.with_file_name(format!("{calc_hash}.cwasm"));
+    std::os::unix::fs::symlink(&echo_entry, &calc_link).unwrap();
+    let fourth = Host::builder().cache_dir(&third_dir).build().unwrap();
+    let calc = fourth.load_plugin_file(artifacts::CALC).await.unwrap();
+    assert_eq!(
+        (calc.id(), calc.code_source()),
+        ("calc", CodeSource::Compiled)
+    );
+}

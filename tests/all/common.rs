@@ -20,7 +20,48 @@ pub fn example_policy() -> Policy {
     let mut policy = Policy::default();
     policy.grant("messenger", ["chat"]).unwrap();
     policy.grant("notes", ["store"]).unwrap();
+    pinned(policy)
+}
+
+/// The test components' ids and files.
+const COMPONENTS: &[(&str, &str)] = &[
+    ("calc", artifacts::CALC),
+    ("knowledge", artifacts::KNOWLEDGE),
+    ("messenger", artifacts::MESSENGER),
+    ("imagegen", artifacts::IMAGEGEN),
+    ("notes", artifacts::NOTES),
+    ("weather", artifacts::WEATHER),
+    ("echo", artifacts::ECHO),
+    ("services", artifacts::SERVICES),
+    ("hostile", artifacts::HOSTILE),
+];
+
+/// The SHA-256 of the file at `path`, hex.
+pub fn digest(path: &str) -> String {
+    use sha2::Digest;
+    let bytes = std::fs::read(path).unwrap();
+    sha2::Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// `policy` with every test component's entry pinned to the component
+/// built from this tree, as an operator pins the plugins they trust.
+pub fn pinned(mut policy: Policy) -> Policy {
+    for (id, path) in COMPONENTS {
+        if policy.plugin(id).is_some() {
+            policy.pin(id, &digest(path)).unwrap();
+        }
+    }
     policy
+}
+
+/// The `sha256 = [...]` line of a policy file that pins `id` to the test
+/// component of that id.
+pub fn pin_line(id: &str) -> String {
+    let (_, path) = COMPONENTS.iter().find(|(i, _)| *i == id).unwrap();
+    format!("sha256 = [\"{}\"]\n", digest(path))
 }
 
 /// A host with the default limits and [`example_policy`] (the store in

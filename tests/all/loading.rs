@@ -60,8 +60,8 @@ async fn a_component_importing_what_the_host_does_not_offer() {
     .unwrap();
     let all = problems("evil.wasm", &bytes).await;
     assert_eq!(all.len(), 3, "{all:?}");
-    assert!(all[0].contains("imports `evil:net/raw-socket`, which sandwit does not provide"));
-    assert!(all[1].contains("imports `sandwit:plugin/secrets@0.1.0`"));
+    assert!(all[0].contains("imports \"evil:net/raw-socket\", which sandwit does not provide"));
+    assert!(all[1].contains("imports \"sandwit:plugin/secrets@0.1.0\""));
     assert!(all[2].contains("does not export"));
 }
 
@@ -77,11 +77,11 @@ async fn a_bad_manifest_lists_every_problem() {
     let bytes = std::fs::read(artifacts::BAD_MANIFEST).unwrap();
     let all = problems("bad-manifest.wasm", &bytes).await.join("\n");
     for needle in [
-        "id `Bad Manifest!` is not",
-        "version `latest` is not a semantic version",
-        "method `twice` is declared more than once",
-        "method `sandwit_internal` uses the prefix `sandwit_`",
-        "method `bad_schema`, parameter `x`: schema is not a valid JSON Schema",
+        "id \"Bad Manifest!\" is not",
+        "version \"latest\" is not a semantic version",
+        "method \"twice\" is declared more than once",
+        "method \"sandwit_internal\" uses the prefix `sandwit_`",
+        "method \"bad_schema\", parameter \"x\": schema is not a valid JSON Schema",
         "requests an unknown capability `filesystem`",
         "unknown capability `http:Bad Host`",
     ] {

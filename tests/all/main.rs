@@ -5,6 +5,7 @@ mod bad_input;
 mod cache;
 mod cli;
 mod common;
+mod contained;
 mod hostile;
 mod loading;
 mod plugins;

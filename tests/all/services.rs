@@ -15,15 +15,16 @@ use sandwit::{
 use serde_json::json;
 
 use crate::common::{
-    args, artifacts, assert_succeeded, cache_dir, ctx, example_policy, host, load,
+    args, artifacts, assert_succeeded, cache_dir, ctx, example_policy, host, load, pin_line, pinned,
 };
 
 const TOKEN: &str = "tok-SECRET-4242";
 
+/// A host whose policy is `policy` with the test components pinned.
 fn host_with(policy: Policy) -> Host {
     Host::builder()
         .cache_dir(cache_dir())
-        .policy(policy)
+        .policy(pinned(policy))
         .build()
         .unwrap()
 }
@@ -240,7 +241,7 @@ async fn the_store_is_scoped_by_chat_user_and_plugin() {
     let store: Arc<SqliteStore> = Arc::new(SqliteStore::in_memory().unwrap());
     let host = Host::builder()
         .cache_dir(cache_dir())
-        .policy(full_policy(1))
+        .policy(pinned(full_policy(1)))
         .store(store.clone())
         .build()
         .unwrap();
@@ -328,7 +329,8 @@ async fn the_store_caps_values_and_plugins() {
         }
     }
     let (i, err) = failed.expect("the per-plugin cap stops the writes");
-    assert_eq!(i, 10, "ten 95-byte entries fit in 1,000 bytes");
+    // Each entry counts its row's 64 bytes, key (5-6) and value (90).
+    assert_eq!(i, 6, "six ~160-byte entries fit in 1,000 bytes");
     assert!(err.contains("more than its limit of 1000 bytes"), "{err}");
 }
 
@@ -351,7 +353,12 @@ fn sandwit_cli(store: &std::path::Path, policy: &std::path::Path, args: &[&str])
 fn stored_data_survives_a_restart_of_the_process() {
     let dir = tempdir("restart");
     let (store, policy) = (dir.join("store.db"), dir.join("policy.toml"));
-    std::fs::write(&policy, "[plugins.notes]\ngrant = [\"store\"]\n").unwrap();
+    let pins = pin_line("notes");
+    std::fs::write(
+        &policy,
+        format!("[plugins.notes]\ngrant = [\"store\"]\n{pins}"),
+    )
+    .unwrap();
     let user = ["--user-id", "ada"];
     let remember = [
         &[
@@ -693,7 +700,7 @@ async fn a_slow_response_is_cut_at_the_timeout_or_the_deadline() {
     // The call's own deadline comes first.
     let host = Host::builder()
         .cache_dir(cache_dir())
-        .policy(full_policy(port))
+        .policy(pinned(full_policy(port)))
         .limits(Limits {
             time: Duration::from_millis(500),
             ..Limits::default()

@@ -17,6 +17,7 @@ const COMPONENTS: &[(&str, &str, &str)] = &[
     ("ECHO", "echo", "echo"),
     ("SERVICES", "services", "services"),
     ("HOSTILE", "hostile", "hostile"),
+    ("IMPOSTOR", "impostor", "impostor"),
     ("BAD_MANIFEST", "bad-manifest", "bad_manifest"),
     ("OTHER_WORLD", "other-world", "other-world"),
 ];

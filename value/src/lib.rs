@@ -264,6 +264,22 @@ impl Value {
         }
     }
 
+    /// How many nodes it has: itself and everything inside it (counted
+    /// without recursion, so any depth is safe).
+    pub fn node_count(&self) -> usize {
+        let mut count = 0;
+        let mut stack = vec![self];
+        while let Some(v) = stack.pop() {
+            count += 1;
+            match v {
+                Value::List(items) => stack.extend(items),
+                Value::Object(entries) => stack.extend(entries.iter().map(|(_, v)| v)),
+                _ => {}
+            }
+        }
+        count
+    }
+
     /// The entry `key` of an object, if this is an object that has it.
     pub fn get(&self, key: &str) -> Option<&Value> {
         match self {

@@ -8,15 +8,17 @@ use std::time::{Duration, Instant};
 use http_body_util::{BodyExt, Limited};
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
-use crate::state::PluginEnv;
+use crate::state::{MAX_DENIED_PER_CALL, MAX_REQUEST_TEXT, PluginEnv};
 
 /// The `wasi:http` hooks of one plugin call.
 pub(crate) struct HttpGate {
     env: Arc<PluginEnv>,
     deadline: Instant,
-    /// Refused requests: (capability needed, request), moved into the call's
-    /// events when it ends.
-    pub(crate) denied: Vec<(String, String)>,
+    /// Refused requests: (capability needed, request), at most
+    /// [`MAX_DENIED_PER_CALL`], moved into the call's events when it ends...
+    denied: Vec<(String, String)>,
+    /// ...and how many more there were.
+    dropped: usize,
 }
 
 impl HttpGate {
@@ -25,7 +27,16 @@ impl HttpGate {
             env,
             deadline,
             denied: Vec::new(),
+            dropped: 0,
         }
+    }
+
+    /// The refused requests recorded, and how many more were dropped.
+    pub(crate) fn take_denied(&mut self) -> (Vec<(String, String)>, usize) {
+        (
+            std::mem::take(&mut self.denied),
+            std::mem::take(&mut self.dropped),
+        )
     }
 
     /// The timeout for one phase of a request: the guest's, the policy's or
@@ -61,15 +72,30 @@ impl WasiHttpHooks for HttpGate {
         let host = uri.host().unwrap_or_default().to_ascii_lowercase();
         let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
         if !self.env.grants.allows_http(&host, port) {
+            if self.denied.len() >= MAX_DENIED_PER_CALL {
+                self.dropped += 1;
+                return Box::new(async { Err(Error::HttpRequestDenied) });
+            }
             let shown = if host.contains(':') && !host.starts_with('[') {
                 format!("[{host}]")
             } else {
                 host
             };
-            self.denied.push((
-                format!("http:{shown}:{port}"),
-                format!("{} {}", request.method(), uri),
-            ));
+            // Cut before anything is copied: a URL may be megabytes long.
+            let shown = crate::error::cut(shown, MAX_REQUEST_TEXT / 2);
+            let uri = uri.to_string();
+            let method = crate::error::cut(request.method().to_string(), 20);
+            let uri = if uri.len() > MAX_REQUEST_TEXT / 2 {
+                format!(
+                    "{} ({} bytes)",
+                    crate::error::cut(uri.clone(), MAX_REQUEST_TEXT / 2),
+                    uri.len()
+                )
+            } else {
+                uri
+            };
+            self.denied
+                .push((format!("http:{shown}:{port}"), format!("{method} {uri}")));
             return Box::new(async { Err(Error::HttpRequestDenied) });
         }
         let options = options.unwrap_or_default();

@@ -12,6 +12,7 @@ impl Host for PluginState {
             Level::Warn => "warn",
             Level::Error => "error",
         };
+        self.meter.charge(message.len());
         self.push_log(level, message);
         Ok(())
     }

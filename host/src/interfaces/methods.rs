@@ -45,8 +45,10 @@ async fn call(
         );
         return Err(stop(state, LimitKind::Calls, message));
     }
+    // The arguments were copied out of the interpreter.
+    state.meter.charge(columns_bytes(&args));
     let Some(plugin) = state.plugins.plugin_for(&method).cloned() else {
-        return Ok(Err(wit::CallError::UnknownMethod(method)));
+        return Ok(Err(wit::CallError::UnknownMethod(cut(method, 200))));
     };
     let kind = plugin.manifest().method(&method).expect("indexed").kind;
     let args = match types::value_from_columns(args, &plugin.limits().decode_limits()) {
@@ -77,13 +79,7 @@ async fn call(
 
     let state = store.data_mut();
     let id = plugin.id().to_string();
-    state.events.extend(
-        report
-            .events
-            .into_iter()
-            .map(|e| Event::from_plugin(&id, e)),
-    );
-    state.events.push(Event::Call {
+    let call = Event::Call {
         plugin: id.clone(),
         method: method.clone(),
         kind,
@@ -94,15 +90,34 @@ async fn call(
             Ok(result) => summarize(result),
             Err(e) => cut(e.kind.to_string(), 200),
         },
-    });
+    };
+    let events = report
+        .events
+        .into_iter()
+        .map(|e| Event::from_plugin(&id, e));
+    for event in events.chain([call]) {
+        if let Err(message) = state.push_event(event) {
+            let message = format!("plugin `{id}`, method `{method}`: the run {message}");
+            return Err(stop(state, LimitKind::Events, message));
+        }
+    }
     match report.result {
-        Ok(MethodResult::Tool(value)) => Ok(Ok(types::columns_to_wit(value.into_columns()))),
+        Ok(MethodResult::Tool(value)) => {
+            let columns = types::columns_to_wit(value.into_columns());
+            state.meter.charge(columns_bytes(&columns));
+            Ok(Ok(columns))
+        }
         Ok(MethodResult::Behavior(text)) => {
-            state.events.push(Event::SystemMessage {
-                plugin: id,
-                method,
+            state.meter.charge(text.len());
+            let message = Event::SystemMessage {
+                plugin: id.clone(),
+                method: method.clone(),
                 text: text.clone(),
-            });
+            };
+            if let Err(message) = state.push_event(message) {
+                let message = format!("plugin `{id}`, method `{method}`: the run {message}");
+                return Err(stop(state, LimitKind::Events, message));
+            }
             Ok(Ok(types::columns_to_wit(Value::Text(text).into_columns())))
         }
         Ok(result) => {
@@ -129,6 +144,15 @@ async fn call(
             kind => Ok(Err(to_wit_error(kind))),
         },
     }
+}
+
+/// The bytes a value in columns takes as it is copied across.
+fn columns_bytes((kinds, integers, floats, texts, blobs, lengths): &Columns) -> usize {
+    kinds.len()
+        + 8 * (integers.len() + floats.len())
+        + texts.iter().map(|t| t.len() + 8).sum::<usize>()
+        + blobs.iter().map(|b| b.len() + 8).sum::<usize>()
+        + 4 * lengths.len()
 }
 
 /// Records a run-wide limit and returns the error that ends the run.

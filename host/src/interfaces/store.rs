@@ -4,7 +4,8 @@
 use crate::bindings::store_api::{Entry as WitEntry, Host, Scope as WitScope};
 use crate::bindings::wit::ServiceError;
 use crate::capability::Capability;
-use crate::state::PluginState;
+use crate::error::quote;
+use crate::state::{MAX_REQUEST_TEXT, PluginState};
 use crate::store::{Entry, Namespace, Scope, StoreError};
 
 type Answer<T> = wasmtime::Result<Result<T, ServiceError>>;
@@ -24,8 +25,9 @@ impl PluginState {
             WitScope::ChatUser => Scope::ChatUser,
             WitScope::Global => Scope::Global,
         };
+        self.meter.charge(key.map_or(0, str::len));
         self.require(Capability::Store, || match key {
-            Some(key) => format!("store.{op}({scope}, {key:?})"),
+            Some(key) => format!("store.{op}({scope}, {})", quote(key, MAX_REQUEST_TEXT / 2)),
             None => format!("store.{op}({scope})"),
         })?;
         if let Some(key) = key {
@@ -52,6 +54,13 @@ impl PluginState {
                 ))
             })
         };
+        // The chat-user owner joins the two with NUL: neither may hold one,
+        // or two pairs could share an owner.
+        if ctx.chat_key.contains('\0') || ctx.user_id.as_deref().is_some_and(|u| u.contains('\0')) {
+            return Err(ServiceError::Invalid(
+                "the call's chat key or user id holds a NUL character".into(),
+            ));
+        }
         let owner = match scope {
             Scope::Chat => ctx.chat_key.clone(),
             Scope::User => user()?,
@@ -80,6 +89,7 @@ impl Host for PluginState {
     fn get(&mut self, scope: WitScope, key: String) -> Answer<Option<WitEntry>> {
         Ok(self.namespace("get", scope, Some(&key)).and_then(|ns| {
             let entry = self.env.services.store.get(&ns, &key).map_err(to_wit)?;
+            self.meter.charge(entry.as_ref().map_or(0, Entry::len));
             Ok(entry.map(|e| match e {
                 Entry::Text(t) => WitEntry::Text(t),
                 Entry::Bytes(b) => WitEntry::Bytes(b),
@@ -93,6 +103,7 @@ impl Host for PluginState {
                 WitEntry::Text(t) => Entry::Text(t),
                 WitEntry::Bytes(b) => Entry::Bytes(b),
             };
+            self.meter.charge(entry.len());
             let limits = &self.env.services.store_limits;
             if entry.len() > limits.max_value_bytes {
                 return Err(ServiceError::LimitExceeded(format!(
@@ -118,7 +129,9 @@ impl Host for PluginState {
     fn list_keys(&mut self, scope: WitScope) -> Answer<Vec<String>> {
         Ok(self.namespace("list_keys", scope, None).and_then(|ns| {
             let max = self.env.services.store_limits.max_listed_keys;
-            self.env.services.store.keys(&ns, max).map_err(to_wit)
+            let keys = self.env.services.store.keys(&ns, max).map_err(to_wit)?;
+            self.meter.charge(keys.iter().map(String::len).sum());
+            Ok(keys)
         }))
     }
 }

@@ -24,7 +24,7 @@ use crate::guard::{Stopped, guarded, limited_store};
 use crate::host::HostInner;
 use crate::limits::{LimitKind, RunLimits};
 use crate::manifest::MethodSpec;
-use crate::plugin::{Budget, Compiled, Plugin, apply_budget, fuel_used};
+use crate::plugin::{Budget, Compiled, Plugin, apply_budget, fuel_used, trap_message};
 use crate::types::AgentCtx;
 use outcome::{LimitHit, RunError, RunOutcome, RunStatus};
 use resident::Resident;
@@ -55,26 +55,50 @@ struct PluginSetInner {
     specs: Vec<wit::MethodSpec>,
 }
 
-/// Two plugins of a [`PluginSet`] offer a method of the same name.
+/// Why plugins cannot make one [`PluginSet`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("method `{method}` is offered by both plugin `{first}` and plugin `{second}`")]
-pub struct MethodClash {
-    /// The method's name.
-    pub method: String,
-    /// The plugin listed first.
-    pub first: String,
-    /// The plugin listed second.
-    pub second: String,
+pub enum PluginSetError {
+    /// Two plugins offer a method of the same name.
+    #[error("method `{method}` is offered by both plugin `{first}` and plugin `{second}`")]
+    Method {
+        /// The method's name.
+        method: String,
+        /// The plugin listed first.
+        first: String,
+        /// The plugin listed second.
+        second: String,
+    },
+    /// Two plugins claim the same id: grants, configuration and stored data
+    /// are the id's, so one of them would act as the other.
+    #[error("two plugins claim the id `{id}` (SHA-256 {first} and {second})")]
+    Id {
+        /// The id.
+        id: String,
+        /// The components' SHA-256 digests, hex.
+        first: String,
+        /// The second's.
+        second: String,
+    },
 }
 
 impl PluginSet {
-    /// The methods of `plugins`; method names must be unique across them.
-    pub fn new(plugins: &[Plugin]) -> Result<Self, MethodClash> {
+    /// The methods of `plugins`; plugin ids and method names must be unique
+    /// across them.
+    pub fn new(plugins: &[Plugin]) -> Result<Self, PluginSetError> {
         let mut inner = PluginSetInner::default();
+        for (i, plugin) in plugins.iter().enumerate() {
+            if let Some(first) = plugins[..i].iter().find(|p| p.id() == plugin.id()) {
+                return Err(PluginSetError::Id {
+                    id: plugin.id().to_string(),
+                    first: first.hash().to_string(),
+                    second: plugin.hash().to_string(),
+                });
+            }
+        }
         for plugin in plugins {
             for method in &plugin.manifest().methods {
                 if let Some(first) = inner.by_method.get(&method.name) {
-                    return Err(MethodClash {
+                    return Err(PluginSetError::Method {
                         method: method.name.clone(),
                         first: first.id().to_string(),
                         second: plugin.id().to_string(),
@@ -294,11 +318,13 @@ fn finish(
         Ok(runner::Outcome::Ok) if output_full => (RunStatus::LimitExceeded, None, output_limit()),
         Ok(runner::Outcome::Ok) => (RunStatus::Ok, None, None),
         Ok(runner::Outcome::Error(info)) => {
+            // The exception is the code's output too: under the same cap.
+            let max = limits.max_output_bytes;
             let error = RunError {
-                type_name: info.type_name,
-                message: info.message,
+                type_name: cut(info.type_name, 200),
+                message: cut(info.message, max),
                 line: info.line,
-                traceback: info.traceback,
+                traceback: cut(info.traceback, max),
             };
             match error.type_name.as_str() {
                 "MemoryError" => {
@@ -326,7 +352,7 @@ fn finish(
         Err(Stopped::Trap(err)) => {
             let error = RunError {
                 type_name: TRAP_TYPE.to_string(),
-                message: cut(format!("{err:?}"), 2_000),
+                message: trap_message(&err),
                 line: None,
                 traceback: String::new(),
             };

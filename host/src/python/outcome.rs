@@ -138,6 +138,34 @@ impl Event {
             },
         }
     }
+
+    /// The bytes it holds, as the run's event caps count them.
+    pub(crate) fn bytes(&self) -> usize {
+        use crate::state::EVENT_OVERHEAD_BYTES;
+        EVENT_OVERHEAD_BYTES
+            + match self {
+                Event::Call {
+                    plugin,
+                    method,
+                    summary,
+                    ..
+                } => plugin.len() + method.len() + summary.len(),
+                Event::SystemMessage {
+                    plugin,
+                    method,
+                    text,
+                } => plugin.len() + method.len() + text.len(),
+                Event::Log {
+                    plugin, message, ..
+                } => plugin.len() + message.len(),
+                Event::Chat { plugin, message } => plugin.len() + message.bytes(),
+                Event::Denied {
+                    plugin,
+                    capability,
+                    request,
+                } => plugin.len() + capability.len() + request.len(),
+            }
+    }
 }
 
 /// Everything a run gives back.

@@ -10,6 +10,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use super::PluginSet;
 use super::outcome::{Event, Handoff};
 use crate::capture::CallOutput;
+use crate::guard::HostMeter;
 use crate::limits::{LimitKind, Limits, RunLimits, StoreLimiter};
 use crate::plugin::Session;
 use crate::types::AgentCtx;
@@ -18,6 +19,7 @@ pub(crate) struct RunState {
     wasi: WasiCtx,
     table: ResourceTable,
     pub(crate) limiter: StoreLimiter,
+    pub(crate) meter: HostMeter,
     pub(crate) stdout: CallOutput,
     pub(crate) stderr: CallOutput,
     pub(crate) ctx: AgentCtx,
@@ -26,6 +28,10 @@ pub(crate) struct RunState {
     pub(crate) calls: u32,
     pub(crate) max_calls: u32,
     pub(crate) events: Vec<Event>,
+    /// Bytes the events hold, and the caps on their count and bytes.
+    pub(crate) event_bytes: usize,
+    pub(crate) max_events: usize,
+    pub(crate) max_event_bytes: usize,
     /// Set when an agent method ended the run.
     pub(crate) handoff: Option<Handoff>,
     /// Set when a run-wide limit ended the run inside a method call.
@@ -59,6 +65,7 @@ impl RunState {
             wasi,
             table: ResourceTable::new(),
             limiter: StoreLimiter::with_memory(plugin_limits, 0),
+            meter: HostMeter::new(deadline),
             stdout,
             stderr,
             ctx: AgentCtx::default(),
@@ -67,6 +74,9 @@ impl RunState {
             calls: 0,
             max_calls: 0,
             events: Vec::new(),
+            event_bytes: 0,
+            max_events: 0,
+            max_event_bytes: 0,
             handoff: None,
             stop: None,
             sessions: HashMap::new(),
@@ -89,13 +99,17 @@ impl RunState {
     ) {
         self.stdout.reset(limits.max_output_bytes);
         self.stderr.reset(limits.max_output_bytes);
-        self.limiter = StoreLimiter::with_memory(plugin_limits, limits.memory_bytes);
+        self.limiter = self.limiter.recapped(plugin_limits, limits.memory_bytes);
+        self.meter.reset(deadline);
         self.ctx = ctx.clone();
         self.plugins = plugins.clone();
         self.deadline = deadline;
         self.calls = 0;
         self.max_calls = limits.max_calls;
         self.events.clear();
+        self.event_bytes = 0;
+        self.max_events = limits.max_events;
+        self.max_event_bytes = limits.max_event_bytes;
         self.handoff = None;
         self.stop = None;
         self.sessions.clear();
@@ -118,5 +132,31 @@ impl crate::guard::Limited for RunState {
 
     fn limiter_mut(&mut self) -> &mut StoreLimiter {
         &mut self.limiter
+    }
+
+    fn meter(&mut self) -> &mut HostMeter {
+        &mut self.meter
+    }
+}
+
+impl RunState {
+    /// Records `event`, or says which cap of the run it would break.
+    pub(crate) fn push_event(&mut self, event: Event) -> Result<(), String> {
+        let bytes = event.bytes();
+        if self.events.len() >= self.max_events {
+            return Err(format!(
+                "recorded more than {} events (calls, logs, messages)",
+                self.max_events
+            ));
+        }
+        if self.event_bytes + bytes > self.max_event_bytes {
+            return Err(format!(
+                "recorded events of more than {} bytes (calls, logs, messages)",
+                self.max_event_bytes
+            ));
+        }
+        self.event_bytes += bytes;
+        self.events.push(event);
+        Ok(())
     }
 }

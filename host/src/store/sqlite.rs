@@ -85,9 +85,20 @@ impl SqliteStore {
     }
 }
 
-fn entry_bytes(key: &str, len: usize) -> i64 {
-    (key.len() + len) as i64
+/// Bytes an entry counts for against the plugin's quota, besides its key
+/// and value: what a row costs the database (owner, scope, index).
+const ROW_OVERHEAD_BYTES: usize = 64;
+
+/// What an entry counts for: its owner's, key's and value's bytes (UTF-8
+/// bytes, not characters) and the row's overhead. The SQL below counts the
+/// same (`length` of a BLOB is its bytes).
+fn entry_bytes(owner: &str, key: &str, len: usize) -> i64 {
+    (ROW_OVERHEAD_BYTES + owner.len() + key.len() + len) as i64
 }
+
+/// [`entry_bytes`] in SQL, of the row's columns.
+const ENTRY_BYTES_SQL: &str =
+    "64 + length(CAST(owner AS BLOB)) + length(CAST(key AS BLOB)) + length(value)";
 
 impl StoreBackend for SqliteStore {
     fn get(&self, ns: &Namespace, key: &str) -> Result<Option<Entry>, StoreError> {
@@ -134,8 +145,10 @@ impl StoreBackend for SqliteStore {
                 .map_err(backend)?;
             let old: i64 = tx
                 .query_row(
-                    "SELECT length(key) + length(value) FROM entries
-                     WHERE plugin = ?1 AND scope = ?2 AND owner = ?3 AND key = ?4",
+                    &format!(
+                        "SELECT {ENTRY_BYTES_SQL} FROM entries
+                         WHERE plugin = ?1 AND scope = ?2 AND owner = ?3 AND key = ?4"
+                    ),
                     params![ns.plugin, ns.scope.as_str(), ns.owner, key],
                     |r| r.get(0),
                 )
@@ -151,7 +164,7 @@ impl StoreBackend for SqliteStore {
                 .optional()
                 .map_err(backend)?
                 .unwrap_or(0);
-            let new_used = used - old + entry_bytes(key, bytes.len());
+            let new_used = used - old + entry_bytes(&ns.owner, key, bytes.len());
             if new_used as u64 > limits.max_plugin_bytes {
                 return Err(StoreError::LimitExceeded(format!(
                     "the plugin's data would take {new_used} bytes, more than its limit of {} bytes",
@@ -183,9 +196,11 @@ impl StoreBackend for SqliteStore {
                 .map_err(backend)?;
             let old: Option<i64> = tx
                 .query_row(
-                    "DELETE FROM entries
-                     WHERE plugin = ?1 AND scope = ?2 AND owner = ?3 AND key = ?4
-                     RETURNING length(key) + length(value)",
+                    &format!(
+                        "DELETE FROM entries
+                         WHERE plugin = ?1 AND scope = ?2 AND owner = ?3 AND key = ?4
+                         RETURNING {ENTRY_BYTES_SQL}"
+                    ),
                     params![ns.plugin, ns.scope.as_str(), ns.owner, key],
                     |r| r.get(0),
                 )
@@ -259,13 +274,15 @@ mod tests {
         assert_eq!(s.get(&a, "k").unwrap(), Some(Entry::Text("v1".into())));
         assert_eq!(s.get(&b, "k").unwrap(), Some(Entry::Bytes(vec![1, 2, 3])));
         assert_eq!(s.get(&other, "k").unwrap(), None);
-        assert_eq!(s.usage("notes").unwrap(), 3 + 4);
+        // Each row: 64 of overhead, then its owner, key and value.
+        let (ra, rb) = (64 + 5 + 1, 64 + 3 + 1);
+        assert_eq!(s.usage("notes").unwrap(), ra + 2 + rb + 3);
         s.set(&a, "k", &Entry::Text("longer".into()), &limits)
             .unwrap();
-        assert_eq!(s.usage("notes").unwrap(), 7 + 4);
+        assert_eq!(s.usage("notes").unwrap(), ra + 6 + rb + 3);
         assert!(s.delete(&a, "k").unwrap());
         assert!(!s.delete(&a, "k").unwrap());
-        assert_eq!(s.usage("notes").unwrap(), 4);
+        assert_eq!(s.usage("notes").unwrap(), rb + 3);
         assert_eq!(s.keys(&b, 10).unwrap(), vec!["k".to_string()]);
     }
 
@@ -277,13 +294,31 @@ mod tests {
             ..StoreLimits::default()
         };
         let a = ns("p", Scope::Global, "");
-        s.set(&a, "a", &Entry::Bytes(vec![0; 60]), &limits).unwrap();
+        s.set(&a, "a", &Entry::Bytes(vec![0; 20]), &limits).unwrap();
         let e = s
-            .set(&a, "b", &Entry::Bytes(vec![0; 60]), &limits)
+            .set(&a, "b", &Entry::Bytes(vec![0; 20]), &limits)
             .unwrap_err();
         assert!(e.to_string().contains("limit of 100 bytes"), "{e}");
         // Replacing a value counts only the difference.
-        s.set(&a, "a", &Entry::Bytes(vec![0; 90]), &limits).unwrap();
+        s.set(&a, "a", &Entry::Bytes(vec![0; 35]), &limits).unwrap();
         assert_eq!(s.get(&a, "b").unwrap(), None);
+    }
+
+    #[test]
+    fn usage_counts_bytes_not_characters_and_deleting_undoes_it() {
+        let s = SqliteStore::in_memory().unwrap();
+        let limits = StoreLimits::default();
+        let a = ns("p", Scope::Chat, "çhat");
+        for round in 0..3 {
+            s.set(&a, "ключ", &Entry::Text("värde".into()), &limits)
+                .unwrap();
+            assert_eq!(
+                s.usage("p").unwrap(),
+                (64 + 5 + 8 + 6) as u64,
+                "round {round}"
+            );
+            assert!(s.delete(&a, "ключ").unwrap());
+            assert_eq!(s.usage("p").unwrap(), 0, "round {round}");
+        }
     }
 }

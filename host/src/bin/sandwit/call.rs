@@ -24,7 +24,7 @@ pub struct CallArgs {
     #[arg(long)]
     user_id: Option<String>,
     /// Where images of a multimodal result are written
-    /// [default: <temp dir>/sandwit-out].
+    /// [default: <temp dir>/sandwit-out-<uid>, private to the user].
     #[arg(long, value_name = "DIR")]
     out_dir: Option<PathBuf>,
     /// Print one JSON object: {"ok", "result" or "error", "events", "fuel_used", "ms"}.
@@ -48,9 +48,7 @@ pub async fn call(host: &Host, args: CallArgs) -> anyhow::Result<ExitCode> {
     let report = plugin
         .call_within(&ctx, &args.method, value_from_json(json), budget)
         .await;
-    let out_dir = args
-        .out_dir
-        .unwrap_or_else(|| std::env::temp_dir().join("sandwit-out"));
+    let out_dir = args.out_dir.unwrap_or_else(crate::render::default_out_dir);
     let result = report
         .result
         .as_ref()

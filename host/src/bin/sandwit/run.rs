@@ -49,7 +49,7 @@ pub struct RunArgs {
     #[arg(long)]
     max_calls: Option<u32>,
     /// Where images of a multimodal handoff are written
-    /// [default: <temp dir>/sandwit-out].
+    /// [default: <temp dir>/sandwit-out-<uid>, private to the user].
     #[arg(long, value_name = "DIR")]
     out_dir: Option<PathBuf>,
     /// Print one JSON object: {"status", "stdout", "stderr", "error", "limit",
@@ -192,7 +192,7 @@ pub async fn run(host: &Host, args: RunArgs) -> anyhow::Result<ExitCode> {
     let out_dir = args
         .out_dir
         .clone()
-        .unwrap_or_else(|| std::env::temp_dir().join("sandwit-out"));
+        .unwrap_or_else(crate::render::default_out_dir);
     if args.json {
         let json = outcome_json(&outcome, &out_dir)?;
         outln!("{}", serde_json::to_string_pretty(&json)?);
