@@ -19,8 +19,12 @@ use serde_json::Value as Json;
 
 /// The most nodes a schema may have once every `$ref` is expanded.
 pub const MAX_EXPANDED_NODES: u64 = 20_000;
-/// The deepest a schema may nest.
+/// The deepest a schema may nest, within the document.
 pub const MAX_SCHEMA_DEPTH: usize = 64;
+/// The deepest a schema may nest once its `$ref`s are expanded. This also
+/// bounds the walk's own recursion: a 60 KB chain of `$ref`s would
+/// otherwise overflow the stack of the thread loading the plugin.
+pub const MAX_EXPANDED_DEPTH: usize = 256;
 /// The most work one check may take: expanded schema nodes times value
 /// nodes. A check over it is refused before it starts.
 pub const MAX_CHECK_WORK: u64 = 20_000_000;
@@ -52,7 +56,7 @@ pub(crate) fn compile(schema: &Json) -> Result<Compiled, String> {
 /// The validator of a schema already bounded: formats are annotations
 /// (a `format: regex` would compile the value as a pattern), and `pattern`
 /// uses the `regex` crate, whose matching is linear in the text.
-pub(crate) fn validator(schema: &Json) -> Result<Validator, String> {
+fn validator(schema: &Json) -> Result<Validator, String> {
     jsonschema::options()
         .should_validate_formats(false)
         .with_pattern_options(PatternOptions::regex().size_limit(MAX_REGEX_BYTES))
@@ -83,28 +87,54 @@ pub(crate) fn expanded_size(schema: &Json) -> Result<u64, String> {
         memo: HashMap::new(),
         expanding: Vec::new(),
     };
-    walk.node(schema, 0)
+    walk.node(schema, 0, 0).map(|m| m.size)
 }
 
 struct Walk<'a> {
     root: &'a Json,
-    /// Expanded sizes of `$ref` targets, by pointer.
-    memo: HashMap<String, u64>,
+    /// What each `$ref` target expands to, by pointer.
+    memo: HashMap<String, Measure>,
     /// The targets being expanded, to find cycles.
     expanding: Vec<String>,
 }
 
+/// A subschema expanded: its nodes, and how deep it nests below itself.
+#[derive(Clone, Copy)]
+struct Measure {
+    size: u64,
+    height: usize,
+}
+
+/// Refuses nesting past [`MAX_EXPANDED_DEPTH`] with `$ref`s expanded.
+fn too_deep_expanded(expanded: usize) -> Result<(), String> {
+    if expanded > MAX_EXPANDED_DEPTH {
+        return Err(format!(
+            "nests deeper than {MAX_EXPANDED_DEPTH} levels once its `$ref`s are expanded"
+        ));
+    }
+    Ok(())
+}
+
 impl<'a> Walk<'a> {
-    fn node(&mut self, node: &'a Json, depth: usize) -> Result<u64, String> {
+    /// `node`, `depth` levels down in the document and `expanded` levels
+    /// down with `$ref`s expanded.
+    fn node(&mut self, node: &'a Json, depth: usize, expanded: usize) -> Result<Measure, String> {
         if depth > MAX_SCHEMA_DEPTH {
             return Err(format!("nests deeper than {MAX_SCHEMA_DEPTH} levels"));
         }
+        too_deep_expanded(expanded)?;
         let mut size: u64 = 1;
+        let mut height = 0;
+        let mut add = |child: Measure| {
+            size = size.saturating_add(child.size);
+            height = height.max(child.height + 1);
+            over(size)
+        };
         match node {
             Json::Object(fields) => {
                 for (key, value) in fields {
-                    size = size.saturating_add(match (key.as_str(), value) {
-                        ("$ref", Json::String(target)) => self.reference(target)?,
+                    add(match (key.as_str(), value) {
+                        ("$ref", Json::String(target)) => self.reference(target, expanded + 1)?,
                         ("$dynamicRef" | "$recursiveRef", _) => {
                             return Err(format!("uses `{key}`, which sandwit does not support"));
                         }
@@ -114,31 +144,32 @@ impl<'a> Walk<'a> {
                                     .to_string(),
                             );
                         }
-                        _ => self.node(value, depth + 1)?,
-                    });
-                    over(size)?;
+                        _ => self.node(value, depth + 1, expanded + 1)?,
+                    })?;
                 }
             }
             Json::Array(items) => {
                 for item in items {
-                    size = size.saturating_add(self.node(item, depth + 1)?);
-                    over(size)?;
+                    add(self.node(item, depth + 1, expanded + 1)?)?;
                 }
             }
             _ => {}
         }
-        Ok(size)
+        Ok(Measure { size, height })
     }
 
-    fn reference(&mut self, target: &str) -> Result<u64, String> {
+    /// The target of a `$ref` found `expanded` levels down, expanded.
+    fn reference(&mut self, target: &str, expanded: usize) -> Result<Measure, String> {
         let shown = crate::error::quote(target, 64);
         let Some(pointer) = target.strip_prefix('#') else {
             return Err(format!(
                 "refers to {shown}: only references within the schema (`#/...`) are allowed"
             ));
         };
-        if let Some(&size) = self.memo.get(pointer) {
-            return Ok(size);
+        if let Some(&measure) = self.memo.get(pointer) {
+            // Walked before, perhaps higher up: it must fit here too.
+            too_deep_expanded(expanded + measure.height)?;
+            return Ok(measure);
         }
         if self.expanding.iter().any(|p| p == pointer) {
             return Err(format!(
@@ -151,11 +182,11 @@ impl<'a> Walk<'a> {
             return Err(format!("refers to {shown}, which is not in the schema"));
         };
         self.expanding.push(pointer.to_string());
-        let size = self.node(node, 1);
+        let measure = self.node(node, 1, expanded);
         self.expanding.pop();
-        let size = size?;
-        self.memo.insert(pointer.to_string(), size);
-        Ok(size)
+        let measure = measure?;
+        self.memo.insert(pointer.to_string(), measure);
+        Ok(measure)
     }
 }
 
@@ -242,6 +273,33 @@ mod tests {
             let err = expanded_size(&schema).unwrap_err();
             assert!(err.contains(needle), "{schema}: {err}");
         }
+        // A chain of `$ref`s nests as deep as it is long (2,000 links, 60
+        // KB: under the size limits, deep enough to overflow a 2 MiB stack
+        // if the walk followed it).
+        let chain = |links: usize, end: Json| {
+            let mut defs = serde_json::Map::new();
+            for i in 0..links {
+                let next = format!("#/$defs/d{}", i + 1);
+                defs.insert(format!("d{i}"), json!({"$ref": next}));
+            }
+            defs.insert(format!("d{links}"), end);
+            defs
+        };
+        let long = json!({"$defs": chain(2_000, json!({"type": "integer"})), "$ref": "#/$defs/d0"});
+        let err = expanded_size(&long).unwrap_err();
+        assert!(err.contains("deeper than 256 levels once"), "{err}");
+        // A definition walked first near the top must fit where it is used
+        // again, deep down.
+        let mut deep = json!({"type": "integer"});
+        for _ in 0..60 {
+            deep = json!({"items": deep});
+        }
+        let mut defs = chain(200, json!({"$ref": "#/$defs/deep"}));
+        defs.insert("deep".into(), deep);
+        let shared =
+            json!({"$defs": defs, "anyOf": [{"$ref": "#/$defs/deep"}, {"$ref": "#/$defs/d0"}]});
+        let err = expanded_size(&shared).unwrap_err();
+        assert!(err.contains("deeper than 256 levels once"), "{err}");
         let mut deep = json!({"type": "integer"});
         for _ in 0..70 {
             deep = json!({"items": deep});
