@@ -18,13 +18,7 @@ async fn main() -> anyhow::Result<()> {
     let mut policy = Policy::default();
     policy.grant("notes", ["store"])?;
     // The grant is for this component only: pin it by its SHA-256.
-    let digest = {
-        use sha2::Digest;
-        let bytes = std::fs::read(&notes)?;
-        let hash = sha2::Sha256::digest(&bytes);
-        hash.iter().map(|b| format!("{b:02x}")).collect::<String>()
-    };
-    policy.pin("notes", &digest)?;
+    policy.pin("notes", &sandwit::component_hash(&std::fs::read(&notes)?))?;
     let host = Host::builder().policy(policy).store_path(store).build()?;
     let notes = host.load_plugin_file(notes).await?;
     let ctx = AgentCtx {

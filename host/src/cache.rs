@@ -51,8 +51,12 @@ pub enum CodeSource {
 /// ~0.3 MB).
 pub const DEFAULT_CACHE_MAX_BYTES: u64 = 1 << 30;
 
-/// The SHA-256 of a component, hex-encoded.
-pub(crate) fn component_hash(bytes: &[u8]) -> String {
+/// The SHA-256 of a component, hex-encoded: what [`Plugin::hash`] reports
+/// and what a policy pins (`sha256 = [...]`, [`Policy::pin`]).
+///
+/// [`Plugin::hash`]: crate::Plugin::hash
+/// [`Policy::pin`]: crate::Policy::pin
+pub fn component_hash(bytes: &[u8]) -> String {
     Sha256::digest(bytes)
         .iter()
         .map(|b| format!("{b:02x}"))
@@ -345,15 +349,13 @@ fn private_dir(dir: &Path) -> anyhow::Result<()> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::{DirBuilderExt, MetadataExt};
-        if !dir.exists() {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)
-                .map_err(|e| {
-                    anyhow::anyhow!("cannot create the cache directory {}: {e}", dir.display())
-                })?;
-        }
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| {
+                anyhow::anyhow!("cannot create the cache directory {}: {e}", dir.display())
+            })?;
         let meta = std::fs::metadata(dir).map_err(|e| {
             anyhow::anyhow!("cannot read the cache directory {}: {e}", dir.display())
         })?;

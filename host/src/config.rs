@@ -11,6 +11,7 @@
 //! boolean inside it is searched for, in text and in bytes, and a number
 //! equal to a secret number is replaced as a whole.
 
+use jsonschema::Validator;
 use serde_json::{Map, Value as Json};
 
 use crate::error::cut;
@@ -33,17 +34,18 @@ pub(crate) struct PluginConfig {
 }
 
 impl PluginConfig {
-    /// Checks `supplied` against `schema`. With no values supplied the
-    /// plugin loads, and reading its configuration says none was given.
+    /// Checks `supplied` against `schema` (with its validator, compiled when
+    /// the manifest was checked). With no values supplied the plugin loads,
+    /// and reading its configuration says none was given.
     pub(crate) fn bind(
-        schema: Option<&Json>,
+        schema: Option<(&Json, &Validator)>,
         supplied: Option<&Map<String, Json>>,
         operator_secrets: &[String],
     ) -> Result<Self, Vec<String>> {
         let Some(supplied) = supplied else {
             return Ok(PluginConfig::default());
         };
-        let Some(schema) = schema else {
+        let Some((schema, validator)) = schema else {
             return Err(vec![
                 "the operator supplies a configuration, but the plugin declares no config schema"
                     .to_string(),
@@ -51,7 +53,6 @@ impl PluginConfig {
         };
         let redactor = Redactor::new(secret_values(schema, supplied, operator_secrets));
         let instance = Json::Object(supplied.clone());
-        let validator = crate::schema::validator(schema).map_err(|e| vec![e])?;
         let problems: Vec<String> = validator
             .iter_errors(&instance)
             .map(|e| {
@@ -274,6 +275,16 @@ mod tests {
         })
     }
 
+    /// [`PluginConfig::bind`] with the schema compiled as a manifest's is.
+    fn bind(
+        schema: Option<&Json>,
+        supplied: Option<&Map<String, Json>>,
+        secrets: &[String],
+    ) -> Result<PluginConfig, Vec<String>> {
+        let validator = schema.map(|s| crate::schema::compile(s).unwrap().validator);
+        PluginConfig::bind(schema.zip(validator.as_ref()), supplied, secrets)
+    }
+
     fn map(v: Json) -> Map<String, Json> {
         v.as_object().unwrap().clone()
     }
@@ -281,30 +292,25 @@ mod tests {
     #[test]
     fn checks_values_against_the_schema() {
         let ok = map(json!({"base_url": "http://x", "api_key": "k-12345678"}));
-        let bound = PluginConfig::bind(Some(&schema()), Some(&ok), &[]).unwrap();
+        let bound = bind(Some(&schema()), Some(&ok), &[]).unwrap();
         assert_eq!(bound.values.unwrap()["base_url"], "http://x");
 
         let bad = map(json!({"base_url": 3, "colour": "red"}));
-        let problems = PluginConfig::bind(Some(&schema()), Some(&bad), &[])
+        let problems = bind(Some(&schema()), Some(&bad), &[])
             .unwrap_err()
             .join("\n");
         for needle in ["\"api_key\" is a required property", "/base_url", "colour"] {
             assert!(problems.contains(needle), "{needle}: {problems}");
         }
-        let none = PluginConfig::bind(None, Some(&ok), &[]).unwrap_err();
+        let none = bind(None, Some(&ok), &[]).unwrap_err();
         assert!(none[0].contains("declares no config schema"));
-        assert!(
-            PluginConfig::bind(Some(&schema()), None, &[])
-                .unwrap()
-                .values
-                .is_none()
-        );
+        assert!(bind(Some(&schema()), None, &[]).unwrap().values.is_none());
     }
 
     #[test]
     fn a_secret_never_appears_in_an_error() {
         let short = map(json!({"base_url": "http://x", "api_key": "hunter2"}));
-        let problems = PluginConfig::bind(Some(&schema()), Some(&short), &[])
+        let problems = bind(Some(&schema()), Some(&short), &[])
             .unwrap_err()
             .join("\n");
         assert!(!problems.contains("hunter2"), "{problems}");
@@ -344,7 +350,7 @@ mod tests {
             "base_url": "http://x",
         }));
         let names = ["creds".to_string(), "pin".to_string()];
-        let bound = PluginConfig::bind(Some(&schema), Some(&supplied), &names).unwrap();
+        let bound = bind(Some(&schema), Some(&supplied), &names).unwrap();
         let r = &bound.redactor;
         assert_eq!(
             r.redact("u=admin-user t=tok-123456 p=98765432 http://x"),

@@ -31,7 +31,7 @@ mod state;
 pub mod store;
 mod types;
 
-pub use cache::{CodeSource, DEFAULT_CACHE_MAX_BYTES};
+pub use cache::{CodeSource, DEFAULT_CACHE_MAX_BYTES, component_hash};
 pub use capability::{Capability, Grants};
 pub use chat::{ChatMessage, ChatSink};
 pub use config::REDACTED;

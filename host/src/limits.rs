@@ -211,6 +211,82 @@ impl fmt::Display for LimitKind {
     }
 }
 
+/// Bytes an event counts for besides its text: what holding it costs.
+pub(crate) const EVENT_OVERHEAD_BYTES: usize = 64;
+
+/// What an event holds, as the event caps count it.
+pub(crate) trait EventSize {
+    /// Its text's bytes (the caps add [`EVENT_OVERHEAD_BYTES`]).
+    fn text_bytes(&self) -> usize;
+}
+
+/// The events of a call or a run, kept within a count and a byte cap.
+#[derive(Debug)]
+pub(crate) struct CappedEvents<E> {
+    list: Vec<E>,
+    bytes: usize,
+    max_count: usize,
+    max_bytes: usize,
+}
+
+/// The cap an event would break.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EventsFull {
+    Count(usize),
+    Bytes(usize),
+}
+
+impl fmt::Display for EventsFull {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EventsFull::Count(max) => write!(f, "more than {max} events"),
+            EventsFull::Bytes(max) => write!(f, "more than {max} bytes of events"),
+        }
+    }
+}
+
+impl<E: EventSize> CappedEvents<E> {
+    /// No events, at most `max_count` of them and `max_bytes` in all.
+    pub(crate) fn new(max_count: usize, max_bytes: usize) -> Self {
+        CappedEvents {
+            list: Vec::new(),
+            bytes: 0,
+            max_count,
+            max_bytes,
+        }
+    }
+
+    /// Whether `event` fits; if not, the cap it would break.
+    pub(crate) fn room(&self, event: &E) -> Result<(), EventsFull> {
+        if self.list.len() >= self.max_count {
+            return Err(EventsFull::Count(self.max_count));
+        }
+        if self.bytes + EVENT_OVERHEAD_BYTES + event.text_bytes() > self.max_bytes {
+            return Err(EventsFull::Bytes(self.max_bytes));
+        }
+        Ok(())
+    }
+
+    /// Records `event` if it fits.
+    pub(crate) fn push(&mut self, event: E) -> Result<(), EventsFull> {
+        self.room(&event)?;
+        self.bytes += EVENT_OVERHEAD_BYTES + event.text_bytes();
+        self.list.push(event);
+        Ok(())
+    }
+
+    /// The events, leaving none (the caps stay).
+    pub(crate) fn take(&mut self) -> Vec<E> {
+        self.bytes = 0;
+        std::mem::take(&mut self.list)
+    }
+
+    /// The byte cap.
+    pub(crate) fn max_bytes(&self) -> usize {
+        self.max_bytes
+    }
+}
+
 /// A [`ResourceLimiter`] that refuses growth past the caps by trapping, and
 /// records that it did so the trap can be reported as a memory limit.
 ///
@@ -347,5 +423,28 @@ mod tests {
         let mut limiter = StoreLimiter::new(&limits);
         assert!(limiter.table_growing(0, 11, None).is_err());
         assert!(limiter.hit.as_deref().unwrap().contains("elements"));
+    }
+
+    struct Line(usize);
+
+    impl EventSize for Line {
+        fn text_bytes(&self) -> usize {
+            self.0
+        }
+    }
+
+    #[test]
+    fn events_keep_to_their_count_and_bytes() {
+        let mut events = CappedEvents::new(3, 3 * EVENT_OVERHEAD_BYTES + 10);
+        events.push(Line(4)).unwrap();
+        events.push(Line(6)).unwrap();
+        assert_eq!(
+            events.push(Line(1)),
+            Err(EventsFull::Bytes(3 * EVENT_OVERHEAD_BYTES + 10))
+        );
+        events.push(Line(0)).unwrap();
+        assert_eq!(events.push(Line(0)), Err(EventsFull::Count(3)));
+        assert_eq!(events.take().len(), 3);
+        events.push(Line(10)).unwrap();
     }
 }

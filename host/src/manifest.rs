@@ -258,14 +258,16 @@ impl Manifest {
     }
 }
 
-/// A checked manifest and its methods' compiled argument checks.
+/// A checked manifest, its methods' compiled argument checks and its
+/// config schema's validator.
 pub(crate) struct Checked {
     pub(crate) manifest: Manifest,
     pub(crate) checkers: HashMap<String, ArgChecker>,
+    pub(crate) config_validator: Option<jsonschema::Validator>,
 }
 
 /// The bytes of text a manifest holds, all strings together.
-pub(crate) fn text_bytes(raw: &wit::PluginManifest) -> usize {
+fn text_bytes(raw: &wit::PluginManifest) -> usize {
     let strings = [
         &raw.id,
         &raw.name,
@@ -349,11 +351,12 @@ pub(crate) fn check(raw: wit::PluginManifest) -> Result<Checked, Vec<String>> {
     check_text("name", &raw.name, MAX_NAME_LEN, &mut p);
     check_text("author", &raw.author, MAX_NAME_LEN * 4, &mut p);
     check_text("description", &raw.description, MAX_DESCRIPTION_LEN, &mut p);
-    let config_schema = raw
+    let (config_schema, config_validator) = raw
         .config_schema
         .as_deref()
         .and_then(|s| parse_schema("config schema", s, &mut budget, &mut p))
-        .map(|(json, _)| json);
+        .map(|(json, compiled)| (json, compiled.validator))
+        .unzip();
 
     if raw.capabilities.len() > MAX_CAPABILITIES {
         p(format!(
@@ -414,6 +417,7 @@ pub(crate) fn check(raw: wit::PluginManifest) -> Result<Checked, Vec<String>> {
                 capabilities,
             },
             checkers,
+            config_validator,
         })
     } else {
         Err(problems)

@@ -20,7 +20,7 @@ use crate::engine::deadline_ticks;
 use crate::error::{CallError, CallErrorKind, LoadError, cut, quote};
 use crate::guard::{Stopped, guarded, limited_store};
 use crate::host::HostInner;
-use crate::interfaces::chat::is_image_mime_type;
+use crate::interfaces::chat::check_image_mime_type;
 use crate::limits::{LimitKind, Limits, MAX_COMPONENT_BYTES, Metering, YIELD_FUEL};
 use crate::manifest::{self, Manifest};
 use crate::state::{PluginEnv, PluginEvent, PluginState};
@@ -206,7 +206,7 @@ impl Plugin {
             method: method.to_string(),
             kind,
         };
-        let events = std::mem::take(&mut store.data_mut().events);
+        let events = store.data_mut().events.take();
         if current.instance.is_some() {
             *session = Some(current);
         }
@@ -329,8 +329,7 @@ fn is_image_url(url: &str) -> bool {
 /// its causes, cut to 2,000 bytes.
 pub(crate) fn trap_message(err: &wasmtime::Error) -> String {
     let mut text = err.to_string();
-    let mut causes = err.chain().skip(1).map(ToString::to_string);
-    for cause in causes.by_ref().take(4) {
+    for cause in err.chain().skip(1).take(4).map(ToString::to_string) {
         if !text.contains(&cause) {
             text.push_str(": ");
             text.push_str(&cause);
@@ -408,14 +407,8 @@ fn check_result(result: wit::MethodResult, limits: &Limits) -> Result<MethodResu
                             ),
                         });
                     }
-                    wit::ContentPart::Image(m) if !is_image_mime_type(&m.mime_type) => {
-                        return Err(CallErrorKind::BadResult {
-                            message: format!(
-                                "{} is not an image MIME type (`image/` and a subtype)",
-                                quote(&m.mime_type, 80)
-                            ),
-                        });
-                    }
+                    wit::ContentPart::Image(m) => check_image_mime_type(&m.mime_type)
+                        .map_err(|message| CallErrorKind::BadResult { message })?,
                     _ => {}
                 }
             }
@@ -495,7 +488,11 @@ impl HostInner {
             .describe(label, &pre)
             .await
             .map_err(|e| reject(vec![format!("describe() did not return a manifest: {e}")]))?;
-        let manifest::Checked { manifest, checkers } = manifest::check(raw).map_err(reject)?;
+        let manifest::Checked {
+            manifest,
+            checkers,
+            config_validator,
+        } = manifest::check(raw).map_err(reject)?;
         let policy = self.policy.plugin(&manifest.id);
         if let Some(policy) = policy.filter(|p| p.gives_anything() && !p.pins(&hash)) {
             return Err(LoadError::Unpinned {
@@ -507,7 +504,10 @@ impl HostInner {
         let granted = policy.map_or(&[][..], |p| &p.grant[..]);
         let grants = Grants::effective(&manifest.capabilities, granted);
         let config = PluginConfig::bind(
-            manifest.config_schema.as_ref(),
+            manifest
+                .config_schema
+                .as_ref()
+                .zip(config_validator.as_ref()),
             policy.and_then(|p| p.config.as_ref()),
             policy.map_or(&[][..], |p| &p.secrets[..]),
         )
@@ -715,7 +715,7 @@ mod tests {
             assert!(!is_image_url(bad), "{bad}");
         }
         for ok in ["image/png", "image/svg+xml", "image/jpeg; q=1"] {
-            assert!(is_image_mime_type(ok), "{ok}");
+            assert!(check_image_mime_type(ok).is_ok(), "{ok}");
         }
         for bad in [
             "text/html",
@@ -724,7 +724,7 @@ mod tests {
             "image/p g",
             "imagex/png",
         ] {
-            assert!(!is_image_mime_type(bad), "{bad}");
+            assert!(check_image_mime_type(bad).is_err(), "{bad}");
         }
     }
 

@@ -14,10 +14,9 @@ use crate::capability::Grants;
 use crate::capture::CallOutput;
 use crate::chat::{ChatMessage, ChatSink};
 use crate::config::PluginConfig;
-
 use crate::guard::HostMeter;
 use crate::interfaces::http::HttpGate;
-use crate::limits::{Limits, StoreLimiter};
+use crate::limits::{CappedEvents, EventSize, Limits, StoreLimiter};
 use crate::policy::{HttpLimits, StoreLimits};
 use crate::store::StoreBackend;
 use crate::types::AgentCtx;
@@ -33,8 +32,6 @@ pub(crate) const MAX_LOG_LINE_BYTES: usize = 4 << 10;
 pub(crate) const MAX_DENIED_PER_CALL: usize = 100;
 /// The longest description of a refused request; a key or URL in it is cut.
 pub(crate) const MAX_REQUEST_TEXT: usize = 200;
-/// Bytes an event counts for besides its text: what holding it costs.
-pub(crate) const EVENT_OVERHEAD_BYTES: usize = 64;
 /// Log lines a plugin may send to the host's `tracing` log in a burst...
 const LOG_BURST: f64 = 200.0;
 /// ...and per second after it; the rest are counted and summarised.
@@ -69,18 +66,16 @@ pub enum PluginEvent {
     },
 }
 
-impl PluginEvent {
-    /// The bytes it holds, as the event caps count them.
-    pub(crate) fn bytes(&self) -> usize {
-        EVENT_OVERHEAD_BYTES
-            + match self {
-                PluginEvent::Log(line) => line.message.len(),
-                PluginEvent::Chat { message } => message.bytes(),
-                PluginEvent::Denied {
-                    capability,
-                    request,
-                } => capability.len() + request.len(),
-            }
+impl EventSize for PluginEvent {
+    fn text_bytes(&self) -> usize {
+        match self {
+            PluginEvent::Log(line) => line.message.len(),
+            PluginEvent::Chat { message } => message.bytes(),
+            PluginEvent::Denied {
+                capability,
+                request,
+            } => capability.len() + request.len(),
+        }
     }
 }
 
@@ -161,10 +156,8 @@ pub(crate) struct PluginState {
     pub(crate) http: HttpGate,
     pub(crate) limiter: StoreLimiter,
     pub(crate) meter: HostMeter,
-    pub(crate) events: Vec<PluginEvent>,
-    /// Bytes the call's events hold, and the most they may.
-    pub(crate) event_bytes: usize,
-    max_event_bytes: usize,
+    /// The call's events, within [`Limits::max_event_bytes`].
+    pub(crate) events: CappedEvents<PluginEvent>,
     pub(crate) logged: usize,
     pub(crate) dropped_logs: usize,
     denied: usize,
@@ -200,9 +193,7 @@ impl PluginState {
             http,
             limiter: StoreLimiter::new(limits),
             meter: HostMeter::new(deadline),
-            events: Vec::new(),
-            event_bytes: 0,
-            max_event_bytes: limits.max_event_bytes,
+            events: CappedEvents::new(usize::MAX, limits.max_event_bytes),
             logged: 0,
             dropped_logs: 0,
             denied: 0,
@@ -217,32 +208,13 @@ impl PluginState {
     pub(crate) fn begin_call(&mut self, ctx: &AgentCtx, deadline: Instant) {
         self.ctx = Some(ctx.clone());
         self.meter.reset(deadline);
-        self.events.clear();
-        self.event_bytes = 0;
+        self.events.take();
         self.logged = 0;
         self.dropped_logs = 0;
         self.denied = 0;
         self.dropped_denied = 0;
         self.messages = 0;
         self.http = HttpGate::new(self.env.clone(), deadline);
-    }
-
-    /// Whether the call's events have room for `bytes` more; if not, their
-    /// cap.
-    pub(crate) fn event_room(&self, bytes: usize) -> Result<(), usize> {
-        if self.event_bytes + bytes > self.max_event_bytes {
-            return Err(self.max_event_bytes);
-        }
-        Ok(())
-    }
-
-    /// Records `event` if the call's events have room for it.
-    pub(crate) fn try_push_event(&mut self, event: PluginEvent) -> Result<(), usize> {
-        let bytes = event.bytes();
-        self.event_room(bytes)?;
-        self.event_bytes += bytes;
-        self.events.push(event);
-        Ok(())
     }
 
     /// Whether the plugin's lines may go to the host log now (within its
@@ -277,7 +249,7 @@ impl PluginState {
             level,
             message: message.clone(),
         });
-        if self.try_push_event(line).is_err() {
+        if self.events.push(line).is_err() {
             self.dropped_logs += 1;
             return;
         }
@@ -318,7 +290,7 @@ impl PluginState {
             capability,
             request,
         };
-        match self.try_push_event(event) {
+        match self.events.push(event) {
             Ok(()) => self.denied += 1,
             Err(_) => self.dropped_denied += 1,
         }
@@ -341,7 +313,7 @@ impl PluginState {
                 plugin = %self.env.id,
                 dropped = self.dropped_logs,
                 "dropped log lines over the caps of {MAX_LOG_LINES} lines and {} bytes of events per call",
-                self.max_event_bytes
+                self.events.max_bytes()
             );
         }
         if self.dropped_denied > 0 {

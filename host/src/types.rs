@@ -204,22 +204,17 @@ pub(crate) fn columns_to_wit(columns: sandwit_value::Columns) -> Columns {
     (kinds, integers, floats, texts, blobs, lengths)
 }
 
-/// Decodes a value in columns that came from the Python sandbox, within
-/// `limits`.
-pub(crate) fn value_from_columns(
-    columns: Columns,
-    limits: &sandwit_value::DecodeLimits,
-) -> Result<Value, sandwit_value::DecodeError> {
+/// A value in columns that came from the Python sandbox, not yet decoded.
+pub(crate) fn columns_from_wit(columns: Columns) -> sandwit_value::Columns {
     let (kinds, integers, floats, texts, blobs, lengths) = columns;
-    let columns = sandwit_value::Columns {
+    sandwit_value::Columns {
         kinds,
         integers,
         floats,
         texts,
         blobs,
         lengths,
-    };
-    Value::from_columns(columns, limits)
+    }
 }
 
 /// Decodes a value in WIT form that came from a guest, within `limits`.

@@ -38,12 +38,7 @@ const COMPONENTS: &[(&str, &str)] = &[
 
 /// The SHA-256 of the file at `path`, hex.
 pub fn digest(path: &str) -> String {
-    use sha2::Digest;
-    let bytes = std::fs::read(path).unwrap();
-    sha2::Sha256::digest(&bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    sandwit::component_hash(&std::fs::read(path).unwrap())
 }
 
 /// `policy` with every test component's entry pinned to the component

@@ -59,6 +59,18 @@ impl Columns {
     pub fn encoded_size(&self) -> usize {
         size(self.kinds.len(), &self.texts, &self.blobs, &self.lengths)
     }
+
+    /// The bytes the columns themselves hold: what crossing the boundary
+    /// copies. Unlike [`Columns::encoded_size`] it does not trust the
+    /// lengths column, so columns that claim billions of elements cost what
+    /// they are, not what they claim.
+    pub fn wire_bytes(&self) -> usize {
+        self.kinds.len()
+            + 8 * (self.integers.len() + self.floats.len())
+            + self.texts.iter().map(|t| t.len() + 8).sum::<usize>()
+            + self.blobs.iter().map(|b| b.len() + 8).sum::<usize>()
+            + 4 * self.lengths.len()
+    }
 }
 
 fn size(nodes: usize, texts: &[String], blobs: &[Vec<u8>], lengths: &[u32]) -> usize {
@@ -296,6 +308,20 @@ mod tests {
         ] {
             assert_eq!(decode(scalar.clone().into_columns()).unwrap(), scalar);
         }
+    }
+
+    #[test]
+    fn wire_bytes_count_what_the_columns_hold() {
+        let columns = sample().into_columns();
+        // 9 kinds, 1 integer, 1 float, 6 one-byte texts, a 2-byte blob, 3 lengths.
+        assert_eq!(columns.wire_bytes(), 9 + 8 * 2 + 6 * 9 + 10 + 4 * 3);
+        let claims = Columns {
+            kinds: vec![kind::ARRAY],
+            lengths: vec![u32::MAX],
+            ..Columns::default()
+        };
+        assert_eq!(claims.wire_bytes(), 1 + 4);
+        assert!(claims.encoded_size() > 1 << 34, "the claim, trusted");
     }
 
     #[test]

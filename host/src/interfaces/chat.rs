@@ -39,19 +39,7 @@ impl PluginState {
                 self.env.config.redactor.redact_in_place(text);
             }
             ChatMessage::Image(media) => {
-                if !is_image_mime_type(&media.mime_type) {
-                    return Err(ServiceError::Invalid(format!(
-                        "{} is not an image MIME type (`image/` and a subtype)",
-                        quote(
-                            &self
-                                .env
-                                .config
-                                .redactor
-                                .redact_cut(media.mime_type.clone(), 80),
-                            100
-                        )
-                    )));
-                }
+                check_image_mime_type(&media.mime_type).map_err(ServiceError::Invalid)?;
                 if media.data.len() > MAX_IMAGE_BYTES {
                     return Err(ServiceError::LimitExceeded(format!(
                         "the image is {} bytes, more than the limit of {MAX_IMAGE_BYTES} bytes",
@@ -63,39 +51,41 @@ impl PluginState {
         if let ChatMessage::Image(media) = &mut message {
             self.env.config.redactor.redact_media(media);
         }
+        // Room is checked before the message is delivered, so a message
+        // delivered is always one the call's events record.
         let event = PluginEvent::Chat { message };
-        let full = |max| {
-            ServiceError::LimitExceeded(format!(
-                "the call's events would hold more than {max} bytes"
-            ))
-        };
-        self.event_room(event.bytes()).map_err(full)?;
-        let PluginEvent::Chat { message } = event else {
-            unreachable!("made above")
-        };
+        let full =
+            |full| ServiceError::LimitExceeded(format!("the call's events would hold {full}"));
+        self.events.room(&event).map_err(full)?;
         self.messages += 1;
-        if let Some(sink) = &self.env.services.chat {
-            sink.deliver(&self.env.id, &ctx, &message)
+        if let (Some(sink), PluginEvent::Chat { message }) = (&self.env.services.chat, &event) {
+            sink.deliver(&self.env.id, &ctx, message)
                 .map_err(|e| ServiceError::Unavailable(cut(e, 500)))?;
         }
-        self.try_push_event(PluginEvent::Chat { message })
-            .map_err(full)
+        self.events.push(event).map_err(full)
     }
 }
 
-/// Whether `mime` is `image/` and a subtype of token characters (RFC 6838),
-/// optionally with parameters: what a chat client may be handed as is.
-pub(crate) fn is_image_mime_type(mime: &str) -> bool {
+/// Ok if `mime` is `image/` and a subtype of token characters (RFC 6838),
+/// optionally with parameters: what a chat client may be handed as is;
+/// otherwise what is wrong, quoting at most 80 bytes of it.
+pub(crate) fn check_image_mime_type(mime: &str) -> Result<(), String> {
     let essence = mime.split(';').next().unwrap_or_default().trim();
-    let Some(subtype) = essence.strip_prefix("image/") else {
-        return false;
-    };
-    mime.len() <= 255
+    let subtype = essence.strip_prefix("image/").unwrap_or_default();
+    let ok = mime.len() <= 255
         && !subtype.is_empty()
         && subtype
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&b))
-        && mime.bytes().all(|b| (0x20..0x7f).contains(&b))
+        && mime.bytes().all(|b| (0x20..0x7f).contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} is not an image MIME type (`image/` and a subtype)",
+            quote(mime, 80)
+        ))
+    }
 }
 
 impl Host for PluginState {

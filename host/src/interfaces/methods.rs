@@ -46,12 +46,13 @@ async fn call(
         return Err(stop(state, LimitKind::Calls, message));
     }
     // The arguments were copied out of the interpreter.
-    state.meter.charge(columns_bytes(&args));
+    let args = types::columns_from_wit(args);
+    state.meter.charge(args.wire_bytes());
     let Some(plugin) = state.plugins.plugin_for(&method).cloned() else {
         return Ok(Err(wit::CallError::UnknownMethod(cut(method, 200))));
     };
     let kind = plugin.manifest().method(&method).expect("indexed").kind;
-    let args = match types::value_from_columns(args, &plugin.limits().decode_limits()) {
+    let args = match Value::from_columns(args, &plugin.limits().decode_limits()) {
         Ok(args) => args,
         Err(e) => return Ok(Err(wit::CallError::InvalidArguments(e.to_string()))),
     };
@@ -59,11 +60,11 @@ async fn call(
     let own = Budget::from_limits(plugin.limits());
     let budget = Budget {
         fuel: fuel_left.min(own.fuel),
-        deadline: state.deadline.min(own.deadline),
+        deadline: state.meter.deadline.min(own.deadline),
     };
     // Whether running out of fuel or time means the run's budget is spent.
     let run_fuel_bound = fuel_left <= own.fuel;
-    let run_time_bound = state.deadline <= own.deadline;
+    let run_time_bound = state.meter.deadline <= own.deadline;
     let ctx = state.ctx.clone();
     let key = plugin.key();
     let mut session = state.sessions.remove(&key);
@@ -95,17 +96,21 @@ async fn call(
         .events
         .into_iter()
         .map(|e| Event::from_plugin(&id, e));
+    // Past the run's event caps, the run ends.
+    let record = |state: &mut RunState, event| {
+        state.events.push(event).map_err(|full| {
+            let message = format!("plugin `{id}`, method `{method}`: the run recorded {full}");
+            stop(state, LimitKind::Events, message)
+        })
+    };
     for event in events.chain([call]) {
-        if let Err(message) = state.push_event(event) {
-            let message = format!("plugin `{id}`, method `{method}`: the run {message}");
-            return Err(stop(state, LimitKind::Events, message));
-        }
+        record(state, event)?;
     }
     match report.result {
         Ok(MethodResult::Tool(value)) => {
-            let columns = types::columns_to_wit(value.into_columns());
-            state.meter.charge(columns_bytes(&columns));
-            Ok(Ok(columns))
+            let columns = value.into_columns();
+            state.meter.charge(columns.wire_bytes());
+            Ok(Ok(types::columns_to_wit(columns)))
         }
         Ok(MethodResult::Behavior(text)) => {
             state.meter.charge(text.len());
@@ -114,10 +119,7 @@ async fn call(
                 method: method.clone(),
                 text: text.clone(),
             };
-            if let Err(message) = state.push_event(message) {
-                let message = format!("plugin `{id}`, method `{method}`: the run {message}");
-                return Err(stop(state, LimitKind::Events, message));
-            }
+            record(state, message)?;
             Ok(Ok(types::columns_to_wit(Value::Text(text).into_columns())))
         }
         Ok(result) => {
@@ -144,15 +146,6 @@ async fn call(
             kind => Ok(Err(to_wit_error(kind))),
         },
     }
-}
-
-/// The bytes a value in columns takes as it is copied across.
-fn columns_bytes((kinds, integers, floats, texts, blobs, lengths): &Columns) -> usize {
-    kinds.len()
-        + 8 * (integers.len() + floats.len())
-        + texts.iter().map(|t| t.len() + 8).sum::<usize>()
-        + blobs.iter().map(|b| b.len() + 8).sum::<usize>()
-        + 4 * lengths.len()
 }
 
 /// Records a run-wide limit and returns the error that ends the run.

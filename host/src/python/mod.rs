@@ -365,7 +365,7 @@ fn finish(
         stderr,
         error,
         limit,
-        events: std::mem::take(&mut state.events),
+        events: state.events.take(),
         handoff: state.handoff.take(),
         fuel_used,
         prepared,

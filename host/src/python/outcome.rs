@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::chat::ChatMessage;
-use crate::limits::LimitKind;
+use crate::limits::{EventSize, LimitKind};
 use crate::state::PluginEvent;
 use crate::types::{MethodKind, MethodResult};
 
@@ -138,33 +138,32 @@ impl Event {
             },
         }
     }
+}
 
-    /// The bytes it holds, as the run's event caps count them.
-    pub(crate) fn bytes(&self) -> usize {
-        use crate::state::EVENT_OVERHEAD_BYTES;
-        EVENT_OVERHEAD_BYTES
-            + match self {
-                Event::Call {
-                    plugin,
-                    method,
-                    summary,
-                    ..
-                } => plugin.len() + method.len() + summary.len(),
-                Event::SystemMessage {
-                    plugin,
-                    method,
-                    text,
-                } => plugin.len() + method.len() + text.len(),
-                Event::Log {
-                    plugin, message, ..
-                } => plugin.len() + message.len(),
-                Event::Chat { plugin, message } => plugin.len() + message.bytes(),
-                Event::Denied {
-                    plugin,
-                    capability,
-                    request,
-                } => plugin.len() + capability.len() + request.len(),
-            }
+impl EventSize for Event {
+    fn text_bytes(&self) -> usize {
+        match self {
+            Event::Call {
+                plugin,
+                method,
+                summary,
+                ..
+            } => plugin.len() + method.len() + summary.len(),
+            Event::SystemMessage {
+                plugin,
+                method,
+                text,
+            } => plugin.len() + method.len() + text.len(),
+            Event::Log {
+                plugin, message, ..
+            } => plugin.len() + message.len(),
+            Event::Chat { plugin, message } => plugin.len() + message.bytes(),
+            Event::Denied {
+                plugin,
+                capability,
+                request,
+            } => plugin.len() + capability.len() + request.len(),
+        }
     }
 }
 

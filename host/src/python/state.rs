@@ -11,7 +11,7 @@ use super::PluginSet;
 use super::outcome::{Event, Handoff};
 use crate::capture::CallOutput;
 use crate::guard::HostMeter;
-use crate::limits::{LimitKind, Limits, RunLimits, StoreLimiter};
+use crate::limits::{CappedEvents, LimitKind, Limits, RunLimits, StoreLimiter};
 use crate::plugin::Session;
 use crate::types::AgentCtx;
 
@@ -19,19 +19,17 @@ pub(crate) struct RunState {
     wasi: WasiCtx,
     table: ResourceTable,
     pub(crate) limiter: StoreLimiter,
+    /// Keeps the run's deadline for every host call and method call.
     pub(crate) meter: HostMeter,
     pub(crate) stdout: CallOutput,
     pub(crate) stderr: CallOutput,
     pub(crate) ctx: AgentCtx,
     pub(crate) plugins: PluginSet,
-    pub(crate) deadline: Instant,
     pub(crate) calls: u32,
     pub(crate) max_calls: u32,
-    pub(crate) events: Vec<Event>,
-    /// Bytes the events hold, and the caps on their count and bytes.
-    pub(crate) event_bytes: usize,
-    pub(crate) max_events: usize,
-    pub(crate) max_event_bytes: usize,
+    /// The run's events, within [`RunLimits::max_events`] and
+    /// [`RunLimits::max_event_bytes`].
+    pub(crate) events: CappedEvents<Event>,
     /// Set when an agent method ended the run.
     pub(crate) handoff: Option<Handoff>,
     /// Set when a run-wide limit ended the run inside a method call.
@@ -70,13 +68,9 @@ impl RunState {
             stderr,
             ctx: AgentCtx::default(),
             plugins: PluginSet::default(),
-            deadline,
             calls: 0,
             max_calls: 0,
-            events: Vec::new(),
-            event_bytes: 0,
-            max_events: 0,
-            max_event_bytes: 0,
+            events: CappedEvents::new(0, 0),
             handoff: None,
             stop: None,
             sessions: HashMap::new(),
@@ -103,13 +97,9 @@ impl RunState {
         self.meter.reset(deadline);
         self.ctx = ctx.clone();
         self.plugins = plugins.clone();
-        self.deadline = deadline;
         self.calls = 0;
         self.max_calls = limits.max_calls;
-        self.events.clear();
-        self.event_bytes = 0;
-        self.max_events = limits.max_events;
-        self.max_event_bytes = limits.max_event_bytes;
+        self.events = CappedEvents::new(limits.max_events, limits.max_event_bytes);
         self.handoff = None;
         self.stop = None;
         self.sessions.clear();
@@ -136,27 +126,5 @@ impl crate::guard::Limited for RunState {
 
     fn meter(&mut self) -> &mut HostMeter {
         &mut self.meter
-    }
-}
-
-impl RunState {
-    /// Records `event`, or says which cap of the run it would break.
-    pub(crate) fn push_event(&mut self, event: Event) -> Result<(), String> {
-        let bytes = event.bytes();
-        if self.events.len() >= self.max_events {
-            return Err(format!(
-                "recorded more than {} events (calls, logs, messages)",
-                self.max_events
-            ));
-        }
-        if self.event_bytes + bytes > self.max_event_bytes {
-            return Err(format!(
-                "recorded events of more than {} bytes (calls, logs, messages)",
-                self.max_event_bytes
-            ));
-        }
-        self.event_bytes += bytes;
-        self.events.push(event);
-        Ok(())
     }
 }

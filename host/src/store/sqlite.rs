@@ -89,16 +89,12 @@ impl SqliteStore {
 /// and value: what a row costs the database (owner, scope, index).
 const ROW_OVERHEAD_BYTES: usize = 64;
 
-/// What an entry counts for: its owner's, key's and value's bytes (UTF-8
-/// bytes, not characters) and the row's overhead. The SQL below counts the
-/// same (`length` of a BLOB is its bytes).
-fn entry_bytes(owner: &str, key: &str, len: usize) -> i64 {
-    (ROW_OVERHEAD_BYTES + owner.len() + key.len() + len) as i64
+/// What an entry of `ns` counts for: the row's overhead, its owner's bytes,
+/// and `key_value` bytes of key and value (UTF-8 bytes, not characters; in
+/// SQL, `length` of a BLOB is its bytes).
+fn entry_bytes(ns: &Namespace, key_value: i64) -> i64 {
+    (ROW_OVERHEAD_BYTES + ns.owner.len()) as i64 + key_value
 }
-
-/// [`entry_bytes`] in SQL, of the row's columns.
-const ENTRY_BYTES_SQL: &str =
-    "64 + length(CAST(owner AS BLOB)) + length(CAST(key AS BLOB)) + length(value)";
 
 impl StoreBackend for SqliteStore {
     fn get(&self, ns: &Namespace, key: &str) -> Result<Option<Entry>, StoreError> {
@@ -145,16 +141,14 @@ impl StoreBackend for SqliteStore {
                 .map_err(backend)?;
             let old: i64 = tx
                 .query_row(
-                    &format!(
-                        "SELECT {ENTRY_BYTES_SQL} FROM entries
-                         WHERE plugin = ?1 AND scope = ?2 AND owner = ?3 AND key = ?4"
-                    ),
+                    "SELECT length(CAST(key AS BLOB)) + length(value) FROM entries
+                     WHERE plugin = ?1 AND scope = ?2 AND owner = ?3 AND key = ?4",
                     params![ns.plugin, ns.scope.as_str(), ns.owner, key],
                     |r| r.get(0),
                 )
                 .optional()
                 .map_err(backend)?
-                .unwrap_or(0);
+                .map_or(0, |kv| entry_bytes(ns, kv));
             let used: i64 = tx
                 .query_row(
                     "SELECT bytes FROM usage WHERE plugin = ?1",
@@ -164,7 +158,7 @@ impl StoreBackend for SqliteStore {
                 .optional()
                 .map_err(backend)?
                 .unwrap_or(0);
-            let new_used = used - old + entry_bytes(&ns.owner, key, bytes.len());
+            let new_used = used - old + entry_bytes(ns, (key.len() + bytes.len()) as i64);
             if new_used as u64 > limits.max_plugin_bytes {
                 return Err(StoreError::LimitExceeded(format!(
                     "the plugin's data would take {new_used} bytes, more than its limit of {} bytes",
@@ -196,16 +190,15 @@ impl StoreBackend for SqliteStore {
                 .map_err(backend)?;
             let old: Option<i64> = tx
                 .query_row(
-                    &format!(
-                        "DELETE FROM entries
-                         WHERE plugin = ?1 AND scope = ?2 AND owner = ?3 AND key = ?4
-                         RETURNING {ENTRY_BYTES_SQL}"
-                    ),
+                    "DELETE FROM entries
+                     WHERE plugin = ?1 AND scope = ?2 AND owner = ?3 AND key = ?4
+                     RETURNING length(CAST(key AS BLOB)) + length(value)",
                     params![ns.plugin, ns.scope.as_str(), ns.owner, key],
                     |r| r.get(0),
                 )
                 .optional()
-                .map_err(backend)?;
+                .map_err(backend)?
+                .map(|kv| entry_bytes(ns, kv));
             if let Some(old) = old {
                 tx.execute(
                     "UPDATE usage SET bytes = max(0, bytes - ?2) WHERE plugin = ?1",

@@ -70,16 +70,11 @@ pub fn default_out_dir() -> std::path::PathBuf {
 /// directory (not a link) of this user's that nobody else may write.
 fn private_out_dir(dir: &Path) -> anyhow::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
-    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .with_context(|| format!("creating {}", dir.display()))?,
-        Err(e) => return Err(e).with_context(|| format!("creating {}", dir.display())),
-    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .with_context(|| format!("creating {}", dir.display()))?;
     let meta =
         std::fs::symlink_metadata(dir).with_context(|| format!("reading {}", dir.display()))?;
     // SAFETY: geteuid has no preconditions and cannot fail.
