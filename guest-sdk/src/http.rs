@@ -184,6 +184,11 @@ fn error(url: &Url, e: ErrorCode) -> Error {
             "http: the host did not grant a capability for {} (request one like `http:{}`)",
             url.authority, url.authority
         )),
+        ErrorCode::DestinationIpProhibited => Error::denied(format!(
+            "http: {} resolves to an internal address (loopback, private or link-local), \
+             which the host reaches only when that address itself is granted",
+            url.authority
+        )),
         other => Error::failed(format!(
             "http: {} failed: {}",
             url.authority,

@@ -148,6 +148,17 @@ fn check_dns_name(name: &str) -> Result<(), String> {
             "`{name}` is not a lowercase host name (letters, digits, `-` and `.`)"
         ));
     }
+    // No top-level domain is numeric; such a name or pattern could match an
+    // IP address written out (`*.0.0.1` matches `127.0.0.1`).
+    if name
+        .rsplit('.')
+        .next()
+        .is_some_and(|l| l.bytes().all(|b| b.is_ascii_digit()))
+    {
+        return Err(format!(
+            "`{name}` ends in a numeric label: grant an IP address as `http:1.2.3.4`"
+        ));
+    }
     Ok(())
 }
 
@@ -344,6 +355,9 @@ mod tests {
             ("http:*", "not a lowercase host name"),
             ("http:[::1", "not closed"),
             ("http:a_b.com", "not a lowercase host name"),
+            ("http:*.0.0.1", "numeric label"),
+            ("http:1.2.3", "numeric label"),
+            ("http:127.1", "numeric label"),
         ] {
             let e = text.parse::<Capability>().unwrap_err();
             assert!(e.to_string().contains(needle), "{text}: {e}");

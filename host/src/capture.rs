@@ -10,10 +10,14 @@ use wasmtime_wasi::async_trait;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError, StreamResult};
 
-/// A capped in-memory output. Clones share the buffer and the cap.
+use crate::guard::FuelTab;
+
+/// A capped in-memory output. Clones share the buffer and the cap; the
+/// bytes written are charged to the store's [`FuelTab`].
 #[derive(Clone)]
 pub(crate) struct CallOutput {
     buffer: Arc<Mutex<Buffer>>,
+    tab: FuelTab,
 }
 
 struct Buffer {
@@ -28,12 +32,13 @@ impl Buffer {
 }
 
 impl CallOutput {
-    pub(crate) fn new(capacity: usize) -> Self {
+    pub(crate) fn new(capacity: usize, tab: FuelTab) -> Self {
         CallOutput {
             buffer: Arc::new(Mutex::new(Buffer {
                 bytes: Vec::new(),
                 capacity,
             })),
+            tab,
         }
     }
 
@@ -57,6 +62,7 @@ impl CallOutput {
 #[async_trait]
 impl OutputStream for CallOutput {
     fn write(&mut self, bytes: bytes::Bytes) -> StreamResult<()> {
+        self.tab.charge(bytes.len());
         let mut buffer = self.lock();
         if bytes.len() > buffer.room() {
             return Err(StreamError::Trap(wasmtime::format_err!(
@@ -91,6 +97,7 @@ impl tokio::io::AsyncWrite for CallOutput {
         _cx: &mut std::task::Context<'_>,
         buf: &[u8],
     ) -> std::task::Poll<std::io::Result<usize>> {
+        self.tab.charge(buf.len());
         let mut buffer = self.lock();
         let n = buf.len().min(buffer.room());
         buffer.bytes.extend_from_slice(&buf[..n]);
@@ -134,12 +141,14 @@ mod tests {
 
     #[test]
     fn the_cap_is_per_take_and_can_change() {
-        let out = CallOutput::new(4);
+        let tab = FuelTab::default();
+        let out = CallOutput::new(4, tab.clone());
         let mut stream = out.p2_stream();
         stream.write(bytes::Bytes::from_static(b"abc")).unwrap();
         assert_eq!(stream.check_write().unwrap(), 1);
         assert!(stream.write(bytes::Bytes::from_static(b"de")).is_err());
         assert_eq!(out.take(), b"abc");
+        assert_eq!(tab.take(), 5, "every byte written is charged, kept or not");
         // A new call has the whole cap again, through the same stream.
         stream.write(bytes::Bytes::from_static(b"defg")).unwrap();
         assert!(matches!(stream.check_write(), Err(StreamError::Closed)));

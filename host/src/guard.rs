@@ -1,5 +1,7 @@
 //! Running guest code under a budget, and telling a breached limit from a trap.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use wasmtime::{CallHook, Engine, Store, StoreContextMut};
@@ -33,11 +35,47 @@ pub(crate) struct HostMeter {
     pub(crate) deadline: Instant,
     /// Fuel the host functions charged since the last crossing.
     owed: u64,
+    /// Fuel charged by the store's WASI streams and HTTP bodies.
+    tab: FuelTab,
+}
+
+/// Fuel owed for bytes that cross through host objects living outside the
+/// store data (WASI output streams, HTTP request and response bodies): one
+/// unit a byte, settled with the meter at the next crossing. Clones share
+/// the count.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct FuelTab(Arc<AtomicU64>);
+
+impl FuelTab {
+    /// Charges `bytes` bytes copied.
+    pub(crate) fn charge(&self, bytes: usize) {
+        self.0.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// Whether `other` is this tab (not a copy of its count).
+    #[cfg(test)]
+    pub(crate) fn same_as(&self, other: &FuelTab) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// What was charged since the last take.
+    pub(crate) fn take(&self) -> u64 {
+        self.0.swap(0, Ordering::Relaxed)
+    }
 }
 
 impl HostMeter {
     pub(crate) fn new(deadline: Instant) -> Self {
-        HostMeter { deadline, owed: 0 }
+        HostMeter {
+            deadline,
+            owed: 0,
+            tab: FuelTab::default(),
+        }
+    }
+
+    /// The tab the store's streams and bodies charge.
+    pub(crate) fn tab(&self) -> &FuelTab {
+        &self.tab
     }
 
     /// Charges a host call that copied `bytes` in or out of the guest: one
@@ -53,6 +91,7 @@ impl HostMeter {
     pub(crate) fn reset(&mut self, deadline: Instant) {
         self.deadline = deadline;
         self.owed = 0;
+        self.tab.take();
     }
 }
 
@@ -76,7 +115,7 @@ fn settle_host_call<S: Limited>(
         return Ok(());
     }
     let meter = cx.data_mut().meter();
-    let owed = std::mem::take(&mut meter.owed);
+    let owed = std::mem::take(&mut meter.owed).saturating_add(meter.tab.take());
     if Instant::now() >= meter.deadline {
         return Err(wasmtime::Trap::Interrupt.into());
     }

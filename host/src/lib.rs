@@ -23,6 +23,7 @@ mod interfaces;
 pub mod json;
 mod limits;
 pub mod manifest;
+mod outbound;
 mod plugin;
 pub mod policy;
 mod python;

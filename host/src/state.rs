@@ -175,7 +175,8 @@ impl PluginState {
         limits: &Limits,
         deadline: Instant,
     ) -> Self {
-        let stderr = CallOutput::new(MAX_PLUGIN_STDIO_BYTES);
+        let meter = HostMeter::new(deadline);
+        let stderr = CallOutput::new(MAX_PLUGIN_STDIO_BYTES, meter.tab().clone());
         let wasi = WasiCtx::builder()
             .stdout(stderr.clone())
             .stderr(stderr.clone())
@@ -183,7 +184,7 @@ impl PluginState {
             .allow_udp(false)
             .allow_ip_name_lookup(false)
             .build();
-        let http = HttpGate::new(env.clone(), deadline);
+        let http = HttpGate::new(env.clone(), deadline, meter.tab().clone());
         PluginState {
             env,
             ctx,
@@ -192,7 +193,7 @@ impl PluginState {
             http_ctx: WasiHttpCtx::new(),
             http,
             limiter: StoreLimiter::new(limits),
-            meter: HostMeter::new(deadline),
+            meter,
             events: CappedEvents::new(usize::MAX, limits.max_event_bytes),
             logged: 0,
             dropped_logs: 0,
@@ -214,7 +215,7 @@ impl PluginState {
         self.denied = 0;
         self.dropped_denied = 0;
         self.messages = 0;
-        self.http = HttpGate::new(self.env.clone(), deadline);
+        self.http = HttpGate::new(self.env.clone(), deadline, self.meter.tab().clone());
     }
 
     /// Whether the plugin's lines may go to the host log now (within its
@@ -379,5 +380,26 @@ mod tests {
         bucket.at -= std::time::Duration::from_secs(1);
         assert_eq!(bucket.take(), (true, 2));
         assert_eq!(bucket.dropped, 0);
+    }
+
+    #[test]
+    fn wasi_output_and_http_bodies_charge_the_meter_of_their_store() {
+        let services = Services {
+            store: Arc::new(crate::store::SqliteStore::in_memory().unwrap()),
+            store_limits: StoreLimits::default(),
+            http_limits: HttpLimits::default(),
+            chat: None,
+        };
+        let env = PluginEnv::new("p", Grants::default(), PluginConfig::default(), services);
+        let deadline = Instant::now() + std::time::Duration::from_secs(5);
+        let mut state = PluginState::new(env, None, &Limits::default(), deadline);
+        let mut stdout = wasmtime_wasi::cli::StdoutStream::p2_stream(&state.stderr);
+        stdout.write(bytes::Bytes::from_static(b"12345")).unwrap();
+        assert_eq!(state.meter.tab().take(), 5);
+        // The HTTP gate charges the same tab; a new call keeps them shared.
+        state.begin_call(&AgentCtx::new("c"), deadline);
+        assert!(state.http.charges(state.meter.tab()));
+        stdout.write(bytes::Bytes::from_static(b"123")).unwrap();
+        assert_eq!(state.meter.tab().take(), 3);
     }
 }

@@ -47,6 +47,46 @@ fn validate_accepts_and_rejects_with_exit_status() {
 }
 
 #[test]
+fn validate_checks_in_a_worker_under_a_memory_and_cpu_budget() {
+    // Too little memory for the check: a rejection naming the budget.
+    let out = sandwit(&[
+        "validate",
+        "--no-cache",
+        "--max-check-mib",
+        "20",
+        artifacts::CALC,
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    assert!(
+        text.contains("needed more than 20 MiB of memory (the worker's budget)"),
+        "{text}"
+    );
+    // Compiling the CPython component takes seconds of CPU: past a budget of
+    // one, the worker is stopped and the verdict says why.
+    let out = sandwit(&[
+        "validate",
+        "--json",
+        "--no-cache",
+        "--max-check-seconds",
+        "1",
+        artifacts::PYTHON,
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["ok"], false);
+    let problem = json["problems"][0].as_str().unwrap();
+    assert!(problem.contains("more than 1 s of CPU time"), "{problem}");
+    // The same budgets, generous, accept a good plugin; the worker gets the
+    // arguments as given, `--` included.
+    let out = sandwit(&["validate", "--max-check-mib", "256", "--", artifacts::CALC]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    // Budgets out of range are refused before anything runs.
+    let out = sandwit(&["validate", "--max-check-seconds", "0", artifacts::CALC]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
 fn call_prints_typed_results_and_errors() {
     let out = sandwit(&[
         "call",

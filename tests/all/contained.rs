@@ -134,6 +134,91 @@ async fn refused_requests_are_cut_counted_and_capped() {
     assert_still_serving(tight_host()).await;
 }
 
+#[tokio::test]
+async fn refused_http_requests_are_cut_counted_and_capped() {
+    // Nothing granted for the host; a 60 KB path on every request (a URI
+    // is at most 64 KiB: longer ones are refused before the gate).
+    let host = Host::builder()
+        .cache_dir(cache_dir())
+        .policy(pinned(Policy::default()))
+        .build()
+        .unwrap();
+    let services = load(&host, artifacts::SERVICES).await;
+    let url = format!("http://refused.example/{}", "p".repeat(60_000));
+    let budget = sandwit::Budget::from_limits(host.limits());
+    let report = services
+        .call_within(
+            &ctx(),
+            "fetch_many",
+            args(json!({"url": url, "times": 500})),
+            budget,
+        )
+        .await;
+    let denied: Vec<_> = report
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            PluginEvent::Denied {
+                request,
+                capability,
+            } => Some((capability, request)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        denied.len(),
+        100,
+        "at most 100 per call: {:?}",
+        report.result
+    );
+    for (capability, request) in &denied {
+        assert_eq!(capability.as_str(), "http:refused.example:80");
+        assert!(request.len() < 300, "{request}");
+        assert!(request.contains(" bytes)"), "{request}");
+    }
+    // Every request was refused, the plugin told so each time.
+    assert_eq!(
+        report.result.as_ref().ok(),
+        Some(&MethodResult::Tool(Value::Int(500))),
+        "{:?}",
+        report.result
+    );
+    assert_still_serving(&host).await;
+}
+
+// ---- 8. memory across core instances ---------------------------------------
+
+#[tokio::test]
+async fn memories_of_several_core_instances_share_one_cap() {
+    // The echo plugin with seven more core instances, each defining a 12 MiB
+    // memory: every memory is under the 64 MiB one may take, together they
+    // are not.
+    let echo = std::fs::read(artifacts::ECHO).unwrap();
+    let mut text = wasmprinter::print_bytes(&echo).unwrap();
+    let end = text
+        .trim_end()
+        .rfind(')')
+        .expect("the component's closing paren");
+    let mut extra = String::from("(core module $hoard (memory 192))\n");
+    for _ in 0..7 {
+        extra.push_str("(core instance (instantiate $hoard))\n");
+    }
+    text.insert_str(end, &extra);
+    let hoarder = wat::parse_str(&text).unwrap();
+
+    let host = host_with(Limits::default());
+    let Err(err) = host.load_plugin("hoarder", &hoarder).await else {
+        panic!("a plugin holding 84 MiB of memories loaded");
+    };
+    let message = err.to_string();
+    assert!(message.contains("memory"), "{message}");
+    assert!(
+        message.contains(&(64u64 << 20).to_string()) || message.contains("64 MiB"),
+        "the message names the cap: {message}"
+    );
+    assert_still_serving(&host).await;
+}
+
 // ---- 3 and 9. log lines and events ------------------------------------------
 
 #[tokio::test]

@@ -99,6 +99,17 @@ fn http_server() -> u16 {
                 } else if path == "/slow" {
                     std::thread::sleep(Duration::from_secs(3));
                     b"late".to_vec()
+                } else if path == "/trickle" {
+                    // The head and a first byte at once, the rest after 3 s.
+                    let mut stream = stream;
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nt"
+                    );
+                    let _ = stream.flush();
+                    std::thread::sleep(Duration::from_secs(3));
+                    let _ = stream.write_all(b"t");
+                    return;
                 } else {
                     b"hello".to_vec()
                 };
@@ -194,6 +205,7 @@ async fn effective_capabilities_are_requested_and_granted() {
             "config",
             "chat",
             "http:127.0.0.1:*",
+            "http:localhost:*",
             "http:example.com"
         ]
     );
@@ -658,6 +670,77 @@ async fn a_host_or_port_not_granted_is_denied() {
     assert!(
         fields.contains(&("body".into(), Value::Text("hello".into()))),
         "{fields:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_name_granted_that_resolves_to_an_internal_address_is_refused() {
+    let port = http_server();
+    let policy = |grants: &[String]| {
+        let mut policy = Policy::default();
+        policy
+            .grant("services", grants.iter().map(String::as_str))
+            .unwrap();
+        policy
+    };
+    let url = format!("http://localhost:{port}/hello");
+    // The name alone: refused, the event naming an address it resolved to.
+    let services = load(
+        &host_with(policy(&[format!("http:localhost:{port}")])),
+        artifacts::SERVICES,
+    )
+    .await;
+    let report = call(&services, "fetch", json!({"url": url})).await;
+    let message = denied_message(&report);
+    assert!(message.contains("internal address"), "{message}");
+    let needed: Vec<&str> = report
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            PluginEvent::Denied { capability, .. } => Some(capability.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        needed == [format!("http:127.0.0.1:{port}")] || needed == [format!("http:[::1]:{port}")],
+        "the event names the address to grant: {needed:?}"
+    );
+    // The name and the loopback addresses it may resolve to: reached.
+    let services = load(
+        &host_with(policy(&[
+            format!("http:localhost:{port}"),
+            format!("http:127.0.0.1:{port}"),
+            format!("http:[::1]:{port}"),
+        ])),
+        artifacts::SERVICES,
+    )
+    .await;
+    let ok = call(&services, "fetch", json!({"url": url})).await;
+    assert!(ok.result.is_ok(), "{:?}", ok.result);
+}
+
+#[tokio::test]
+async fn a_body_that_stops_arriving_is_cut_at_the_timeout() {
+    let port = http_server();
+    let mut policy = full_policy(port);
+    policy.http.timeout_ms = 300;
+    let services = load(&host_with(policy), artifacts::SERVICES).await;
+    let start = Instant::now();
+    let report = call(
+        &services,
+        "fetch",
+        json!({"url": format!("http://127.0.0.1:{port}/trickle")}),
+    )
+    .await;
+    let err = report.result.unwrap_err().to_string();
+    assert!(
+        err.contains("timed out") || err.contains("Timeout"),
+        "{err}"
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        start.elapsed()
     );
 }
 

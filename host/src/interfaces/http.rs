@@ -1,42 +1,93 @@
 //! `wasi:http/outgoing-handler` through sandwit's gate: only the hosts and
 //! ports granted to the plugin, a timeout that never passes the call's
-//! deadline, and a capped response body. wasmtime-wasi-http does the rest.
+//! deadline, and a capped response body; a name granted must not resolve to
+//! an internal address ([`crate::outbound`] connects). wasmtime-wasi-http
+//! does the rest.
 
-use std::sync::Arc;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt, Limited};
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
+use crate::guard::FuelTab;
+use crate::outbound::{self, Internal, Target, Timeouts};
 use crate::state::{MAX_DENIED_PER_CALL, MAX_REQUEST_TEXT, PluginEnv};
 
 /// The `wasi:http` hooks of one plugin call.
 pub(crate) struct HttpGate {
     env: Arc<PluginEnv>,
     deadline: Instant,
-    /// Refused requests: (capability needed, request), at most
-    /// [`MAX_DENIED_PER_CALL`], moved into the call's events when it ends...
-    denied: Vec<(String, String)>,
-    /// ...and how many more there were.
+    /// Refused requests, shared with the requests in flight (a name is
+    /// refused after it resolves).
+    denied: Arc<Mutex<Denied>>,
+    /// Where the bytes of request and response bodies are charged.
+    tab: FuelTab,
+}
+
+/// Refused requests: (capability needed, request), at most
+/// [`MAX_DENIED_PER_CALL`], moved into the call's events when it ends, and
+/// how many more there were.
+#[derive(Default)]
+struct Denied {
+    recorded: Vec<(String, String)>,
     dropped: usize,
 }
 
+impl Denied {
+    /// Records a refusal, described from at most [`MAX_REQUEST_TEXT`]
+    /// bytes of the request (a URI may be 64 KiB long): nothing longer is
+    /// copied.
+    fn record(&mut self, capability: String, request: &http::Request<WasiBody>) {
+        if self.recorded.len() >= MAX_DENIED_PER_CALL {
+            self.dropped += 1;
+            return;
+        }
+        let uri = request.uri();
+        let keep = MAX_REQUEST_TEXT / 2;
+        let authority = uri.authority().map_or("", |a| a.as_str());
+        let path = uri.path_and_query().map_or("", |p| p.as_str());
+        let authority_kept = &authority[..authority.floor_char_boundary(keep)];
+        let path_kept = &path[..path.floor_char_boundary(keep - authority_kept.len())];
+        let scheme = uri.scheme_str().unwrap_or("http");
+        let scheme = &scheme[..scheme.floor_char_boundary(10)];
+        let mut text = format!(
+            "{} {scheme}://{authority_kept}{path_kept}",
+            crate::error::cut(request.method().to_string(), 20)
+        );
+        let whole = scheme.len() + 3 + authority.len() + path.len();
+        if authority_kept.len() + path_kept.len() < authority.len() + path.len() {
+            text.push_str(&format!("… ({whole} bytes)"));
+        }
+        let capability = crate::error::cut(capability, MAX_REQUEST_TEXT / 2 + 20);
+        self.recorded.push((capability, text));
+    }
+}
+
 impl HttpGate {
-    pub(crate) fn new(env: Arc<PluginEnv>, deadline: Instant) -> Self {
+    pub(crate) fn new(env: Arc<PluginEnv>, deadline: Instant, tab: FuelTab) -> Self {
         HttpGate {
             env,
             deadline,
-            denied: Vec::new(),
-            dropped: 0,
+            denied: Arc::default(),
+            tab,
         }
     }
 
     /// The refused requests recorded, and how many more were dropped.
     pub(crate) fn take_denied(&mut self) -> (Vec<(String, String)>, usize) {
+        let mut denied = self.denied.lock().unwrap_or_else(|e| e.into_inner());
         (
-            std::mem::take(&mut self.denied),
-            std::mem::take(&mut self.dropped),
+            std::mem::take(&mut denied.recorded),
+            std::mem::take(&mut denied.dropped),
         )
+    }
+
+    /// Whether request and response bodies are charged to `tab`.
+    #[cfg(test)]
+    pub(crate) fn charges(&self, tab: &FuelTab) -> bool {
+        self.tab.same_as(tab)
     }
 
     /// The timeout for one phase of a request: the guest's, the policy's or
@@ -48,17 +99,16 @@ impl HttpGate {
     }
 }
 
-type SendFuture = Box<
-    dyn Future<
-            Output = Result<
-                (
-                    http::Response<WasiBody>,
-                    Box<dyn Future<Output = Result<(), Error>> + Send>,
-                ),
-                Error,
-            >,
-        > + Send,
->;
+type SendFuture = Box<dyn Future<Output = Result<outbound::Sent, Error>> + Send>;
+
+/// `host` as a capability shows it: an IPv6 address bracketed.
+fn shown(host: &str) -> String {
+    if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]")
+    } else {
+        host.to_string()
+    }
+}
 
 impl WasiHttpHooks for HttpGate {
     fn send_request(
@@ -68,58 +118,152 @@ impl WasiHttpHooks for HttpGate {
         _response_errors: Box<dyn Future<Output = Result<(), Error>> + Send>,
     ) -> SendFuture {
         let uri = request.uri();
+        // `user@host`: the connection would go to `host`, but wasmtime sends
+        // the whole authority as the `Host` header.
+        if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
+            return Box::new(async { Err(Error::HttpRequestUriInvalid) });
+        }
         let https = uri.scheme() == Some(&http::uri::Scheme::HTTPS);
-        let host = uri.host().unwrap_or_default().to_ascii_lowercase();
+        // Cut before anything is copied. No grant matches a host this long
+        // (DNS names are at most 253 bytes).
+        let host = uri.host().unwrap_or_default();
+        let host = crate::error::cut(host[..host.floor_char_boundary(260)].to_string(), 259)
+            .to_ascii_lowercase();
         let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
         if !self.env.grants.allows_http(&host, port) {
-            if self.denied.len() >= MAX_DENIED_PER_CALL {
-                self.dropped += 1;
-                return Box::new(async { Err(Error::HttpRequestDenied) });
-            }
-            let shown = if host.contains(':') && !host.starts_with('[') {
-                format!("[{host}]")
-            } else {
-                host
-            };
-            // Cut before anything is copied: a URL may be megabytes long.
-            let shown = crate::error::cut(shown, MAX_REQUEST_TEXT / 2);
-            let uri = uri.to_string();
-            let method = crate::error::cut(request.method().to_string(), 20);
-            let uri = if uri.len() > MAX_REQUEST_TEXT / 2 {
-                format!(
-                    "{} ({} bytes)",
-                    crate::error::cut(uri.clone(), MAX_REQUEST_TEXT / 2),
-                    uri.len()
-                )
-            } else {
-                uri
-            };
-            self.denied
-                .push((format!("http:{shown}:{port}"), format!("{method} {uri}")));
+            let mut denied = self.denied.lock().unwrap_or_else(|e| e.into_inner());
+            denied.record(format!("http:{}:{port}", shown(&host)), &request);
             return Box::new(async { Err(Error::HttpRequestDenied) });
         }
         let options = options.unwrap_or_default();
-        let options = RequestOptions {
-            connect_timeout: Some(self.timeout(options.connect_timeout)),
-            first_byte_timeout: Some(self.timeout(options.first_byte_timeout)),
-            between_bytes_timeout: Some(self.timeout(options.between_bytes_timeout)),
+        let timeouts = Timeouts {
+            connect: self.timeout(options.connect_timeout),
+            first_byte: self.timeout(options.first_byte_timeout),
+            between_bytes: self.timeout(options.between_bytes_timeout),
         };
         let max = self.env.services.http_limits.max_response_bytes;
+        let (denied, env) = (self.denied.clone(), self.env.clone());
+        let target = Target { host, port, https };
+        let (sent, received) = (self.tab.clone(), self.tab.clone());
+        let request = request.map(|body| charged(body, sent));
         Box::new(async move {
-            let (response, io) =
-                wasmtime_wasi_http::default_send_request(request, Some(options)).await?;
+            // An internal address is reached only if granted itself: the
+            // plugin could name it in its URL then.
+            let granted = |ip: IpAddr| env.grants.allows_http(&shown(&ip.to_string()), port);
+            let addrs = match outbound::resolve(&target, timeouts.connect, granted).await? {
+                Ok(addrs) => addrs,
+                Err(Internal(ip)) => {
+                    let needed = format!("http:{}:{port}", shown(&ip.to_string()));
+                    let mut denied = denied.lock().unwrap_or_else(|e| e.into_inner());
+                    denied.record(needed, &request);
+                    return Err(Error::DestinationIpProhibited);
+                }
+            };
+            let (response, io) = outbound::send(request, &target, &addrs, timeouts).await?;
             let response = response.map(|body| {
-                Limited::new(body, max)
+                let body = Limited::new(body, max)
                     .map_err(move |e| match e.downcast::<Error>() {
                         Ok(e) => *e,
                         Err(_) => Error::HttpResponseBodySize(Some(max as u64)),
                     })
-                    .boxed_unsync()
+                    .boxed_unsync();
+                charged(body, received)
             });
-            Ok((
-                response,
-                Box::new(io) as Box<dyn Future<Output = Result<(), Error>> + Send>,
-            ))
+            Ok((response, io))
         })
+    }
+}
+
+/// `body`, each data frame's bytes charged to `tab`.
+fn charged(body: WasiBody, tab: FuelTab) -> WasiBody {
+    body.map_frame(move |frame| {
+        if let Some(data) = frame.data_ref() {
+            tab.charge(data.len());
+        }
+        frame
+    })
+    .boxed_unsync()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capability::Grants;
+    use crate::config::PluginConfig;
+    use crate::policy::{HttpLimits, StoreLimits};
+    use crate::state::Services;
+
+    fn gate(grants: &[&str]) -> HttpGate {
+        let services = Services {
+            store: Arc::new(crate::store::SqliteStore::in_memory().unwrap()),
+            store_limits: StoreLimits::default(),
+            http_limits: HttpLimits::default(),
+            chat: None,
+        };
+        let caps: Vec<_> = grants.iter().map(|g| g.parse().unwrap()).collect();
+        let env = PluginEnv::new(
+            "p",
+            Grants::effective(&caps, &caps),
+            PluginConfig::default(),
+            services,
+        );
+        HttpGate::new(
+            env,
+            Instant::now() + Duration::from_secs(5),
+            FuelTab::default(),
+        )
+    }
+
+    async fn send(gate: &mut HttpGate, uri: &str) -> Result<outbound::Sent, Error> {
+        let body = http_body_util::Empty::new()
+            .map_err(|never| match never {})
+            .boxed_unsync();
+        let request = http::Request::get(uri).body(body).unwrap();
+        Box::into_pin(gate.send_request(request, None, Box::new(async { Ok(()) }))).await
+    }
+
+    #[tokio::test]
+    async fn user_info_in_the_authority_is_refused() {
+        let mut gate = gate(&["http:127.0.0.1:*"]);
+        let err = send(&mut gate, "http://user@127.0.0.1:9/")
+            .await
+            .err()
+            .unwrap();
+        assert!(matches!(err, Error::HttpRequestUriInvalid), "{err}");
+    }
+
+    #[tokio::test]
+    async fn refusals_are_described_briefly_and_capped() {
+        let mut gate = gate(&[]);
+        let uri = format!("http://refused.example/{}", "p".repeat(60_000));
+        for _ in 0..MAX_DENIED_PER_CALL + 5 {
+            let err = send(&mut gate, &uri).await.err().unwrap();
+            assert!(matches!(err, Error::HttpRequestDenied), "{err}");
+        }
+        let (denied, dropped) = gate.take_denied();
+        assert_eq!((denied.len(), dropped), (MAX_DENIED_PER_CALL, 5));
+        let (capability, request) = &denied[0];
+        assert_eq!(capability, "http:refused.example:80");
+        assert!(
+            request.starts_with("GET http://refused.example/ppp"),
+            "{request}"
+        );
+        assert!(request.ends_with("… (60023 bytes)"), "{request}");
+        assert!(request.len() <= MAX_REQUEST_TEXT + 40, "{}", request.len());
+    }
+
+    #[tokio::test]
+    async fn a_charged_body_charges_every_byte() {
+        let tab = FuelTab::default();
+        let body = http_body_util::Full::new(bytes::Bytes::from(vec![7u8; 1000]))
+            .map_err(|never| match never {})
+            .boxed_unsync();
+        let bytes = charged(body, tab.clone())
+            .collect()
+            .await
+            .unwrap()
+            .to_bytes();
+        assert_eq!(bytes.len(), 1000);
+        assert_eq!(tab.take(), 1000);
     }
 }

@@ -48,8 +48,9 @@ impl RunState {
         plugin_limits: &Limits,
         deadline: Instant,
     ) -> Self {
-        let stdout = CallOutput::new(limits.max_output_bytes);
-        let stderr = CallOutput::new(limits.max_output_bytes);
+        let meter = HostMeter::new(deadline);
+        let stdout = CallOutput::new(limits.max_output_bytes, meter.tab().clone());
+        let stderr = CallOutput::new(limits.max_output_bytes, meter.tab().clone());
         let wasi = WasiCtx::builder()
             .stdin(MemoryInputPipe::new(Vec::new()))
             .stdout(stdout.clone())
@@ -63,7 +64,7 @@ impl RunState {
             wasi,
             table: ResourceTable::new(),
             limiter: StoreLimiter::with_memory(plugin_limits, 0),
-            meter: HostMeter::new(deadline),
+            meter,
             stdout,
             stderr,
             ctx: AgentCtx::default(),

@@ -1,11 +1,14 @@
 //! `sandwit inspect` and `sandwit validate`.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
 use sandwit::{Host, LoadError, Plugin};
 use serde_json::json;
+
+use crate::worker;
 
 #[derive(Args)]
 pub struct InspectArgs {
@@ -23,6 +26,19 @@ pub struct ValidateArgs {
     /// Print one JSON object: {"file", "ok", "problems", "plugin"}.
     #[arg(long)]
     json: bool,
+    /// Check in this process, without the worker's memory and CPU budget.
+    #[arg(long)]
+    pub in_process: bool,
+    /// Writable memory the worker process checking the component may use,
+    /// in MiB (its RLIMIT_DATA).
+    #[arg(long, value_name = "MIB", default_value_t = 2048,
+          value_parser = clap::value_parser!(u64).range(16..=1 << 20))]
+    max_check_mib: u64,
+    /// CPU time the worker may use, in seconds (its RLIMIT_CPU); it gets
+    /// twice this and 10 s more in wall-clock time.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    max_check_seconds: u64,
 }
 
 pub async fn inspect(host: &Host, args: InspectArgs) -> anyhow::Result<ExitCode> {
@@ -90,8 +106,30 @@ fn list<'a>(caps: impl Iterator<Item = &'a sandwit::Capability>) -> String {
     }
 }
 
+/// Checks the plugin in a worker process under the budget, and prints the
+/// verdict. No host is built here: the worker builds its own.
+pub fn validate_in_worker(args: ValidateArgs) -> anyhow::Result<ExitCode> {
+    // The worker gets this process's arguments as they are.
+    let argv: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let budget = worker::Budget {
+        memory_mib: args.max_check_mib,
+        cpu_seconds: args.max_check_seconds,
+    };
+    let report = match worker::check(argv, budget)? {
+        worker::Ended::Reported(report) => report,
+        worker::Ended::Failed(why) => json!({
+            "file": args.plugin.display().to_string(),
+            "ok": false,
+            "problems": [why],
+            "plugin": null,
+        }),
+    };
+    print_verdict(&report, args.json)
+}
+
+/// Checks the plugin in this process and prints the verdict (as JSON in
+/// the worker, for the process that started it).
 pub async fn validate(host: &Host, args: ValidateArgs) -> anyhow::Result<ExitCode> {
-    let file = args.plugin.display().to_string();
     let (ok, problems, plugin) = match host.load_plugin_file(&args.plugin).await {
         Ok(p) => (true, vec![], Some(p)),
         Err(LoadError::Rejected { problems, .. }) => (false, problems, None),
@@ -100,25 +138,51 @@ pub async fn validate(host: &Host, args: ValidateArgs) -> anyhow::Result<ExitCod
         }
         Err(e) => return Err(e.into()),
     };
-    if args.json {
-        let plugin = plugin.as_ref().map(|p| {
-            json!({
-                "id": p.id(),
-                "version": p.manifest().version,
-                "methods": p.manifest().methods.len(),
-                "capabilities": p.manifest().capabilities,
-            })
-        });
-        let out = json!({"file": file, "ok": ok, "problems": problems, "plugin": plugin});
-        outln!("{}", serde_json::to_string_pretty(&out)?);
-    } else if let Some(p) = plugin {
-        let m = p.manifest();
+    let plugin = plugin.as_ref().map(|p| {
+        json!({
+            "id": p.id(),
+            "version": p.manifest().version,
+            "methods": p.manifest().methods.len(),
+            "capabilities": p.manifest().capabilities,
+        })
+    });
+    let file = args.plugin.display().to_string();
+    let report = json!({"file": file, "ok": ok, "problems": problems, "plugin": plugin});
+    print_verdict(&report, args.json || in_worker())
+}
+
+/// Whether this process is the worker another `sandwit validate` started.
+pub fn in_worker() -> bool {
+    std::env::var_os(worker::WORKER_ENV).is_some()
+}
+
+/// Prints a verdict (`{"file", "ok", "problems", "plugin"}`) as JSON or
+/// text; the exit status is 0 only for an acceptable plugin.
+fn print_verdict(report: &serde_json::Value, as_json: bool) -> anyhow::Result<ExitCode> {
+    let ok = report["ok"].as_bool() == Some(true);
+    let file = report["file"].as_str().unwrap_or_default();
+    let problems: Vec<&str> = report["problems"]
+        .as_array()
+        .map(|ps| ps.iter().filter_map(|p| p.as_str()).collect())
+        .unwrap_or_default();
+    if as_json {
+        outln!("{}", serde_json::to_string_pretty(report)?);
+    } else if ok {
+        let p = &report["plugin"];
+        let caps: Vec<&str> = p["capabilities"]
+            .as_array()
+            .map(|cs| cs.iter().filter_map(|c| c.as_str()).collect())
+            .unwrap_or_default();
         outln!(
             "{file}: acceptable ({} {}, {} methods, capabilities requested: {})",
-            m.id,
-            m.version,
-            m.methods.len(),
-            list(m.capabilities.iter())
+            p["id"].as_str().unwrap_or_default(),
+            p["version"].as_str().unwrap_or_default(),
+            p["methods"],
+            if caps.is_empty() {
+                "none".to_string()
+            } else {
+                caps.join(", ")
+            }
         );
     } else {
         outln!("{file}: rejected, {} problem(s):", problems.len());

@@ -8,6 +8,7 @@ mod call;
 mod inspect;
 mod render;
 mod run;
+mod worker;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -38,6 +39,7 @@ enum Command {
     Inspect(inspect::InspectArgs),
     /// Check a plugin as a marketplace would: exit status 0 only when it is
     /// acceptable; otherwise every problem is listed and the status is 1.
+    /// The check runs in a worker process under a memory and CPU budget.
     Validate(inspect::ValidateArgs),
     /// Call one method of a plugin and print its typed result.
     Call(call::CallArgs),
@@ -166,6 +168,8 @@ fn default_store() -> Option<PathBuf> {
 /// The host's pool in a command that makes one run or call: the
 /// interpreter and an instance for each plugin the run calls, up to 63.
 const ONE_SHOT_INSTANCES: u32 = 64;
+/// The host's pool in `validate`, which instantiates one plugin.
+const VALIDATE_INSTANCES: u32 = 2;
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
@@ -176,6 +180,15 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    let cli = match cli.command {
+        Command::Validate(args) if !args.in_process && !inspect::in_worker() => {
+            return inspect::validate_in_worker(args).unwrap_or_else(|e| {
+                eprintln!("error: {e:#}");
+                ExitCode::FAILURE
+            });
+        }
+        command => Cli { command, ..cli },
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -186,9 +199,15 @@ fn main() -> ExitCode {
             // One run per process: an interpreter prepared ahead of it
             // would only compete with it for the cores, and a pool sized
             // for a server would cost the start its guard pages.
-            builder = builder
-                .prepared_interpreters(0)
-                .max_instances(ONE_SHOT_INSTANCES);
+            builder = builder.prepared_interpreters(0).max_instances(
+                if matches!(cli.command, Command::Validate(_)) {
+                    // One plugin instance at a time: the worker's memory
+                    // budget is spent on the check, not on the pool.
+                    VALIDATE_INSTANCES
+                } else {
+                    ONE_SHOT_INSTANCES
+                },
+            );
         }
         let host = builder.build()?;
         match cli.command {
