@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use wasmtime::{CallHook, Engine, Store, StoreContextMut};
 
-use crate::limits::{LimitKind, StoreLimiter};
-use crate::plugin::Budget;
+use crate::engine::deadline_ticks;
+use crate::limits::{Budget, LimitKind, Metering, StoreLimiter, YIELD_FUEL};
 
 /// Store data whose memory and table caps are enforced by a [`StoreLimiter`]
 /// and whose host calls are metered by a [`HostMeter`].
@@ -129,6 +129,31 @@ fn settle_host_call<S: Limited>(
         cx.set_fuel(left - owed)?;
     }
     Ok(())
+}
+
+/// Gives a store the budget's fuel, yielding every [`YIELD_FUEL`] units so
+/// that [`guarded`]'s timer can end it at the deadline, or an epoch deadline
+/// at the deadline, as the host meters them.
+///
+pub(crate) fn apply_budget<T>(store: &mut Store<T>, budget: Budget, metering: Metering) {
+    if metering.fuel() {
+        store.set_fuel(budget.fuel).expect("fuel is enabled");
+        store
+            .fuel_async_yield_interval(Some(YIELD_FUEL))
+            .expect("fuel is enabled and the interval is not 0");
+    }
+    if metering.epochs() {
+        let time_left = budget.deadline.saturating_duration_since(Instant::now());
+        store.set_epoch_deadline(deadline_ticks(time_left));
+        store.epoch_deadline_trap();
+    }
+}
+
+/// The fuel a store used of `budget` (0 where fuel is not metered).
+pub(crate) fn fuel_used<T>(store: &Store<T>, budget: u64) -> u64 {
+    store
+        .get_fuel()
+        .map_or(0, |left| budget.saturating_sub(left))
 }
 
 /// Why guest code stopped without returning.

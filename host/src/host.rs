@@ -3,20 +3,20 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use wasmtime::Engine;
 use wasmtime::component::{HasSelf, Linker};
 
 use crate::bindings::plugin::SandboxMethod;
 use crate::cache::{CodeCache, DEFAULT_CACHE_MAX_BYTES};
 use crate::chat::ChatSink;
-use crate::engine::{Pool, new_engine};
+use crate::engine::Pool;
+use crate::env::Services;
 use crate::error::LoadError;
 use crate::limits::{Limits, Metering, RunLimits};
 use crate::plugin::Plugin;
 use crate::policy::Policy;
 use crate::python::PythonSandbox;
-use crate::python::state::RunState;
-use crate::state::{PluginState, Services};
+use crate::runtime::{HostInner, engine};
+use crate::state::PluginState;
 use crate::store::{SqliteStore, StoreBackend};
 
 /// Interpreters a [`PythonSandbox`] keeps instantiated ahead of its runs
@@ -54,21 +54,6 @@ const MAX_INSTANCES: u32 = 10_000;
 #[derive(Clone)]
 pub struct Host {
     inner: Arc<HostInner>,
-}
-
-pub(crate) struct HostInner {
-    pub(crate) engine: Engine,
-    pub(crate) plugin_linker: Linker<PluginState>,
-    pub(crate) python_linker: Linker<RunState>,
-    pub(crate) cache: CodeCache,
-    pub(crate) limits: Limits,
-    pub(crate) run_limits: RunLimits,
-    pub(crate) metering: Metering,
-    pub(crate) prepared_interpreters: usize,
-    /// The cores this process may use.
-    pub(crate) cores: usize,
-    pub(crate) policy: Policy,
-    pub(crate) services: Services,
 }
 
 /// Configures a [`Host`].
@@ -203,7 +188,6 @@ impl HostBuilder {
         wasmtime_wasi::p2::add_to_linker_async(&mut plugin_linker)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut plugin_linker)?;
         SandboxMethod::add_to_linker::<_, HasSelf<PluginState>>(&mut plugin_linker, |s| s)?;
-        let python_linker = crate::python::linker(&engine)?;
         let cache_max_bytes = self.cache_max_bytes.unwrap_or(DEFAULT_CACHE_MAX_BYTES);
         let cache = CodeCache::new(&engine, self.cache_dir, cache_max_bytes)?;
         let store: Arc<dyn StoreBackend> = match (self.store, &self.store_path) {
@@ -221,7 +205,6 @@ impl HostBuilder {
             inner: Arc::new(HostInner {
                 engine,
                 plugin_linker,
-                python_linker,
                 cache,
                 limits: self.limits,
                 run_limits: self.run_limits,
@@ -235,26 +218,6 @@ impl HostBuilder {
             }),
         })
     }
-}
-
-impl HostInner {
-    /// An engine with the host's settings and a pool of its own (its code is
-    /// compatible with the host's engine).
-    pub(crate) fn engine_with(&self, pool: Pool) -> anyhow::Result<Engine> {
-        engine(&self.limits, &self.run_limits, self.metering, pool)
-    }
-}
-
-/// An engine for calls under `limits` and runs under `run_limits`: memory
-/// slots fit the larger of their memory limits.
-fn engine(
-    limits: &Limits,
-    run_limits: &RunLimits,
-    metering: Metering,
-    pool: Pool,
-) -> anyhow::Result<Engine> {
-    let max_memory = limits.memory_bytes.max(run_limits.memory_bytes);
-    new_engine(max_memory, limits.table_elements, metering, pool)
 }
 
 impl Host {

@@ -3,7 +3,7 @@
 //! guest hit.
 
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use wasmtime::ResourceLimiter;
 
@@ -383,6 +383,25 @@ impl ResourceLimiter for StoreLimiter {
 
     fn memories(&self) -> usize {
         self.max_instances
+    }
+}
+
+/// The fuel and time a call may use.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    /// Fuel units.
+    pub fuel: u64,
+    /// When the call must have finished.
+    pub deadline: Instant,
+}
+
+impl Budget {
+    /// The budget the limits give a call starting now.
+    pub fn from_limits(limits: &Limits) -> Self {
+        Budget {
+            fuel: limits.fuel,
+            deadline: Instant::now() + limits.time,
+        }
     }
 }
 

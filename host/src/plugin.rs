@@ -16,14 +16,14 @@ use crate::bindings::wit;
 use crate::cache::{CodeSource, component_hash};
 use crate::capability::Grants;
 use crate::config::PluginConfig;
-use crate::engine::deadline_ticks;
+use crate::env::PluginEnv;
 use crate::error::{CallError, CallErrorKind, LoadError, cut, quote};
-use crate::guard::{Stopped, guarded, limited_store};
-use crate::host::HostInner;
+use crate::guard::{Stopped, apply_budget, fuel_used, guarded, limited_store};
 use crate::interfaces::chat::check_image_mime_type;
-use crate::limits::{LimitKind, Limits, MAX_COMPONENT_BYTES, Metering, YIELD_FUEL};
+use crate::limits::{Budget, LimitKind, Limits, MAX_COMPONENT_BYTES};
 use crate::manifest::{self, Manifest};
-use crate::state::{PluginEnv, PluginEvent, PluginState};
+use crate::runtime::HostInner;
+use crate::state::{PluginEvent, PluginState};
 use crate::types::{self, AgentCtx, ContentPart, MethodResult, Value};
 
 /// The interface every plugin must export, any 0.1.x version.
@@ -67,25 +67,6 @@ struct PluginInner {
     imports: Vec<String>,
     code_source: CodeSource,
     hash: String,
-}
-
-/// The fuel and time a call may use.
-#[derive(Debug, Clone, Copy)]
-pub struct Budget {
-    /// Fuel units.
-    pub fuel: u64,
-    /// When the call must have finished.
-    pub deadline: Instant,
-}
-
-impl Budget {
-    /// The budget the limits give a call starting now.
-    pub fn from_limits(limits: &Limits) -> Self {
-        Budget {
-            fuel: limits.fuel,
-            deadline: Instant::now() + limits.time,
-        }
-    }
 }
 
 /// Everything a call produced.
@@ -636,32 +617,6 @@ impl HostInner {
         apply_budget(&mut store, budget, self.metering);
         store
     }
-}
-
-/// Gives a store the budget's fuel, yielding every [`YIELD_FUEL`] units so
-/// that [`guarded`]'s timer can end it at the deadline, or an epoch deadline
-/// at the deadline, as the host meters them.
-///
-/// [`guarded`]: crate::guard::guarded
-pub(crate) fn apply_budget<T>(store: &mut Store<T>, budget: Budget, metering: Metering) {
-    if metering.fuel() {
-        store.set_fuel(budget.fuel).expect("fuel is enabled");
-        store
-            .fuel_async_yield_interval(Some(YIELD_FUEL))
-            .expect("fuel is enabled and the interval is not 0");
-    }
-    if metering.epochs() {
-        let time_left = budget.deadline.saturating_duration_since(Instant::now());
-        store.set_epoch_deadline(deadline_ticks(time_left));
-        store.epoch_deadline_trap();
-    }
-}
-
-/// The fuel a store used of `budget` (0 where fuel is not metered).
-pub(crate) fn fuel_used<T>(store: &Store<T>, budget: u64) -> u64 {
-    store
-        .get_fuel()
-        .map_or(0, |left| budget.saturating_sub(left))
 }
 
 fn too_big(label: &str, len: usize) -> LoadError {

@@ -2,7 +2,7 @@
 //! of one Python run, and what the plugin did through the host's interfaces
 //! in the current call.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde::Serialize;
@@ -10,15 +10,12 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use crate::capability::Grants;
 use crate::capture::CallOutput;
-use crate::chat::{ChatMessage, ChatSink};
-use crate::config::PluginConfig;
+use crate::chat::ChatMessage;
+use crate::env::{MAX_DENIED_PER_CALL, MAX_REQUEST_TEXT, PluginEnv};
 use crate::guard::HostMeter;
 use crate::interfaces::http::HttpGate;
 use crate::limits::{CappedEvents, EventSize, Limits, StoreLimiter};
-use crate::policy::{HttpLimits, StoreLimits};
-use crate::store::StoreBackend;
 use crate::types::AgentCtx;
 
 /// The most a plugin may write to its stdout and stderr in one call; the
@@ -28,15 +25,6 @@ pub(crate) const MAX_PLUGIN_STDIO_BYTES: usize = 64 << 10;
 pub(crate) const MAX_LOG_LINES: usize = 1_000;
 /// The longest log line kept; longer ones are cut.
 pub(crate) const MAX_LOG_LINE_BYTES: usize = 4 << 10;
-/// The most refused requests recorded per call; later ones are counted.
-pub(crate) const MAX_DENIED_PER_CALL: usize = 100;
-/// The longest description of a refused request; a key or URL in it is cut.
-pub(crate) const MAX_REQUEST_TEXT: usize = 200;
-/// Log lines a plugin may send to the host's `tracing` log in a burst...
-const LOG_BURST: f64 = 200.0;
-/// ...and per second after it; the rest are counted and summarised.
-const LOG_LINES_PER_SEC: f64 = 50.0;
-
 /// One line a plugin logged.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LogLine {
@@ -75,72 +63,6 @@ impl EventSize for PluginEvent {
                 capability,
                 request,
             } => capability.len() + request.len(),
-        }
-    }
-}
-
-/// The services of the host every plugin shares.
-#[derive(Clone)]
-pub(crate) struct Services {
-    pub(crate) store: Arc<dyn StoreBackend>,
-    pub(crate) store_limits: StoreLimits,
-    pub(crate) http_limits: HttpLimits,
-    pub(crate) chat: Option<Arc<dyn ChatSink>>,
-}
-
-/// What one loaded plugin may use, shared by all its calls.
-pub(crate) struct PluginEnv {
-    pub(crate) id: String,
-    pub(crate) grants: Grants,
-    pub(crate) config: PluginConfig,
-    pub(crate) services: Services,
-    /// Shared by all its calls: lines to the host log (plugin logs and
-    /// refusals) at a bounded rate.
-    log_bucket: Mutex<LogBucket>,
-}
-
-impl PluginEnv {
-    pub(crate) fn new(
-        id: &str,
-        grants: Grants,
-        config: PluginConfig,
-        services: Services,
-    ) -> Arc<Self> {
-        Arc::new(PluginEnv {
-            id: id.to_string(),
-            grants,
-            config,
-            services,
-            log_bucket: Mutex::new(LogBucket {
-                tokens: LOG_BURST,
-                at: Instant::now(),
-                dropped: 0,
-            }),
-        })
-    }
-}
-
-/// A token bucket for the plugin's lines in the host log.
-struct LogBucket {
-    tokens: f64,
-    at: Instant,
-    dropped: u64,
-}
-
-impl LogBucket {
-    /// Whether a line may go out now; when lines were dropped before it,
-    /// also how many.
-    fn take(&mut self) -> (bool, u64) {
-        let now = Instant::now();
-        let refill = now.duration_since(self.at).as_secs_f64() * LOG_LINES_PER_SEC;
-        self.tokens = (self.tokens + refill).min(LOG_BURST);
-        self.at = now;
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            (true, std::mem::take(&mut self.dropped))
-        } else {
-            self.dropped += 1;
-            (false, 0)
         }
     }
 }
@@ -218,21 +140,6 @@ impl PluginState {
         self.http = HttpGate::new(self.env.clone(), deadline, self.meter.tab().clone());
     }
 
-    /// Whether the plugin's lines may go to the host log now (within its
-    /// rate, shared by its calls); reports lines dropped before.
-    fn may_log(&self) -> bool {
-        let (send, dropped_before) = self
-            .env
-            .log_bucket
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        if dropped_before > 0 {
-            tracing::warn!(plugin = %self.env.id, dropped = dropped_before, "dropped host log lines over the rate of {LOG_LINES_PER_SEC} per second");
-        }
-        send
-    }
-
     /// Records a log line within the caps (secrets hidden, then cut at
     /// [`MAX_LOG_LINE_BYTES`], so no tail of a secret survives the cut) and
     /// forwards it to `tracing` within the plugin's rate.
@@ -255,7 +162,7 @@ impl PluginState {
             return;
         }
         self.logged += 1;
-        if self.may_log() {
+        if self.env.may_log() {
             let plugin = &self.env.id;
             match level {
                 "error" => tracing::error!(%plugin, "{message}"),
@@ -284,7 +191,7 @@ impl PluginState {
             .config
             .redactor
             .redact_cut(capability, MAX_REQUEST_TEXT);
-        if self.may_log() {
+        if self.env.may_log() {
             tracing::warn!(plugin = %self.env.id, %capability, "denied: {request}");
         }
         let event = PluginEvent::Denied {
@@ -363,24 +270,10 @@ impl crate::guard::Limited for PluginState {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_log_rate_refills_and_counts_what_it_drops() {
-        let mut bucket = LogBucket {
-            tokens: 2.0,
-            at: Instant::now(),
-            dropped: 0,
-        };
-        assert_eq!(bucket.take(), (true, 0));
-        assert_eq!(bucket.take(), (true, 0));
-        assert_eq!(bucket.take(), (false, 0));
-        assert_eq!(bucket.take(), (false, 0));
-        // A second later, 50 lines' worth is back, and the next line reports
-        // the two dropped before it.
-        bucket.at -= std::time::Duration::from_secs(1);
-        assert_eq!(bucket.take(), (true, 2));
-        assert_eq!(bucket.dropped, 0);
-    }
+    use crate::capability::Grants;
+    use crate::config::PluginConfig;
+    use crate::env::Services;
+    use crate::policy::{HttpLimits, StoreLimits};
 
     #[test]
     fn wasi_output_and_http_bodies_charge_the_meter_of_their_store() {

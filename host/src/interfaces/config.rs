@@ -4,9 +4,9 @@
 use crate::bindings::config_api::Host;
 use crate::bindings::wit::{ServiceError, Value};
 use crate::capability::Capability;
+use crate::env::MAX_REQUEST_TEXT;
 use crate::error::quote;
 use crate::json::value_from_json;
-use crate::state::MAX_REQUEST_TEXT;
 use crate::state::PluginState;
 use crate::types;
 

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 use http_body_util::{BodyExt, Limited};
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
+use crate::env::{MAX_DENIED_PER_CALL, MAX_REQUEST_TEXT, PluginEnv};
 use crate::guard::FuelTab;
 use crate::outbound::{self, Internal, Target, Timeouts};
-use crate::state::{MAX_DENIED_PER_CALL, MAX_REQUEST_TEXT, PluginEnv};
 
 /// The `wasi:http` hooks of one plugin call.
 pub(crate) struct HttpGate {
@@ -190,8 +190,8 @@ mod tests {
     use super::*;
     use crate::capability::Grants;
     use crate::config::PluginConfig;
+    use crate::env::Services;
     use crate::policy::{HttpLimits, StoreLimits};
-    use crate::state::Services;
 
     fn gate(grants: &[&str]) -> HttpGate {
         let services = Services {

@@ -1,10 +1,11 @@
-//! The host's implementations of the interfaces guests import, one file each.
+//! The host's implementations of the interfaces plugins import, one file
+//! each. (The interpreter's one import, `methods`, is the Python sandbox's:
+//! `python/methods.rs`.)
 
 pub(crate) mod chat;
 pub(crate) mod config;
 pub(crate) mod http;
 pub(crate) mod log;
-pub(crate) mod methods;
 pub(crate) mod store;
 
 use crate::bindings::wit::ServiceError;

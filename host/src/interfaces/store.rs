@@ -4,8 +4,9 @@
 use crate::bindings::store_api::{Entry as WitEntry, Host, Scope as WitScope};
 use crate::bindings::wit::ServiceError;
 use crate::capability::Capability;
+use crate::env::MAX_REQUEST_TEXT;
 use crate::error::quote;
-use crate::state::{MAX_REQUEST_TEXT, PluginState};
+use crate::state::PluginState;
 use crate::store::{Entry, Namespace, Scope, StoreError};
 
 type Answer<T> = wasmtime::Result<Result<T, ServiceError>>;

@@ -11,11 +11,19 @@ use crate::bindings::python::sandwit::plugin::methods::Columns;
 use crate::bindings::wit;
 use crate::error::{CallErrorKind, cut};
 use crate::json::summary;
+use crate::limits::Budget;
 use crate::limits::LimitKind;
-use crate::plugin::Budget;
 use crate::python::outcome::{Event, Handoff};
 use crate::python::state::RunState;
 use crate::types::{self, ContentPart, MethodResult, Value};
+
+/// A linker for the interpreter on `engine`: WASI and the plugin methods.
+pub(crate) fn linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<RunState>> {
+    let mut linker = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    add_to_linker(&mut linker)?;
+    Ok(linker)
+}
 
 /// Adds `sandwit:plugin/methods@0.1.0` to a Python run's linker.
 pub(crate) fn add_to_linker(linker: &mut Linker<RunState>) -> wasmtime::Result<()> {

@@ -1,159 +1,40 @@
 //! The Python sandbox: AI-written code runs in a CPython component and calls
 //! plugin methods through the `sandwit:plugin/methods` import.
 
+pub(crate) mod methods;
 pub(crate) mod outcome;
+mod plugin_set;
 mod resident;
 pub(crate) mod state;
 mod warm;
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use wasmtime::Engine;
-use wasmtime::component::Linker;
-
 use crate::bindings::python::{
     PythonSandbox as Interpreter, PythonSandboxPre, exports::sandwit::plugin::runner,
 };
-use crate::bindings::wit;
 use crate::cache::CodeSource;
 use crate::error::{LoadError, cut};
 use crate::guard::{Stopped, guarded, limited_store};
-use crate::host::HostInner;
+use crate::guard::{apply_budget, fuel_used};
+use crate::limits::Budget;
 use crate::limits::{LimitKind, RunLimits};
-use crate::manifest::MethodSpec;
-use crate::plugin::{Budget, Compiled, Plugin, apply_budget, fuel_used, trap_message};
+use crate::plugin::{Compiled, trap_message};
+use crate::runtime::HostInner;
 use crate::types::AgentCtx;
 use outcome::{LimitHit, RunError, RunOutcome, RunStatus};
 use resident::Resident;
 use state::RunState;
 use warm::{Prepared, Warm};
 
+pub use plugin_set::{PluginSet, PluginSetError};
+
 /// The export the interpreter component must have.
 const RUNNER_EXPORT_PREFIX: &str = "sandwit:plugin/runner@0.1.";
 /// The error type of a run whose interpreter trapped (a bug, not the code).
 const TRAP_TYPE: &str = "InterpreterTrap";
-/// A linker for the interpreter on `engine`: WASI and the plugin methods.
-pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<RunState>> {
-    let mut linker = Linker::new(engine);
-    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-    crate::interfaces::methods::add_to_linker(&mut linker)?;
-    Ok(linker)
-}
-
-/// The plugins a run may call, indexed by method name. Cheap to clone.
-#[derive(Clone, Default)]
-pub struct PluginSet {
-    inner: Arc<PluginSetInner>,
-}
-
-#[derive(Default)]
-struct PluginSetInner {
-    by_method: HashMap<String, Plugin>,
-    specs: Vec<wit::MethodSpec>,
-}
-
-/// Why plugins cannot make one [`PluginSet`].
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PluginSetError {
-    /// Two plugins offer a method of the same name.
-    #[error("method `{method}` is offered by both plugin `{first}` and plugin `{second}`")]
-    Method {
-        /// The method's name.
-        method: String,
-        /// The plugin listed first.
-        first: String,
-        /// The plugin listed second.
-        second: String,
-    },
-    /// Two plugins claim the same id: grants, configuration and stored data
-    /// are the id's, so one of them would act as the other.
-    #[error("two plugins claim the id `{id}` (SHA-256 {first} and {second})")]
-    Id {
-        /// The id.
-        id: String,
-        /// The components' SHA-256 digests, hex.
-        first: String,
-        /// The second's.
-        second: String,
-    },
-}
-
-impl PluginSet {
-    /// The methods of `plugins`; plugin ids and method names must be unique
-    /// across them.
-    pub fn new(plugins: &[Plugin]) -> Result<Self, PluginSetError> {
-        let mut inner = PluginSetInner::default();
-        for (i, plugin) in plugins.iter().enumerate() {
-            if let Some(first) = plugins[..i].iter().find(|p| p.id() == plugin.id()) {
-                return Err(PluginSetError::Id {
-                    id: plugin.id().to_string(),
-                    first: first.hash().to_string(),
-                    second: plugin.hash().to_string(),
-                });
-            }
-        }
-        for plugin in plugins {
-            for method in &plugin.manifest().methods {
-                if let Some(first) = inner.by_method.get(&method.name) {
-                    return Err(PluginSetError::Method {
-                        method: method.name.clone(),
-                        first: first.id().to_string(),
-                        second: plugin.id().to_string(),
-                    });
-                }
-                inner.by_method.insert(method.name.clone(), plugin.clone());
-                inner.specs.push(spec_to_wit(method));
-            }
-        }
-        Ok(PluginSet {
-            inner: Arc::new(inner),
-        })
-    }
-
-    /// Whether `other` is this set (a clone of it), not just equal to it.
-    pub(crate) fn same(&self, other: &PluginSet) -> bool {
-        Arc::ptr_eq(&self.inner, &other.inner)
-    }
-
-    /// The plugin that offers `method`.
-    pub fn plugin_for(&self, method: &str) -> Option<&Plugin> {
-        self.inner.by_method.get(method)
-    }
-
-    /// Every method, with the plugin that offers it, in the order given.
-    pub fn methods(&self) -> impl Iterator<Item = (&Plugin, &MethodSpec)> {
-        self.inner.specs.iter().map(|spec| {
-            let plugin = &self.inner.by_method[&spec.name];
-            (
-                plugin,
-                plugin.manifest().method(&spec.name).expect("indexed"),
-            )
-        })
-    }
-}
-
-fn spec_to_wit(spec: &MethodSpec) -> wit::MethodSpec {
-    wit::MethodSpec {
-        name: spec.name.clone(),
-        kind: spec.kind.into(),
-        description: spec.description.clone(),
-        docstring: spec.docstring.clone(),
-        params: spec
-            .params
-            .iter()
-            .map(|p| wit::Param {
-                name: p.name.clone(),
-                schema: p.schema.to_string(),
-                required: p.required,
-            })
-            .collect(),
-        returns: spec.returns.as_ref().map(|r| r.to_string()),
-    }
-}
-
 /// A loaded CPython component, ready to run code. Cheap to clone.
 ///
 /// Every run gets a fresh instance: a fresh interpreter with no files,
@@ -254,7 +135,7 @@ impl PythonSandbox {
             }
         };
         apply_budget(&mut store, budget, host.metering);
-        let specs = &plugins.inner.specs;
+        let specs = plugins.specs();
         let result = guarded(&mut store, budget, async |store| {
             let interpreter = match interpreter {
                 Start::Prepared(interpreter) => interpreter,
@@ -420,8 +301,8 @@ impl HostInner {
                 "does not export `{RUNNER_EXPORT_PREFIX}x`: it is not a sandwit Python sandbox"
             )));
         }
-        let pre = self
-            .python_linker
+        let pre = methods::linker(&self.engine)
+            .map_err(|e| reject(format!("cannot be linked: {e:#}")))?
             .instantiate_pre(&component)
             .map_err(|e| reject(format!("cannot be linked: {e:#}")))?;
         let pre = PythonSandboxPre::new(pre)

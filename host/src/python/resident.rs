@@ -10,11 +10,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use wasmtime::component::Component;
 
-use super::linker;
+use super::methods::linker;
 use super::state::RunState;
 use crate::bindings::python::PythonSandboxPre;
 use crate::engine::Pool;
-use crate::host::HostInner;
+use crate::runtime::HostInner;
 
 /// Bytes in a WebAssembly page.
 const WASM_PAGE: usize = 64 << 10;

@@ -7,8 +7,8 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::p2::pipe::MemoryInputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use super::PluginSet;
 use super::outcome::{Event, Handoff};
+use super::plugin_set::PluginSet;
 use crate::capture::CallOutput;
 use crate::guard::HostMeter;
 use crate::limits::{CappedEvents, LimitKind, Limits, RunLimits, StoreLimiter};

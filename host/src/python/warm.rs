@@ -23,13 +23,14 @@ use std::time::{Duration, Instant};
 
 use wasmtime::Store;
 
-use super::PluginSet;
+use super::plugin_set::PluginSet;
 use super::resident::{Resident, Slot};
 use super::state::RunState;
 use crate::bindings::python::{PythonSandbox as Interpreter, PythonSandboxPre};
+use crate::guard::apply_budget;
 use crate::guard::limited_store;
-use crate::host::HostInner;
-use crate::plugin::{Budget, apply_budget};
+use crate::limits::Budget;
+use crate::runtime::HostInner;
 use crate::types::AgentCtx;
 
 /// Finished stores waiting to be dropped beyond which a run drops its own,
@@ -383,7 +384,7 @@ async fn prepare(
     let mut store = limited_store(pre.engine(), state);
     apply_budget(&mut store, budget, host.metering);
     let interpreter = pre.instantiate_async(&mut store).await?;
-    let specs = methods.as_ref().map_or(&[][..], |m| &m.inner.specs[..]);
+    let specs = methods.as_ref().map_or(&[][..], |m| m.specs());
     interpreter
         .sandwit_plugin_runner()
         .call_prepare(&mut store, specs)

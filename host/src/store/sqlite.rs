@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use super::{Entry, Namespace, StoreBackend, StoreError};
+use super::backend::{Entry, Namespace, StoreBackend, StoreError};
 use crate::policy::StoreLimits;
 
 const SCHEMA: &str = "

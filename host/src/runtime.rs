@@ -1,0 +1,49 @@
+//! What every plugin and run of a host shares: the engine, the plugin
+//! linker, the compiled-code cache, the limits, the policy and the services.
+//! Loading and calling plugins (`plugin.rs`) and the Python sandbox
+//! (`python/`) build on it; the [`Host`](crate::Host) facade owns it.
+
+use wasmtime::Engine;
+use wasmtime::component::Linker;
+
+use crate::cache::CodeCache;
+use crate::engine::{Pool, new_engine};
+use crate::env::Services;
+use crate::limits::{Limits, Metering, RunLimits};
+use crate::policy::Policy;
+use crate::state::PluginState;
+
+/// The shared state of a host.
+pub(crate) struct HostInner {
+    pub(crate) engine: Engine,
+    pub(crate) plugin_linker: Linker<PluginState>,
+    pub(crate) cache: CodeCache,
+    pub(crate) limits: Limits,
+    pub(crate) run_limits: RunLimits,
+    pub(crate) metering: Metering,
+    pub(crate) prepared_interpreters: usize,
+    /// The cores this process may use.
+    pub(crate) cores: usize,
+    pub(crate) policy: Policy,
+    pub(crate) services: Services,
+}
+
+impl HostInner {
+    /// An engine with the host's settings and a pool of its own (its code is
+    /// compatible with the host's engine).
+    pub(crate) fn engine_with(&self, pool: Pool) -> anyhow::Result<Engine> {
+        engine(&self.limits, &self.run_limits, self.metering, pool)
+    }
+}
+
+/// An engine for calls under `limits` and runs under `run_limits`: memory
+/// slots fit the larger of their memory limits.
+pub(crate) fn engine(
+    limits: &Limits,
+    run_limits: &RunLimits,
+    metering: Metering,
+    pool: Pool,
+) -> anyhow::Result<Engine> {
+    let max_memory = limits.memory_bytes.max(run_limits.memory_bytes);
+    new_engine(max_memory, limits.table_elements, metering, pool)
+}
