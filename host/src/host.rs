@@ -138,8 +138,8 @@ impl HostBuilder {
     /// [`LimitKind::Instances`](crate::LimitKind::Instances) until one is
     /// dropped. A slot's memories and tables are address space reserved,
     /// not committed, but its fiber stack's guard page is set up when the
-    /// host is built and taken down when it is dropped (400 slots: ~2 ms
-    /// of a one-shot process's ~16 ms), so a process that runs little can
+    /// host is built and taken down when it is dropped (a cost per slot at
+    /// start and exit; BENCHMARKS.md), so a process that runs little can
     /// take far fewer. (Interpreters prepared ahead live in each Python
     /// sandbox's own pool, not this one.)
     pub fn max_instances(mut self, count: u32) -> Self {

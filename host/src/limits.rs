@@ -48,8 +48,8 @@ impl Metering {
 }
 
 /// Fuel a metered guest uses between two yields to the host, where a passed
-/// deadline ends it: about 0.1 to 1 ms of CPython here (it uses ~7.5 units
-/// per ns on a bytecode loop). A yield costs about a microsecond.
+/// deadline ends it: a deadline is kept to within the time this much fuel
+/// takes, and a yield's cost is paid once per this much fuel.
 pub(crate) const YIELD_FUEL: u64 = 1_000_000;
 
 /// The most bytes a `.wasm` file may have before it is even parsed.

@@ -1,5 +1,7 @@
 //! sandwit's integration tests: one binary, a module per topic, sharing one
-//! host and one compiled-code cache.
+//! compiled-code cache (the CPython component is compiled once per run);
+//! most modules build hosts of their own with the limits and policy they
+//! test, `common::host()` is the shared one.
 
 mod bad_input;
 mod cache;

@@ -82,8 +82,8 @@ impl RunState {
 
     /// Makes a prepared interpreter's store data the run's, keeping its WASI
     /// context, resource table and output buffers (emptied, with the run's
-    /// cap): the guest may hold handles to what preparing opened. Building
-    /// no new WASI context here saves a run ~5 µs.
+    /// cap): the guest may hold handles to what preparing opened, and a run
+    /// need not pay for building a new WASI context.
     pub(crate) fn begin(
         &mut self,
         ctx: &AgentCtx,

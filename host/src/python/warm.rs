@@ -13,7 +13,7 @@
 //!
 //! Runs do not wake the thread while it has been busy lately: waking a
 //! sleeping thread on an idle core costs the waker an inter-processor
-//! interrupt (20 µs of a 170 µs run in the development VM). The thread
+//! interrupt, a large part of a short run (BENCHMARKS.md). The thread
 //! polls instead, every [`MIN_POLL`] doubling to [`MAX_POLL`], and only
 //! after [`PARK_AFTER`] with nothing to do sleeps until a run wakes it.
 
@@ -41,9 +41,8 @@ const MAX_RETIRED: usize = 16;
 const RETRY_AFTER: Duration = Duration::from_millis(20);
 /// The thread's first polling period after it worked or was woken.
 const MIN_POLL: Duration = Duration::from_micros(100);
-/// The longest polling period: each wake-up costs the idle core tens of
-/// µs in the development VM (1–2 ms of CPU a second at this period), and
-/// only delays the thread seeing the end of a long run.
+/// The longest polling period: each wake-up costs the idle core some CPU,
+/// and a longer period only delays the thread seeing the end of a long run.
 const MAX_POLL: Duration = Duration::from_millis(50);
 /// How long the thread polls with nothing to do before it sleeps until a
 /// run wakes it: longer than the seconds between an agent's runs.

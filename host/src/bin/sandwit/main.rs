@@ -20,7 +20,8 @@ use sandwit::{Host, HostBuilder, Limits, Policy, RunLimits};
 /// A WebAssembly plugin host for AI agents.
 ///
 /// Plugins are WebAssembly components of the WIT world
-/// `sandwit:plugin/sandbox-method`. Every call runs in a fresh instance under
+/// `sandwit:plugin/sandbox-method`. A direct call runs in a fresh instance
+/// (a Python run keeps one instance per plugin for its calls), under
 /// fuel, time and memory limits. Set SANDWIT_LOG (e.g. `info`) to see the
 /// host's log on stderr.
 #[derive(Parser)]
