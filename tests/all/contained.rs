@@ -39,6 +39,21 @@ fn limit_of(report: &sandwit::CallReport) -> LimitKind {
     }
 }
 
+/// The refusals a call recorded: (capability needed, request).
+fn denied(report: &sandwit::CallReport) -> Vec<(&String, &String)> {
+    report
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            PluginEvent::Denied {
+                request,
+                capability,
+            } => Some((capability, request)),
+            _ => None,
+        })
+        .collect()
+}
+
 // ---- 1. time and bytes in host calls ---------------------------------------
 
 #[tokio::test]
@@ -113,17 +128,7 @@ async fn refused_requests_are_cut_counted_and_capped() {
         json!({"size": 1 << 20, "times": 500}),
     )
     .await;
-    let denied: Vec<_> = report
-        .events
-        .iter()
-        .filter_map(|e| match e {
-            PluginEvent::Denied {
-                request,
-                capability,
-            } => Some((capability, request)),
-            _ => None,
-        })
-        .collect();
+    let denied = denied(&report);
     assert_eq!(denied.len(), 100, "at most 100 per call");
     for (capability, request) in &denied {
         assert!(request.len() < 300 && capability.len() < 300, "{request}");
@@ -154,17 +159,7 @@ async fn refused_http_requests_are_cut_counted_and_capped() {
             budget,
         )
         .await;
-    let denied: Vec<_> = report
-        .events
-        .iter()
-        .filter_map(|e| match e {
-            PluginEvent::Denied {
-                request,
-                capability,
-            } => Some((capability, request)),
-            _ => None,
-        })
-        .collect();
+    let denied = denied(&report);
     assert_eq!(
         denied.len(),
         100,
