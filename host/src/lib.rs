@@ -18,6 +18,8 @@ mod config;
 mod engine;
 mod env;
 mod error;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 mod guard;
 mod host;
 mod interfaces;

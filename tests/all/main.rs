@@ -8,6 +8,7 @@ mod cache;
 mod cli;
 mod common;
 mod contained;
+mod fuzzed;
 mod hostile;
 mod loading;
 mod plugins;

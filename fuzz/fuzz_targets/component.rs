@@ -1,0 +1,5 @@
+//! Arbitrary bytes, mutated fixture components and WebAssembly text, loaded as
+//! a plugin.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| sandwit::fuzzing::component(data));

@@ -1,0 +1,5 @@
+//! A JSON Schema (text, or generated) bounded and compiled, and a value checked
+//! against it within the work bound.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| sandwit::fuzzing::schema(data));

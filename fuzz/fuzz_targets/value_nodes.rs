@@ -1,0 +1,5 @@
+//! Flat value nodes from a guest: decoded, and round-tripped when they are a
+//! value.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| sandwit::fuzzing::value_nodes(data));

@@ -1,0 +1,1 @@
+(module (func (export "f") (loop br 0)))

@@ -1,0 +1,1 @@
+(component (import "evil:net/raw-socket" (instance)) (import "sandwit:plugin/secrets@0.1.0" (instance)))

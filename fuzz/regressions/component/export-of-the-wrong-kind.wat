@@ -1,0 +1,1 @@
+(component (core module $m) (core instance $i (instantiate $m)) (export "sandwit:plugin/plugin@0.1.0" (core module $m)))
