@@ -29,6 +29,19 @@ pub(crate) struct Services {
     pub(crate) chat: Option<Arc<dyn ChatSink>>,
 }
 
+#[cfg(test)]
+impl Services {
+    /// An in-memory store, the default caps, no chat sink.
+    pub(crate) fn for_tests() -> Self {
+        Services {
+            store: Arc::new(crate::store::SqliteStore::in_memory().expect("an in-memory store")),
+            store_limits: StoreLimits::default(),
+            http_limits: HttpLimits::default(),
+            chat: None,
+        }
+    }
+}
+
 /// What one loaded plugin may use, shared by all its calls.
 pub(crate) struct PluginEnv {
     pub(crate) id: String,

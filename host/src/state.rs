@@ -273,16 +273,10 @@ mod tests {
     use crate::capability::Grants;
     use crate::config::PluginConfig;
     use crate::env::Services;
-    use crate::policy::{HttpLimits, StoreLimits};
 
     #[test]
     fn wasi_output_and_http_bodies_charge_the_meter_of_their_store() {
-        let services = Services {
-            store: Arc::new(crate::store::SqliteStore::in_memory().unwrap()),
-            store_limits: StoreLimits::default(),
-            http_limits: HttpLimits::default(),
-            chat: None,
-        };
+        let services = Services::for_tests();
         let env = PluginEnv::new("p", Grants::default(), PluginConfig::default(), services);
         let deadline = Instant::now() + std::time::Duration::from_secs(5);
         let mut state = PluginState::new(env, None, &Limits::default(), deadline);

@@ -191,15 +191,9 @@ mod tests {
     use crate::capability::Grants;
     use crate::config::PluginConfig;
     use crate::env::Services;
-    use crate::policy::{HttpLimits, StoreLimits};
 
     fn gate(grants: &[&str]) -> HttpGate {
-        let services = Services {
-            store: Arc::new(crate::store::SqliteStore::in_memory().unwrap()),
-            store_limits: StoreLimits::default(),
-            http_limits: HttpLimits::default(),
-            chat: None,
-        };
+        let services = Services::for_tests();
         let caps: Vec<_> = grants.iter().map(|g| g.parse().unwrap()).collect();
         let env = PluginEnv::new(
             "p",
