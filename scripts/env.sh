@@ -6,3 +6,26 @@ GUEST_PACKAGES="-p sandwit-sdk -p calc -p knowledge -p messenger -p imagegen -p 
 # Guest components are built here (the same place tests/artifacts builds them).
 GUEST_TARGET_DIR="target/guests"
 GUEST_OUT="$GUEST_TARGET_DIR/wasm32-wasip2/guest"
+# The CPython component the `sandwit` binary embeds (host/build.rs reads
+# SANDWIT_EMBED_PYTHON): a copy of python-guest/build's output, remade only
+# when app.py, the build script or the WIT changed. componentize-py's output
+# differs from build to build, and tests/artifacts/build.rs rebuilds
+# target/python/sandbox.wasm, so embedding that file itself would relink the
+# binary, and make its interpreter compile again, after every rebuild.
+EMBEDDED_PYTHON="$PWD/target/embed/sandbox.wasm"
+# Brings $EMBEDDED_PYTHON up to date (building the interpreter if need be)
+# and exports SANDWIT_EMBED_PYTHON: call it before building the host.
+embed_python() {
+  local sources=(python-guest/app.py python-guest/build wit) built=target/python/sandbox.wasm
+  python_stale() { [[ ! -f "$1" || -n "$(find "${sources[@]}" -newer "$1" -print -quit)" ]]; }
+  if python_stale "$EMBEDDED_PYTHON"; then
+    if python_stale "$built"; then python-guest/build; fi
+    mkdir -p "$(dirname "$EMBEDDED_PYTHON")"
+    cp "$built" "$EMBEDDED_PYTHON.tmp"
+    mv "$EMBEDDED_PYTHON.tmp" "$EMBEDDED_PYTHON"
+  fi
+  export SANDWIT_EMBED_PYTHON="$EMBEDDED_PYTHON"
+}
+# Once it exists, every script builds the host with it, so going from one
+# script to another does not rebuild the host.
+if [[ -f "$EMBEDDED_PYTHON" ]]; then export SANDWIT_EMBED_PYTHON="$EMBEDDED_PYTHON"; fi

@@ -310,3 +310,266 @@ pub(crate) fn nodes_from_wit(value: t::Value) -> Vec<Node> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    //! The conversions on the host target: they touch no WIT import.
+
+    use super::*;
+
+    /// `value` through the WIT encoding a tool's result takes and back, as
+    /// the host decodes it.
+    fn through_wit(value: Value) -> Value {
+        Value::from_nodes(nodes_from_wit(to_wit(value)), &Default::default()).unwrap()
+    }
+
+    /// `x` encoded, through WIT, and decoded as `T` again.
+    fn round_trip<T: IntoValue + FromValue>(x: T) -> T {
+        T::from_value(through_wit(x.into_value())).unwrap()
+    }
+
+    fn text(s: &str) -> Value {
+        Value::Text(s.into())
+    }
+
+    #[test]
+    fn integers_keep_every_i64() {
+        for i in [i64::MIN, i64::MIN + 1, -1, 0, 1, i64::MAX - 1, i64::MAX] {
+            assert_eq!(round_trip(i), i);
+            assert_eq!(i.into_value(), Value::Int(i));
+        }
+        assert_eq!(
+            i64::from_value(Value::Float(1.0)),
+            Err("expected an integer, got float".into())
+        );
+        assert_eq!(
+            i64::from_value(text("1")),
+            Err("expected an integer, got str".into())
+        );
+    }
+
+    #[test]
+    fn small_integers_take_their_whole_range_and_refuse_the_rest() {
+        assert_eq!(round_trip(i8::MIN), i8::MIN);
+        assert_eq!(round_trip(i8::MAX), i8::MAX);
+        assert_eq!(round_trip(u8::MAX), u8::MAX);
+        assert_eq!(round_trip(i16::MIN), i16::MIN);
+        assert_eq!(round_trip(u16::MAX), u16::MAX);
+        assert_eq!(round_trip(i32::MIN), i32::MIN);
+        assert_eq!(round_trip(u32::MAX), u32::MAX);
+        assert_eq!(u32::MAX.into_value(), Value::Int(4_294_967_295));
+        assert_eq!(
+            u8::from_value(Value::Int(256)),
+            Err("256 is out of range for u8".into())
+        );
+        assert_eq!(
+            u32::from_value(Value::Int(-1)),
+            Err("-1 is out of range for u32".into())
+        );
+        assert_eq!(
+            i32::from_value(Value::Int(i64::from(i32::MAX) + 1)),
+            Err("2147483648 is out of range for i32".into())
+        );
+        assert_eq!(
+            i16::from_value(Value::Int(i64::MIN)),
+            Err("-9223372036854775808 is out of range for i16".into())
+        );
+        assert_eq!(
+            u16::from_value(Value::Bool(true)),
+            Err("expected an integer, got bool".into())
+        );
+        assert_eq!(
+            u8::schema(),
+            r#"{"type":"integer","minimum":0,"maximum":255}"#
+        );
+        assert_eq!(
+            i32::schema(),
+            r#"{"type":"integer","minimum":-2147483648,"maximum":2147483647}"#
+        );
+    }
+
+    #[test]
+    fn floats_keep_their_bits_and_accept_integers() {
+        for x in [
+            0.0,
+            -0.0,
+            f64::MIN,
+            f64::MAX,
+            f64::MIN_POSITIVE,
+            f64::EPSILON,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+        ] {
+            assert_eq!(round_trip(x).to_bits(), x.to_bits(), "{x}");
+        }
+        assert!(round_trip(f64::NAN).is_nan());
+        assert_eq!(f64::from_value(Value::Int(-3)), Ok(-3.0));
+        // Beyond 2^53 an integer becomes the nearest float, as in Python.
+        assert_eq!(
+            f64::from_value(Value::Int(i64::MAX)),
+            Ok(9.223372036854776e18)
+        );
+        assert_eq!(
+            f64::from_value(Value::Null),
+            Err("expected a number, got None".into())
+        );
+    }
+
+    #[test]
+    fn text_bytes_bools_and_unit() {
+        assert_eq!(round_trip(String::new()), "");
+        assert_eq!(
+            round_trip("naïve ☕ \0 \u{10FFFF}".to_string()),
+            "naïve ☕ \0 \u{10FFFF}"
+        );
+        assert_eq!("x".into_value(), text("x"));
+        assert!(round_trip(true));
+        assert!(!round_trip(false));
+        assert_eq!(
+            bool::from_value(Value::Int(1)),
+            Err("expected a boolean, got int".into())
+        );
+        assert_eq!(
+            String::from_value(Value::Bytes(b"x".to_vec())),
+            Err("expected a string, got bytes".into())
+        );
+        let bytes = Bytes((0..=255).collect());
+        assert_eq!(round_trip(bytes.clone()), bytes);
+        assert_eq!(round_trip(Bytes::default()), Bytes(vec![]));
+        // A string argument is taken as its UTF-8 bytes.
+        assert_eq!(Bytes::from_value(text("é")), Ok(Bytes(vec![0xC3, 0xA9])));
+        assert_eq!(
+            Bytes::from_value(Value::List(vec![])),
+            Err("expected bytes, got list".into())
+        );
+        assert_eq!(().into_value(), Value::Null);
+        assert_eq!(through_wit(().into_value()), Value::Null);
+    }
+
+    #[test]
+    fn options_are_null_or_the_value() {
+        assert_eq!(round_trip(Some(5i64)), Some(5));
+        assert_eq!(round_trip(None::<i64>), None);
+        assert_eq!(None::<String>.into_value(), Value::Null);
+        assert_eq!(Option::<i64>::when_missing(), Some(None));
+        assert_eq!(i64::when_missing(), None);
+        assert_eq!(
+            Option::<i64>::from_value(text("5")),
+            Err("expected an integer, got str".into())
+        );
+        // Nested options cannot tell `Some(None)` from `None`: both are null.
+        assert_eq!(Some(None::<i64>).into_value(), Value::Null);
+        assert_eq!(round_trip(Some(None::<i64>)), None);
+        assert_eq!(round_trip(Some(Some(1i64))), Some(Some(1)));
+        assert_eq!(
+            Option::<i64>::schema(),
+            r#"{"anyOf":[{"type":"integer"},{"type":"null"}]}"#
+        );
+    }
+
+    #[test]
+    fn lists_and_maps_nest_and_name_the_item_that_does_not_fit() {
+        let nested = vec![vec![Some(1i64), None], vec![], vec![Some(i64::MIN)]];
+        assert_eq!(round_trip(nested.clone()), nested);
+        assert_eq!(round_trip(Vec::<String>::new()), Vec::<String>::new());
+
+        let mut map = BTreeMap::new();
+        map.insert("b".to_string(), vec![1.5f64]);
+        map.insert("a".to_string(), vec![]);
+        map.insert(String::new(), vec![-0.5]);
+        assert_eq!(round_trip(map.clone()), map);
+        // A BTreeMap's entries go out sorted by key.
+        let Value::Object(entries) = map.into_value() else {
+            panic!("not an object");
+        };
+        let keys: Vec<_> = entries.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["", "a", "b"]);
+
+        let mut hash = HashMap::new();
+        hash.insert("k".to_string(), BTreeMap::from([("x".to_string(), true)]));
+        assert_eq!(round_trip(hash.clone()), hash);
+
+        assert_eq!(
+            Vec::<i64>::from_value(Value::List(vec![Value::Int(1), text("2")])),
+            Err("item 1: expected an integer, got str".into())
+        );
+        assert_eq!(
+            Vec::<Vec<i64>>::from_value(Value::List(vec![Value::List(vec![Value::Null])])),
+            Err("item 0: item 0: expected an integer, got None".into())
+        );
+        assert_eq!(
+            Vec::<i64>::from_value(Value::Object(vec![])),
+            Err("expected a list, got dict".into())
+        );
+        assert_eq!(
+            BTreeMap::<String, i64>::from_value(Value::Object(vec![("n".into(), text("x"))])),
+            Err("key `n`: expected an integer, got str".into())
+        );
+        assert_eq!(
+            HashMap::<String, i64>::from_value(Value::List(vec![])),
+            Err("expected a dict, got list".into())
+        );
+        // A repeated key (a value from the host never has one): the last wins.
+        let repeated = Value::Object(vec![
+            ("k".into(), Value::Int(1)),
+            ("k".into(), Value::Int(2)),
+        ]);
+        assert_eq!(
+            BTreeMap::<String, i64>::from_value(repeated),
+            Ok(BTreeMap::from([("k".to_string(), 2)]))
+        );
+        assert_eq!(
+            Vec::<BTreeMap<String, u8>>::schema(),
+            r#"{"type":"array","items":{"type":"object","additionalProperties":{"type":"integer","minimum":0,"maximum":255}}}"#
+        );
+    }
+
+    #[test]
+    fn a_value_crosses_whole_in_any_shape() {
+        // As deep as a value goes: its innermost null is at depth 64.
+        let deep = (0..63).fold(Value::Null, |v, _| Value::List(vec![v]));
+        let value = Value::Object(vec![
+            ("null".into(), Value::Null),
+            (
+                "ints".into(),
+                Value::List(vec![Value::Int(i64::MIN), Value::Int(i64::MAX)]),
+            ),
+            ("float".into(), Value::Float(-0.0)),
+            ("text".into(), text("ü")),
+            ("bytes".into(), Value::Bytes(vec![0, 255])),
+            ("empty list".into(), Value::List(vec![])),
+            ("empty dict".into(), Value::Object(vec![])),
+            ("deep".into(), deep),
+            (
+                "same key twice in order".into(),
+                Value::Object(vec![
+                    ("z".into(), Value::Int(1)),
+                    ("a".into(), Value::Int(2)),
+                ]),
+            ),
+        ]);
+        assert_eq!(Value::from_value(value.clone()), Ok(value.clone()));
+        assert_eq!(through_wit(value.clone()), value);
+        assert_eq!(Value::schema(), "{}");
+    }
+
+    #[test]
+    fn every_schema_is_a_json_object() {
+        for schema in [
+            Value::schema(),
+            i64::schema(),
+            u16::schema(),
+            f64::schema(),
+            bool::schema(),
+            String::schema(),
+            <&str>::schema(),
+            Bytes::schema(),
+            <()>::schema(),
+            Option::<Vec<Option<Bytes>>>::schema(),
+            HashMap::<String, Vec<f64>>::schema(),
+        ] {
+            let json: serde_json::Value = serde_json::from_str(&schema).unwrap();
+            assert!(json.is_object(), "{schema}");
+        }
+    }
+}

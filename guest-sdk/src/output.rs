@@ -13,6 +13,13 @@ pub struct Behavior;
 pub struct MultimodalAgent;
 
 /// A return type allowed for methods of kind `K`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a return type for this kind of sandwit method",
+    label = "not a return type for this kind of method",
+    note = "`#[tool]` returns a value (`IntoValue + Schema`), `#[agent]` and `#[behavior]` a \
+            `String`, `#[multimodal_agent]` a `Vec<ContentPart>`, each may be wrapped in \
+            `Result<_, E>` with `E: Into<sandwit_sdk::Error>`"
+)]
 pub trait Output<K> {
     /// Encodes the function's return value.
     fn into_result(self) -> Result<MethodResult, Error>;

@@ -103,6 +103,23 @@ impl CodeCache {
         self.dirs.as_ref().map(|(_, own)| own.as_path())
     }
 
+    /// The cache's directory, if it has one.
+    pub(crate) fn root(&self) -> Option<&Path> {
+        self.dirs.as_ref().map(|(root, _)| root.as_path())
+    }
+
+    /// Whether the compiled code of the component whose hash is `hash` is in
+    /// memory or in an entry [`CodeCache::lookup`] would load, without
+    /// loading it (an entry that then fails to load is compiled afresh).
+    pub(crate) fn contains(&self, hash: &str) -> bool {
+        let is_hash = hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_hexdigit());
+        is_hash
+            && (self.loaded.lock().unwrap().contains_key(hash)
+                || self
+                    .dir()
+                    .is_some_and(|d| trusted_file(&d.join(format!("{hash}.cwasm")))))
+    }
+
     /// The component for `bytes` (whose hash is `hash`), from memory, disk, or
     /// compiled now; a compile error is the component's fault and comes back
     /// as `Ok(Err(..))`.

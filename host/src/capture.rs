@@ -13,7 +13,7 @@ use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError, StreamResult};
 use crate::guard::FuelTab;
 
 /// A capped in-memory output. Clones share the buffer and the cap; the
-/// bytes written are charged to the store's [`FuelTab`].
+/// bytes written are charged to the store's [`FuelTab`], kept or not.
 #[derive(Clone)]
 pub(crate) struct CallOutput {
     buffer: Arc<Mutex<Buffer>>,
@@ -23,7 +23,14 @@ pub(crate) struct CallOutput {
 struct Buffer {
     bytes: Vec<u8>,
     capacity: usize,
+    /// Past the cap: `None` refuses the write (the guest sees its output
+    /// closed); `Some(n)` accepts it and drops it, counting the bytes.
+    dropped: Option<usize>,
 }
+
+/// The most a guest that drops its output past the cap is told it may write
+/// at once: writes go on being accepted (and paid for).
+const DROP_WINDOW: usize = 64 << 10;
 
 impl Buffer {
     fn room(&self) -> usize {
@@ -32,19 +39,36 @@ impl Buffer {
 }
 
 impl CallOutput {
+    /// An output that refuses a write past `capacity`: the guest sees it
+    /// closed (a Python run's, whose overflow is a limit of the run).
     pub(crate) fn new(capacity: usize, tab: FuelTab) -> Self {
+        Self::with(capacity, tab, None)
+    }
+
+    /// An output that keeps the first `capacity` bytes and drops the rest,
+    /// counted, so a guest that prints too much is cut, not stopped (a
+    /// plugin's, whose output is only log lines).
+    pub(crate) fn cutting(capacity: usize, tab: FuelTab) -> Self {
+        Self::with(capacity, tab, Some(0))
+    }
+
+    fn with(capacity: usize, tab: FuelTab, dropped: Option<usize>) -> Self {
         CallOutput {
             buffer: Arc::new(Mutex::new(Buffer {
                 bytes: Vec::new(),
                 capacity,
+                dropped,
             })),
             tab,
         }
     }
 
-    /// What was written since the last take, leaving the buffer empty.
-    pub(crate) fn take(&self) -> Vec<u8> {
-        std::mem::take(&mut self.lock().bytes)
+    /// What was written since the last take, and how many bytes past the
+    /// cap were dropped, leaving the buffer empty.
+    pub(crate) fn take(&self) -> (Vec<u8>, usize) {
+        let mut buffer = self.lock();
+        let dropped = buffer.dropped.as_mut().map_or(0, std::mem::take);
+        (std::mem::take(&mut buffer.bytes), dropped)
     }
 
     /// Empties the buffer and sets a new cap.
@@ -52,6 +76,9 @@ impl CallOutput {
         let mut buffer = self.lock();
         buffer.bytes.clear();
         buffer.capacity = capacity;
+        if let Some(dropped) = &mut buffer.dropped {
+            *dropped = 0;
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Buffer> {
@@ -64,7 +91,14 @@ impl OutputStream for CallOutput {
     fn write(&mut self, bytes: bytes::Bytes) -> StreamResult<()> {
         self.tab.charge(bytes.len());
         let mut buffer = self.lock();
-        if bytes.len() > buffer.room() {
+        let room = buffer.room();
+        if let Some(dropped) = &mut buffer.dropped {
+            let kept = bytes.len().min(room);
+            *dropped += bytes.len() - kept;
+            buffer.bytes.extend_from_slice(&bytes[..kept]);
+            return Ok(());
+        }
+        if bytes.len() > room {
             return Err(StreamError::Trap(wasmtime::format_err!(
                 "wrote more than the {} bytes an output may take",
                 buffer.capacity
@@ -79,7 +113,9 @@ impl OutputStream for CallOutput {
     }
 
     fn check_write(&mut self) -> StreamResult<usize> {
-        match self.lock().room() {
+        let buffer = self.lock();
+        match buffer.room() {
+            _ if buffer.dropped.is_some() => Ok(DROP_WINDOW),
             0 => Err(StreamError::Closed),
             room => Ok(room),
         }
@@ -101,6 +137,10 @@ impl tokio::io::AsyncWrite for CallOutput {
         let mut buffer = self.lock();
         let n = buf.len().min(buffer.room());
         buffer.bytes.extend_from_slice(&buf[..n]);
+        if let Some(dropped) = &mut buffer.dropped {
+            *dropped += buf.len() - n;
+            return std::task::Poll::Ready(Ok(buf.len()));
+        }
         std::task::Poll::Ready(Ok(n))
     }
 
@@ -147,16 +187,31 @@ mod tests {
         stream.write(bytes::Bytes::from_static(b"abc")).unwrap();
         assert_eq!(stream.check_write().unwrap(), 1);
         assert!(stream.write(bytes::Bytes::from_static(b"de")).is_err());
-        assert_eq!(out.take(), b"abc");
+        assert_eq!(out.take().0, b"abc");
         assert_eq!(tab.take(), 5, "every byte written is charged, kept or not");
         // A new call has the whole cap again, through the same stream.
         stream.write(bytes::Bytes::from_static(b"defg")).unwrap();
         assert!(matches!(stream.check_write(), Err(StreamError::Closed)));
-        assert_eq!(out.take(), b"defg");
+        assert_eq!(out.take().0, b"defg");
         // A new cap, for the same stream.
         stream.write(bytes::Bytes::from_static(b"h")).unwrap();
         out.reset(2);
         assert_eq!(stream.check_write().unwrap(), 2);
-        assert!(out.take().is_empty());
+        assert!(out.take().0.is_empty());
+    }
+
+    #[test]
+    fn a_cutting_output_keeps_the_cap_and_counts_the_rest() {
+        let tab = FuelTab::default();
+        let out = CallOutput::cutting(4, tab.clone());
+        let mut stream = out.p2_stream();
+        stream.write(bytes::Bytes::from_static(b"abc")).unwrap();
+        stream.write(bytes::Bytes::from_static(b"defg")).unwrap();
+        assert_eq!(stream.check_write().unwrap(), DROP_WINDOW);
+        stream.write(bytes::Bytes::from_static(b"hi")).unwrap();
+        assert_eq!(out.take(), (b"abcd".to_vec(), 5));
+        assert_eq!(tab.take(), 9, "dropped bytes are paid for too");
+        stream.write(bytes::Bytes::from_static(b"j")).unwrap();
+        assert_eq!(out.take(), (b"j".to_vec(), 0));
     }
 }

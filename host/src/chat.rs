@@ -39,6 +39,22 @@ impl ChatMessage {
     }
 }
 
+/// On one line: `text: ...`, `image: image/png, 120 bytes`, `system
+/// message (triggers the agent): ...`.
+impl std::fmt::Display for ChatMessage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ChatMessage::Text(text) => write!(f, "text: {text}"),
+            ChatMessage::Image(m) => write!(f, "image: {}, {} bytes", m.mime_type, m.data.len()),
+            ChatMessage::System {
+                message,
+                trigger_agent: true,
+            } => write!(f, "system message (triggers the agent): {message}"),
+            ChatMessage::System { message, .. } => write!(f, "system message: {message}"),
+        }
+    }
+}
+
 /// Serialised for events and the CLI: an image as its MIME type and size.
 impl Serialize for ChatMessage {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {

@@ -3,20 +3,17 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use wasmtime::component::{HasSelf, Linker};
-
-use crate::bindings::plugin::SandboxMethod;
 use crate::cache::{CodeCache, DEFAULT_CACHE_MAX_BYTES};
 use crate::chat::ChatSink;
 use crate::engine::Pool;
 use crate::env::Services;
 use crate::error::LoadError;
 use crate::limits::{Limits, Metering, RunLimits};
+use crate::loader::Source;
 use crate::plugin::Plugin;
 use crate::policy::Policy;
 use crate::python::PythonSandbox;
 use crate::runtime::{HostInner, engine};
-use crate::state::PluginState;
 use crate::store::{SqliteStore, StoreBackend};
 
 /// Interpreters a [`PythonSandbox`] keeps instantiated ahead of its runs
@@ -78,6 +75,8 @@ pub struct HostBuilder {
     store: Option<Arc<dyn StoreBackend>>,
     store_path: Option<PathBuf>,
     chat: Option<Arc<dyn ChatSink>>,
+    #[cfg(feature = "internals")]
+    park: Option<(std::time::Duration, Arc<std::sync::atomic::AtomicUsize>)>,
 }
 
 impl HostBuilder {
@@ -128,6 +127,20 @@ impl HostBuilder {
     /// works only while runs leave most cores idle.
     pub fn prepared_interpreters(mut self, count: usize) -> Self {
         self.prepared_interpreters = Some(count);
+        self
+    }
+
+    /// Has each [`PythonSandbox`]'s preparing thread sleep until a run wakes
+    /// it after `after` with nothing to do (10 s unless set), and add one
+    /// to `parks` each time it starts to: for tests of that wake-up, which
+    /// otherwise wait 10 s. Only with the `internals` feature.
+    #[cfg(feature = "internals")]
+    pub fn park_after(
+        mut self,
+        after: std::time::Duration,
+        parks: Arc<std::sync::atomic::AtomicUsize>,
+    ) -> Self {
+        self.park = Some((after, parks));
         self
     }
 
@@ -184,10 +197,7 @@ impl HostBuilder {
         );
         let pool = Pool::Shared { instances };
         let engine = engine(&self.limits, &self.run_limits, self.metering, pool)?;
-        let mut plugin_linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut plugin_linker)?;
-        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut plugin_linker)?;
-        SandboxMethod::add_to_linker::<_, HasSelf<PluginState>>(&mut plugin_linker, |s| s)?;
+        let plugin_linker = crate::plugin::state::linker(&engine)?;
         let cache_max_bytes = self.cache_max_bytes.unwrap_or(DEFAULT_CACHE_MAX_BYTES);
         let cache = CodeCache::new(&engine, self.cache_dir, cache_max_bytes)?;
         let store: Arc<dyn StoreBackend> = match (self.store, &self.store_path) {
@@ -213,6 +223,8 @@ impl HostBuilder {
                     .prepared_interpreters
                     .unwrap_or(DEFAULT_PREPARED_INTERPRETERS),
                 cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+                #[cfg(feature = "internals")]
+                park: self.park,
                 policy: self.policy,
                 services,
             }),
@@ -234,12 +246,13 @@ impl Host {
     /// Loads and checks a plugin from its bytes; `name` (e.g. the file name)
     /// identifies it in errors.
     pub async fn load_plugin(&self, name: &str, bytes: &[u8]) -> Result<Plugin, LoadError> {
-        self.inner.load(name, bytes).await
+        let source = Source::Bytes { label: name, bytes };
+        Plugin::load(&self.inner, source).await
     }
 
     /// Reads, loads and checks a plugin file.
     pub async fn load_plugin_file(&self, path: impl AsRef<Path>) -> Result<Plugin, LoadError> {
-        self.inner.load_file(path.as_ref()).await
+        Plugin::load(&self.inner, Source::File(path.as_ref())).await
     }
 
     /// The operator's policy.
@@ -254,7 +267,59 @@ impl Host {
 
     /// Loads the CPython component (built from `python-guest/`) from its bytes.
     pub async fn load_python(&self, name: &str, bytes: &[u8]) -> Result<PythonSandbox, LoadError> {
-        self.inner.load_python(name, bytes).await
+        PythonSandbox::load(&self.inner, Source::Bytes { label: name, bytes })
+    }
+
+    /// Whether this host has the machine code of the component whose SHA-256
+    /// is `hash` (see [`component_hash`]) cached, in memory or in its cache
+    /// directory, so that loading the component compiles nothing. Compiling
+    /// takes seconds for a large component (10-30 s for the CPython one),
+    /// which a front end may want to announce; the host itself prints
+    /// nothing.
+    ///
+    /// [`component_hash`]: crate::component_hash
+    pub fn is_compiled(&self, hash: &str) -> bool {
+        self.inner.cache.contains(hash)
+    }
+
+    /// [`Host::is_compiled`] for the component file at `path`: without
+    /// reading it when it is unchanged since this cache last loaded it, else
+    /// read and hashed. False when it cannot be read.
+    pub fn is_file_compiled(&self, path: impl AsRef<Path>) -> bool {
+        let (path, cache) = (path.as_ref(), &self.inner.cache);
+        let Ok(meta) = std::fs::metadata(path) else {
+            return false;
+        };
+        if let Some(hash) = cache.file_hash(path, &meta) {
+            return cache.contains(&hash);
+        }
+        meta.len() <= crate::limits::MAX_COMPONENT_BYTES as u64
+            && std::fs::read(path)
+                .is_ok_and(|bytes| cache.contains(&crate::cache::component_hash(&bytes)))
+    }
+
+    /// The directory compiled code is cached in, if the host has one
+    /// ([`HostBuilder::cache_dir`]).
+    pub fn cache_dir(&self) -> Option<&Path> {
+        self.inner.cache.root()
+    }
+
+    /// Loads the CPython component from bytes whose SHA-256 (hex) was
+    /// computed ahead, as when they were embedded in a binary: a load that
+    /// finds their compiled code in the cache does not hash them (the
+    /// interpreter is tens of MB). Compiling them checks the hash.
+    pub async fn load_python_hashed(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        sha256: &str,
+    ) -> Result<PythonSandbox, LoadError> {
+        let source = Source::Hashed {
+            label: name,
+            bytes,
+            sha256,
+        };
+        PythonSandbox::load(&self.inner, source)
     }
 
     /// Reads and loads the CPython component.
@@ -262,6 +327,6 @@ impl Host {
         &self,
         path: impl AsRef<Path>,
     ) -> Result<PythonSandbox, LoadError> {
-        self.inner.load_python_file(path.as_ref()).await
+        PythonSandbox::load(&self.inner, Source::File(path.as_ref()))
     }
 }

@@ -25,7 +25,8 @@ pub enum Metering {
     DeadlineOnly,
     /// Neither: guest code that never returns runs forever (a deadline still
     /// ends a guest blocked in the host). For measuring what the limits cost,
-    /// never for untrusted code.
+    /// never for untrusted code. Only with the `internals` feature.
+    #[cfg(feature = "internals")]
     Off,
 }
 
@@ -37,7 +38,11 @@ impl Metering {
 
     /// Whether running guest code is interrupted at its deadline.
     pub fn deadline(self) -> bool {
-        self != Metering::Off
+        #[cfg(feature = "internals")]
+        if self == Metering::Off {
+            return false;
+        }
+        true
     }
 
     /// Whether the deadline is kept by epoch interruption (compiled into the
@@ -65,7 +70,7 @@ pub const MAX_COMPONENT_BYTES: usize = 64 << 20;
 /// | `time` | 10 s wall clock |
 /// | `memory_bytes` | 64 MiB for all the memories of an instance together |
 /// | `table_elements` | 20,000 per table |
-/// | `max_instances` | 64 core instances per store |
+/// | `max_core_instances` | 64 core instances per store |
 /// | `max_value_bytes` | 16 MiB per argument object or result |
 /// | `max_value_nodes` | 1,000,000 nodes per value |
 /// | `max_value_depth` | 64 levels |
@@ -82,7 +87,7 @@ pub struct Limits {
     /// Elements per table.
     pub table_elements: usize,
     /// Core instances per store (a component instantiates several).
-    pub max_instances: usize,
+    pub max_core_instances: usize,
     /// Size of the arguments or a result crossing the boundary, counted as
     /// [`sandwit_value::encoded_size`] does.
     pub max_value_bytes: usize,
@@ -103,7 +108,7 @@ impl Default for Limits {
             time: Duration::from_secs(10),
             memory_bytes: 64 << 20,
             table_elements: 20_000,
-            max_instances: 64,
+            max_core_instances: 64,
             max_value_bytes: 16 << 20,
             max_value_nodes: 1_000_000,
             max_value_depth: 64,
@@ -296,7 +301,7 @@ impl<E: EventSize> CappedEvents<E> {
 pub(crate) struct StoreLimiter {
     memory_bytes: usize,
     table_elements: usize,
-    max_instances: usize,
+    max_core_instances: usize,
     /// Set when a guest asked for more than it may have.
     pub(crate) hit: Option<String>,
     /// The bytes of all the store's memories now.
@@ -315,7 +320,7 @@ impl StoreLimiter {
         StoreLimiter {
             memory_bytes,
             table_elements: limits.table_elements,
-            max_instances: limits.max_instances,
+            max_core_instances: limits.max_core_instances,
             hit: None,
             total_memory: 0,
             peak_memory: 0,
@@ -374,15 +379,15 @@ impl ResourceLimiter for StoreLimiter {
     }
 
     fn instances(&self) -> usize {
-        self.max_instances
+        self.max_core_instances
     }
 
     fn tables(&self) -> usize {
-        self.max_instances * 4
+        self.max_core_instances * 4
     }
 
     fn memories(&self) -> usize {
-        self.max_instances
+        self.max_core_instances
     }
 }
 

@@ -10,8 +10,8 @@ use crate::cache::CodeCache;
 use crate::engine::{Pool, new_engine};
 use crate::env::Services;
 use crate::limits::{Limits, Metering, RunLimits};
+use crate::plugin::state::PluginState;
 use crate::policy::Policy;
-use crate::state::PluginState;
 
 /// The shared state of a host.
 pub(crate) struct HostInner {
@@ -22,6 +22,14 @@ pub(crate) struct HostInner {
     pub(crate) run_limits: RunLimits,
     pub(crate) metering: Metering,
     pub(crate) prepared_interpreters: usize,
+    /// How long a Python sandbox's preparing thread polls with nothing to
+    /// do before it sleeps until a run wakes it, and a count of those
+    /// sleeps (`HostBuilder::park_after`); the thread's default otherwise.
+    #[cfg(feature = "internals")]
+    pub(crate) park: Option<(
+        std::time::Duration,
+        std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    )>,
     /// The cores this process may use.
     pub(crate) cores: usize,
     pub(crate) policy: Policy,

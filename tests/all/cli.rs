@@ -189,7 +189,7 @@ fn the_cache_keeps_to_its_cap_across_processes() {
 
 #[test]
 fn every_subcommand_has_help() {
-    for sub in ["inspect", "validate", "call", "run", "prompt", "bench"] {
+    for sub in ["inspect", "validate", "call", "run", "prompt"] {
         let out = sandwit(&[sub, "--help"]);
         assert!(out.status.success(), "{sub} --help");
         assert!(stdout(&out).contains("Usage: sandwit"), "{sub}");
@@ -281,6 +281,82 @@ fn run_reads_a_file_and_uses_the_example_plugins_by_default() {
     assert!(text.starts_with("5\n\n── outcome: ok"), "{text}");
 }
 
+/// The `sandwit` binary copied out of target/, as an installed one is, run
+/// with an empty home, no other environment and a fresh (default) cache:
+/// `run` works and says on stderr that it compiles the interpreter, the
+/// first time only. Built with SANDWIT_EMBED_PYTHON (scripts/test does), the
+/// binary must embed the interpreter; built without, it must say it has none
+/// and how to get one, then find one installed in its data folder.
+#[test]
+fn a_copied_binary_runs_python_and_says_when_it_compiles() {
+    struct Removed(std::path::PathBuf);
+    impl Drop for Removed {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let root = std::env::temp_dir().join(format!("sandwit-installed-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let root = Removed(root);
+    let (bin, home, work) = (root.0.join("bin"), root.0.join("home"), root.0.join("work"));
+    for dir in [&bin, &home, &work] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    let exe = bin.join("sandwit");
+    std::fs::copy(env!("CARGO_BIN_EXE_sandwit"), &exe).unwrap();
+    let sandwit = |args: &[&str]| {
+        Command::new(&exe)
+            .args(args)
+            .current_dir(&work)
+            .env_clear()
+            .env("HOME", &home)
+            .output()
+            .unwrap()
+    };
+    let stderr = |out: &Output| String::from_utf8_lossy(&out.stderr).into_owned();
+    let version = stdout(&sandwit(&["--version"]));
+    if option_env!("SANDWIT_EMBED_PYTHON").is_some_and(|p| !p.is_empty()) {
+        assert!(
+            version.contains("(Python interpreter embedded, sha256 "),
+            "{version}"
+        );
+    } else {
+        assert!(
+            version.contains("(no Python interpreter embedded)"),
+            "{version}"
+        );
+        let out = sandwit(&["run", "-c", "print(1+1)"]);
+        assert_eq!(out.status.code(), Some(1));
+        let installed = home.join(".local/share/sandwit/python/sandbox.wasm");
+        let err = stderr(&out);
+        assert!(err.contains("python-guest/build"), "{err}");
+        assert!(err.contains("SANDWIT_EMBED_PYTHON="), "{err}");
+        assert!(err.contains(installed.to_str().unwrap()), "{err}");
+        std::fs::create_dir_all(installed.parent().unwrap()).unwrap();
+        std::fs::copy(artifacts::PYTHON, &installed).unwrap();
+    }
+
+    let out = sandwit(&["run", "-c", "print(1+1)"]);
+    assert_succeeded(&out);
+    assert!(
+        stdout(&out).starts_with("2\n\n── outcome: ok"),
+        "{}",
+        stdout(&out)
+    );
+    let err = stderr(&out);
+    let said = "sandwit: compiling the Python interpreter for this machine (once; about 10-30 s)... \
+                done in ";
+    assert!(err.starts_with(said) && err.ends_with(" s\n"), "{err}");
+    // Into the default cache, in the home directory.
+    assert!(home.join(".cache/sandwit").is_dir());
+
+    let out = sandwit(&["run", "-c", "print(1+1)"]);
+    assert_succeeded(&out);
+    assert!(stdout(&out).starts_with("2\n"), "{}", stdout(&out));
+    let err = stderr(&out);
+    assert!(!err.contains("compil"), "{err}");
+}
+
 #[test]
 fn prompt_lists_methods_for_the_llm() {
     let out = sandwit(&[
@@ -306,65 +382,4 @@ fn prompt_lists_methods_for_the_llm() {
         text.contains("    \"\"\"Add two integers and return their sum.\n\n    Args:\n"),
         "{text}"
     );
-}
-
-#[test]
-fn bench_quick_covers_every_scenario_and_names_peers_it_cannot_run() {
-    let json_file = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("bench.json");
-    let out = sandwit(&[
-        "bench",
-        "--quick",
-        "--python",
-        artifacts::PYTHON,
-        "--echo",
-        artifacts::ECHO,
-        "--peers-python",
-        "/no/such/python",
-        "--eryx-peer",
-        "/no/such/eryx-peer",
-        "--json",
-        json_file.to_str().unwrap(),
-    ]);
-    assert_succeeded(&out);
-    let rows: Vec<serde_json::Value> =
-        serde_json::from_slice(&std::fs::read(&json_file).unwrap()).unwrap();
-    let row = |prefix: &str| {
-        rows.iter()
-            .find(|r| r["scenario"].as_str().unwrap().starts_with(prefix))
-            .unwrap_or_else(|| panic!("no row `{prefix}` in {rows:#?}"))
-    };
-    for scenario in [
-        "fresh sandbox, print(1+1), prepared interpreter, p50",
-        "fresh sandbox, print(1+1), prepared interpreter, p99",
-        "fresh sandbox, print(1+1), instantiated by the run, p50",
-        "fresh sandbox, short script, prepared interpreter, p50",
-        "memory held by a ready sandbox's prepared interpreters",
-        "call Python → plugin → Python, nop()",
-        "call Python → plugin → Python, echo(1 MB str)",
-        "call Python → plugin → Python, echo(1,000-item list)",
-        "throughput, 64 concurrent runs",
-        "memory per live sandbox, 64 live runs",
-        "CPU-bound loop (20000 iterations), epoch deadline only",
-        "CPU-bound loop (20000 iterations), fuel + deadline (the default)",
-        "cold start: new process, cached code, first result",
-    ] {
-        // A value that could not be measured is null, with the reason in
-        // the note.
-        let row = row(scenario);
-        assert!(row["value"].as_f64().is_some_and(|v| v > 0.0), "{row:#}");
-    }
-    let note = |prefix: &str| row(prefix)["note"].as_str().unwrap().to_string();
-    // A peer row carries the ratio to the sandwit row doing the same work.
-    let ratio = note("peer python3 -c: fresh run, 1+1");
-    assert!(ratio.starts_with("sandwit ÷ peer = "), "{ratio}");
-    // Peers that cannot run are listed with the reason; the rest still ran.
-    for (peers, program) in [
-        ("pickle_rpc and monty", "/no/such/python"),
-        ("eryx", "/no/such/eryx-peer"),
-    ] {
-        let reason = note(&format!("peer {peers}: not run"));
-        assert!(reason.contains(program), "{reason}");
-    }
-    let table = stdout(&out);
-    assert!(table.starts_with("scenario"), "{table}");
 }

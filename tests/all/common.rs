@@ -134,6 +134,20 @@ pub fn ctx() -> AgentCtx {
     }
 }
 
+/// Asserts that a call or run stopped at its `deadline` (or an HTTP
+/// timeout) ended soon after it: within three times the deadline plus
+/// 1.5 s, the most a loaded 2-core CI machine (two tests at once, wasmtime
+/// compiling beside them) should add for the timer, the next fuel yield and
+/// unwinding the instance.
+#[track_caller]
+pub fn assert_ended_soon_after(elapsed: Duration, deadline: Duration) {
+    let bound = deadline * 3 + Duration::from_millis(1_500);
+    assert!(
+        elapsed < bound,
+        "took {elapsed:?}, more than {bound:?} for a deadline of {deadline:?}"
+    );
+}
+
 /// Checks that `host` still serves a good call.
 pub async fn assert_still_serving(host: &Host) {
     let calc = load(host, artifacts::CALC).await;

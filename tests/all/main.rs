@@ -5,6 +5,7 @@
 
 mod bad_input;
 mod cache;
+mod caps;
 mod cli;
 mod common;
 mod contained;

@@ -1,6 +1,8 @@
 //! The Python sandbox: AI code in CPython calling plugin methods through
 //! component imports, under limits, isolated.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use sandwit::{
@@ -9,7 +11,9 @@ use sandwit::{
 };
 use tokio::sync::OnceCell;
 
-use crate::common::{artifacts, assert_still_serving, cache_dir, ctx, host, load};
+use crate::common::{
+    artifacts, assert_ended_soon_after, assert_still_serving, cache_dir, ctx, host, load,
+};
 
 /// The sandbox and the plugins (the four examples and the hostile one),
 /// loaded once for the whole test binary.
@@ -528,11 +532,9 @@ async fn sleeping_hits_the_deadline() {
         time: Duration::from_millis(500),
         ..tight()
     };
-    assert_limit(
-        run_tight("import time\ntime.sleep(3600)", &limits).await,
-        LimitKind::Time,
-    )
-    .await;
+    let outcome = run_tight("import time\ntime.sleep(3600)", &limits).await;
+    assert_ended_soon_after(outcome.elapsed, limits.time);
+    assert_limit(outcome, LimitKind::Time).await;
 }
 
 #[tokio::test]
@@ -542,11 +544,9 @@ async fn a_busy_loop_with_fuel_to_spare_hits_the_deadline() {
         time: Duration::from_millis(500),
         ..tight()
     };
-    assert_limit(
-        run_tight("while True: pass", &limits).await,
-        LimitKind::Time,
-    )
-    .await;
+    let outcome = run_tight("while True: pass", &limits).await;
+    assert_ended_soon_after(outcome.elapsed, limits.time);
+    assert_limit(outcome, LimitKind::Time).await;
 }
 
 #[tokio::test]
@@ -573,6 +573,7 @@ async fn a_busy_loop_hits_the_epoch_deadline_without_fuel() {
         .await;
     assert_eq!(outcome.stdout, "spin\n");
     assert_eq!(outcome.fuel_used, 0, "fuel is not metered");
+    assert_ended_soon_after(outcome.elapsed, limits.time);
     assert_limit(outcome, LimitKind::Time).await;
     let next = python.run(&ctx(), &none, "print(6 * 7)").await;
     assert_ok(&next);
@@ -641,7 +642,7 @@ async fn a_plugin_call_draws_on_what_is_left_of_the_run() {
         ..tight()
     };
     let outcome = run_tight("sleep()", &limits).await;
-    assert!(outcome.elapsed < Duration::from_secs(5));
+    assert_ended_soon_after(outcome.elapsed, limits.time);
     assert_limit(outcome, LimitKind::Time).await;
 }
 
@@ -721,7 +722,10 @@ async fn a_plugin_instance_serves_one_run() {
         outcome
             .events
             .iter()
-            .filter(|e| matches!(e, Event::Log { message, .. } if *message == format!("line {n}")))
+            .filter(|e| {
+                matches!(e, Event::Plugin { event: sandwit::PluginEvent::Log(line), .. }
+                    if line.message == format!("line {n}"))
+            })
             .count()
     };
     assert_eq!((lines(0), lines(999), lines(1000)), (2, 2, 0));
@@ -739,15 +743,21 @@ async fn preparing(count: usize) -> (sandwit::Host, PythonSandbox) {
     (host, python)
 }
 
-/// Waits until `python` has `count` interpreters prepared. The preparing
-/// thread runs only on an otherwise idle core, so this waits for the other
-/// tests to leave one.
+/// Waits until `python` has `count` interpreters prepared.
 async fn until_prepared(python: &PythonSandbox, count: usize) {
+    let what = format!("{count} interpreters to be prepared");
+    until(|| python.prepared() >= count, &what).await;
+}
+
+/// Waits until `done()`. The preparing thread runs only on an otherwise idle
+/// core, so this waits for the other tests to leave one: minutes, on a
+/// loaded 2-core machine.
+async fn until(done: impl Fn() -> bool, what: &str) {
     let start = std::time::Instant::now();
-    while python.prepared() < count {
+    while !done() {
         assert!(
             start.elapsed() < Duration::from_secs(300),
-            "{count} interpreters were not prepared within 5 minutes"
+            "waited 5 minutes for {what}"
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -851,16 +861,29 @@ async fn prepared_method_functions_serve_only_their_plugins() {
 
 #[tokio::test]
 async fn a_run_wakes_the_preparing_thread_once_it_sleeps() {
-    // Runs do not wake the preparing thread while it polls; after 10 s with
-    // nothing to do (`PARK_AFTER` in python/warm.rs) it sleeps until one
-    // does. Were that wake lost, the run's interpreter would not be replaced.
-    let (_host, python) = preparing(1).await;
+    // Runs do not wake the preparing thread while it polls; after
+    // `park_after` with nothing to do (10 s unless a test sets it) it sleeps
+    // until one does. The count of its sleeps shows it really sleeps before
+    // the run; were the run's wake lost, it would sleep on and never
+    // replace the interpreter the run took.
+    let parks = Arc::new(AtomicUsize::new(0));
+    let host = Host::builder()
+        .cache_dir(cache_dir())
+        .prepared_interpreters(1)
+        .park_after(Duration::from_millis(150), parks.clone())
+        .build()
+        .unwrap();
+    let python = host.load_python_file(artifacts::PYTHON).await.unwrap();
     until_prepared(&python, 1).await;
-    tokio::time::sleep(Duration::from_secs(11)).await;
+    until(|| parks.load(Ordering::SeqCst) > 0, "the thread to sleep").await;
+    let slept = parks.load(Ordering::SeqCst);
     let outcome = python.run(&ctx(), &PluginSet::default(), "print(1)").await;
     assert_ok(&outcome);
     assert!(outcome.prepared);
     until_prepared(&python, 1).await;
+    // Woken, it polls for `park_after` again before it sleeps again.
+    let again = || parks.load(Ordering::SeqCst) > slept;
+    until(again, "the thread to sleep again").await;
 }
 
 #[tokio::test]

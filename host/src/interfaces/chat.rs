@@ -1,30 +1,61 @@
 //! `sandwit:plugin/chat`: messages to the current chat, recorded as events
 //! and handed to the application's [`ChatSink`](crate::ChatSink).
 
-use crate::bindings::chat_api::Host;
+use wasmtime::component::{HasData, Linker};
+
+use super::scope::CallScope;
+use crate::bindings::chat_api::{self, Host};
 use crate::bindings::wit::{Media as WitMedia, ServiceError};
 use crate::capability::Capability;
 use crate::chat::{ChatMessage, MAX_IMAGE_BYTES, MAX_MESSAGE_BYTES, MAX_MESSAGES_PER_CALL};
 use crate::error::{cut, quote};
-use crate::state::{PluginEvent, PluginState};
+use crate::events::PluginEvent;
 use crate::types::Media;
 
 type Answer = wasmtime::Result<Result<(), ServiceError>>;
 
-impl PluginState {
+/// The chat's own state in a call: the messages sent so far.
+#[derive(Default)]
+pub(crate) struct Sent(usize);
+
+/// The context of `chat`: the call's scope and the messages it sent.
+pub(crate) struct ChatCtx<'a> {
+    pub(crate) call: CallScope<'a>,
+    pub(crate) sent: &'a mut Sent,
+}
+
+struct Chat;
+
+impl HasData for Chat {
+    type Data<'a> = ChatCtx<'a>;
+}
+
+/// Store data that lends the chat's context.
+pub(crate) trait ChatData: Send + 'static {
+    /// The current call's scope and the messages it sent.
+    fn chat(&mut self) -> ChatCtx<'_>;
+}
+
+pub(crate) fn add_to_linker<T: ChatData>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    chat_api::add_to_linker::<T, Chat>(linker, |data| data.chat())
+}
+
+impl ChatCtx<'_> {
     fn send(&mut self, op: &str, mut message: ChatMessage) -> Result<(), ServiceError> {
-        self.meter.charge(message.bytes());
-        self.require(Capability::Chat, || format!("chat.{op}"))?;
-        let Some(ctx) = self.ctx.clone() else {
+        let call = &mut self.call;
+        call.meter.charge(message.bytes());
+        call.require(Capability::Chat, || format!("chat.{op}"))?;
+        let Some(ctx) = call.ctx else {
             return Err(ServiceError::Unavailable(
                 "there is no chat while the plugin describes itself".into(),
             ));
         };
-        if self.messages >= MAX_MESSAGES_PER_CALL {
+        if self.sent.0 >= MAX_MESSAGES_PER_CALL {
             return Err(ServiceError::LimitExceeded(format!(
                 "sent more than {MAX_MESSAGES_PER_CALL} messages in one call"
             )));
         }
+        let redactor = &call.env.config.redactor;
         match &mut message {
             ChatMessage::Text(text) | ChatMessage::System { message: text, .. } => {
                 if text.trim().is_empty() {
@@ -36,7 +67,7 @@ impl PluginState {
                         text.len()
                     )));
                 }
-                self.env.config.redactor.redact_in_place(text);
+                redactor.redact_in_place(text);
             }
             ChatMessage::Image(media) => {
                 check_image_mime_type(&media.mime_type).map_err(ServiceError::Invalid)?;
@@ -46,23 +77,21 @@ impl PluginState {
                         media.data.len()
                     )));
                 }
+                redactor.redact_media(media);
             }
-        }
-        if let ChatMessage::Image(media) = &mut message {
-            self.env.config.redactor.redact_media(media);
         }
         // Room is checked before the message is delivered, so a message
         // delivered is always one the call's events record.
         let event = PluginEvent::Chat { message };
         let full =
             |full| ServiceError::LimitExceeded(format!("the call's events would hold {full}"));
-        self.events.room(&event).map_err(full)?;
-        self.messages += 1;
-        if let (Some(sink), PluginEvent::Chat { message }) = (&self.env.services.chat, &event) {
-            sink.deliver(&self.env.id, &ctx, message)
+        call.events.room(&event).map_err(full)?;
+        self.sent.0 += 1;
+        if let (Some(sink), PluginEvent::Chat { message }) = (&call.env.services.chat, &event) {
+            sink.deliver(&call.env.id, ctx, message)
                 .map_err(|e| ServiceError::Unavailable(cut(e, 500)))?;
         }
-        self.events.push(event).map_err(full)
+        call.events.push(event).map_err(full)
     }
 }
 
@@ -88,7 +117,7 @@ pub(crate) fn check_image_mime_type(mime: &str) -> Result<(), String> {
     }
 }
 
-impl Host for PluginState {
+impl Host for ChatCtx<'_> {
     fn send_text(&mut self, text: String) -> Answer {
         Ok(self.send("send_text", ChatMessage::Text(text)))
     }

@@ -1,32 +1,48 @@
 //! `sandwit:plugin/config`: the plugin's own configuration, as checked when
 //! it was loaded.
 
-use crate::bindings::config_api::Host;
+use wasmtime::component::{HasData, Linker};
+
+use super::scope::{CallData, CallScope};
+use crate::bindings::config_api::{self, Host};
 use crate::bindings::wit::{ServiceError, Value};
 use crate::capability::Capability;
 use crate::env::MAX_REQUEST_TEXT;
 use crate::error::quote;
 use crate::json::value_from_json;
-use crate::state::PluginState;
 use crate::types;
 
-impl Host for PluginState {
+/// The context of `config`: the call's scope.
+pub(crate) struct ConfigCtx<'a>(CallScope<'a>);
+
+struct Config;
+
+impl HasData for Config {
+    type Data<'a> = ConfigCtx<'a>;
+}
+
+pub(crate) fn add_to_linker<T: CallData>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    config_api::add_to_linker::<T, Config>(linker, |data| ConfigCtx(data.scope()))
+}
+
+impl Host for ConfigCtx<'_> {
     fn get(&mut self, key: String) -> wasmtime::Result<Result<Option<Value>, ServiceError>> {
-        self.meter.charge(key.len());
+        let call = &mut self.0;
+        call.meter.charge(key.len());
         let request = || format!("config.get({})", quote(&key, MAX_REQUEST_TEXT / 2));
-        if let Err(e) = self.require(Capability::Config, request) {
+        if let Err(e) = call.require(Capability::Config, request) {
             return Ok(Err(e));
         }
-        let Some(values) = &self.env.config.values else {
+        let Some(values) = &call.env.config.values else {
             return Ok(Err(ServiceError::Unavailable(format!(
                 "the operator supplied no configuration for plugin `{}`",
-                self.env.id
+                call.env.id
             ))));
         };
         let value = values
             .get(&key)
             .map(|v| value_from_json(v.clone()).into_nodes());
-        self.meter
+        call.meter
             .charge(value.as_deref().map_or(0, sandwit_value::encoded_size));
         Ok(Ok(value.map(types::nodes_to_wit)))
     }

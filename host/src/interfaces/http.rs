@@ -9,11 +9,52 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt, Limited};
-use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
+use wasmtime::component::{Linker, ResourceTable};
+use wasmtime_wasi_http::{
+    Error, RequestOptions, WasiBody, WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView,
+};
 
 use crate::env::{MAX_DENIED_PER_CALL, MAX_REQUEST_TEXT, PluginEnv};
 use crate::guard::FuelTab;
 use crate::outbound::{self, Internal, Target, Timeouts};
+
+/// The context of `wasi:http` in a plugin's store: wasmtime's HTTP context
+/// and sandwit's gate for the current call.
+pub(crate) struct PluginHttp {
+    ctx: WasiHttpCtx,
+    pub(crate) gate: HttpGate,
+}
+
+impl PluginHttp {
+    pub(crate) fn new(env: Arc<PluginEnv>, deadline: Instant, tab: FuelTab) -> Self {
+        PluginHttp {
+            ctx: WasiHttpCtx::new(),
+            gate: HttpGate::new(env, deadline, tab),
+        }
+    }
+
+    /// A gate for the next call of the same instance, with its deadline.
+    pub(crate) fn begin_call(&mut self, deadline: Instant) {
+        self.gate = HttpGate::new(self.gate.env.clone(), deadline, self.gate.tab.clone());
+    }
+
+    /// The view wasmtime-wasi-http works through, on the store's `table`.
+    pub(crate) fn view<'a>(&'a mut self, table: &'a mut ResourceTable) -> WasiHttpCtxView<'a> {
+        WasiHttpCtxView {
+            ctx: &mut self.ctx,
+            table,
+            hooks: &mut self.gate,
+        }
+    }
+}
+
+/// Adds `wasi:http` (only HTTP: the rest of WASI is linked closed on its
+/// own) to a plugin linker.
+pub(crate) fn add_to_linker<T: WasiHttpView + 'static>(
+    linker: &mut Linker<T>,
+) -> wasmtime::Result<()> {
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)
+}
 
 /// The `wasi:http` hooks of one plugin call.
 pub(crate) struct HttpGate {

@@ -1,9 +1,24 @@
 //! `sandwit:plugin/log`: plugin log lines, capped, to `tracing` and the call's events.
 
-use crate::bindings::log_api::{Host, Level};
-use crate::state::PluginState;
+use wasmtime::component::{HasData, Linker};
 
-impl Host for PluginState {
+use super::scope::{CallData, CallScope};
+use crate::bindings::log_api::{self, Host, Level};
+
+/// The context of `log`: the call's scope.
+pub(crate) struct LogCtx<'a>(CallScope<'a>);
+
+struct Log;
+
+impl HasData for Log {
+    type Data<'a> = LogCtx<'a>;
+}
+
+pub(crate) fn add_to_linker<T: CallData>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    log_api::add_to_linker::<T, Log>(linker, |data| LogCtx(data.scope()))
+}
+
+impl Host for LogCtx<'_> {
     fn log(&mut self, level: Level, message: String) -> wasmtime::Result<()> {
         let level = match level {
             Level::Trace => "trace",
@@ -12,8 +27,9 @@ impl Host for PluginState {
             Level::Warn => "warn",
             Level::Error => "error",
         };
-        self.meter.charge(message.len());
-        self.push_log(level, message);
+        let call = &mut self.0;
+        call.meter.charge(message.len());
+        call.events.push_log(call.env, level, message);
         Ok(())
     }
 }

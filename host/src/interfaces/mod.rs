@@ -1,36 +1,29 @@
 //! The host's implementations of the interfaces plugins import, one file
-//! each. (The interpreter's one import, `methods`, is the Python sandbox's:
-//! `python/methods.rs`.)
+//! each, each with its own context type implementing the generated `Host`
+//! trait (as wasmtime's WASI crates do), lent by the store data through
+//! [`scope::CallData`] and [`chat::ChatData`]. (The interpreter's one import,
+//! `methods`, is the Python sandbox's: `python/methods.rs`.)
 
 pub(crate) mod chat;
 pub(crate) mod config;
 pub(crate) mod http;
 pub(crate) mod log;
+pub(crate) mod scope;
 pub(crate) mod store;
 
-use crate::bindings::wit::ServiceError;
-use crate::capability::Capability;
-use crate::state::PluginState;
+use wasmtime::component::Linker;
 
-/// `sandwit:plugin/types` has types only: nothing to implement.
-impl crate::bindings::wit::Host for PluginState {}
+use chat::ChatData;
+use scope::CallData;
 
-impl PluginState {
-    /// Ok when `cap` was granted; otherwise records and logs the refusal and
-    /// returns the `denied` error naming the capability.
-    pub(crate) fn require(
-        &mut self,
-        cap: Capability,
-        request: impl FnOnce() -> String,
-    ) -> Result<(), ServiceError> {
-        if self.env.grants.has(&cap) {
-            return Ok(());
-        }
-        let message = format!(
-            "plugin `{}` was not granted the capability `{cap}`",
-            self.env.id
-        );
-        self.push_denied(cap.to_string(), request());
-        Err(ServiceError::Denied(message))
-    }
+/// Adds sandwit's own interfaces (`types`, `log`, `config`, `store`,
+/// `chat`) to a plugin linker.
+pub(crate) fn add_to_linker<T: CallData + ChatData>(
+    linker: &mut Linker<T>,
+) -> wasmtime::Result<()> {
+    scope::add_types_to_linker(linker)?;
+    log::add_to_linker(linker)?;
+    config::add_to_linker(linker)?;
+    store::add_to_linker(linker)?;
+    chat::add_to_linker(linker)
 }

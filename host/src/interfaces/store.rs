@@ -1,17 +1,32 @@
 //! `sandwit:plugin/store`: the plugin's key-value data, scoped by the call's
 //! agent context, capped per value and per plugin.
 
-use crate::bindings::store_api::{Entry as WitEntry, Host, Scope as WitScope};
+use wasmtime::component::{HasData, Linker};
+
+use super::scope::{CallData, CallScope};
+use crate::bindings::store_api::{self, Entry as WitEntry, Host, Scope as WitScope};
 use crate::bindings::wit::ServiceError;
 use crate::capability::Capability;
 use crate::env::MAX_REQUEST_TEXT;
 use crate::error::quote;
-use crate::state::PluginState;
 use crate::store::{Entry, Namespace, Scope, StoreError};
 
 type Answer<T> = wasmtime::Result<Result<T, ServiceError>>;
 
-impl PluginState {
+/// The context of `store`: the call's scope.
+pub(crate) struct StoreCtx<'a>(CallScope<'a>);
+
+struct Store;
+
+impl HasData for Store {
+    type Data<'a> = StoreCtx<'a>;
+}
+
+pub(crate) fn add_to_linker<T: CallData>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    store_api::add_to_linker::<T, Store>(linker, |data| StoreCtx(data.scope()))
+}
+
+impl StoreCtx<'_> {
     /// The namespace of `scope` for this call, after the capability and key
     /// checks.
     fn namespace(
@@ -26,13 +41,14 @@ impl PluginState {
             WitScope::ChatUser => Scope::ChatUser,
             WitScope::Global => Scope::Global,
         };
-        self.meter.charge(key.map_or(0, str::len));
-        self.require(Capability::Store, || match key {
+        let call = &mut self.0;
+        call.meter.charge(key.map_or(0, str::len));
+        call.require(Capability::Store, || match key {
             Some(key) => format!("store.{op}({scope}, {})", quote(key, MAX_REQUEST_TEXT / 2)),
             None => format!("store.{op}({scope})"),
         })?;
         if let Some(key) = key {
-            let max = self.env.services.store_limits.max_key_bytes;
+            let max = call.env.services.store_limits.max_key_bytes;
             if key.is_empty() {
                 return Err(ServiceError::Invalid("the key is empty".into()));
             }
@@ -43,7 +59,7 @@ impl PluginState {
                 )));
             }
         }
-        let Some(ctx) = &self.ctx else {
+        let Some(ctx) = call.ctx else {
             return Err(ServiceError::Unavailable(
                 "the store is not available while the plugin describes itself".into(),
             ));
@@ -69,7 +85,7 @@ impl PluginState {
             Scope::Global => String::new(),
         };
         Ok(Namespace {
-            plugin: self.env.id.clone(),
+            plugin: call.env.id.clone(),
             scope,
             owner,
         })
@@ -86,11 +102,11 @@ fn to_wit(e: StoreError) -> ServiceError {
     }
 }
 
-impl Host for PluginState {
+impl Host for StoreCtx<'_> {
     fn get(&mut self, scope: WitScope, key: String) -> Answer<Option<WitEntry>> {
         Ok(self.namespace("get", scope, Some(&key)).and_then(|ns| {
-            let entry = self.env.services.store.get(&ns, &key).map_err(to_wit)?;
-            self.meter.charge(entry.as_ref().map_or(0, Entry::len));
+            let entry = self.0.env.services.store.get(&ns, &key).map_err(to_wit)?;
+            self.0.meter.charge(entry.as_ref().map_or(0, Entry::len));
             Ok(entry.map(|e| match e {
                 Entry::Text(t) => WitEntry::Text(t),
                 Entry::Bytes(b) => WitEntry::Bytes(b),
@@ -104,8 +120,8 @@ impl Host for PluginState {
                 WitEntry::Text(t) => Entry::Text(t),
                 WitEntry::Bytes(b) => Entry::Bytes(b),
             };
-            self.meter.charge(entry.len());
-            let limits = &self.env.services.store_limits;
+            self.0.meter.charge(entry.len());
+            let limits = &self.0.env.services.store_limits;
             if entry.len() > limits.max_value_bytes {
                 return Err(ServiceError::LimitExceeded(format!(
                     "the value is {} bytes, more than the limit of {} bytes",
@@ -113,7 +129,8 @@ impl Host for PluginState {
                     limits.max_value_bytes
                 )));
             }
-            self.env
+            self.0
+                .env
                 .services
                 .store
                 .set(&ns, &key, &entry, limits)
@@ -124,14 +141,14 @@ impl Host for PluginState {
     fn delete(&mut self, scope: WitScope, key: String) -> Answer<bool> {
         Ok(self
             .namespace("delete", scope, Some(&key))
-            .and_then(|ns| self.env.services.store.delete(&ns, &key).map_err(to_wit)))
+            .and_then(|ns| self.0.env.services.store.delete(&ns, &key).map_err(to_wit)))
     }
 
     fn list_keys(&mut self, scope: WitScope) -> Answer<Vec<String>> {
         Ok(self.namespace("list_keys", scope, None).and_then(|ns| {
-            let max = self.env.services.store_limits.max_listed_keys;
-            let keys = self.env.services.store.keys(&ns, max).map_err(to_wit)?;
-            self.meter.charge(keys.iter().map(String::len).sum());
+            let max = self.0.env.services.store_limits.max_listed_keys;
+            let keys = self.0.env.services.store.keys(&ns, max).map_err(to_wit)?;
+            self.0.meter.charge(keys.iter().map(String::len).sum());
             Ok(keys)
         }))
     }

@@ -100,10 +100,10 @@ async fn call(
             Err(e) => cut(e.kind.to_string(), 200),
         },
     };
-    let events = report
-        .events
-        .into_iter()
-        .map(|e| Event::from_plugin(&id, e));
+    let events = report.events.into_iter().map(|event| Event::Plugin {
+        plugin: id.clone(),
+        event,
+    });
     // Past the run's event caps, the run ends.
     let record = |state: &mut RunState, event| {
         state.events.push(event).map_err(|full| {

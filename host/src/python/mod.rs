@@ -4,11 +4,10 @@
 pub(crate) mod methods;
 pub(crate) mod outcome;
 mod plugin_set;
+mod prepared;
 mod resident;
 pub(crate) mod state;
-mod warm;
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -21,18 +20,25 @@ use crate::guard::{Stopped, guarded, limited_store};
 use crate::guard::{apply_budget, fuel_used};
 use crate::limits::Budget;
 use crate::limits::{LimitKind, RunLimits};
-use crate::plugin::{Compiled, trap_message};
+use crate::loader::{self, Source, World};
+use crate::plugin::trap_message;
 use crate::runtime::HostInner;
 use crate::types::AgentCtx;
 use outcome::{LimitHit, RunError, RunOutcome, RunStatus};
+use prepared::{Prepared, Preparer};
 use resident::Resident;
 use state::RunState;
-use warm::{Prepared, Warm};
 
 pub use plugin_set::{PluginSet, PluginSetError};
 
-/// The export the interpreter component must have.
-const RUNNER_EXPORT_PREFIX: &str = "sandwit:plugin/runner@0.1.";
+/// The world of the interpreter component: it runs code (the `runner`
+/// export) with WASI, linked closed, and the plugin methods of the run.
+const PYTHON_SANDBOX: World = World {
+    name: "python-sandbox",
+    what: "a sandwit Python sandbox",
+    export_prefix: "sandwit:plugin/runner@0.1.",
+    imports: &["sandwit:plugin/types@0.1.", "sandwit:plugin/methods@0.1."],
+};
 /// The error type of a run whose interpreter trapped (a bug, not the code).
 const TRAP_TYPE: &str = "InterpreterTrap";
 /// A loaded CPython component, ready to run code. Cheap to clone.
@@ -57,7 +63,7 @@ struct PythonInner {
     /// room, runs' own are instantiated.
     resident: Option<Arc<Resident>>,
     code_source: CodeSource,
-    warm: Warm,
+    preparer: Preparer,
 }
 
 impl PythonSandbox {
@@ -70,13 +76,17 @@ impl PythonSandbox {
     /// interpreters (and runs' own, while one is free) keep the
     /// interpreter's initial memory resident: each holds that much memory
     /// once used. 0 when it has none (a host that prepares no interpreters).
+    /// Only with the `internals` feature.
+    #[cfg(feature = "internals")]
     pub fn resident_slots(&self) -> usize {
         self.inner.resident.as_ref().map_or(0, |r| r.size)
     }
 
     /// How many interpreters are instantiated and waiting for a run now.
+    /// Only with the `internals` feature.
+    #[cfg(feature = "internals")]
     pub fn prepared(&self) -> usize {
-        self.inner.warm.ready()
+        self.inner.preparer.count()
     }
 
     /// Runs `code` for `ctx` with the methods of `plugins`, under the host's
@@ -102,9 +112,9 @@ impl PythonSandbox {
             deadline: start + limits.time,
         };
         let host = &self.inner.host;
-        let warm = &self.inner.warm;
-        let running = warm.running();
-        let prepared = warm.take(limits.memory_bytes, plugins);
+        let preparer = &self.inner.preparer;
+        let running = preparer.running();
+        let prepared = preparer.take(limits.memory_bytes, plugins);
         let was_prepared = prepared.is_some();
         let inner = &*self.inner;
         // `slot` first: if this unwinds, the store (declared after it) is
@@ -160,7 +170,7 @@ impl PythonSandbox {
         );
         // Still counted as running: the store goes to the thread only when
         // another core is free of runs.
-        warm.retire(running, store, slot);
+        preparer.retire(running, store, slot);
         outcome
     }
 }
@@ -178,11 +188,11 @@ fn finish(
     result: Result<runner::Outcome, Stopped>,
     limits: &RunLimits,
     fuel_used: u64,
-    prepared: bool,
+    #[cfg_attr(not(feature = "internals"), expect(unused_variables))] prepared: bool,
     start: Instant,
 ) -> RunOutcome {
-    let stdout = String::from_utf8_lossy(&state.stdout.take()).into_owned();
-    let stderr = String::from_utf8_lossy(&state.stderr.take()).into_owned();
+    let stdout = String::from_utf8_lossy(&state.stdout.take().0).into_owned();
+    let stderr = String::from_utf8_lossy(&state.stderr.take().0).into_owned();
     let output_full = stdout.len().max(stderr.len()) >= limits.max_output_bytes;
     let limit = |kind, message: String| Some(LimitHit { kind, message });
     let output_limit = || {
@@ -249,6 +259,7 @@ fn finish(
         events: state.events.take(),
         handoff: state.handoff.take(),
         fuel_used,
+        #[cfg(feature = "internals")]
         prepared,
         elapsed: start.elapsed(),
     }
@@ -271,82 +282,49 @@ pub fn strip_code_fence(code: &str) -> &str {
     }
 }
 
-impl HostInner {
-    /// Loads the interpreter component from its bytes.
-    pub(crate) async fn load_python(
-        self: &Arc<Self>,
-        label: &str,
-        bytes: &[u8],
-    ) -> Result<PythonSandbox, LoadError> {
-        let compiled = self.compile(label, bytes)?;
-        self.load_python_compiled(label, compiled)
-    }
-
-    /// Checks and links a compiled interpreter component.
-    fn load_python_compiled(
-        self: &Arc<Self>,
-        label: &str,
-        Compiled {
-            component,
-            code_source,
-            hash,
-        }: Compiled,
-    ) -> Result<PythonSandbox, LoadError> {
-        let reject = |problem: String| LoadError::Rejected {
-            plugin: label.to_string(),
-            problems: vec![problem],
-        };
-        if !self.exports_instance(&component, RUNNER_EXPORT_PREFIX) {
-            return Err(reject(format!(
-                "does not export `{RUNNER_EXPORT_PREFIX}x`: it is not a sandwit Python sandbox"
-            )));
-        }
-        let pre = methods::linker(&self.engine)
-            .map_err(|e| reject(format!("cannot be linked: {e:#}")))?
-            .instantiate_pre(&component)
-            .map_err(|e| reject(format!("cannot be linked: {e:#}")))?;
-        let pre = PythonSandboxPre::new(pre)
-            .map_err(|e| reject(format!("does not match the world `python-sandbox`: {e:#}")))?;
-        let target = self.prepared_interpreters;
+impl PythonSandbox {
+    /// Loads and checks the interpreter component from `source`, and starts
+    /// preparing interpreters ahead of runs.
+    pub(crate) fn load(host: &Arc<HostInner>, source: Source<'_>) -> Result<Self, LoadError> {
+        let compiled = loader::compile(host, source)?;
+        let linker = methods::linker(&host.engine)
+            .map_err(|e| compiled.rejected(vec![format!("cannot be linked: {e:#}")]))?;
+        let pre = compiled.link(host, &PYTHON_SANDBOX, &linker, PythonSandboxPre::new)?;
+        let target = host.prepared_interpreters;
         // Room for the prepared interpreters, two runs on ones taken from
         // them or waiting to be dropped, and a run per core.
         let resident = match target {
             0 => None,
             // Without it (no room for another pool, say) runs are only
             // slower: the host's pool serves them.
-            _ => Resident::new(self, &component, &hash, target + 2 + self.cores)
-                .unwrap_or_else(|e| {
-                    tracing::warn!("the Python sandbox has no resident pool: {e:#}");
-                    None
-                })
-                .map(Arc::new),
+            _ => Resident::new(
+                host,
+                &compiled.component,
+                &compiled.hash,
+                target + 2 + host.cores,
+            )
+            .unwrap_or_else(|e| {
+                tracing::warn!("the Python sandbox has no resident pool: {e:#}");
+                None
+            })
+            .map(Arc::new),
         };
-        let warm =
-            Warm::start(self.clone(), pre.clone(), resident.clone(), target).map_err(|source| {
-                LoadError::Host {
-                    plugin: label.to_string(),
-                    source,
-                }
+        let preparer = Preparer::start(host.clone(), pre.clone(), resident.clone(), target)
+            .map_err(|source| LoadError::Host {
+                plugin: compiled.label.clone(),
+                source,
             })?;
+        let code_source = compiled.code_source;
         tracing::info!(?code_source, "loaded the Python sandbox");
         Ok(PythonSandbox {
             inner: Arc::new(PythonInner {
-                host: self.clone(),
+                host: host.clone(),
                 pre,
                 resident,
                 code_source,
-                warm,
+                preparer,
             }),
         })
-    }
-
-    /// Reads and loads the interpreter component.
-    pub(crate) async fn load_python_file(
-        self: &Arc<Self>,
-        path: &Path,
-    ) -> Result<PythonSandbox, LoadError> {
-        let (label, compiled) = self.compile_file(path)?;
-        self.load_python_compiled(&label, compiled)
     }
 }
 

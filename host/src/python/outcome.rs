@@ -1,13 +1,13 @@
 //! What a Python run gives back: its status, output, error, limit, events and
 //! agent handoff.
 
+use std::fmt;
 use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::chat::ChatMessage;
+use crate::events::PluginEvent;
 use crate::limits::{EventSize, LimitKind};
-use crate::state::PluginEvent;
 use crate::types::{MethodKind, MethodResult};
 
 /// How a run ended.
@@ -90,52 +90,40 @@ pub enum Event {
         /// The message.
         text: String,
     },
-    /// A line a plugin logged.
-    Log {
+    /// Something a plugin did in a call: logged a line, sent a chat
+    /// message, or was refused a capability. In JSON, the plugin event's
+    /// fields with a `plugin` field.
+    #[serde(untagged)]
+    Plugin {
         /// The plugin's id.
         plugin: String,
-        /// `trace` to `error`.
-        level: &'static str,
-        /// The line.
-        message: String,
-    },
-    /// A message a plugin sent to the chat.
-    Chat {
-        /// The plugin's id.
-        plugin: String,
-        /// The message.
-        message: ChatMessage,
-    },
-    /// A plugin's request refused because a capability was not granted.
-    Denied {
-        /// The plugin's id.
-        plugin: String,
-        /// The capability it needed.
-        capability: String,
-        /// What it tried.
-        request: String,
+        /// What it did.
+        #[serde(flatten)]
+        event: PluginEvent,
     },
 }
 
-impl Event {
-    /// The run's event for something plugin `plugin` did in a call.
-    pub(crate) fn from_plugin(plugin: &str, event: PluginEvent) -> Self {
-        let plugin = plugin.to_string();
-        match event {
-            PluginEvent::Log(line) => Event::Log {
+/// The event on one line, as `sandwit run` prints it.
+impl fmt::Display for Event {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Event::Call {
                 plugin,
-                level: line.level,
-                message: line.message,
-            },
-            PluginEvent::Chat { message } => Event::Chat { plugin, message },
-            PluginEvent::Denied {
-                capability,
-                request,
-            } => Event::Denied {
-                plugin,
-                capability,
-                request,
-            },
+                method,
+                kind,
+                ms,
+                ok,
+                summary,
+                ..
+            } => {
+                let mark = if *ok { "→" } else { "✗" };
+                write!(
+                    f,
+                    "call {plugin}.{method} [{kind}] {ms:.2} ms {mark} {summary}"
+                )
+            }
+            Event::SystemMessage { text, .. } => write!(f, "system message: {text}"),
+            Event::Plugin { plugin, event } => write!(f, "{}", event.line(plugin)),
         }
     }
 }
@@ -154,15 +142,7 @@ impl EventSize for Event {
                 method,
                 text,
             } => plugin.len() + method.len() + text.len(),
-            Event::Log {
-                plugin, message, ..
-            } => plugin.len() + message.len(),
-            Event::Chat { plugin, message } => plugin.len() + message.bytes(),
-            Event::Denied {
-                plugin,
-                capability,
-                request,
-            } => plugin.len() + capability.len() + request.len(),
+            Event::Plugin { plugin, event } => plugin.len() + event.text_bytes(),
         }
     }
 }
@@ -189,8 +169,58 @@ pub struct RunOutcome {
     pub fuel_used: u64,
     /// Whether the interpreter was instantiated ahead of the run (see
     /// [`PythonSandbox`](crate::PythonSandbox)); `elapsed` then leaves out
-    /// instantiating it.
+    /// instantiating it. Only with the `internals` feature.
+    #[cfg(feature = "internals")]
     pub prepared: bool,
     /// Wall-clock time of the run.
     pub elapsed: Duration,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chat::ChatMessage;
+    use crate::events::LogLine;
+
+    #[test]
+    fn a_plugin_event_is_its_own_fields_with_the_plugin_in_json_and_text() {
+        let log = Event::Plugin {
+            plugin: "weather".into(),
+            event: PluginEvent::Log(LogLine {
+                level: "info",
+                message: "sunny".into(),
+            }),
+        };
+        assert_eq!(
+            serde_json::to_value(&log).unwrap(),
+            serde_json::json!({"type": "log", "plugin": "weather", "level": "info", "message": "sunny"})
+        );
+        assert_eq!(log.to_string(), "log [weather info] sunny");
+        let chat = Event::Plugin {
+            plugin: "notes".into(),
+            event: PluginEvent::Chat {
+                message: ChatMessage::Text("hi".into()),
+            },
+        };
+        assert_eq!(
+            serde_json::to_value(&chat).unwrap(),
+            serde_json::json!({"type": "chat", "plugin": "notes", "message": {"kind": "text", "text": "hi"}})
+        );
+        assert_eq!(chat.to_string(), "chat [notes] text: hi");
+        let denied = Event::Plugin {
+            plugin: "x".into(),
+            event: PluginEvent::Denied {
+                capability: "store".into(),
+                request: "store.get(chat, \"k\")".into(),
+            },
+        };
+        assert_eq!(
+            serde_json::to_value(&denied).unwrap()["type"],
+            serde_json::json!("denied")
+        );
+        assert_eq!(
+            denied.to_string(),
+            "denied [x] store.get(chat, \"k\"): capability `store` not granted"
+        );
+    }
 }

@@ -24,6 +24,7 @@ pub(crate) struct Resident {
     pub(crate) pre: PythonSandboxPre<RunState>,
     slots: Slots,
     /// The slots the pool has.
+    #[cfg_attr(not(feature = "internals"), expect(dead_code))]
     pub(crate) size: usize,
 }
 

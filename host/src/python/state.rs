@@ -3,24 +3,21 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use wasmtime::component::ResourceTable;
-use wasmtime_wasi::p2::pipe::MemoryInputPipe;
-use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
-
 use super::outcome::{Event, Handoff};
 use super::plugin_set::PluginSet;
 use crate::capture::CallOutput;
 use crate::guard::HostMeter;
+use crate::guest::Guest;
 use crate::limits::{CappedEvents, LimitKind, Limits, RunLimits, StoreLimiter};
 use crate::plugin::Session;
 use crate::types::AgentCtx;
 
-pub(crate) struct RunState {
-    wasi: WasiCtx,
-    table: ResourceTable,
-    pub(crate) limiter: StoreLimiter,
-    /// Keeps the run's deadline for every host call and method call.
-    pub(crate) meter: HostMeter,
+/// The interpreter's store data.
+pub(crate) type RunState = Guest<Run>;
+
+/// What the interpreter's store adds to every guest's: the run's output,
+/// context, methods, events and the plugin instances it called.
+pub(crate) struct Run {
     pub(crate) stdout: CallOutput,
     pub(crate) stderr: CallOutput,
     pub(crate) ctx: AgentCtx,
@@ -38,35 +35,22 @@ pub(crate) struct RunState {
     pub(crate) sessions: HashMap<usize, Session>,
 }
 
-impl RunState {
-    /// A closed WASI context: no args, env, preopened files or network; empty
-    /// stdin; stdout and stderr captured up to the cap.
+impl Guest<Run> {
+    /// The store data of a run of `ctx` with `plugins` under `limits`.
     pub(crate) fn new(
         ctx: &AgentCtx,
         plugins: &PluginSet,
         limits: &RunLimits,
         plugin_limits: &Limits,
         deadline: Instant,
-    ) -> Self {
+    ) -> RunState {
         let meter = HostMeter::new(deadline);
         let stdout = CallOutput::new(limits.max_output_bytes, meter.tab().clone());
         let stderr = CallOutput::new(limits.max_output_bytes, meter.tab().clone());
-        let wasi = WasiCtx::builder()
-            .stdin(MemoryInputPipe::new(Vec::new()))
-            .stdout(stdout.clone())
-            .stderr(stderr.clone())
-            .allow_tcp(false)
-            .allow_udp(false)
-            .allow_ip_name_lookup(false)
-            .build();
         // The run's own fields are set by `begin`.
-        let mut state = RunState {
-            wasi,
-            table: ResourceTable::new(),
-            limiter: StoreLimiter::with_memory(plugin_limits, 0),
-            meter,
-            stdout,
-            stderr,
+        let run = Run {
+            stdout: stdout.clone(),
+            stderr: stderr.clone(),
             ctx: AgentCtx::default(),
             plugins: PluginSet::default(),
             calls: 0,
@@ -76,6 +60,8 @@ impl RunState {
             stop: None,
             sessions: HashMap::new(),
         };
+        let limiter = StoreLimiter::with_memory(plugin_limits, 0);
+        let mut state = Guest::closed(stdout, stderr, limiter, meter, run);
         state.begin(ctx, plugins, limits, plugin_limits, deadline);
         state
     }
@@ -92,40 +78,18 @@ impl RunState {
         plugin_limits: &Limits,
         deadline: Instant,
     ) {
-        self.stdout.reset(limits.max_output_bytes);
-        self.stderr.reset(limits.max_output_bytes);
         self.limiter = self.limiter.recapped(plugin_limits, limits.memory_bytes);
         self.meter.reset(deadline);
-        self.ctx = ctx.clone();
-        self.plugins = plugins.clone();
-        self.calls = 0;
-        self.max_calls = limits.max_calls;
-        self.events = CappedEvents::new(limits.max_events, limits.max_event_bytes);
-        self.handoff = None;
-        self.stop = None;
-        self.sessions.clear();
-    }
-}
-
-impl WasiView for RunState {
-    fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView {
-            ctx: &mut self.wasi,
-            table: &mut self.table,
-        }
-    }
-}
-
-impl crate::guard::Limited for RunState {
-    fn limiter(&self) -> &StoreLimiter {
-        &self.limiter
-    }
-
-    fn limiter_mut(&mut self) -> &mut StoreLimiter {
-        &mut self.limiter
-    }
-
-    fn meter(&mut self) -> &mut HostMeter {
-        &mut self.meter
+        let run = &mut self.state;
+        run.stdout.reset(limits.max_output_bytes);
+        run.stderr.reset(limits.max_output_bytes);
+        run.ctx = ctx.clone();
+        run.plugins = plugins.clone();
+        run.calls = 0;
+        run.max_calls = limits.max_calls;
+        run.events = CappedEvents::new(limits.max_events, limits.max_event_bytes);
+        run.handoff = None;
+        run.stop = None;
+        run.sessions.clear();
     }
 }

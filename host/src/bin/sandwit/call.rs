@@ -39,7 +39,7 @@ pub async fn call(host: &Host, args: CallArgs) -> anyhow::Result<ExitCode> {
         json.is_object(),
         "--args must be a JSON object of parameter names to values"
     );
-    let plugin = host.load_plugin_file(&args.plugin).await?;
+    let plugin = crate::interpreter::load_plugin(host, &args.plugin).await?;
     let ctx = AgentCtx {
         user_id: args.user_id,
         ..AgentCtx::new(args.chat_key)
@@ -67,7 +67,7 @@ pub async fn call(host: &Host, args: CallArgs) -> anyhow::Result<ExitCode> {
         outln!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         for event in &report.events {
-            eprintln!("{}", crate::render::plugin_event(plugin.id(), event));
+            eprintln!("{}", event.line(plugin.id()));
         }
         match (&report.result, result) {
             (Ok(_), Some(result)) => outln!("{}", serde_json::to_string_pretty(&result)?),

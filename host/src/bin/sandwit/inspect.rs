@@ -42,7 +42,7 @@ pub struct ValidateArgs {
 }
 
 pub async fn inspect(host: &Host, args: InspectArgs) -> anyhow::Result<ExitCode> {
-    let plugin = host.load_plugin_file(&args.plugin).await?;
+    let plugin = crate::interpreter::load_plugin(host, &args.plugin).await?;
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&describe_json(&plugin))?);
     } else {

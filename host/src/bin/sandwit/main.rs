@@ -3,9 +3,9 @@
 #[macro_use]
 mod stdout;
 
-mod bench;
 mod call;
 mod inspect;
+mod interpreter;
 mod render;
 mod run;
 mod worker;
@@ -24,8 +24,14 @@ use sandwit::{Host, HostBuilder, Limits, Policy, RunLimits};
 /// (a Python run keeps one instance per plugin for its calls), under
 /// fuel, time and memory limits. Set SANDWIT_LOG (e.g. `info`) to see the
 /// host's log on stderr.
+///
+/// `run` needs the CPython component: built into the binary when it was
+/// built with SANDWIT_EMBED_PYTHON (`sandwit --version` says whether), else
+/// given with --python or SANDWIT_PYTHON, or installed as
+/// ~/.local/share/sandwit/python/sandbox.wasm. Its first use compiles it for
+/// this machine (10-30 s, once: the code is cached).
 #[derive(Parser)]
-#[command(name = "sandwit", version)]
+#[command(name = "sandwit", version = interpreter::VERSION)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -50,11 +56,6 @@ enum Command {
     /// Print the method listing an LLM is given: signatures, kinds and
     /// docstrings.
     Prompt(run::PromptArgs),
-    /// Measure fresh-sandbox runs, method calls, throughput, memory, the
-    /// cost of the limits and cold start, beside the peers (python3 -c,
-    /// pickle RPC, pydantic-monty, eryx) with ratios; print a table (see
-    /// BENCHMARKS.md). Build with --release for meaningful numbers.
-    Bench(bench::BenchArgs),
 }
 
 /// Options for the host, before or after the subcommand.
@@ -161,9 +162,7 @@ fn default_cache_dir() -> Option<PathBuf> {
 }
 
 fn default_store() -> Option<PathBuf> {
-    env_path("SANDWIT_STORE")
-        .or_else(|| env_path("XDG_DATA_HOME").map(|d| d.join("sandwit").join("store.db")))
-        .or_else(|| env_path("HOME").map(|d| d.join(".local/share/sandwit/store.db")))
+    env_path("SANDWIT_STORE").or_else(|| interpreter::data_dir().map(|d| d.join("store.db")))
 }
 
 /// The host's pool in a command that makes one run or call: the
@@ -195,29 +194,27 @@ fn main() -> ExitCode {
         .build()
         .expect("starting the tokio runtime");
     let result = runtime.block_on(async {
-        let mut builder = cli.host.builder()?;
-        if !matches!(cli.command, Command::Bench(_)) {
-            // One run per process: an interpreter prepared ahead of it
-            // would only compete with it for the cores, and a pool sized
-            // for a server would cost the start its guard pages.
-            builder = builder.prepared_interpreters(0).max_instances(
-                if matches!(cli.command, Command::Validate(_)) {
-                    // One plugin instance at a time: the worker's memory
-                    // budget is spent on the check, not on the pool.
-                    VALIDATE_INSTANCES
-                } else {
-                    ONE_SHOT_INSTANCES
-                },
-            );
-        }
-        let host = builder.build()?;
+        // One run per process: an interpreter prepared ahead of it would
+        // only compete with it for the cores, and a pool sized for a server
+        // would cost the start its guard pages.
+        let host = cli
+            .host
+            .builder()?
+            .prepared_interpreters(0)
+            .max_instances(if matches!(cli.command, Command::Validate(_)) {
+                // One plugin instance at a time: the worker's memory budget
+                // is spent on the check, not on the pool.
+                VALIDATE_INSTANCES
+            } else {
+                ONE_SHOT_INSTANCES
+            })
+            .build()?;
         match cli.command {
             Command::Inspect(args) => inspect::inspect(&host, args).await,
             Command::Validate(args) => inspect::validate(&host, args).await,
             Command::Call(args) => call::call(&host, args).await,
             Command::Run(args) => run::run(&host, args).await,
             Command::Prompt(args) => run::prompt(&host, args).await,
-            Command::Bench(args) => bench::bench(&host, &cli.host, args).await,
         }
     });
     match result {

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use anyhow::Context;
 use sandwit::json::{BytesAs, value_to_json};
-use sandwit::{ChatMessage, CodeSource, ContentPart, MethodResult, MethodSpec, PluginEvent};
+use sandwit::{CodeSource, ContentPart, MethodResult, MethodSpec};
 use serde_json::json;
 
 pub fn code_source(source: CodeSource) -> &'static str {
@@ -116,35 +116,4 @@ fn write_media(dir: &Path, index: usize, mime: &str, data: &[u8]) -> anyhow::Res
     file.write_all(data)
         .with_context(|| format!("writing {}", path.display()))?;
     Ok(path.display().to_string())
-}
-
-/// A chat message on one line.
-pub fn chat_message(message: &ChatMessage) -> String {
-    match message {
-        ChatMessage::Text(text) => format!("text: {text}"),
-        ChatMessage::Image(m) => format!("image: {}, {} bytes", m.mime_type, m.data.len()),
-        ChatMessage::System {
-            message,
-            trigger_agent,
-        } => {
-            let trigger = if *trigger_agent {
-                " (triggers the agent)"
-            } else {
-                ""
-            };
-            format!("system message{trigger}: {message}")
-        }
-    }
-}
-
-/// Something a plugin did, on one line, prefixed with its id.
-pub fn plugin_event(plugin: &str, event: &PluginEvent) -> String {
-    match event {
-        PluginEvent::Log(line) => format!("log [{plugin} {}] {}", line.level, line.message),
-        PluginEvent::Chat { message } => format!("chat [{plugin}] {}", chat_message(message)),
-        PluginEvent::Denied {
-            capability,
-            request,
-        } => format!("denied [{plugin}] {request}: capability `{capability}` not granted"),
-    }
 }

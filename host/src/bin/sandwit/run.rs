@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
-use sandwit::{AgentCtx, Event, Host, MethodKind, Plugin, PluginSet, RunOutcome, RunStatus};
+use sandwit::{AgentCtx, Host, MethodKind, Plugin, PluginSet, RunOutcome, RunStatus};
 use serde_json::json;
 
 /// The example plugins used when no --plugin or --plugins is given.
@@ -26,7 +26,9 @@ pub struct PluginArgs {
     /// A plugin component to offer (repeatable).
     #[arg(long = "plugin", value_name = "FILE")]
     plugins: Vec<PathBuf>,
-    /// Offer every `.wasm` plugin in DIR.
+    /// Offer every `.wasm` plugin in DIR. Without --plugin or --plugins, the
+    /// example plugins (calc, knowledge, messenger, imagegen, notes, weather)
+    /// in $SANDWIT_PLUGINS are offered, else none.
     #[arg(long = "plugins", value_name = "DIR")]
     plugin_dir: Option<PathBuf>,
 }
@@ -35,8 +37,9 @@ pub struct PluginArgs {
 pub struct RunArgs {
     #[command(flatten)]
     plugins: PluginArgs,
-    /// The CPython component [default: $SANDWIT_PYTHON, else the build's
-    /// target/python/sandbox.wasm].
+    /// The CPython component [default: $SANDWIT_PYTHON, else the one embedded
+    /// in this binary, else $XDG_DATA_HOME/sandwit/python/sandbox.wasm or
+    /// ~/.local/share/sandwit/python/sandbox.wasm].
     #[arg(long, value_name = "FILE")]
     python: Option<PathBuf>,
     /// The chat key of the agent context.
@@ -70,26 +73,10 @@ pub struct PromptArgs {
     plugins: PluginArgs,
 }
 
-/// The build's own output directory (`target/<profile>/..`), for defaults.
-/// The build's `target/<profile>/..`, where the example guests are built.
-fn build_dir() -> Option<PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    Some(exe.parent()?.parent()?.to_path_buf())
-}
-
-/// The CPython component: `given`, else $SANDWIT_PYTHON, else the build's.
-pub fn python_component(given: Option<PathBuf>) -> anyhow::Result<PathBuf> {
-    given
-        .or_else(|| env_path("SANDWIT_PYTHON"))
-        .or_else(|| build_dir().map(|d| d.join("python/sandbox.wasm")))
-        .context("cannot find the Python sandbox: pass --python")
-}
-
-/// Where the example plugins are: $SANDWIT_PLUGINS, else the build's.
-pub fn example_plugin_dir() -> anyhow::Result<PathBuf> {
+/// Where the example plugins are, if anywhere: $SANDWIT_PLUGINS (e.g.
+/// target/guests/wasm32-wasip2/guest after scripts/build-plugins).
+fn example_plugin_dir() -> Option<PathBuf> {
     env_path("SANDWIT_PLUGINS")
-        .or_else(|| build_dir().map(|d| d.join("guests/wasm32-wasip2/guest")))
-        .context("cannot find the example plugins: pass --plugin or --plugins")
 }
 
 async fn load_plugins(host: &Host, args: &PluginArgs) -> anyhow::Result<Vec<Plugin>> {
@@ -103,8 +90,9 @@ async fn load_plugins(host: &Host, args: &PluginArgs) -> anyhow::Result<Vec<Plug
         found.sort();
         files.extend(found);
     }
-    if files.is_empty() {
-        let dir = example_plugin_dir()?;
+    if files.is_empty()
+        && let Some(dir) = example_plugin_dir()
+    {
         files = EXAMPLE_PLUGINS
             .iter()
             .map(|name| dir.join(format!("{name}.wasm")))
@@ -112,7 +100,7 @@ async fn load_plugins(host: &Host, args: &PluginArgs) -> anyhow::Result<Vec<Plug
     }
     let mut plugins = Vec::new();
     for file in &files {
-        plugins.push(host.load_plugin_file(file).await?);
+        plugins.push(crate::interpreter::load_plugin(host, file).await?);
     }
     Ok(plugins)
 }
@@ -175,8 +163,7 @@ pub async fn run(host: &Host, args: RunArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("reading the code from {}", path.display()))?,
         (None, None) => anyhow::bail!("give the code as FILE, `-` or -c CODE"),
     };
-    let python = python_component(args.python.clone())?;
-    let sandbox = host.load_python_file(&python).await?;
+    let sandbox = crate::interpreter::load(host, args.python.clone()).await?;
     let plugins = PluginSet::new(&load_plugins(host, &args.plugins).await?)?;
     let ctx = AgentCtx {
         user_id: args.user_id.clone(),
@@ -245,34 +232,7 @@ fn print_outcome(outcome: &RunOutcome, out_dir: &Path) -> anyhow::Result<()> {
         outln!("limit: {} — {}", limit.kind, limit.message);
     }
     for event in &outcome.events {
-        match event {
-            Event::Call {
-                plugin,
-                method,
-                kind,
-                ms,
-                ok,
-                summary,
-                ..
-            } => {
-                let mark = if *ok { "→" } else { "✗" };
-                outln!("call {plugin}.{method} [{kind}] {ms:.2} ms {mark} {summary}");
-            }
-            Event::SystemMessage { text, .. } => outln!("system message: {text}"),
-            Event::Log {
-                plugin,
-                level,
-                message,
-            } => outln!("log [{plugin} {level}] {message}"),
-            Event::Chat { plugin, message } => {
-                outln!("chat [{plugin}] {}", crate::render::chat_message(message))
-            }
-            Event::Denied {
-                plugin,
-                capability,
-                request,
-            } => outln!("denied [{plugin}] {request}: capability `{capability}` not granted"),
-        }
+        outln!("{event}");
     }
     if let Some(h) = &outcome.handoff {
         let result = crate::render::result_json(&h.result, out_dir)?;

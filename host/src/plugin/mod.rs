@@ -1,56 +1,31 @@
-//! Loading a plugin (every check a marketplace needs) and calling its methods
-//! under limits.
+//! A loaded plugin and calls of its methods under limits: arguments checked
+//! against the declared schemas before the plugin runs, the result's kind and
+//! size after.
+
+mod load;
+pub(crate) mod state;
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wasmtime::Store;
-use wasmtime::component::Component;
-use wasmtime::component::types::ComponentItem;
 
 use crate::args::{ArgChecker, Refused};
 use crate::bindings::plugin::{SandboxMethod, SandboxMethodPre};
 use crate::bindings::wit;
-use crate::cache::{CodeSource, component_hash};
+use crate::cache::CodeSource;
 use crate::capability::Grants;
-use crate::config::PluginConfig;
 use crate::env::PluginEnv;
-use crate::error::{CallError, CallErrorKind, LoadError, cut, quote};
+use crate::error::{CallError, CallErrorKind, cut, quote};
+use crate::events::PluginEvent;
 use crate::guard::{Stopped, apply_budget, fuel_used, guarded, limited_store};
 use crate::interfaces::chat::check_image_mime_type;
-use crate::limits::{Budget, LimitKind, Limits, MAX_COMPONENT_BYTES};
-use crate::manifest::{self, Manifest};
+use crate::limits::{Budget, LimitKind, Limits};
+use crate::manifest::Manifest;
 use crate::runtime::HostInner;
-use crate::state::{PluginEvent, PluginState};
 use crate::types::{self, AgentCtx, ContentPart, MethodResult, Value};
-
-/// The interface every plugin must export, any 0.1.x version.
-const PLUGIN_EXPORT_PREFIX: &str = "sandwit:plugin/plugin@0.1.";
-/// Interfaces a plugin may import: WASI 0.2 (linked closed: no files, env,
-/// network or clocks beyond reading the time) and sandwit's own.
-const ALLOWED_IMPORT_PREFIXES: &[&str] = &[
-    "wasi:cli/",
-    "wasi:clocks/",
-    "wasi:filesystem/",
-    "wasi:io/",
-    "wasi:random/",
-    "wasi:sockets/",
-    "wasi:http/",
-    "sandwit:plugin/log@0.1.",
-    "sandwit:plugin/types@0.1.",
-    "sandwit:plugin/store@0.1.",
-    "sandwit:plugin/config@0.1.",
-    "sandwit:plugin/chat@0.1.",
-];
-
-/// A compiled component, where its code came from, and its SHA-256.
-pub(crate) struct Compiled {
-    pub(crate) component: Component,
-    pub(crate) code_source: CodeSource,
-    pub(crate) hash: String,
-}
+use state::PluginState;
 
 /// A loaded, checked plugin, ready to call. Cheap to clone.
 #[derive(Clone)]
@@ -165,13 +140,13 @@ impl Plugin {
                 reused
             }
             None => Session {
-                store: host.new_store(env.clone(), Some(ctx.clone()), budget),
+                store: new_store(host, env.clone(), Some(ctx.clone()), budget),
                 instance: None,
             },
         };
         let mut result = self.invoke(&mut current, ctx, method, args, budget).await;
         let store = &mut current.store;
-        store.data_mut().finish_events();
+        let events = store.data_mut().take_events();
         let fuel_used = fuel_used(store, budget.fuel);
         let redactor = &env.config.redactor;
         match &mut result {
@@ -187,7 +162,6 @@ impl Plugin {
             method: method.to_string(),
             kind,
         };
-        let events = store.data_mut().events.take();
         if current.instance.is_some() {
             *session = Some(current);
         }
@@ -276,6 +250,20 @@ impl Plugin {
         }
         Ok(result)
     }
+}
+
+/// A store for one plugin instance with the call limits and `budget`
+/// applied.
+pub(crate) fn new_store(
+    host: &HostInner,
+    env: Arc<PluginEnv>,
+    ctx: Option<AgentCtx>,
+    budget: Budget,
+) -> Store<PluginState> {
+    let state = state::new(env, ctx, &host.limits, budget.deadline);
+    let mut store = limited_store(&host.engine, state);
+    apply_budget(&mut store, budget, host.metering);
+    store
 }
 
 /// One plugin instance and its store, serving the calls of one Python run:
@@ -398,256 +386,6 @@ fn check_result(result: wit::MethodResult, limits: &Limits) -> Result<MethodResu
     })
 }
 
-impl HostInner {
-    /// Reads and loads a plugin file.
-    pub(crate) async fn load_file(self: &Arc<Self>, path: &Path) -> Result<Plugin, LoadError> {
-        let (label, compiled) = self.compile_file(path)?;
-        self.load_compiled(&label, compiled).await
-    }
-
-    /// Loads a plugin from its bytes; `label` names it in errors until its
-    /// manifest gives its id.
-    pub(crate) async fn load(
-        self: &Arc<Self>,
-        label: &str,
-        bytes: &[u8],
-    ) -> Result<Plugin, LoadError> {
-        let compiled = self.compile(label, bytes)?;
-        self.load_compiled(label, compiled).await
-    }
-
-    /// Checks and links a compiled plugin.
-    async fn load_compiled(
-        self: &Arc<Self>,
-        label: &str,
-        Compiled {
-            component,
-            code_source,
-            hash,
-        }: Compiled,
-    ) -> Result<Plugin, LoadError> {
-        let reject = |problems: Vec<String>| LoadError::Rejected {
-            plugin: label.to_string(),
-            problems,
-        };
-        let ty = component.component_type();
-        let imports: Vec<String> = ty
-            .imports(&self.engine)
-            .map(|(n, _)| n.to_string())
-            .collect();
-        let mut problems: Vec<String> = imports
-            .iter()
-            .filter(|name| !ALLOWED_IMPORT_PREFIXES.iter().any(|p| name.starts_with(p)))
-            .take(manifest::MAX_PROBLEMS)
-            .map(|name| {
-                format!(
-                    "imports {}, which sandwit does not provide",
-                    quote(name, 120)
-                )
-            })
-            .collect();
-        if !self.exports_instance(&component, PLUGIN_EXPORT_PREFIX) {
-            problems.push(format!(
-                "does not export `{PLUGIN_EXPORT_PREFIX}x`: it is not a sandwit plugin (world `sandbox-method`)"
-            ));
-        }
-        if !problems.is_empty() {
-            return Err(reject(problems));
-        }
-        let pre = self
-            .plugin_linker
-            .instantiate_pre(&component)
-            .map_err(|e| reject(vec![cut(format!("cannot be linked: {e:#}"), 2_000)]))?;
-        let pre = SandboxMethodPre::new(pre).map_err(|e| {
-            reject(vec![cut(
-                format!("does not match the world `sandbox-method`: {e:#}"),
-                2_000,
-            )])
-        })?;
-
-        let raw = self
-            .describe(label, &pre)
-            .await
-            .map_err(|e| reject(vec![format!("describe() did not return a manifest: {e}")]))?;
-        let manifest::Checked {
-            manifest,
-            checkers,
-            config_validator,
-        } = manifest::check(raw).map_err(reject)?;
-        let policy = self.policy.plugin(&manifest.id);
-        if let Some(policy) = policy.filter(|p| p.gives_anything() && !p.pins(&hash)) {
-            return Err(LoadError::Unpinned {
-                plugin: manifest.id.clone(),
-                digest: hash,
-                pinned: policy.sha256.len(),
-            });
-        }
-        let granted = policy.map_or(&[][..], |p| &p.grant[..]);
-        let grants = Grants::effective(&manifest.capabilities, granted);
-        let config = PluginConfig::bind(
-            manifest
-                .config_schema
-                .as_ref()
-                .zip(config_validator.as_ref()),
-            policy.and_then(|p| p.config.as_ref()),
-            policy.map_or(&[][..], |p| &p.secrets[..]),
-        )
-        .map_err(|problems| LoadError::Config {
-            plugin: manifest.id.clone(),
-            problems,
-        })?;
-        let env = PluginEnv::new(&manifest.id, grants, config, self.services.clone());
-        tracing::info!(plugin = %manifest.id, version = %manifest.version, ?code_source, "loaded a plugin");
-        Ok(Plugin {
-            inner: Arc::new(PluginInner {
-                host: self.clone(),
-                manifest,
-                env,
-                checkers,
-                pre,
-                imports,
-                code_source,
-                hash,
-            }),
-        })
-    }
-
-    /// The compiled component in the file at `path`, labelled by the path:
-    /// from the cache without reading the file when it is unchanged since it
-    /// was last loaded, else read, checked and compiled as
-    /// [`HostInner::compile`] does.
-    pub(crate) fn compile_file(&self, path: &Path) -> Result<(String, Compiled), LoadError> {
-        let label = path.display().to_string();
-        let io = |error| LoadError::Io {
-            plugin: label.clone(),
-            error,
-        };
-        let meta = std::fs::metadata(path).map_err(io)?;
-        if let Some(hash) = self.cache.file_hash(path, &meta)
-            && let Some((component, source)) = self.cache.lookup(&self.engine, &hash)
-        {
-            let compiled = Compiled {
-                component,
-                code_source: source,
-                hash,
-            };
-            return Ok((label, compiled));
-        }
-        // Refuse a file over the size cap before reading it.
-        if meta.len() > MAX_COMPONENT_BYTES as u64 {
-            return Err(too_big(&label, meta.len() as usize));
-        }
-        let bytes = std::fs::read(path).map_err(io)?;
-        let compiled = self.compile(&label, &bytes)?;
-        self.cache.remember_file(path, &meta, &compiled.hash);
-        Ok((label, compiled))
-    }
-
-    /// Checks a component's size and header, then compiles it (or finds its
-    /// compiled code in the cache). Returns it with its hash.
-    pub(crate) fn compile(&self, label: &str, bytes: &[u8]) -> Result<Compiled, LoadError> {
-        let reject = |problem: String| LoadError::Rejected {
-            plugin: label.to_string(),
-            problems: vec![problem],
-        };
-        if bytes.len() > MAX_COMPONENT_BYTES {
-            return Err(too_big(label, bytes.len()));
-        }
-        check_header(bytes).map_err(reject)?;
-        let hash = component_hash(bytes);
-        let (component, code_source) = self
-            .cache
-            .get(&self.engine, &hash, bytes)
-            .map_err(|source| LoadError::Host {
-                plugin: label.to_string(),
-                source,
-            })?
-            .map_err(|e| reject(format!("not a valid component: {e:#}")))?;
-        Ok(Compiled {
-            component,
-            code_source,
-            hash,
-        })
-    }
-
-    /// Whether `component` exports an interface instance whose name starts
-    /// with `prefix` (a package and interface with a version prefix).
-    pub(crate) fn exports_instance(&self, component: &Component, prefix: &str) -> bool {
-        component
-            .component_type()
-            .exports(&self.engine)
-            .any(|(name, item)| {
-                name.starts_with(prefix) && matches!(item.ty, ComponentItem::ComponentInstance(_))
-            })
-    }
-
-    async fn describe(
-        &self,
-        label: &str,
-        pre: &SandboxMethodPre<PluginState>,
-    ) -> Result<wit::PluginManifest, CallErrorKind> {
-        let budget = Budget::from_limits(&self.limits);
-        let env = PluginEnv::new(
-            label,
-            Grants::default(),
-            PluginConfig::default(),
-            self.services.clone(),
-        );
-        let mut store = self.new_store(env, None, budget);
-        guarded(&mut store, budget, async |store| {
-            let instance: SandboxMethod = pre.instantiate_async(&mut *store).await?;
-            instance
-                .sandwit_plugin_plugin()
-                .call_describe(&mut *store)
-                .await
-        })
-        .await
-        .map_err(stopped_to_error)
-    }
-
-    /// A store for one plugin instance with the limits and budget applied.
-    fn new_store(
-        &self,
-        env: Arc<PluginEnv>,
-        ctx: Option<AgentCtx>,
-        budget: Budget,
-    ) -> Store<PluginState> {
-        let state = PluginState::new(env, ctx, &self.limits, budget.deadline);
-        let mut store = limited_store(&self.engine, state);
-        apply_budget(&mut store, budget, self.metering);
-        store
-    }
-}
-
-fn too_big(label: &str, len: usize) -> LoadError {
-    LoadError::Rejected {
-        plugin: label.to_string(),
-        problems: vec![format!(
-            "is {len} bytes, more than the limit of {MAX_COMPONENT_BYTES} bytes"
-        )],
-    }
-}
-
-/// Tells a component from a core module or something that is not wasm, by the
-/// binary's preamble: magic, then version and layer.
-fn check_header(bytes: &[u8]) -> Result<(), String> {
-    const MAGIC: &[u8] = b"\0asm";
-    if bytes.len() < 8 || &bytes[..4] != MAGIC {
-        return Err("is not a WebAssembly binary (no `\\0asm` header)".to_string());
-    }
-    match bytes[6..8] {
-        [1, 0] => Ok(()),
-        [0, 0] => Err(
-            "is a core WebAssembly module, not a component: build it for wasm32-wasip2 (or wrap it with `wasm-tools component new`)"
-                .to_string(),
-        ),
-        _ => Err(format!(
-            "has an unknown WebAssembly layer {:?}",
-            &bytes[4..8]
-        )),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -681,25 +419,5 @@ mod tests {
         ] {
             assert!(check_image_mime_type(bad).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn header_check() {
-        assert!(
-            check_header(b"hello world")
-                .unwrap_err()
-                .contains("not a WebAssembly")
-        );
-        assert!(
-            check_header(b"\0asm\x01\0\0\0")
-                .unwrap_err()
-                .contains("core WebAssembly module")
-        );
-        assert!(check_header(b"\0asm\x0d\0\x01\0").is_ok());
-        assert!(
-            check_header(b"\0asm\x0d\0\x02\0")
-                .unwrap_err()
-                .contains("unknown")
-        );
     }
 }

@@ -45,7 +45,8 @@ const MIN_POLL: Duration = Duration::from_micros(100);
 /// and a longer period only delays the thread seeing the end of a long run.
 const MAX_POLL: Duration = Duration::from_millis(50);
 /// How long the thread polls with nothing to do before it sleeps until a
-/// run wakes it: longer than the seconds between an agent's runs.
+/// run wakes it: longer than the seconds between an agent's runs. Tests set
+/// a shorter one (`HostBuilder::park_after`, with the `internals` feature).
 const PARK_AFTER: Duration = Duration::from_secs(10);
 
 /// An interpreter instantiated ahead of its run.
@@ -60,7 +61,7 @@ pub(crate) struct Prepared {
 }
 
 /// The prepared interpreters of one sandbox and the thread that keeps them.
-pub(crate) struct Warm {
+pub(crate) struct Preparer {
     shared: Arc<Shared>,
 }
 
@@ -71,6 +72,11 @@ struct Shared {
     running: AtomicUsize,
     /// Whether the thread sleeps until woken (it polls otherwise).
     parked: AtomicBool,
+    /// How long the thread polls with nothing to do before it parks.
+    park_after: Duration,
+    /// Counts the thread's waits until woken, for tests.
+    #[cfg(feature = "internals")]
+    parks: Option<Arc<AtomicUsize>>,
     /// The cores this process may use.
     cores: usize,
 }
@@ -91,7 +97,7 @@ impl Drop for Running<'_> {
 
 #[derive(Default)]
 struct Queue {
-    ready: Vec<Prepared>,
+    prepared: Vec<Prepared>,
     retired: Vec<Retired>,
     /// The plugins of the latest run: the next interpreters make their
     /// method functions ahead.
@@ -99,7 +105,7 @@ struct Queue {
     closed: bool,
 }
 
-impl Warm {
+impl Preparer {
     /// Starts a thread that keeps `target` interpreters prepared (none when
     /// `target` is 0: runs instantiate and drop their own): in `resident`'s
     /// pool while it has a free slot, else of `pre`, in the host's.
@@ -117,15 +123,21 @@ impl Warm {
             wake: Condvar::new(),
             running: AtomicUsize::new(0),
             parked: AtomicBool::new(false),
+            #[cfg(not(feature = "internals"))]
+            park_after: PARK_AFTER,
+            #[cfg(feature = "internals")]
+            park_after: host.park.as_ref().map_or(PARK_AFTER, |(after, _)| *after),
+            #[cfg(feature = "internals")]
+            parks: host.park.as_ref().map(|(_, parks)| parks.clone()),
             cores: host.cores,
         });
         if target > 0 {
             let keeper = shared.clone();
             std::thread::Builder::new()
-                .name("sandwit-warm".into())
+                .name("sandwit-prepare".into())
                 .spawn(move || keep(&keeper, &host, &pre, resident.as_deref(), target))?;
         }
-        Ok(Warm { shared })
+        Ok(Preparer { shared })
     }
 
     /// Counts a run as executing until the guard is dropped.
@@ -145,11 +157,11 @@ impl Warm {
         let fits = |p: &Prepared| p.store.data().limiter.peak_memory <= memory_bytes;
         let made_for = |p: &Prepared| p.methods.as_ref().is_some_and(|m| m.same(plugins));
         let at = queue
-            .ready
+            .prepared
             .iter()
             .position(|p| fits(p) && made_for(p))
-            .or_else(|| queue.ready.iter().position(fits))?;
-        let prepared = queue.ready.swap_remove(at);
+            .or_else(|| queue.prepared.iter().position(fits))?;
+        let prepared = queue.prepared.swap_remove(at);
         drop(queue);
         // The thread can replace it only beside this run on a host with
         // cores to spare; else the run's end wakes it if it sleeps.
@@ -182,12 +194,13 @@ impl Warm {
     }
 
     /// How many interpreters are prepared now.
-    pub(crate) fn ready(&self) -> usize {
-        self.shared.lock().ready.len()
+    #[cfg(feature = "internals")]
+    pub(crate) fn count(&self) -> usize {
+        self.shared.lock().prepared.len()
     }
 }
 
-impl Drop for Warm {
+impl Drop for Preparer {
     fn drop(&mut self) {
         self.shared.lock().closed = true;
         self.shared.wake.notify_all();
@@ -214,17 +227,25 @@ impl Shared {
     }
 
     /// Waits while the thread may do nothing: a polling period (doubled for
-    /// the next time), or, after [`PARK_AFTER`] of that, until a run wakes
-    /// it; with `queue` unlocked meanwhile. Returns without waiting the
-    /// first time it raises `parked`, for the caller to check again.
+    /// the next time), or, after `park_after` ([`PARK_AFTER`]) of that,
+    /// until a run wakes it; with `queue` unlocked meanwhile. Returns without
+    /// waiting the first time it raises `parked`, for the caller to check
+    /// again.
     fn idle<'a>(&self, queue: MutexGuard<'a, Queue>, poll: &mut Poll) -> MutexGuard<'a, Queue> {
-        if poll.since.elapsed() < PARK_AFTER {
+        if poll.since.elapsed() < self.park_after {
             let queue = self.wait_for(queue, poll.period);
             poll.period = (poll.period * 2).min(MAX_POLL);
             return queue;
         }
         if !self.parked.swap(true, Ordering::SeqCst) {
             return queue;
+        }
+        // Counted under the lock, which `wait` lets go of only once the
+        // thread waits: whoever reads the count and then takes the lock
+        // finds the thread waiting.
+        #[cfg(feature = "internals")]
+        if let Some(parks) = &self.parks {
+            parks.fetch_add(1, Ordering::SeqCst);
         }
         let queue = self.wake.wait(queue).unwrap_or_else(|p| p.into_inner());
         self.parked.store(false, Ordering::SeqCst);
@@ -275,10 +296,10 @@ fn keep(
     loop {
         if queue.closed {
             // Drop what is left here, not in whoever drops the last handle.
-            let ready = std::mem::take(&mut queue.ready);
+            let prepared = std::mem::take(&mut queue.prepared);
             let retired = std::mem::take(&mut queue.retired);
             drop(queue);
-            drop((ready, retired));
+            drop((prepared, retired));
             return;
         }
         if !queue.retired.is_empty() && shared.quiet(0) {
@@ -289,7 +310,7 @@ fn keep(
             queue = shared.lock();
             continue;
         }
-        if queue.ready.len() >= target || !shared.quiet(0) {
+        if queue.prepared.len() >= target || !shared.quiet(0) {
             queue = shared.idle(queue, &mut poll);
             continue;
         }
@@ -311,7 +332,7 @@ fn keep(
             Ok(prepared) => {
                 poll = Poll::new();
                 queue = shared.lock();
-                queue.ready.push(prepared);
+                queue.prepared.push(prepared);
             }
             Err(e) => {
                 tracing::debug!("preparing an interpreter failed, trying again later: {e:#}");

@@ -1,0 +1,138 @@
+//! Where `sandwit run` finds the CPython component, and what the CLI says on
+//! stderr while a component is compiled for this machine.
+//!
+//! The interpreter is, in order: `--python FILE`, `$SANDWIT_PYTHON`, the one
+//! embedded in this binary (built with `SANDWIT_EMBED_PYTHON`, host/build.rs),
+//! `$XDG_DATA_HOME/sandwit/python/sandbox.wasm` (else
+//! `~/.local/share/sandwit/python/sandbox.wasm`). Nothing is guessed from where
+//! the binary is, so a copied or installed binary behaves as the built one.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use sandwit::{Host, Plugin, PythonSandbox};
+
+use crate::env_path;
+
+/// The CPython component embedded at build time; empty without one.
+const EMBEDDED: &[u8] = include_bytes!(env!("SANDWIT_EMBEDDED_PYTHON"));
+/// Its SHA-256, computed at build time: a start finds its compiled code
+/// without hashing the 21 MB.
+const EMBEDDED_SHA256: &str = env!("SANDWIT_EMBEDDED_PYTHON_SHA256");
+
+/// What `sandwit --version` prints after the name: the version, and whether
+/// the binary embeds an interpreter.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    env!("SANDWIT_EMBEDDED_PYTHON_NOTE")
+);
+
+/// How long compiling the interpreter takes, roughly (2 to 8 cores).
+const INTERPRETER_COMPILE_TIME: &str = "about 10-30 s";
+
+/// sandwit's folder for data: `$XDG_DATA_HOME/sandwit`, else
+/// `~/.local/share/sandwit`.
+pub fn data_dir() -> Option<PathBuf> {
+    env_path("XDG_DATA_HOME")
+        .map(|d| d.join("sandwit"))
+        .or_else(|| env_path("HOME").map(|d| d.join(".local/share/sandwit")))
+}
+
+/// Where an interpreter is looked for when none is given or embedded.
+fn installed_file() -> Option<PathBuf> {
+    data_dir().map(|d| d.join("python").join("sandbox.wasm"))
+}
+
+/// Where the interpreter comes from.
+enum Interpreter {
+    File(PathBuf),
+    Embedded,
+}
+
+/// The interpreter to use: `given` (`--python`), else the first of the
+/// module's list that is there.
+fn find(given: Option<PathBuf>) -> anyhow::Result<Interpreter> {
+    if let Some(path) = given.or_else(|| env_path("SANDWIT_PYTHON")) {
+        return Ok(Interpreter::File(path));
+    }
+    if !EMBEDDED.is_empty() {
+        return Ok(Interpreter::Embedded);
+    }
+    if let Some(path) = installed_file().filter(|p| p.exists()) {
+        return Ok(Interpreter::File(path));
+    }
+    let installed = installed_file().map_or_else(
+        || "$XDG_DATA_HOME/sandwit/python/sandbox.wasm".to_string(),
+        |p| p.display().to_string(),
+    );
+    anyhow::bail!(
+        "no Python interpreter: this sandwit binary was built without one embedded, and there \
+         is none at {installed}. To get one, in sandwit's source tree run `python-guest/build` \
+         (needs Python 3.11; it installs componentize-py into .venv and writes \
+         target/python/sandbox.wasm), then either\n  \
+         - install sandwit with it embedded: \
+         SANDWIT_EMBED_PYTHON=$PWD/target/python/sandbox.wasm cargo install --path host\n  \
+         - or copy target/python/sandbox.wasm to {installed}\n  \
+         - or pass --python FILE (or set SANDWIT_PYTHON=FILE)"
+    )
+}
+
+/// Loads the interpreter (`--python`, else as the module says), saying on
+/// stderr when it must be compiled first.
+pub async fn load(host: &Host, given: Option<PathBuf>) -> anyhow::Result<PythonSandbox> {
+    let what = "the Python interpreter";
+    Ok(match find(given)? {
+        Interpreter::File(path) => {
+            let compiling = path.exists() && !host.is_file_compiled(&path);
+            let load = host.load_python_file(&path);
+            announced(host, compiling, what, INTERPRETER_COMPILE_TIME, load).await?
+        }
+        Interpreter::Embedded => {
+            let compiling = !host.is_compiled(EMBEDDED_SHA256);
+            let label = "the embedded Python interpreter";
+            let load = host.load_python_hashed(label, EMBEDDED, EMBEDDED_SHA256);
+            announced(host, compiling, what, INTERPRETER_COMPILE_TIME, load).await?
+        }
+    })
+}
+
+/// Loads a plugin file, saying on stderr when it must be compiled first.
+pub async fn load_plugin(host: &Host, path: &Path) -> anyhow::Result<Plugin> {
+    let compiling = path.exists() && !host.is_file_compiled(path);
+    let name = path.file_name().unwrap_or(path.as_os_str());
+    let what = format!("plugin {}", name.to_string_lossy());
+    Ok(announced(host, compiling, &what, "", host.load_plugin_file(path)).await?)
+}
+
+/// Runs `load`; when it is `compiling` `what`, says so on stderr, with
+/// `time`, roughly how long it takes, and ends the line with how long it
+/// took: `sandwit: compiling X for this machine (once)... done in 0.4 s`.
+async fn announced<T, E>(
+    host: &Host,
+    compiling: bool,
+    what: &str,
+    time: &str,
+    load: impl Future<Output = Result<T, E>>,
+) -> Result<T, E> {
+    if !compiling {
+        return load.await;
+    }
+    let when = match host.cache_dir() {
+        Some(_) => "once",
+        None => "every time: no cache",
+    };
+    let time = if time.is_empty() {
+        String::new()
+    } else {
+        format!("; {time}")
+    };
+    eprint!("sandwit: compiling {what} for this machine ({when}{time})...");
+    let start = Instant::now();
+    let loaded = load.await;
+    match &loaded {
+        Ok(_) => eprintln!(" done in {:.1} s", start.elapsed().as_secs_f64()),
+        Err(_) => eprintln!(" failed"),
+    }
+    loaded
+}

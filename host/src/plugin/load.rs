@@ -1,0 +1,119 @@
+//! Loading a plugin with every check a marketplace needs: the component's
+//! world, imports and exports (`loader`), then its manifest, asked of a
+//! fresh instance and checked, the policy's pin and grants, and its
+//! configuration.
+
+use std::sync::Arc;
+
+use super::state;
+use super::{Plugin, PluginInner, new_store, stopped_to_error};
+use crate::bindings::plugin::{SandboxMethod, SandboxMethodPre};
+use crate::bindings::wit;
+use crate::capability::Grants;
+use crate::config::PluginConfig;
+use crate::env::PluginEnv;
+use crate::error::{CallErrorKind, LoadError};
+use crate::guard::guarded;
+use crate::limits::Budget;
+use crate::loader::{self, Compiled, Source, World};
+use crate::manifest;
+use crate::runtime::HostInner;
+
+/// The world plugins implement: any 0.1.x version of the plugin export;
+/// beyond WASI, `wasi:http` through the gate and sandwit's own interfaces.
+const SANDBOX_METHOD: World = World {
+    name: "sandbox-method",
+    what: "a sandwit plugin",
+    export_prefix: "sandwit:plugin/plugin@0.1.",
+    imports: &[
+        "wasi:http/",
+        "sandwit:plugin/log@0.1.",
+        "sandwit:plugin/types@0.1.",
+        "sandwit:plugin/store@0.1.",
+        "sandwit:plugin/config@0.1.",
+        "sandwit:plugin/chat@0.1.",
+    ],
+};
+
+impl Plugin {
+    /// Loads and checks the plugin from `source`.
+    pub(crate) async fn load(host: &Arc<HostInner>, source: Source<'_>) -> Result<Self, LoadError> {
+        let compiled = loader::compile(host, source)?;
+        let pre = compiled.link(host, &SANDBOX_METHOD, &host.plugin_linker, |pre| {
+            SandboxMethodPre::new(pre)
+        })?;
+        let raw = describe(host, &compiled.label, &pre).await.map_err(|e| {
+            compiled.rejected(vec![format!("describe() did not return a manifest: {e}")])
+        })?;
+        let manifest::Checked {
+            manifest,
+            checkers,
+            config_validator,
+        } = manifest::check(raw).map_err(|problems| compiled.rejected(problems))?;
+        let Compiled {
+            code_source, hash, ..
+        } = &compiled;
+        let policy = host.policy.plugin(&manifest.id);
+        if let Some(policy) = policy.filter(|p| p.gives_anything() && !p.pins(hash)) {
+            return Err(LoadError::Unpinned {
+                plugin: manifest.id.clone(),
+                digest: hash.clone(),
+                pinned: policy.sha256.len(),
+            });
+        }
+        let granted = policy.map_or(&[][..], |p| &p.grant[..]);
+        let grants = Grants::effective(&manifest.capabilities, granted);
+        let config = PluginConfig::bind(
+            manifest
+                .config_schema
+                .as_ref()
+                .zip(config_validator.as_ref()),
+            policy.and_then(|p| p.config.as_ref()),
+            policy.map_or(&[][..], |p| &p.secrets[..]),
+        )
+        .map_err(|problems| LoadError::Config {
+            plugin: manifest.id.clone(),
+            problems,
+        })?;
+        let env = PluginEnv::new(&manifest.id, grants, config, host.services.clone());
+        tracing::info!(plugin = %manifest.id, version = %manifest.version, ?code_source, "loaded a plugin");
+        Ok(Plugin {
+            inner: Arc::new(PluginInner {
+                host: host.clone(),
+                manifest,
+                env,
+                checkers,
+                pre,
+                imports: compiled.imports(host),
+                code_source: *code_source,
+                hash: hash.clone(),
+            }),
+        })
+    }
+}
+
+/// The manifest the plugin gives of itself, asked of a fresh instance with
+/// nothing granted, under the call limits.
+async fn describe(
+    host: &HostInner,
+    label: &str,
+    pre: &SandboxMethodPre<state::PluginState>,
+) -> Result<wit::PluginManifest, CallErrorKind> {
+    let budget = Budget::from_limits(&host.limits);
+    let env = PluginEnv::new(
+        label,
+        Grants::default(),
+        PluginConfig::default(),
+        host.services.clone(),
+    );
+    let mut store = new_store(host, env, None, budget);
+    guarded(&mut store, budget, async |store| {
+        let instance: SandboxMethod = pre.instantiate_async(&mut *store).await?;
+        instance
+            .sandwit_plugin_plugin()
+            .call_describe(&mut *store)
+            .await
+    })
+    .await
+    .map_err(stopped_to_error)
+}

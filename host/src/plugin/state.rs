@@ -1,0 +1,169 @@
+//! The store data of a plugin instance, serving one call or the calls of one
+//! Python run, and the linker that gives plugins WASI (closed), `wasi:http`
+//! (through the gate) and sandwit's own interfaces.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use wasmtime::Engine;
+use wasmtime::component::Linker;
+use wasmtime_wasi_http::{WasiHttpCtxView, WasiHttpView};
+
+use crate::capture::CallOutput;
+use crate::env::PluginEnv;
+use crate::events::{CallEvents, PluginEvent};
+use crate::guard::HostMeter;
+use crate::guest::Guest;
+use crate::interfaces;
+use crate::interfaces::chat::{ChatCtx, ChatData, Sent};
+use crate::interfaces::http::PluginHttp;
+use crate::interfaces::scope::{CallData, CallScope};
+use crate::limits::{Limits, StoreLimiter};
+use crate::types::AgentCtx;
+
+/// The most a plugin's stdout and stderr keep of one call, together; the
+/// text goes to the log, and what is printed past it is dropped (and said
+/// so in a `warn` line).
+pub(crate) const MAX_PLUGIN_STDIO_BYTES: usize = 64 << 10;
+
+/// A plugin instance's store data.
+pub(crate) type PluginState = Guest<PluginCall>;
+
+/// What a plugin's store adds to every guest's: its environment, the
+/// current call, and each capability's state in that call.
+pub(crate) struct PluginCall {
+    env: Arc<PluginEnv>,
+    /// The context of the call; `None` while the host asks for the manifest.
+    ctx: Option<AgentCtx>,
+    /// The call's events, within [`Limits::max_event_bytes`].
+    events: CallEvents,
+    sent: Sent,
+    http: PluginHttp,
+    /// What the plugin printed to stdout and stderr in the call.
+    output: CallOutput,
+}
+
+/// A plugin's linker on `engine`.
+pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<PluginState>> {
+    let mut linker = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    interfaces::http::add_to_linker(&mut linker)?;
+    interfaces::add_to_linker(&mut linker)?;
+    Ok(linker)
+}
+
+/// A plugin's store data for a call with `ctx` (none while it describes
+/// itself) ending at `deadline`.
+pub(crate) fn new(
+    env: Arc<PluginEnv>,
+    ctx: Option<AgentCtx>,
+    limits: &Limits,
+    deadline: Instant,
+) -> PluginState {
+    let meter = HostMeter::new(deadline);
+    let output = CallOutput::cutting(MAX_PLUGIN_STDIO_BYTES, meter.tab().clone());
+    let call = PluginCall {
+        http: PluginHttp::new(env.clone(), deadline, meter.tab().clone()),
+        env,
+        ctx,
+        events: CallEvents::new(limits.max_event_bytes),
+        sent: Sent::default(),
+        output: output.clone(),
+    };
+    Guest::closed(
+        output.clone(),
+        output,
+        StoreLimiter::new(limits),
+        meter,
+        call,
+    )
+}
+
+impl Guest<PluginCall> {
+    /// Makes the store ready for another call of the same instance: the
+    /// call's context, the per-call caps afresh, HTTP with the new deadline.
+    pub(crate) fn begin_call(&mut self, ctx: &AgentCtx, deadline: Instant) {
+        self.meter.reset(deadline);
+        let call = &mut self.state;
+        call.ctx = Some(ctx.clone());
+        call.events.reset();
+        call.sent = Sent::default();
+        call.http.begin_call(deadline);
+    }
+
+    /// The call's events, leaving none: what it recorded, the gate's
+    /// refusals, then what it printed, line by line, as `info` log lines.
+    pub(crate) fn take_events(&mut self) -> Vec<PluginEvent> {
+        let call = &mut self.state;
+        let env = &*call.env;
+        call.events.add_denied(env, call.http.gate.take_denied());
+        let (text, dropped) = call.output.take();
+        for line in String::from_utf8_lossy(&text).lines() {
+            call.events.push_log(env, "info", line.to_string());
+        }
+        if dropped > 0 {
+            let cut = format!(
+                "output cut: {dropped} more bytes printed past the cap of \
+                 {MAX_PLUGIN_STDIO_BYTES} bytes per call were dropped"
+            );
+            call.events.push_log(env, "warn", cut);
+        }
+        call.events.take(env)
+    }
+}
+
+impl CallData for Guest<PluginCall> {
+    fn scope(&mut self) -> CallScope<'_> {
+        CallScope {
+            env: &self.state.env,
+            ctx: self.state.ctx.as_ref(),
+            meter: &mut self.meter,
+            events: &mut self.state.events,
+        }
+    }
+}
+
+impl ChatData for Guest<PluginCall> {
+    fn chat(&mut self) -> ChatCtx<'_> {
+        ChatCtx {
+            call: CallScope {
+                env: &self.state.env,
+                ctx: self.state.ctx.as_ref(),
+                meter: &mut self.meter,
+                events: &mut self.state.events,
+            },
+            sent: &mut self.state.sent,
+        }
+    }
+}
+
+impl WasiHttpView for Guest<PluginCall> {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        let (table, call) = self.table_and_state();
+        call.http.view(table)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capability::Grants;
+    use crate::config::PluginConfig;
+    use crate::env::Services;
+
+    #[test]
+    fn wasi_output_and_http_bodies_charge_the_meter_of_their_store() {
+        let services = Services::for_tests();
+        let env = PluginEnv::new("p", Grants::default(), PluginConfig::default(), services);
+        let deadline = Instant::now() + std::time::Duration::from_secs(5);
+        let mut state = new(env, None, &Limits::default(), deadline);
+        let mut stdout = wasmtime_wasi::cli::StdoutStream::p2_stream(&state.state.output);
+        stdout.write(bytes::Bytes::from_static(b"12345")).unwrap();
+        assert_eq!(state.meter.tab().take(), 5);
+        // The HTTP gate charges the same tab; a new call keeps them shared.
+        state.begin_call(&AgentCtx::new("c"), deadline);
+        assert!(state.state.http.gate.charges(state.meter.tab()));
+        stdout.write(bytes::Bytes::from_static(b"123")).unwrap();
+        assert_eq!(state.meter.tab().take(), 3);
+    }
+}
