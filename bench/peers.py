@@ -1,15 +1,21 @@
-"""The Python peers of `sandwit bench`, measured in one process and printed as
-JSON rows (`peer`, `scenario`, `value` in µs, `note`; or `peer` and `error`
-when a peer cannot run here).
+"""The Python peers of `sandwit-bench`, measured in one process and printed as
+JSON rows (`peer`, `scenario`, `value` in µs, `note`; for an agent script
+`p90` and `output` too; or `peer`, `error` and perhaps `scenario` when a peer
+cannot run here).
 
 - `pickle_rpc`: a client calling `pickle_rpc_server.py` under uvicorn on
   loopback with `requests.post(pickle.dumps({"method", "args", "kwargs"}))`,
   one request per call, as the old Docker-and-HTTP design did.
 - `monty`: pydantic-monty, a sandboxed Python interpreter with external
-  functions; a fresh session per run, calls to a host function `nop()`; the
-  client and monty's worker process pinned to one core (its best case).
+  functions; a fresh session per run, calls to a host function `nop()`, and
+  the agent scripts `--scripts` gives (with the functions it defines, such as
+  `calculate_sum`, as external functions); the client and monty's worker
+  process pinned to one core (its best case).
 
-Usage: python peers.py [--runs N] [--calls N]
+Usage: python peers.py [--runs N] [--calls N] [--scripts JSON]
+
+`--scripts`: {"functions": PYTHON, "runs": N, "warm_up": N, "scripts":
+[{"scenario", "code", "period_ms" (or null: back to back), "pace"}]}.
 """
 
 import argparse
@@ -79,7 +85,7 @@ def pickle_rpc(runs, calls):
         server.wait()
 
 
-def monty(runs, calls):
+def monty(runs, calls, scripts):
     # monty hands each run and each external call to a worker process; in the
     # development VM a hand-off to a process on another core costs a wake
     # across cores (~150 µs a run), so unpinned its p50 is ~50 or ~220 µs by
@@ -90,7 +96,10 @@ def monty(runs, calls):
     allowed = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {min(allowed)})
     try:
-        return monty_pinned(runs, calls)
+        rows = monty_pinned(runs, calls)
+        if scripts:
+            rows.extend(monty_scripts(scripts))
+        return rows
     finally:
         os.sched_setaffinity(0, allowed)
 
@@ -128,15 +137,71 @@ def monty_pinned(runs, calls):
     return rows
 
 
+def paced(period_ms, warm_up, runs, run):
+    """The times (s) of `runs` calls of `run` after `warm_up` untimed ones,
+    each started `period_ms` after the last one started (at once if that
+    one took longer), or back to back if `period_ms` is None."""
+    times = []
+    next_start = time.perf_counter()
+    for i in range(warm_up + runs):
+        if period_ms is not None:
+            delay = next_start - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            next_start = time.perf_counter() + period_ms / 1000
+        t = time.perf_counter()
+        run()
+        if i >= warm_up:
+            times.append(time.perf_counter() - t)
+    return times
+
+
+def monty_scripts(spec):
+    """Each agent script in a fresh session per run, the functions of the
+    spec as external functions, output collected; one row per script and
+    pace (an `error` row for one monty cannot run)."""
+    from pydantic_monty import CollectString, Monty
+
+    namespace = {}
+    exec(spec["functions"], namespace)
+    lookup = {name: f for name, f in namespace.items() if callable(f) and not name.startswith("_")}
+    runs, warm_up = spec["runs"], spec["warm_up"]
+    rows = []
+    with Monty() as pool:
+        for script in spec["scripts"]:
+            printed = []
+
+            def run():
+                out = CollectString()
+                with pool.checkout() as session:
+                    session.feed_run(script["code"], external_lookup=lookup, print_callback=out)
+                printed.append(out.output)
+
+            try:
+                times = sorted(paced(script["period_ms"], warm_up, runs, run))
+            except Exception as e:
+                rows.append({"peer": "monty", "scenario": script["scenario"],
+                             "error": f"{type(e).__name__}: {e}"})
+                continue
+            p90 = times[min(round((len(times) - 1) * 0.9), len(times) - 1)]
+            rows.append({"peer": "monty", "scenario": script["scenario"], "value": p50(times) * 1e6,
+                         "p90": p90 * 1e6, "output": printed[-1],
+                         "note": f"p50 of {runs}, {script['pace']}, a fresh session each; "
+                                 f"p90 {p90 * 1e6:.0f} µs; one core"})
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=300)
     parser.add_argument("--calls", type=int, default=1000)
+    parser.add_argument("--scripts", type=json.loads, default=None)
     args = parser.parse_args()
     rows = []
-    for name, peer in [("pickle_rpc", pickle_rpc), ("monty", monty)]:
+    for name, peer in [("pickle_rpc", lambda: pickle_rpc(args.runs, args.calls)),
+                       ("monty", lambda: monty(args.runs, args.calls, args.scripts))]:
         try:
-            rows.extend(peer(args.runs, args.calls))
+            rows.extend(peer())
         except Exception as e:  # a peer that cannot run is reported, the others still run
             rows.append({"peer": name, "error": f"{type(e).__name__}: {e}"})
     json.dump(rows, sys.stdout)

@@ -3,7 +3,7 @@
 it, calls the method and answers with the pickled result.
 
 Run by `peers.py` under uvicorn on loopback; the methods are the ones
-`sandwit bench` calls in the echo plugin, plus the calculator's sum.
+`sandwit-bench` calls in the echo plugin, plus the calculator's sum.
 """
 
 import pickle

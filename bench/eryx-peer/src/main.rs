@@ -1,4 +1,4 @@
-//! The eryx peer of `sandwit bench`: eryx (a CPython-in-wasmtime sandbox
+//! The eryx peer of `sandwit-bench`: eryx (a CPython-in-wasmtime sandbox
 //! with host callbacks) doing the work sandwit's rows do, printed as the JSON
 //! rows bench/peers.py prints (`peer`, `scenario`, `value` in µs, `note`; or
 //! `peer` and `error`).

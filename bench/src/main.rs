@@ -1,0 +1,252 @@
+//! `sandwit-bench`: the numbers of BENCHMARKS.md, measured in this process
+//! (and in child processes for cold starts and the peers), printed as one
+//! table and, with `--json FILE`, written as JSON rows.
+//!
+//! A development tool: by default it finds the CPython component, the example
+//! plugins, the `sandwit` binary and the peers in the source tree it was
+//! built from (scripts/bench builds them all).
+
+mod memory;
+mod peers;
+mod report;
+mod scenarios;
+mod scripts;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::Parser;
+use sandwit::{AgentCtx, Host, HostBuilder, PluginSet};
+
+use crate::report::Row;
+
+/// Measure fresh-sandbox runs, agent scripts, method calls, throughput,
+/// memory, the cost of the limits and cold start, beside the peers
+/// (python3 -c, pickle RPC, pydantic-monty, eryx) with ratios; print a table
+/// (see BENCHMARKS.md). Build with --release for meaningful numbers.
+#[derive(Parser)]
+#[command(name = "sandwit-bench", args_override_self = true)]
+pub struct Options {
+    /// The CPython component [default: $SANDWIT_PYTHON, else the source
+    /// tree's target/python/sandbox.wasm].
+    #[arg(long, value_name = "FILE")]
+    python: Option<PathBuf>,
+    /// The echo plugin; the calc plugin is calc.wasm beside it [default:
+    /// echo.wasm in $SANDWIT_PLUGINS, else in the source tree's
+    /// target/guests/wasm32-wasip2/guest].
+    #[arg(long, value_name = "FILE")]
+    echo: Option<PathBuf>,
+    /// The `sandwit` binary the cold-start row starts [default: `sandwit`
+    /// beside this binary].
+    #[arg(long, value_name = "FILE")]
+    sandwit: Option<PathBuf>,
+    /// Where compiled code is cached [default: $SANDWIT_CACHE_DIR, else the
+    /// source tree's target/sandwit-cache].
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+    /// Compile in memory only; read and write no cache (every host and every
+    /// cold start compiles the interpreter).
+    #[arg(long)]
+    no_cache: bool,
+    /// Sequential runs for the latency scenarios, the agent scripts included
+    /// (per script and pace).
+    #[arg(long, default_value_t = 300)]
+    runs: usize,
+    /// Runs of each agent script and pace by the `python3 -c` peer (a
+    /// process each).
+    #[arg(long, default_value_t = 30)]
+    process_runs: usize,
+    /// Seconds per throughput level.
+    #[arg(long, default_value_t = 2.0)]
+    seconds: f64,
+    /// Also write the table as JSON to FILE: a list of rows (`scenario`,
+    /// `value`, `unit`, `note`; `p90` and `ratio` where they apply).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// The Python that runs the peers (bench/peers.py: pickle RPC over
+    /// FastAPI, pydantic-monty), with bench/requirements.txt installed
+    /// [default: $SANDWIT_BENCH_PYTHON, else the source tree's
+    /// .venv-bench/bin/python, as scripts/bench makes it].
+    #[arg(long, value_name = "FILE")]
+    peers_python: Option<PathBuf>,
+    /// The eryx peer's binary (bench/eryx-peer) [default: $SANDWIT_BENCH_ERYX,
+    /// else the source tree's bench/eryx-peer/target/release/eryx-peer, as
+    /// scripts/bench builds it].
+    #[arg(long, value_name = "FILE")]
+    eryx_peer: Option<PathBuf>,
+    /// Measure sandwit only: no peer runs (scripts/bench-ab).
+    #[arg(long)]
+    no_peers: bool,
+    /// A smoke run that checks the harness end to end: every scenario with
+    /// a hundredth of the calls, a smaller CPU loop and a few runs each.
+    /// Its numbers are not benchmarks.
+    #[arg(long)]
+    quick: bool,
+}
+
+impl Options {
+    /// `n` repetitions, or a few in a quick run.
+    pub fn reps(&self, n: usize) -> usize {
+        if self.quick && n > 3 {
+            n.div_ceil(100).max(3)
+        } else {
+            n
+        }
+    }
+
+    /// A host builder with the bench's cache settings and otherwise the
+    /// library's defaults (a plugin store in memory).
+    pub fn builder(&self) -> HostBuilder {
+        let builder = Host::builder();
+        match self.cache_dir() {
+            Some(dir) => builder.cache_dir(dir),
+            None => builder,
+        }
+    }
+
+    fn cache_dir(&self) -> Option<PathBuf> {
+        if self.no_cache {
+            return None;
+        }
+        let dir = self
+            .cache_dir
+            .clone()
+            .or_else(|| env_path("SANDWIT_CACHE_DIR"));
+        Some(dir.unwrap_or_else(|| tree_path("target/sandwit-cache")))
+    }
+
+    /// Gives a child `sandwit` the same cache as this process.
+    pub fn pass_cache_to(&self, cmd: &mut std::process::Command) {
+        match self.cache_dir() {
+            Some(dir) => cmd.arg("--cache-dir").arg(dir),
+            None => cmd.arg("--no-cache"),
+        };
+    }
+
+    fn python_path(&self) -> PathBuf {
+        self.python
+            .clone()
+            .or_else(|| env_path("SANDWIT_PYTHON"))
+            .unwrap_or_else(|| tree_path("target/python/sandbox.wasm"))
+    }
+
+    fn echo_path(&self) -> PathBuf {
+        self.echo.clone().unwrap_or_else(|| {
+            env_path("SANDWIT_PLUGINS")
+                .unwrap_or_else(|| tree_path("target/guests/wasm32-wasip2/guest"))
+                .join("echo.wasm")
+        })
+    }
+
+    /// The `sandwit` CLI: given, else the one beside this binary.
+    pub fn sandwit_path(&self) -> anyhow::Result<PathBuf> {
+        if let Some(path) = &self.sandwit {
+            return Ok(path.clone());
+        }
+        let exe = std::env::current_exe()?;
+        Ok(exe.with_file_name("sandwit"))
+    }
+}
+
+/// The value of the environment variable `key`, unless unset or empty.
+pub fn env_path(key: &str) -> Option<PathBuf> {
+    std::env::var_os(key)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+/// `relative` in the source tree this binary was built from.
+pub fn tree_path(relative: &str) -> PathBuf {
+    let bench = Path::new(env!("CARGO_MANIFEST_DIR"));
+    bench.parent().unwrap_or(bench).join(relative)
+}
+
+/// What every scenario is given: the loaded interpreter and plugins, and
+/// where they came from (some scenarios build hosts of their own).
+pub struct Setup {
+    pub options: Options,
+    pub host: Host,
+    pub python_path: PathBuf,
+    pub echo_path: PathBuf,
+    pub python: sandwit::PythonSandbox,
+    pub plugins: PluginSet,
+    pub ctx: AgentCtx,
+}
+
+async fn bench(options: Options) -> anyhow::Result<()> {
+    let host = options.builder().build()?;
+    let python_path = options.python_path();
+    let echo_path = options.echo_path();
+    let python = host.load_python_file(&python_path).await?;
+    let echo = host.load_plugin_file(&echo_path).await?;
+    let calc = host
+        .load_plugin_file(echo_path.with_file_name("calc.wasm"))
+        .await?;
+    let plugins = PluginSet::new(&[echo, calc])?;
+    let setup = Setup {
+        options,
+        host,
+        python_path,
+        echo_path,
+        python,
+        plugins,
+        ctx: AgentCtx::new("bench"),
+    };
+    let mut rows: Vec<Row> = Vec::new();
+    let start = Instant::now();
+    // What is being measured, on stderr: a full run takes minutes.
+    let step = |what: &str| {
+        eprintln!(
+            "sandwit-bench: {:5.1} s  {what}",
+            start.elapsed().as_secs_f64()
+        )
+    };
+    step("fresh runs");
+    scenarios::fresh_runs(&setup, &mut rows).await?;
+    step("memory held by a ready sandbox");
+    scenarios::held_memory(&setup, &mut rows).await?;
+    step("method calls");
+    scenarios::calls(&setup, &mut rows).await?;
+    step("throughput");
+    scenarios::throughput(&setup, &mut rows).await?;
+    step("memory per live sandbox");
+    scenarios::live_memory(&setup, &mut rows).await?;
+    step("the cost of the limits (compiling the interpreter per metering, once)");
+    scenarios::limits(&setup, &mut rows).await?;
+    step("cold start");
+    scenarios::cold_start(&setup, &mut rows).await;
+    // Last of sandwit's, so the rows before keep the conditions they had
+    // before these were added (bursts of back-to-back runs slow the next).
+    step("agent scripts");
+    let outputs = scripts::sandwit(&setup, &mut rows).await?;
+    if !setup.options.no_peers {
+        step("peer python3 -c");
+        peers::python3(&setup.options, &outputs, &mut rows).await;
+        step("peers pickle RPC and pydantic-monty");
+        peers::python_peers(&setup.options, &outputs, &mut rows);
+        step("peer eryx");
+        peers::eryx(&setup.options, &mut rows);
+    }
+    step("done");
+    report::print(&rows);
+    if let Some(path) = &setup.options.json {
+        report::write_json(&rows, path)?;
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let options = Options::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("starting the tokio runtime");
+    match runtime.block_on(bench(options)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
