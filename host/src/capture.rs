@@ -26,6 +26,32 @@ struct Buffer {
     /// Past the cap: `None` refuses the write (the guest sees its output
     /// closed); `Some(n)` accepts it and drops it, counting the bytes.
     dropped: Option<usize>,
+    /// Who is shown what is kept as it is written, if anyone.
+    tap: Option<Tap>,
+}
+
+/// A listener to an output, shown text as it is written.
+pub(crate) type Listener = Arc<dyn Fn(String) + Send + Sync>;
+
+/// A listener and the start of a UTF-8 sequence a write cut in two.
+struct Tap {
+    listener: Listener,
+    carry: Vec<u8>,
+}
+
+impl Tap {
+    /// The text of `bytes` after what was carried, up to the last whole
+    /// UTF-8 sequence; the rest is carried to the next write.
+    fn text(&mut self, bytes: &[u8]) -> Option<String> {
+        self.carry.extend_from_slice(bytes);
+        let whole = match std::str::from_utf8(&self.carry) {
+            Err(e) if e.error_len().is_none() => e.valid_up_to(),
+            _ => self.carry.len(),
+        };
+        let text = String::from_utf8_lossy(&self.carry[..whole]).into_owned();
+        self.carry.drain(..whole);
+        (!text.is_empty()).then_some(text)
+    }
 }
 
 /// The most a guest that drops its output past the cap is told it may write
@@ -58,6 +84,7 @@ impl CallOutput {
                 bytes: Vec::new(),
                 capacity,
                 dropped,
+                tap: None,
             })),
             tab,
         }
@@ -71,11 +98,15 @@ impl CallOutput {
         (std::mem::take(&mut buffer.bytes), dropped)
     }
 
-    /// Empties the buffer and sets a new cap.
-    pub(crate) fn reset(&self, capacity: usize) {
+    /// Empties the buffer, sets a new cap and a new listener.
+    pub(crate) fn reset(&self, capacity: usize, listener: Option<Listener>) {
         let mut buffer = self.lock();
         buffer.bytes.clear();
         buffer.capacity = capacity;
+        buffer.tap = listener.map(|listener| Tap {
+            listener,
+            carry: Vec::new(),
+        });
         if let Some(dropped) = &mut buffer.dropped {
             *dropped = 0;
         }
@@ -84,28 +115,45 @@ impl CallOutput {
     fn lock(&self) -> MutexGuard<'_, Buffer> {
         self.buffer.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    /// Keeps what fits of `bytes` (all of them, or refuses them, when they
+    /// do not fit and the output does not cut), and shows the listener what
+    /// was kept, outside the lock.
+    fn keep(&self, bytes: &[u8]) -> Result<usize, usize> {
+        let mut buffer = self.lock();
+        let room = buffer.room();
+        let kept = match &mut buffer.dropped {
+            Some(dropped) => {
+                let kept = bytes.len().min(room);
+                *dropped += bytes.len() - kept;
+                kept
+            }
+            None if bytes.len() > room => return Err(buffer.capacity),
+            None => bytes.len(),
+        };
+        buffer.bytes.extend_from_slice(&bytes[..kept]);
+        let shown = buffer.tap.as_mut().and_then(|tap| {
+            let text = tap.text(&bytes[..kept])?;
+            Some((tap.listener.clone(), text))
+        });
+        drop(buffer);
+        if let Some((listener, text)) = shown {
+            listener(text);
+        }
+        Ok(kept)
+    }
 }
 
 #[async_trait]
 impl OutputStream for CallOutput {
     fn write(&mut self, bytes: bytes::Bytes) -> StreamResult<()> {
         self.tab.charge(bytes.len());
-        let mut buffer = self.lock();
-        let room = buffer.room();
-        if let Some(dropped) = &mut buffer.dropped {
-            let kept = bytes.len().min(room);
-            *dropped += bytes.len() - kept;
-            buffer.bytes.extend_from_slice(&bytes[..kept]);
-            return Ok(());
+        match self.keep(&bytes) {
+            Ok(_) => Ok(()),
+            Err(capacity) => Err(StreamError::Trap(wasmtime::format_err!(
+                "wrote more than the {capacity} bytes an output may take"
+            ))),
         }
-        if bytes.len() > room {
-            return Err(StreamError::Trap(wasmtime::format_err!(
-                "wrote more than the {} bytes an output may take",
-                buffer.capacity
-            )));
-        }
-        buffer.bytes.extend_from_slice(&bytes);
-        Ok(())
     }
 
     fn flush(&mut self) -> StreamResult<()> {
@@ -134,13 +182,16 @@ impl tokio::io::AsyncWrite for CallOutput {
         buf: &[u8],
     ) -> std::task::Poll<std::io::Result<usize>> {
         self.tab.charge(buf.len());
-        let mut buffer = self.lock();
-        let n = buf.len().min(buffer.room());
-        buffer.bytes.extend_from_slice(&buf[..n]);
-        if let Some(dropped) = &mut buffer.dropped {
-            *dropped += buf.len() - n;
-            return std::task::Poll::Ready(Ok(buf.len()));
-        }
+        // A cutting output takes it all (and drops what does not fit);
+        // another takes what fits, which `keep` then never refuses.
+        let n = {
+            let buffer = self.lock();
+            match buffer.dropped {
+                Some(_) => buf.len(),
+                None => buf.len().min(buffer.room()),
+            }
+        };
+        let _kept = self.keep(&buf[..n]);
         std::task::Poll::Ready(Ok(n))
     }
 
@@ -195,7 +246,7 @@ mod tests {
         assert_eq!(out.take().0, b"defg");
         // A new cap, for the same stream.
         stream.write(bytes::Bytes::from_static(b"h")).unwrap();
-        out.reset(2);
+        out.reset(2, None);
         assert_eq!(stream.check_write().unwrap(), 2);
         assert!(out.take().0.is_empty());
     }
@@ -213,5 +264,28 @@ mod tests {
         assert_eq!(tab.take(), 9, "dropped bytes are paid for too");
         stream.write(bytes::Bytes::from_static(b"j")).unwrap();
         assert_eq!(out.take(), (b"j".to_vec(), 0));
+    }
+
+    #[test]
+    fn a_listener_sees_what_is_kept_in_whole_utf8_sequences() {
+        let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+        let out = CallOutput::new(8, FuelTab::default());
+        let listener: Listener = {
+            let seen = seen.clone();
+            Arc::new(move |text| seen.lock().unwrap().push(text))
+        };
+        out.reset(8, Some(listener));
+        let mut stream = out.p2_stream();
+        let e_acute = "é".as_bytes();
+        stream
+            .write(bytes::Bytes::copy_from_slice(&[b'a', e_acute[0]]))
+            .unwrap();
+        stream
+            .write(bytes::Bytes::copy_from_slice(&e_acute[1..]))
+            .unwrap();
+        stream.write(bytes::Bytes::from_static(b"bcd")).unwrap();
+        assert!(stream.write(bytes::Bytes::from_static(b"xyzw")).is_err());
+        assert_eq!(*seen.lock().unwrap(), ["a", "é", "bcd"]);
+        assert_eq!(out.take().0, "aébcd".as_bytes());
     }
 }

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use wasmtime::{CallHook, Engine, Store, StoreContextMut};
 
+use crate::cancel::Cancel;
 use crate::engine::deadline_ticks;
 use crate::limits::{Budget, LimitKind, Metering, StoreLimiter, YIELD_FUEL};
 
@@ -163,6 +164,8 @@ pub(crate) enum Stopped {
     Limit(LimitKind, String),
     /// It trapped, or a host function ended it.
     Trap(wasmtime::Error),
+    /// Its [`Cancel`] handle was cancelled.
+    Cancelled,
 }
 
 /// Runs `call` on `store` with the budget's deadline enforced by a timer,
@@ -176,8 +179,30 @@ pub(crate) async fn guarded<S: Limited, T>(
     budget: Budget,
     call: impl AsyncFnOnce(&mut Store<S>) -> wasmtime::Result<T>,
 ) -> Result<T, Stopped> {
+    guarded_until(store, budget, None, call).await
+}
+
+/// [`guarded`], also ended by `cancel` (the call's future is dropped, as at
+/// the deadline).
+pub(crate) async fn guarded_until<S: Limited, T>(
+    store: &mut Store<S>,
+    budget: Budget,
+    cancel: Option<&Cancel>,
+    call: impl AsyncFnOnce(&mut Store<S>) -> wasmtime::Result<T>,
+) -> Result<T, Stopped> {
     let time_left = budget.deadline.saturating_duration_since(Instant::now());
-    match tokio::time::timeout(time_left, call(store)).await {
+    let timed = tokio::time::timeout(time_left, call(store));
+    let finished = match cancel {
+        Some(cancel) => tokio::select! {
+            finished = timed => Some(finished),
+            () = cancel.cancelled() => None,
+        },
+        None => Some(timed.await),
+    };
+    let Some(finished) = finished else {
+        return Err(Stopped::Cancelled);
+    };
+    match finished {
         Ok(Ok(value)) => Ok(value),
         Ok(Err(err)) => Err(classify(err, store.data().limiter(), budget)),
         Err(_elapsed) => Err(time_exceeded()),

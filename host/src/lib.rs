@@ -11,6 +11,7 @@
 mod args;
 mod bindings;
 mod cache;
+mod cancel;
 pub mod capability;
 mod capture;
 pub mod chat;
@@ -39,6 +40,7 @@ pub mod store;
 mod types;
 
 pub use cache::{CodeSource, DEFAULT_CACHE_MAX_BYTES, component_hash};
+pub use cancel::Cancel;
 pub use capability::{Capability, Grants};
 pub use chat::{ChatMessage, ChatSink};
 pub use config::REDACTED;
@@ -49,6 +51,6 @@ pub use limits::{Budget, LimitKind, Limits, MAX_COMPONENT_BYTES, Metering, RunLi
 pub use manifest::{Manifest, MethodSpec, Param};
 pub use plugin::{CallReport, Plugin};
 pub use policy::Policy;
-pub use python::outcome::{Event, Handoff, LimitHit, RunError, RunOutcome, RunStatus};
-pub use python::{PluginSet, PluginSetError, PythonSandbox, strip_code_fence};
+pub use python::outcome::{Event, Handoff, LimitHit, LiveEvent, RunError, RunOutcome, RunStatus};
+pub use python::{PluginSet, PluginSetError, PythonSandbox, RunOptions, strip_code_fence};
 pub use types::{AgentCtx, ContentPart, Media, MethodKind, MethodResult, Value};

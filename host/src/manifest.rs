@@ -240,6 +240,24 @@ pub struct MethodSpec {
     pub returns: Option<serde_json::Value>,
 }
 
+impl MethodSpec {
+    /// `name(a, b=None)`, as Python shows the function the AI calls.
+    pub fn signature(&self) -> String {
+        let params: Vec<String> = self
+            .params
+            .iter()
+            .map(|p| {
+                if p.required {
+                    p.name.clone()
+                } else {
+                    format!("{}=None", p.name)
+                }
+            })
+            .collect();
+        format!("{}({})", self.name, params.join(", "))
+    }
+}
+
 /// One parameter, checked.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Param {

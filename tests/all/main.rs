@@ -9,6 +9,7 @@ mod caps;
 mod cli;
 mod common;
 mod contained;
+mod embedding;
 mod fuzzed;
 mod hostile;
 mod loading;

@@ -278,6 +278,11 @@ pub(crate) struct Session {
 fn stopped_to_error(stopped: Stopped) -> CallErrorKind {
     match stopped {
         Stopped::Limit(limit, message) => CallErrorKind::LimitExceeded { limit, message },
+        // Only a run is cancelled, and its plugin calls end with it (their
+        // futures are dropped): no call reports this, but it is named.
+        Stopped::Cancelled => CallErrorKind::Failed {
+            message: "the call was cancelled".to_string(),
+        },
         Stopped::Trap(err) => CallErrorKind::Trapped {
             message: trap_message(&err),
         },

@@ -106,7 +106,7 @@ async fn call(
     });
     // Past the run's event caps, the run ends.
     let record = |state: &mut RunState, event| {
-        state.events.push(event).map_err(|full| {
+        state.record(event).map_err(|full| {
             let message = format!("plugin `{id}`, method `{method}`: the run recorded {full}");
             stop(state, LimitKind::Events, message)
         })

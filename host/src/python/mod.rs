@@ -15,8 +15,9 @@ use crate::bindings::python::{
     PythonSandbox as Interpreter, PythonSandboxPre, exports::sandwit::plugin::runner,
 };
 use crate::cache::CodeSource;
+use crate::cancel::Cancel;
 use crate::error::{LoadError, cut};
-use crate::guard::{Stopped, guarded, limited_store};
+use crate::guard::{Stopped, guarded_until, limited_store};
 use crate::guard::{apply_budget, fuel_used};
 use crate::limits::Budget;
 use crate::limits::{LimitKind, RunLimits};
@@ -24,10 +25,10 @@ use crate::loader::{self, Source, World};
 use crate::plugin::trap_message;
 use crate::runtime::HostInner;
 use crate::types::AgentCtx;
-use outcome::{LimitHit, RunError, RunOutcome, RunStatus};
+use outcome::{LimitHit, LiveEvent, RunError, RunOutcome, RunStatus};
 use prepared::{Prepared, Preparer};
 use resident::Resident;
-use state::RunState;
+use state::{EventListener, RunState};
 
 pub use plugin_set::{PluginSet, PluginSetError};
 
@@ -105,6 +106,25 @@ impl PythonSandbox {
         code: &str,
         limits: &RunLimits,
     ) -> RunOutcome {
+        let options = RunOptions::new().limits(limits.clone());
+        self.run_with(ctx, plugins, code, &options).await
+    }
+
+    /// Runs `code` as `options` say: its limits (else the host's), a
+    /// handle that cancels it, a listener to its output and events as they
+    /// happen. A markdown code fence around the whole code is stripped
+    /// first.
+    pub async fn run_with(
+        &self,
+        ctx: &AgentCtx,
+        plugins: &PluginSet,
+        code: &str,
+        options: &RunOptions,
+    ) -> RunOutcome {
+        let limits = options
+            .limits
+            .as_ref()
+            .unwrap_or(&self.inner.host.run_limits);
         let start = Instant::now();
         let code = strip_code_fence(code);
         let budget = Budget {
@@ -126,9 +146,14 @@ impl PythonSandbox {
                 interpreter,
                 methods,
             }) => {
-                store
-                    .data_mut()
-                    .begin(ctx, plugins, limits, &host.limits, budget.deadline);
+                store.data_mut().begin(
+                    ctx,
+                    plugins,
+                    limits,
+                    &host.limits,
+                    budget.deadline,
+                    options.on_event.clone(),
+                );
                 let made = methods.is_some_and(|m| m.same(plugins));
                 (slot, store, Start::Prepared(interpreter), made)
             }
@@ -139,14 +164,23 @@ impl PythonSandbox {
                     Some((slot, pre)) => (Some(slot), pre),
                     None => (None, &inner.pre),
                 };
-                let state = RunState::new(ctx, plugins, limits, &host.limits, budget.deadline);
+                let listener = options.on_event.clone();
+                let state = RunState::new(
+                    ctx,
+                    plugins,
+                    limits,
+                    &host.limits,
+                    budget.deadline,
+                    listener,
+                );
                 let store = limited_store(pre.engine(), state);
                 (slot, store, Start::Instantiate(pre), false)
             }
         };
         apply_budget(&mut store, budget, host.metering);
         let specs = plugins.specs();
-        let result = guarded(&mut store, budget, async |store| {
+        let cancel = options.cancel.as_ref();
+        let result = guarded_until(&mut store, budget, cancel, async |store| {
             let interpreter = match interpreter {
                 Start::Prepared(interpreter) => interpreter,
                 Start::Instantiate(pre) => pre.instantiate_async(&mut *store).await?,
@@ -172,6 +206,46 @@ impl PythonSandbox {
         // another core is free of runs.
         preparer.retire(running, store, slot);
         outcome
+    }
+}
+
+/// How one run goes beyond its code: its limits, a handle that cancels it,
+/// and a listener to what it does as it happens. The default: the host's
+/// limits, no handle, no listener.
+#[derive(Clone, Default)]
+pub struct RunOptions {
+    limits: Option<RunLimits>,
+    cancel: Option<Cancel>,
+    on_event: Option<EventListener>,
+}
+
+impl RunOptions {
+    /// The defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Limits for this run instead of the host's [`RunLimits`].
+    pub fn limits(mut self, limits: RunLimits) -> Self {
+        self.limits = Some(limits);
+        self
+    }
+
+    /// A handle that ends the run from outside; the run then ends with
+    /// [`RunStatus::Cancelled`] (see [`Cancel`] for how soon).
+    pub fn cancel(mut self, cancel: Cancel) -> Self {
+        self.cancel = Some(cancel);
+        self
+    }
+
+    /// Calls `listener` with the run's stdout and stderr as the code writes
+    /// them and with each [`Event`](crate::Event) as the run records it (a
+    /// plugin's log lines and chat messages when its call returns), in
+    /// order, on the run's thread: keep it quick. The outcome is the same
+    /// with or without it.
+    pub fn on_event(mut self, listener: impl Fn(&LiveEvent) + Send + Sync + 'static) -> Self {
+        self.on_event = Some(Arc::new(listener));
+        self
     }
 }
 
@@ -237,6 +311,7 @@ fn finish(
             let (kind, message) = state.stop.take().expect("checked");
             (RunStatus::LimitExceeded, None, limit(kind, message))
         }
+        Err(Stopped::Cancelled) => (RunStatus::Cancelled, None, None),
         Err(Stopped::Limit(kind, message)) => {
             (RunStatus::LimitExceeded, None, limit(kind, message))
         }

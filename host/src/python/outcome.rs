@@ -23,6 +23,8 @@ pub enum RunStatus {
     AgentHandoff,
     /// A limit stopped the run; see [`RunOutcome::limit`].
     LimitExceeded,
+    /// Its [`Cancel`](crate::Cancel) handle ended it.
+    Cancelled,
 }
 
 /// A Python exception that escaped the code.
@@ -101,6 +103,29 @@ pub enum Event {
         #[serde(flatten)]
         event: PluginEvent,
     },
+}
+
+/// What a run's [`RunOptions::on_event`](crate::RunOptions::on_event)
+/// callback receives as it happens, in order: output as the code writes it
+/// and every [`Event`] as it is recorded. The outcome holds the same output
+/// and events.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum LiveEvent {
+    /// Text the code wrote to stdout (a chunk of it; UTF-8 sequences are
+    /// never split between chunks).
+    Stdout {
+        /// The chunk.
+        text: String,
+    },
+    /// Text the code wrote to stderr.
+    Stderr {
+        /// The chunk.
+        text: String,
+    },
+    /// A call, system message, log line, chat message or refusal.
+    #[serde(untagged)]
+    Event(Event),
 }
 
 /// The event on one line, as `sandwit run` prints it.

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::bindings::wit;
 use crate::manifest::MethodSpec;
 use crate::plugin::Plugin;
+use crate::types::MethodKind;
 
 /// The plugins a run may call, indexed by method name. Cheap to clone.
 #[derive(Clone, Default)]
@@ -101,6 +102,46 @@ impl PluginSet {
                 plugin.manifest().method(&spec.name).expect("indexed"),
             )
         })
+    }
+
+    /// The listing an LLM is given of these methods: each as a Python
+    /// function with its signature, kind (and what the kind does to the
+    /// script) and docstring, under a line on what goes in and how a call
+    /// fails.
+    pub fn prompt(&self) -> String {
+        let mut out = String::from(
+            "Your Python code can call these functions. Plain Python values go in \
+             (None, bool, int, float, str, bytes, list, tuple, dict); a failing call \
+             raises PluginError.\n",
+        );
+        for (plugin, method) in self.methods() {
+            let what = match method.kind {
+                MethodKind::Tool => "tool: returns a value and the code goes on",
+                MethodKind::Agent => "agent: STOPS THE SCRIPT; its text goes to you in a new round",
+                MethodKind::Behavior => {
+                    "behavior: returns a string, recorded as a system message; the code goes on"
+                }
+                MethodKind::MultimodalAgent => {
+                    "multimodal agent: STOPS THE SCRIPT; its text and images go to you in a new round"
+                }
+            };
+            out.push_str(&format!(
+                "\ndef {}:  # {what} (plugin `{}`)\n    \"\"\"",
+                method.signature(),
+                plugin.id()
+            ));
+            for (i, line) in method.docstring.lines().enumerate() {
+                if i > 0 {
+                    out.push('\n');
+                    if !line.is_empty() {
+                        out.push_str("    ");
+                    }
+                }
+                out.push_str(line);
+            }
+            out.push_str("\n    \"\"\"\n");
+        }
+        out
     }
 }
 

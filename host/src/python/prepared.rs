@@ -400,6 +400,7 @@ async fn prepare(
         limits,
         &host.limits,
         budget.deadline,
+        None,
     );
     let mut store = limited_store(pre.engine(), state);
     apply_budget(&mut store, budget, host.metering);

@@ -1,19 +1,23 @@
 //! The store data of one Python run.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Instant;
 
-use super::outcome::{Event, Handoff};
+use super::outcome::{Event, Handoff, LiveEvent};
 use super::plugin_set::PluginSet;
 use crate::capture::CallOutput;
 use crate::guard::HostMeter;
 use crate::guest::Guest;
-use crate::limits::{CappedEvents, LimitKind, Limits, RunLimits, StoreLimiter};
+use crate::limits::{CappedEvents, EventsFull, LimitKind, Limits, RunLimits, StoreLimiter};
 use crate::plugin::Session;
 use crate::types::AgentCtx;
 
 /// The interpreter's store data.
 pub(crate) type RunState = Guest<Run>;
+
+/// Who is shown a run's output and events as they happen.
+pub(crate) type EventListener = Arc<dyn Fn(&LiveEvent) + Send + Sync>;
 
 /// What the interpreter's store adds to every guest's: the run's output,
 /// context, methods, events and the plugin instances it called.
@@ -33,16 +37,32 @@ pub(crate) struct Run {
     pub(crate) stop: Option<(LimitKind, String)>,
     /// The run's instance of each plugin it called, by [`Plugin::key`](crate::Plugin).
     pub(crate) sessions: HashMap<usize, Session>,
+    /// Shown every event recorded, if anyone is.
+    listener: Option<EventListener>,
+}
+
+impl Run {
+    /// Records `event` within the run's caps and shows it to the listener.
+    pub(crate) fn record(&mut self, event: Event) -> Result<(), EventsFull> {
+        let shown = self.listener.as_ref().map(|_| event.clone());
+        self.events.push(event)?;
+        if let (Some(listener), Some(event)) = (&self.listener, shown) {
+            listener(&LiveEvent::Event(event));
+        }
+        Ok(())
+    }
 }
 
 impl Guest<Run> {
-    /// The store data of a run of `ctx` with `plugins` under `limits`.
+    /// The store data of a run of `ctx` with `plugins` under `limits`,
+    /// showing `listener` what it does.
     pub(crate) fn new(
         ctx: &AgentCtx,
         plugins: &PluginSet,
         limits: &RunLimits,
         plugin_limits: &Limits,
         deadline: Instant,
+        listener: Option<EventListener>,
     ) -> RunState {
         let meter = HostMeter::new(deadline);
         let stdout = CallOutput::new(limits.max_output_bytes, meter.tab().clone());
@@ -59,10 +79,11 @@ impl Guest<Run> {
             handoff: None,
             stop: None,
             sessions: HashMap::new(),
+            listener: None,
         };
         let limiter = StoreLimiter::with_memory(plugin_limits, 0);
         let mut state = Guest::closed(stdout, stderr, limiter, meter, run);
-        state.begin(ctx, plugins, limits, plugin_limits, deadline);
+        state.begin(ctx, plugins, limits, plugin_limits, deadline, listener);
         state
     }
 
@@ -77,12 +98,24 @@ impl Guest<Run> {
         limits: &RunLimits,
         plugin_limits: &Limits,
         deadline: Instant,
+        listener: Option<EventListener>,
     ) {
         self.limiter = self.limiter.recapped(plugin_limits, limits.memory_bytes);
         self.meter.reset(deadline);
         let run = &mut self.state;
-        run.stdout.reset(limits.max_output_bytes);
-        run.stderr.reset(limits.max_output_bytes);
+        let tap = |wrap: fn(String) -> LiveEvent| {
+            listener.clone().map(|listener| {
+                Arc::new(move |text| listener(&wrap(text))) as crate::capture::Listener
+            })
+        };
+        run.stdout.reset(
+            limits.max_output_bytes,
+            tap(|text| LiveEvent::Stdout { text }),
+        );
+        run.stderr.reset(
+            limits.max_output_bytes,
+            tap(|text| LiveEvent::Stderr { text }),
+        );
         run.ctx = ctx.clone();
         run.plugins = plugins.clone();
         run.calls = 0;
@@ -91,5 +124,6 @@ impl Guest<Run> {
         run.handoff = None;
         run.stop = None;
         run.sessions.clear();
+        run.listener = listener;
     }
 }

@@ -83,7 +83,7 @@ fn print_text(plugin: &Plugin) {
     outln!("  methods:");
     for method in &m.methods {
         outln!();
-        outln!("  {}  [{}]", crate::render::signature(method), method.kind);
+        outln!("  {}  [{}]", method.signature(), method.kind);
         for p in &method.params {
             let req = if p.required { "required" } else { "optional" };
             outln!("    {} ({req}): {}", p.name, p.schema);

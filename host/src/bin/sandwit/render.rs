@@ -1,10 +1,10 @@
-//! Shared text and JSON renderings of results and signatures.
+//! Shared text and JSON renderings of results.
 
 use std::path::Path;
 
 use anyhow::Context;
 use sandwit::json::{BytesAs, value_to_json};
-use sandwit::{CodeSource, ContentPart, MethodResult, MethodSpec};
+use sandwit::{CodeSource, ContentPart, MethodResult};
 use serde_json::json;
 
 pub fn code_source(source: CodeSource) -> &'static str {
@@ -13,22 +13,6 @@ pub fn code_source(source: CodeSource) -> &'static str {
         CodeSource::DiskCache => "loaded from the compiled-code cache (not compiled)",
         CodeSource::MemoryCache => "already loaded",
     }
-}
-
-/// `name(a, b=None)` as Python would show it.
-pub fn signature(method: &MethodSpec) -> String {
-    let params: Vec<String> = method
-        .params
-        .iter()
-        .map(|p| {
-            if p.required {
-                p.name.clone()
-            } else {
-                format!("{}=None", p.name)
-            }
-        })
-        .collect();
-    format!("{}({})", method.name, params.join(", "))
 }
 
 /// The result as JSON; images are written into `out_dir` and shown by path,

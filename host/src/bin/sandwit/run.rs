@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
-use sandwit::{AgentCtx, Host, MethodKind, Plugin, PluginSet, RunOutcome, RunStatus};
+use sandwit::{AgentCtx, Host, Plugin, PluginSet, RunOutcome, RunStatus};
 use serde_json::json;
 
 /// The example plugins used when no --plugin or --plugins is given.
@@ -107,46 +107,8 @@ async fn load_plugins(host: &Host, args: &PluginArgs) -> anyhow::Result<Vec<Plug
 
 pub async fn prompt(host: &Host, args: PromptArgs) -> anyhow::Result<ExitCode> {
     let plugins = PluginSet::new(&load_plugins(host, &args.plugins).await?)?;
-    out!("{}", method_listing(&plugins));
+    out!("{}", plugins.prompt());
     Ok(ExitCode::SUCCESS)
-}
-
-/// The methods as an LLM is shown them: Python signatures, kinds and
-/// docstrings.
-fn method_listing(plugins: &PluginSet) -> String {
-    let mut out = String::from(
-        "Your Python code can call these functions. Plain Python values go in \
-         (None, bool, int, float, str, bytes, list, tuple, dict); a failing call \
-         raises PluginError.\n",
-    );
-    for (plugin, method) in plugins.methods() {
-        let what = match method.kind {
-            MethodKind::Tool => "tool: returns a value and the code goes on",
-            MethodKind::Agent => "agent: STOPS THE SCRIPT; its text goes to you in a new round",
-            MethodKind::Behavior => {
-                "behavior: returns a string, recorded as a system message; the code goes on"
-            }
-            MethodKind::MultimodalAgent => {
-                "multimodal agent: STOPS THE SCRIPT; its text and images go to you in a new round"
-            }
-        };
-        out.push_str(&format!(
-            "\ndef {}:  # {what} (plugin `{}`)\n    \"\"\"",
-            crate::render::signature(method),
-            plugin.id()
-        ));
-        for (i, line) in method.docstring.lines().enumerate() {
-            if i > 0 {
-                out.push('\n');
-                if !line.is_empty() {
-                    out.push_str("    ");
-                }
-            }
-            out.push_str(line);
-        }
-        out.push_str("\n    \"\"\"\n");
-    }
-    out
 }
 
 pub async fn run(host: &Host, args: RunArgs) -> anyhow::Result<ExitCode> {
@@ -188,7 +150,7 @@ pub async fn run(host: &Host, args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     Ok(match outcome.status {
         RunStatus::Ok | RunStatus::AgentHandoff => ExitCode::SUCCESS,
-        RunStatus::Error | RunStatus::LimitExceeded => ExitCode::FAILURE,
+        RunStatus::Error | RunStatus::LimitExceeded | RunStatus::Cancelled => ExitCode::FAILURE,
     })
 }
 
