@@ -136,3 +136,36 @@ async fn a_listener_sees_output_and_events_in_order_and_the_outcome_is_unchanged
         seen[before]
     );
 }
+
+#[tokio::test]
+async fn a_filtered_set_lists_and_offers_only_the_methods_kept() {
+    let (python, plugins) = sandbox().await;
+    // One chat sees only the calc plugin's methods.
+    let chat = ctx();
+    let only_calc = plugins.filter(|plugin, _| plugin.id() == "calc");
+    let listing = only_calc.prompt();
+    assert!(listing.contains("def calculate_sum("), "{listing}");
+    assert!(!listing.contains("send_channel_message"), "{listing}");
+    assert!(only_calc.plugin_for("send_channel_message").is_none());
+
+    let outcome = python
+        .run(&chat, &only_calc, "print(calculate_sum(2, 3))")
+        .await;
+    assert_eq!(
+        (outcome.status, outcome.stdout.as_str()),
+        (RunStatus::Ok, "5\n")
+    );
+    let outcome = python
+        .run(&chat, &only_calc, "send_channel_message('hi')")
+        .await;
+    assert_eq!(outcome.status, RunStatus::Error, "{outcome:?}");
+    let error = outcome.error.unwrap();
+    assert_eq!(error.type_name, "NameError", "{error:?}");
+    assert!(outcome.events.is_empty(), "{:?}", outcome.events);
+
+    // The full set still offers it.
+    let outcome = python
+        .run(&chat, plugins, "print('send_channel_message' in globals())")
+        .await;
+    assert_eq!(outcome.stdout, "True\n");
+}

@@ -78,6 +78,22 @@ impl PluginSet {
         })
     }
 
+    /// The set of the methods `keep` chooses, for one context (as Nekro's
+    /// `mount_collect_methods` chooses per chat): the prompt listing and a
+    /// run's functions follow it, and a method left out is not callable.
+    pub fn filter(&self, mut keep: impl FnMut(&Plugin, &MethodSpec) -> bool) -> PluginSet {
+        let mut inner = PluginSetInner::default();
+        for (plugin, method) in self.methods() {
+            if keep(plugin, method) {
+                inner.by_method.insert(method.name.clone(), plugin.clone());
+                inner.specs.push(spec_to_wit(method));
+            }
+        }
+        PluginSet {
+            inner: Arc::new(inner),
+        }
+    }
+
     /// The methods as the interpreter's `prepare` and `exec` take them.
     pub(crate) fn specs(&self) -> &[wit::MethodSpec] {
         &self.inner.specs
