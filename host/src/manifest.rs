@@ -241,6 +241,27 @@ pub struct MethodSpec {
 }
 
 impl MethodSpec {
+    /// The spec as the WIT spells it (the interpreter's `prepare` and `exec`
+    /// take it so).
+    pub(crate) fn to_wit(&self) -> wit::MethodSpec {
+        wit::MethodSpec {
+            name: self.name.clone(),
+            kind: self.kind.into(),
+            description: self.description.clone(),
+            docstring: self.docstring.clone(),
+            params: self
+                .params
+                .iter()
+                .map(|p| wit::Param {
+                    name: p.name.clone(),
+                    schema: p.schema.to_string(),
+                    required: p.required,
+                })
+                .collect(),
+            returns: self.returns.as_ref().map(|r| r.to_string()),
+        }
+    }
+
     /// `name(a, b=None)`, as Python shows the function the AI calls.
     pub fn signature(&self) -> String {
         let params: Vec<String> = self

@@ -1,10 +1,15 @@
-//! What an embedder drives from outside a run: cancelling it, and watching
-//! its output and events as they happen.
+//! What an embedder brings to a run: methods of its own, which methods a
+//! context sees, cancelling a run, and watching its output and events as
+//! they happen.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sandwit::{Cancel, Event, LiveEvent, RunOptions, RunStatus};
+use sandwit::{
+    AgentCtx, Cancel, Event, HostMethod, LiveEvent, MethodKind, MethodResult, MethodSpec, Param,
+    PluginSet, PluginSetError, RunOptions, RunStatus, Value,
+};
+use serde_json::json;
 
 use crate::common::{assert_ended_soon_after, assert_still_serving, ctx, host};
 use crate::python::sandbox;
@@ -142,7 +147,7 @@ async fn a_filtered_set_lists_and_offers_only_the_methods_kept() {
     let (python, plugins) = sandbox().await;
     // One chat sees only the calc plugin's methods.
     let chat = ctx();
-    let only_calc = plugins.filter(|plugin, _| plugin.id() == "calc");
+    let only_calc = plugins.filter(|provider, _| provider == "calc");
     let listing = only_calc.prompt();
     assert!(listing.contains("def calculate_sum("), "{listing}");
     assert!(!listing.contains("send_channel_message"), "{listing}");
@@ -168,4 +173,163 @@ async fn a_filtered_set_lists_and_offers_only_the_methods_kept() {
         .run(&chat, plugins, "print('send_channel_message' in globals())")
         .await;
     assert_eq!(outcome.stdout, "True\n");
+}
+
+/// `send_message(text)`, a behavior the embedder defines, recording what
+/// it was sent; and `lookup(key)`, a tool that fails on an unknown key.
+fn host_methods(sent: Arc<Mutex<Vec<(String, String)>>>) -> Vec<HostMethod> {
+    let param = |name: &str, schema| Param {
+        name: name.into(),
+        schema,
+        required: true,
+    };
+    let send = HostMethod::new(
+        "app",
+        MethodSpec {
+            name: "send_message".into(),
+            kind: MethodKind::Behavior,
+            description: "Send a message to the current channel.".into(),
+            docstring: "Send a message to the current channel.\n\nArgs:\n    text: The message."
+                .into(),
+            params: vec![param("text", json!({"type": "string", "maxLength": 100}))],
+            returns: None,
+        },
+        move |ctx: AgentCtx, args: Value| {
+            let sent = sent.clone();
+            async move {
+                let Value::Object(entries) = args else {
+                    unreachable!("checked")
+                };
+                let text = match &entries[0].1 {
+                    Value::Text(text) => text.clone(),
+                    other => return Err(format!("not text: {other:?}")),
+                };
+                sent.lock()
+                    .unwrap()
+                    .push((ctx.chat_key.clone(), text.clone()));
+                Ok(MethodResult::Behavior(format!("sent {text:?}")))
+            }
+        },
+    )
+    .unwrap();
+    let lookup = HostMethod::new(
+        "app",
+        MethodSpec {
+            name: "lookup".into(),
+            kind: MethodKind::Tool,
+            description: "Look a key up.".into(),
+            docstring: "Look a key up.\n\nArgs:\n    key: The key.".into(),
+            params: vec![param("key", json!({"type": "string"}))],
+            returns: None,
+        },
+        |_ctx: AgentCtx, args: Value| async move {
+            match args {
+                Value::Object(entries) if entries[0].1 == Value::Text("half".into()) => {
+                    Ok(MethodResult::Tool(Value::Float(2.5)))
+                }
+                Value::Object(entries) if entries[0].1 == Value::Text("slow".into()) => {
+                    tokio::time::sleep(Duration::from_secs(3600)).await;
+                    Ok(MethodResult::Tool(Value::Null))
+                }
+                _ => Err("no such key".into()),
+            }
+        },
+    )
+    .unwrap();
+    vec![send, lookup]
+}
+
+#[tokio::test]
+async fn host_methods_are_listed_checked_and_routed_like_plugin_methods() {
+    let (python, plugins) = sandbox().await;
+    let calc: Vec<_> = plugins
+        .plugin_for("calculate_sum")
+        .into_iter()
+        .cloned()
+        .collect();
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    let set = PluginSet::with_host_methods(&calc, &host_methods(sent.clone())).unwrap();
+    let listing = set.prompt();
+    assert!(
+        listing.contains("def send_message(text):  # behavior")
+            && listing.contains("(plugin `app`)"),
+        "{listing}"
+    );
+
+    let code = "print(send_message('hi'))\nprint(lookup(key='half') + calculate_sum(1, 2))";
+    let outcome = python.run(&ctx(), &set, code).await;
+    assert_eq!(outcome.status, RunStatus::Ok, "{outcome:?}");
+    assert_eq!(outcome.stdout, "sent \"hi\"\n5.5\n");
+    assert_eq!(*sent.lock().unwrap(), [(ctx().chat_key, "hi".to_string())]);
+    // The same events as a plugin's: the call, then the behavior's system message.
+    assert!(
+        matches!(
+            &outcome.events[..2],
+            [Event::Call { plugin, method, ok: true, .. }, Event::SystemMessage { text, .. }]
+                if plugin == "app" && method == "send_message" && text == "sent \"hi\""
+        ),
+        "{:?}",
+        outcome.events
+    );
+
+    // Checked against the schema before the handler runs; a handler's
+    // error is the code's PluginError; the host serves on.
+    let code = "for a in ['x' * 101, 5]:\n    try:\n        send_message(a)\n    except Exception as e:\n        print(type(e).__name__)\ntry:\n    lookup('nope')\nexcept PluginError as e:\n    print(e)";
+    let outcome = python.run(&ctx(), &set, code).await;
+    assert_eq!(outcome.status, RunStatus::Ok, "{outcome:?}");
+    let lines: Vec<&str> = outcome.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{}", outcome.stdout);
+    assert!(lines[2].contains("no such key"), "{}", outcome.stdout);
+    assert_eq!(sent.lock().unwrap().len(), 1, "the refused calls never ran");
+
+    // A handler that does not return ends with the run's deadline.
+    let limits = sandwit::RunLimits {
+        time: Duration::from_millis(500),
+        ..sandwit::RunLimits::default()
+    };
+    let start = Instant::now();
+    let outcome = python
+        .run_with_limits(&ctx(), &set, "lookup('slow')", &limits)
+        .await;
+    assert_eq!(outcome.status, RunStatus::LimitExceeded, "{outcome:?}");
+    assert_ended_soon_after(start.elapsed(), limits.time);
+}
+
+#[tokio::test]
+async fn a_host_method_must_pass_a_plugins_checks_and_not_clash() {
+    let (_, plugins) = sandbox().await;
+    let spec = |name: &str, docstring: &str| MethodSpec {
+        name: name.into(),
+        kind: MethodKind::Tool,
+        description: "x".into(),
+        docstring: docstring.into(),
+        params: Vec::new(),
+        returns: None,
+    };
+    let handler = |_: AgentCtx, _: Value| async { Ok(MethodResult::Tool(Value::Null)) };
+    let problems = HostMethod::new("app", spec("print", "Prints."), handler)
+        .err()
+        .unwrap();
+    assert!(problems.iter().any(|p| p.contains("print")), "{problems:?}");
+    let problems = HostMethod::new("app", spec("ok_name", ""), handler)
+        .err()
+        .unwrap();
+    assert!(
+        problems.iter().any(|p| p.contains("docstring")),
+        "{problems:?}"
+    );
+
+    let calc: Vec<_> = plugins
+        .plugin_for("calculate_sum")
+        .into_iter()
+        .cloned()
+        .collect();
+    let clash = HostMethod::new("app", spec("calculate_sum", "Adds."), handler).unwrap();
+    let err = PluginSet::with_host_methods(&calc, &[clash]).err().unwrap();
+    assert!(err.to_string().contains("calculate_sum"), "{err}");
+    let as_calc = HostMethod::new("calc", spec("other", "Other."), handler).unwrap();
+    let err = PluginSet::with_host_methods(&calc, &[as_calc])
+        .err()
+        .unwrap();
+    assert!(matches!(err, PluginSetError::Provider { .. }), "{err}");
 }

@@ -9,7 +9,9 @@ use wasmtime::component::Linker;
 
 use crate::bindings::python::sandwit::plugin::methods::Columns;
 use crate::bindings::wit;
-use crate::error::{CallErrorKind, cut};
+use crate::error::{CallError, CallErrorKind, cut};
+use crate::plugin::CallReport;
+use crate::python::plugin_set::Provider;
 use crate::json::summary;
 use crate::limits::Budget;
 use crate::limits::LimitKind;
@@ -56,16 +58,20 @@ async fn call(
     // The arguments were copied out of the interpreter.
     let args = types::columns_from_wit(args);
     state.meter.charge(args.wire_bytes());
-    let Some(plugin) = state.plugins.plugin_for(&method).cloned() else {
+    let Some(provider) = state.plugins.provider(&method).cloned() else {
         return Ok(Err(wit::CallError::UnknownMethod(cut(method, 200))));
     };
-    let kind = plugin.manifest().method(&method).expect("indexed").kind;
-    let args = match Value::from_columns(args, &plugin.limits().decode_limits()) {
+    let id = provider.id().to_string();
+    let limits = match &provider {
+        Provider::Plugin(plugin) => plugin.limits().clone(),
+        Provider::Host(_) => state.call_limits.clone(),
+    };
+    let args = match Value::from_columns(args, &limits.decode_limits()) {
         Ok(args) => args,
         Err(e) => return Ok(Err(wit::CallError::InvalidArguments(e.to_string()))),
     };
     // The plugin's own limits, or what is left of the run's, whichever is less.
-    let own = Budget::from_limits(plugin.limits());
+    let own = Budget::from_limits(&limits);
     let budget = Budget {
         fuel: fuel_left.min(own.fuel),
         deadline: state.meter.deadline.min(own.deadline),
@@ -74,20 +80,40 @@ async fn call(
     let run_fuel_bound = fuel_left <= own.fuel;
     let run_time_bound = state.meter.deadline <= own.deadline;
     let ctx = state.ctx.clone();
-    let key = plugin.key();
-    let mut session = state.sessions.remove(&key);
-    let report = plugin
-        .call_in(&mut session, &ctx, &method, args, budget)
-        .await;
-    if let Some(session) = session {
-        store.data_mut().sessions.insert(key, session);
-    }
+    let (kind, report) = match provider {
+        Provider::Plugin(plugin) => {
+            let kind = plugin.manifest().method(&method).expect("indexed").kind;
+            let key = plugin.key();
+            let mut session = state.sessions.remove(&key);
+            let report = plugin
+                .call_in(&mut session, &ctx, &method, args, budget)
+                .await;
+            if let Some(session) = session {
+                store.data_mut().sessions.insert(key, session);
+            }
+            (kind, report)
+        }
+        Provider::Host(host) => {
+            let (result, elapsed) = host.call(ctx, args, budget.deadline, &limits).await;
+            let error = |kind| CallError {
+                plugin: id.clone(),
+                method: method.clone(),
+                kind,
+            };
+            let report = CallReport {
+                result: result.map_err(error),
+                events: Vec::new(),
+                fuel_used: 0,
+                elapsed,
+            };
+            (host.spec().kind, report)
+        }
+    };
     if metered.is_some() {
         store.set_fuel(fuel_left.saturating_sub(report.fuel_used))?;
     }
 
     let state = store.data_mut();
-    let id = plugin.id().to_string();
     let call = Event::Call {
         plugin: id.clone(),
         method: method.clone(),

@@ -1,14 +1,17 @@
-//! The plugins a run may call, indexed by method name.
+//! The methods a run may call (of plugins, and the embedder's own), indexed
+//! by name.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::bindings::wit;
+use crate::host_method::HostMethod;
 use crate::manifest::MethodSpec;
 use crate::plugin::Plugin;
 use crate::types::MethodKind;
 
-/// The plugins a run may call, indexed by method name. Cheap to clone.
+/// The methods a run may call: of plugins, and host methods the embedder
+/// defines ([`HostMethod`]), indexed by name. Cheap to clone.
 #[derive(Clone, Default)]
 pub struct PluginSet {
     inner: Arc<PluginSetInner>,
@@ -16,8 +19,32 @@ pub struct PluginSet {
 
 #[derive(Default)]
 struct PluginSetInner {
-    by_method: HashMap<String, Plugin>,
+    by_method: HashMap<String, Provider>,
     specs: Vec<wit::MethodSpec>,
+}
+
+/// Who answers a method.
+#[derive(Clone)]
+pub(crate) enum Provider {
+    Plugin(Plugin),
+    Host(HostMethod),
+}
+
+impl Provider {
+    /// The plugin's id, or the host method's provider.
+    pub(crate) fn id(&self) -> &str {
+        match self {
+            Provider::Plugin(plugin) => plugin.id(),
+            Provider::Host(method) => method.provider(),
+        }
+    }
+
+    fn spec(&self, method: &str) -> &MethodSpec {
+        match self {
+            Provider::Plugin(plugin) => plugin.manifest().method(method).expect("indexed"),
+            Provider::Host(host) => host.spec(),
+        }
+    }
 }
 
 /// Why plugins cannot make one [`PluginSet`].
@@ -32,6 +59,15 @@ pub enum PluginSetError {
         first: String,
         /// The plugin listed second.
         second: String,
+    },
+    /// A host method's provider is a plugin's id: events and errors would
+    /// not tell them apart.
+    #[error("host method `{method}` is offered as `{id}`, the id of a plugin of the set")]
+    Provider {
+        /// The provider and plugin id.
+        id: String,
+        /// The host method.
+        method: String,
     },
     /// Two plugins claim the same id: grants, configuration and stored data
     /// are the id's, so one of them would act as the other.
@@ -50,6 +86,16 @@ impl PluginSet {
     /// The methods of `plugins`; plugin ids and method names must be unique
     /// across them.
     pub fn new(plugins: &[Plugin]) -> Result<Self, PluginSetError> {
+        Self::with_host_methods(plugins, &[])
+    }
+
+    /// The methods of `plugins` and the host methods `methods`, after
+    /// them; method names must be unique across all of them, plugin ids
+    /// unique and none a host method's provider.
+    pub fn with_host_methods(
+        plugins: &[Plugin],
+        methods: &[HostMethod],
+    ) -> Result<Self, PluginSetError> {
         let mut inner = PluginSetInner::default();
         for (i, plugin) in plugins.iter().enumerate() {
             if let Some(first) = plugins[..i].iter().find(|p| p.id() == plugin.id()) {
@@ -60,18 +106,32 @@ impl PluginSet {
                 });
             }
         }
-        for plugin in plugins {
-            for method in &plugin.manifest().methods {
-                if let Some(first) = inner.by_method.get(&method.name) {
-                    return Err(PluginSetError::Method {
-                        method: method.name.clone(),
-                        first: first.id().to_string(),
-                        second: plugin.id().to_string(),
-                    });
-                }
-                inner.by_method.insert(method.name.clone(), plugin.clone());
-                inner.specs.push(spec_to_wit(method));
+        if let Some(host) = methods
+            .iter()
+            .find(|m| plugins.iter().any(|p| p.id() == m.provider()))
+        {
+            return Err(PluginSetError::Provider {
+                id: host.provider().to_string(),
+                method: host.spec().name.clone(),
+            });
+        }
+        let offered = plugins
+            .iter()
+            .flat_map(|plugin| {
+                let methods = plugin.manifest().methods.iter();
+                methods.map(|method| (Provider::Plugin(plugin.clone()), method))
+            })
+            .chain(methods.iter().map(|m| (Provider::Host(m.clone()), m.spec())));
+        for (provider, method) in offered {
+            if let Some(first) = inner.by_method.get(&method.name) {
+                return Err(PluginSetError::Method {
+                    method: method.name.clone(),
+                    first: first.id().to_string(),
+                    second: provider.id().to_string(),
+                });
             }
+            inner.specs.push(method.to_wit());
+            inner.by_method.insert(method.name.clone(), provider);
         }
         Ok(PluginSet {
             inner: Arc::new(inner),
@@ -81,12 +141,15 @@ impl PluginSet {
     /// The set of the methods `keep` chooses, for one context (as Nekro's
     /// `mount_collect_methods` chooses per chat): the prompt listing and a
     /// run's functions follow it, and a method left out is not callable.
-    pub fn filter(&self, mut keep: impl FnMut(&Plugin, &MethodSpec) -> bool) -> PluginSet {
+    /// `keep` is given each method's provider (a plugin id, or a host
+    /// method's provider) and spec.
+    pub fn filter(&self, mut keep: impl FnMut(&str, &MethodSpec) -> bool) -> PluginSet {
         let mut inner = PluginSetInner::default();
-        for (plugin, method) in self.methods() {
-            if keep(plugin, method) {
-                inner.by_method.insert(method.name.clone(), plugin.clone());
-                inner.specs.push(spec_to_wit(method));
+        for spec in &self.inner.specs {
+            let provider = &self.inner.by_method[&spec.name];
+            if keep(provider.id(), provider.spec(&spec.name)) {
+                inner.by_method.insert(spec.name.clone(), provider.clone());
+                inner.specs.push(spec.clone());
             }
         }
         PluginSet {
@@ -104,19 +167,25 @@ impl PluginSet {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
 
-    /// The plugin that offers `method`.
+    /// The plugin that offers `method` (none for a host method).
     pub fn plugin_for(&self, method: &str) -> Option<&Plugin> {
+        match self.inner.by_method.get(method)? {
+            Provider::Plugin(plugin) => Some(plugin),
+            Provider::Host(_) => None,
+        }
+    }
+
+    /// Who answers `method`.
+    pub(crate) fn provider(&self, method: &str) -> Option<&Provider> {
         self.inner.by_method.get(method)
     }
 
-    /// Every method, with the plugin that offers it, in the order given.
-    pub fn methods(&self) -> impl Iterator<Item = (&Plugin, &MethodSpec)> {
+    /// Every method, with its provider's id (a plugin id, or a host
+    /// method's provider), in the order given.
+    pub fn methods(&self) -> impl Iterator<Item = (&str, &MethodSpec)> {
         self.inner.specs.iter().map(|spec| {
-            let plugin = &self.inner.by_method[&spec.name];
-            (
-                plugin,
-                plugin.manifest().method(&spec.name).expect("indexed"),
-            )
+            let provider = &self.inner.by_method[&spec.name];
+            (provider.id(), provider.spec(&spec.name))
         })
     }
 
@@ -130,7 +199,7 @@ impl PluginSet {
              (None, bool, int, float, str, bytes, list, tuple, dict); a failing call \
              raises PluginError.\n",
         );
-        for (plugin, method) in self.methods() {
+        for (provider, method) in self.methods() {
             let what = match method.kind {
                 MethodKind::Tool => "tool: returns a value and the code goes on",
                 MethodKind::Agent => "agent: STOPS THE SCRIPT; its text goes to you in a new round",
@@ -144,7 +213,7 @@ impl PluginSet {
             out.push_str(&format!(
                 "\ndef {}:  # {what} (plugin `{}`)\n    \"\"\"",
                 method.signature(),
-                plugin.id()
+                provider
             ));
             for (i, line) in method.docstring.lines().enumerate() {
                 if i > 0 {
@@ -161,21 +230,3 @@ impl PluginSet {
     }
 }
 
-fn spec_to_wit(spec: &MethodSpec) -> wit::MethodSpec {
-    wit::MethodSpec {
-        name: spec.name.clone(),
-        kind: spec.kind.into(),
-        description: spec.description.clone(),
-        docstring: spec.docstring.clone(),
-        params: spec
-            .params
-            .iter()
-            .map(|p| wit::Param {
-                name: p.name.clone(),
-                schema: p.schema.to_string(),
-                required: p.required,
-            })
-            .collect(),
-        returns: spec.returns.as_ref().map(|r| r.to_string()),
-    }
-}

@@ -26,6 +26,8 @@ pub(crate) struct Run {
     pub(crate) stderr: CallOutput,
     pub(crate) ctx: AgentCtx,
     pub(crate) plugins: PluginSet,
+    /// The limits of one method call (a host method's too).
+    pub(crate) call_limits: Limits,
     pub(crate) calls: u32,
     pub(crate) max_calls: u32,
     /// The run's events, within [`RunLimits::max_events`] and
@@ -73,6 +75,7 @@ impl Guest<Run> {
             stderr: stderr.clone(),
             ctx: AgentCtx::default(),
             plugins: PluginSet::default(),
+            call_limits: plugin_limits.clone(),
             calls: 0,
             max_calls: 0,
             events: CappedEvents::new(0, 0),
@@ -118,6 +121,7 @@ impl Guest<Run> {
         );
         run.ctx = ctx.clone();
         run.plugins = plugins.clone();
+        run.call_limits = plugin_limits.clone();
         run.calls = 0;
         run.max_calls = limits.max_calls;
         run.events = CappedEvents::new(limits.max_events, limits.max_event_bytes);

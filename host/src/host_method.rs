@@ -1,0 +1,164 @@
+//! Sandbox methods an embedder defines in its own language (a Rust async
+//! closure; a Python function through the Python package): listed in the
+//! prompt, checked against their schemas and routed like plugin methods.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::args::{ArgChecker, Refused};
+use crate::bindings::wit;
+use crate::error::CallErrorKind;
+use crate::limits::{LimitKind, Limits};
+use crate::manifest::{self, MethodSpec};
+use crate::types::{AgentCtx, ContentPart, MethodResult, Value};
+
+/// What a host method's handler returns: its result, or a message for the
+/// calling code (raised there as a `PluginError`).
+pub type HostMethodFuture = Pin<Box<dyn Future<Output = Result<MethodResult, String>> + Send>>;
+
+type Handler = dyn Fn(AgentCtx, Value) -> HostMethodFuture + Send + Sync;
+
+/// A sandbox method defined by the embedder. Cheap to clone.
+///
+/// Its spec passes the checks a plugin's manifest does (a Python
+/// identifier, a docstring, valid JSON Schemas, required parameters
+/// first); a call's arguments are checked against the schemas before the
+/// handler runs, and its result must be of the declared kind. A call runs
+/// within what is left of the run's time, and the handler's future is
+/// dropped at the deadline. It uses no fuel: it is the embedder's code.
+#[derive(Clone)]
+pub struct HostMethod {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    provider: String,
+    spec: MethodSpec,
+    checker: ArgChecker,
+    handler: Box<Handler>,
+}
+
+impl HostMethod {
+    /// A method `spec` offered by `provider` (named in events and errors as
+    /// a plugin id is: lowercase letters, digits, `-` and `_`), answered by
+    /// `handler` with the call's context and its checked arguments (an
+    /// object of parameter names to values). The problems of a spec that
+    /// does not pass the checks are listed.
+    pub fn new<F, Fut>(provider: &str, spec: MethodSpec, handler: F) -> Result<Self, Vec<String>>
+    where
+        F: Fn(AgentCtx, Value) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<MethodResult, String>> + Send + 'static,
+    {
+        let raw = wit::PluginManifest {
+            id: provider.to_string(),
+            name: provider.to_string(),
+            version: "0.1.0".to_string(),
+            author: "the host".to_string(),
+            description: spec.description.clone(),
+            methods: vec![spec.to_wit()],
+            config_schema: None,
+            capabilities: Vec::new(),
+        };
+        let mut checked = manifest::check(raw)?;
+        let spec = checked.manifest.methods.remove(0);
+        let checker = checked
+            .checkers
+            .remove(&spec.name)
+            .expect("a checker per method");
+        Ok(HostMethod {
+            inner: Arc::new(Inner {
+                provider: provider.to_string(),
+                spec,
+                checker,
+                handler: Box::new(move |ctx, args| Box::pin(handler(ctx, args))),
+            }),
+        })
+    }
+
+    /// Who offers it.
+    pub fn provider(&self) -> &str {
+        &self.inner.provider
+    }
+
+    /// Its checked spec.
+    pub fn spec(&self) -> &MethodSpec {
+        &self.inner.spec
+    }
+
+    /// Calls it with `args` for `ctx`, by `deadline`, under `limits`' value
+    /// size; the result and how long it took.
+    pub(crate) async fn call(
+        &self,
+        ctx: AgentCtx,
+        args: Value,
+        deadline: Instant,
+        limits: &Limits,
+    ) -> (Result<MethodResult, CallErrorKind>, Duration) {
+        let start = Instant::now();
+        let result = self.checked_call(ctx, args, deadline, limits).await;
+        (result, start.elapsed())
+    }
+
+    async fn checked_call(
+        &self,
+        ctx: AgentCtx,
+        args: Value,
+        deadline: Instant,
+        limits: &Limits,
+    ) -> Result<MethodResult, CallErrorKind> {
+        let inner = &self.inner;
+        inner
+            .checker
+            .check(&args)
+            .map_err(|refused| match refused {
+                Refused::Invalid(message) => CallErrorKind::InvalidArguments { message },
+                Refused::TooCostly(message) => CallErrorKind::LimitExceeded {
+                    limit: LimitKind::ValueSize,
+                    message,
+                },
+            })?;
+        let answer = tokio::time::timeout_at(deadline.into(), (inner.handler)(ctx, args)).await;
+        let result = match answer {
+            Err(_) => {
+                return Err(CallErrorKind::LimitExceeded {
+                    limit: LimitKind::Time,
+                    message: "ran past its wall-clock deadline".to_string(),
+                });
+            }
+            Ok(Err(message)) => return Err(CallErrorKind::Failed { message }),
+            Ok(Ok(result)) => result,
+        };
+        if result.kind() != inner.spec.kind {
+            return Err(CallErrorKind::BadResult {
+                message: format!(
+                    "a result of kind {} from a method declared as {}",
+                    result.kind(),
+                    inner.spec.kind
+                ),
+            });
+        }
+        let size = match &result {
+            MethodResult::Tool(value) => sandwit_value::encoded_size(&value.clone().into_nodes()),
+            MethodResult::Agent(text) | MethodResult::Behavior(text) => text.len(),
+            MethodResult::MultimodalAgent(parts) => parts
+                .iter()
+                .map(|part| match part {
+                    ContentPart::Text(text) | ContentPart::ImageUrl(text) => text.len(),
+                    ContentPart::Image(media) => media.mime_type.len() + media.data.len(),
+                })
+                .sum(),
+        };
+        if size > limits.max_value_bytes {
+            return Err(CallErrorKind::LimitExceeded {
+                limit: LimitKind::ValueSize,
+                message: format!(
+                    "the result takes {size} bytes, more than the limit of {} bytes",
+                    limits.max_value_bytes
+                ),
+            });
+        }
+        Ok(result)
+    }
+}
