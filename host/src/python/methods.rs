@@ -10,12 +10,12 @@ use wasmtime::component::Linker;
 use crate::bindings::python::sandwit::plugin::methods::Columns;
 use crate::bindings::wit;
 use crate::error::{CallError, CallErrorKind, cut};
-use crate::plugin::CallReport;
-use crate::python::plugin_set::Provider;
 use crate::json::summary;
 use crate::limits::Budget;
 use crate::limits::LimitKind;
+use crate::plugin::CallReport;
 use crate::python::outcome::{Event, Handoff};
+use crate::python::plugin_set::Provider;
 use crate::python::state::RunState;
 use crate::types::{self, ContentPart, MethodResult, Value};
 

@@ -121,7 +121,11 @@ impl PluginSet {
                 let methods = plugin.manifest().methods.iter();
                 methods.map(|method| (Provider::Plugin(plugin.clone()), method))
             })
-            .chain(methods.iter().map(|m| (Provider::Host(m.clone()), m.spec())));
+            .chain(
+                methods
+                    .iter()
+                    .map(|m| (Provider::Host(m.clone()), m.spec())),
+            );
         for (provider, method) in offered {
             if let Some(first) = inner.by_method.get(&method.name) {
                 return Err(PluginSetError::Method {
@@ -229,4 +233,3 @@ impl PluginSet {
         out
     }
 }
-

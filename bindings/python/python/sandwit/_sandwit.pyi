@@ -1,0 +1,496 @@
+"""Type stubs of sandwit's extension module (``sandwit._sandwit``).
+
+Everything here is re-exported by ``sandwit``.
+"""
+
+import asyncio
+import os
+import pathlib
+from typing import Any, Final, Iterable, Literal, final
+
+StrPath = str | os.PathLike[str]
+Status = Literal["ok", "error", "agent_handoff", "limit_exceeded"]
+Kind = Literal["tool", "agent", "behavior", "multimodal-agent"]
+
+EMBEDDED_PYTHON_SHA256: Final[str | None]
+"""The SHA-256 of the CPython component built into this package, or None
+when it was built without one (then ``Host(python=...)`` or
+``$SANDWIT_PYTHON`` must name one)."""
+
+__version__: Final[str]
+
+# ---- exceptions ----------------------------------------------------------------
+
+class SandwitError(Exception):
+    """The base of every exception sandwit raises."""
+
+class LoadError(SandwitError):
+    """A plugin (or the Python interpreter) could not be loaded."""
+
+    kind: Literal["io", "rejected", "config", "unpinned", "host"]
+    """Why: the file could not be read (``io``), the plugin is not acceptable
+    (``rejected``), the policy's configuration for it does not match its
+    schema (``config``), the policy grants its id only to other components
+    (``unpinned``), or the host failed (``host``)."""
+    plugin: str
+    """The file name (or ``name=``), or the plugin's id once known."""
+    problems: list[str]
+    """Every problem found, one sentence each (for ``io``, ``unpinned`` and
+    ``host``, the one message)."""
+    digest: str | None
+    """For ``unpinned``: the component's SHA-256, to pin if you trust it."""
+
+class CallError(SandwitError):
+    """A method call returned no result. ``str(e)`` is the whole message,
+    e.g. ``plugin `calc`, method `calculate_sum`: invalid arguments: ...``.
+    Secrets configured in the policy never appear in it."""
+
+    plugin: str
+    """The plugin's id."""
+    method: str
+    """The method called."""
+    kind: Literal[
+        "unknown_method",
+        "invalid_arguments",
+        "failed",
+        "denied",
+        "limit_exceeded",
+        "trapped",
+        "bad_result",
+    ]
+    """What went wrong."""
+    message: str | None
+    """The detail (None for ``unknown_method``); for ``failed``, the
+    plugin's message for the AI."""
+    limit: str | None
+    """For ``limit_exceeded``: ``fuel``, ``time``, ``memory``,
+    ``value_size``, ``output``, ``calls``, ``events`` or ``instances``."""
+
+class PluginSetError(SandwitError):
+    """Plugins cannot make one set."""
+
+    kind: Literal["method", "id", "provider"]
+    """Two plugins offer a method of the same name (``method``), claim the
+    same id (``id``), or a host method's provider is a plugin's id
+    (``provider``)."""
+    method: str | None
+    """For ``method`` and ``provider``: the method's name."""
+    id: str | None
+    """For ``id`` and ``provider``: the id."""
+    first: str | None
+    """For ``method``, the id of the plugin listed first; for ``id``, its
+    SHA-256."""
+    second: str | None
+    """Likewise for the plugin listed second."""
+
+class PolicyError(SandwitError):
+    """The policy file cannot be read or is not a valid policy (the message
+    gives the line and column)."""
+
+    path: str | None
+    """The file."""
+
+# ---- values ----------------------------------------------------------------------
+
+@final
+class AgentCtx:
+    """Who and where the AI code runs for; every method call receives it.
+    Plugins' stored data is scoped by ``chat_key`` and ``user_id``."""
+
+    def __init__(
+        self,
+        chat_key: str,
+        user_id: str | None = None,
+        *,
+        channel_id: str | None = None,
+        channel_name: str | None = None,
+        channel_type: str | None = None,
+        adapter_key: str | None = None,
+    ) -> None: ...
+    @property
+    def chat_key(self) -> str:
+        """The conversation's key."""
+    @property
+    def user_id(self) -> str | None:
+        """The user, if known."""
+    @property
+    def channel_id(self) -> str | None:
+        """The channel's id, if any."""
+    @property
+    def channel_name(self) -> str | None:
+        """The channel's name, if any."""
+    @property
+    def channel_type(self) -> str | None:
+        """The channel's type (e.g. ``group``), if any."""
+    @property
+    def adapter_key(self) -> str | None:
+        """The chat adapter's key, if any."""
+
+@final
+class RunLimits:
+    """Limits on one Python run; what is not given has its default. A
+    plugin call made by the run draws on the run's remaining fuel and
+    time."""
+
+    def __init__(
+        self,
+        *,
+        timeout_s: float | None = None,
+        memory_mib: int | None = None,
+        fuel: int | None = None,
+        max_calls: int | None = None,
+        max_output_bytes: int | None = None,
+        max_events: int | None = None,
+        max_event_bytes: int | None = None,
+    ) -> None: ...
+    @property
+    def timeout_s(self) -> float:
+        """Wall-clock deadline of the whole run [10 s]."""
+    @property
+    def memory_mib(self) -> float:
+        """The interpreter's memory [256 MiB]."""
+    @property
+    def fuel(self) -> int:
+        """Deterministic CPU budget for the interpreter and the plugins it
+        calls [10,000,000,000]."""
+    @property
+    def max_calls(self) -> int:
+        """Method calls per run [1,000]."""
+    @property
+    def max_output_bytes(self) -> int:
+        """Bytes captured from stdout, and again from stderr [1 MiB]."""
+    @property
+    def max_events(self) -> int:
+        """Events per run [10,000]."""
+    @property
+    def max_event_bytes(self) -> int:
+        """Bytes the run's events may hold [64 MiB]."""
+
+@final
+class CallLimits:
+    """Limits on every plugin call; what is not given has its default."""
+
+    def __init__(
+        self,
+        *,
+        timeout_s: float | None = None,
+        memory_mib: int | None = None,
+        fuel: int | None = None,
+        table_elements: int | None = None,
+        max_core_instances: int | None = None,
+        max_value_bytes: int | None = None,
+        max_value_nodes: int | None = None,
+        max_value_depth: int | None = None,
+        max_event_bytes: int | None = None,
+    ) -> None: ...
+    @property
+    def timeout_s(self) -> float:
+        """Wall-clock deadline of a call [10 s]."""
+    @property
+    def memory_mib(self) -> float:
+        """Memory of an instance, all its memories together [64 MiB]."""
+    @property
+    def fuel(self) -> int:
+        """Deterministic CPU budget [2,000,000,000]."""
+    @property
+    def table_elements(self) -> int:
+        """Elements per table [20,000]."""
+    @property
+    def max_core_instances(self) -> int:
+        """Core instances per store [64]."""
+    @property
+    def max_value_bytes(self) -> int:
+        """Size of the arguments or a result [16 MiB]."""
+    @property
+    def max_value_nodes(self) -> int:
+        """Nodes in one value [1,000,000]."""
+    @property
+    def max_value_depth(self) -> int:
+        """Nesting depth of one value [64]."""
+    @property
+    def max_event_bytes(self) -> int:
+        """Bytes of events (logs, chat messages, refusals) per call [16 MiB]."""
+
+@final
+class ContentPart:
+    """One part of a multimodal agent's result."""
+
+    @property
+    def type(self) -> Literal["text", "image", "image_url"]: ...
+    @property
+    def text(self) -> str | None:
+        """For ``text``."""
+    @property
+    def mime_type(self) -> str | None:
+        """For ``image``, e.g. ``image/png``."""
+    @property
+    def data(self) -> bytes | None:
+        """For ``image``: its bytes."""
+    @property
+    def url(self) -> str | None:
+        """For ``image_url``."""
+    def to_dict(self) -> dict[str, Any]:
+        """``{"type": "text", "text": ...}``, ``{"type": "image",
+        "mime_type": ..., "data": bytes}`` or ``{"type": "image_url", "url":
+        ...}``."""
+
+@final
+class MethodResult:
+    """A method's typed result."""
+
+    @property
+    def kind(self) -> Kind: ...
+    @property
+    def value(self) -> Any:
+        """A tool's value (None, bool, int, float, str, bytes, list, dict);
+        None for the other kinds."""
+    @property
+    def text(self) -> str | None:
+        """An agent's or behavior's text."""
+    @property
+    def parts(self) -> list[ContentPart] | None:
+        """A multimodal agent's parts."""
+    def to_dict(self) -> dict[str, Any]:
+        """``{"kind": "tool", "value": ...}``, ``{"kind": "agent" or
+        "behavior", "text": ...}`` or ``{"kind": "multimodal-agent",
+        "parts": [...]}``."""
+
+@final
+class RunError:
+    """The Python exception that escaped a run's code (a record, not an
+    exception object)."""
+
+    @property
+    def type(self) -> str:
+        """The exception's type, e.g. ``ZeroDivisionError``
+        (``InterpreterTrap`` when the interpreter itself trapped)."""
+    @property
+    def message(self) -> str: ...
+    @property
+    def line(self) -> int | None:
+        """The line of the code it was raised at, if it was raised there."""
+    @property
+    def traceback(self) -> str:
+        """The traceback, restricted to the code's own frames."""
+
+@final
+class LimitHit:
+    """The limit that stopped a run."""
+
+    @property
+    def kind(self) -> Literal[
+        "fuel", "time", "memory", "value_size", "output", "calls", "events", "instances"
+    ]: ...
+    @property
+    def message(self) -> str:
+        """What happened, with the limit's value (and the plugin and method
+        if a call ran into it)."""
+
+@final
+class Handoff:
+    """The agent handoff that ended a run."""
+
+    @property
+    def plugin(self) -> str: ...
+    @property
+    def method(self) -> str: ...
+    @property
+    def result(self) -> MethodResult:
+        """An ``agent`` or ``multimodal-agent`` result, for the AI."""
+
+@final
+class RunOutcome:
+    """Everything a run gives back."""
+
+    @property
+    def status(self) -> Status:
+        """``ok`` (ran to the end), ``error`` (an exception escaped; see
+        ``error``), ``agent_handoff`` (an agent method stopped the script;
+        see ``handoff``) or ``limit_exceeded`` (see ``limit``)."""
+    @property
+    def stdout(self) -> str: ...
+    @property
+    def stderr(self) -> str: ...
+    @property
+    def error(self) -> RunError | None:
+        """For ``error`` (and a limit Python reported as an exception, such
+        as ``MemoryError`` or ``RecursionError``)."""
+    @property
+    def limit(self) -> LimitHit | None:
+        """For ``limit_exceeded``."""
+    @property
+    def handoff(self) -> Handoff | None:
+        """For ``agent_handoff``."""
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        """What happened, in order, as the JSON of ``sandwit::Event``: each
+        a dict with ``type`` ``call`` (``plugin``, ``method``, ``kind``,
+        ``ms``, ``fuel``, ``ok``, ``summary``), ``system_message``
+        (``plugin``, ``method``, ``text``), ``log`` (``plugin``, ``level``,
+        ``message``), ``chat`` (``plugin``, ``message``) or ``denied``
+        (``plugin``, ``capability``, ``request``)."""
+    @property
+    def fuel_used(self) -> int:
+        """Fuel used by the interpreter and the plugins it called."""
+    @property
+    def elapsed_ms(self) -> float:
+        """Wall-clock time of the run."""
+    def to_dict(self) -> dict[str, Any]:
+        """The outcome as plain values (as ``sandwit run --json`` prints
+        it)."""
+
+# ---- plugins and the host ---------------------------------------------------
+
+@final
+class Plugin:
+    """A loaded, checked plugin (from ``Host.load_plugin``)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def sha256(self) -> str:
+        """The component's SHA-256 (what a policy pins)."""
+    @property
+    def manifest(self) -> dict[str, Any]:
+        """The checked manifest: id, name, version, author, description,
+        methods (name, kind, description, docstring, params with JSON
+        Schemas, returns), config_schema, capabilities."""
+    @property
+    def grants(self) -> list[str]:
+        """The capabilities it may use: requested and granted."""
+    @property
+    def imports(self) -> list[str]:
+        """The component's imports."""
+    def call(
+        self, method: str, args: dict[str, Any] | None = None, *, ctx: AgentCtx | None = None
+    ) -> MethodResult:
+        """Calls ``method`` with ``args`` (parameter names to values) in a
+        fresh instance under the host's call limits, with the GIL released.
+        ``ctx`` defaults to ``AgentCtx("default")``. Raises ``CallError``
+        (and ``TypeError``/``ValueError``/``OverflowError`` for arguments
+        that cannot be sent)."""
+    def call_async(
+        self, method: str, args: dict[str, Any] | None = None, *, ctx: AgentCtx | None = None
+    ) -> asyncio.Future[MethodResult]:
+        """``call``, awaitable; cancelling it ends the call."""
+
+@final
+class PluginSet:
+    """The plugins a run may call (method names and ids unique across
+    them). Reuse one set for many runs: interpreters prepared ahead of runs
+    are made for the latest set."""
+
+    def __init__(self, plugins: Iterable[Plugin]) -> None: ...
+    @property
+    def ids(self) -> list[str]: ...
+    @property
+    def methods(self) -> list[str]: ...
+    def prompt(self, ctx: AgentCtx | None = None) -> str:
+        """The listing an LLM is given (what ``sandwit prompt`` prints):
+        each method's Python signature, kind, plugin and docstring.
+        Per-context filters are not there yet: every ``ctx`` sees every
+        method."""
+    def openai_tools(self, ctx: AgentCtx | None = None) -> list[dict[str, Any]]:
+        """OpenAI function-calling definitions of the same methods
+        (``{"type": "function", "function": {"name", "description",
+        "parameters"}}``), from the manifests' names, docstrings and JSON
+        Schemas."""
+    def __len__(self) -> int:
+        """How many methods."""
+
+@final
+class Host:
+    """A plugin host: loads plugins, runs Python code in the sandbox, calls
+    methods. Thread-safe: every method that runs guest code releases the
+    GIL, and many threads (and asyncio tasks) may run at once."""
+
+    def __init__(
+        self,
+        *,
+        cache_dir: StrPath | None = None,
+        policy: StrPath | None = None,
+        store: StrPath | None = None,
+        limits: RunLimits | None = None,
+        call_limits: CallLimits | None = None,
+        python: StrPath | None = None,
+        prepared_interpreters: int | None = None,
+        max_instances: int | None = None,
+        cache_max_mib: int | None = None,
+    ) -> None:
+        """
+        Args:
+            cache_dir: Where compiled code is cached (a directory only this
+                user can write) [``$SANDWIT_CACHE_DIR``, else
+                ``$XDG_CACHE_HOME/sandwit``, else ``~/.cache/sandwit``].
+            policy: The operator's policy file (TOML, docs/POLICY.md):
+                capabilities granted, configuration and secrets [nothing
+                granted]. Raises ``PolicyError``.
+            store: The plugin store's SQLite file [in memory].
+            limits: The default limits of runs.
+            call_limits: The limits of every plugin call.
+            python: The CPython component [``$SANDWIT_PYTHON``, else the one
+                built into the package].
+            prepared_interpreters: Interpreters kept instantiated ahead of
+                runs [2].
+            max_instances: Component instances the host's pool holds at
+                once [400].
+            cache_max_mib: The most compiled code the cache keeps [1024].
+        """
+    @property
+    def cache_dir(self) -> pathlib.Path | None:
+        """The directory compiled code is cached in, if any."""
+    @property
+    def limits(self) -> RunLimits:
+        """The default limits of runs."""
+    @property
+    def call_limits(self) -> CallLimits:
+        """The limits of every plugin call."""
+    def warmup(self) -> Literal["compiled", "disk_cache", "memory_cache"]:
+        """Loads the interpreter now rather than at the first run (compiling
+        it into the cache the first time, 10-30 s, said on stderr)."""
+    def load_plugin(self, source: StrPath | bytes | bytearray | memoryview, *, name: str | None = None) -> Plugin:
+        """Loads and checks a plugin from a path or its bytes (``name``
+        labels bytes in errors). Raises ``LoadError`` listing every
+        problem."""
+    def plugin_set(self, plugins: Iterable[Plugin]) -> PluginSet:
+        """``PluginSet(plugins)``. Raises ``PluginSetError``."""
+    def run(
+        self,
+        code: str,
+        *,
+        ctx: AgentCtx | None = None,
+        plugins: PluginSet | Iterable[Plugin] | None = None,
+        limits: RunLimits | None = None,
+    ) -> RunOutcome:
+        """Runs ``code`` in a fresh sandboxed interpreter with the methods of
+        ``plugins`` as functions, with the GIL released, and returns the
+        outcome (a markdown fence around the whole code is stripped).
+        ``ctx`` defaults to ``AgentCtx("default")``, ``limits`` to the
+        host's. What the code does wrong is in the outcome, not raised;
+        raises ``LoadError`` if the interpreter cannot be loaded."""
+    def run_async(
+        self,
+        code: str,
+        *,
+        ctx: AgentCtx | None = None,
+        plugins: PluginSet | Iterable[Plugin] | None = None,
+        limits: RunLimits | None = None,
+    ) -> asyncio.Future[RunOutcome]:
+        """``run``, awaitable (call it in a running event loop): the run goes
+        on in the host's threads and completes the returned future.
+        Cancelling it (``task.cancel()``, ``asyncio.wait_for``) ends the run
+        and raises ``CancelledError``."""
+
+def warmup(
+    *, cache_dir: StrPath | None = None, python: StrPath | None = None
+) -> Literal["compiled", "disk_cache", "memory_cache"]:
+    """Compiles the interpreter into the cache now (10-30 s the first time
+    on a machine, said on stderr), so that later hosts with the same cache
+    start at once."""
+
+def component_hash(bytes: bytes) -> str:
+    """The SHA-256 (hex) of a component's bytes, as a policy pins it."""
+
+def strip_code_fence(code: str) -> str:
+    """``code`` without one markdown fence around all of it, as a run strips
+    it."""

@@ -1,0 +1,216 @@
+//! Values between Python and sandwit: arguments going in ([`Value`] from
+//! Python objects, with the sandbox's rules and error paths), results and
+//! JSON coming out.
+
+use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{
+    PyBool, PyByteArray, PyBytes, PyDict, PyFloat, PyInt, PyList, PyMemoryView, PyString, PyTuple,
+};
+use sandwit::Value;
+
+use crate::types::lit;
+
+/// The deepest nesting a value may have, as the sandbox allows.
+const MAX_DEPTH: usize = 64;
+
+/// A call's arguments: a dict of parameter names to values, or `None` for
+/// none.
+pub fn args_from_py(args: Option<&Bound<'_, PyAny>>) -> PyResult<Value> {
+    let Some(args) = args.filter(|a| !a.is_none()) else {
+        return Ok(Value::Object(Vec::new()));
+    };
+    let dict = args.cast::<PyDict>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "args must be a dict of parameter names to values, not {}",
+            type_name(args)
+        ))
+    })?;
+    let mut entries = Vec::with_capacity(dict.len());
+    for (key, value) in dict.iter() {
+        let name = key.cast::<PyString>().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "args: parameter names must be str, not {}",
+                type_name(&key)
+            ))
+        })?;
+        let name = text(name, &mut || "args: a parameter name".to_string())?;
+        let mut path = Path::new(&name);
+        let value = value_from_py(&value, &mut path, 1)?;
+        entries.push((name, value));
+    }
+    Ok(Value::Object(entries))
+}
+
+/// Where in an argument a value is, for errors: `argument 'rows'[3]['id']`.
+struct Path {
+    text: String,
+}
+
+impl Path {
+    fn new(argument: &str) -> Self {
+        Path {
+            text: format!("argument {}", lit(argument)),
+        }
+    }
+
+    fn with<R>(&mut self, step: String, f: impl FnOnce(&mut Self) -> R) -> R {
+        let len = self.text.len();
+        self.text.push_str(&step);
+        let r = f(self);
+        self.text.truncate(len);
+        r
+    }
+}
+
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map_or_else(|_| "?".to_string(), |n| n.to_string())
+}
+
+fn text(s: &Bound<'_, PyString>, path: &mut dyn FnMut() -> String) -> PyResult<String> {
+    s.to_str().map(str::to_string).map_err(|_| {
+        PyValueError::new_err(format!(
+            "{}: a str with a lone surrogate is not valid UTF-8",
+            path()
+        ))
+    })
+}
+
+fn value_from_py(obj: &Bound<'_, PyAny>, path: &mut Path, depth: usize) -> PyResult<Value> {
+    if depth > MAX_DEPTH {
+        return Err(PyValueError::new_err(format!(
+            "{}: nested deeper than {MAX_DEPTH} levels",
+            path.text
+        )));
+    }
+    if obj.is_none() {
+        return Ok(Value::Null);
+    }
+    if obj.is_instance_of::<PyBool>() {
+        return Ok(Value::Bool(obj.is_truthy()?));
+    }
+    if obj.is_instance_of::<PyInt>() {
+        return obj.extract::<i64>().map(Value::Int).map_err(|_| {
+            PyOverflowError::new_err(format!(
+                "{}: an int must fit in 64 bits (signed)",
+                path.text
+            ))
+        });
+    }
+    if let Ok(f) = obj.cast::<PyFloat>() {
+        return Ok(Value::Float(f.value()));
+    }
+    if let Ok(s) = obj.cast::<PyString>() {
+        return text(s, &mut || path.text.clone()).map(Value::Text);
+    }
+    if let Ok(b) = obj.cast::<PyBytes>() {
+        return Ok(Value::Bytes(b.as_bytes().to_vec()));
+    }
+    if let Ok(b) = obj.cast::<PyByteArray>() {
+        return Ok(Value::Bytes(b.to_vec()));
+    }
+    if obj.is_instance_of::<PyMemoryView>() {
+        let bytes = obj.call_method0("tobytes")?;
+        return Ok(Value::Bytes(bytes.cast::<PyBytes>()?.as_bytes().to_vec()));
+    }
+    if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
+        let mut items = Vec::new();
+        for (i, item) in obj.try_iter()?.enumerate() {
+            let item = item?;
+            items.push(path.with(format!("[{i}]"), |p| value_from_py(&item, p, depth + 1))?);
+        }
+        return Ok(Value::List(items));
+    }
+    if let Ok(dict) = obj.cast::<PyDict>() {
+        let mut entries = Vec::with_capacity(dict.len());
+        for (key, value) in dict.iter() {
+            let Ok(key) = key.cast::<PyString>() else {
+                return Err(PyTypeError::new_err(format!(
+                    "{}: dict keys must be str, not {}",
+                    path.text,
+                    type_name(&key)
+                )));
+            };
+            let key = text(key, &mut || format!("{}: a key", path.text))?;
+            let step = format!("[{}]", lit(&key));
+            let value = path.with(step, |p| value_from_py(&value, p, depth + 1))?;
+            entries.push((key, value));
+        }
+        return Ok(Value::Object(entries));
+    }
+    Err(PyTypeError::new_err(format!(
+        "{}: a {} cannot be sent (None, bool, int, float, str, bytes, list, tuple and dict \
+         with str keys can)",
+        path.text,
+        type_name(obj)
+    )))
+}
+
+/// A value as Python: `None`, `bool`, `int`, `float`, `str`, `bytes`,
+/// `list`, `dict`.
+pub fn value_to_py<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match value {
+        Value::Null => py.None().into_bound(py),
+        Value::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
+        Value::Int(i) => i.into_pyobject(py)?.into_any(),
+        Value::Float(x) => PyFloat::new(py, *x).into_any(),
+        Value::Text(s) => PyString::new(py, s).into_any(),
+        Value::Bytes(b) => PyBytes::new(py, b).into_any(),
+        Value::List(items) => {
+            let list = PyList::empty(py);
+            for item in items {
+                list.append(value_to_py(py, item)?)?;
+            }
+            list.into_any()
+        }
+        Value::Object(entries) => {
+            let dict = PyDict::new(py);
+            for (k, v) in entries {
+                dict.set_item(k, value_to_py(py, v)?)?;
+            }
+            dict.into_any()
+        }
+    })
+}
+
+/// JSON as Python: objects as dicts, arrays as lists.
+pub fn json_to_py<'py>(py: Python<'py>, json: &serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
+    use serde_json::Value as Json;
+    Ok(match json {
+        Json::Null => py.None().into_bound(py),
+        Json::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
+        Json::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                i.into_pyobject(py)?.into_any()
+            } else if let Some(u) = n.as_u64() {
+                u.into_pyobject(py)?.into_any()
+            } else {
+                PyFloat::new(py, n.as_f64().unwrap_or(f64::NAN)).into_any()
+            }
+        }
+        Json::String(s) => PyString::new(py, s).into_any(),
+        Json::Array(items) => {
+            let list = PyList::empty(py);
+            for item in items {
+                list.append(json_to_py(py, item)?)?;
+            }
+            list.into_any()
+        }
+        Json::Object(map) => {
+            let dict = PyDict::new(py);
+            for (k, v) in map {
+                dict.set_item(k, json_to_py(py, v)?)?;
+            }
+            dict.into_any()
+        }
+    })
+}
+
+/// `value` serialised to JSON, then as Python.
+pub fn to_py<'py>(py: Python<'py>, value: &impl serde::Serialize) -> PyResult<Bound<'py, PyAny>> {
+    let json = serde_json::to_value(value)
+        .map_err(|e| PyValueError::new_err(format!("cannot convert to JSON: {e}")))?;
+    json_to_py(py, &json)
+}

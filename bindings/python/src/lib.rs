@@ -1,0 +1,912 @@
+//! `sandwit._sandwit`: the Python package's extension. A [`PyHost`] owns a
+//! sandwit [`Host`] and a tokio runtime; every run and call is a task on that
+//! runtime, awaited with the GIL released (the synchronous methods) or
+//! completing an asyncio future from the runtime's thread through
+//! `loop.call_soon_threadsafe` (`run_async`). Python is never entered from
+//! the runtime's threads once the interpreter has begun to exit.
+
+mod convert;
+mod errors;
+mod listing;
+mod types;
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::mpsc::{RecvTimeoutError, sync_channel};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use pyo3::exceptions::{PyRuntimeError, PyTypeError};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyByteArray, PyBytes, PyCFunction, PyDict, PyMemoryView, PyTuple};
+use sandwit::{CodeSource, Host, HostBuilder, Plugin, PluginSet, Policy, PythonSandbox};
+
+use convert::{args_from_py, to_py};
+use errors::{Failure, SandwitError};
+use types::{
+    PyAgentCtx, PyCallLimits, PyContentPart, PyHandoff, PyLimitHit, PyMethodResult, PyRunError,
+    PyRunLimits, PyRunOutcome, ctx_or_default, lit,
+};
+
+/// The CPython component embedded at build time (build.rs); empty without
+/// one.
+const EMBEDDED: &[u8] = include_bytes!(env!("SANDWIT_EMBEDDED_PYTHON"));
+/// Its SHA-256, computed at build time: a start finds its compiled code
+/// without hashing the 21 MB.
+const EMBEDDED_SHA256: &str = env!("SANDWIT_EMBEDDED_PYTHON_SHA256");
+/// How long compiling the interpreter takes, roughly (2 to 8 cores), as the
+/// CLI says.
+const INTERPRETER_COMPILE_TIME: &str = "about 10-30 s";
+
+// ---- entering Python from the runtime's threads -------------------------------
+
+/// Set (under the write lock) when the interpreter begins to exit (an
+/// `atexit` hook): from then on no thread of ours enters Python. A thread
+/// holds the read lock while it is in Python, so the hook waits for those
+/// already inside (it releases the GIL while it waits).
+static PYTHON_EXITING: RwLock<bool> = RwLock::new(false);
+
+/// Runs `f` in Python from a thread of ours, unless the interpreter is
+/// exiting.
+fn with_python<R>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> Option<R> {
+    let exiting = PYTHON_EXITING.read().unwrap_or_else(|e| e.into_inner());
+    if *exiting {
+        return None;
+    }
+    Python::try_attach(f)
+}
+
+/// The `atexit` hook: no thread of ours enters Python after it.
+#[pyfunction]
+fn _at_exit(py: Python<'_>) {
+    py.detach(|| *PYTHON_EXITING.write().unwrap_or_else(|e| e.into_inner()) = true);
+}
+
+/// Completes an asyncio future with a result (`ok`) or an exception, unless
+/// it is done already (cancelled): called on the loop's thread.
+#[pyfunction]
+fn _complete(future: &Bound<'_, PyAny>, ok: bool, value: &Bound<'_, PyAny>) -> PyResult<()> {
+    if future.call_method0("done")?.is_truthy()? {
+        return Ok(());
+    }
+    let method = if ok { "set_result" } else { "set_exception" };
+    future.call_method1(method, (value,))?;
+    Ok(())
+}
+
+/// Writes `text` to Python's `sys.stderr` (else the process's), flushed.
+fn say(text: &str) {
+    let written = with_python(|py| -> PyResult<()> {
+        let stderr = py.import("sys")?.getattr("stderr")?;
+        stderr.call_method1("write", (text,))?;
+        stderr.call_method0("flush")?;
+        Ok(())
+    });
+    if !matches!(written, Some(Ok(()))) {
+        eprint!("{text}");
+    }
+}
+
+// ---- paths -------------------------------------------------------------------
+
+fn env_path(key: &str) -> Option<PathBuf> {
+    std::env::var_os(key)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+/// Where compiled code is cached unless told: `$SANDWIT_CACHE_DIR`, else
+/// `$XDG_CACHE_HOME/sandwit`, else `~/.cache/sandwit` (as the CLI).
+fn default_cache_dir() -> Option<PathBuf> {
+    env_path("SANDWIT_CACHE_DIR")
+        .or_else(|| env_path("XDG_CACHE_HOME").map(|d| d.join("sandwit")))
+        .or_else(|| env_path("HOME").map(|d| d.join(".cache").join("sandwit")))
+}
+
+/// Where an interpreter is looked for when none is given or embedded:
+/// `$XDG_DATA_HOME/sandwit/python/sandbox.wasm`, else
+/// `~/.local/share/sandwit/python/sandbox.wasm` (as the CLI).
+fn installed_interpreter() -> Option<PathBuf> {
+    env_path("XDG_DATA_HOME")
+        .map(|d| d.join("sandwit"))
+        .or_else(|| env_path("HOME").map(|d| d.join(".local/share/sandwit")))
+        .map(|d| d.join("python").join("sandbox.wasm"))
+}
+
+/// A path argument: `str` or `os.PathLike`.
+fn path_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<PathBuf> {
+    obj.extract::<PathBuf>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "{what} must be a path (str or os.PathLike), not {}",
+            obj.get_type()
+                .name()
+                .map_or_else(|_| "?".into(), |n| n.to_string())
+        ))
+    })
+}
+
+// ---- the interpreter -----------------------------------------------------------
+
+/// Where a host's interpreter comes from.
+#[derive(Clone)]
+enum Interpreter {
+    File(PathBuf),
+    Embedded,
+    Missing,
+}
+
+impl Interpreter {
+    /// `given`, else `$SANDWIT_PYTHON`, else the embedded one, else the
+    /// installed file (the CLI's order).
+    fn find(given: Option<PathBuf>) -> Self {
+        if let Some(path) = given.or_else(|| env_path("SANDWIT_PYTHON")) {
+            return Interpreter::File(path);
+        }
+        if !EMBEDDED.is_empty() {
+            return Interpreter::Embedded;
+        }
+        match installed_interpreter().filter(|p| p.exists()) {
+            Some(path) => Interpreter::File(path),
+            None => Interpreter::Missing,
+        }
+    }
+}
+
+/// What the tasks of a host share: the host, and its interpreter once
+/// loaded.
+struct Shared {
+    host: Host,
+    interpreter: Interpreter,
+    sandbox: Mutex<Option<PythonSandbox>>,
+}
+
+impl Shared {
+    /// The loaded interpreter, loading it first if need be (saying on
+    /// stderr when that compiles it). Blocks: call it off the runtime's
+    /// workers, with `handle` the runtime's.
+    fn sandbox(&self, handle: &tokio::runtime::Handle) -> Result<PythonSandbox, Failure> {
+        let mut sandbox = self.sandbox.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(sandbox) = &*sandbox {
+            return Ok(sandbox.clone());
+        }
+        let host = &self.host;
+        let compiling = match &self.interpreter {
+            Interpreter::File(path) => path.exists() && !host.is_file_compiled(path),
+            Interpreter::Embedded => !host.is_compiled(EMBEDDED_SHA256),
+            Interpreter::Missing => {
+                return Err(Failure::Other(format!(
+                    "no Python interpreter: this build of the sandwit package carries none \
+                     (it was built without SANDWIT_EMBED_PYTHON), $SANDWIT_PYTHON is not set \
+                     and there is none at {}. Pass Host(python=PATH) with a sandbox.wasm built \
+                     by sandwit's python-guest/build",
+                    installed_interpreter().map_or_else(
+                        || "$XDG_DATA_HOME/sandwit/python/sandbox.wasm".into(),
+                        |p| p.display().to_string()
+                    )
+                )));
+            }
+        };
+        if compiling {
+            announce(host);
+        }
+        let start = Instant::now();
+        let load = match &self.interpreter {
+            Interpreter::File(path) => handle.block_on(host.load_python_file(path)),
+            _ => {
+                let label = "the embedded Python interpreter";
+                handle.block_on(host.load_python_hashed(label, EMBEDDED, EMBEDDED_SHA256))
+            }
+        };
+        if compiling {
+            done(&load, start);
+        }
+        let loaded = load.map_err(Failure::Load)?;
+        *sandbox = Some(loaded.clone());
+        Ok(loaded)
+    }
+}
+
+/// Says on stderr that the interpreter is being compiled (the CLI's words).
+fn announce(host: &Host) {
+    let when = match host.cache_dir() {
+        Some(_) => "once",
+        None => "every time: no cache",
+    };
+    say(&format!(
+        "sandwit: compiling the Python interpreter for this machine ({when}; \
+         {INTERPRETER_COMPILE_TIME})..."
+    ));
+}
+
+/// Ends the line [`announce`] began.
+fn done<T, E>(loaded: &Result<T, E>, start: Instant) {
+    match loaded {
+        Ok(_) => say(&format!(
+            " done in {:.1} s\n",
+            start.elapsed().as_secs_f64()
+        )),
+        Err(_) => say(" failed\n"),
+    }
+}
+
+// ---- Host --------------------------------------------------------------------------
+
+/// A plugin host: loads plugins, runs Python code in the sandbox, calls
+/// methods. Thread-safe; every method that runs guest code releases the
+/// GIL.
+#[pyclass(frozen, module = "sandwit", name = "Host")]
+struct PyHost {
+    shared: Arc<Shared>,
+    /// Taken (and shut down in the background) when the host is dropped.
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Drop for PyHost {
+    fn drop(&mut self) {
+        // Not waiting: a worker may be waiting for the GIL this thread holds.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+impl PyHost {
+    fn runtime(&self) -> &tokio::runtime::Runtime {
+        self.runtime
+            .as_ref()
+            .expect("the runtime lives as long as the host")
+    }
+
+    /// Runs `work` on the runtime and waits for it with the GIL released;
+    /// a signal (Ctrl-C) raised meanwhile ends the task and is raised.
+    fn wait<T: Send + 'static>(
+        &self,
+        py: Python<'_>,
+        work: impl Future<Output = T> + Send + 'static,
+    ) -> PyResult<T> {
+        let (tx, rx) = sync_channel(1);
+        let task = self.runtime().spawn(async move {
+            let _ = tx.send(work.await);
+        });
+        let mut rx = rx;
+        loop {
+            let (received, back) = py.detach(move || {
+                let received = rx.recv_timeout(Duration::from_millis(100));
+                (received, rx)
+            });
+            rx = back;
+            match received {
+                Ok(value) => return Ok(value),
+                Err(RecvTimeoutError::Timeout) => {
+                    if let Err(e) = py.check_signals() {
+                        task.abort();
+                        return Err(e);
+                    }
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(SandwitError::new_err(
+                        "the task ended without a result (a bug in sandwit: it panicked)",
+                    ));
+                }
+            }
+        }
+    }
+
+    /// What a run needs, out of Python.
+    fn run_job(
+        &self,
+        code: String,
+        ctx: Option<&Bound<'_, PyAgentCtx>>,
+        plugins: Option<&Bound<'_, PyAny>>,
+        limits: Option<&Bound<'_, PyRunLimits>>,
+    ) -> PyResult<Job<sandwit::RunOutcome>> {
+        let ctx = ctx_or_default(ctx);
+        let plugins = plugin_set_arg(plugins)?;
+        let limits = limits.map_or_else(
+            || self.shared.host.run_limits().clone(),
+            |l| l.get().limits.clone(),
+        );
+        let shared = self.shared.clone();
+        let handle = self.runtime().handle().clone();
+        Ok(Box::pin(async move {
+            let loaded = shared
+                .sandbox
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            let sandbox = match loaded {
+                Some(sandbox) => sandbox,
+                None => {
+                    let shared = shared.clone();
+                    tokio::task::spawn_blocking(move || shared.sandbox(&handle))
+                        .await
+                        .map_err(|e| Failure::Other(format!("loading the interpreter: {e}")))??
+                }
+            };
+            Ok(sandbox
+                .run_with_limits(&ctx, &plugins, &code, &limits)
+                .await)
+        }))
+    }
+}
+
+/// A job for the host's runtime, not started yet.
+type Job<T> = Pin<Box<dyn Future<Output = Result<T, Failure>> + Send>>;
+
+/// `async def _lazy(start): return await start()`: the coroutine
+/// `run_async` and `call_async` return (set when the module is made).
+static LAZY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// A coroutine that, once awaited, starts `work` on `host`'s runtime and
+/// waits for its result (made Python by `convert`). Cancelling it (its
+/// task) ends the job; a coroutine never awaited never starts it.
+fn coroutine<'py, T: Send + 'static>(
+    py: Python<'py>,
+    host: Py<PyHost>,
+    work: Job<T>,
+    convert: fn(Python<'_>, T) -> PyResult<Py<PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let work = Mutex::new(Some(work));
+    let start = PyCFunction::new_closure(
+        py,
+        Some(c"start"),
+        None,
+        move |args: &Bound<'_, PyTuple>, _: Option<&Bound<'_, PyDict>>| -> PyResult<Py<PyAny>> {
+            let py = args.py();
+            let work = work
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take()
+                .ok_or_else(|| PyRuntimeError::new_err("this coroutine was awaited already"))?;
+            let handle = host.get().runtime().handle().clone();
+            Ok(spawn_future(py, &handle, work, convert)?.unbind())
+        },
+    )?;
+    let lazy = LAZY
+        .get(py)
+        .ok_or_else(|| PyRuntimeError::new_err("the module is not initialised"))?;
+    lazy.bind(py).call1((start,))
+}
+
+/// Runs `work` on the runtime of `handle` and returns a future of the
+/// running asyncio loop that its result completes (through `convert`, on
+/// the loop's thread by `call_soon_threadsafe`); cancelling the future
+/// aborts the task, which drops the job.
+fn spawn_future<'py, T: Send + 'static>(
+    py: Python<'py>,
+    handle: &tokio::runtime::Handle,
+    work: Job<T>,
+    convert: fn(Python<'_>, T) -> PyResult<Py<PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let event_loop = py.import("asyncio")?.call_method0("get_running_loop")?;
+    let future = event_loop.call_method0("create_future")?;
+    let complete = wrap_pyfunction!(_complete, py)?.unbind();
+    let (loop_ref, future_ref) = (event_loop.unbind(), future.clone().unbind());
+    let task = handle.spawn(async move {
+        let result = work.await;
+        with_python(move |py| {
+            let (ok, value) = match result.map_err(|f| f.into_pyerr(py)) {
+                Ok(value) => match convert(py, value) {
+                    Ok(value) => (true, value),
+                    Err(e) => (false, e.into_value(py).into_any()),
+                },
+                Err(e) => (false, e.into_value(py).into_any()),
+            };
+            // A closed loop cannot be completed: nobody waits any more.
+            let _ = loop_ref
+                .bind(py)
+                .call_method1("call_soon_threadsafe", (complete, future_ref, ok, value));
+        });
+    });
+    let abort = task.abort_handle();
+    let on_done = PyCFunction::new_closure(
+        py,
+        Some(c"on_done"),
+        None,
+        move |args: &Bound<'_, PyTuple>, _: Option<&Bound<'_, PyDict>>| -> PyResult<()> {
+            if args.get_item(0)?.call_method0("cancelled")?.is_truthy()? {
+                abort.abort();
+            }
+            Ok(())
+        },
+    )?;
+    future.call_method1("add_done_callback", (on_done,))?;
+    Ok(future)
+}
+
+/// The `plugins` argument of a run: a `PluginSet`, a list of `Plugin`s, or
+/// `None` for none.
+fn plugin_set_arg(plugins: Option<&Bound<'_, PyAny>>) -> PyResult<PluginSet> {
+    let Some(plugins) = plugins.filter(|p| !p.is_none()) else {
+        return Ok(PluginSet::default());
+    };
+    if let Ok(set) = plugins.cast::<PyPluginSet>() {
+        return Ok(set.get().set.clone());
+    }
+    let list = plugins_arg(plugins).map_err(|_| {
+        PyTypeError::new_err("plugins must be a PluginSet, a list of Plugins, or None")
+    })?;
+    PluginSet::new(&list).map_err(|e| errors::plugin_set_error(plugins.py(), &e))
+}
+
+/// A list (or other iterable) of `Plugin`s.
+fn plugins_arg(plugins: &Bound<'_, PyAny>) -> PyResult<Vec<Plugin>> {
+    if plugins.is_instance_of::<pyo3::types::PyString>() {
+        return Err(PyTypeError::new_err("plugins must be a list of Plugins"));
+    }
+    let mut list = Vec::new();
+    for item in plugins.try_iter()? {
+        let item = item?;
+        let plugin = item.cast::<PyPlugin>().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "plugins must be Plugins (from Host.load_plugin), not {}",
+                item.get_type()
+                    .name()
+                    .map_or_else(|_| "?".into(), |n| n.to_string())
+            ))
+        })?;
+        list.push(plugin.get().plugin.clone());
+    }
+    Ok(list)
+}
+
+fn outcome_to_py(py: Python<'_>, outcome: sandwit::RunOutcome) -> PyResult<Py<PyAny>> {
+    Ok(Py::new(py, PyRunOutcome::new(py, &outcome)?)?.into_any())
+}
+
+fn result_to_py(py: Python<'_>, result: sandwit::MethodResult) -> PyResult<Py<PyAny>> {
+    Ok(Py::new(py, PyMethodResult::new(py, &result)?)?.into_any())
+}
+
+#[pymethods]
+impl PyHost {
+    #[new]
+    #[pyo3(signature = (*, cache_dir=None, policy=None, store=None, limits=None, call_limits=None, python=None, prepared_interpreters=None, max_instances=None, cache_max_mib=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        cache_dir: Option<&Bound<'_, PyAny>>,
+        policy: Option<&Bound<'_, PyAny>>,
+        store: Option<&Bound<'_, PyAny>>,
+        limits: Option<&Bound<'_, PyRunLimits>>,
+        call_limits: Option<&Bound<'_, PyCallLimits>>,
+        python: Option<&Bound<'_, PyAny>>,
+        prepared_interpreters: Option<usize>,
+        max_instances: Option<u32>,
+        cache_max_mib: Option<u64>,
+    ) -> PyResult<Self> {
+        let mut builder: HostBuilder = Host::builder();
+        let cache_dir = match cache_dir {
+            Some(dir) => Some(path_arg(dir, "cache_dir")?),
+            None => default_cache_dir(),
+        };
+        if let Some(dir) = cache_dir {
+            builder = builder.cache_dir(dir);
+        }
+        if let Some(mib) = cache_max_mib {
+            builder = builder.cache_max_bytes(mib.saturating_mul(1 << 20));
+        }
+        if let Some(policy) = policy {
+            let path = path_arg(policy, "policy")?;
+            let policy = Policy::load(&path).map_err(|e| errors::policy_error(py, &e))?;
+            builder = builder.policy(policy);
+        }
+        if let Some(store) = store {
+            builder = builder.store_path(path_arg(store, "store")?);
+        }
+        if let Some(limits) = limits {
+            builder = builder.run_limits(limits.get().limits.clone());
+        }
+        if let Some(limits) = call_limits {
+            builder = builder.limits(limits.get().limits.clone());
+        }
+        if let Some(count) = prepared_interpreters {
+            builder = builder.prepared_interpreters(count);
+        }
+        if let Some(count) = max_instances {
+            builder = builder.max_instances(count);
+        }
+        let given = python.map(|p| path_arg(p, "python")).transpose()?;
+        let host = py
+            .detach(|| builder.build())
+            .map_err(|e| SandwitError::new_err(format!("{e:#}")))?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .thread_name("sandwit-host")
+            .enable_all()
+            .build()
+            .map_err(|e| SandwitError::new_err(format!("cannot start the host's runtime: {e}")))?;
+        Ok(PyHost {
+            shared: Arc::new(Shared {
+                host,
+                interpreter: Interpreter::find(given),
+                sandbox: Mutex::new(None),
+            }),
+            runtime: Some(runtime),
+        })
+    }
+
+    /// The directory compiled code is cached in, or None.
+    #[getter]
+    fn cache_dir(&self) -> Option<PathBuf> {
+        self.shared.host.cache_dir().map(Path::to_path_buf)
+    }
+
+    /// The default limits of runs.
+    #[getter]
+    fn limits(&self) -> PyRunLimits {
+        PyRunLimits {
+            limits: self.shared.host.run_limits().clone(),
+        }
+    }
+
+    /// The limits of every plugin call.
+    #[getter]
+    fn call_limits(&self) -> PyCallLimits {
+        PyCallLimits {
+            limits: self.shared.host.limits().clone(),
+        }
+    }
+
+    /// Loads the Python interpreter now (compiling it into the cache the
+    /// first time, and saying so on stderr) rather than at the first run.
+    /// Returns where its machine code came from: `compiled`, `disk_cache`
+    /// or `memory_cache`.
+    fn warmup(&self, py: Python<'_>) -> PyResult<String> {
+        let shared = self.shared.clone();
+        let handle = self.runtime().handle().clone();
+        let loaded = py.detach(|| shared.sandbox(&handle));
+        let sandbox = loaded.map_err(|f| f.into_pyerr(py))?;
+        Ok(code_source(sandbox.code_source()).to_string())
+    }
+
+    /// Loads and checks a plugin from a file path or from its bytes
+    /// (`name` then labels it in errors). Raises `LoadError` listing every
+    /// problem.
+    #[pyo3(signature = (source, *, name=None))]
+    fn load_plugin(
+        slf: &Bound<'_, Self>,
+        py: Python<'_>,
+        source: &Bound<'_, PyAny>,
+        name: Option<String>,
+    ) -> PyResult<PyPlugin> {
+        let this = slf.get();
+        let host = this.shared.host.clone();
+        let bytes = if let Ok(b) = source.cast::<PyBytes>() {
+            Some(b.as_bytes().to_vec())
+        } else if let Ok(b) = source.cast::<PyByteArray>() {
+            Some(b.to_vec())
+        } else if source.is_instance_of::<PyMemoryView>() {
+            Some(
+                source
+                    .call_method0("tobytes")?
+                    .cast::<PyBytes>()?
+                    .as_bytes()
+                    .to_vec(),
+            )
+        } else {
+            None
+        };
+        let loaded = match bytes {
+            Some(bytes) => {
+                let name = name.unwrap_or_else(|| "<bytes>".to_string());
+                this.wait(py, async move { host.load_plugin(&name, &bytes).await })?
+            }
+            None => {
+                let path = path_arg(source, "the plugin")
+                    .map_err(|_| PyTypeError::new_err("load_plugin takes a path or bytes"))?;
+                this.wait(py, async move { host.load_plugin_file(&path).await })?
+            }
+        };
+        let plugin = loaded.map_err(|e| errors::load_error(py, &e))?;
+        Ok(PyPlugin {
+            plugin,
+            host: slf.clone().unbind(),
+        })
+    }
+
+    /// A set of plugins for runs (method names and plugin ids unique across
+    /// them). Raises `PluginSetError` otherwise.
+    fn plugin_set(&self, plugins: &Bound<'_, PyAny>) -> PyResult<PyPluginSet> {
+        PyPluginSet::new(plugins)
+    }
+
+    /// Runs `code` in a fresh sandboxed interpreter with the methods of
+    /// `plugins` as functions, and returns the outcome. The GIL is
+    /// released meanwhile.
+    #[pyo3(signature = (code, *, ctx=None, plugins=None, limits=None))]
+    fn run(
+        &self,
+        py: Python<'_>,
+        code: String,
+        ctx: Option<&Bound<'_, PyAgentCtx>>,
+        plugins: Option<&Bound<'_, PyAny>>,
+        limits: Option<&Bound<'_, PyRunLimits>>,
+    ) -> PyResult<PyRunOutcome> {
+        let job = self.run_job(code, ctx, plugins, limits)?;
+        let outcome = self.wait(py, job)?.map_err(|f| f.into_pyerr(py))?;
+        PyRunOutcome::new(py, &outcome)
+    }
+
+    /// `run`, awaitable: the run goes on in the host's threads and
+    /// completes the returned future. Cancelling it (`task.cancel()`,
+    /// `asyncio.wait_for`) ends the run.
+    #[pyo3(signature = (code, *, ctx=None, plugins=None, limits=None))]
+    fn run_async<'py>(
+        slf: &Bound<'py, Self>,
+        py: Python<'py>,
+        code: String,
+        ctx: Option<&Bound<'_, PyAgentCtx>>,
+        plugins: Option<&Bound<'_, PyAny>>,
+        limits: Option<&Bound<'_, PyRunLimits>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let job = slf.get().run_job(code, ctx, plugins, limits)?;
+        coroutine(py, slf.clone().unbind(), job, outcome_to_py)
+    }
+
+    fn __repr__(&self) -> String {
+        match self.shared.host.cache_dir() {
+            Some(dir) => format!("Host(cache_dir={})", lit(&dir.display().to_string())),
+            None => "Host(cache_dir=None)".to_string(),
+        }
+    }
+}
+
+fn code_source(source: CodeSource) -> &'static str {
+    match source {
+        CodeSource::Compiled => "compiled",
+        CodeSource::DiskCache => "disk_cache",
+        CodeSource::MemoryCache => "memory_cache",
+    }
+}
+
+// ---- Plugin ------------------------------------------------------------------------
+
+/// A loaded, checked plugin.
+#[pyclass(frozen, module = "sandwit", name = "Plugin")]
+struct PyPlugin {
+    plugin: Plugin,
+    host: Py<PyHost>,
+}
+
+impl PyPlugin {
+    fn call_job(
+        &self,
+        method: String,
+        args: Option<&Bound<'_, PyAny>>,
+        ctx: Option<&Bound<'_, PyAgentCtx>>,
+    ) -> PyResult<Job<sandwit::MethodResult>> {
+        let args = args_from_py(args)?;
+        let ctx = ctx_or_default(ctx);
+        let plugin = self.plugin.clone();
+        Ok(Box::pin(async move {
+            plugin
+                .call(&ctx, &method, args)
+                .await
+                .map_err(Failure::Call)
+        }))
+    }
+}
+
+#[pymethods]
+impl PyPlugin {
+    /// The plugin's id.
+    #[getter]
+    fn id(&self) -> &str {
+        self.plugin.id()
+    }
+
+    /// The component's SHA-256, hex (what a policy pins).
+    #[getter]
+    fn sha256(&self) -> &str {
+        self.plugin.hash()
+    }
+
+    /// The checked manifest as a dict (id, name, version, author,
+    /// description, methods with kinds, parameter schemas and docstrings,
+    /// config_schema, capabilities).
+    #[getter]
+    fn manifest<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_py(py, self.plugin.manifest())
+    }
+
+    /// The capabilities it may use: those requested that the policy
+    /// grants.
+    #[getter]
+    fn grants(&self) -> Vec<String> {
+        self.plugin.grants().iter().map(|c| c.to_string()).collect()
+    }
+
+    /// The component's imports, by name.
+    #[getter]
+    fn imports(&self) -> Vec<String> {
+        self.plugin.imports().to_vec()
+    }
+
+    /// Calls `method` with `args` (a dict of parameter names to values) in
+    /// a fresh instance, under the host's call limits; returns the typed
+    /// result. Raises `CallError`.
+    #[pyo3(signature = (method, args=None, *, ctx=None))]
+    fn call(
+        &self,
+        py: Python<'_>,
+        method: String,
+        args: Option<&Bound<'_, PyAny>>,
+        ctx: Option<&Bound<'_, PyAgentCtx>>,
+    ) -> PyResult<PyMethodResult> {
+        let job = self.call_job(method, args, ctx)?;
+        let result = self
+            .host
+            .get()
+            .wait(py, job)?
+            .map_err(|f| f.into_pyerr(py))?;
+        PyMethodResult::new(py, &result)
+    }
+
+    /// `call`, awaitable (cancelling it ends the call).
+    #[pyo3(signature = (method, args=None, *, ctx=None))]
+    fn call_async<'py>(
+        &self,
+        py: Python<'py>,
+        method: String,
+        args: Option<&Bound<'_, PyAny>>,
+        ctx: Option<&Bound<'_, PyAgentCtx>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let job = self.call_job(method, args, ctx)?;
+        coroutine(py, self.host.clone_ref(py), job, result_to_py)
+    }
+
+    fn __repr__(&self) -> String {
+        let m = self.plugin.manifest();
+        format!("Plugin(id={}, version={})", lit(&m.id), lit(&m.version))
+    }
+}
+
+// ---- PluginSet ---------------------------------------------------------------------
+
+/// The plugins a run may call, indexed by method name. Reuse one set for
+/// many runs: interpreters prepared ahead of runs are made for the latest
+/// set.
+#[pyclass(frozen, module = "sandwit", name = "PluginSet")]
+struct PyPluginSet {
+    set: PluginSet,
+    plugins: Vec<Plugin>,
+}
+
+#[pymethods]
+impl PyPluginSet {
+    #[new]
+    fn new(plugins: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let list = plugins_arg(plugins)?;
+        let set = PluginSet::new(&list).map_err(|e| errors::plugin_set_error(plugins.py(), &e))?;
+        Ok(PyPluginSet { set, plugins: list })
+    }
+
+    /// The plugins' ids, in order.
+    #[getter]
+    fn ids(&self) -> Vec<String> {
+        self.plugins.iter().map(|p| p.id().to_string()).collect()
+    }
+
+    /// The method names, in order.
+    #[getter]
+    fn methods(&self) -> Vec<String> {
+        self.set.methods().map(|(_, m)| m.name.clone()).collect()
+    }
+
+    /// The listing an LLM is given (what `sandwit prompt` prints): each
+    /// method's Python signature, kind, plugin and docstring
+    /// (`PluginSet::prompt`). `ctx` is for per-context method filters,
+    /// which the package does not offer yet: every context sees every
+    /// method.
+    #[pyo3(signature = (ctx=None))]
+    fn prompt(&self, ctx: Option<&Bound<'_, PyAgentCtx>>) -> String {
+        let _ = ctx;
+        self.set.prompt()
+    }
+
+    /// OpenAI function-calling definitions of the same methods: a list of
+    /// `{"type": "function", "function": {"name", "description",
+    /// "parameters"}}`. `ctx` as for `prompt`.
+    #[pyo3(signature = (ctx=None))]
+    fn openai_tools<'py>(
+        &self,
+        py: Python<'py>,
+        ctx: Option<&Bound<'_, PyAgentCtx>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let _ = ctx;
+        convert::json_to_py(py, &listing::openai_tools(&self.set))
+    }
+
+    fn __len__(&self) -> usize {
+        self.set.methods().count()
+    }
+
+    fn __repr__(&self) -> String {
+        let ids: Vec<String> = self.plugins.iter().map(|p| lit(p.id())).collect();
+        format!("PluginSet([{}])", ids.join(", "))
+    }
+}
+
+// ---- module ------------------------------------------------------------------------
+
+/// Loads (compiling into the cache the first time, and saying so on stderr)
+/// the embedded Python interpreter, so that later hosts with the same cache
+/// start at once. Returns `compiled`, `disk_cache` or `memory_cache`.
+#[pyfunction]
+#[pyo3(signature = (*, cache_dir=None, python=None))]
+fn warmup(
+    py: Python<'_>,
+    cache_dir: Option<&Bound<'_, PyAny>>,
+    python: Option<&Bound<'_, PyAny>>,
+) -> PyResult<String> {
+    let host = PyHost::new(
+        py,
+        cache_dir,
+        None,
+        None,
+        None,
+        None,
+        python,
+        Some(0),
+        Some(4),
+        None,
+    )?;
+    host.warmup(py)
+}
+
+/// The SHA-256 (hex) of a component's bytes, as a policy pins it.
+#[pyfunction]
+fn component_hash(bytes: &[u8]) -> String {
+    sandwit::component_hash(bytes)
+}
+
+/// Strips one markdown code fence around the whole code, as a run does.
+#[pyfunction]
+fn strip_code_fence(code: &str) -> String {
+    sandwit::strip_code_fence(code).to_string()
+}
+
+#[pymodule]
+fn _sandwit(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add_class::<PyHost>()?;
+    m.add_class::<PyPlugin>()?;
+    m.add_class::<PyPluginSet>()?;
+    m.add_class::<PyAgentCtx>()?;
+    m.add_class::<PyRunLimits>()?;
+    m.add_class::<PyCallLimits>()?;
+    m.add_class::<PyRunOutcome>()?;
+    m.add_class::<PyRunError>()?;
+    m.add_class::<PyLimitHit>()?;
+    m.add_class::<PyHandoff>()?;
+    m.add_class::<PyMethodResult>()?;
+    m.add_class::<PyContentPart>()?;
+    m.add("SandwitError", py.get_type::<errors::SandwitError>())?;
+    m.add("LoadError", py.get_type::<errors::LoadError>())?;
+    m.add("CallError", py.get_type::<errors::CallError>())?;
+    m.add("PluginSetError", py.get_type::<errors::PluginSetError>())?;
+    m.add("PolicyError", py.get_type::<errors::PolicyError>())?;
+    m.add_function(wrap_pyfunction!(warmup, m)?)?;
+    m.add_function(wrap_pyfunction!(component_hash, m)?)?;
+    m.add_function(wrap_pyfunction!(strip_code_fence, m)?)?;
+    m.add_function(wrap_pyfunction!(_complete, m)?)?;
+    m.add_function(wrap_pyfunction!(_at_exit, m)?)?;
+    let aio = PyModule::from_code(
+        py,
+        c"async def _lazy(start):\n    return await start()\n",
+        c"sandwit/_aio.py",
+        c"sandwit._aio",
+    )?;
+    let _ = LAZY.set(py, aio.getattr("_lazy")?.unbind());
+    m.add(
+        "EMBEDDED_PYTHON_SHA256",
+        (!EMBEDDED.is_empty()).then_some(EMBEDDED_SHA256),
+    )?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // No thread of ours enters Python once it begins to exit.
+    let at_exit = m.getattr("_at_exit")?;
+    py.import("atexit")?.call_method1("register", (at_exit,))?;
+    Ok(())
+}

@@ -1,0 +1,162 @@
+//! OpenAI function-calling definitions of a plugin set's methods (the
+//! listing of Python signatures an LLM is given is the library's,
+//! `PluginSet::prompt`).
+
+use serde_json::{Map, Value as Json, json};
+
+use sandwit::PluginSet;
+
+/// OpenAI function-calling definitions of the methods:
+/// `{"type": "function", "function": {"name", "description", "parameters"}}`
+/// with the docstring (its `Args:` section moved into the parameters'
+/// descriptions) and the parameters' JSON Schemas.
+pub fn openai_tools(plugins: &PluginSet) -> Json {
+    let tools = plugins
+        .methods()
+        .map(|(_, method)| {
+            let (description, arg_docs) = split_args(&method.docstring);
+            let mut properties = Map::new();
+            let mut required = Vec::new();
+            for param in &method.params {
+                let mut schema = inline_refs(&param.schema, &param.schema, 0);
+                if let Json::Object(map) = &mut schema {
+                    map.remove("$defs");
+                    map.remove("definitions");
+                    map.remove("$schema");
+                    map.remove("$id");
+                    if !map.contains_key("description")
+                        && let Some((_, doc)) = arg_docs.iter().find(|(n, _)| *n == param.name)
+                    {
+                        map.insert("description".into(), Json::String(doc.clone()));
+                    }
+                }
+                properties.insert(param.name.clone(), schema);
+                if param.required {
+                    required.push(Json::String(param.name.clone()));
+                }
+            }
+            json!({
+                "type": "function",
+                "function": {
+                    "name": method.name,
+                    "description": description,
+                    "parameters": {
+                        "type": "object",
+                        "properties": properties,
+                        "required": required,
+                        "additionalProperties": false,
+                    },
+                },
+            })
+        })
+        .collect();
+    Json::Array(tools)
+}
+
+/// How deep `$ref`s are followed when inlined: the host checked that the
+/// schemas have no cycles and are at most 256 levels deep once expanded.
+const MAX_REF_DEPTH: usize = 256;
+
+/// `schema` with every local `$ref` (`#/...`, relative to `root`) replaced
+/// by what it points to, so the schema stands alone inside another.
+fn inline_refs(schema: &Json, root: &Json, depth: usize) -> Json {
+    match schema {
+        Json::Object(map) => {
+            if depth < MAX_REF_DEPTH
+                && let Some(Json::String(reference)) = map.get("$ref")
+                && let Some(pointer) = reference.strip_prefix('#')
+                && let Some(target) = root.pointer(pointer)
+            {
+                let mut inlined = inline_refs(target, root, depth + 1);
+                // Keywords beside the `$ref` apply too.
+                if let Json::Object(out) = &mut inlined {
+                    for (k, v) in map {
+                        if k != "$ref" {
+                            out.insert(k.clone(), inline_refs(v, root, depth + 1));
+                        }
+                    }
+                }
+                return inlined;
+            }
+            Json::Object(
+                map.iter()
+                    .map(|(k, v)| (k.clone(), inline_refs(v, root, depth + 1)))
+                    .collect(),
+            )
+        }
+        Json::Array(items) => Json::Array(
+            items
+                .iter()
+                .map(|v| inline_refs(v, root, depth + 1))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// A Google-style docstring without its `Args:` section, and that
+/// section's entries (`name: text` or `name (type): text`, continued on more
+/// indented lines).
+fn split_args(docstring: &str) -> (String, Vec<(String, String)>) {
+    let indent = |line: &str| line.len() - line.trim_start().len();
+    let mut kept = Vec::new();
+    let mut args: Vec<(String, String)> = Vec::new();
+    // In the section: the header's indent, and its entries' once seen.
+    let mut section: Option<(usize, Option<usize>)> = None;
+    for line in docstring.lines() {
+        let trimmed = line.trim();
+        if let Some((header, entries)) = &mut section {
+            if trimmed.is_empty() {
+                continue;
+            }
+            let at = indent(line);
+            if at > *header {
+                let entry_indent = *entries.get_or_insert(at);
+                let entry = trimmed.split_once(':').and_then(|(name, text)| {
+                    let name = name.split_whitespace().next()?;
+                    is_identifier(name).then(|| (name.to_string(), text.trim().to_string()))
+                });
+                match (entry, args.last_mut()) {
+                    (Some(entry), _) if at == entry_indent => args.push(entry),
+                    (_, Some((_, text))) => {
+                        if !text.is_empty() {
+                            text.push(' ');
+                        }
+                        text.push_str(trimmed);
+                    }
+                    (_, None) => {}
+                }
+                continue;
+            }
+            section = None;
+        }
+        if matches!(trimmed, "Args:" | "Arguments:" | "Parameters:") {
+            section = Some((indent(line), None));
+            continue;
+        }
+        kept.push(line);
+    }
+    // Blank lines left doubled where the section was.
+    let mut description = String::new();
+    let mut blank = false;
+    for line in kept {
+        if line.trim().is_empty() {
+            blank = !description.is_empty();
+            continue;
+        }
+        if blank {
+            description.push_str("\n\n");
+        } else if !description.is_empty() {
+            description.push('\n');
+        }
+        blank = false;
+        description.push_str(line);
+    }
+    (description, args)
+}
+
+fn is_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_alphabetic() || c == '_')
+        && chars.all(|c| c.is_alphanumeric() || c == '_')
+}

@@ -1,0 +1,783 @@
+//! The package's value classes: the agent context, limits, method results
+//! and run outcomes.
+
+use std::time::Duration;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+
+use crate::convert::{to_py, value_to_py};
+
+/// `s` as Python's `repr` writes it, for reprs.
+pub fn lit(s: &str) -> String {
+    let quote = if s.contains('\'') && !s.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push(quote);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == quote => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push(quote);
+    out
+}
+
+/// `x` as Python's `repr` writes a float.
+pub fn float_lit(x: f64) -> String {
+    if x.is_finite() && x.fract() == 0.0 && x.abs() < 1e16 {
+        format!("{x:.1}")
+    } else {
+        format!("{x}")
+    }
+}
+
+fn opt_lit(s: &Option<String>) -> String {
+    s.as_deref().map_or_else(|| "None".to_string(), lit)
+}
+
+/// A duration from seconds given in Python.
+fn seconds(what: &str, s: f64) -> PyResult<Duration> {
+    if s > 0.0
+        && let Ok(d) = Duration::try_from_secs_f64(s)
+    {
+        return Ok(d);
+    }
+    Err(PyValueError::new_err(format!(
+        "{what} must be a positive number of seconds, not {s}"
+    )))
+}
+
+/// Bytes from MiB given in Python.
+fn mib(what: &str, m: u64) -> PyResult<usize> {
+    match usize::try_from(m).ok().and_then(|m| m.checked_mul(1 << 20)) {
+        Some(bytes) if m > 0 => Ok(bytes),
+        _ => Err(PyValueError::new_err(format!(
+            "{what} must be a positive number of MiB, not {m}"
+        ))),
+    }
+}
+
+// ---- AgentCtx --------------------------------------------------------------
+
+/// Who and where the AI code runs for; every method call receives it.
+#[pyclass(frozen, eq, module = "sandwit", name = "AgentCtx")]
+#[derive(Clone, PartialEq)]
+pub struct PyAgentCtx {
+    pub ctx: sandwit::AgentCtx,
+}
+
+#[pymethods]
+impl PyAgentCtx {
+    #[new]
+    #[pyo3(signature = (chat_key, user_id=None, *, channel_id=None, channel_name=None, channel_type=None, adapter_key=None))]
+    fn new(
+        chat_key: String,
+        user_id: Option<String>,
+        channel_id: Option<String>,
+        channel_name: Option<String>,
+        channel_type: Option<String>,
+        adapter_key: Option<String>,
+    ) -> Self {
+        PyAgentCtx {
+            ctx: sandwit::AgentCtx {
+                chat_key,
+                user_id,
+                channel_id,
+                channel_name,
+                channel_type,
+                adapter_key,
+            },
+        }
+    }
+
+    #[getter]
+    fn chat_key(&self) -> &str {
+        &self.ctx.chat_key
+    }
+
+    #[getter]
+    fn user_id(&self) -> Option<&str> {
+        self.ctx.user_id.as_deref()
+    }
+
+    #[getter]
+    fn channel_id(&self) -> Option<&str> {
+        self.ctx.channel_id.as_deref()
+    }
+
+    #[getter]
+    fn channel_name(&self) -> Option<&str> {
+        self.ctx.channel_name.as_deref()
+    }
+
+    #[getter]
+    fn channel_type(&self) -> Option<&str> {
+        self.ctx.channel_type.as_deref()
+    }
+
+    #[getter]
+    fn adapter_key(&self) -> Option<&str> {
+        self.ctx.adapter_key.as_deref()
+    }
+
+    fn __repr__(&self) -> String {
+        let c = &self.ctx;
+        let mut out = format!("AgentCtx({}", lit(&c.chat_key));
+        for (name, value) in [
+            ("user_id", &c.user_id),
+            ("channel_id", &c.channel_id),
+            ("channel_name", &c.channel_name),
+            ("channel_type", &c.channel_type),
+            ("adapter_key", &c.adapter_key),
+        ] {
+            if value.is_some() {
+                out.push_str(&format!(", {name}={}", opt_lit(value)));
+            }
+        }
+        out.push(')');
+        out
+    }
+}
+
+/// The context of a call or run: `ctx`, else the chat `default`.
+pub fn ctx_or_default(ctx: Option<&Bound<'_, PyAgentCtx>>) -> sandwit::AgentCtx {
+    ctx.map_or_else(
+        || sandwit::AgentCtx::new("default"),
+        |c| c.get().ctx.clone(),
+    )
+}
+
+// ---- RunLimits -------------------------------------------------------------
+
+/// Limits on one Python run.
+#[pyclass(frozen, eq, module = "sandwit", name = "RunLimits")]
+#[derive(Clone, PartialEq)]
+pub struct PyRunLimits {
+    pub limits: sandwit::RunLimits,
+}
+
+#[pymethods]
+impl PyRunLimits {
+    #[new]
+    #[pyo3(signature = (*, timeout_s=None, memory_mib=None, fuel=None, max_calls=None, max_output_bytes=None, max_events=None, max_event_bytes=None))]
+    fn new(
+        timeout_s: Option<f64>,
+        memory_mib: Option<u64>,
+        fuel: Option<u64>,
+        max_calls: Option<u32>,
+        max_output_bytes: Option<usize>,
+        max_events: Option<usize>,
+        max_event_bytes: Option<usize>,
+    ) -> PyResult<Self> {
+        let d = sandwit::RunLimits::default();
+        Ok(PyRunLimits {
+            limits: sandwit::RunLimits {
+                fuel: fuel.unwrap_or(d.fuel),
+                time: timeout_s.map_or(Ok(d.time), |s| seconds("timeout_s", s))?,
+                memory_bytes: memory_mib.map_or(Ok(d.memory_bytes), |m| mib("memory_mib", m))?,
+                max_output_bytes: max_output_bytes.unwrap_or(d.max_output_bytes),
+                max_calls: max_calls.unwrap_or(d.max_calls),
+                max_events: max_events.unwrap_or(d.max_events),
+                max_event_bytes: max_event_bytes.unwrap_or(d.max_event_bytes),
+            },
+        })
+    }
+
+    #[getter]
+    fn timeout_s(&self) -> f64 {
+        self.limits.time.as_secs_f64()
+    }
+
+    #[getter]
+    fn memory_mib(&self) -> f64 {
+        self.limits.memory_bytes as f64 / f64::from(1 << 20)
+    }
+
+    #[getter]
+    fn fuel(&self) -> u64 {
+        self.limits.fuel
+    }
+
+    #[getter]
+    fn max_calls(&self) -> u32 {
+        self.limits.max_calls
+    }
+
+    #[getter]
+    fn max_output_bytes(&self) -> usize {
+        self.limits.max_output_bytes
+    }
+
+    #[getter]
+    fn max_events(&self) -> usize {
+        self.limits.max_events
+    }
+
+    #[getter]
+    fn max_event_bytes(&self) -> usize {
+        self.limits.max_event_bytes
+    }
+
+    fn __repr__(&self) -> String {
+        let l = &self.limits;
+        format!(
+            "RunLimits(timeout_s={}, memory_mib={}, fuel={}, max_calls={}, max_output_bytes={}, \
+             max_events={}, max_event_bytes={})",
+            float_lit(self.timeout_s()),
+            float_lit(self.memory_mib()),
+            l.fuel,
+            l.max_calls,
+            l.max_output_bytes,
+            l.max_events,
+            l.max_event_bytes
+        )
+    }
+}
+
+// ---- CallLimits ------------------------------------------------------------
+
+/// Limits on every plugin call (a direct call, or one a run makes, within
+/// what is left of the run's fuel and time).
+#[pyclass(frozen, eq, module = "sandwit", name = "CallLimits")]
+#[derive(Clone, PartialEq)]
+pub struct PyCallLimits {
+    pub limits: sandwit::Limits,
+}
+
+#[pymethods]
+impl PyCallLimits {
+    #[new]
+    #[pyo3(signature = (*, timeout_s=None, memory_mib=None, fuel=None, table_elements=None, max_core_instances=None, max_value_bytes=None, max_value_nodes=None, max_value_depth=None, max_event_bytes=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        timeout_s: Option<f64>,
+        memory_mib: Option<u64>,
+        fuel: Option<u64>,
+        table_elements: Option<usize>,
+        max_core_instances: Option<usize>,
+        max_value_bytes: Option<usize>,
+        max_value_nodes: Option<usize>,
+        max_value_depth: Option<usize>,
+        max_event_bytes: Option<usize>,
+    ) -> PyResult<Self> {
+        let d = sandwit::Limits::default();
+        Ok(PyCallLimits {
+            limits: sandwit::Limits {
+                fuel: fuel.unwrap_or(d.fuel),
+                time: timeout_s.map_or(Ok(d.time), |s| seconds("timeout_s", s))?,
+                memory_bytes: memory_mib.map_or(Ok(d.memory_bytes), |m| mib("memory_mib", m))?,
+                table_elements: table_elements.unwrap_or(d.table_elements),
+                max_core_instances: max_core_instances.unwrap_or(d.max_core_instances),
+                max_value_bytes: max_value_bytes.unwrap_or(d.max_value_bytes),
+                max_value_nodes: max_value_nodes.unwrap_or(d.max_value_nodes),
+                max_value_depth: max_value_depth.unwrap_or(d.max_value_depth),
+                max_event_bytes: max_event_bytes.unwrap_or(d.max_event_bytes),
+            },
+        })
+    }
+
+    #[getter]
+    fn timeout_s(&self) -> f64 {
+        self.limits.time.as_secs_f64()
+    }
+
+    #[getter]
+    fn memory_mib(&self) -> f64 {
+        self.limits.memory_bytes as f64 / f64::from(1 << 20)
+    }
+
+    #[getter]
+    fn fuel(&self) -> u64 {
+        self.limits.fuel
+    }
+
+    #[getter]
+    fn table_elements(&self) -> usize {
+        self.limits.table_elements
+    }
+
+    #[getter]
+    fn max_core_instances(&self) -> usize {
+        self.limits.max_core_instances
+    }
+
+    #[getter]
+    fn max_value_bytes(&self) -> usize {
+        self.limits.max_value_bytes
+    }
+
+    #[getter]
+    fn max_value_nodes(&self) -> usize {
+        self.limits.max_value_nodes
+    }
+
+    #[getter]
+    fn max_value_depth(&self) -> usize {
+        self.limits.max_value_depth
+    }
+
+    #[getter]
+    fn max_event_bytes(&self) -> usize {
+        self.limits.max_event_bytes
+    }
+
+    fn __repr__(&self) -> String {
+        let l = &self.limits;
+        format!(
+            "CallLimits(timeout_s={}, memory_mib={}, fuel={}, table_elements={}, \
+             max_core_instances={}, max_value_bytes={}, max_value_nodes={}, \
+             max_value_depth={}, max_event_bytes={})",
+            float_lit(self.timeout_s()),
+            float_lit(self.memory_mib()),
+            l.fuel,
+            l.table_elements,
+            l.max_core_instances,
+            l.max_value_bytes,
+            l.max_value_nodes,
+            l.max_value_depth,
+            l.max_event_bytes
+        )
+    }
+}
+
+// ---- MethodResult and ContentPart -------------------------------------------
+
+/// One part of a multimodal agent's result.
+#[pyclass(frozen, module = "sandwit", name = "ContentPart")]
+pub struct PyContentPart {
+    /// `text`, `image` or `image_url`.
+    #[pyo3(get, name = "type")]
+    kind: &'static str,
+    #[pyo3(get)]
+    text: Option<String>,
+    #[pyo3(get)]
+    mime_type: Option<String>,
+    #[pyo3(get)]
+    data: Option<Py<PyBytes>>,
+    #[pyo3(get)]
+    url: Option<String>,
+}
+
+impl PyContentPart {
+    fn new(py: Python<'_>, part: &sandwit::ContentPart) -> Self {
+        let empty = PyContentPart {
+            kind: "text",
+            text: None,
+            mime_type: None,
+            data: None,
+            url: None,
+        };
+        match part {
+            sandwit::ContentPart::Text(t) => PyContentPart {
+                text: Some(t.clone()),
+                ..empty
+            },
+            sandwit::ContentPart::Image(m) => PyContentPart {
+                kind: "image",
+                mime_type: Some(m.mime_type.clone()),
+                data: Some(PyBytes::new(py, &m.data).unbind()),
+                ..empty
+            },
+            sandwit::ContentPart::ImageUrl(u) => PyContentPart {
+                kind: "image_url",
+                url: Some(u.clone()),
+                ..empty
+            },
+        }
+    }
+
+    fn dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("type", self.kind)?;
+        match self.kind {
+            "text" => d.set_item("text", &self.text)?,
+            "image" => {
+                d.set_item("mime_type", &self.mime_type)?;
+                d.set_item("data", &self.data)?;
+            }
+            _ => d.set_item("url", &self.url)?,
+        }
+        Ok(d)
+    }
+}
+
+#[pymethods]
+impl PyContentPart {
+    /// The part as a dict: `{"type": "text", "text": ...}`, `{"type":
+    /// "image", "mime_type": ..., "data": bytes}` or `{"type": "image_url",
+    /// "url": ...}`.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.dict(py)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        match self.kind {
+            "text" => format!("ContentPart(type='text', text={})", opt_lit(&self.text)),
+            "image" => format!(
+                "ContentPart(type='image', mime_type={}, data=<{} bytes>)",
+                opt_lit(&self.mime_type),
+                self.data
+                    .as_ref()
+                    .map_or(0, |d| d.bind(py).as_bytes().len())
+            ),
+            _ => format!("ContentPart(type='image_url', url={})", opt_lit(&self.url)),
+        }
+    }
+}
+
+/// A method's typed result.
+#[pyclass(frozen, module = "sandwit", name = "MethodResult")]
+pub struct PyMethodResult {
+    /// `tool`, `agent`, `behavior` or `multimodal-agent`.
+    #[pyo3(get)]
+    kind: &'static str,
+    /// A tool's value.
+    #[pyo3(get)]
+    value: Py<PyAny>,
+    /// An agent's or behavior's text.
+    #[pyo3(get)]
+    text: Option<String>,
+    /// A multimodal agent's parts.
+    #[pyo3(get)]
+    parts: Option<Py<PyList>>,
+}
+
+impl PyMethodResult {
+    pub fn new(py: Python<'_>, result: &sandwit::MethodResult) -> PyResult<Self> {
+        use sandwit::MethodResult as R;
+        let kind = result.kind().as_str();
+        let none = || py.None();
+        Ok(match result {
+            R::Tool(v) => PyMethodResult {
+                kind,
+                value: value_to_py(py, v)?.unbind(),
+                text: None,
+                parts: None,
+            },
+            R::Agent(t) | R::Behavior(t) => PyMethodResult {
+                kind,
+                value: none(),
+                text: Some(t.clone()),
+                parts: None,
+            },
+            R::MultimodalAgent(parts) => {
+                let list = PyList::empty(py);
+                for part in parts {
+                    list.append(Py::new(py, PyContentPart::new(py, part))?)?;
+                }
+                PyMethodResult {
+                    kind,
+                    value: none(),
+                    text: None,
+                    parts: Some(list.unbind()),
+                }
+            }
+        })
+    }
+
+    fn dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("kind", self.kind)?;
+        match self.kind {
+            "tool" => d.set_item("value", &self.value)?,
+            "agent" | "behavior" => d.set_item("text", &self.text)?,
+            _ => {
+                let parts = PyList::empty(py);
+                if let Some(list) = &self.parts {
+                    for part in list.bind(py).iter() {
+                        parts.append(part.cast::<PyContentPart>()?.get().dict(py)?)?;
+                    }
+                }
+                d.set_item("parts", parts)?;
+            }
+        }
+        Ok(d)
+    }
+}
+
+#[pymethods]
+impl PyMethodResult {
+    /// The result as a dict: `{"kind": "tool", "value": ...}`, `{"kind":
+    /// "agent" or "behavior", "text": ...}` or `{"kind":
+    /// "multimodal-agent", "parts": [part dicts]}`.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.dict(py)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(match self.kind {
+            "tool" => format!(
+                "MethodResult(kind='tool', value={})",
+                self.value.bind(py).repr()?
+            ),
+            "agent" | "behavior" => format!(
+                "MethodResult(kind='{}', text={})",
+                self.kind,
+                opt_lit(&self.text)
+            ),
+            _ => format!(
+                "MethodResult(kind='multimodal-agent', parts={})",
+                self.parts.as_ref().map_or(Ok(String::from("[]")), |p| p
+                    .bind(py)
+                    .repr()
+                    .map(|r| r.to_string()))?
+            ),
+        })
+    }
+}
+
+// ---- RunOutcome and its parts ----------------------------------------------
+
+/// The Python exception that escaped a run's code: a record, not an
+/// exception object.
+#[pyclass(frozen, module = "sandwit", name = "RunError")]
+pub struct PyRunError {
+    /// The exception's type, e.g. `ZeroDivisionError`.
+    #[pyo3(get, name = "type")]
+    type_name: String,
+    #[pyo3(get)]
+    message: String,
+    /// The line of the code it was raised at, if it was raised there.
+    #[pyo3(get)]
+    line: Option<u32>,
+    /// The traceback, restricted to the code's own frames.
+    #[pyo3(get)]
+    traceback: String,
+}
+
+#[pymethods]
+impl PyRunError {
+    fn __repr__(&self) -> String {
+        format!(
+            "RunError(type={}, message={}, line={})",
+            lit(&self.type_name),
+            lit(&self.message),
+            self.line.map_or("None".to_string(), |l| l.to_string())
+        )
+    }
+}
+
+/// The limit that stopped a run.
+#[pyclass(frozen, module = "sandwit", name = "LimitHit")]
+pub struct PyLimitHit {
+    /// `fuel`, `time`, `memory`, `value_size`, `output`, `calls`, `events`
+    /// or `instances`.
+    #[pyo3(get)]
+    kind: String,
+    #[pyo3(get)]
+    message: String,
+}
+
+#[pymethods]
+impl PyLimitHit {
+    fn __repr__(&self) -> String {
+        format!(
+            "LimitHit(kind={}, message={})",
+            lit(&self.kind),
+            lit(&self.message)
+        )
+    }
+}
+
+/// The agent handoff that ended a run.
+#[pyclass(frozen, module = "sandwit", name = "Handoff")]
+pub struct PyHandoff {
+    #[pyo3(get)]
+    plugin: String,
+    #[pyo3(get)]
+    method: String,
+    #[pyo3(get)]
+    result: Py<PyMethodResult>,
+}
+
+#[pymethods]
+impl PyHandoff {
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(format!(
+            "Handoff(plugin={}, method={}, result={})",
+            lit(&self.plugin),
+            lit(&self.method),
+            self.result.bind(py).repr()?
+        ))
+    }
+}
+
+/// Everything a run gives back.
+#[pyclass(frozen, module = "sandwit", name = "RunOutcome")]
+pub struct PyRunOutcome {
+    /// `ok`, `error`, `agent_handoff` or `limit_exceeded`.
+    #[pyo3(get)]
+    status: String,
+    #[pyo3(get)]
+    stdout: String,
+    #[pyo3(get)]
+    stderr: String,
+    #[pyo3(get)]
+    error: Option<Py<PyRunError>>,
+    #[pyo3(get)]
+    limit: Option<Py<PyLimitHit>>,
+    #[pyo3(get)]
+    handoff: Option<Py<PyHandoff>>,
+    /// The events as dicts, in order (the JSON of `sandwit::Event`).
+    #[pyo3(get)]
+    events: Py<PyList>,
+    #[pyo3(get)]
+    fuel_used: u64,
+    #[pyo3(get)]
+    elapsed_ms: f64,
+}
+
+impl PyRunOutcome {
+    pub fn new(py: Python<'_>, outcome: &sandwit::RunOutcome) -> PyResult<Self> {
+        let status = json_name(&outcome.status);
+        let error = match &outcome.error {
+            Some(e) => Some(Py::new(
+                py,
+                PyRunError {
+                    type_name: e.type_name.clone(),
+                    message: e.message.clone(),
+                    line: e.line,
+                    traceback: e.traceback.clone(),
+                },
+            )?),
+            None => None,
+        };
+        let limit = match &outcome.limit {
+            Some(l) => Some(Py::new(
+                py,
+                PyLimitHit {
+                    kind: json_name(&l.kind),
+                    message: l.message.clone(),
+                },
+            )?),
+            None => None,
+        };
+        let handoff = match &outcome.handoff {
+            Some(h) => Some(Py::new(
+                py,
+                PyHandoff {
+                    plugin: h.plugin.clone(),
+                    method: h.method.clone(),
+                    result: Py::new(py, PyMethodResult::new(py, &h.result)?)?,
+                },
+            )?),
+            None => None,
+        };
+        let events = to_py(py, &outcome.events)?.cast_into::<PyList>()?.unbind();
+        Ok(PyRunOutcome {
+            status,
+            stdout: outcome.stdout.clone(),
+            stderr: outcome.stderr.clone(),
+            error,
+            limit,
+            handoff,
+            events,
+            fuel_used: outcome.fuel_used,
+            elapsed_ms: outcome.elapsed.as_secs_f64() * 1e3,
+        })
+    }
+}
+
+#[pymethods]
+impl PyRunOutcome {
+    /// The outcome as a dict of plain values (what `sandwit run --json`
+    /// prints, with `elapsed_ms` for `ms` and a multimodal handoff's image
+    /// data as bytes).
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("status", &self.status)?;
+        d.set_item("stdout", &self.stdout)?;
+        d.set_item("stderr", &self.stderr)?;
+        let error = match &self.error {
+            Some(e) => {
+                let e = e.get();
+                let ed = PyDict::new(py);
+                ed.set_item("type", &e.type_name)?;
+                ed.set_item("message", &e.message)?;
+                ed.set_item("line", e.line)?;
+                ed.set_item("traceback", &e.traceback)?;
+                Some(ed)
+            }
+            None => None,
+        };
+        d.set_item("error", error)?;
+        let limit = match &self.limit {
+            Some(l) => {
+                let l = l.get();
+                let ld = PyDict::new(py);
+                ld.set_item("kind", &l.kind)?;
+                ld.set_item("message", &l.message)?;
+                Some(ld)
+            }
+            None => None,
+        };
+        d.set_item("limit", limit)?;
+        d.set_item("events", self.events.bind(py))?;
+        let handoff = match &self.handoff {
+            Some(h) => {
+                let h = h.get();
+                let hd = PyDict::new(py);
+                hd.set_item("plugin", &h.plugin)?;
+                hd.set_item("method", &h.method)?;
+                hd.set_item("result", h.result.get().dict(py)?)?;
+                Some(hd)
+            }
+            None => None,
+        };
+        d.set_item("handoff", handoff)?;
+        d.set_item("fuel_used", self.fuel_used)?;
+        d.set_item("elapsed_ms", self.elapsed_ms)?;
+        Ok(d)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let mut out = format!(
+            "RunOutcome(status={}, stdout={}",
+            lit(&self.status),
+            lit(&self.stdout)
+        );
+        if !self.stderr.is_empty() {
+            out.push_str(&format!(", stderr={}", lit(&self.stderr)));
+        }
+        if let Some(e) = &self.error {
+            out.push_str(&format!(", error={}", e.bind(py).repr()?));
+        }
+        if let Some(l) = &self.limit {
+            out.push_str(&format!(", limit={}", l.bind(py).repr()?));
+        }
+        if let Some(h) = &self.handoff {
+            out.push_str(&format!(", handoff={}", h.bind(py).repr()?));
+        }
+        out.push_str(&format!(
+            ", events=<{}>, fuel_used={}, elapsed_ms={:.3})",
+            self.events.bind(py).len(),
+            self.fuel_used,
+            self.elapsed_ms
+        ));
+        Ok(out)
+    }
+}
+
+/// A unit-like enum's name as it serialises (`limit_exceeded`, `value_size`).
+fn json_name(value: &impl serde::Serialize) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(s)) => s,
+        other => format!("{other:?}"),
+    }
+}

@@ -1,0 +1,183 @@
+"""Python runs: outcomes of every status, events, limits, bad input."""
+
+import pytest
+
+import sandwit
+
+
+def test_a_run_calls_plugin_methods(host, plugin_set, ctx):
+    out = host.run("print(calculate_sum(1, 2))", ctx=ctx, plugins=plugin_set)
+    assert (out.status, out.stdout, out.stderr) == ("ok", "3\n", "")
+    assert (out.error, out.limit, out.handoff) == (None, None, None)
+    assert out.fuel_used > 0 and out.elapsed_ms > 0
+    [call] = out.events
+    assert call["type"] == "call" and call["plugin"] == "calc" and call["method"] == "calculate_sum"
+    assert call["kind"] == "tool" and call["ok"] is True and call["summary"] == "3"
+    assert call["fuel"] > 0 and call["ms"] >= 0
+    d = out.to_dict()
+    assert d["status"] == "ok" and d["stdout"] == "3\n" and d["events"] == out.events
+    assert d["fuel_used"] == out.fuel_used and d["elapsed_ms"] == out.elapsed_ms
+    assert repr(out).startswith("RunOutcome(status='ok', stdout='3\\n'")
+
+
+def test_a_run_takes_a_list_of_plugins_or_none(host, plugins):
+    out = host.run("print(calculate_sum(2, 3))", plugins=[plugins["calc"]])
+    assert (out.status, out.stdout) == ("ok", "5\n")
+    out = host.run("print(1 + 1)")
+    assert (out.status, out.stdout) == ("ok", "2\n")
+    out = host.run("calculate_sum(1, 2)", plugins=None)
+    assert out.status == "error" and out.error.type == "NameError"
+
+
+def test_an_exception_is_an_error_outcome(host):
+    out = host.run("x = 1\nprint('before')\n1 / 0\n")
+    assert (out.status, out.stdout) == ("error", "before\n")
+    assert out.error.type == "ZeroDivisionError" and out.error.line == 3
+    assert "division by zero" in out.error.message and "ZeroDivisionError" in out.error.traceback
+    assert out.to_dict()["error"]["type"] == "ZeroDivisionError"
+    assert "RunError(type='ZeroDivisionError'" in repr(out)
+
+    out = host.run("def f(:\n  pass")
+    assert out.status == "error" and out.error.type == "SyntaxError"
+
+    out = host.run("import socket")
+    assert out.status == "error" and out.error.type == "ModuleNotFoundError"
+    assert "the sandbox does not provide it" in out.error.message
+
+    out = host.run("import sys\nprint('warn', file=sys.stderr)")
+    assert (out.status, out.stderr) == ("ok", "warn\n")
+
+
+def test_a_plugins_failure_raises_in_the_code(host, plugin_set):
+    code = """
+try:
+    calculate_sum(2**62, 2**62)
+except PluginError as e:
+    print(e.method, e.kind)
+try:
+    calculate_sum("a", 2)
+except PluginArgumentError:
+    print("refused")
+trap()
+"""
+    out = host.run(code, plugins=plugin_set)
+    assert out.stdout == "calculate_sum failed\nrefused\n"
+    assert out.status == "error" and out.error.type == "PluginError"
+    assert [e["ok"] for e in out.events if e["type"] == "call"] == [False, False, False]
+    # The host still serves.
+    assert host.run("print(calculate_sum(1, 1))", plugins=plugin_set).stdout == "2\n"
+
+
+def test_an_agent_method_hands_off(host, plugin_set, ctx):
+    code = "print('searching')\nsearch_knowledge_base('sandwit')\nprint('never')"
+    out = host.run(code, ctx=ctx, plugins=plugin_set)
+    assert (out.status, out.stdout, out.error) == ("agent_handoff", "searching\n", None)
+    h = out.handoff
+    assert (h.plugin, h.method, h.result.kind) == ("knowledge", "search_knowledge_base", "agent")
+    assert isinstance(h.result.text, str) and h.result.text
+    d = out.to_dict()["handoff"]
+    assert d["plugin"] == "knowledge" and d["result"] == {"kind": "agent", "text": h.result.text}
+    assert "Handoff(plugin='knowledge'" in repr(out)
+
+
+def test_a_multimodal_agent_hands_off_its_parts(host, plugin_set):
+    out = host.run("generate_image_and_comment('a red fox')", plugins=plugin_set)
+    assert out.status == "agent_handoff"
+    result = out.handoff.result
+    assert result.kind == "multimodal-agent"
+    image = next(p for p in result.parts if p.type == "image")
+    assert image.mime_type == "image/png" and image.data.startswith(b"\x89PNG")
+    assert out.to_dict()["handoff"]["result"]["kind"] == "multimodal-agent"
+
+
+def test_a_behavior_is_recorded_as_a_system_message_and_chat(host, plugin_set, ctx):
+    out = host.run("print(send_channel_message('deploy done'))", ctx=ctx, plugins=plugin_set)
+    assert out.status == "ok"
+    assert out.stdout == "Message sent to channel #general: deploy done\n"
+    types = [e["type"] for e in out.events]
+    assert types.count("call") == 1 and "system_message" in types
+    chat = next(e for e in out.events if e["type"] == "chat")
+    assert chat["plugin"] == "messenger" and chat["message"] == {"kind": "text", "text": "deploy done"}
+    log = next(e for e in out.events if e["type"] == "log")
+    assert log["plugin"] == "messenger" and log["level"] == "info"
+
+
+def test_limits_end_runs(host, plugin_set):
+    out = host.run("while True: pass", limits=sandwit.RunLimits(fuel=20_000_000))
+    assert (out.status, out.limit.kind) == ("limit_exceeded", "fuel")
+    assert out.to_dict()["limit"]["kind"] == "fuel" and "LimitHit(kind='fuel'" in repr(out)
+
+    out = host.run("import time\ntime.sleep(5)", limits=sandwit.RunLimits(timeout_s=0.3))
+    assert (out.status, out.limit.kind) == ("limit_exceeded", "time")
+    assert out.elapsed_ms < 4000
+
+    out = host.run("for i in range(5): calculate_sum(i, i)", plugins=plugin_set,
+                   limits=sandwit.RunLimits(max_calls=3))
+    assert (out.status, out.limit.kind) == ("limit_exceeded", "calls")
+
+    out = host.run("print('x' * 5000)", limits=sandwit.RunLimits(max_output_bytes=1000))
+    assert (out.status, out.limit.kind) == ("limit_exceeded", "output")
+
+    out = host.run("x = bytearray(100 * 1024 * 1024)", limits=sandwit.RunLimits(memory_mib=64))
+    assert (out.status, out.limit.kind) == ("limit_exceeded", "memory")
+
+    out = host.run("def f(): f()\nf()")
+    assert (out.status, out.limit.kind, out.error.type) == ("limit_exceeded", "memory", "RecursionError")
+
+    # The host's own limits apply when none are given.
+    strict = sandwit.Host(cache_dir=host.cache_dir, limits=sandwit.RunLimits(fuel=20_000_000),
+                          prepared_interpreters=0)
+    assert strict.run("while True: pass").limit.kind == "fuel"
+
+
+def test_a_code_fence_is_stripped(host):
+    assert host.run("```python\nprint('fenced')\n```").stdout == "fenced\n"
+
+
+def test_runs_share_nothing(host):
+    assert host.run("x = 41\nprint(x + 1)").stdout == "42\n"
+    out = host.run("print(x)")
+    assert out.status == "error" and out.error.type == "NameError"
+
+
+def test_bad_run_arguments_are_type_errors(host, plugin_set):
+    with pytest.raises(TypeError):
+        host.run(123)
+    with pytest.raises(TypeError):
+        host.run(b"print(1)")
+    with pytest.raises(TypeError):
+        host.run("print(1)", ctx="chat-1")
+    with pytest.raises(TypeError):
+        host.run("print(1)", plugins=5)
+    with pytest.raises(TypeError):
+        host.run("print(1)", plugins=["calc"])
+    with pytest.raises(TypeError):
+        host.run("print(1)", limits={"timeout_s": 1})
+    with pytest.raises(TypeError):
+        host.run("print(1)", sandwit.AgentCtx("c"))  # keyword-only
+    with pytest.raises(UnicodeEncodeError):
+        host.run("print('\udc80')")
+    # Still serving.
+    assert host.run("print(calculate_sum(1, 2))", plugins=plugin_set).stdout == "3\n"
+
+
+def test_the_store_keeps_notes_per_user(host, plugin_set):
+    a, b = sandwit.AgentCtx("chat-store-a", "u1"), sandwit.AgentCtx("chat-store-a", "u2")
+    assert host.run("remember('buy milk')", ctx=a, plugins=plugin_set).status == "ok"
+    assert host.run("print(recall())", ctx=a, plugins=plugin_set).stdout == "['buy milk']\n"
+    assert host.run("print(recall())", ctx=b, plugins=plugin_set).stdout == "[]\n"
+    host.run("forget_all()", ctx=a, plugins=plugin_set)
+
+
+def test_a_file_store_outlives_its_host(cache_dir, tmp_path, policy_file):
+    from conftest import wasm
+
+    store = tmp_path / "store.db"
+    ctx = sandwit.AgentCtx("chat-file", "u")
+    for code, expected in [("remember('kept')", ""), ("print(recall())", "['kept']\n")]:
+        host = sandwit.Host(cache_dir=cache_dir, policy=policy_file, store=store,
+                            prepared_interpreters=0)
+        notes = host.load_plugin(wasm("notes"))
+        out = host.run(code, ctx=ctx, plugins=[notes])
+        assert (out.status, out.stdout) == ("ok", expected)
+        del host, notes
