@@ -209,7 +209,11 @@ def test_ctrl_c_ends_a_synchronous_run(cache_dir):
     import subprocess
     import sys
 
-    code = ("import sys, sandwit\n"
+    # Python keeps SIGINT ignored when it starts with it ignored (as a
+    # background job of a non-interactive shell does): install the default
+    # handler, so the test does not depend on how it was started.
+    code = ("import signal, sys, sandwit\n"
+            "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
             "host = sandwit.Host(cache_dir=sys.argv[1], prepared_interpreters=0)\n"
             "print('started', flush=True)\n"
             "host.run('while True: pass', limits=sandwit.RunLimits(timeout_s=60))\n")
