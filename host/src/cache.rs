@@ -164,6 +164,11 @@ impl CodeCache {
 
     /// The compiled component whose hash is `hash`, from memory or disk.
     pub(crate) fn lookup(&self, engine: &Engine, hash: &str) -> Option<(Component, CodeSource)> {
+        // The hash names a file: only a SHA-256 as `component_hash` spells
+        // it (64 lowercase hex digits) may.
+        if !(hash.len() == 64 && hash.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))) {
+            return None;
+        }
         if let Some(c) = self.loaded.lock().unwrap().get(hash) {
             return Some((c.clone(), CodeSource::MemoryCache));
         }

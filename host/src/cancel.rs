@@ -14,7 +14,8 @@ use tokio::sync::Notify;
 /// with it), and otherwise at its next yield to the async runtime, which
 /// under the default metering comes every million units of fuel. Under
 /// [`Metering::DeadlineOnly`](crate::Metering) running Python code yields
-/// only at its deadline, so cancellation waits for its next host call.
+/// only when a host function it calls waits (a plugin call that sleeps,
+/// say) or at its deadline, so a busy script is cancelled at its deadline.
 /// Dropping a run's future ends it as well.
 #[derive(Clone, Debug, Default)]
 pub struct Cancel {

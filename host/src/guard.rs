@@ -190,12 +190,18 @@ pub(crate) async fn guarded_until<S: Limited, T>(
     cancel: Option<&Cancel>,
     call: impl AsyncFnOnce(&mut Store<S>) -> wasmtime::Result<T>,
 ) -> Result<T, Stopped> {
+    if cancel.is_some_and(Cancel::is_cancelled) {
+        return Err(Stopped::Cancelled);
+    }
     let time_left = budget.deadline.saturating_duration_since(Instant::now());
     let timed = tokio::time::timeout(time_left, call(store));
     let finished = match cancel {
+        // The handle first: a run cancelled while it was running does not
+        // get another poll.
         Some(cancel) => tokio::select! {
-            finished = timed => Some(finished),
+            biased;
             () = cancel.cancelled() => None,
+            finished = timed => Some(finished),
         },
         None => Some(timed.await),
     };

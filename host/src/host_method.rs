@@ -9,9 +9,11 @@ use std::time::{Duration, Instant};
 
 use crate::args::{ArgChecker, Refused};
 use crate::bindings::wit;
-use crate::error::CallErrorKind;
+use crate::error::{CallErrorKind, quote};
+use crate::interfaces::chat::check_image_mime_type;
 use crate::limits::{LimitKind, Limits};
 use crate::manifest::{self, MethodSpec};
+use crate::plugin::is_image_url;
 use crate::types::{AgentCtx, ContentPart, MethodResult, Value};
 
 /// What a host method's handler returns: its result, or a message for the
@@ -150,6 +152,21 @@ impl HostMethod {
                 })
                 .sum(),
         };
+        if let MethodResult::MultimodalAgent(parts) = &result {
+            for part in parts {
+                let problem = match part {
+                    ContentPart::ImageUrl(url) if !is_image_url(url) => Some(format!(
+                        "image URL {} is not an http, https or data:image URL of printable ASCII",
+                        quote(url, 80)
+                    )),
+                    ContentPart::Image(media) => check_image_mime_type(&media.mime_type).err(),
+                    _ => None,
+                };
+                if let Some(message) = problem {
+                    return Err(CallErrorKind::BadResult { message });
+                }
+            }
+        }
         if size > limits.max_value_bytes {
             return Err(CallErrorKind::LimitExceeded {
                 limit: LimitKind::ValueSize,

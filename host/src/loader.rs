@@ -72,7 +72,10 @@ pub(crate) fn compile(host: &HostInner, source: Source<'_>) -> Result<Compiled, 
             label,
             bytes,
             sha256,
-        } => match host.cache.lookup(&host.engine, sha256) {
+        } => match host
+            .cache
+            .lookup(&host.engine, &sha256.to_ascii_lowercase())
+        {
             Some((component, code_source)) => Ok(Compiled {
                 label: label.to_string(),
                 component,
@@ -81,7 +84,7 @@ pub(crate) fn compile(host: &HostInner, source: Source<'_>) -> Result<Compiled, 
             }),
             None => {
                 let compiled = compile_bytes(host, label, bytes)?;
-                if compiled.hash != sha256 {
+                if !compiled.hash.eq_ignore_ascii_case(sha256) {
                     return Err(compiled.rejected(vec![format!(
                         "has the SHA-256 {}, not the {} it was given with",
                         compiled.hash,

@@ -6,12 +6,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sandwit::{
-    AgentCtx, Cancel, Event, HostMethod, LiveEvent, MethodKind, MethodResult, MethodSpec, Param,
-    PluginSet, PluginSetError, RunOptions, RunStatus, Value,
+    AgentCtx, Cancel, Event, Host, HostMethod, Limits, LiveEvent, MethodKind, MethodResult,
+    MethodSpec, Param, PluginSet, PluginSetError, RunOptions, RunStatus, Value,
 };
 use serde_json::json;
 
-use crate::common::{assert_ended_soon_after, assert_still_serving, ctx, host};
+use crate::common::{
+    artifacts, assert_ended_soon_after, assert_still_serving, cache_dir, ctx, host,
+};
 use crate::python::sandbox;
 
 /// Runs `code` with `options`, cancelling `cancel` after `after`.
@@ -293,6 +295,30 @@ async fn host_methods_are_listed_checked_and_routed_like_plugin_methods() {
         .await;
     assert_eq!(outcome.status, RunStatus::LimitExceeded, "{outcome:?}");
     assert_ended_soon_after(start.elapsed(), limits.time);
+}
+
+#[tokio::test]
+async fn a_host_method_past_the_call_time_limit_is_a_plugin_error_and_the_run_goes_on() {
+    // Calls get 300 ms, the run its default 10 s: only the host method's
+    // own deadline can end the call.
+    let call_time = Duration::from_millis(300);
+    let host = Host::builder()
+        .cache_dir(cache_dir())
+        .limits(Limits {
+            time: call_time,
+            ..Limits::default()
+        })
+        .prepared_interpreters(0)
+        .build()
+        .unwrap();
+    let python = host.load_python_file(artifacts::PYTHON).await.unwrap();
+    let set = PluginSet::with_host_methods(&[], &host_methods(Arc::default())).unwrap();
+    let code = "try:\n    lookup('slow')\nexcept PluginError as e:\n    print('refused', 'time' in str(e))\nprint('goes on')";
+    let start = Instant::now();
+    let outcome = python.run(&ctx(), &set, code).await;
+    assert_eq!(outcome.status, RunStatus::Ok, "{outcome:?}");
+    assert_eq!(outcome.stdout, "refused True\ngoes on\n");
+    assert_ended_soon_after(start.elapsed(), call_time);
 }
 
 #[tokio::test]

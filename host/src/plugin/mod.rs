@@ -291,7 +291,7 @@ fn stopped_to_error(stopped: Stopped) -> CallErrorKind {
 
 /// Whether `url` is one a chat client may be handed as an image: `http`,
 /// `https` or `data:image/`, printable ASCII with no spaces.
-fn is_image_url(url: &str) -> bool {
+pub(crate) fn is_image_url(url: &str) -> bool {
     let lower = url.get(..11).unwrap_or(url).to_ascii_lowercase();
     (lower.starts_with("http://")
         || lower.starts_with("https://")
