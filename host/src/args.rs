@@ -1,7 +1,9 @@
 //! Checks a call's arguments against the method's declared parameters before
 //! the plugin runs.
 
+use crate::error::CallErrorKind;
 use crate::json::{BytesAs, value_to_json};
+use crate::limits::LimitKind;
 use crate::schema::{self, Compiled};
 use crate::types::Value;
 
@@ -18,6 +20,20 @@ pub(crate) enum Refused {
     Invalid(String),
     /// Checking one would take more work than a check may.
     TooCostly(String),
+}
+
+/// A refusal is the call's error: arguments that do not match, or whose
+/// check would cost too much (the `value_size` limit).
+impl From<Refused> for CallErrorKind {
+    fn from(refused: Refused) -> Self {
+        match refused {
+            Refused::Invalid(message) => CallErrorKind::InvalidArguments { message },
+            Refused::TooCostly(message) => CallErrorKind::LimitExceeded {
+                limit: LimitKind::ValueSize,
+                message,
+            },
+        }
+    }
 }
 
 /// Keywords that do not constrain a value.

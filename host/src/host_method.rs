@@ -7,14 +7,13 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::args::{ArgChecker, Refused};
+use crate::args::ArgChecker;
 use crate::bindings::wit;
-use crate::error::{CallErrorKind, quote};
-use crate::interfaces::chat::check_image_mime_type;
+use crate::error::CallErrorKind;
 use crate::limits::{LimitKind, Limits};
 use crate::manifest::{self, MethodSpec};
-use crate::plugin::is_image_url;
-use crate::types::{AgentCtx, ContentPart, MethodResult, Value};
+use crate::plugin::{check_kind, check_parts, parts_bytes};
+use crate::types::{AgentCtx, MethodResult, Value};
 
 /// What a host method's handler returns: its result, or a message for the
 /// calling code (raised there as a `PluginError`).
@@ -111,16 +110,7 @@ impl HostMethod {
         limits: &Limits,
     ) -> Result<MethodResult, CallErrorKind> {
         let inner = &self.inner;
-        inner
-            .checker
-            .check(&args)
-            .map_err(|refused| match refused {
-                Refused::Invalid(message) => CallErrorKind::InvalidArguments { message },
-                Refused::TooCostly(message) => CallErrorKind::LimitExceeded {
-                    limit: LimitKind::ValueSize,
-                    message,
-                },
-            })?;
+        inner.checker.check(&args)?;
         let answer = tokio::time::timeout_at(deadline.into(), (inner.handler)(ctx, args)).await;
         let result = match answer {
             Err(_) => {
@@ -132,41 +122,12 @@ impl HostMethod {
             Ok(Err(message)) => return Err(CallErrorKind::Failed { message }),
             Ok(Ok(result)) => result,
         };
-        if result.kind() != inner.spec.kind {
-            return Err(CallErrorKind::BadResult {
-                message: format!(
-                    "a result of kind {} from a method declared as {}",
-                    result.kind(),
-                    inner.spec.kind
-                ),
-            });
-        }
+        check_kind(result.kind(), inner.spec.kind)?;
         let size = match &result {
             MethodResult::Tool(value) => sandwit_value::encoded_size(&value.clone().into_nodes()),
             MethodResult::Agent(text) | MethodResult::Behavior(text) => text.len(),
-            MethodResult::MultimodalAgent(parts) => parts
-                .iter()
-                .map(|part| match part {
-                    ContentPart::Text(text) | ContentPart::ImageUrl(text) => text.len(),
-                    ContentPart::Image(media) => media.mime_type.len() + media.data.len(),
-                })
-                .sum(),
+            MethodResult::MultimodalAgent(parts) => parts_bytes(parts),
         };
-        if let MethodResult::MultimodalAgent(parts) = &result {
-            for part in parts {
-                let problem = match part {
-                    ContentPart::ImageUrl(url) if !is_image_url(url) => Some(format!(
-                        "image URL {} is not an http, https or data:image URL of printable ASCII",
-                        quote(url, 80)
-                    )),
-                    ContentPart::Image(media) => check_image_mime_type(&media.mime_type).err(),
-                    _ => None,
-                };
-                if let Some(message) = problem {
-                    return Err(CallErrorKind::BadResult { message });
-                }
-            }
-        }
         if size > limits.max_value_bytes {
             return Err(CallErrorKind::LimitExceeded {
                 limit: LimitKind::ValueSize,
@@ -175,6 +136,9 @@ impl HostMethod {
                     limits.max_value_bytes
                 ),
             });
+        }
+        if let MethodResult::MultimodalAgent(parts) = &result {
+            check_parts(parts)?;
         }
         Ok(result)
     }

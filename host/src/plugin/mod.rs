@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use wasmtime::Store;
 
-use crate::args::{ArgChecker, Refused};
+use crate::args::ArgChecker;
 use crate::bindings::plugin::{SandboxMethod, SandboxMethodPre};
 use crate::bindings::wit;
 use crate::cache::CodeSource;
@@ -24,7 +24,7 @@ use crate::interfaces::chat::check_image_mime_type;
 use crate::limits::{Budget, LimitKind, Limits};
 use crate::manifest::Manifest;
 use crate::runtime::HostInner;
-use crate::types::{self, AgentCtx, ContentPart, MethodResult, Value};
+use crate::types::{self, AgentCtx, ContentPart, MethodKind, MethodResult, Value};
 use state::PluginState;
 
 /// A loaded, checked plugin, ready to call. Cheap to clone.
@@ -192,15 +192,7 @@ impl Plugin {
             .manifest
             .method(method)
             .ok_or(CallErrorKind::UnknownMethod)?;
-        inner.checkers[method]
-            .check(&args)
-            .map_err(|refused| match refused {
-                Refused::Invalid(message) => CallErrorKind::InvalidArguments { message },
-                Refused::TooCostly(message) => CallErrorKind::LimitExceeded {
-                    limit: LimitKind::ValueSize,
-                    message,
-                },
-            })?;
+        inner.checkers[method].check(&args)?;
         let nodes = args.into_nodes();
         let size = sandwit_value::encoded_size(&nodes);
         if size > limits.max_value_bytes {
@@ -239,15 +231,7 @@ impl Plugin {
             Ok(result) => check_result(result, limits)?,
             Err(e) => return Err(plugin_error(e)),
         };
-        if result.kind() != spec.kind {
-            return Err(CallErrorKind::BadResult {
-                message: format!(
-                    "a result of kind {} from a method declared as {}",
-                    result.kind(),
-                    spec.kind
-                ),
-            });
-        }
+        check_kind(result.kind(), spec.kind)?;
         Ok(result)
     }
 }
@@ -291,7 +275,7 @@ fn stopped_to_error(stopped: Stopped) -> CallErrorKind {
 
 /// Whether `url` is one a chat client may be handed as an image: `http`,
 /// `https` or `data:image/`, printable ASCII with no spaces.
-pub(crate) fn is_image_url(url: &str) -> bool {
+fn is_image_url(url: &str) -> bool {
     let lower = url.get(..11).unwrap_or(url).to_ascii_lowercase();
     (lower.starts_with("http://")
         || lower.starts_with("https://")
@@ -363,31 +347,53 @@ fn check_result(result: wit::MethodResult, limits: &Limits) -> Result<MethodResu
             MethodResult::Behavior(text)
         }
         wit::MethodResult::MultimodalAgent(parts) => {
-            let size = parts
-                .iter()
-                .map(|p| match p {
-                    wit::ContentPart::Text(t) | wit::ContentPart::ImageUrl(t) => t.len(),
-                    wit::ContentPart::Image(m) => m.data.len() + m.mime_type.len(),
-                })
-                .sum();
-            check_size(size)?;
-            for part in &parts {
-                match part {
-                    wit::ContentPart::ImageUrl(url) if !is_image_url(url) => {
-                        return Err(CallErrorKind::BadResult {
-                            message: format!(
-                                "image URL {} is not an http, https or data:image URL of printable ASCII",
-                                quote(url, 80)
-                            ),
-                        });
-                    }
-                    wit::ContentPart::Image(m) => check_image_mime_type(&m.mime_type)
-                        .map_err(|message| CallErrorKind::BadResult { message })?,
-                    _ => {}
-                }
-            }
-            MethodResult::MultimodalAgent(parts.into_iter().map(ContentPart::from).collect())
+            let parts: Vec<ContentPart> = parts.into_iter().map(ContentPart::from).collect();
+            check_size(parts_bytes(&parts))?;
+            check_parts(&parts)?;
+            MethodResult::MultimodalAgent(parts)
         }
+    })
+}
+
+/// The bytes of a multimodal result's text and images.
+pub(crate) fn parts_bytes(parts: &[ContentPart]) -> usize {
+    parts
+        .iter()
+        .map(|part| match part {
+            ContentPart::Text(text) | ContentPart::ImageUrl(text) => text.len(),
+            ContentPart::Image(media) => media.data.len() + media.mime_type.len(),
+        })
+        .sum()
+}
+
+/// Ok if a chat client may be handed every image of `parts`: URLs that
+/// [`is_image_url`] accepts, image MIME types.
+pub(crate) fn check_parts(parts: &[ContentPart]) -> Result<(), CallErrorKind> {
+    for part in parts {
+        match part {
+            ContentPart::ImageUrl(url) if !is_image_url(url) => {
+                return Err(CallErrorKind::BadResult {
+                    message: format!(
+                        "image URL {} is not an http, https or data:image URL of printable ASCII",
+                        quote(url, 80)
+                    ),
+                });
+            }
+            ContentPart::Image(media) => check_image_mime_type(&media.mime_type)
+                .map_err(|message| CallErrorKind::BadResult { message })?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Ok if a result of kind `got` answers a method declared as `declared`.
+pub(crate) fn check_kind(got: MethodKind, declared: MethodKind) -> Result<(), CallErrorKind> {
+    if got == declared {
+        return Ok(());
+    }
+    Err(CallErrorKind::BadResult {
+        message: format!("a result of kind {got} from a method declared as {declared}"),
     })
 }
 
