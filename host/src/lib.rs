@@ -32,6 +32,7 @@ mod limits;
 mod loader;
 pub mod manifest;
 mod outbound;
+pub mod paths;
 mod plugin;
 pub mod policy;
 mod python;

@@ -21,6 +21,7 @@ use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyByteArray, PyBytes, PyCFunction, PyDict, PyMemoryView, PyTuple};
+use sandwit::paths::{default_cache_dir, env_path, installed_interpreter};
 use sandwit::{CodeSource, Host, HostBuilder, Plugin, PluginSet, Policy, PythonSandbox};
 
 use convert::{args_from_py, to_py};
@@ -90,30 +91,6 @@ fn say(text: &str) {
 }
 
 // ---- paths -------------------------------------------------------------------
-
-fn env_path(key: &str) -> Option<PathBuf> {
-    std::env::var_os(key)
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-}
-
-/// Where compiled code is cached unless told: `$SANDWIT_CACHE_DIR`, else
-/// `$XDG_CACHE_HOME/sandwit`, else `~/.cache/sandwit` (as the CLI).
-fn default_cache_dir() -> Option<PathBuf> {
-    env_path("SANDWIT_CACHE_DIR")
-        .or_else(|| env_path("XDG_CACHE_HOME").map(|d| d.join("sandwit")))
-        .or_else(|| env_path("HOME").map(|d| d.join(".cache").join("sandwit")))
-}
-
-/// Where an interpreter is looked for when none is given or embedded:
-/// `$XDG_DATA_HOME/sandwit/python/sandbox.wasm`, else
-/// `~/.local/share/sandwit/python/sandbox.wasm` (as the CLI).
-fn installed_interpreter() -> Option<PathBuf> {
-    env_path("XDG_DATA_HOME")
-        .map(|d| d.join("sandwit"))
-        .or_else(|| env_path("HOME").map(|d| d.join(".local/share/sandwit")))
-        .map(|d| d.join("python").join("sandbox.wasm"))
-}
 
 /// A path argument: `str` or `os.PathLike`.
 fn path_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<PathBuf> {

@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use sandwit::{Host, Plugin, PythonSandbox};
 
-use crate::env_path;
+use sandwit::paths::{env_path, installed_interpreter as installed_file};
 
 /// The CPython component embedded at build time; empty without one.
 const EMBEDDED: &[u8] = include_bytes!(env!("SANDWIT_EMBEDDED_PYTHON"));
@@ -30,19 +30,6 @@ pub const VERSION: &str = concat!(
 
 /// How long compiling the interpreter takes, roughly (2 to 8 cores).
 const INTERPRETER_COMPILE_TIME: &str = "about 10-30 s";
-
-/// sandwit's folder for data: `$XDG_DATA_HOME/sandwit`, else
-/// `~/.local/share/sandwit`.
-pub fn data_dir() -> Option<PathBuf> {
-    env_path("XDG_DATA_HOME")
-        .map(|d| d.join("sandwit"))
-        .or_else(|| env_path("HOME").map(|d| d.join(".local/share/sandwit")))
-}
-
-/// Where an interpreter is looked for when none is given or embedded.
-fn installed_file() -> Option<PathBuf> {
-    data_dir().map(|d| d.join("python").join("sandbox.wasm"))
-}
 
 /// Where the interpreter comes from.
 enum Interpreter {

@@ -15,6 +15,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+use sandwit::paths::{data_dir, default_cache_dir, env_path};
 use sandwit::{Host, HostBuilder, Limits, Policy, RunLimits};
 
 /// A WebAssembly plugin host for AI agents.
@@ -149,20 +150,8 @@ impl HostArgs {
     }
 }
 
-pub fn env_path(key: &str) -> Option<PathBuf> {
-    std::env::var_os(key)
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-}
-
-fn default_cache_dir() -> Option<PathBuf> {
-    env_path("SANDWIT_CACHE_DIR")
-        .or_else(|| env_path("XDG_CACHE_HOME").map(|d| d.join("sandwit")))
-        .or_else(|| env_path("HOME").map(|d| d.join(".cache").join("sandwit")))
-}
-
 fn default_store() -> Option<PathBuf> {
-    env_path("SANDWIT_STORE").or_else(|| interpreter::data_dir().map(|d| d.join("store.db")))
+    env_path("SANDWIT_STORE").or_else(|| data_dir().map(|d| d.join("store.db")))
 }
 
 /// The host's pool in a command that makes one run or call: the

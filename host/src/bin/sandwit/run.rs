@@ -1,6 +1,6 @@
 //! `sandwit run` and `sandwit prompt`.
 
-use crate::env_path;
+use sandwit::paths::env_path;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
