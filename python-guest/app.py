@@ -445,10 +445,10 @@ prepared = None
 
 
 def run(code, functions):
-    """Runs `code` in a fresh namespace holding `functions`. (`random` needs
-    no seeding here: componentize-py's runtime calls `random.seed()`, with
-    entropy from the host, in each instance's first export call, since the
-    snapshot froze the generator's state.)"""
+    """Runs `code` in a fresh namespace holding `functions`, `random` seeded
+    from the host's entropy: the host restores a reused interpreter's memory
+    to its state before its first run, the generator's included."""
+    random.seed()
     linecache.cache[CODE_FILE] = (len(code), None, code.splitlines(True), CODE_FILE)
     namespace = {"__name__": "__main__", "__builtins__": builtins}
     namespace.update(functions)

@@ -116,11 +116,10 @@ pub async fn fresh_runs(setup: &Setup, rows: &mut Vec<Row>) -> anyhow::Result<()
     Ok(())
 }
 
-/// Memory a ready sandbox holds: its prepared interpreters' pool, every slot
-/// used once (each keeps the interpreter's initial memory). Counted in the
-/// mappings made since the sandbox was loaded (its resident pool among
-/// them), so memory the rest of the process frees or shares meanwhile does
-/// not offset it.
+/// Memory a ready sandbox holds: its prepared interpreters, each its memory
+/// and a copy of it as prepared (what a restore puts back). Counted in the
+/// mappings made since the sandbox was loaded, so memory the rest of the
+/// process frees or shares meanwhile does not offset it.
 pub async fn held_memory(setup: &Setup, rows: &mut Vec<Row>) -> anyhow::Result<()> {
     let Setup {
         options,
@@ -144,10 +143,9 @@ pub async fn held_memory(setup: &Setup, rows: &mut Vec<Row>) -> anyhow::Result<(
         held.map(|bytes| bytes as f64 / 1024.0 / 1024.0),
         "MiB",
         format!(
-            "anonymous memory (copies of image pages, heap) in the mappings made since loading a sandbox, after {} runs on its {} prepared interpreters; its resident pool has {} slots",
+            "anonymous memory (interpreter memories, their copies as prepared, heap) in the mappings made since loading a sandbox, after {} runs on its {} prepared interpreters",
             options.reps(20),
             sandwit::DEFAULT_PREPARED_INTERPRETERS,
-            ready.resident_slots()
         ),
     ));
     Ok(())

@@ -193,32 +193,10 @@ impl CodeCache {
         }
     }
 
-    /// `component` (whose hash is `hash`) for `engine`, another engine with
-    /// the same compatibility settings: mapped from its cache file if there
-    /// is one, else copied from `component`'s code. Not remembered (the
-    /// memory cache holds the host engine's components).
-    pub(crate) fn for_engine(
-        &self,
-        engine: &Engine,
-        component: &Component,
-        hash: &str,
-    ) -> anyhow::Result<Component> {
-        if let Some(path) = self.dir().map(|d| d.join(format!("{hash}.cwasm")))
-            && trusted_file(&path)
-        {
-            // SAFETY: as in `lookup`.
-            match unsafe { Component::deserialize_file(engine, &path) } {
-                Ok(c) => {
-                    mark_used(&path);
-                    return Ok(c);
-                }
-                Err(e) => tracing::warn!(path = %path.display(), "ignoring a bad cache entry: {e}"),
-            }
-        }
-        let bytes = component.serialize()?;
-        // SAFETY: wasmtime serialized `bytes` just now, from a component of
-        // an engine with the same compatibility settings.
-        Ok(unsafe { Component::deserialize(engine, &bytes)? })
+    /// A cache of the same directory and size for `engine`'s code, another
+    /// engine's: in a directory of its own if their compiled code differs.
+    pub(crate) fn for_engine(&self, engine: &Engine) -> anyhow::Result<CodeCache> {
+        CodeCache::new(engine, self.root().map(Path::to_path_buf), self.max_bytes)
     }
 
     /// The hash of the component file at `path` as last loaded, if the file

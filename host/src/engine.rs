@@ -4,7 +4,11 @@
 
 use std::time::Duration;
 
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use std::sync::Arc;
+
+use wasmtime::{
+    Config, Engine, InstanceAllocationStrategy, MemoryCreator, PoolingAllocationConfig,
+};
 
 use crate::limits::Metering;
 
@@ -17,87 +21,93 @@ const MAX_CORE_INSTANCES: u32 = 64;
 const MAX_MEMORIES: u32 = 8;
 const MAX_TABLES: u32 = 16;
 
-/// How an engine's pooling allocator resets a memory slot for its next
-/// instance.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Where an engine's instances come from.
+#[derive(Clone)]
 pub(crate) enum Pool {
-    /// The host's engine: `instances` slots. A reset copies
-    /// the image back over the slot's private pages (found with the
-    /// `PAGEMAP_SCAN` ioctl: those this instance or an earlier one in the
-    /// slot wrote, since a reset keeps them private), keeping them resident,
-    /// up to wasmtime's 32 runs of pages; the rest goes back to the
-    /// copy-on-write image, to be faulted in again. Memory is held only
-    /// where it was written.
+    /// The host's engine: wasmtime's pooling allocator, of `instances`
+    /// slots. A reset copies the image back over the slot's private pages
+    /// (found with the `PAGEMAP_SCAN` ioctl: those this instance or an
+    /// earlier one in the slot wrote, since a reset keeps them private),
+    /// keeping them resident, up to wasmtime's 32 runs of pages; the rest
+    /// goes back to the copy-on-write image, to be faulted in again. Memory
+    /// is held only where it was written.
     Shared {
         /// Component instances the pool holds.
         instances: u32,
     },
-    /// A Python sandbox's own (`python/resident.rs`): `instances` slots of
-    /// one component, whose first `keep_resident` bytes of memory (the
-    /// image) a reset copies back whole, so they stay resident and an
-    /// instance in the slot takes no page fault there. Each slot holds that
-    /// much memory once used.
-    Resident {
-        /// Component instances the pool holds.
-        instances: u32,
-        /// Memories and tables of the component.
-        memories: u32,
-        tables: u32,
-        /// Bytes of each memory kept resident and copied back on reset.
-        keep_resident: usize,
-    },
+    /// A Python sandbox's own (`python/reusable.rs`): instances allocated
+    /// one by one, their memories created by `memories`
+    /// (`python/snapshot.rs`), which sandwit restores itself so an instance
+    /// serves many runs.
+    Owned { memories: Arc<dyn MemoryCreator> },
 }
 
-/// Builds an engine whose instances come from wasmtime's pooling allocator
-/// (memories and tables reserved up front, initialised copy-on-write from the
-/// compiled image, reset on reuse rather than unmapped), each memory at most
-/// `max_memory` bytes and each table `table_elements` long. Engines that
-/// differ only in their [`Pool`] run the same compiled code.
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Pool::Shared { instances } => write!(f, "Pool::Shared {{ instances: {instances} }}"),
+            Pool::Owned { .. } => f.write_str("Pool::Owned"),
+        }
+    }
+}
+
+/// Builds an engine whose instances come from `kind`, each memory at most
+/// `max_memory` bytes and each table `table_elements` long. Engines of
+/// [`Pool::Shared`] run the same compiled code whatever their size; those
+/// of [`Pool::Owned`] need code of their own.
 pub(crate) fn new_engine(
     max_memory: usize,
     table_elements: usize,
     metering: Metering,
     kind: Pool,
 ) -> anyhow::Result<Engine> {
-    // Core instances, memories and tables: in the shared pool, an average
-    // per component instance (sandwit's interpreter has 9 core instances, a
-    // plugin 2 to 4) and room for one component as large as any may be, so
-    // a small pool still holds the interpreter; in a resident one, which
-    // must hold its interpreters whatever they are made of, the most core
-    // instances a component may have and its own memories and tables.
-    let (instances, totals, keep_resident, pagemap) = match kind {
-        Pool::Shared { instances } => (
-            instances,
-            (
-                instances * 8 + MAX_CORE_INSTANCES,
-                instances * 2 + MAX_MEMORIES,
-                instances * 4 + MAX_TABLES,
-            ),
-            64 << 20,
-            wasmtime::Enabled::Auto,
-        ),
-        Pool::Resident {
-            instances,
-            memories,
-            tables,
-            keep_resident,
-        } => (
-            instances,
-            (
-                instances * MAX_CORE_INSTANCES,
-                instances * memories,
-                instances * tables,
-            ),
-            keep_resident,
-            wasmtime::Enabled::No,
-        ),
-    };
-    let (core_instances, memories, tables) = totals;
+    let mut config = Config::new();
+    config
+        .wasm_component_model(true)
+        .consume_fuel(metering.fuel())
+        .epoch_interruption(metering.epochs())
+        .cranelift_opt_level(wasmtime::OptLevel::Speed)
+        .parallel_compilation(true);
+    match kind {
+        Pool::Shared { instances } => {
+            config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling(
+                instances,
+                max_memory,
+                table_elements,
+            )));
+        }
+        Pool::Owned { memories } => {
+            // Copy-on-write images need memory wasmtime maps itself: the
+            // data segments are copied in instead (once per instance, which
+            // then serves many runs). Its code is compiled on the preparing
+            // thread, which yields to runs: on that thread alone.
+            config
+                .allocation_strategy(InstanceAllocationStrategy::OnDemand)
+                .memory_init_cow(false)
+                .parallel_compilation(false)
+                .with_host_memory(memories);
+        }
+    }
+    let engine = Engine::new(&config)?;
+    if metering.epochs() {
+        start_epoch_ticker(&engine);
+    }
+    Ok(engine)
+}
+
+/// wasmtime's pooling allocator (memories and tables reserved up front,
+/// initialised copy-on-write from the compiled image, reset on reuse rather
+/// than unmapped) of `instances` component instances.
+fn pooling(instances: u32, max_memory: usize, table_elements: usize) -> PoolingAllocationConfig {
+    // Core instances, memories and tables: an average per component
+    // instance (sandwit's interpreter has 9 core instances, a plugin 2 to
+    // 4) and room for one component as large as any may be, so a small pool
+    // still holds the interpreter.
     let mut pool = PoolingAllocationConfig::default();
     pool.total_component_instances(instances)
-        .total_core_instances(core_instances)
-        .total_memories(memories)
-        .total_tables(tables)
+        .total_core_instances(instances * 8 + MAX_CORE_INSTANCES)
+        .total_memories(instances * 2 + MAX_MEMORIES)
+        .total_tables(instances * 4 + MAX_TABLES)
         .total_stacks(instances)
         .max_core_instances_per_component(MAX_CORE_INSTANCES)
         .max_memories_per_component(MAX_MEMORIES)
@@ -107,22 +117,10 @@ pub(crate) fn new_engine(
         // Keep the first pages of each reused memory resident: reset by
         // copying instead of madvise, so the next instance does not fault
         // them in again.
-        .linear_memory_keep_resident(keep_resident)
+        .linear_memory_keep_resident(64 << 20)
         .table_keep_resident(1 << 20)
-        .pagemap_scan(pagemap);
-    let mut config = Config::new();
-    config
-        .wasm_component_model(true)
-        .consume_fuel(metering.fuel())
-        .epoch_interruption(metering.epochs())
-        .cranelift_opt_level(wasmtime::OptLevel::Speed)
-        .parallel_compilation(true)
-        .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-    let engine = Engine::new(&config)?;
-    if metering.epochs() {
-        start_epoch_ticker(&engine);
-    }
-    Ok(engine)
+        .pagemap_scan(wasmtime::Enabled::Auto);
+    pool
 }
 
 /// The number of epoch ticks that make up `time`, rounded up.
@@ -150,14 +148,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn pools_share_compiled_code() {
+    fn shared_pools_share_compiled_code_and_owned_ones_have_their_own() {
         let engine = |kind| new_engine(64 << 20, 20_000, Metering::default(), kind).unwrap();
+        let small = engine(Pool::Shared { instances: 4 });
         let shared = engine(Pool::Shared { instances: 400 });
-        let resident = engine(Pool::Resident {
-            instances: 4,
-            memories: 3,
-            tables: 2,
-            keep_resident: 16 << 20,
+        let owned = engine(Pool::Owned {
+            memories: Arc::new(crate::python::snapshot::Memories::default()),
         });
         let key = |engine: &Engine| {
             use std::hash::{Hash, Hasher};
@@ -165,7 +161,9 @@ mod tests {
             engine.precompile_compatibility_hash().hash(&mut hasher);
             hasher.finish()
         };
-        assert_eq!(key(&shared), key(&resident));
+        assert_eq!(key(&small), key(&shared));
+        // So the code cache keeps each engine's in a directory of its own.
+        assert_ne!(key(&shared), key(&owned));
     }
 
     #[test]

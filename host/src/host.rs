@@ -118,13 +118,14 @@ impl HostBuilder {
 
     /// How many interpreters each loaded [`PythonSandbox`] keeps instantiated
     /// ahead of its runs, on a thread of its own ([`DEFAULT_PREPARED_INTERPRETERS`]
-    /// unless set; 0 for none). They come from a pool of the sandbox's own,
-    /// of `count + 2 +` cores slots, that keeps the interpreter's whole
-    /// initial memory resident (16 MiB for sandwit's), so a run on one takes
-    /// no page fault there; runs that find none prepared instantiate there
-    /// too while it has room, else in the host's pool. The sandbox holds up
-    /// to that many copies of the memory. The thread yields to runs: it
-    /// works only while runs leave most cores idle.
+    /// unless set; 0 for none), on an engine of the sandbox's own whose
+    /// memories sandwit restores after a run, so each serves run after run
+    /// (up to 1,000) without being instantiated again; runs that find none
+    /// prepared instantiate in the host's pool. Each holds two copies of the
+    /// interpreter's memory (16 MiB for sandwit's): its own and the one it
+    /// is restored from. The interpreter is compiled once more for that
+    /// engine, on the thread, the first time a cache lacks it. The thread
+    /// yields to runs: it works only on a core no run uses.
     pub fn prepared_interpreters(mut self, count: usize) -> Self {
         self.prepared_interpreters = Some(count);
         self

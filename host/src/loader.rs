@@ -15,6 +15,7 @@ use crate::manifest;
 use crate::runtime::HostInner;
 
 /// Where a component comes from.
+#[derive(Clone, Copy)]
 pub(crate) enum Source<'a> {
     /// Bytes in memory; `label` (e.g. a file name) names them in errors.
     Bytes { label: &'a str, bytes: &'a [u8] },

@@ -887,38 +887,97 @@ async fn a_run_wakes_the_preparing_thread_once_it_sleeps() {
 }
 
 #[tokio::test]
-async fn a_reused_resident_slot_holds_nothing_of_the_previous_run() {
-    // One prepared interpreter: its pool has 3 + cores slots that keep the
-    // image resident and copy it back on reset, so more runs than that, one
-    // after another, reuse slots.
+async fn a_reused_interpreter_holds_nothing_of_the_previous_run() {
+    // One prepared interpreter, given back after each run that ends with
+    // its code finished: the next run is on the same instance, its memory
+    // restored. Each run checks for the last one's marks in a module, in
+    // builtins, in the module table, and in memory the heap reuses (a
+    // freed buffer full of marks), then leaves them.
     let (_host, python) = preparing(1).await;
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    assert_eq!(python.resident_slots(), 3 + cores);
-    // Marks in the image (a module, builtins, the module table) and beyond
-    // it (16 MiB of memory grown by the run).
     let code = r#"
-import builtins, functools, json, sys
+import builtins, functools, json, random, sys
 print(hasattr(json, "mark"), hasattr(builtins, "mark"), "mark" in sys.modules, hasattr(functools, "mark"))
+print(random.random())
+found = [bytes(1 << 12) for _ in range(64)]
+print(any(b"\xee" in b for b in found))
 json.mark = builtins.mark = 1
 sys.modules["mark"] = json
-functools.mark = bytes(range(256)) * (1 << 16)
-print(len(functools.mark))
+functools.mark = [bytes([0xEE]) * (1 << 12) for _ in range(64)]
+del found
 "#;
-    for _ in 0..python.resident_slots() + 2 {
+    let mut reused = 0;
+    let mut draws = std::collections::HashSet::new();
+    for _ in 0..6 {
         until_prepared(&python, 1).await;
+        assert!(
+            python.prepared_intact(),
+            "a prepared interpreter differs from its snapshot"
+        );
         let outcome = python.run(&ctx(), &PluginSet::default(), code).await;
         assert_ok(&outcome);
         assert!(outcome.prepared, "not run on a prepared interpreter");
-        assert_eq!(outcome.stdout, "False False False False\n16777216\n");
+        let lines: Vec<_> = outcome.stdout.lines().collect();
+        assert_eq!(lines[0], "False False False False");
+        assert_eq!(lines[2], "False", "a freed buffer of the last run is seen");
+        // The generator's state is memory too: seeded per run, not restored.
+        assert!(
+            draws.insert(lines[1].to_string()),
+            "random drew {} again",
+            lines[1]
+        );
+        reused += usize::from(outcome.reused);
+    }
+    assert!(
+        reused >= 4,
+        "only {reused} of 6 runs were on a reused interpreter"
+    );
+    // Every byte of its memory is back as prepared, not only what Python
+    // code can see.
+    until_prepared(&python, 1).await;
+    assert!(
+        python.prepared_intact(),
+        "a restored interpreter differs from its snapshot"
+    );
+}
+
+#[tokio::test]
+async fn an_interpreter_whose_run_grew_its_memory_or_stopped_is_not_reused() {
+    let (_host, python) = preparing(1).await;
+    let grows = "import functools\nfunctools.mark = bytes(range(256)) * (1 << 16)\nprint(len(functools.mark))";
+    let traps = "while True: pass";
+    let limits = RunLimits {
+        fuel: 50_000_000,
+        ..RunLimits::default()
+    };
+    for (code, status) in [(grows, RunStatus::Ok), (traps, RunStatus::LimitExceeded)] {
+        until_prepared(&python, 1).await;
+        let outcome = python
+            .run_with_limits(&ctx(), &PluginSet::default(), code, &limits)
+            .await;
+        assert_eq!(outcome.status, status, "{outcome:?}");
+        until_prepared(&python, 1).await;
+        let next = python
+            .run(
+                &ctx(),
+                &PluginSet::default(),
+                "import functools\nprint(hasattr(functools, 'mark'))",
+            )
+            .await;
+        assert_ok(&next);
+        assert_eq!(next.stdout, "False\n");
+        assert!(
+            next.prepared && !next.reused,
+            "ran on the interpreter of {code:?}"
+        );
     }
 }
 
 #[tokio::test]
-async fn runs_beyond_the_resident_pool_use_the_hosts_pool() {
-    // More runs alive at once (each sleeps, which yields) than the resident
-    // pool has slots: the rest instantiate in the host's pool, none fails.
+async fn runs_beyond_the_prepared_interpreters_use_the_hosts_pool() {
+    // More runs alive at once (each sleeps, which yields) than interpreters
+    // prepared: the rest instantiate in the host's pool, none fails.
     let (_host, python) = preparing(1).await;
-    let runs: Vec<_> = (0..python.resident_slots() + 4)
+    let runs: Vec<_> = (0..6)
         .map(|i| {
             let python = python.clone();
             tokio::spawn(async move {
@@ -936,9 +995,8 @@ async fn runs_beyond_the_resident_pool_use_the_hosts_pool() {
 
 #[tokio::test]
 async fn a_host_can_prepare_no_interpreters() {
-    // No resident pool, and the run instantiates its own interpreter.
+    // The run instantiates its own interpreter.
     let (_host, python) = preparing(0).await;
-    assert_eq!(python.resident_slots(), 0);
     let outcome = python
         .run(&ctx(), &PluginSet::default(), "print(1+1)")
         .await;

@@ -5,7 +5,8 @@ pub(crate) mod methods;
 pub(crate) mod outcome;
 mod plugin_set;
 mod prepared;
-mod resident;
+mod reusable;
+pub(crate) mod snapshot;
 pub(crate) mod state;
 
 use std::sync::Arc;
@@ -27,7 +28,7 @@ use crate::runtime::HostInner;
 use crate::types::AgentCtx;
 use outcome::{LimitHit, LiveEvent, RunError, RunOutcome, RunStatus};
 use prepared::{Prepared, Preparer};
-use resident::Resident;
+use reusable::Pending;
 use state::{EventListener, RunState};
 
 pub use plugin_set::{PluginSet, PluginSetError};
@@ -44,11 +45,13 @@ const PYTHON_SANDBOX: World = World {
 const TRAP_TYPE: &str = "InterpreterTrap";
 /// A loaded CPython component, ready to run code. Cheap to clone.
 ///
-/// Every run gets a fresh instance: a fresh interpreter with no files,
-/// environment, network or processes, whose only way out is the plugin
-/// methods of the run. A thread of the sandbox keeps a few instantiated
-/// ahead of their runs ([`HostBuilder::prepared_interpreters`]) and drops
-/// finished ones after them.
+/// Every run gets a fresh interpreter, with no files, environment,
+/// network or processes, whose only way out is the plugin methods of the
+/// run: one instantiated for it, or one a thread of the sandbox prepared
+/// ahead ([`HostBuilder::prepared_interpreters`]). A prepared interpreter
+/// whose run ended with its code finished (or raising, or handing off) has
+/// its memory put back, byte for byte, as it was before any run, and serves
+/// the next; others are dropped after their runs.
 ///
 /// [`HostBuilder::prepared_interpreters`]: crate::HostBuilder::prepared_interpreters
 #[derive(Clone)]
@@ -60,9 +63,6 @@ struct PythonInner {
     host: Arc<HostInner>,
     /// The interpreter in the host's pool.
     pre: PythonSandboxPre<RunState>,
-    /// Its resident pool, where prepared interpreters and, while it has
-    /// room, runs' own are instantiated.
-    resident: Option<Arc<Resident>>,
     code_source: CodeSource,
     preparer: Preparer,
 }
@@ -73,14 +73,12 @@ impl PythonSandbox {
         self.inner.code_source
     }
 
-    /// The slots of the sandbox's resident pool, where its prepared
-    /// interpreters (and runs' own, while one is free) keep the
-    /// interpreter's initial memory resident: each holds that much memory
-    /// once used. 0 when it has none (a host that prepares no interpreters).
-    /// Only with the `internals` feature.
+    /// Whether every interpreter prepared now, restored after a run or not,
+    /// has its memory exactly as it was prepared. Only with the `internals`
+    /// feature.
     #[cfg(feature = "internals")]
-    pub fn resident_slots(&self) -> usize {
-        self.inner.resident.as_ref().map_or(0, |r| r.size)
+    pub fn prepared_intact(&self) -> bool {
+        self.inner.preparer.intact()
     }
 
     /// How many interpreters are instantiated and waiting for a run now.
@@ -136,15 +134,15 @@ impl PythonSandbox {
         let running = preparer.running();
         let prepared = preparer.take(limits.memory_bytes, plugins);
         let was_prepared = prepared.is_some();
+        let reused = prepared.as_ref().is_some_and(|p| p.runs > 0);
         let inner = &*self.inner;
-        // `slot` first: if this unwinds, the store (declared after it) is
-        // dropped first, and only then is its resident slot given back.
-        let (slot, mut store, interpreter, functions_made) = match prepared {
+        let (mut store, interpreter, functions_made, reusable) = match prepared {
             Some(Prepared {
                 mut store,
-                slot,
                 interpreter,
                 methods,
+                snapshot,
+                runs,
             }) => {
                 store.data_mut().begin(
                     ctx,
@@ -154,16 +152,13 @@ impl PythonSandbox {
                     budget.deadline,
                     options.on_event.clone(),
                 );
-                let made = methods.is_some_and(|m| m.same(plugins));
-                (slot, store, Start::Prepared(interpreter), made)
+                let made = methods.as_ref().is_some_and(|m| m.same(plugins));
+                // What gives it back for the next run, if it can be.
+                let reusable = snapshot.map(|snapshot| (methods, snapshot, runs));
+                (store, Start::Prepared(interpreter), made, reusable)
             }
             None => {
-                // In the resident pool while it has room.
-                let resident = inner.resident.as_ref();
-                let (slot, pre) = match resident.and_then(|r| Some((r.take()?, &r.pre))) {
-                    Some((slot, pre)) => (Some(slot), pre),
-                    None => (None, &inner.pre),
-                };
+                let pre = &inner.pre;
                 let listener = options.on_event.clone();
                 let state = RunState::new(
                     ctx,
@@ -174,7 +169,7 @@ impl PythonSandbox {
                     listener,
                 );
                 let store = limited_store(pre.engine(), state);
-                (slot, store, Start::Instantiate(pre), false)
+                (store, Start::Instantiate(pre), false, None)
             }
         };
         apply_budget(&mut store, budget, host.metering);
@@ -186,25 +181,46 @@ impl PythonSandbox {
                 Start::Instantiate(pre) => pre.instantiate_async(&mut *store).await?,
             };
             let runner = interpreter.sandwit_plugin_runner();
-            if functions_made {
-                runner.call_exec_prepared(&mut *store, code).await
+            let outcome = if functions_made {
+                runner.call_exec_prepared(&mut *store, code).await?
             } else {
-                runner.call_exec(&mut *store, code, specs).await
-            }
+                runner.call_exec(&mut *store, code, specs).await?
+            };
+            Ok((outcome, interpreter))
         })
         .await;
+        // The interpreter's export returned: the instance is as consistent
+        // as it was before the run (a trap, a limit or cancellation leave
+        // it stopped midway).
+        let (result, returned) = match result {
+            Ok((outcome, interpreter)) => (Ok(outcome), Some(interpreter)),
+            Err(stopped) => (Err(stopped), None),
+        };
         let fuel_used = fuel_used(&store, limits.fuel);
         let outcome = finish(
             store.data_mut(),
             result,
             limits,
             fuel_used,
-            was_prepared,
+            (was_prepared, reused),
             start,
         );
         // Still counted as running: the store goes to the thread only when
         // another core is free of runs.
-        preparer.retire(running, store, slot);
+        let taken_reusable = reusable.is_some();
+        match (reusable, returned) {
+            (Some((methods, snapshot, runs)), Some(interpreter)) => {
+                let prepared = Prepared {
+                    store,
+                    interpreter,
+                    methods,
+                    snapshot: Some(snapshot),
+                    runs,
+                };
+                preparer.give_back(running, prepared);
+            }
+            _ => preparer.retire(running, store, taken_reusable),
+        }
         outcome
     }
 }
@@ -262,7 +278,10 @@ fn finish(
     result: Result<runner::Outcome, Stopped>,
     limits: &RunLimits,
     fuel_used: u64,
-    #[cfg_attr(not(feature = "internals"), expect(unused_variables))] prepared: bool,
+    #[cfg_attr(not(feature = "internals"), expect(unused_variables))] (prepared, reused): (
+        bool,
+        bool,
+    ),
     start: Instant,
 ) -> RunOutcome {
     let stdout = String::from_utf8_lossy(&state.stdout.take().0).into_owned();
@@ -336,6 +355,8 @@ fn finish(
         fuel_used,
         #[cfg(feature = "internals")]
         prepared,
+        #[cfg(feature = "internals")]
+        reused,
         elapsed: start.elapsed(),
     }
 }
@@ -366,28 +387,21 @@ impl PythonSandbox {
             .map_err(|e| compiled.rejected(vec![format!("cannot be linked: {e:#}")]))?;
         let pre = compiled.link(host, &PYTHON_SANDBOX, &linker, PythonSandboxPre::new)?;
         let target = host.prepared_interpreters;
-        // Room for the prepared interpreters, two runs on ones taken from
-        // them or waiting to be dropped, and a run per core.
-        let resident = match target {
-            0 => None,
-            // Without it (no room for another pool, say) runs are only
-            // slower: the host's pool serves them.
-            _ => Resident::new(
-                host,
-                &compiled.component,
-                &compiled.hash,
-                target + 2 + host.cores,
-            )
+        // Without it (an engine it cannot make, say) runs are only slower:
+        // prepared interpreters come from the host's pool, one per run.
+        let own = (target > 0)
+            .then(|| Pending::new(host, &source, &compiled.hash))
+            .transpose()
             .unwrap_or_else(|e| {
-                tracing::warn!("the Python sandbox has no resident pool: {e:#}");
+                tracing::warn!("the Python sandbox's interpreters serve one run each: {e:#}");
                 None
-            })
-            .map(Arc::new),
-        };
-        let preparer = Preparer::start(host.clone(), pre.clone(), resident.clone(), target)
-            .map_err(|source| LoadError::Host {
-                plugin: compiled.label.clone(),
-                source,
+            });
+        let preparer =
+            Preparer::start(host.clone(), pre.clone(), own, target).map_err(|source| {
+                LoadError::Host {
+                    plugin: compiled.label.clone(),
+                    source,
+                }
             })?;
         let code_source = compiled.code_source;
         tracing::info!(?code_source, "loaded the Python sandbox");
@@ -395,7 +409,6 @@ impl PythonSandbox {
             inner: Arc::new(PythonInner {
                 host: host.clone(),
                 pre,
-                resident,
                 code_source,
                 preparer,
             }),

@@ -197,6 +197,10 @@ pub struct RunOutcome {
     /// instantiating it. Only with the `internals` feature.
     #[cfg(feature = "internals")]
     pub prepared: bool,
+    /// Whether that interpreter had served a run before, its memory then
+    /// restored. Only with the `internals` feature.
+    #[cfg(feature = "internals")]
+    pub reused: bool,
     /// Wall-clock time of the run.
     pub elapsed: Duration,
 }

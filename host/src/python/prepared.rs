@@ -5,11 +5,20 @@
 //! A prepared interpreter has run no code but sandwit's own: it is the
 //! snapshot, instantiated in a store of its own, that has made the method
 //! functions of the latest run's plugins and run a fixed warm-up snippet
-//! (`runner.prepare`), which copies the pages every run writes out of the
-//! copy-on-write image. The run sets the store's data to its own (context,
-//! plugins, limits; the output pipes emptied and given its cap) and its own
-//! fuel and deadline before calling it. Dropping a finished store resets its
-//! pooling-allocator slots, which is also work a run need not wait for.
+//! (`runner.prepare`), which faults in the pages every run touches. The run
+//! sets the store's data to its own (context, plugins, limits; the output
+//! pipes emptied and given its cap) and its own fuel and deadline before
+//! calling it.
+//!
+//! On the sandbox's own engine (`reusable.rs`) an interpreter's memory is
+//! copied aside once prepared (`snapshot.rs`). A run that ends with the
+//! interpreter's export returning (its code finished, raised, or handed
+//! off) restores the pages it wrote and gives the interpreter back, to
+//! serve the next run as if just prepared: between runs nothing else of
+//! the instance changes (see [`Prepared::reusable`]). Any other end (a
+//! trap, a limit, cancellation) leaves the instance unusable, and it is
+//! dropped: dropping a finished store is work a run need not wait for, so
+//! the thread does it when a core is free.
 //!
 //! Runs do not wake the thread while it has been busy lately: waking a
 //! sleeping thread on an idle core costs the waker an inter-processor
@@ -24,7 +33,8 @@ use std::time::{Duration, Instant};
 use wasmtime::Store;
 
 use super::plugin_set::PluginSet;
-use super::resident::{Resident, Slot};
+use super::reusable::{Pending, Reusable};
+use super::snapshot::Snapshot;
 use super::state::RunState;
 use crate::bindings::python::{PythonSandbox as Interpreter, PythonSandboxPre};
 use crate::guard::apply_budget;
@@ -37,7 +47,7 @@ use crate::types::AgentCtx;
 /// so a busy host does not hold slots for runs that are over.
 const MAX_RETIRED: usize = 16;
 /// How long the thread waits before trying again when it could not prepare
-/// an interpreter (all slots of a pool in use, typically).
+/// an interpreter (the host's pool full, typically).
 const RETRY_AFTER: Duration = Duration::from_millis(20);
 /// The thread's first polling period after it worked or was woken.
 const MIN_POLL: Duration = Duration::from_micros(100);
@@ -49,15 +59,48 @@ const MAX_POLL: Duration = Duration::from_millis(50);
 /// a shorter one (`HostBuilder::park_after`, with the `internals` feature).
 const PARK_AFTER: Duration = Duration::from_secs(10);
 
+/// Runs one interpreter serves before it is dropped: each run may leave
+/// resource handles in the instance's tables (streams it opened and never
+/// closed, unreachable once its memory is restored), so their number stays
+/// bounded.
+const MAX_RUNS: u32 = 1_000;
+
 /// An interpreter instantiated ahead of its run.
 pub(crate) struct Prepared {
     pub(crate) store: Store<RunState>,
-    /// Its slot in the resident pool (after `store`: given back once the
-    /// store is dropped); `None` in the host's pool.
-    pub(crate) slot: Option<Slot>,
     pub(crate) interpreter: Interpreter,
     /// The plugins whose method functions it has made (`runner.prepare`).
     pub(crate) methods: Option<PluginSet>,
+    /// Its memory as prepared, on the sandbox's own engine; `None` in the
+    /// host's pool.
+    pub(crate) snapshot: Option<Snapshot>,
+    /// Runs it has served.
+    pub(crate) runs: u32,
+}
+
+impl Prepared {
+    /// Restores the interpreter after a run whose export returned, for the
+    /// next run; its store, to drop, if it cannot be (no snapshot, its
+    /// memory grew, or it served [`MAX_RUNS`]).
+    ///
+    /// Besides linear memory, which the restore puts back byte for byte,
+    /// an instance holds its globals, tables and the component's resource
+    /// handles. When an export returns, the interpreter's one global that
+    /// changes while it runs, its stack pointer, is back where it was (the
+    /// others are addresses set at instantiation); no code the run can
+    /// write changes its tables (CPython links no module at run time); and
+    /// the handles the run left are unreachable from the restored memory.
+    pub(crate) fn reusable(mut self) -> Result<Self, Store<RunState>> {
+        let Some(snapshot) = self.snapshot.as_mut() else {
+            return Err(self.store);
+        };
+        // SAFETY: the store is ours alone and nothing runs in it.
+        if self.runs + 1 >= MAX_RUNS || !unsafe { snapshot.restore() } {
+            return Err(self.store);
+        }
+        self.runs += 1;
+        Ok(self)
+    }
 }
 
 /// The prepared interpreters of one sandbox and the thread that keeps them.
@@ -81,9 +124,8 @@ struct Shared {
     cores: usize,
 }
 
-/// A finished run's store, and its slot in the resident pool (given back
-/// after the store is dropped).
-type Retired = (Store<RunState>, Option<Slot>);
+/// A finished run's store.
+type Retired = Store<RunState>;
 
 /// Counts a run as executing until dropped.
 pub(crate) struct Running<'a>(&'a Shared);
@@ -102,17 +144,28 @@ struct Queue {
     /// The plugins of the latest run: the next interpreters make their
     /// method functions ahead.
     latest: Option<PluginSet>,
+    /// Reusable interpreters given back by their runs, to be restored (by
+    /// the thread, or by a run that finds none prepared).
+    dirty: Vec<Prepared>,
+    /// Reusable interpreters runs hold: with `prepared` and `dirty`, what
+    /// the thread keeps at `target`.
+    out: usize,
+    /// The interpreter on the sandbox's own engine, once the thread that
+    /// compiles it for that engine is done.
+    compiled: Option<Reusable>,
     closed: bool,
 }
 
 impl Preparer {
     /// Starts a thread that keeps `target` interpreters prepared (none when
     /// `target` is 0: runs instantiate and drop their own): in `resident`'s
-    /// pool while it has a free slot, else of `pre`, in the host's.
+    /// sandbox's own engine once `own` has its code (loaded, or compiled on
+    /// the thread when it has nothing else to do), else of `pre`, in the
+    /// host's pool.
     pub(crate) fn start(
         host: Arc<HostInner>,
         pre: PythonSandboxPre<RunState>,
-        resident: Option<Arc<Resident>>,
+        own: Option<Pending>,
         target: usize,
     ) -> anyhow::Result<Self> {
         let shared = Arc::new(Shared {
@@ -135,7 +188,7 @@ impl Preparer {
             let keeper = shared.clone();
             std::thread::Builder::new()
                 .name("sandwit-prepare".into())
-                .spawn(move || keep(&keeper, &host, &pre, resident.as_deref(), target))?;
+                .spawn(move || keep(&keeper, &host, &pre, own, target))?;
         }
         Ok(Preparer { shared })
     }
@@ -160,8 +213,20 @@ impl Preparer {
             .prepared
             .iter()
             .position(|p| fits(p) && made_for(p))
-            .or_else(|| queue.prepared.iter().position(fits))?;
-        let prepared = queue.prepared.swap_remove(at);
+            .or_else(|| queue.prepared.iter().position(fits));
+        let prepared = match at {
+            Some(at) => queue.prepared.swap_remove(at),
+            None => {
+                // Restoring one here costs this run less than instantiating.
+                let at = queue.dirty.iter().position(fits)?;
+                let dirty = queue.dirty.swap_remove(at);
+                drop(queue);
+                let restored = dirty.reusable().ok()?;
+                queue = self.shared.lock();
+                restored
+            }
+        };
+        queue.out += usize::from(prepared.snapshot.is_some());
         drop(queue);
         // The thread can replace it only beside this run on a host with
         // cores to spare; else the run's end wakes it if it sleeps.
@@ -171,23 +236,41 @@ impl Preparer {
         Some(prepared)
     }
 
-    /// Ends a run: hands its store (and resident slot) to the thread to
-    /// drop, or drops it here when there is no thread, it is behind, or
-    /// other runs keep it from working, and then one store of the thread's
-    /// backlog too; then stops counting the run, which wakes the thread if
-    /// it sleeps.
-    pub(crate) fn retire(&self, running: Running<'_>, store: Store<RunState>, slot: Option<Slot>) {
+    /// Ends a run whose reusable interpreter's export returned: gives it to
+    /// the thread to restore, waking it (a restore is a run's reset, which
+    /// the thread does on a free core while the caller goes on).
+    pub(crate) fn give_back(&self, running: Running<'_>, prepared: Prepared) {
         let mut queue = self.shared.lock();
+        queue.out -= 1;
+        if queue.closed {
+            drop(queue);
+            self.retire(running, prepared.store, false);
+            return;
+        }
+        queue.dirty.push(prepared);
+        drop(queue);
+        drop(running);
+        self.shared.wake.notify_one();
+    }
+
+    /// Ends a run: hands its store to the thread to drop, or drops it here
+    /// when there is no thread, it is behind, or other runs keep it from
+    /// working, and then one store of the thread's backlog too; then stops
+    /// counting the run, which wakes the thread if it sleeps. `reusable`:
+    /// the run had taken a reusable interpreter, which cannot be reused.
+    pub(crate) fn retire(&self, running: Running<'_>, store: Store<RunState>, reusable: bool) {
+        let mut queue = self.shared.lock();
+        queue.out -= usize::from(reusable);
         if queue.closed || queue.retired.len() >= MAX_RETIRED || !self.shared.quiet(1) {
             // The thread does not drop while runs keep the cores busy: take
-            // one store of its backlog along, so the resident slots it holds
-            // come back to the runs.
+            // one store of its backlog along, so the memory it holds comes
+            // back.
             let backlog = queue.retired.pop();
             drop(queue);
-            drop((store, slot));
+            drop(store);
             drop(backlog);
         } else {
-            queue.retired.push((store, slot));
+            queue.retired.push(store);
             drop(queue);
         }
         drop(running);
@@ -197,6 +280,16 @@ impl Preparer {
     #[cfg(feature = "internals")]
     pub(crate) fn count(&self) -> usize {
         self.shared.lock().prepared.len()
+    }
+
+    /// Whether every prepared interpreter's memory is as it was prepared.
+    #[cfg(feature = "internals")]
+    pub(crate) fn intact(&self) -> bool {
+        let queue = self.shared.lock();
+        queue
+            .prepared
+            .iter()
+            .all(|p| p.snapshot.as_ref().is_none_or(|s| s.intact()))
     }
 }
 
@@ -270,6 +363,11 @@ impl Shared {
         let others = self.running.load(Ordering::SeqCst).saturating_sub(own);
         others * 2 < self.cores
     }
+
+    /// Whether a core is free of runs.
+    fn core_free(&self) -> bool {
+        self.running.load(Ordering::SeqCst) < self.cores
+    }
 }
 
 /// The thread: while runs leave most cores idle, drops retired stores first
@@ -277,13 +375,42 @@ impl Shared {
 /// until the sandbox is dropped. On a busy host runs instantiate and drop
 /// their own: preparing would only slow the runs down.
 fn keep(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     host: &HostInner,
     pre: &PythonSandboxPre<RunState>,
-    resident: Option<&Resident>,
+    own: Option<Pending>,
     target: usize,
 ) {
     yield_to_runs();
+    let ready = |pending: Pending| match pending.finish() {
+        Ok(ready) => Some(ready),
+        Err(e) => {
+            tracing::warn!("the Python sandbox's interpreters serve one run each: {e:#}");
+            None
+        }
+    };
+    // Loading cached code is quick: before the first interpreter. Compiling
+    // takes seconds, on a thread of its own, meanwhile this one prepares
+    // interpreters in the host's pool.
+    let mut reusable = None;
+    match own {
+        Some(pending) if pending.compiles() => {
+            let shared = shared.clone();
+            let compiling = std::thread::Builder::new()
+                .name("sandwit-compile".into())
+                .spawn(move || {
+                    yield_to_runs();
+                    let compiled = ready(pending);
+                    shared.lock().compiled = compiled;
+                    shared.wake.notify_one();
+                });
+            if let Err(e) = compiling {
+                tracing::warn!("the Python sandbox's interpreters serve one run each: {e}");
+            }
+        }
+        Some(pending) => reusable = ready(pending),
+        None => {}
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread().build() {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -297,10 +424,22 @@ fn keep(
         if queue.closed {
             // Drop what is left here, not in whoever drops the last handle.
             let prepared = std::mem::take(&mut queue.prepared);
+            let dirty = std::mem::take(&mut queue.dirty);
             let retired = std::mem::take(&mut queue.retired);
             drop(queue);
-            drop((prepared, retired));
+            drop((prepared, dirty, retired));
             return;
+        }
+        if let Some(dirty) = queue.dirty.pop() {
+            drop(queue);
+            let restored = dirty.reusable();
+            queue = shared.lock();
+            match restored {
+                Ok(restored) => queue.prepared.push(restored),
+                Err(store) => queue.retired.push(store),
+            }
+            poll = Poll::new();
+            continue;
         }
         if !queue.retired.is_empty() && shared.quiet(0) {
             let retired = std::mem::take(&mut queue.retired);
@@ -310,25 +449,18 @@ fn keep(
             queue = shared.lock();
             continue;
         }
-        if queue.prepared.len() >= target || !shared.quiet(0) {
+        // Reusable interpreters are prepared once and serve many runs, so
+        // the thread prepares them beside runs while a core is free of them.
+        if let Some(compiled) = queue.compiled.take() {
+            reusable = Some(compiled);
+        }
+        if queue.prepared.len() + queue.dirty.len() + queue.out >= target || !shared.core_free() {
             queue = shared.idle(queue, &mut poll);
             continue;
         }
         let methods = queue.latest.clone();
         drop(queue);
-        // In the resident pool; in the host's if there is none, not when
-        // runs hold all its slots (one will be free again soon).
-        let (pre, slot) = match resident {
-            None => (pre, None),
-            Some(resident) => match resident.take() {
-                Some(slot) => (&resident.pre, Some(slot)),
-                None => {
-                    queue = shared.wait_for(shared.lock(), RETRY_AFTER);
-                    continue;
-                }
-            },
-        };
-        match runtime.block_on(prepare(host, pre, slot, methods)) {
+        match runtime.block_on(prepare(host, pre, reusable.as_ref(), methods)) {
             Ok(prepared) => {
                 poll = Poll::new();
                 queue = shared.lock();
@@ -382,13 +514,16 @@ fn yield_to_runs() {
 
 /// Instantiates the snapshot in a store with the host's default run limits
 /// (the run sets its own when it takes it), and has it make the functions
-/// of `methods` and warm up (`runner.prepare`).
+/// of `methods` and warm up (`runner.prepare`): on `reusable`'s engine, its
+/// memory then copied aside, if there is one; else of `pre`, in the host's
+/// pool.
 async fn prepare(
     host: &HostInner,
     pre: &PythonSandboxPre<RunState>,
-    slot: Option<Slot>,
+    reusable: Option<&Reusable>,
     methods: Option<PluginSet>,
 ) -> anyhow::Result<Prepared> {
+    let pre = reusable.map_or(pre, |r| &r.pre);
     let limits = &host.run_limits;
     let budget = Budget {
         fuel: limits.fuel,
@@ -404,16 +539,26 @@ async fn prepare(
     );
     let mut store = limited_store(pre.engine(), state);
     apply_budget(&mut store, budget, host.metering);
+    if let Some(reusable) = reusable {
+        // Those of an instantiation that failed.
+        drop(reusable.memories.take_created());
+    }
     let interpreter = pre.instantiate_async(&mut store).await?;
     let specs = methods.as_ref().map_or(&[][..], |m| m.specs());
     interpreter
         .sandwit_plugin_runner()
         .call_prepare(&mut store, specs)
         .await?;
+    // The interpreter has one memory; anything else is not restored.
+    let snapshot = reusable.and_then(|r| match <[_; 1]>::try_from(r.memories.take_created()) {
+        Ok([memory]) => Some(Snapshot::take(memory)),
+        Err(_) => None,
+    });
     Ok(Prepared {
         store,
-        slot,
         interpreter,
         methods,
+        snapshot,
+        runs: 0,
     })
 }

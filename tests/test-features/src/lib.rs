@@ -3,5 +3,5 @@
 //! test` (and `cargo clippy --all-targets`) build the library with
 //! `sandwit::fuzzing`, whose entry functions `tests/all/fuzzed.rs` replays the
 //! inputs of `fuzz/regressions/` through, and with the internals the tests
-//! observe (prepared interpreters, the resident pool). A plain `cargo build`
+//! observe (prepared interpreters and their restores). A plain `cargo build`
 //! does not: dev-dependencies' features are unified only into test builds.

@@ -1,0 +1,623 @@
+//! Linear memory that sandwit owns, so an interpreter can be put back to
+//! the state it was prepared in and serve run after run without being
+//! instantiated again.
+//!
+//! The sandbox's own engine creates its interpreters' memories here
+//! ([`Memories`], a wasmtime [`MemoryCreator`]): an anonymous mapping of
+//! the reservation and guard wasmtime asks for. Once an interpreter is
+//! prepared, [`Snapshot::take`] copies its memory aside and, where the
+//! kernel allows (Linux 6.7 and later), write-protects it through a
+//! userfaultfd in asynchronous mode: a write then only marks its page
+//! written, in the kernel, without a signal or a thread to handle it.
+//! [`Snapshot::restore`] asks the kernel (the `PAGEMAP_SCAN` ioctl) which
+//! pages were written since, copies exactly those back, and protects them
+//! again, so a run costs a reset in proportion to what it wrote. Without
+//! the userfaultfd the whole memory is copied back.
+//!
+//! Invariant: after `restore` returns `true`, every byte of the memory is
+//! what it was when the snapshot was taken, and the memory has the same
+//! size. The rest of the instance's state outside linear memory is the
+//! caller's to account for (see `Prepared` in `prepared.rs`): after an
+//! export returns normally, the interpreter's mutable globals (its stack
+//! pointer; the rest are addresses set at instantiation) are back to their
+//! values, and its tables are what instantiation made them.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use wasmtime::{LinearMemory, MemoryCreator, MemoryType};
+
+/// Creates the memories of a sandbox's own engine, and hands the one an
+/// instantiation made to the snapshot taken next.
+#[derive(Default)]
+pub(crate) struct Memories {
+    /// Memories created since the last [`Memories::take_created`]: only the
+    /// sandbox's preparing thread instantiates on this engine, one
+    /// interpreter at a time.
+    created: Mutex<Vec<Arc<Mapping>>>,
+}
+
+impl Memories {
+    /// The memories created since the last call.
+    pub(crate) fn take_created(&self) -> Vec<Arc<Mapping>> {
+        std::mem::take(&mut *self.created.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+// SAFETY: each memory is a mapping of its own of `reserved + guard` bytes,
+// of which the first `byte_size` are readable and writable and the rest
+// inaccessible, the base never moves, and it is unmapped only when the last
+// `Arc<Mapping>` goes (wasmtime's `LinearMemory` holds one).
+unsafe impl MemoryCreator for Memories {
+    fn new_memory(
+        &self,
+        _ty: MemoryType,
+        minimum: usize,
+        maximum: Option<usize>,
+        reserved_size_in_bytes: Option<usize>,
+        guard_size_in_bytes: usize,
+    ) -> Result<Box<dyn LinearMemory>, String> {
+        // Without a reservation asked for, the maximum (or 4 GiB, all a
+        // 32-bit memory can address) so growing never moves the base.
+        let reserved = reserved_size_in_bytes
+            .or(maximum)
+            .unwrap_or(1 << 32)
+            .max(minimum);
+        let mapping = Mapping::new(minimum, reserved, guard_size_in_bytes)
+            .map_err(|e| format!("cannot map {reserved} bytes for a linear memory: {e}"))?;
+        let mapping = Arc::new(mapping);
+        self.created
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(mapping.clone());
+        Ok(Box::new(Memory(mapping)))
+    }
+}
+
+/// An anonymous mapping: `reserved` bytes of which the first `size` are
+/// accessible, then `guard` inaccessible bytes.
+pub(crate) struct Mapping {
+    base: NonNull<u8>,
+    size: AtomicUsize,
+    reserved: usize,
+    guard: usize,
+    /// Serialises growth (wasmtime grows through `&mut`, but restores read
+    /// the size from another handle).
+    grow: Mutex<()>,
+}
+
+// SAFETY: the mapping is plain memory; the base pointer is never freed
+// while a handle exists, and its size is atomic.
+unsafe impl Send for Mapping {}
+// SAFETY: as above; writes to the contents are wasmtime's (while the guest
+// runs) or a restore's (while the store is not in use), never both.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    fn new(size: usize, reserved: usize, guard: usize) -> std::io::Result<Self> {
+        let total = reserved
+            .checked_add(guard)
+            .ok_or_else(|| std::io::Error::other("reservation overflows"))?;
+        // SAFETY: a fresh anonymous mapping at an address of the kernel's
+        // choice; nothing else refers to it.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                total,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        let mapping = Mapping {
+            base: NonNull::new(base.cast()).expect("mmap returned a valid address"),
+            size: AtomicUsize::new(0),
+            reserved,
+            guard,
+            grow: Mutex::new(()),
+        };
+        mapping.grow_to(size)?;
+        Ok(mapping)
+    }
+
+    fn byte_size(&self) -> usize {
+        self.size.load(Ordering::Acquire)
+    }
+
+    fn grow_to(&self, new_size: usize) -> std::io::Result<()> {
+        let _grow = self.grow.lock().unwrap_or_else(|p| p.into_inner());
+        let old = self.size.load(Ordering::Acquire);
+        if new_size <= old {
+            return Ok(());
+        }
+        if new_size > self.reserved {
+            return Err(std::io::Error::other(format!(
+                "{new_size} bytes is past the memory's {} byte reservation",
+                self.reserved
+            )));
+        }
+        let page = page_size();
+        let (from, to) = (old.next_multiple_of(page), new_size.next_multiple_of(page));
+        if to > from {
+            // SAFETY: `from..to` is within the reservation, which this
+            // mapping owns.
+            let rc = unsafe {
+                libc::mprotect(
+                    self.base.as_ptr().add(from).cast(),
+                    to - from,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                )
+            };
+            if rc != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        self.size.store(new_size, Ordering::Release);
+        Ok(())
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: the whole mapping, no longer referred to by anyone.
+        unsafe {
+            libc::munmap(self.base.as_ptr().cast(), self.reserved + self.guard);
+        }
+    }
+}
+
+/// wasmtime's handle to a [`Mapping`].
+struct Memory(Arc<Mapping>);
+
+// SAFETY: see `Memories`' impl: the base never moves and `byte_size` bytes
+// from it are accessible.
+unsafe impl LinearMemory for Memory {
+    fn byte_size(&self) -> usize {
+        self.0.byte_size()
+    }
+
+    fn byte_capacity(&self) -> usize {
+        self.0.reserved
+    }
+
+    fn grow_to(&mut self, new_size: usize) -> wasmtime::Result<()> {
+        Ok(self.0.grow_to(new_size)?)
+    }
+
+    fn as_ptr(&self) -> *mut u8 {
+        self.0.base.as_ptr()
+    }
+}
+
+/// A copy of an interpreter's memory as it was prepared, and what finds the
+/// pages written since.
+pub(crate) struct Snapshot {
+    mapping: Arc<Mapping>,
+    image: Vec<u8>,
+    tracker: Option<Tracker>,
+}
+
+impl Snapshot {
+    /// Copies `mapping` aside as it is now. `None` if that fails.
+    pub(crate) fn take(mapping: Arc<Mapping>) -> Snapshot {
+        let size = mapping.byte_size();
+        // SAFETY: `size` bytes from the base are accessible, and nothing
+        // runs in the instance while its preparer holds its store.
+        let image = unsafe { std::slice::from_raw_parts(mapping.base.as_ptr(), size) }.to_vec();
+        let tracker = Tracker::new(&mapping, size)
+            .inspect_err(|e| {
+                tracing::debug!("memory resets copy the whole image (no write tracking): {e}");
+            })
+            .ok();
+        Snapshot {
+            mapping,
+            image,
+            tracker,
+        }
+    }
+
+    /// Puts the memory back as it was when the snapshot was taken. `false`
+    /// (the instance must not be reused) if it grew since, which cannot be
+    /// undone, or the kernel failed to say what was written.
+    ///
+    /// # Safety
+    ///
+    /// No code may run in the instance, or read or write its memory,
+    /// meanwhile: the caller holds its store exclusively.
+    pub(crate) unsafe fn restore(&mut self) -> bool {
+        let len = self.image.len();
+        if self.mapping.byte_size() != len {
+            return false;
+        }
+        let base = self.mapping.base.as_ptr();
+        let Some(tracker) = &mut self.tracker else {
+            // SAFETY: the memory holds `len` bytes and is the caller's alone
+            // (above).
+            unsafe { std::ptr::copy_nonoverlapping(self.image.as_ptr(), base, len) };
+            return true;
+        };
+        // SAFETY: as above; the image is as long as the memory.
+        unsafe { tracker.restore(base, &self.image) }.is_ok()
+    }
+
+    /// Whether every byte of the memory is what it was when the snapshot
+    /// was taken (for tests).
+    #[cfg(feature = "internals")]
+    pub(crate) fn intact(&self) -> bool {
+        if self.mapping.byte_size() != self.image.len() {
+            return false;
+        }
+        // SAFETY: as in `take`.
+        let now =
+            unsafe { std::slice::from_raw_parts(self.mapping.base.as_ptr(), self.image.len()) };
+        now == self.image.as_slice()
+    }
+}
+
+/// A userfaultfd in asynchronous write-protect mode over one memory, and
+/// the buffer `PAGEMAP_SCAN` reports written pages in.
+///
+/// A write to a protected page costs a page fault (a few µs in a VM), and
+/// CPython writes the same few hundred pages in every run (reference counts
+/// of common objects, its allocator's arenas). So a page a run wrote stays
+/// unprotected, and is compared and copied back after every run, until it
+/// comes back unchanged [`QUIET_RESTORES`] times in a row; only then is it
+/// protected again. `PAGEMAP_SCAN` reports unprotected pages as written, so
+/// every page that may differ from the image is looked at.
+struct Tracker {
+    uffd: OwnedFd,
+    pagemap: std::fs::File,
+    regions: Vec<PageRegion>,
+    /// Runs of written pages the last scan found, as offsets.
+    written: Vec<(usize, usize)>,
+    /// Runs of pages to protect again, as offsets.
+    quiet: Vec<(usize, usize)>,
+    /// Per page, the restores in a row that found it unprotected but
+    /// unchanged.
+    unchanged: Vec<u8>,
+}
+
+/// Restores in a row a page must come back unchanged before it is
+/// protected again.
+const QUIET_RESTORES: u8 = 4;
+
+// The kernel's ABI (include/uapi/linux/userfaultfd.h and fs.h), which the
+// libc crate does not carry yet.
+const UFFD_USER_MODE_ONLY: libc::c_int = 1;
+const UFFD_API: u64 = 0xAA;
+const UFFD_FEATURE_WP_UNPOPULATED: u64 = 1 << 13;
+const UFFD_FEATURE_WP_ASYNC: u64 = 1 << 15;
+const UFFDIO_API: libc::c_ulong = 0xC018_AA3F;
+const UFFDIO_REGISTER: libc::c_ulong = 0xC020_AA00;
+const UFFDIO_REGISTER_MODE_WP: u64 = 1 << 1;
+const UFFDIO_WRITEPROTECT: libc::c_ulong = 0xC018_AA06;
+const UFFDIO_WRITEPROTECT_MODE_WP: u64 = 1 << 0;
+const PAGEMAP_SCAN: libc::c_ulong = 0xC060_6610;
+const PAGE_IS_WRITTEN: u64 = 1 << 1;
+
+#[repr(C)]
+struct UffdioApi {
+    api: u64,
+    features: u64,
+    ioctls: u64,
+}
+
+#[repr(C)]
+struct UffdioRange {
+    start: u64,
+    len: u64,
+}
+
+#[repr(C)]
+struct UffdioRegister {
+    range: UffdioRange,
+    mode: u64,
+    ioctls: u64,
+}
+
+#[repr(C)]
+struct UffdioWriteprotect {
+    range: UffdioRange,
+    mode: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct PageRegion {
+    start: u64,
+    end: u64,
+    categories: u64,
+}
+
+#[repr(C)]
+struct PmScanArg {
+    size: u64,
+    flags: u64,
+    start: u64,
+    end: u64,
+    walk_end: u64,
+    vec: u64,
+    vec_len: u64,
+    max_pages: u64,
+    category_inverted: u64,
+    category_mask: u64,
+    category_anyof_mask: u64,
+    return_mask: u64,
+}
+
+/// Regions one `PAGEMAP_SCAN` call reports at most; a scan that fills them
+/// goes on from where it stopped.
+const REGIONS: usize = 256;
+
+impl Tracker {
+    /// Registers the first `len` bytes of `mapping` with a new userfaultfd
+    /// and write-protects them, so `PAGEMAP_SCAN` reports what is written
+    /// from now on.
+    fn new(mapping: &Mapping, len: usize) -> std::io::Result<Self> {
+        let fail = |what: &str| {
+            let e = std::io::Error::last_os_error();
+            std::io::Error::new(e.kind(), format!("{what}: {e}"))
+        };
+        // SAFETY: the userfaultfd syscall takes flags only; user-mode-only
+        // needs no privilege (faults from the kernel are not handled).
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_userfaultfd,
+                libc::O_CLOEXEC | libc::O_NONBLOCK | UFFD_USER_MODE_ONLY,
+            )
+        };
+        if fd < 0 {
+            return Err(fail("userfaultfd"));
+        }
+        // SAFETY: a new descriptor that nothing else owns.
+        let uffd = unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) };
+        let mut api = UffdioApi {
+            api: UFFD_API,
+            features: UFFD_FEATURE_WP_ASYNC | UFFD_FEATURE_WP_UNPOPULATED,
+            ioctls: 0,
+        };
+        let base = mapping.base.as_ptr() as u64;
+        let range = || UffdioRange {
+            start: base,
+            len: len as u64,
+        };
+        let mut register = UffdioRegister {
+            range: range(),
+            mode: UFFDIO_REGISTER_MODE_WP,
+            ioctls: 0,
+        };
+        let mut protect = UffdioWriteprotect {
+            range: range(),
+            mode: UFFDIO_WRITEPROTECT_MODE_WP,
+        };
+        // SAFETY: each ioctl gets the structure its number names, alive for
+        // the call; the range is this mapping's accessible part.
+        unsafe {
+            if libc::ioctl(uffd.as_raw_fd(), UFFDIO_API, &mut api) != 0 {
+                return Err(fail("UFFDIO_API with asynchronous write-protect"));
+            }
+            if libc::ioctl(uffd.as_raw_fd(), UFFDIO_REGISTER, &mut register) != 0 {
+                return Err(fail("UFFDIO_REGISTER"));
+            }
+            if libc::ioctl(uffd.as_raw_fd(), UFFDIO_WRITEPROTECT, &mut protect) != 0 {
+                return Err(fail("UFFDIO_WRITEPROTECT"));
+            }
+        }
+        let pagemap = std::fs::File::open("/proc/self/pagemap")?;
+        let mut tracker = Tracker {
+            uffd,
+            pagemap,
+            regions: vec![PageRegion::default(); REGIONS],
+            written: Vec::new(),
+            quiet: Vec::new(),
+            unchanged: vec![0; len.div_ceil(page_size())],
+        };
+        // Checks the scan works here before relying on it.
+        tracker.scan(mapping.base.as_ptr(), len)?;
+        Ok(tracker)
+    }
+
+    /// Puts back every page of `base..base + image.len()` that differs from
+    /// `image`, and protects again those that stayed unchanged long enough.
+    ///
+    /// # Safety
+    ///
+    /// `base` is the tracked memory, `image.len()` bytes long, which nothing
+    /// else reads or writes meanwhile.
+    unsafe fn restore(&mut self, base: *mut u8, image: &[u8]) -> std::io::Result<()> {
+        let page = page_size();
+        self.scan(base, image.len())?;
+        self.quiet.clear();
+        for &(start, end) in &self.written {
+            for at in (start..end).step_by(page) {
+                let size = page.min(end - at);
+                let was = &image[at..at + size];
+                // SAFETY: `at..at + size` is within the memory (the scan's
+                // range), which is the caller's alone.
+                let now = unsafe { std::slice::from_raw_parts_mut(base.add(at), size) };
+                let count = &mut self.unchanged[at / page];
+                if now == was {
+                    *count += 1;
+                    if *count >= QUIET_RESTORES {
+                        *count = 0;
+                        match self.quiet.last_mut() {
+                            Some((_, end)) if *end == at => *end = at + size,
+                            _ => self.quiet.push((at, at + size)),
+                        }
+                    }
+                } else {
+                    now.copy_from_slice(was);
+                    *count = 0;
+                }
+            }
+        }
+        for &(start, end) in &self.quiet {
+            let mut protect = UffdioWriteprotect {
+                range: UffdioRange {
+                    start: base as u64 + start as u64,
+                    len: (end - start) as u64,
+                },
+                mode: UFFDIO_WRITEPROTECT_MODE_WP,
+            };
+            // SAFETY: the ioctl's structure, alive for the call, over pages
+            // of the registered range.
+            if unsafe { libc::ioctl(self.uffd.as_raw_fd(), UFFDIO_WRITEPROTECT, &mut protect) } != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    }
+
+    /// Finds the runs of pages of `base..base + len` that are not
+    /// protected (written since they last were) into `written`, as offsets.
+    fn scan(&mut self, base: *mut u8, len: usize) -> std::io::Result<()> {
+        self.written.clear();
+        let (start, end) = (base as u64, base as u64 + len as u64);
+        let mut from = start;
+        while from < end {
+            let mut arg = PmScanArg {
+                size: size_of::<PmScanArg>() as u64,
+                flags: 0,
+                start: from,
+                end,
+                walk_end: 0,
+                vec: self.regions.as_mut_ptr() as u64,
+                vec_len: self.regions.len() as u64,
+                max_pages: 0,
+                category_inverted: 0,
+                category_mask: PAGE_IS_WRITTEN,
+                category_anyof_mask: 0,
+                return_mask: PAGE_IS_WRITTEN,
+            };
+            // SAFETY: `arg` is the ioctl's structure, `vec` points to
+            // `vec_len` regions the kernel may fill, and the range is
+            // memory this process maps.
+            let found = unsafe { libc::ioctl(self.pagemap.as_raw_fd(), PAGEMAP_SCAN, &mut arg) };
+            if found < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            for region in &self.regions[..found as usize] {
+                self.written.push((
+                    (region.start - start) as usize,
+                    (region.end - start) as usize,
+                ));
+            }
+            if arg.walk_end <= from {
+                return Err(std::io::Error::other("PAGEMAP_SCAN made no progress"));
+            }
+            from = arg.walk_end;
+        }
+        Ok(())
+    }
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf with a valid name has no preconditions.
+    usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn memory(pages: usize) -> Arc<Mapping> {
+        Arc::new(Mapping::new(pages * page_size(), 1 << 24, 1 << 16).unwrap())
+    }
+
+    // Tests stand in for the guest, which writes through shared handles.
+    #[expect(clippy::mut_from_ref)]
+    fn bytes(mapping: &Mapping) -> &mut [u8] {
+        // SAFETY: tests own the mapping and do not run wasm in it.
+        unsafe { std::slice::from_raw_parts_mut(mapping.base.as_ptr(), mapping.byte_size()) }
+    }
+
+    #[test]
+    fn restore_puts_back_exactly_what_was_written() {
+        let mapping = memory(64);
+        let page = page_size();
+        for (i, byte) in bytes(&mapping).iter_mut().enumerate() {
+            *byte = (i / page) as u8;
+        }
+        let mut snapshot = Snapshot::take(mapping.clone());
+        for round in 0..3u8 {
+            let memory = bytes(&mapping);
+            // Scattered pages, a run of them, the first and the last byte.
+            for at in [
+                0,
+                5 * page + 7,
+                9 * page,
+                10 * page,
+                11 * page,
+                64 * page - 1,
+            ] {
+                memory[at] = 0xEE ^ round;
+            }
+            // SAFETY: nothing else uses the mapping.
+            assert!(unsafe { snapshot.restore() });
+            for (i, byte) in bytes(&mapping).iter().enumerate() {
+                assert_eq!(*byte, (i / page) as u8, "byte {i} after round {round}");
+            }
+        }
+    }
+
+    #[test]
+    fn written_pages_stay_unprotected_until_they_come_back_unchanged() {
+        let mapping = memory(16);
+        let page = page_size();
+        let mut snapshot = Snapshot::take(mapping.clone());
+        assert!(
+            snapshot.tracker.is_some(),
+            "this kernel tracks no writes (userfaultfd write-protect, PAGEMAP_SCAN: Linux 6.7)"
+        );
+        let unprotected = |snapshot: &mut Snapshot| {
+            let tracker = snapshot.tracker.as_mut().unwrap();
+            tracker.scan(mapping.base.as_ptr(), 16 * page).unwrap();
+            tracker.written.clone()
+        };
+        assert_eq!(unprotected(&mut snapshot), []);
+        bytes(&mapping)[3 * page] = 1;
+        bytes(&mapping)[4 * page] = 1;
+        // SAFETY (each restore): nothing else uses the mapping.
+        assert!(unsafe { snapshot.restore() });
+        assert_eq!(unprotected(&mut snapshot), [(3 * page, 5 * page)]);
+        // Written again: still unprotected, and restored.
+        bytes(&mapping)[4 * page] = 2;
+        assert!(unsafe { snapshot.restore() });
+        assert_eq!(bytes(&mapping)[4 * page], 0);
+        // Page 3 came back unchanged once so far, page 4 not yet.
+        for _ in 2..QUIET_RESTORES {
+            assert!(unsafe { snapshot.restore() });
+            assert_eq!(unprotected(&mut snapshot), [(3 * page, 5 * page)]);
+        }
+        // Page 3 has come back unchanged QUIET_RESTORES times, page 4 one
+        // time fewer.
+        assert!(unsafe { snapshot.restore() });
+        assert_eq!(unprotected(&mut snapshot), [(4 * page, 5 * page)]);
+        assert!(unsafe { snapshot.restore() });
+        assert_eq!(unprotected(&mut snapshot), []);
+    }
+
+    #[test]
+    fn a_grown_memory_is_not_restored() {
+        let mapping = memory(4);
+        let mut snapshot = Snapshot::take(mapping.clone());
+        mapping.grow_to(8 * page_size()).unwrap();
+        // SAFETY: nothing else uses the mapping.
+        assert!(!unsafe { snapshot.restore() });
+    }
+
+    #[test]
+    fn growth_stays_within_the_reservation() {
+        let mapping = memory(1);
+        assert!(mapping.grow_to(1 << 24).is_ok());
+        assert!(mapping.grow_to((1 << 24) + 1).is_err());
+        bytes(&mapping)[(1 << 24) - 1] = 1;
+    }
+}
