@@ -5,7 +5,13 @@ pub mod plugin {
     wasmtime::component::bindgen!({
         path: "../wit",
         world: "sandbox-method",
-        imports: { default: trappable },
+        // The store and chat call the embedder's services, which may wait
+        // on I/O (`StoreBackend`, `ChatSink`).
+        imports: {
+            "sandwit:plugin/store": async | trappable,
+            "sandwit:plugin/chat": async | trappable,
+            default: trappable,
+        },
         exports: { default: async },
     });
 }

@@ -4,7 +4,7 @@
 use serde::ser::SerializeStruct;
 use serde::{Serialize, Serializer};
 
-use crate::types::{AgentCtx, Media};
+use crate::types::{AgentCtx, Media, ServiceFuture};
 
 /// The most messages one call may send.
 pub const MAX_MESSAGES_PER_CALL: usize = 32;
@@ -90,9 +90,36 @@ impl Serialize for ChatMessage {
 /// recorded as an event of the call (and of the Python run that made it), so
 /// without a sink the application finds them there.
 ///
-/// `deliver` runs inside the plugin call: keep it quick (queue the message);
-/// an `Err` is returned to the plugin as `unavailable`.
+/// `deliver` is awaited inside the plugin call, under the call's deadline:
+/// it may send the message on (an HTTP request, a queue) without blocking a
+/// runtime thread, and a call whose time runs out meanwhile ends with the
+/// time limit. An `Err` is returned to the plugin as `unavailable`.
+///
+/// ```
+/// use sandwit::{AgentCtx, ChatMessage, ChatSink, ServiceFuture};
+///
+/// struct Queue(tokio::sync::mpsc::Sender<(String, ChatMessage)>);
+///
+/// impl ChatSink for Queue {
+///     fn deliver<'a>(
+///         &'a self,
+///         _plugin: &'a str,
+///         ctx: &'a AgentCtx,
+///         message: &'a ChatMessage,
+///     ) -> ServiceFuture<'a, Result<(), String>> {
+///         Box::pin(async move {
+///             let sent = self.0.send((ctx.chat_key.clone(), message.clone()));
+///             sent.await.map_err(|_| "the chat is closed".to_string())
+///         })
+///     }
+/// }
+/// ```
 pub trait ChatSink: Send + Sync {
     /// Delivers `message` from `plugin` to the chat of `ctx`.
-    fn deliver(&self, plugin: &str, ctx: &AgentCtx, message: &ChatMessage) -> Result<(), String>;
+    fn deliver<'a>(
+        &'a self,
+        plugin: &'a str,
+        ctx: &'a AgentCtx,
+        message: &'a ChatMessage,
+    ) -> ServiceFuture<'a, Result<(), String>>;
 }

@@ -38,6 +38,11 @@ pub(crate) struct HostMeter {
     owed: u64,
     /// Fuel charged by the store's WASI streams and HTTP bodies.
     tab: FuelTab,
+    /// The run's handle, checked at every crossing: code that calls the
+    /// host often (printing in a loop) has its fuel settled there, which
+    /// restarts wasmtime's yield interval, so it may never yield to let
+    /// [`guarded_until`] see the handle.
+    cancel: Option<Cancel>,
 }
 
 /// Fuel owed for bytes that cross through host objects living outside the
@@ -71,6 +76,7 @@ impl HostMeter {
             deadline,
             owed: 0,
             tab: FuelTab::default(),
+            cancel: None,
         }
     }
 
@@ -88,11 +94,17 @@ impl HostMeter {
             .saturating_add(bytes as u64);
     }
 
-    /// Starts a new call with a new deadline and nothing owed.
+    /// Starts a new call with a new deadline, nothing owed and no handle.
     pub(crate) fn reset(&mut self, deadline: Instant) {
         self.deadline = deadline;
         self.owed = 0;
         self.tab.take();
+        self.cancel = None;
+    }
+
+    /// Ends the guest at its next crossing once `cancel` is cancelled.
+    pub(crate) fn watch(&mut self, cancel: Option<Cancel>) {
+        self.cancel = cancel;
     }
 }
 
@@ -117,7 +129,7 @@ fn settle_host_call<S: Limited>(
     }
     let meter = cx.data_mut().meter();
     let owed = std::mem::take(&mut meter.owed).saturating_add(meter.tab.take());
-    if Instant::now() >= meter.deadline {
+    if Instant::now() >= meter.deadline || meter.cancel.as_ref().is_some_and(Cancel::is_cancelled) {
         return Err(wasmtime::Trap::Interrupt.into());
     }
     if owed > 0
@@ -210,6 +222,8 @@ pub(crate) async fn guarded_until<S: Limited, T>(
     };
     match finished {
         Ok(Ok(value)) => Ok(value),
+        // The call hook traps a guest whose handle was cancelled.
+        Ok(Err(_)) if cancel.is_some_and(Cancel::is_cancelled) => Err(Stopped::Cancelled),
         Ok(Err(err)) => Err(classify(err, store.data().limiter(), budget)),
         Err(_elapsed) => Err(time_exceeded()),
     }

@@ -56,4 +56,4 @@ pub use plugin::{CallReport, Plugin};
 pub use policy::Policy;
 pub use python::outcome::{Event, Handoff, LimitHit, LiveEvent, RunError, RunOutcome, RunStatus};
 pub use python::{PluginSet, PluginSetError, PythonSandbox, RunOptions, strip_code_fence};
-pub use types::{AgentCtx, ContentPart, Media, MethodKind, MethodResult, Value};
+pub use types::{AgentCtx, ContentPart, Media, MethodKind, MethodResult, ServiceFuture, Value};

@@ -7,6 +7,11 @@ use crate::bindings::python::sandwit::plugin::methods::Columns;
 use crate::bindings::wit;
 pub use sandwit_value::Value;
 
+/// The future an embedder's service returns ([`ChatSink`](crate::ChatSink),
+/// [`StoreBackend`](crate::StoreBackend)): boxed, so the traits can be used
+/// as `dyn` objects.
+pub type ServiceFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
 /// Who and where the AI code runs for; passed to every method.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AgentCtx {

@@ -53,6 +53,27 @@ async fn cancelling_ends_a_busy_run_and_the_host_serves_on() {
 }
 
 #[tokio::test]
+async fn cancelling_ends_a_run_that_calls_the_host_in_a_loop() {
+    // Each print settles its fuel in the call hook, which restarts
+    // wasmtime's yield interval: such code never yields, so the hook itself
+    // checks the handle. Cancelled from a thread, since this test's
+    // runtime has one, which the run does not give up.
+    let (python, plugins) = sandbox().await;
+    let cancel = Cancel::new();
+    let options = RunOptions::new().cancel(cancel.clone());
+    let canceller = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        cancel.cancel();
+    });
+    let start = Instant::now();
+    let code = "while True:\n    print('x')";
+    let outcome = python.run_with(&ctx(), plugins, code, &options).await;
+    canceller.join().unwrap();
+    assert_eq!(outcome.status, RunStatus::Cancelled, "{:?}", outcome.limit);
+    assert_ended_soon_after(start.elapsed(), Duration::from_millis(300));
+}
+
+#[tokio::test]
 async fn cancelling_ends_a_plugin_call_in_flight() {
     // The hostile plugin's `sleep` blocks its call for an hour.
     let (outcome, elapsed) = cancelled_after("sleep()", Duration::from_millis(300)).await;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use sandwit::store::{Entry, Namespace, Scope, SqliteStore, StoreBackend};
 use sandwit::{
     AgentCtx, CallErrorKind, ChatMessage, ChatSink, Host, LimitKind, Limits, LoadError,
-    MethodResult, Plugin, PluginEvent, PluginSet, Policy, Value,
+    MethodResult, Plugin, PluginEvent, PluginSet, Policy, ServiceFuture, Value,
 };
 use serde_json::json;
 
@@ -290,13 +290,13 @@ async fn the_store_is_scoped_by_chat_user_and_plugin() {
         scope: Scope::Global,
         owner: String::new(),
     };
-    assert_eq!(store.get(&other, "k").unwrap(), None);
+    assert_eq!(store.get(&other, "k").await.unwrap(), None);
     let own = Namespace {
         plugin: "services".into(),
         ..other
     };
     assert_eq!(
-        store.get(&own, "k").unwrap(),
+        store.get(&own, "k").await.unwrap(),
         Some(Entry::Text("global".into()))
     );
     // A user scope without a user is a clear error.
@@ -396,8 +396,8 @@ fn stored_data_survives_a_restart_of_the_process() {
     assert!(out.contains("tea, no sugar"), "{out}");
 }
 
-#[test]
-fn a_kill_9_of_a_writing_process_loses_nothing_committed() {
+#[tokio::test]
+async fn a_kill_9_of_a_writing_process_loses_nothing_committed() {
     let dir = tempdir("kill9");
     let store = dir.join("store.db");
     let writer = std::env::current_exe()
@@ -429,11 +429,11 @@ fn a_kill_9_of_a_writing_process_loses_nothing_committed() {
         scope: Scope::User,
         owner: "writer".into(),
     };
-    let keys = reopened.keys(&ns, 10_000).unwrap();
+    let keys = reopened.keys(&ns, 10_000).await.unwrap();
     for n in &committed {
         let key = format!("note/{:010}", n.parse::<u64>().unwrap() + 1);
         assert_eq!(
-            reopened.get(&ns, &key).unwrap(),
+            reopened.get(&ns, &key).await.unwrap(),
             Some(Entry::Text(format!("note {n}"))),
             "note {n} was committed before the kill ({} keys survive)",
             keys.len()
@@ -568,12 +568,17 @@ async fn a_secret_never_appears_in_logs_events_results_or_outcomes() {
 struct Inbox(Mutex<Vec<(String, String, ChatMessage)>>);
 
 impl ChatSink for Inbox {
-    fn deliver(&self, plugin: &str, ctx: &AgentCtx, message: &ChatMessage) -> Result<(), String> {
+    fn deliver<'a>(
+        &'a self,
+        plugin: &'a str,
+        ctx: &'a AgentCtx,
+        message: &'a ChatMessage,
+    ) -> ServiceFuture<'a, Result<(), String>> {
         self.0
             .lock()
             .unwrap()
             .push((plugin.into(), ctx.chat_key.clone(), message.clone()));
-        Ok(())
+        Box::pin(std::future::ready(Ok(())))
     }
 }
 

@@ -41,7 +41,7 @@ pub(crate) fn add_to_linker<T: ChatData>(linker: &mut Linker<T>) -> wasmtime::Re
 }
 
 impl ChatCtx<'_> {
-    fn send(&mut self, op: &str, mut message: ChatMessage) -> Result<(), ServiceError> {
+    async fn send(&mut self, op: &str, mut message: ChatMessage) -> Result<(), ServiceError> {
         let call = &mut self.call;
         call.meter.charge(message.bytes());
         call.require(Capability::Chat, || format!("chat.{op}"))?;
@@ -89,6 +89,7 @@ impl ChatCtx<'_> {
         self.sent.0 += 1;
         if let (Some(sink), PluginEvent::Chat { message }) = (&call.env.services.chat, &event) {
             sink.deliver(&call.env.id, ctx, message)
+                .await
                 .map_err(|e| ServiceError::Unavailable(cut(e, 500)))?;
         }
         call.events.push(event).map_err(full)
@@ -118,25 +119,23 @@ pub(crate) fn check_image_mime_type(mime: &str) -> Result<(), String> {
 }
 
 impl Host for ChatCtx<'_> {
-    fn send_text(&mut self, text: String) -> Answer {
-        Ok(self.send("send_text", ChatMessage::Text(text)))
+    async fn send_text(&mut self, text: String) -> Answer {
+        Ok(self.send("send_text", ChatMessage::Text(text)).await)
     }
 
-    fn send_image(&mut self, image: WitMedia) -> Answer {
+    async fn send_image(&mut self, image: WitMedia) -> Answer {
         let media = Media {
             mime_type: image.mime_type,
             data: image.data,
         };
-        Ok(self.send("send_image", ChatMessage::Image(media)))
+        Ok(self.send("send_image", ChatMessage::Image(media)).await)
     }
 
-    fn push_system(&mut self, message: String, trigger_agent: bool) -> Answer {
-        Ok(self.send(
-            "push_system",
-            ChatMessage::System {
-                message,
-                trigger_agent,
-            },
-        ))
+    async fn push_system(&mut self, message: String, trigger_agent: bool) -> Answer {
+        let message = ChatMessage::System {
+            message,
+            trigger_agent,
+        };
+        Ok(self.send("push_system", message).await)
     }
 }

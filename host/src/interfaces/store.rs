@@ -103,53 +103,66 @@ fn to_wit(e: StoreError) -> ServiceError {
 }
 
 impl Host for StoreCtx<'_> {
-    fn get(&mut self, scope: WitScope, key: String) -> Answer<Option<WitEntry>> {
-        Ok(self.namespace("get", scope, Some(&key)).and_then(|ns| {
-            let entry = self.0.env.services.store.get(&ns, &key).map_err(to_wit)?;
-            self.0.meter.charge(entry.as_ref().map_or(0, Entry::len));
-            Ok(entry.map(|e| match e {
-                Entry::Text(t) => WitEntry::Text(t),
-                Entry::Bytes(b) => WitEntry::Bytes(b),
-            }))
-        }))
+    async fn get(&mut self, scope: WitScope, key: String) -> Answer<Option<WitEntry>> {
+        let ns = match self.namespace("get", scope, Some(&key)) {
+            Ok(ns) => ns,
+            Err(e) => return Ok(Err(e)),
+        };
+        let entry = match self.0.env.services.store.get(&ns, &key).await {
+            Ok(entry) => entry,
+            Err(e) => return Ok(Err(to_wit(e))),
+        };
+        self.0.meter.charge(entry.as_ref().map_or(0, Entry::len));
+        Ok(Ok(entry.map(|e| match e {
+            Entry::Text(t) => WitEntry::Text(t),
+            Entry::Bytes(b) => WitEntry::Bytes(b),
+        })))
     }
 
-    fn set(&mut self, scope: WitScope, key: String, value: WitEntry) -> Answer<()> {
-        Ok(self.namespace("set", scope, Some(&key)).and_then(|ns| {
-            let entry = match value {
-                WitEntry::Text(t) => Entry::Text(t),
-                WitEntry::Bytes(b) => Entry::Bytes(b),
-            };
-            self.0.meter.charge(entry.len());
-            let limits = &self.0.env.services.store_limits;
-            if entry.len() > limits.max_value_bytes {
-                return Err(ServiceError::LimitExceeded(format!(
-                    "the value is {} bytes, more than the limit of {} bytes",
-                    entry.len(),
-                    limits.max_value_bytes
-                )));
-            }
-            self.0
-                .env
-                .services
-                .store
-                .set(&ns, &key, &entry, limits)
-                .map_err(to_wit)
-        }))
+    async fn set(&mut self, scope: WitScope, key: String, value: WitEntry) -> Answer<()> {
+        let entry = match value {
+            WitEntry::Text(t) => Entry::Text(t),
+            WitEntry::Bytes(b) => Entry::Bytes(b),
+        };
+        // The value is charged whether or not it is stored: the plugin made
+        // the host read it.
+        self.0.meter.charge(entry.len());
+        let ns = match self.namespace("set", scope, Some(&key)) {
+            Ok(ns) => ns,
+            Err(e) => return Ok(Err(e)),
+        };
+        let limits = self.0.env.services.store_limits;
+        if entry.len() > limits.max_value_bytes {
+            return Ok(Err(ServiceError::LimitExceeded(format!(
+                "the value is {} bytes, more than the limit of {} bytes",
+                entry.len(),
+                limits.max_value_bytes
+            ))));
+        }
+        let store = &self.0.env.services.store;
+        Ok(store.set(&ns, &key, &entry, &limits).await.map_err(to_wit))
     }
 
-    fn delete(&mut self, scope: WitScope, key: String) -> Answer<bool> {
-        Ok(self
-            .namespace("delete", scope, Some(&key))
-            .and_then(|ns| self.0.env.services.store.delete(&ns, &key).map_err(to_wit)))
+    async fn delete(&mut self, scope: WitScope, key: String) -> Answer<bool> {
+        let ns = match self.namespace("delete", scope, Some(&key)) {
+            Ok(ns) => ns,
+            Err(e) => return Ok(Err(e)),
+        };
+        let store = &self.0.env.services.store;
+        Ok(store.delete(&ns, &key).await.map_err(to_wit))
     }
 
-    fn list_keys(&mut self, scope: WitScope) -> Answer<Vec<String>> {
-        Ok(self.namespace("list_keys", scope, None).and_then(|ns| {
-            let max = self.0.env.services.store_limits.max_listed_keys;
-            let keys = self.0.env.services.store.keys(&ns, max).map_err(to_wit)?;
-            self.0.meter.charge(keys.iter().map(String::len).sum());
-            Ok(keys)
-        }))
+    async fn list_keys(&mut self, scope: WitScope) -> Answer<Vec<String>> {
+        let ns = match self.namespace("list_keys", scope, None) {
+            Ok(ns) => ns,
+            Err(e) => return Ok(Err(e)),
+        };
+        let max = self.0.env.services.store_limits.max_listed_keys;
+        let keys = match self.0.env.services.store.keys(&ns, max).await {
+            Ok(keys) => keys,
+            Err(e) => return Ok(Err(to_wit(e))),
+        };
+        self.0.meter.charge(keys.iter().map(String::len).sum());
+        Ok(Ok(keys))
     }
 }

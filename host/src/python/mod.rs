@@ -173,6 +173,7 @@ impl PythonSandbox {
             }
         };
         apply_budget(&mut store, budget, host.metering);
+        store.data_mut().meter.watch(options.cancel.clone());
         let specs = plugins.specs();
         let cancel = options.cancel.as_ref();
         let result = guarded_until(&mut store, budget, cancel, async |store| {

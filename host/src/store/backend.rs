@@ -4,6 +4,7 @@
 use std::fmt;
 
 use crate::policy::StoreLimits;
+use crate::types::ServiceFuture;
 
 /// Where a key lives. The owner of a scope comes from the agent context of
 /// the call, never from the plugin.
@@ -85,23 +86,39 @@ pub enum StoreError {
 }
 
 /// Where plugin data lives. Every method is one transaction; a `set` that
-/// returns `Ok` is durable.
+/// returns `Ok` is durable. Each is awaited inside the plugin call, under
+/// the call's deadline, so a backend may talk to its database without
+/// blocking a runtime thread (blocking work belongs on
+/// `tokio::task::spawn_blocking`, as [`SqliteStore`](crate::SqliteStore)
+/// does).
 pub trait StoreBackend: Send + Sync {
     /// The value of `key`, if any.
-    fn get(&self, ns: &Namespace, key: &str) -> Result<Option<Entry>, StoreError>;
+    fn get<'a>(
+        &'a self,
+        ns: &'a Namespace,
+        key: &'a str,
+    ) -> ServiceFuture<'a, Result<Option<Entry>, StoreError>>;
     /// Stores `value` under `key`, keeping the plugin's keys and values
     /// within `limits.max_plugin_bytes`.
-    fn set(
-        &self,
-        ns: &Namespace,
-        key: &str,
-        value: &Entry,
-        limits: &StoreLimits,
-    ) -> Result<(), StoreError>;
+    fn set<'a>(
+        &'a self,
+        ns: &'a Namespace,
+        key: &'a str,
+        value: &'a Entry,
+        limits: &'a StoreLimits,
+    ) -> ServiceFuture<'a, Result<(), StoreError>>;
     /// Removes `key`; returns whether it was there.
-    fn delete(&self, ns: &Namespace, key: &str) -> Result<bool, StoreError>;
+    fn delete<'a>(
+        &'a self,
+        ns: &'a Namespace,
+        key: &'a str,
+    ) -> ServiceFuture<'a, Result<bool, StoreError>>;
     /// Up to `max` keys of `ns`, sorted.
-    fn keys(&self, ns: &Namespace, max: usize) -> Result<Vec<String>, StoreError>;
+    fn keys<'a>(
+        &'a self,
+        ns: &'a Namespace,
+        max: usize,
+    ) -> ServiceFuture<'a, Result<Vec<String>, StoreError>>;
     /// The bytes of keys and values `plugin` holds.
-    fn usage(&self, plugin: &str) -> Result<u64, StoreError>;
+    fn usage<'a>(&'a self, plugin: &'a str) -> ServiceFuture<'a, Result<u64, StoreError>>;
 }

@@ -3,13 +3,14 @@
 //! processes sharing the file).
 
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::backend::{Entry, Namespace, StoreBackend, StoreError};
 use crate::policy::StoreLimits;
+use crate::types::ServiceFuture;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS entries (
@@ -28,8 +29,14 @@ CREATE TABLE IF NOT EXISTS usage (
 ";
 
 /// The embedded plugin store. Cheap to share behind an `Arc`; operations are
-/// serialised on one connection.
+/// serialised on one connection, each on tokio's blocking threads (a
+/// commit waits for the disk).
 pub struct SqliteStore {
+    db: Arc<Db>,
+}
+
+/// The connection, and the operations on it.
+struct Db {
     conn: Mutex<Connection>,
 }
 
@@ -72,16 +79,68 @@ impl SqliteStore {
             .map_err(backend)?;
         conn.execute_batch(SCHEMA).map_err(backend)?;
         Ok(SqliteStore {
-            conn: Mutex::new(conn),
+            db: Arc::new(Db {
+                conn: Mutex::new(conn),
+            }),
         })
     }
 
-    fn with<T>(
+    /// Runs `op` on the connection on a blocking thread.
+    fn blocking<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
-    ) -> Result<T, StoreError> {
-        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        f(&mut conn)
+        op: impl FnOnce(&Db) -> Result<T, StoreError> + Send + 'static,
+    ) -> ServiceFuture<'static, Result<T, StoreError>> {
+        let db = self.db.clone();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || op(&db))
+                .await
+                .map_err(|e| StoreError::Backend(format!("the store's thread failed: {e}")))?
+        })
+    }
+}
+
+impl StoreBackend for SqliteStore {
+    fn get<'a>(
+        &'a self,
+        ns: &'a Namespace,
+        key: &'a str,
+    ) -> ServiceFuture<'a, Result<Option<Entry>, StoreError>> {
+        let (ns, key) = (ns.clone(), key.to_owned());
+        self.blocking(move |db| db.get(&ns, &key))
+    }
+
+    fn set<'a>(
+        &'a self,
+        ns: &'a Namespace,
+        key: &'a str,
+        value: &'a Entry,
+        limits: &'a StoreLimits,
+    ) -> ServiceFuture<'a, Result<(), StoreError>> {
+        let (ns, key, value, limits) = (ns.clone(), key.to_owned(), value.clone(), *limits);
+        self.blocking(move |db| db.set(&ns, &key, &value, &limits))
+    }
+
+    fn delete<'a>(
+        &'a self,
+        ns: &'a Namespace,
+        key: &'a str,
+    ) -> ServiceFuture<'a, Result<bool, StoreError>> {
+        let (ns, key) = (ns.clone(), key.to_owned());
+        self.blocking(move |db| db.delete(&ns, &key))
+    }
+
+    fn keys<'a>(
+        &'a self,
+        ns: &'a Namespace,
+        max: usize,
+    ) -> ServiceFuture<'a, Result<Vec<String>, StoreError>> {
+        let ns = ns.clone();
+        self.blocking(move |db| db.keys(&ns, max))
+    }
+
+    fn usage<'a>(&'a self, plugin: &'a str) -> ServiceFuture<'a, Result<u64, StoreError>> {
+        let plugin = plugin.to_owned();
+        self.blocking(move |db| db.usage(&plugin))
     }
 }
 
@@ -96,7 +155,15 @@ fn entry_bytes(ns: &Namespace, key_value: i64) -> i64 {
     (ROW_OVERHEAD_BYTES + ns.owner.len()) as i64 + key_value
 }
 
-impl StoreBackend for SqliteStore {
+impl Db {
+    fn with<T>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut conn)
+    }
+
     fn get(&self, ns: &Namespace, key: &str) -> Result<Option<Entry>, StoreError> {
         self.with(|conn| {
             conn.query_row(
@@ -256,7 +323,7 @@ mod tests {
 
     #[test]
     fn keeps_namespaces_apart_and_counts_usage() {
-        let s = SqliteStore::in_memory().unwrap();
+        let s = SqliteStore::in_memory().unwrap().db;
         let limits = StoreLimits::default();
         let a = ns("notes", Scope::User, "alice");
         let b = ns("notes", Scope::User, "bob");
@@ -281,7 +348,7 @@ mod tests {
 
     #[test]
     fn enforces_the_per_plugin_cap() {
-        let s = SqliteStore::in_memory().unwrap();
+        let s = SqliteStore::in_memory().unwrap().db;
         let limits = StoreLimits {
             max_plugin_bytes: 100,
             ..StoreLimits::default()
@@ -299,7 +366,7 @@ mod tests {
 
     #[test]
     fn usage_counts_bytes_not_characters_and_deleting_undoes_it() {
-        let s = SqliteStore::in_memory().unwrap();
+        let s = SqliteStore::in_memory().unwrap().db;
         let limits = StoreLimits::default();
         let a = ns("p", Scope::Chat, "çhat");
         for round in 0..3 {
