@@ -1,6 +1,6 @@
-//! Values between Python and sandwit: arguments going in ([`Value`] from
-//! Python objects, with the sandbox's rules and error paths), results and
-//! JSON coming out.
+//! Values between Python and sandwit: arguments and host methods' results
+//! going in ([`Value`] from Python objects, with the sandbox's rules and
+//! error paths), JSON Schemas going in, results and JSON coming out.
 
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -42,6 +42,14 @@ pub fn args_from_py(args: Option<&Bound<'_, PyAny>>) -> PyResult<Value> {
     Ok(Value::Object(entries))
 }
 
+/// A host method's result (a tool's value), with the rules arguments have.
+pub fn result_from_py(value: &Bound<'_, PyAny>) -> PyResult<Value> {
+    let mut path = Path {
+        text: "the result".to_string(),
+    };
+    value_from_py(value, &mut path, 1)
+}
+
 /// Where in an argument a value is, for errors: `argument 'rows'[3]['id']`.
 struct Path {
     text: String,
@@ -63,7 +71,8 @@ impl Path {
     }
 }
 
-fn type_name(obj: &Bound<'_, PyAny>) -> String {
+/// The name of `obj`'s type, for errors.
+pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type()
         .name()
         .map_or_else(|_| "?".to_string(), |n| n.to_string())
@@ -213,4 +222,82 @@ pub fn to_py<'py>(py: Python<'py>, value: &impl serde::Serialize) -> PyResult<Bo
     let json = serde_json::to_value(value)
         .map_err(|e| PyValueError::new_err(format!("cannot convert to JSON: {e}")))?;
     json_to_py(py, &json)
+}
+
+/// A JSON value (a JSON Schema) given in Python: None, bool, int, float
+/// (finite), str, list, tuple and dict with str keys; `what` names it in
+/// errors.
+pub fn json_from_py(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<serde_json::Value> {
+    json_at(
+        obj,
+        &mut Path {
+            text: what.to_string(),
+        },
+        1,
+    )
+}
+
+fn json_at(obj: &Bound<'_, PyAny>, path: &mut Path, depth: usize) -> PyResult<serde_json::Value> {
+    use serde_json::Value as Json;
+    if depth > MAX_DEPTH {
+        return Err(PyValueError::new_err(format!(
+            "{}: nested deeper than {MAX_DEPTH} levels",
+            path.text
+        )));
+    }
+    if obj.is_none() {
+        return Ok(Json::Null);
+    }
+    if obj.is_instance_of::<PyBool>() {
+        return Ok(Json::Bool(obj.is_truthy()?));
+    }
+    if obj.is_instance_of::<PyInt>() {
+        return obj.extract::<i64>().map(Json::from).map_err(|_| {
+            PyOverflowError::new_err(format!(
+                "{}: an int must fit in 64 bits (signed)",
+                path.text
+            ))
+        });
+    }
+    if let Ok(f) = obj.cast::<PyFloat>() {
+        return serde_json::Number::from_f64(f.value())
+            .map(Json::Number)
+            .ok_or_else(|| {
+                PyValueError::new_err(format!("{}: {} is not a JSON number", path.text, f.value()))
+            });
+    }
+    if let Ok(s) = obj.cast::<PyString>() {
+        return text(s, &mut || path.text.clone()).map(Json::String);
+    }
+    if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
+        let mut items = Vec::new();
+        for (i, item) in obj.try_iter()?.enumerate() {
+            let item = item?;
+            items.push(path.with(format!("[{i}]"), |p| json_at(&item, p, depth + 1))?);
+        }
+        return Ok(Json::Array(items));
+    }
+    if let Ok(dict) = obj.cast::<PyDict>() {
+        let mut map = serde_json::Map::new();
+        for (key, value) in dict.iter() {
+            let Ok(key) = key.cast::<PyString>() else {
+                return Err(PyTypeError::new_err(format!(
+                    "{}: dict keys must be str, not {}",
+                    path.text,
+                    type_name(&key)
+                )));
+            };
+            let key = text(key, &mut || format!("{}: a key", path.text))?;
+            let step = format!("[{}]", lit(&key));
+            let value = path.with(step, |p| json_at(&value, p, depth + 1))?;
+            map.insert(key, value);
+        }
+        return Ok(Json::Object(map));
+    }
+    Err(PyTypeError::new_err(format!(
+        "{}: a {} is not JSON (None, bool, int, float, str, list, tuple and dict with str \
+         keys are)",
+        path.text,
+        type_name(obj)
+    )))
 }

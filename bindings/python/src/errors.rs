@@ -39,6 +39,14 @@ pyo3::create_exception!(
 );
 pyo3::create_exception!(
     sandwit,
+    MethodSpecError,
+    SandwitError,
+    "A host method's spec does not pass the checks a plugin's manifest does (a Python \
+     identifier that is no builtin, a docstring, one-line description, valid JSON Schemas, \
+     required parameters first): `.provider`, `.method` and `.problems`, every problem found."
+);
+pyo3::create_exception!(
+    sandwit,
     PolicyError,
     SandwitError,
     "The policy file cannot be read or is not a valid policy: `.path` and the message."
@@ -144,6 +152,29 @@ pub fn plugin_set_error(py: Python<'_>, err: &sandwit::PluginSetError) -> PyErr 
         ],
     };
     with_fields(py, PluginSetError::new_err(err.to_string()), &fields)
+}
+
+/// The problems [`sandwit::HostMethod::new`] found in a spec, as a
+/// [`MethodSpecError`].
+pub fn method_spec_error(
+    py: Python<'_>,
+    provider: &str,
+    method: &str,
+    problems: Vec<String>,
+) -> PyErr {
+    let message = format!(
+        "host method `{method}` of `{provider}`: {}",
+        problems.join("; ")
+    );
+    with_fields(
+        py,
+        MethodSpecError::new_err(message),
+        &[
+            ("provider", str_py(py, provider)),
+            ("method", str_py(py, method)),
+            ("problems", list_py(py, &problems)),
+        ],
+    )
 }
 
 /// A [`sandwit::policy::PolicyError`] as a [`PolicyError`].

@@ -1,34 +1,42 @@
 //! `sandwit._sandwit`: the Python package's extension. A [`PyHost`] owns a
 //! sandwit [`Host`] and a tokio runtime; every run and call is a task on that
 //! runtime, awaited with the GIL released (the synchronous methods) or
-//! completing an asyncio future from the runtime's thread through
-//! `loop.call_soon_threadsafe` (`run_async`). Python is never entered from
-//! the runtime's threads once the interpreter has begun to exit.
+//! completing an asyncio future through `loop.call_soon_threadsafe`
+//! (`run_async`; see `tasks`). Runtime workers never hold the GIL: what
+//! needs Python runs on the waiting thread, the loop's, or a blocking
+//! thread of the runtime (host methods, `methods`). Python is never
+//! entered from the runtime's threads once the interpreter has begun to
+//! exit.
 
 mod convert;
 mod errors;
 mod listing;
+mod methods;
+mod plugin_set;
+mod tasks;
 mod types;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
-use std::sync::mpsc::{RecvTimeoutError, sync_channel};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use pyo3::exceptions::{PyRuntimeError, PyTypeError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyByteArray, PyBytes, PyCFunction, PyDict, PyMemoryView, PyTuple};
+use pyo3::types::{PyByteArray, PyBytes, PyMemoryView};
 use sandwit::paths::{default_cache_dir, env_path, installed_interpreter};
-use sandwit::{CodeSource, Host, HostBuilder, Plugin, PluginSet, Policy, PythonSandbox};
+use sandwit::{
+    CodeSource, Host, HostBuilder, Plugin, PluginSet, Policy, PythonSandbox, RunOptions,
+};
 
-use convert::{args_from_py, to_py};
+use convert::{args_from_py, to_py, type_name};
 use errors::{Failure, SandwitError};
+use methods::PyHostMethod;
+use plugin_set::{PyPluginSet, plugins_arg};
+use tasks::{Feed, Job, Listener, Stop, Waiter};
 use types::{
-    PyAgentCtx, PyCallLimits, PyContentPart, PyHandoff, PyLimitHit, PyMethodResult, PyRunError,
-    PyRunLimits, PyRunOutcome, ctx_or_default, lit,
+    PyAgentCtx, PyCallLimits, PyCancel, PyContentPart, PyHandoff, PyLimitHit, PyMethodResult,
+    PyRunError, PyRunLimits, PyRunOutcome, ctx_or_default, lit,
 };
 
 /// The CPython component embedded at build time (build.rs); empty without
@@ -51,7 +59,7 @@ static PYTHON_EXITING: RwLock<bool> = RwLock::new(false);
 
 /// Runs `f` in Python from a thread of ours, unless the interpreter is
 /// exiting.
-fn with_python<R>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> Option<R> {
+pub(crate) fn with_python<R>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> Option<R> {
     let exiting = PYTHON_EXITING.read().unwrap_or_else(|e| e.into_inner());
     if *exiting {
         return None;
@@ -59,22 +67,79 @@ fn with_python<R>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> Option<R> {
     Python::try_attach(f)
 }
 
+/// [`with_python`] for a thread of a host's runtime's blocking pool (never
+/// one Python made): the thread keeps the Python thread state it makes the
+/// first time, until it exits, rather than making and dropping one per
+/// call, which took most of a host method's call (tens of µs).
+pub(crate) fn with_python_kept<R>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> Option<R> {
+    let exiting = PYTHON_EXITING.read().unwrap_or_else(|e| e.into_inner());
+    if *exiting {
+        return None;
+    }
+    KEPT_STATE.with(KeptState::keep);
+    Python::try_attach(f)
+}
+
+thread_local! {
+    static KEPT_STATE: KeptState = const { KeptState(std::cell::Cell::new(None)) };
+}
+
+/// The thread state a thread of ours keeps (see [`with_python_kept`]): what
+/// `PyGILState_Ensure` gave and the state `PyEval_SaveThread` saved.
+struct KeptState(
+    std::cell::Cell<Option<(pyo3::ffi::PyGILState_STATE, *mut pyo3::ffi::PyThreadState)>>,
+);
+
+impl KeptState {
+    /// Makes this thread's state, unless it has one. Called with the read
+    /// lock of [`PYTHON_EXITING`] held and the interpreter not exiting.
+    fn keep(&self) {
+        if self.0.get().is_some() {
+            return;
+        }
+        // SAFETY: the interpreter is initialised and not finalising (the
+        // atexit hook, which runs first, has not run). The thread has no
+        // Python thread state (checked), so `PyGILState_Ensure` makes one and
+        // takes the GIL, and `PyEval_SaveThread` releases the GIL and keeps
+        // the state (its count stays 1), as the thread found things.
+        unsafe {
+            if pyo3::ffi::Py_IsInitialized() == 0
+                || !pyo3::ffi::PyGILState_GetThisThreadState().is_null()
+            {
+                return;
+            }
+            let state = pyo3::ffi::PyGILState_Ensure();
+            let saved = pyo3::ffi::PyEval_SaveThread();
+            self.0.set(Some((state, saved)));
+        }
+    }
+}
+
+impl Drop for KeptState {
+    /// At the thread's exit: drops its state, unless the interpreter is
+    /// exiting (then it is left to the interpreter's finalisation).
+    fn drop(&mut self) {
+        let Some((state, saved)) = self.0.take() else {
+            return;
+        };
+        let exiting = PYTHON_EXITING.read().unwrap_or_else(|e| e.into_inner());
+        if *exiting {
+            return;
+        }
+        // SAFETY: `saved` is this thread's state, saved by `keep` without
+        // the GIL held since; restoring it takes the GIL, and releasing
+        // `state` (the count back to 0) deletes it and releases the GIL.
+        unsafe {
+            pyo3::ffi::PyEval_RestoreThread(saved);
+            pyo3::ffi::PyGILState_Release(state);
+        }
+    }
+}
+
 /// The `atexit` hook: no thread of ours enters Python after it.
 #[pyfunction]
 fn _at_exit(py: Python<'_>) {
     py.detach(|| *PYTHON_EXITING.write().unwrap_or_else(|e| e.into_inner()) = true);
-}
-
-/// Completes an asyncio future with a result (`ok`) or an exception, unless
-/// it is done already (cancelled): called on the loop's thread.
-#[pyfunction]
-fn _complete(future: &Bound<'_, PyAny>, ok: bool, value: &Bound<'_, PyAny>) -> PyResult<()> {
-    if future.call_method0("done")?.is_truthy()? {
-        return Ok(());
-    }
-    let method = if ok { "set_result" } else { "set_exception" };
-    future.call_method1(method, (value,))?;
-    Ok(())
 }
 
 /// Writes `text` to Python's `sys.stderr` (else the process's), flushed.
@@ -243,48 +308,30 @@ impl PyHost {
         py: Python<'_>,
         work: impl Future<Output = T> + Send + 'static,
     ) -> PyResult<T> {
-        let (tx, rx) = sync_channel(1);
-        let task = self.runtime().spawn(async move {
-            let _ = tx.send(work.await);
-        });
-        let mut rx = rx;
-        loop {
-            let (received, back) = py.detach(move || {
-                let received = rx.recv_timeout(Duration::from_millis(100));
-                (received, rx)
-            });
-            rx = back;
-            match received {
-                Ok(value) => return Ok(value),
-                Err(RecvTimeoutError::Timeout) => {
-                    if let Err(e) = py.check_signals() {
-                        task.abort();
-                        return Err(e);
-                    }
-                }
-                Err(RecvTimeoutError::Disconnected) => {
-                    return Err(SandwitError::new_err(
-                        "the task ended without a result (a bug in sandwit: it panicked)",
-                    ));
-                }
-            }
-        }
+        let handle = self.runtime().handle();
+        Waiter::default().wait(py, handle, work, None, Stop::Abort)
     }
 
-    /// What a run needs, out of Python.
+    /// What a run needs, out of Python: the set `ctx` sees (asking the
+    /// set's `filter` rule now, with the GIL), and the run's options.
     fn run_job(
         &self,
         code: String,
         ctx: Option<&Bound<'_, PyAgentCtx>>,
         plugins: Option<&Bound<'_, PyAny>>,
         limits: Option<&Bound<'_, PyRunLimits>>,
+        cancel: sandwit::Cancel,
+        listener: Option<Listener>,
     ) -> PyResult<Job<sandwit::RunOutcome>> {
+        let plugins = plugin_set_arg(plugins, ctx)?;
         let ctx = ctx_or_default(ctx);
-        let plugins = plugin_set_arg(plugins)?;
-        let limits = limits.map_or_else(
-            || self.shared.host.run_limits().clone(),
-            |l| l.get().limits.clone(),
-        );
+        let mut options = RunOptions::new().cancel(cancel);
+        if let Some(limits) = limits {
+            options = options.limits(limits.get().limits.clone());
+        }
+        if let Some(listener) = listener {
+            options = options.on_event(move |event| listener(event));
+        }
         let shared = self.shared.clone();
         let handle = self.runtime().handle().clone();
         Ok(Box::pin(async move {
@@ -302,131 +349,46 @@ impl PyHost {
                         .map_err(|e| Failure::Other(format!("loading the interpreter: {e}")))??
                 }
             };
-            Ok(sandbox
-                .run_with_limits(&ctx, &plugins, &code, &limits)
-                .await)
+            Ok(sandbox.run_with(&ctx, &plugins, &code, &options).await)
         }))
     }
 }
 
-/// A job for the host's runtime, not started yet.
-type Job<T> = Pin<Box<dyn Future<Output = Result<T, Failure>> + Send>>;
-
-/// `async def _lazy(start): return await start()`: the coroutine
-/// `run_async` and `call_async` return (set when the module is made).
-static LAZY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-
-/// A coroutine that, once awaited, starts `work` on `host`'s runtime and
-/// waits for its result (made Python by `convert`). Cancelling it (its
-/// task) ends the job; a coroutine never awaited never starts it.
-fn coroutine<'py, T: Send + 'static>(
-    py: Python<'py>,
-    host: Py<PyHost>,
-    work: Job<T>,
-    convert: fn(Python<'_>, T) -> PyResult<Py<PyAny>>,
-) -> PyResult<Bound<'py, PyAny>> {
-    let work = Mutex::new(Some(work));
-    let start = PyCFunction::new_closure(
-        py,
-        Some(c"start"),
-        None,
-        move |args: &Bound<'_, PyTuple>, _: Option<&Bound<'_, PyDict>>| -> PyResult<Py<PyAny>> {
-            let py = args.py();
-            let work = work
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .take()
-                .ok_or_else(|| PyRuntimeError::new_err("this coroutine was awaited already"))?;
-            let handle = host.get().runtime().handle().clone();
-            Ok(spawn_future(py, &handle, work, convert)?.unbind())
-        },
-    )?;
-    let lazy = LAZY
-        .get(py)
-        .ok_or_else(|| PyRuntimeError::new_err("the module is not initialised"))?;
-    lazy.bind(py).call1((start,))
+/// The runtime of `host`, for a coroutine that keeps it alive.
+fn runtime_of(host: Py<PyHost>) -> impl Fn() -> tokio::runtime::Handle + Send + Sync {
+    move || host.get().runtime().handle().clone()
 }
 
-/// Runs `work` on the runtime of `handle` and returns a future of the
-/// running asyncio loop that its result completes (through `convert`, on
-/// the loop's thread by `call_soon_threadsafe`); cancelling the future
-/// aborts the task, which drops the job.
-fn spawn_future<'py, T: Send + 'static>(
-    py: Python<'py>,
-    handle: &tokio::runtime::Handle,
-    work: Job<T>,
-    convert: fn(Python<'_>, T) -> PyResult<Py<PyAny>>,
-) -> PyResult<Bound<'py, PyAny>> {
-    let event_loop = py.import("asyncio")?.call_method0("get_running_loop")?;
-    let future = event_loop.call_method0("create_future")?;
-    let complete = wrap_pyfunction!(_complete, py)?.unbind();
-    let (loop_ref, future_ref) = (event_loop.unbind(), future.clone().unbind());
-    let task = handle.spawn(async move {
-        let result = work.await;
-        with_python(move |py| {
-            let (ok, value) = match result.map_err(|f| f.into_pyerr(py)) {
-                Ok(value) => match convert(py, value) {
-                    Ok(value) => (true, value),
-                    Err(e) => (false, e.into_value(py).into_any()),
-                },
-                Err(e) => (false, e.into_value(py).into_any()),
-            };
-            // A closed loop cannot be completed: nobody waits any more.
-            let _ = loop_ref
-                .bind(py)
-                .call_method1("call_soon_threadsafe", (complete, future_ref, ok, value));
-        });
-    });
-    let abort = task.abort_handle();
-    let on_done = PyCFunction::new_closure(
-        py,
-        Some(c"on_done"),
-        None,
-        move |args: &Bound<'_, PyTuple>, _: Option<&Bound<'_, PyDict>>| -> PyResult<()> {
-            if args.get_item(0)?.call_method0("cancelled")?.is_truthy()? {
-                abort.abort();
-            }
-            Ok(())
-        },
-    )?;
-    future.call_method1("add_done_callback", (on_done,))?;
-    Ok(future)
+/// The `on_event` argument: a callable or None.
+fn callback_arg<'a, 'py>(
+    on_event: Option<&'a Bound<'py, PyAny>>,
+) -> PyResult<Option<&'a Bound<'py, PyAny>>> {
+    match on_event.filter(|c| !c.is_none()) {
+        Some(c) if !c.is_callable() => Err(PyTypeError::new_err(format!(
+            "on_event must be callable, not {}",
+            type_name(c)
+        ))),
+        on_event => Ok(on_event),
+    }
 }
 
-/// The `plugins` argument of a run: a `PluginSet`, a list of `Plugin`s, or
-/// `None` for none.
-fn plugin_set_arg(plugins: Option<&Bound<'_, PyAny>>) -> PyResult<PluginSet> {
+/// The `plugins` argument of a run, as `ctx` sees it: a `PluginSet`, a list
+/// of `Plugin`s, or `None` for none.
+fn plugin_set_arg(
+    plugins: Option<&Bound<'_, PyAny>>,
+    ctx: Option<&Bound<'_, PyAgentCtx>>,
+) -> PyResult<PluginSet> {
     let Some(plugins) = plugins.filter(|p| !p.is_none()) else {
         return Ok(PluginSet::default());
     };
+    let py = plugins.py();
     if let Ok(set) = plugins.cast::<PyPluginSet>() {
-        return Ok(set.get().set.clone());
+        return set.get().for_ctx(py, ctx);
     }
     let list = plugins_arg(plugins).map_err(|_| {
         PyTypeError::new_err("plugins must be a PluginSet, a list of Plugins, or None")
     })?;
-    PluginSet::new(&list).map_err(|e| errors::plugin_set_error(plugins.py(), &e))
-}
-
-/// A list (or other iterable) of `Plugin`s.
-fn plugins_arg(plugins: &Bound<'_, PyAny>) -> PyResult<Vec<Plugin>> {
-    if plugins.is_instance_of::<pyo3::types::PyString>() {
-        return Err(PyTypeError::new_err("plugins must be a list of Plugins"));
-    }
-    let mut list = Vec::new();
-    for item in plugins.try_iter()? {
-        let item = item?;
-        let plugin = item.cast::<PyPlugin>().map_err(|_| {
-            PyTypeError::new_err(format!(
-                "plugins must be Plugins (from Host.load_plugin), not {}",
-                item.get_type()
-                    .name()
-                    .map_or_else(|_| "?".into(), |n| n.to_string())
-            ))
-        })?;
-        list.push(plugin.get().plugin.clone());
-    }
-    Ok(list)
+    PluginSet::new(&list).map_err(|e| errors::plugin_set_error(py, &e))
 }
 
 fn outcome_to_py(py: Python<'_>, outcome: sandwit::RunOutcome) -> PyResult<Py<PyAny>> {
@@ -583,16 +545,27 @@ impl PyHost {
         })
     }
 
-    /// A set of plugins for runs (method names and plugin ids unique across
-    /// them). Raises `PluginSetError` otherwise.
-    fn plugin_set(&self, plugins: &Bound<'_, PyAny>) -> PyResult<PyPluginSet> {
-        PyPluginSet::new(plugins)
+    /// A set of the methods of `plugins` and the host methods `methods`
+    /// for runs, `PluginSet(plugins, methods=..., filter=...)`. Raises
+    /// `PluginSetError` when two offer a method of the same name.
+    #[pyo3(signature = (plugins=None, *, methods=None, filter=None))]
+    fn plugin_set(
+        &self,
+        py: Python<'_>,
+        plugins: Option<&Bound<'_, PyAny>>,
+        methods: Option<&Bound<'_, PyAny>>,
+        filter: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyPluginSet> {
+        PyPluginSet::new(py, plugins, methods, filter)
     }
 
     /// Runs `code` in a fresh sandboxed interpreter with the methods of
-    /// `plugins` as functions, and returns the outcome. The GIL is
-    /// released meanwhile.
-    #[pyo3(signature = (code, *, ctx=None, plugins=None, limits=None))]
+    /// `plugins` (as `ctx` sees them) as functions, and returns the
+    /// outcome. The GIL is released meanwhile; `on_event` is shown the
+    /// run's live events on this thread as they happen; `cancel` ends the
+    /// run from another thread.
+    #[pyo3(signature = (code, *, ctx=None, plugins=None, limits=None, on_event=None, cancel=None))]
+    #[allow(clippy::too_many_arguments)]
     fn run(
         &self,
         py: Python<'_>,
@@ -600,16 +573,25 @@ impl PyHost {
         ctx: Option<&Bound<'_, PyAgentCtx>>,
         plugins: Option<&Bound<'_, PyAny>>,
         limits: Option<&Bound<'_, PyRunLimits>>,
+        on_event: Option<&Bound<'_, PyAny>>,
+        cancel: Option<&Bound<'_, PyCancel>>,
     ) -> PyResult<PyRunOutcome> {
-        let job = self.run_job(code, ctx, plugins, limits)?;
-        let outcome = self.wait(py, job)?.map_err(|f| f.into_pyerr(py))?;
-        PyRunOutcome::new(py, &outcome)
+        let on_event = callback_arg(on_event)?;
+        let (cancel, stop) = Stop::for_run(cancel.map(|c| &c.get().cancel));
+        let waiter = Waiter::default();
+        let listener = on_event.map(|_| waiter.listener());
+        let job = self.run_job(code, ctx, plugins, limits, cancel, listener)?;
+        let handle = self.runtime().handle();
+        let outcome = waiter.wait(py, handle, job, on_event, stop)?;
+        PyRunOutcome::new(py, &outcome.map_err(|f| f.into_pyerr(py))?)
     }
 
     /// `run`, awaitable: the run goes on in the host's threads and
-    /// completes the returned future. Cancelling it (`task.cancel()`,
+    /// completes the returned future; `on_event` is shown its live events
+    /// on the loop's thread. Cancelling it (`task.cancel()`,
     /// `asyncio.wait_for`) ends the run.
-    #[pyo3(signature = (code, *, ctx=None, plugins=None, limits=None))]
+    #[pyo3(signature = (code, *, ctx=None, plugins=None, limits=None, on_event=None, cancel=None))]
+    #[allow(clippy::too_many_arguments)]
     fn run_async<'py>(
         slf: &Bound<'py, Self>,
         py: Python<'py>,
@@ -617,9 +599,18 @@ impl PyHost {
         ctx: Option<&Bound<'_, PyAgentCtx>>,
         plugins: Option<&Bound<'_, PyAny>>,
         limits: Option<&Bound<'_, PyRunLimits>>,
+        on_event: Option<&Bound<'py, PyAny>>,
+        cancel: Option<&Bound<'_, PyCancel>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let job = slf.get().run_job(code, ctx, plugins, limits)?;
-        coroutine(py, slf.clone().unbind(), job, outcome_to_py)
+        let on_event = callback_arg(on_event)?;
+        let (cancel, stop) = Stop::for_run(cancel.map(|c| &c.get().cancel));
+        let feed = Feed::default();
+        let listener = on_event.map(|_| feed.listener());
+        let job = slf
+            .get()
+            .run_job(code, ctx, plugins, limits, cancel, listener)?;
+        let runtime = runtime_of(slf.clone().unbind());
+        tasks::coroutine(py, runtime, job, outcome_to_py, stop, feed, on_event)
     }
 
     fn __repr__(&self) -> String {
@@ -731,78 +722,21 @@ impl PyPlugin {
         ctx: Option<&Bound<'_, PyAgentCtx>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let job = self.call_job(method, args, ctx)?;
-        coroutine(py, self.host.clone_ref(py), job, result_to_py)
+        let runtime = runtime_of(self.host.clone_ref(py));
+        tasks::coroutine(
+            py,
+            runtime,
+            job,
+            result_to_py,
+            Stop::Abort,
+            Feed::default(),
+            None,
+        )
     }
 
     fn __repr__(&self) -> String {
         let m = self.plugin.manifest();
         format!("Plugin(id={}, version={})", lit(&m.id), lit(&m.version))
-    }
-}
-
-// ---- PluginSet ---------------------------------------------------------------------
-
-/// The plugins a run may call, indexed by method name. Reuse one set for
-/// many runs: interpreters prepared ahead of runs are made for the latest
-/// set.
-#[pyclass(frozen, module = "sandwit", name = "PluginSet")]
-struct PyPluginSet {
-    set: PluginSet,
-    plugins: Vec<Plugin>,
-}
-
-#[pymethods]
-impl PyPluginSet {
-    #[new]
-    fn new(plugins: &Bound<'_, PyAny>) -> PyResult<Self> {
-        let list = plugins_arg(plugins)?;
-        let set = PluginSet::new(&list).map_err(|e| errors::plugin_set_error(plugins.py(), &e))?;
-        Ok(PyPluginSet { set, plugins: list })
-    }
-
-    /// The plugins' ids, in order.
-    #[getter]
-    fn ids(&self) -> Vec<String> {
-        self.plugins.iter().map(|p| p.id().to_string()).collect()
-    }
-
-    /// The method names, in order.
-    #[getter]
-    fn methods(&self) -> Vec<String> {
-        self.set.methods().map(|(_, m)| m.name.clone()).collect()
-    }
-
-    /// The listing an LLM is given (what `sandwit prompt` prints): each
-    /// method's Python signature, kind, plugin and docstring
-    /// (`PluginSet::prompt`). `ctx` is for per-context method filters,
-    /// which the package does not offer yet: every context sees every
-    /// method.
-    #[pyo3(signature = (ctx=None))]
-    fn prompt(&self, ctx: Option<&Bound<'_, PyAgentCtx>>) -> String {
-        let _ = ctx;
-        self.set.prompt()
-    }
-
-    /// OpenAI function-calling definitions of the same methods: a list of
-    /// `{"type": "function", "function": {"name", "description",
-    /// "parameters"}}`. `ctx` as for `prompt`.
-    #[pyo3(signature = (ctx=None))]
-    fn openai_tools<'py>(
-        &self,
-        py: Python<'py>,
-        ctx: Option<&Bound<'_, PyAgentCtx>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let _ = ctx;
-        convert::json_to_py(py, &listing::openai_tools(&self.set))
-    }
-
-    fn __len__(&self) -> usize {
-        self.set.methods().count()
-    }
-
-    fn __repr__(&self) -> String {
-        let ids: Vec<String> = self.plugins.iter().map(|p| lit(p.id())).collect();
-        format!("PluginSet([{}])", ids.join(", "))
     }
 }
 
@@ -860,15 +794,17 @@ fn _sandwit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyHandoff>()?;
     m.add_class::<PyMethodResult>()?;
     m.add_class::<PyContentPart>()?;
+    m.add_class::<PyHostMethod>()?;
+    m.add_class::<PyCancel>()?;
     m.add("SandwitError", py.get_type::<errors::SandwitError>())?;
     m.add("LoadError", py.get_type::<errors::LoadError>())?;
     m.add("CallError", py.get_type::<errors::CallError>())?;
     m.add("PluginSetError", py.get_type::<errors::PluginSetError>())?;
     m.add("PolicyError", py.get_type::<errors::PolicyError>())?;
+    m.add("MethodSpecError", py.get_type::<errors::MethodSpecError>())?;
     m.add_function(wrap_pyfunction!(warmup, m)?)?;
     m.add_function(wrap_pyfunction!(component_hash, m)?)?;
     m.add_function(wrap_pyfunction!(strip_code_fence, m)?)?;
-    m.add_function(wrap_pyfunction!(_complete, m)?)?;
     m.add_function(wrap_pyfunction!(_at_exit, m)?)?;
     let aio = PyModule::from_code(
         py,
@@ -876,12 +812,14 @@ fn _sandwit(m: &Bound<'_, PyModule>) -> PyResult<()> {
         c"sandwit/_aio.py",
         c"sandwit._aio",
     )?;
-    let _ = LAZY.set(py, aio.getattr("_lazy")?.unbind());
+    let _ = tasks::LAZY.set(py, aio.getattr("_lazy")?.unbind());
     m.add(
         "EMBEDDED_PYTHON_SHA256",
         (!EMBEDDED.is_empty()).then_some(EMBEDDED_SHA256),
     )?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // For the package's bench: a dev build's numbers are not the library's.
+    m.add("_DEBUG_BUILD", cfg!(debug_assertions))?;
     // No thread of ours enters Python once it begins to exit.
     let at_exit = m.getattr("_at_exit")?;
     py.import("atexit")?.call_method1("register", (at_exit,))?;

@@ -375,7 +375,7 @@ pub struct PyContentPart {
 }
 
 impl PyContentPart {
-    fn new(py: Python<'_>, part: &sandwit::ContentPart) -> Self {
+    fn from_part(py: Python<'_>, part: &sandwit::ContentPart) -> Self {
         let empty = PyContentPart {
             kind: "text",
             text: None,
@@ -415,10 +415,113 @@ impl PyContentPart {
         }
         Ok(d)
     }
+
+    /// The part, for a host method's result.
+    pub fn part(&self, py: Python<'_>) -> sandwit::ContentPart {
+        let text = |t: &Option<String>| t.clone().unwrap_or_default();
+        match self.kind {
+            "text" => sandwit::ContentPart::Text(text(&self.text)),
+            "image" => sandwit::ContentPart::Image(sandwit::Media {
+                mime_type: text(&self.mime_type),
+                data: self
+                    .data
+                    .as_ref()
+                    .map_or_else(Vec::new, |d| d.bind(py).as_bytes().to_vec()),
+            }),
+            _ => sandwit::ContentPart::ImageUrl(text(&self.url)),
+        }
+    }
+
+    /// A part from its dict (`to_dict`'s form).
+    pub fn from_dict(dict: &Bound<'_, PyDict>) -> PyResult<Self> {
+        let field = |name: &str| dict.get_item(name);
+        let kind: String = field("type")?
+            .ok_or_else(|| PyValueError::new_err("a part's dict has no 'type'"))?
+            .extract()?;
+        for key in dict.keys() {
+            let key: String = key.extract()?;
+            if !["type", "text", "mime_type", "data", "url"].contains(&key.as_str()) {
+                return Err(PyValueError::new_err(format!(
+                    "a part's dict has an unknown key {}",
+                    lit(&key)
+                )));
+            }
+        }
+        let text = |name: &str| -> PyResult<Option<String>> {
+            field(name)?.map(|v| v.extract()).transpose()
+        };
+        let data = field("data")?.map(|d| d.extract::<Vec<u8>>()).transpose()?;
+        Self::make(
+            dict.py(),
+            &kind,
+            text("text")?,
+            text("mime_type")?,
+            data,
+            text("url")?,
+        )
+    }
+
+    fn make(
+        py: Python<'_>,
+        kind: &str,
+        text: Option<String>,
+        mime_type: Option<String>,
+        data: Option<Vec<u8>>,
+        url: Option<String>,
+    ) -> PyResult<Self> {
+        let given = [
+            ("text", text.is_some()),
+            ("mime_type", mime_type.is_some()),
+            ("data", data.is_some()),
+            ("url", url.is_some()),
+        ];
+        let (kind, fields): (&'static str, &[&str]) = match kind {
+            "text" => ("text", &["text"]),
+            "image" => ("image", &["mime_type", "data"]),
+            "image_url" => ("image_url", &["url"]),
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "a part's type is text, image or image_url, not {}",
+                    lit(other)
+                )));
+            }
+        };
+        for (name, is_given) in given {
+            if is_given != fields.contains(&name) {
+                return Err(PyValueError::new_err(format!(
+                    "a part of type {kind} takes {}",
+                    fields.join(" and ")
+                )));
+            }
+        }
+        Ok(PyContentPart {
+            kind,
+            text,
+            mime_type,
+            data: data.map(|d| PyBytes::new(py, &d).unbind()),
+            url,
+        })
+    }
 }
 
 #[pymethods]
 impl PyContentPart {
+    /// A part for a multimodal agent's result: `ContentPart("text",
+    /// text=...)`, `ContentPart("image", mime_type=..., data=...)` or
+    /// `ContentPart("image_url", url=...)`.
+    #[new]
+    #[pyo3(signature = (r#type, /, *, text=None, mime_type=None, data=None, url=None))]
+    fn new(
+        py: Python<'_>,
+        r#type: &str,
+        text: Option<String>,
+        mime_type: Option<String>,
+        data: Option<Vec<u8>>,
+        url: Option<String>,
+    ) -> PyResult<Self> {
+        Self::make(py, r#type, text, mime_type, data, url)
+    }
+
     /// The part as a dict: `{"type": "text", "text": ...}`, `{"type":
     /// "image", "mime_type": ..., "data": bytes}` or `{"type": "image_url",
     /// "url": ...}`.
@@ -479,7 +582,7 @@ impl PyMethodResult {
             R::MultimodalAgent(parts) => {
                 let list = PyList::empty(py);
                 for part in parts {
-                    list.append(Py::new(py, PyContentPart::new(py, part))?)?;
+                    list.append(Py::new(py, PyContentPart::from_part(py, part))?)?;
                 }
                 PyMethodResult {
                     kind,
@@ -779,5 +882,47 @@ fn json_name(value: &impl serde::Serialize) -> String {
     match serde_json::to_value(value) {
         Ok(serde_json::Value::String(s)) => s,
         other => format!("{other:?}"),
+    }
+}
+
+// ---- Cancel ----------------------------------------------------------------
+
+/// A handle that ends the runs it is given to (`cancel=`), from any thread:
+/// each ends with status `cancelled`. Cancelling is final: a run given a
+/// cancelled handle ends at once.
+#[pyclass(frozen, module = "sandwit", name = "Cancel")]
+pub struct PyCancel {
+    pub cancel: sandwit::Cancel,
+}
+
+#[pymethods]
+impl PyCancel {
+    #[new]
+    fn new() -> Self {
+        PyCancel {
+            cancel: sandwit::Cancel::new(),
+        }
+    }
+
+    /// Ends every run given this handle, and every later one.
+    fn cancel(&self) {
+        self.cancel.cancel();
+    }
+
+    /// Whether `cancel()` was called.
+    #[getter]
+    fn cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Cancel(cancelled={})",
+            if self.cancel.is_cancelled() {
+                "True"
+            } else {
+                "False"
+            }
+        )
     }
 }

@@ -64,6 +64,32 @@ def host(cache_dir, policy_file) -> sandwit.Host:
 
 
 @pytest.fixture(scope="session")
+def quiet_host(cache_dir, policy_file) -> sandwit.Host:
+    """A host that prepares no interpreters ahead of runs, so the process is
+    idle between its runs: for tests that check a run stopped by the CPU
+    time the process uses after it."""
+    host = sandwit.Host(cache_dir=cache_dir, policy=policy_file, prepared_interpreters=0)
+    host.warmup()
+    return host
+
+
+def becomes_idle(within: float = 5.0) -> bool:
+    """Whether this process soon uses less than half a core: some half
+    second within `within` seconds. A run that did not stop would use a
+    whole core until its deadline; the host's own background work (its
+    cache, after a rebuild) ends sooner."""
+    import time
+
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        cpu = time.process_time()
+        time.sleep(0.5)
+        if time.process_time() - cpu < 0.25:
+            return True
+    return False
+
+
+@pytest.fixture(scope="session")
 def plugins(host) -> dict[str, sandwit.Plugin]:
     names = ["calc", "knowledge", "messenger", "imagegen", "notes", "echo", "hostile"]
     return {name: host.load_plugin(wasm(name)) for name in names}

@@ -1,6 +1,7 @@
 """The interpreter exits cleanly after `run_async`, however the runs stand
 at exit: awaited, cancelled by `asyncio.run`, still running in another
-thread's loop, or synchronous runs in daemon threads. (pyo3-async-runtimes' `future_into_py` crashed at exit in 12
+thread's loop, synchronous runs in daemon threads, or runs in daemon
+threads calling Python host methods (plain and async, with live events). (pyo3-async-runtimes' `future_into_py` crashed at exit in 12
 of 30 such runs; sandwit completes asyncio futures from its own threads,
 which stop entering Python when the interpreter begins to exit.)"""
 
@@ -11,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from conftest import wasm
 
 SCRIPT = r"""
-import asyncio, sys, threading
+import asyncio, sys, threading, time
 import sandwit
 
 scenario, cache, calc = int(sys.argv[1]), sys.argv[2], sys.argv[3]
@@ -44,6 +45,39 @@ def sync_runs_in_daemon_threads():
     for _ in range(2):
         threading.Thread(target=forever, daemon=True).start()
 
+@sandwit.method
+def nap(ctx, s: float) -> str:
+    '''Sleeps on the host's thread.
+
+    Args:
+        s: Seconds.
+    '''
+    time.sleep(s)
+    return "rested"
+
+@sandwit.method
+async def async_nap(ctx, s: float) -> str:
+    '''Sleeps on a loop.
+
+    Args:
+        s: Seconds.
+    '''
+    await asyncio.sleep(s)
+    return "rested"
+
+def host_methods_in_daemon_threads():
+    methods = host.plugin_set(methods=[nap, async_nap])
+    def sync_runs():
+        while True:
+            host.run("nap(0.01)\nasync_nap(0.01)", plugins=methods, on_event=lambda e: None)
+    async def async_runs():
+        while True:
+            await host.run_async("async_nap(0.01)\nnap(0.01)", plugins=methods,
+                                 on_event=lambda e: None)
+    threading.Thread(target=sync_runs, daemon=True).start()
+    threading.Thread(target=asyncio.run, args=(async_runs(),), daemon=True).start()
+    time.sleep(0.1)
+
 if scenario == 0:
     asyncio.run(awaited())
 elif scenario == 1:
@@ -51,8 +85,11 @@ elif scenario == 1:
 elif scenario == 2:
     loop_in_a_thread()
     asyncio.run(awaited())
-else:
+elif scenario == 3:
     sync_runs_in_daemon_threads()
+    asyncio.run(awaited())
+else:
+    host_methods_in_daemon_threads()
     asyncio.run(awaited())
 print("exiting")
 """
@@ -60,7 +97,7 @@ print("exiting")
 
 def test_thirty_processes_exit_cleanly(cache_dir):
     def one(i):
-        scenario = i % 4
+        scenario = i % 5
         return i, subprocess.run(
             [sys.executable, "-c", SCRIPT, str(scenario), str(cache_dir), str(wasm("calc"))],
             capture_output=True, text=True, timeout=120)

@@ -75,3 +75,48 @@ def test_a_secret_never_reaches_an_async_outcome(services):
     out = asyncio.run(host.run_async("print(leak())", plugins=[plugin]))
     assert out.stdout == "returned token [secret]\n"
     assert TOKEN not in everything(out) + repr(out.events)
+
+
+def test_a_secret_never_reaches_host_methods_or_live_events(services):
+    host, plugin = services
+    received = []
+
+    @sandwit.method
+    def keep(ctx, text: str) -> str:
+        """Keeps the text and hands it back.
+
+        Args:
+            text: The text.
+        """
+        received.append(text)
+        return text
+
+    @sandwit.method
+    def complain(ctx, text: str) -> str:
+        """Raises with the text.
+
+        Args:
+            text: The text.
+        """
+        raise ValueError(text)
+
+    plugin_set = host.plugin_set([plugin], methods=[keep, complain])
+    code = """
+print(keep(leak()))
+print(keep(read_config("token")))
+try:
+    leak_in_error()
+except PluginError as e:
+    keep(str(e))
+complain(leak())
+"""
+    events = []
+    out = host.run(code, ctx=sandwit.AgentCtx("chat-s", "user-s"), plugins=plugin_set,
+                   on_event=events.append)
+    assert out.status == "error" and out.error.type == "PluginError"
+    assert received == ["returned token [secret]", "[secret]",
+                        "leak_in_error: failed with token [secret]"]
+    assert out.error.message == "complain: raised ValueError: returned token [secret]"
+    assert any("[secret]" in repr(e) for e in events)
+    assert TOKEN not in everything(out, out.error) + repr(out.events) + repr(events)
+    assert TOKEN not in repr(received)

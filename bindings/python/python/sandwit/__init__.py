@@ -13,6 +13,11 @@ provide as plain Python functions, under fuel, time and memory limits::
                    plugins=plugins)
     assert (out.status, out.stdout) == ("ok", "3\\n")
 
+Sandbox methods can be written in Python too (``@sandwit.method``), a set's
+``filter`` rule chooses the methods each context sees, ``on_event`` shows a
+run's output and events as they happen, and ``Cancel`` ends a run from
+outside.
+
 The interpreter is carried inside the package. Its first use on a machine
 compiles it into the cache (10-30 s, said on stderr); ``sandwit.warmup()``
 does that ahead.
@@ -23,12 +28,15 @@ from ._sandwit import (
     AgentCtx,
     CallError,
     CallLimits,
+    Cancel,
     ContentPart,
     Handoff,
     Host,
+    HostMethod,
     LimitHit,
     LoadError,
     MethodResult,
+    MethodSpecError,
     Plugin,
     PluginSet,
     PluginSetError,
@@ -42,18 +50,22 @@ from ._sandwit import (
     strip_code_fence,
     warmup,
 )
+from ._methods import method
 
 __all__ = [
     "EMBEDDED_PYTHON_SHA256",
     "AgentCtx",
     "CallError",
     "CallLimits",
+    "Cancel",
     "ContentPart",
     "Handoff",
     "Host",
+    "HostMethod",
     "LimitHit",
     "LoadError",
     "MethodResult",
+    "MethodSpecError",
     "Plugin",
     "PluginSet",
     "PluginSetError",
@@ -64,6 +76,7 @@ __all__ = [
     "SandwitError",
     "__version__",
     "component_hash",
+    "method",
     "strip_code_fence",
     "warmup",
 ]

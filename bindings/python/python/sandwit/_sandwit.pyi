@@ -6,11 +6,21 @@ Everything here is re-exported by ``sandwit``.
 import asyncio
 import os
 import pathlib
-from typing import Any, Final, Iterable, Literal, final
+from types import MappingProxyType
+from typing import Any, Callable, Final, Iterable, Literal, final
 
 StrPath = str | os.PathLike[str]
-Status = Literal["ok", "error", "agent_handoff", "limit_exceeded"]
+Status = Literal["ok", "error", "agent_handoff", "limit_exceeded", "cancelled"]
 Kind = Literal["tool", "agent", "behavior", "multimodal-agent"]
+LiveEvent = dict[str, Any]
+"""A live event (``on_event``): ``{"type": "stdout" or "stderr", "text":
+chunk}`` for output as the code writes it, else one of the outcome's
+``events`` dicts (``call``, ``system_message``, ``log``, ``chat``,
+``denied``) as the run records it."""
+MethodSpec = MappingProxyType[str, Any]
+"""A method's spec as filters are given it: ``name``, ``kind``,
+``description``, ``docstring``, ``params`` (each ``name``, ``schema``,
+``required``) and ``returns``."""
 
 EMBEDDED_PYTHON_SHA256: Final[str | None]
 """The SHA-256 of the CPython component built into this package, or None
@@ -82,6 +92,19 @@ class PluginSetError(SandwitError):
     SHA-256."""
     second: str | None
     """Likewise for the plugin listed second."""
+
+class MethodSpecError(SandwitError):
+    """A host method's spec does not pass the checks a plugin manifest's
+    methods do: a Python identifier that is no keyword or builtin, a
+    docstring, a one-line description, valid JSON Schemas, required
+    parameters first, a provider of a plugin id's form."""
+
+    provider: str
+    """The provider given."""
+    method: str
+    """The method's name."""
+    problems: list[str]
+    """Every problem found, one sentence each."""
 
 class PolicyError(SandwitError):
     """The policy file cannot be read or is not a valid policy (the message
@@ -215,6 +238,20 @@ class CallLimits:
 class ContentPart:
     """One part of a multimodal agent's result."""
 
+    def __init__(
+        self,
+        type: Literal["text", "image", "image_url"],
+        /,
+        *,
+        text: str | None = None,
+        mime_type: str | None = None,
+        data: bytes | None = None,
+        url: str | None = None,
+    ) -> None:
+        """A part for a multimodal-agent host method to return:
+        ``ContentPart("text", text=...)``, ``ContentPart("image",
+        mime_type="image/png", data=...)`` or ``ContentPart("image_url",
+        url=...)``; other fields are a ``ValueError``."""
     @property
     def type(self) -> Literal["text", "image", "image_url"]: ...
     @property
@@ -306,7 +343,8 @@ class RunOutcome:
     def status(self) -> Status:
         """``ok`` (ran to the end), ``error`` (an exception escaped; see
         ``error``), ``agent_handoff`` (an agent method stopped the script;
-        see ``handoff``) or ``limit_exceeded`` (see ``limit``)."""
+        see ``handoff``), ``limit_exceeded`` (see ``limit``) or
+        ``cancelled`` (its ``Cancel`` handle ended it)."""
     @property
     def stdout(self) -> str: ...
     @property
@@ -338,6 +376,80 @@ class RunOutcome:
     def to_dict(self) -> dict[str, Any]:
         """The outcome as plain values (as ``sandwit run --json`` prints
         it)."""
+
+@final
+class Cancel:
+    """A handle that ends the runs given it (``run(..., cancel=c)``), from
+    any thread or task: each ends with status ``cancelled`` (a method call
+    in flight ends with it; busy code stops within about a million units
+    of fuel). Cancelling is final: a run given a cancelled handle ends at
+    once."""
+
+    def __init__(self) -> None: ...
+    def cancel(self) -> None:
+        """Ends every run given this handle, and every later one."""
+    @property
+    def cancelled(self) -> bool:
+        """Whether ``cancel()`` was called."""
+
+# ---- host methods ---------------------------------------------------------------
+
+@final
+class HostMethod:
+    """A sandbox method answered by a Python function (see
+    ``sandwit.method``, which makes one from type hints and a docstring).
+    Listed in the prompt, checked against its schemas and routed like a
+    plugin's method. Calling it calls the function."""
+
+    def __init__(
+        self,
+        func: Callable[..., Any],
+        *,
+        name: str,
+        kind: Kind,
+        docstring: str,
+        params: Iterable[dict[str, Any]] | None = None,
+        description: str | None = None,
+        returns: dict[str, Any] | None = None,
+        provider: str = "host",
+    ) -> None:
+        """
+        Args:
+            func: Called as ``func(ctx, **args)`` on a thread of the host,
+                with the call's ``AgentCtx`` and its checked arguments; a
+                coroutine it returns runs on the loop of the ``run_async``
+                that made the call, else on sandwit's own loop. Its result
+                by kind: a tool's any value a plugin's may be, an agent's
+                or behavior's a ``str``, a multimodal agent's a list of
+                ``str``, ``ContentPart`` or their dicts (or one ``str``).
+            name: What the AI calls it.
+            kind: ``tool``, ``agent``, ``behavior`` or ``multimodal-agent``.
+            docstring: What the AI reads.
+            params: ``{"name": ..., "schema": JSON Schema, "required":
+                bool}`` each (``required`` defaults to True), required ones
+                first.
+            description: A one-line summary [the docstring's first line].
+            returns: A tool's result's JSON Schema, shown only.
+            provider: Who offers it, as events, errors and handoffs name
+                it (lowercase letters, digits, ``-``, ``_``; no plugin of
+                the same set may have it as its id).
+
+        Raises ``MethodSpecError`` listing what the host refuses.
+        """
+    @property
+    def name(self) -> str: ...
+    @property
+    def kind(self) -> Kind: ...
+    @property
+    def provider(self) -> str: ...
+    @property
+    def func(self) -> Callable[..., Any]: ...
+    @property
+    def spec(self) -> dict[str, Any]:
+        """The checked spec: name, kind, description, docstring, params
+        (name, schema, required), returns."""
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Calls the function."""
 
 # ---- plugins and the host ---------------------------------------------------
 
@@ -376,24 +488,44 @@ class Plugin:
 
 @final
 class PluginSet:
-    """The plugins a run may call (method names and ids unique across
-    them). Reuse one set for many runs: interpreters prepared ahead of runs
-    are made for the latest set."""
+    """The methods a run may call: plugins' and host methods (names unique
+    across them, plugin ids unique). Reuse one set for many runs:
+    interpreters prepared ahead of runs are made for the latest set."""
 
-    def __init__(self, plugins: Iterable[Plugin]) -> None: ...
+    def __init__(
+        self,
+        plugins: Iterable[Plugin] | None = None,
+        *,
+        methods: Iterable[HostMethod] | None = None,
+        filter: Callable[[AgentCtx, str, MethodSpec], bool] | None = None,
+    ) -> None:
+        """The methods of ``plugins``, then the host methods ``methods``.
+        ``filter(ctx, provider, method)``, if given, says which methods a
+        context sees: asked for each method when a run starts (``run``,
+        ``run_async``: when called) and by ``prompt(ctx)`` and
+        ``openai_tools(ctx)``; an exception it raises is raised there.
+        ``provider`` is a plugin's id or a host method's provider. Raises
+        ``PluginSetError``."""
     @property
-    def ids(self) -> list[str]: ...
+    def ids(self) -> list[str]:
+        """The plugins' ids, in order."""
     @property
-    def methods(self) -> list[str]: ...
+    def methods(self) -> list[str]:
+        """The methods' names, in order, before any ``filter`` rule."""
+    def filter(self, keep: Callable[[str, MethodSpec], bool]) -> PluginSet:
+        """The set of the methods ``keep(provider, method)`` keeps: its
+        prompt lists and its runs offer only those, and a run's code cannot
+        call the others even through the raw import. The set's ``filter``
+        rule still applies. Build it once per kind of context and keep
+        it."""
     def prompt(self, ctx: AgentCtx | None = None) -> str:
-        """The listing an LLM is given (what ``sandwit prompt`` prints):
-        each method's Python signature, kind, plugin and docstring.
-        Per-context filters are not there yet: every ``ctx`` sees every
-        method."""
+        """The listing an LLM is given (what ``sandwit prompt`` prints) of
+        the methods ``ctx`` sees: each method's Python signature, kind,
+        provider and docstring."""
     def openai_tools(self, ctx: AgentCtx | None = None) -> list[dict[str, Any]]:
-        """OpenAI function-calling definitions of the same methods
+        """OpenAI function-calling definitions of the methods ``ctx`` sees
         (``{"type": "function", "function": {"name", "description",
-        "parameters"}}``), from the manifests' names, docstrings and JSON
+        "parameters"}}``), from their names, docstrings and JSON
         Schemas."""
     def __len__(self) -> int:
         """How many methods."""
@@ -452,8 +584,15 @@ class Host:
         """Loads and checks a plugin from a path or its bytes (``name``
         labels bytes in errors). Raises ``LoadError`` listing every
         problem."""
-    def plugin_set(self, plugins: Iterable[Plugin]) -> PluginSet:
-        """``PluginSet(plugins)``. Raises ``PluginSetError``."""
+    def plugin_set(
+        self,
+        plugins: Iterable[Plugin] | None = None,
+        *,
+        methods: Iterable[HostMethod] | None = None,
+        filter: Callable[[AgentCtx, str, MethodSpec], bool] | None = None,
+    ) -> PluginSet:
+        """``PluginSet(plugins, methods=methods, filter=filter)``. Raises
+        ``PluginSetError``."""
     def run(
         self,
         code: str,
@@ -461,13 +600,23 @@ class Host:
         ctx: AgentCtx | None = None,
         plugins: PluginSet | Iterable[Plugin] | None = None,
         limits: RunLimits | None = None,
+        on_event: Callable[[LiveEvent], object] | None = None,
+        cancel: Cancel | None = None,
     ) -> RunOutcome:
         """Runs ``code`` in a fresh sandboxed interpreter with the methods of
-        ``plugins`` as functions, with the GIL released, and returns the
-        outcome (a markdown fence around the whole code is stripped).
-        ``ctx`` defaults to ``AgentCtx("default")``, ``limits`` to the
-        host's. What the code does wrong is in the outcome, not raised;
-        raises ``LoadError`` if the interpreter cannot be loaded."""
+        ``plugins`` (those ``ctx`` sees) as functions, with the GIL
+        released, and returns the outcome (a markdown fence around the
+        whole code is stripped). ``ctx`` defaults to
+        ``AgentCtx("default")``, ``limits`` to the host's. What the code
+        does wrong is in the outcome, not raised; raises ``LoadError`` if
+        the interpreter cannot be loaded.
+
+        ``on_event`` is called on this thread with each live event, in
+        order, as the run goes (the outcome is the same with or without
+        it). An ``Exception`` it raises goes to ``sys.unraisablehook`` once
+        and the run's later events are not shown; a ``KeyboardInterrupt``
+        ends the run and is raised. ``cancel`` ends the run from another
+        thread (status ``cancelled``); Ctrl-C ends it too."""
     def run_async(
         self,
         code: str,
@@ -475,11 +624,16 @@ class Host:
         ctx: AgentCtx | None = None,
         plugins: PluginSet | Iterable[Plugin] | None = None,
         limits: RunLimits | None = None,
+        on_event: Callable[[LiveEvent], object] | None = None,
+        cancel: Cancel | None = None,
     ) -> asyncio.Future[RunOutcome]:
         """``run``, awaitable (call it in a running event loop): the run goes
-        on in the host's threads and completes the returned future.
-        Cancelling it (``task.cancel()``, ``asyncio.wait_for``) ends the run
-        and raises ``CancelledError``."""
+        on in the host's threads and completes the returned future;
+        ``on_event`` is called on the loop's thread, every event before the
+        result. Cancelling the task (``task.cancel()``,
+        ``asyncio.wait_for``) ends the run and raises ``CancelledError``;
+        ``cancel.cancel()`` ends it with status ``cancelled``. Host
+        methods' coroutines run on this loop."""
 
 def warmup(
     *, cache_dir: StrPath | None = None, python: StrPath | None = None
