@@ -49,6 +49,11 @@ impl<S> Guest<S> {
         }
     }
 
+    /// The resources the guest holds handles to.
+    pub(crate) fn resources(&mut self) -> usize {
+        self.table.iter_mut().count()
+    }
+
     /// The resource table and the guest's own state, borrowed together (for
     /// views such as `wasi:http`'s that need both).
     pub(crate) fn table_and_state(&mut self) -> (&mut ResourceTable, &mut S) {

@@ -120,7 +120,7 @@ impl HostBuilder {
     /// ahead of its runs, on a thread of its own ([`DEFAULT_PREPARED_INTERPRETERS`]
     /// unless set; 0 for none), on an engine of the sandbox's own whose
     /// memories sandwit restores after a run, so each serves run after run
-    /// (up to 1,000) without being instantiated again; runs that find none
+    /// without being instantiated again; runs that find none
     /// prepared instantiate in the host's pool. Each holds two copies of the
     /// interpreter's memory (16 MiB for sandwit's): its own and the one it
     /// is restored from. The interpreter is compiled once more for that

@@ -143,6 +143,7 @@ impl PythonSandbox {
                 methods,
                 snapshot,
                 runs,
+                handles,
             }) => {
                 store.data_mut().begin(
                     ctx,
@@ -154,7 +155,7 @@ impl PythonSandbox {
                 );
                 let made = methods.as_ref().is_some_and(|m| m.same(plugins));
                 // What gives it back for the next run, if it can be.
-                let reusable = snapshot.map(|snapshot| (methods, snapshot, runs));
+                let reusable = snapshot.map(|snapshot| (methods, snapshot, runs, handles));
                 (store, Start::Prepared(interpreter), made, reusable)
             }
             None => {
@@ -210,13 +211,14 @@ impl PythonSandbox {
         // another core is free of runs.
         let taken_reusable = reusable.is_some();
         match (reusable, returned) {
-            (Some((methods, snapshot, runs)), Some(interpreter)) => {
+            (Some((methods, snapshot, runs, handles)), Some(interpreter)) => {
                 let prepared = Prepared {
                     store,
                     interpreter,
                     methods,
                     snapshot: Some(snapshot),
                     runs,
+                    handles,
                 };
                 preparer.give_back(running, prepared);
             }

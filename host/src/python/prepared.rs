@@ -59,11 +59,12 @@ const MAX_POLL: Duration = Duration::from_millis(50);
 /// a shorter one (`HostBuilder::park_after`, with the `internals` feature).
 const PARK_AFTER: Duration = Duration::from_secs(10);
 
-/// Runs one interpreter serves before it is dropped: each run may leave
-/// resource handles in the instance's tables (streams it opened and never
-/// closed, unreachable once its memory is restored), so their number stays
-/// bounded.
-const MAX_RUNS: u32 = 1_000;
+/// Resource handles the runs of one interpreter may leave behind, all told,
+/// before it is dropped: a run may open streams or pollables it never
+/// closes, unreachable once its memory is restored but still held in the
+/// instance's and the store's tables. (Runs that close what they open,
+/// every run of sandwit's own runner, leave none.)
+const MAX_LEFT_HANDLES: usize = 64;
 
 /// An interpreter instantiated ahead of its run.
 pub(crate) struct Prepared {
@@ -76,12 +77,15 @@ pub(crate) struct Prepared {
     pub(crate) snapshot: Option<Snapshot>,
     /// Runs it has served.
     pub(crate) runs: u32,
+    /// The resource handles its store held once prepared.
+    pub(crate) handles: usize,
 }
 
 impl Prepared {
     /// Restores the interpreter after a run whose export returned, for the
     /// next run; its store, to drop, if it cannot be (no snapshot, its
-    /// memory grew, or it served [`MAX_RUNS`]).
+    /// memory grew, or its runs left more than [`MAX_LEFT_HANDLES`]
+    /// handles).
     ///
     /// Besides linear memory, which the restore puts back byte for byte,
     /// an instance holds its globals, tables and the component's resource
@@ -94,8 +98,9 @@ impl Prepared {
         let Some(snapshot) = self.snapshot.as_mut() else {
             return Err(self.store);
         };
+        let left = self.store.data_mut().resources();
         // SAFETY: the store is ours alone and nothing runs in it.
-        if self.runs + 1 >= MAX_RUNS || !unsafe { snapshot.restore() } {
+        if left > self.handles + MAX_LEFT_HANDLES || !unsafe { snapshot.restore() } {
             return Err(self.store);
         }
         self.runs += 1;
@@ -555,6 +560,7 @@ async fn prepare(
         Err(_) => None,
     });
     Ok(Prepared {
+        handles: store.data_mut().resources(),
         store,
         interpreter,
         methods,
