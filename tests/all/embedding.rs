@@ -2,6 +2,7 @@
 //! context sees, cancelling a run, and watching its output and events as
 //! they happen.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -71,6 +72,28 @@ async fn cancelling_ends_a_run_that_calls_the_host_in_a_loop() {
     canceller.join().unwrap();
     assert_eq!(outcome.status, RunStatus::Cancelled, "{:?}", outcome.limit);
     assert_ended_soon_after(start.elapsed(), Duration::from_millis(300));
+}
+
+#[tokio::test]
+async fn a_listener_that_panics_is_dropped_and_the_run_goes_on() {
+    let (python, plugins) = sandbox().await;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let options = RunOptions::new().on_event({
+        let calls = calls.clone();
+        move |_| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            panic!("a listener's bug");
+        }
+    });
+    let code = "print('a')\nprint('b')\nprint(calculate_sum(1, 2))";
+    let outcome = python.run_with(&ctx(), plugins, code, &options).await;
+    assert_eq!(outcome.status, RunStatus::Ok, "{outcome:?}");
+    assert_eq!(outcome.stdout, "a\nb\n3\n");
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "called again after it panicked"
+    );
 }
 
 #[tokio::test]

@@ -59,7 +59,10 @@ async fn call(
     let args = types::columns_from_wit(args);
     state.meter.charge(args.wire_bytes());
     let Some(provider) = state.plugins.provider(&method).cloned() else {
-        return Ok(Err(wit::CallError::UnknownMethod(cut(method, 200))));
+        // The guest's error names the method already.
+        return Ok(Err(wit::CallError::UnknownMethod(
+            "no method of this run has that name".into(),
+        )));
     };
     let id = provider.id().to_string();
     let limits = match &provider {

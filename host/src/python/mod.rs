@@ -260,10 +260,23 @@ impl RunOptions {
     /// Calls `listener` with the run's stdout and stderr as the code writes
     /// them and with each [`Event`](crate::Event) as the run records it (a
     /// plugin's log lines and chat messages when its call returns), in
-    /// order, on the run's thread: keep it quick. The outcome is the same
-    /// with or without it.
+    /// order, on the run's thread: keep it quick (a task it wakes on the
+    /// same runtime thread may wait until the run yields). The outcome is
+    /// the same with or without it. A listener that panics is not called
+    /// again; the run goes on.
     pub fn on_event(mut self, listener: impl Fn(&LiveEvent) + Send + Sync + 'static) -> Self {
-        self.on_event = Some(Arc::new(listener));
+        let failed = std::sync::atomic::AtomicBool::new(false);
+        self.on_event = Some(Arc::new(move |event: &LiveEvent| {
+            use std::sync::atomic::Ordering::Relaxed;
+            if failed.load(Relaxed) {
+                return;
+            }
+            let shown = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| listener(event)));
+            if shown.is_err() {
+                failed.store(true, Relaxed);
+                tracing::error!("a run's event listener panicked; it is not called again");
+            }
+        }));
         self
     }
 }
