@@ -886,6 +886,21 @@ async fn a_run_wakes_the_preparing_thread_once_it_sleeps() {
     until(again, "the thread to sleep again").await;
 }
 
+/// Waits until `python` reuses its interpreters: on a fresh cache the
+/// interpreter is first compiled for the sandbox's own engine, in the
+/// background (tens of seconds of a core while other tests run).
+async fn until_reusable(python: &PythonSandbox) {
+    let ready = || python.reuses_interpreters();
+    let start = std::time::Instant::now();
+    while !ready() {
+        assert!(
+            start.elapsed() < Duration::from_secs(600),
+            "the interpreter was not compiled for reuse within 10 minutes"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_reused_interpreter_holds_nothing_of_the_previous_run() {
     // One prepared interpreter, given back after each run that ends with
@@ -894,6 +909,7 @@ async fn a_reused_interpreter_holds_nothing_of_the_previous_run() {
     // builtins, in the module table, and in memory the heap reuses (a
     // freed buffer full of marks), then leaves them.
     let (_host, python) = preparing(1).await;
+    until_reusable(&python).await;
     let code = r#"
 import builtins, functools, json, random, sys
 print(hasattr(json, "mark"), hasattr(builtins, "mark"), "mark" in sys.modules, hasattr(functools, "mark"))
@@ -943,6 +959,7 @@ del found
 #[tokio::test]
 async fn an_interpreter_whose_run_grew_its_memory_or_stopped_is_not_reused() {
     let (_host, python) = preparing(1).await;
+    until_reusable(&python).await;
     let grows = "import functools\nfunctools.mark = bytes(range(256)) * (1 << 16)\nprint(len(functools.mark))";
     let traps = "while True: pass";
     let limits = RunLimits {

@@ -73,6 +73,15 @@ impl PythonSandbox {
         self.inner.code_source
     }
 
+    /// Whether its prepared interpreters are reused across runs yet (the
+    /// interpreter compiled for the sandbox's own engine; see
+    /// [`HostBuilder::prepared_interpreters`](crate::HostBuilder::prepared_interpreters)).
+    /// Only with the `internals` feature.
+    #[cfg(feature = "internals")]
+    pub fn reuses_interpreters(&self) -> bool {
+        self.inner.preparer.reuses()
+    }
+
     /// Whether every interpreter prepared now, restored after a run or not,
     /// has its memory exactly as it was prepared. Only with the `internals`
     /// feature.

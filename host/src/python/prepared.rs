@@ -127,6 +127,9 @@ struct Shared {
     parks: Option<Arc<AtomicUsize>>,
     /// The cores this process may use.
     cores: usize,
+    /// Whether the thread has the interpreter on the sandbox's own engine
+    /// (its interpreters are reusable).
+    reusable: AtomicBool,
 }
 
 /// A finished run's store.
@@ -188,6 +191,7 @@ impl Preparer {
             #[cfg(feature = "internals")]
             parks: host.park.as_ref().map(|(_, parks)| parks.clone()),
             cores: host.cores,
+            reusable: AtomicBool::new(false),
         });
         if target > 0 {
             let keeper = shared.clone();
@@ -279,6 +283,13 @@ impl Preparer {
             drop(queue);
         }
         drop(running);
+    }
+
+    /// Whether its interpreters are reusable (the interpreter's code for the
+    /// sandbox's own engine is loaded).
+    #[cfg(feature = "internals")]
+    pub(crate) fn reuses(&self) -> bool {
+        self.shared.reusable.load(Ordering::SeqCst)
     }
 
     /// How many interpreters are prepared now.
@@ -395,8 +406,9 @@ fn keep(
         }
     };
     // Loading cached code is quick: before the first interpreter. Compiling
-    // takes seconds, on a thread of its own, meanwhile this one prepares
-    // interpreters in the host's pool.
+    // takes seconds, on a thread of its own at normal priority (it is done
+    // once per cache, and at idle priority a busy host would never finish
+    // it), meanwhile this one prepares interpreters in the host's pool.
     let mut reusable = None;
     match own {
         Some(pending) if pending.compiles() => {
@@ -404,7 +416,6 @@ fn keep(
             let compiling = std::thread::Builder::new()
                 .name("sandwit-compile".into())
                 .spawn(move || {
-                    yield_to_runs();
                     let compiled = ready(pending);
                     shared.lock().compiled = compiled;
                     shared.wake.notify_one();
@@ -413,7 +424,10 @@ fn keep(
                 tracing::warn!("the Python sandbox's interpreters serve one run each: {e}");
             }
         }
-        Some(pending) => reusable = ready(pending),
+        Some(pending) => {
+            reusable = ready(pending);
+            shared.reusable.store(reusable.is_some(), Ordering::SeqCst);
+        }
         None => {}
     }
     let runtime = match tokio::runtime::Builder::new_current_thread().build() {
@@ -458,6 +472,7 @@ fn keep(
         // the thread prepares them beside runs while a core is free of them.
         if let Some(compiled) = queue.compiled.take() {
             reusable = Some(compiled);
+            shared.reusable.store(true, Ordering::SeqCst);
         }
         if queue.prepared.len() + queue.dirty.len() + queue.out >= target || !shared.core_free() {
             queue = shared.idle(queue, &mut poll);
