@@ -420,7 +420,7 @@ pub async fn cold_start(setup: &Setup, rows: &mut Vec<Row>) {
             .args(["-c", "print(1+1)"]);
         run_process(&mut cold).map_err(|e| {
             e.context(format!(
-                "the sandwit CLI ({}; build it with `cargo build --release -p sandwit`, or pass --sandwit)",
+                "the sandwit CLI ({}; build it with `cargo build --release -p sandwit-cli`, or pass --sandwit)",
                 sandwit.display()
             ))
         })?;

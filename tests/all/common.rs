@@ -52,13 +52,6 @@ pub fn pinned(mut policy: Policy) -> Policy {
     policy
 }
 
-/// The `sha256 = [...]` line of a policy file that pins `id` to the test
-/// component of that id.
-pub fn pin_line(id: &str) -> String {
-    let (_, path) = COMPONENTS.iter().find(|(i, _)| *i == id).unwrap();
-    format!("sha256 = [\"{}\"]\n", digest(path))
-}
-
 /// A host with the default limits and [`example_policy`] (the store in
 /// memory).
 pub fn host() -> &'static Host {
@@ -70,16 +63,6 @@ pub fn host() -> &'static Host {
             .build()
             .unwrap()
     })
-}
-
-/// Asserts that a `sandwit` process exited with success, showing its
-/// stderr when it did not.
-pub fn assert_succeeded(out: &std::process::Output) {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// The log lines among a call's events.

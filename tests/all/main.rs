@@ -6,7 +6,6 @@
 mod bad_input;
 mod cache;
 mod caps;
-mod cli;
 mod common;
 mod contained;
 mod embedding;

@@ -15,8 +15,7 @@ use sandwit::{
 use serde_json::json;
 
 use crate::common::{
-    args, artifacts, assert_ended_soon_after, assert_succeeded, cache_dir, ctx, example_policy,
-    host, load, pin_line, pinned,
+    args, artifacts, assert_ended_soon_after, cache_dir, ctx, example_policy, host, load, pinned,
 };
 
 const TOKEN: &str = "tok-SECRET-4242";
@@ -351,49 +350,6 @@ async fn the_store_caps_values_and_plugins() {
     // Each entry counts its row's 64 bytes, key (5-6) and value (90).
     assert_eq!(i, 6, "six ~160-byte entries fit in 1,000 bytes");
     assert!(err.contains("more than its limit of 1000 bytes"), "{err}");
-}
-
-fn sandwit_cli(store: &std::path::Path, policy: &std::path::Path, args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_sandwit"))
-        .arg("--cache-dir")
-        .arg(cache_dir().join("cli"))
-        .arg("--store")
-        .arg(store)
-        .arg("--policy")
-        .arg(policy)
-        .args(args)
-        .output()
-        .unwrap();
-    assert_succeeded(&out);
-    String::from_utf8(out.stdout).unwrap()
-}
-
-#[test]
-fn stored_data_survives_a_restart_of_the_process() {
-    let dir = tempdir("restart");
-    let (store, policy) = (dir.join("store.db"), dir.join("policy.toml"));
-    let pins = pin_line("notes");
-    std::fs::write(
-        &policy,
-        format!("[plugins.notes]\ngrant = [\"store\"]\n{pins}"),
-    )
-    .unwrap();
-    let user = ["--user-id", "ada"];
-    let remember = [
-        &[
-            "call",
-            artifacts::NOTES,
-            "remember",
-            "--args",
-            r#"{"note": "tea, no sugar"}"#,
-        ][..],
-        &user,
-    ]
-    .concat();
-    assert!(sandwit_cli(&store, &policy, &remember).contains("1"));
-    let recall = [&["call", artifacts::NOTES, "recall"][..], &user].concat();
-    let out = sandwit_cli(&store, &policy, &recall);
-    assert!(out.contains("tea, no sugar"), "{out}");
 }
 
 #[tokio::test]

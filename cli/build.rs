@@ -4,7 +4,7 @@
 //! installed binary runs Python with nothing beside it. Without it the binary
 //! is built without one (a plain `cargo build` needs no componentize-py) and
 //! `sandwit run` looks for the component elsewhere
-//! (host/src/bin/sandwit/interpreter.rs).
+//! (cli/src/interpreter.rs).
 //!
 //! Sets for the crate: `SANDWIT_EMBEDDED_PYTHON`, the file to embed (an empty
 //! one in `OUT_DIR` without one), `SANDWIT_EMBEDDED_PYTHON_SHA256`, its hash

@@ -1,0 +1,38 @@
+//! What the command's tests share: the cache, the fixtures' paths and
+//! checks of a finished process.
+
+use std::path::PathBuf;
+
+pub use sandwit_test_artifacts as artifacts;
+
+/// The compiled-code cache every test shares (the library tests' too).
+pub fn cache_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sandwit-cache")
+}
+
+/// A fresh, empty folder for one test.
+pub fn tempdir(topic: &str, name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(topic)
+        .join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The `sha256 = [...]` line of a policy file that pins a plugin to the
+/// component at `path`, as an operator pins the plugins they trust.
+pub fn pin_line(path: &str) -> String {
+    let digest = sandwit::component_hash(&std::fs::read(path).unwrap());
+    format!("sha256 = [\"{digest}\"]\n")
+}
+
+/// Asserts that a `sandwit` process exited with success, showing its
+/// stderr when it did not.
+pub fn assert_succeeded(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

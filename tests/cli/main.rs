@@ -1,0 +1,8 @@
+//! The `sandwit` command's tests: one binary, a module per topic, each
+//! running the built `sandwit` as a user would. They share the library
+//! tests' compiled-code cache folder (the CPython component is compiled once
+//! per test run).
+
+mod commands;
+mod common;
+mod store;
