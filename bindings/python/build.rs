@@ -1,66 +1,25 @@
 //! Embeds the CPython component in the extension when `SANDWIT_EMBED_PYTHON`
-//! names it (an absolute path; scripts/test-python sets it with
-//! `embed_python` from scripts/env.sh), as host/build.rs does for the CLI:
-//! a wheel built so needs no other download.
+//! names it (scripts/test-python sets it with `embed_python` from
+//! scripts/env.sh), as cli/build.rs does for the command: a wheel built so
+//! needs no other download.
 //!
 //! Sets for the crate: `SANDWIT_EMBEDDED_PYTHON`, the file to embed (an empty
-//! one in `OUT_DIR` without one), and `SANDWIT_EMBEDDED_PYTHON_SHA256`, its
-//! hash (empty without one), so that a start finds the interpreter's
-//! compiled code without hashing 21 MB.
+//! one without one), and `SANDWIT_EMBEDDED_PYTHON_SHA256`, its hash (empty
+//! without one), so that a start finds the interpreter's compiled code
+//! without hashing 21 MB.
 
 use std::path::PathBuf;
 
-use sha2::{Digest, Sha256};
-
-const VAR: &str = "SANDWIT_EMBED_PYTHON";
-
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
-    println!("cargo::rerun-if-env-changed={VAR}");
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-    let (file, hash) = match std::env::var_os(VAR).filter(|v| !v.is_empty()) {
-        None => {
-            let none = out_dir.join("no-python.wasm");
-            std::fs::write(&none, b"").expect("writing to OUT_DIR");
-            (none, String::new())
-        }
-        Some(path) => {
-            let path = PathBuf::from(path);
-            if !path.is_absolute() {
-                fail(&format!(
-                    "{VAR}={} must be an absolute path (cargo builds in another directory)",
-                    path.display()
-                ));
-            }
-            println!("cargo::rerun-if-changed={}", path.display());
-            let bytes = std::fs::read(&path).unwrap_or_else(|e| {
-                fail(&format!(
-                    "{VAR}={}: cannot read it ({e}); build it with python-guest/build",
-                    path.display()
-                ))
-            });
-            // A WebAssembly component: the magic, a version, layer 1.
-            if bytes.get(..4) != Some(b"\0asm") || bytes.get(6..8) != Some(&[1, 0]) {
-                fail(&format!(
-                    "{VAR}={} is not a WebAssembly component",
-                    path.display()
-                ));
-            }
-            let hash: String = Sha256::digest(&bytes)
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect();
-            (path, hash)
-        }
-    };
+    let embedded = sandwit_embed_python::embed(&out_dir);
     println!(
         "cargo::rustc-env=SANDWIT_EMBEDDED_PYTHON={}",
-        file.display()
+        embedded.file.display()
     );
-    println!("cargo::rustc-env=SANDWIT_EMBEDDED_PYTHON_SHA256={hash}");
-}
-
-fn fail(message: &str) -> ! {
-    eprintln!("error: {message}");
-    std::process::exit(1);
+    println!(
+        "cargo::rustc-env=SANDWIT_EMBEDDED_PYTHON_SHA256={}",
+        embedded.hash
+    );
 }
