@@ -133,9 +133,12 @@ pub async fn validate(host: &Host, args: ValidateArgs) -> anyhow::Result<ExitCod
     let (ok, problems, plugin) = match host.load_plugin_file(&args.plugin).await {
         Ok(p) => (true, vec![], Some(p)),
         Err(LoadError::Rejected { problems, .. }) => (false, problems, None),
-        Err(e @ (LoadError::Io { .. } | LoadError::Config { .. })) => {
-            (false, vec![e.to_string()], None)
-        }
+        Err(
+            e @ (LoadError::Io { .. }
+            | LoadError::Config { .. }
+            | LoadError::Tampered { .. }
+            | LoadError::Unsigned { .. }),
+        ) => (false, vec![e.to_string()], None),
         Err(e) => return Err(e.into()),
     };
     let plugin = plugin.as_ref().map(|p| {
