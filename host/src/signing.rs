@@ -24,7 +24,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use ed25519_dalek::Signer;
 use ed25519_dalek::pkcs8::spki::der::pem::LineEnding;
-use ed25519_dalek::pkcs8::{DecodePrivateKey, EncodePrivateKey};
+use ed25519_dalek::pkcs8::{DecodePrivateKey, EncodePrivateKey, KeypairBytes};
 
 use crate::error::quote;
 
@@ -277,10 +277,7 @@ impl SigningKey {
         let fail = |what: &Path, e: std::io::Error| {
             SigningError::KeyFile(format!("cannot write {}: {e}", what.display()))
         };
-        let pem = self
-            .0
-            .to_pkcs8_pem(LineEnding::LF)
-            .map_err(|e| SigningError::KeyFile(format!("cannot encode the key: {e}")))?;
+        let pem = self.pem()?;
         let public = public_key_path(path);
         let mut pub_file = create_new(&public, 0o644).map_err(|e| fail(&public, e))?;
         let written = create_new(path, 0o600)
@@ -296,6 +293,17 @@ impl SigningKey {
         }
         writeln!(pub_file, "{}", self.public_key()).map_err(|e| fail(&public, e))?;
         Ok(public)
+    }
+
+    /// The PKCS#8 v1 PEM of the secret key, as openssl writes it (v2, with
+    /// the public key, is not read by openssl 3.0), wiped when dropped.
+    fn pem(&self) -> Result<impl std::ops::Deref<Target = String>, SigningError> {
+        KeypairBytes {
+            secret_key: self.0.to_bytes(),
+            public_key: None,
+        }
+        .to_pkcs8_pem(LineEnding::LF)
+        .map_err(|e| SigningError::KeyFile(format!("cannot encode the key: {e}")))
     }
 
     /// Its public key.
@@ -399,6 +407,8 @@ mod tests {
     fn reads_openssl_keys_and_refuses_other_algorithms() {
         let key = SigningKey::parse(OPENSSL_KEY).unwrap();
         assert_eq!(key.public_key().to_string(), OPENSSL_PUBLIC);
+        // And it is written back as openssl wrote it.
+        assert_eq!(key.pem().unwrap().as_str(), OPENSSL_KEY);
         let e = SigningKey::parse(P256_KEY).unwrap_err().to_string();
         assert!(e.contains("not an ed25519 secret key"), "{e}");
         let e = SigningKey::parse("not pem").unwrap_err().to_string();
