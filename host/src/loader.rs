@@ -154,9 +154,9 @@ fn compile_bytes(
     if bytes.len() > MAX_COMPONENT_BYTES {
         return Err(too_big(label, bytes.len()));
     }
-    check_header(bytes).map_err(reject)?;
     let hash = component_hash(bytes);
     check(&hash)?;
+    check_header(bytes).map_err(reject)?;
     let (component, code_source) = host
         .cache
         .get(&host.engine, &hash, bytes)
