@@ -143,6 +143,7 @@ pub fn install(args: InstallArgs, host: &HostArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("creating {}", args.dir.display()))?;
     let file = format!("{id}.wasm");
     let path = args.dir.join(&file);
+    let _held = hold_folder(&args.dir)?;
     let mut lock = LockFile::read(&args.dir)?.unwrap_or_default();
     write_atomically(&path, &bytes).with_context(|| format!("writing {}", path.display()))?;
     lock.insert(LockEntry {
@@ -168,6 +169,21 @@ pub fn install(args: InstallArgs, host: &HostArgs) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// An exclusive lock on the folder `dir` (its directory's `flock`), held
+/// while the returned file is open: two installs into one folder take turns
+/// at reading and rewriting its lock file, so neither loses the other's
+/// entry.
+fn hold_folder(dir: &std::path::Path) -> anyhow::Result<std::fs::File> {
+    use std::os::fd::AsRawFd;
+    let folder = std::fs::File::open(dir).with_context(|| format!("opening {}", dir.display()))?;
+    // SAFETY: flock takes an open descriptor and no memory.
+    if unsafe { libc::flock(folder.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("locking {}", dir.display()));
+    }
+    Ok(folder)
 }
 
 /// The version to install: `wanted`, refused if yanked unless

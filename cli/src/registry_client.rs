@@ -17,6 +17,8 @@ use serde::de::DeserializeOwned;
 const MAX_JSON_BYTES: u64 = 16 << 20;
 /// How long connecting, and each read or write, may take.
 const IO_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a whole request may take, its body included.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 /// A download shows its progress once it has taken this long.
 const PROGRESS_AFTER: Duration = Duration::from_secs(1);
 
@@ -80,6 +82,7 @@ impl Registry {
         }
         let agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
+            .timeout_global(Some(REQUEST_TIMEOUT))
             .timeout_connect(Some(IO_TIMEOUT))
             .timeout_per_read(Some(IO_TIMEOUT))
             .timeout_per_write(Some(IO_TIMEOUT))

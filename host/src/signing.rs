@@ -36,7 +36,7 @@ const KEY_PREFIX: &str = "ed25519:";
 
 /// The digest of a component's bytes: `sha256:<64 lowercase hex>`.
 pub fn digest_of(bytes: &[u8]) -> String {
-    format!("sha256:{}", crate::component_hash(bytes))
+    format!("sha256:{}", crate::cache::component_hash(bytes))
 }
 
 /// Checks that `digest` is `sha256:` and 64 lowercase hex digits.
