@@ -10,6 +10,11 @@ use serde_json::json;
 
 use crate::worker;
 
+/// The worker's writable memory for a check unless told otherwise, in MiB.
+pub const CHECK_MIB: u64 = 2048;
+/// The worker's CPU time for a check unless told otherwise, in seconds.
+pub const CHECK_SECONDS: u64 = 60;
+
 #[derive(Args)]
 pub struct InspectArgs {
     /// The plugin component (`.wasm`).
@@ -31,12 +36,12 @@ pub struct ValidateArgs {
     pub in_process: bool,
     /// Writable memory the worker process checking the component may use,
     /// in MiB (its RLIMIT_DATA).
-    #[arg(long, value_name = "MIB", default_value_t = 2048,
+    #[arg(long, value_name = "MIB", default_value_t = CHECK_MIB,
           value_parser = clap::value_parser!(u64).range(16..=1 << 20))]
     max_check_mib: u64,
     /// CPU time the worker may use, in seconds (its RLIMIT_CPU); it gets
     /// twice this and 10 s more in wall-clock time.
-    #[arg(long, value_name = "SECONDS", default_value_t = 60,
+    #[arg(long, value_name = "SECONDS", default_value_t = CHECK_SECONDS,
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     max_check_seconds: u64,
 }
@@ -115,7 +120,7 @@ pub fn validate_in_worker(args: ValidateArgs) -> anyhow::Result<ExitCode> {
         memory_mib: args.max_check_mib,
         cpu_seconds: args.max_check_seconds,
     };
-    let report = match worker::check(argv, budget)? {
+    let report = match worker::check(argv, budget, &[])? {
         worker::Ended::Reported(report) => report,
         worker::Ended::Failed(why) => json!({
             "file": args.plugin.display().to_string(),
@@ -133,9 +138,12 @@ pub async fn validate(host: &Host, args: ValidateArgs) -> anyhow::Result<ExitCod
     let (ok, problems, plugin) = match host.load_plugin_file(&args.plugin).await {
         Ok(p) => (true, vec![], Some(p)),
         Err(LoadError::Rejected { problems, .. }) => (false, problems, None),
-        Err(e @ (LoadError::Io { .. } | LoadError::Config { .. })) => {
-            (false, vec![e.to_string()], None)
-        }
+        Err(
+            e @ (LoadError::Io { .. }
+            | LoadError::Config { .. }
+            | LoadError::Tampered { .. }
+            | LoadError::Unsigned { .. }),
+        ) => (false, vec![e.to_string()], None),
         Err(e) => return Err(e.into()),
     };
     let plugin = plugin.as_ref().map(|p| {
@@ -158,7 +166,7 @@ pub fn in_worker() -> bool {
 
 /// Prints a verdict (`{"file", "ok", "problems", "plugin"}`) as JSON or
 /// text; the exit status is 0 only for an acceptable plugin.
-fn print_verdict(report: &serde_json::Value, as_json: bool) -> anyhow::Result<ExitCode> {
+pub fn print_verdict(report: &serde_json::Value, as_json: bool) -> anyhow::Result<ExitCode> {
     let ok = report["ok"].as_bool() == Some(true);
     let file = report["file"].as_str().unwrap_or_default();
     let problems: Vec<&str> = report["problems"]

@@ -5,7 +5,11 @@ mod stdout;
 
 mod call;
 mod inspect;
+mod install;
 mod interpreter;
+mod keygen;
+mod publish;
+mod registry_client;
 mod render;
 mod run;
 mod worker;
@@ -57,6 +61,19 @@ enum Command {
     /// Print the method listing an LLM is given: signatures, kinds and
     /// docstrings.
     Prompt(run::PromptArgs),
+    /// Make a key pair for signing plugins: the secret key to FILE (mode
+    /// 0600), the public key to FILE.pub and stdout.
+    Keygen(keygen::KeygenArgs),
+    /// Print the signature of a plugin's digest by a key (for a registry's
+    /// upload form).
+    Sign(publish::SignArgs),
+    /// Check a plugin here, sign it and upload it to a registry; print its
+    /// id, version and digest. See docs/REGISTRY.md.
+    Publish(publish::PublishArgs),
+    /// Download a plugin from a registry into a folder: its digest and
+    /// signature checked against the keys you trust, recorded in the
+    /// folder's sandwit.lock. See docs/REGISTRY.md.
+    Install(install::InstallArgs),
 }
 
 /// Options for the host, before or after the subcommand.
@@ -111,10 +128,7 @@ impl HostArgs {
             time: limits.time,
             ..run_defaults
         };
-        let policy = match self.policy.clone().or_else(|| env_path("SANDWIT_POLICY")) {
-            Some(path) => Policy::load(path)?,
-            None => Policy::default(),
-        };
+        let policy = self.policy()?;
         let mut builder = Host::builder()
             .limits(limits)
             .run_limits(run_limits)
@@ -133,20 +147,34 @@ impl HostArgs {
         Ok(builder)
     }
 
-    /// Gives a child `sandwit` the same cache and store as this one.
-    pub fn pass_to(&self, cmd: &mut std::process::Command) {
+    /// The options that give a child `sandwit` the same cache and store as
+    /// this one.
+    pub fn shared_args(&self) -> Vec<std::ffi::OsString> {
+        let mut args: Vec<std::ffi::OsString> = Vec::new();
         if let Some(dir) = &self.cache_dir {
-            cmd.arg("--cache-dir").arg(dir);
+            args.extend(["--cache-dir".into(), dir.into()]);
         }
         if let Some(mib) = self.cache_max_mib {
-            cmd.arg("--cache-max-mib").arg(mib.to_string());
+            args.extend(["--cache-max-mib".into(), mib.to_string().into()]);
         }
         if self.no_cache {
-            cmd.arg("--no-cache");
+            args.push("--no-cache".into());
         }
         if let Some(store) = &self.store {
-            cmd.arg("--store").arg(store);
+            args.extend(["--store".into(), store.into()]);
         }
+        args
+    }
+
+    /// The operator's policy: --policy, else $SANDWIT_POLICY, else the
+    /// default (nothing granted).
+    pub fn policy(&self) -> anyhow::Result<Policy> {
+        Ok(
+            match self.policy.clone().or_else(|| env_path("SANDWIT_POLICY")) {
+                Some(path) => Policy::load(path)?,
+                None => Policy::default(),
+            },
+        )
     }
 }
 
@@ -169,15 +197,25 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    let cli = match cli.command {
+    // These need no host (nor a runtime).
+    let without_host = match cli.command {
         Command::Validate(args) if !args.in_process && !inspect::in_worker() => {
-            return inspect::validate_in_worker(args).unwrap_or_else(|e| {
-                eprintln!("error: {e:#}");
-                ExitCode::FAILURE
-            });
+            inspect::validate_in_worker(args)
         }
-        command => Cli { command, ..cli },
+        Command::Keygen(args) => keygen::keygen(args),
+        Command::Sign(args) => publish::sign(args),
+        Command::Publish(args) => publish::publish(args, &cli.host),
+        Command::Install(args) => install::install(args, &cli.host),
+        command => Ok(run_with_host(Cli { command, ..cli })),
     };
+    without_host.unwrap_or_else(|e| {
+        eprintln!("error: {e:#}");
+        ExitCode::FAILURE
+    })
+}
+
+/// Runs a command that needs a host.
+fn run_with_host(cli: Cli) -> ExitCode {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -204,6 +242,9 @@ fn main() -> ExitCode {
             Command::Call(args) => call::call(&host, args).await,
             Command::Run(args) => run::run(&host, args).await,
             Command::Prompt(args) => run::prompt(&host, args).await,
+            Command::Keygen(_) | Command::Sign(_) | Command::Publish(_) | Command::Install(_) => {
+                unreachable!("run without a host")
+            }
         }
     });
     match result {

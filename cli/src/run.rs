@@ -125,8 +125,9 @@ pub async fn run(host: &Host, args: RunArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("reading the code from {}", path.display()))?,
         (None, None) => anyhow::bail!("give the code as FILE, `-` or -c CODE"),
     };
-    let sandbox = crate::interpreter::load(host, args.python.clone()).await?;
+    // Plugins first: one refused costs no interpreter load.
     let plugins = PluginSet::new(&load_plugins(host, &args.plugins).await?)?;
+    let sandbox = crate::interpreter::load(host, args.python.clone()).await?;
     let ctx = AgentCtx {
         user_id: args.user_id.clone(),
         ..AgentCtx::new(&args.chat_key)

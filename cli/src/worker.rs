@@ -42,9 +42,13 @@ const MAX_REPORT_BYTES: u64 = 8 << 20;
 /// What is kept of the worker's stderr, to explain a death.
 const MAX_STDERR_BYTES: u64 = 64 << 10;
 
-/// Runs `sandwit <args>` as the worker under `budget` and reads its report.
-pub fn check(args: Vec<OsString>, budget: Budget) -> anyhow::Result<Ended> {
+/// Runs `sandwit <args>` as the worker under `budget`, without the
+/// environment variables `unset`, and reads its report.
+pub fn check(args: Vec<OsString>, budget: Budget, unset: &[&str]) -> anyhow::Result<Ended> {
     let mut cmd = Command::new(std::env::current_exe()?);
+    for key in unset {
+        cmd.env_remove(key);
+    }
     cmd.args(args)
         .env(WORKER_ENV, "1")
         // A backtrace needs memory the worker may no longer have; printing

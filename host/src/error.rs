@@ -48,6 +48,45 @@ pub enum LoadError {
         /// How many digests the policy pins for the id.
         pinned: usize,
     },
+    /// A plugin file whose bytes do not have the digest its folder's lock
+    /// file records: changed since it was installed.
+    #[error(
+        "plugin `{plugin}` ({file}): its bytes have the digest {actual}, not the {expected} \
+         recorded in {lock}; it changed since it was installed: reinstall it, or remove its \
+         entry from the lock file if you changed it on purpose"
+    )]
+    Tampered {
+        /// The plugin's id, as the lock file records it.
+        plugin: String,
+        /// The file.
+        file: String,
+        /// The digest the lock file records.
+        expected: String,
+        /// The digest of the file's bytes.
+        actual: String,
+        /// The lock file.
+        lock: String,
+    },
+    /// The policy requires a signature from a trusted key
+    /// (`[registry] require_signature`) and the plugin has none.
+    #[error(
+        "plugin {plugin}: the policy requires a signature from a trusted key \
+         (`[registry] require_signature`), and {why}"
+    )]
+    Unsigned {
+        /// The file, or the name it was loaded under.
+        plugin: String,
+        /// Why it has no such signature.
+        why: String,
+    },
+    /// The lock file of the plugin's folder could not be read.
+    #[error("plugin {plugin}: {error}")]
+    Lock {
+        /// The file.
+        plugin: String,
+        /// Why.
+        error: crate::lock::LockError,
+    },
     /// The host failed (e.g. the compiled-code cache could not be written).
     #[error("plugin {plugin}: {source:#}")]
     Host {

@@ -245,13 +245,21 @@ impl Host {
     }
 
     /// Loads and checks a plugin from its bytes; `name` (e.g. the file name)
-    /// identifies it in errors.
+    /// identifies it in errors. Refused ([`LoadError::Unsigned`]) when the
+    /// policy requires signatures: bytes have no lock file to be listed in.
     pub async fn load_plugin(&self, name: &str, bytes: &[u8]) -> Result<Plugin, LoadError> {
         let source = Source::Bytes { label: name, bytes };
         Plugin::load(&self.inner, source).await
     }
 
     /// Reads, loads and checks a plugin file.
+    ///
+    /// A file listed in its folder's lock file ([`crate::lock`], written by
+    /// `sandwit install`) must have the digest recorded there
+    /// ([`LoadError::Tampered`] otherwise), checked before it is compiled;
+    /// with the policy's `[registry] require_signature`, a file must be
+    /// listed there with a signature from one of the policy's trusted keys
+    /// ([`LoadError::Unsigned`] otherwise).
     pub async fn load_plugin_file(&self, path: impl AsRef<Path>) -> Result<Plugin, LoadError> {
         Plugin::load(&self.inner, Source::File(path.as_ref())).await
     }

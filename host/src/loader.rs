@@ -63,12 +63,20 @@ const WASI_IMPORTS: &[&str] = &[
     "wasi:sockets/",
 ];
 
+/// A check of a component's SHA-256 (hex) before it is compiled.
+pub(crate) type HashCheck<'a> = &'a dyn Fn(&str) -> Result<(), LoadError>;
+
+/// Accepts every hash.
+fn any_hash(_: &str) -> Result<(), LoadError> {
+    Ok(())
+}
+
 /// The component from `source`, compiled: from the cache without reading a
 /// file unchanged since it was last loaded, else read, checked and compiled
 /// (or found in the cache by its hash).
 pub(crate) fn compile(host: &HostInner, source: Source<'_>) -> Result<Compiled, LoadError> {
     match source {
-        Source::Bytes { label, bytes } => compile_bytes(host, label, bytes),
+        Source::Bytes { label, bytes } => compile_bytes(host, label, bytes, &any_hash),
         Source::Hashed {
             label,
             bytes,
@@ -84,7 +92,7 @@ pub(crate) fn compile(host: &HostInner, source: Source<'_>) -> Result<Compiled, 
                 hash: sha256.to_string(),
             }),
             None => {
-                let compiled = compile_bytes(host, label, bytes)?;
+                let compiled = compile_bytes(host, label, bytes, &any_hash)?;
                 if !compiled.hash.eq_ignore_ascii_case(sha256) {
                     return Err(compiled.rejected(vec![format!(
                         "has the SHA-256 {}, not the {} it was given with",
@@ -95,11 +103,17 @@ pub(crate) fn compile(host: &HostInner, source: Source<'_>) -> Result<Compiled, 
                 Ok(compiled)
             }
         },
-        Source::File(path) => compile_file(host, path),
+        Source::File(path) => compile_file(host, path, &any_hash),
     }
 }
 
-fn compile_file(host: &HostInner, path: &Path) -> Result<Compiled, LoadError> {
+/// The component file at `path`, compiled as [`compile`] does, once
+/// `check` has accepted its SHA-256.
+pub(crate) fn compile_file(
+    host: &HostInner,
+    path: &Path,
+    check: HashCheck<'_>,
+) -> Result<Compiled, LoadError> {
     let label = path.display().to_string();
     let io = |error| LoadError::Io {
         plugin: label.clone(),
@@ -109,6 +123,7 @@ fn compile_file(host: &HostInner, path: &Path) -> Result<Compiled, LoadError> {
     if let Some(hash) = host.cache.file_hash(path, &meta)
         && let Some((component, code_source)) = host.cache.lookup(&host.engine, &hash)
     {
+        check(&hash)?;
         return Ok(Compiled {
             label,
             component,
@@ -121,12 +136,17 @@ fn compile_file(host: &HostInner, path: &Path) -> Result<Compiled, LoadError> {
         return Err(too_big(&label, meta.len() as usize));
     }
     let bytes = std::fs::read(path).map_err(io)?;
-    let compiled = compile_bytes(host, &label, &bytes)?;
+    let compiled = compile_bytes(host, &label, &bytes, check)?;
     host.cache.remember_file(path, &meta, &compiled.hash);
     Ok(compiled)
 }
 
-fn compile_bytes(host: &HostInner, label: &str, bytes: &[u8]) -> Result<Compiled, LoadError> {
+fn compile_bytes(
+    host: &HostInner,
+    label: &str,
+    bytes: &[u8],
+    check: HashCheck<'_>,
+) -> Result<Compiled, LoadError> {
     let reject = |problem: String| LoadError::Rejected {
         plugin: label.to_string(),
         problems: vec![problem],
@@ -134,8 +154,9 @@ fn compile_bytes(host: &HostInner, label: &str, bytes: &[u8]) -> Result<Compiled
     if bytes.len() > MAX_COMPONENT_BYTES {
         return Err(too_big(label, bytes.len()));
     }
-    check_header(bytes).map_err(reject)?;
     let hash = component_hash(bytes);
+    check(&hash)?;
+    check_header(bytes).map_err(reject)?;
     let (component, code_source) = host
         .cache
         .get(&host.engine, &hash, bytes)

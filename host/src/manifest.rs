@@ -610,7 +610,7 @@ fn is_identifier(name: &str) -> bool {
 }
 
 /// Whether `id` is a valid plugin id.
-pub(crate) fn is_plugin_id(id: &str) -> bool {
+pub fn is_plugin_id(id: &str) -> bool {
     let mut chars = id.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_lowercase())
         && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')

@@ -12,6 +12,12 @@
 //! timeout_ms = 10000               # per request, within the call's deadline
 //! max_response_bytes = 4194304     # per response body
 //!
+//! [registry]
+//! # keys whose signatures are trusted (`sandwit install` checks them)
+//! trusted_keys = ["ed25519:NV8HSH8rhpK/0zClolLWV7cknL1liUxL2q181nQv6A8="]
+//! # plugin files must be in their folder's sandwit.lock, signed by one
+//! require_signature = true
+//!
 //! [plugins.notes]
 //! # the components these grants are for: their SHA-256 digests
 //! sha256 = ["6f1c6f1c6f1c6f1c6f1c6f1c6f1c6f1c6f1c6f1c6f1c6f1c6f1c6f1c6f1c6f1c"]
@@ -37,6 +43,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::capability::{Capability, CapabilityError};
 use crate::manifest::is_plugin_id;
+use crate::signing::PublicKey;
 
 /// The operator's decisions for every plugin. The default grants nothing.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -48,6 +55,9 @@ pub struct Policy {
     /// Caps of outbound HTTP.
     #[serde(default)]
     pub http: HttpLimits,
+    /// Which signed plugins are trusted.
+    #[serde(default)]
+    pub registry: RegistryPolicy,
     #[serde(default)]
     plugins: BTreeMap<String, PluginPolicy>,
 }
@@ -111,6 +121,20 @@ impl<'de> Deserialize<'de> for Digest {
             ))
         })
     }
+}
+
+/// Which plugin signatures the operator trusts, and whether plugin files
+/// must have one.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RegistryPolicy {
+    /// The public keys (`ed25519:<base64>`) whose signatures are trusted:
+    /// `sandwit install` checks a plugin's signature against them.
+    pub trusted_keys: Vec<PublicKey>,
+    /// Whether a plugin loaded from a file must be listed in its folder's
+    /// lock file ([`crate::lock`]) with a signature from a trusted key; a
+    /// plugin loaded from bytes, which has no folder, is then refused.
+    pub require_signature: bool,
 }
 
 /// Caps of the plugin store.
@@ -195,6 +219,13 @@ impl Policy {
             message,
         };
         let policy: Policy = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        if policy.registry.require_signature && policy.registry.trusted_keys.is_empty() {
+            return Err(invalid(
+                "`registry.require_signature` is true but `registry.trusted_keys` is empty: no \
+                 plugin could be loaded; list the keys whose signatures you trust"
+                    .to_string(),
+            ));
+        }
         for id in policy.plugins.keys() {
             if !is_plugin_id(id) {
                 return Err(invalid(format!(
@@ -302,6 +333,11 @@ mod tests {
         let weather = p.plugin("weather").unwrap();
         assert_eq!(weather.grant[1].to_string(), "http:api.weather.example");
         assert_eq!(weather.config.as_ref().unwrap()["api_key"], "...");
+        assert!(p.registry.require_signature);
+        assert_eq!(
+            p.registry.trusted_keys[0].to_string(),
+            "ed25519:NV8HSH8rhpK/0zClolLWV7cknL1liUxL2q181nQv6A8="
+        );
     }
 
     #[test]
@@ -322,6 +358,14 @@ mod tests {
             (
                 "[plugins.notes]\nsha256 = [\"abc\"]",
                 "not a SHA-256 digest",
+            ),
+            (
+                "[registry]\ntrusted_keys = [\"rsa:AAAA\"]",
+                "`rsa` keys are not supported",
+            ),
+            (
+                "[registry]\nrequire_signature = true",
+                "`registry.trusted_keys` is empty",
             ),
         ] {
             let e = Policy::from_toml(text).unwrap_err().to_string();

@@ -5,4 +5,6 @@
 
 mod commands;
 mod common;
+mod registry_client;
+mod registry_fake;
 mod store;

@@ -88,6 +88,11 @@ pub fn load_error(py: Python<'_>, err: &sandwit::LoadError) -> PyErr {
         E::Unpinned { plugin, digest, .. } => {
             ("unpinned", plugin, vec![message.clone()], Some(digest))
         }
+        E::Tampered { plugin, actual, .. } => {
+            ("tampered", plugin, vec![message.clone()], Some(actual))
+        }
+        E::Unsigned { plugin, .. } => ("unsigned", plugin, vec![message.clone()], None),
+        E::Lock { plugin, error } => ("lock", plugin, vec![error.to_string()], None),
         E::Host { plugin, source } => ("host", plugin, vec![format!("{source:#}")], None),
     };
     with_fields(

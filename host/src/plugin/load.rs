@@ -14,6 +14,7 @@ use crate::config::PluginConfig;
 use crate::env::PluginEnv;
 use crate::error::{CallErrorKind, LoadError};
 use crate::guard::guarded;
+use crate::installed;
 use crate::limits::Budget;
 use crate::loader::{self, Compiled, Source, World};
 use crate::manifest;
@@ -38,7 +39,17 @@ const SANDBOX_METHOD: World = World {
 impl Plugin {
     /// Loads and checks the plugin from `source`.
     pub(crate) async fn load(host: &Arc<HostInner>, source: Source<'_>) -> Result<Self, LoadError> {
-        let compiled = loader::compile(host, source)?;
+        let (compiled, installed) = match source {
+            Source::File(path) => {
+                let installed = installed::lookup(&host.policy.registry, path)?;
+                let check = |hash: &str| installed.as_ref().map_or(Ok(()), |i| i.check_hash(hash));
+                (loader::compile_file(host, path, &check)?, installed)
+            }
+            Source::Bytes { label, .. } | Source::Hashed { label, .. } => {
+                installed::check_bytes(&host.policy.registry, label)?;
+                (loader::compile(host, source)?, None)
+            }
+        };
         let pre = compiled.link(host, &SANDBOX_METHOD, &host.plugin_linker, |pre| {
             SandboxMethodPre::new(pre)
         })?;
@@ -50,6 +61,9 @@ impl Plugin {
             checkers,
             config_validator,
         } = manifest::check(raw).map_err(|problems| compiled.rejected(problems))?;
+        if let Some(installed) = &installed {
+            installed.check_id(&manifest.id)?;
+        }
         let Compiled {
             code_source, hash, ..
         } = &compiled;

@@ -37,18 +37,24 @@ class SandwitError(Exception):
 class LoadError(SandwitError):
     """A plugin (or the Python interpreter) could not be loaded."""
 
-    kind: Literal["io", "rejected", "config", "unpinned", "host"]
+    kind: Literal[
+        "io", "rejected", "config", "unpinned", "tampered", "unsigned", "lock", "host"
+    ]
     """Why: the file could not be read (``io``), the plugin is not acceptable
     (``rejected``), the policy's configuration for it does not match its
     schema (``config``), the policy grants its id only to other components
-    (``unpinned``), or the host failed (``host``)."""
+    (``unpinned``), the file's bytes are not those its folder's
+    ``sandwit.lock`` records (``tampered``), the policy requires a trusted
+    signature it does not have (``unsigned``), its folder's lock file is
+    malformed (``lock``), or the host failed (``host``)."""
     plugin: str
     """The file name (or ``name=``), or the plugin's id once known."""
     problems: list[str]
-    """Every problem found, one sentence each (for ``io``, ``unpinned`` and
-    ``host``, the one message)."""
+    """Every problem found, one sentence each (for the other kinds than
+    ``rejected`` and ``config``, the one message)."""
     digest: str | None
-    """For ``unpinned``: the component's SHA-256, to pin if you trust it."""
+    """For ``unpinned``: the component's SHA-256, to pin if you trust it;
+    for ``tampered``: the digest (``sha256:<hex>``) of the file's bytes."""
 
 class CallError(SandwitError):
     """A method call returned no result. ``str(e)`` is the whole message,

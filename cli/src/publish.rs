@@ -1,0 +1,207 @@
+//! `sandwit sign` and `sandwit publish`: a plugin signed with the
+//! publisher's key, and uploaded to a registry.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use sandwit::MAX_COMPONENT_BYTES;
+use sandwit::signing::{SigningKey, digest_of};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::HostArgs;
+use crate::registry_client::{Refusal, Registry, clean};
+use crate::{inspect, worker};
+
+#[derive(Args)]
+pub struct SignArgs {
+    /// The plugin component (`.wasm`).
+    plugin: PathBuf,
+    /// The secret key file (`sandwit keygen`).
+    #[arg(long, value_name = "FILE")]
+    key: PathBuf,
+}
+
+#[derive(Args)]
+pub struct PublishArgs {
+    /// The plugin component (`.wasm`).
+    plugin: PathBuf,
+    /// The registry's URL (https://...; http:// only to a loopback address).
+    #[arg(long, value_name = "URL")]
+    registry: String,
+    /// Your API token. Prefer $SANDWIT_REGISTRY_TOKEN: it stays out of shell
+    /// history and `ps`.
+    #[arg(
+        long,
+        env = "SANDWIT_REGISTRY_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    token: String,
+    /// The secret key file that signs it (`sandwit keygen`). Its public key
+    /// is registered for your account if it is not yet.
+    #[arg(long, value_name = "FILE")]
+    key: PathBuf,
+    /// Upload without checking the plugin here first (the registry runs the
+    /// same check).
+    #[arg(long)]
+    no_local_check: bool,
+}
+
+/// Prints the signature of the plugin's digest, for the registry's upload
+/// form.
+pub fn sign(args: SignArgs) -> anyhow::Result<ExitCode> {
+    let bytes = read_component(&args.plugin)?;
+    let key = SigningKey::read(&args.key)?;
+    outln!("{}", key.sign_digest(&digest_of(&bytes))?);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The registry's answer to a publication.
+#[derive(Deserialize)]
+struct Published {
+    id: String,
+    version: String,
+    digest: String,
+    signer: String,
+}
+
+/// Checks the plugin here, signs it and uploads it.
+pub fn publish(args: PublishArgs, host: &HostArgs) -> anyhow::Result<ExitCode> {
+    let bytes = read_component(&args.plugin)?;
+    let key = SigningKey::read(&args.key)?;
+    let file = args.plugin.display().to_string();
+    let mut what = file.clone();
+    if !args.no_local_check {
+        let report = local_check(&args.plugin, host)?;
+        if report["ok"].as_bool() != Some(true) {
+            eprintln!("sandwit: {file} was not published: it does not pass the check");
+            return inspect::print_verdict(&report, false);
+        }
+        let p = &report["plugin"];
+        what = format!(
+            "{} {} ({file})",
+            p["id"].as_str().unwrap_or_default(),
+            p["version"].as_str().unwrap_or_default()
+        );
+    }
+    let digest = digest_of(&bytes);
+    let signature = key.sign_digest(&digest)?.to_string();
+    let registry = Registry::new(&args.registry, Some(args.token.clone()))?;
+
+    let public = key.public_key().to_string();
+    let body = json!({ "public_key": public }).to_string();
+    let registered = registry
+        .post::<serde_json::Value>("/v1/keys", "application/json", &[], body.as_bytes())
+        .with_context(|| format!("publishing {what}"))?;
+    if let Err(refusal) = registered {
+        bail!(
+            "publishing {what}: registering the key {public}: {}",
+            refusal_sentence(&refusal, &what)
+        );
+    }
+
+    let answer = registry
+        .post::<Published>(
+            "/v1/plugins",
+            "application/wasm",
+            &[("Sandwit-Signature", &signature)],
+            &bytes,
+        )
+        .with_context(|| format!("publishing {what}"))?;
+    let published = match answer {
+        Ok(published) => published,
+        Err(refusal) if refusal.status == 422 => {
+            outln!("the registry {} rejected {what}:", registry.url());
+            let mut report = refusal.body["report"].clone();
+            if report.is_object() {
+                report["file"] = json!(file);
+            } else {
+                report = json!({"file": file, "ok": false, "problems": [refusal.message]});
+            }
+            inspect::print_verdict(&report, false)?;
+            return Ok(ExitCode::FAILURE);
+        }
+        Err(refusal) => bail!("publishing {what}: {}", refusal_sentence(&refusal, &what)),
+    };
+    if published.digest != digest {
+        bail!(
+            "publishing {what}: the registry recorded the digest {}, but the file's is {digest}: \
+             the upload was altered on the way",
+            clean(&published.digest, 80)
+        );
+    }
+    outln!(
+        "published {} {} to {}",
+        clean(&published.id, 80),
+        clean(&published.version, 80),
+        registry.url()
+    );
+    outln!("  digest: {}", published.digest);
+    outln!("  signer: {}", clean(&published.signer, 80));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A refusal of the registry's as a sentence about publishing `what`.
+fn refusal_sentence(refusal: &Refusal, what: &str) -> String {
+    let retry = refusal
+        .retry_after
+        .map_or(String::new(), |s| format!("; retry in {s} s"));
+    match refusal.status {
+        401 => format!(
+            "the registry did not accept the token (401): check --token or \
+             $SANDWIT_REGISTRY_TOKEN ({refusal})"
+        ),
+        403 => format!(
+            "the id belongs to other accounts, and your token's is not an owner (403): {refusal}"
+        ),
+        409 => format!(
+            "{what} is already published, and a published version never changes (even yanked): \
+             raise the version in the plugin's manifest (409)"
+        ),
+        413 => format!("the component is larger than the registry accepts (413): {refusal}"),
+        429 => format!("too many requests for now (429){retry}"),
+        503 => format!("the registry is busy checking other plugins (503){retry}"),
+        _ => refusal.to_string(),
+    }
+}
+
+/// Reads a component file, refusing one over the host's size cap before
+/// reading it.
+pub fn read_component(path: &Path) -> anyhow::Result<Vec<u8>> {
+    let len = std::fs::metadata(path)
+        .with_context(|| format!("reading {}", path.display()))?
+        .len();
+    if len > MAX_COMPONENT_BYTES as u64 {
+        bail!(
+            "{} is {len} bytes, more than the limit of {MAX_COMPONENT_BYTES} bytes",
+            path.display()
+        );
+    }
+    std::fs::read(path).with_context(|| format!("reading {}", path.display()))
+}
+
+/// `sandwit validate --json` of the plugin in a worker under validate's
+/// default budget, with no policy: the check the registry makes.
+fn local_check(plugin: &Path, host: &HostArgs) -> anyhow::Result<serde_json::Value> {
+    let mut argv: Vec<OsString> = vec!["validate".into(), "--json".into()];
+    argv.extend(host.shared_args());
+    argv.push("--".into());
+    argv.push(plugin.into());
+    let budget = worker::Budget {
+        memory_mib: inspect::CHECK_MIB,
+        cpu_seconds: inspect::CHECK_SECONDS,
+    };
+    Ok(match worker::check(argv, budget, &["SANDWIT_POLICY"])? {
+        worker::Ended::Reported(report) => report,
+        worker::Ended::Failed(why) => json!({
+            "file": plugin.display().to_string(),
+            "ok": false,
+            "problems": [why],
+            "plugin": null,
+        }),
+    })
+}
