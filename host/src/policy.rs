@@ -36,6 +36,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::capability::{Capability, CapabilityError};
+use crate::controls::settings::{Approval, Budgets, ControlSettings, is_method_name};
 use crate::manifest::is_plugin_id;
 
 /// The operator's decisions for every plugin. The default grants nothing.
@@ -48,6 +49,12 @@ pub struct Policy {
     /// Caps of outbound HTTP.
     #[serde(default)]
     pub http: HttpLimits,
+    /// Cost budgets over every plugin's calls.
+    #[serde(default)]
+    pub budgets: Budgets,
+    /// The method flags whose calls need approval.
+    #[serde(default)]
+    pub approval: Approval,
     #[serde(default)]
     plugins: BTreeMap<String, PluginPolicy>,
 }
@@ -68,6 +75,13 @@ pub struct PluginPolicy {
     /// those the plugin's schema marks `"secret": true`.
     #[serde(default)]
     pub secrets: Vec<String>,
+    /// Execution controls on all its methods' calls.
+    #[serde(default)]
+    pub controls: ControlSettings,
+    /// Execution controls on one method's calls, by method name (overriding
+    /// `controls` key by key).
+    #[serde(default)]
+    pub methods: BTreeMap<String, ControlSettings>,
 }
 
 impl PluginPolicy {
@@ -202,6 +216,23 @@ impl Policy {
                 )));
             }
         }
+        policy.budgets.check().map_err(invalid)?;
+        for (id, entry) in &policy.plugins {
+            entry
+                .controls
+                .check(&format!("plugins.{id}.controls"))
+                .map_err(invalid)?;
+            for (name, settings) in &entry.methods {
+                if !is_method_name(name) {
+                    return Err(invalid(format!(
+                        "`plugins.{id}.methods.{name}`: `{name}` is not a method name (a Python identifier)"
+                    )));
+                }
+                settings
+                    .check(&format!("plugins.{id}.methods.{name}"))
+                    .map_err(invalid)?;
+            }
+        }
         Ok(policy)
     }
 
@@ -273,6 +304,37 @@ impl Policy {
     /// The policy for `plugin`, if the operator wrote one.
     pub fn plugin(&self, plugin: &str) -> Option<&PluginPolicy> {
         self.plugins.get(plugin)
+    }
+
+    /// Sets the execution controls of `plugin`'s calls, or with `method`
+    /// of that method's calls (overriding the plugin's key by key),
+    /// replacing any; a value out of range is an error naming its key.
+    pub fn set_controls(
+        &mut self,
+        plugin: &str,
+        method: Option<&str>,
+        settings: ControlSettings,
+    ) -> Result<&mut Self, PolicyError> {
+        let invalid = |message| PolicyError::Invalid {
+            path: None,
+            message,
+        };
+        let entry = self.plugins.entry(plugin.to_string()).or_default();
+        match method {
+            None => {
+                settings
+                    .check(&format!("plugins.{plugin}.controls"))
+                    .map_err(invalid)?;
+                entry.controls = settings;
+            }
+            Some(name) => {
+                settings
+                    .check(&format!("plugins.{plugin}.methods.{name}"))
+                    .map_err(invalid)?;
+                entry.methods.insert(name.to_string(), settings);
+            }
+        }
+        Ok(self)
     }
 }
 
