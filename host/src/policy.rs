@@ -22,6 +22,20 @@
 //! grant = ["config", "http:api.weather.example"]
 //! config = { base_url = "https://api.weather.example", api_key = "..." }
 //! secrets = ["api_key"]            # never shown, whatever the plugin's schema says
+//!
+//! [plugins.weather.controls]       # execution controls (see `controls`)
+//! rate_limit = 60                  # calls a minute
+//! breaker = { failures = 5, recovery_s = 30 }
+//! cost_per_use = 0.01
+//!
+//! [plugins.weather.methods.forecast]
+//! requires_auth = true             # overrides the plugin's controls key by key
+//!
+//! [budgets]
+//! per_run = 1.0
+//!
+//! [approval]
+//! require_for = ["requires_auth"]
 //! ```
 //!
 //! A plugin names its own id, so an id alone proves nothing: grants and
@@ -364,6 +378,9 @@ mod tests {
         let weather = p.plugin("weather").unwrap();
         assert_eq!(weather.grant[1].to_string(), "http:api.weather.example");
         assert_eq!(weather.config.as_ref().unwrap()["api_key"], "...");
+        assert_eq!(weather.controls.rate_limit, Some(60));
+        assert_eq!(weather.methods["forecast"].requires_auth, Some(true));
+        assert_eq!(p.budgets.per_run, Some(1.0));
     }
 
     #[test]
