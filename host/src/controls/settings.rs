@@ -17,6 +17,11 @@ const MAX_COST: f64 = 1e9;
 /// The most calls a minute a rate limit may allow.
 const MAX_RATE: u32 = 1_000_000;
 
+/// The longest method name, as a manifest allows it (`MAX_NAME_LEN`; not
+/// imported, as the manifest's checks depend on the errors, which depend on
+/// these settings).
+const MAX_METHOD_NAME: usize = 64;
+
 /// The longest breaker window or recovery time, in seconds (a day).
 const MAX_SECONDS: u64 = 86_400;
 
@@ -251,5 +256,5 @@ pub(crate) fn is_method_name(name: &str) -> bool {
     let mut chars = name.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && name.len() <= crate::manifest::MAX_NAME_LEN
+        && name.len() <= MAX_METHOD_NAME
 }
