@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+use crate::controls::settings::Flag;
 use crate::limits::LimitKind;
 
 /// Why a plugin could not be loaded.
@@ -158,6 +159,23 @@ pub enum CallErrorKind {
         /// What was wrong with it.
         message: String,
     },
+    /// The method's circuit breaker is open: the call was refused without
+    /// running, and a later one may succeed.
+    #[error("unavailable: {message}")]
+    Unavailable {
+        /// Why, and when a call is tried again.
+        message: String,
+    },
+    /// The method is flagged (`dangerous`, `requires_auth`), the policy
+    /// requires approval for such calls, and the embedder's approver did
+    /// not give it.
+    #[error("not approved: {message}")]
+    NotApproved {
+        /// The method's flags that need approval.
+        flags: Vec<Flag>,
+        /// The plugin, the method, the flags and why.
+        message: String,
+    },
 }
 
 impl CallErrorKind {
@@ -170,7 +188,30 @@ impl CallErrorKind {
             | CallErrorKind::Denied { message }
             | CallErrorKind::LimitExceeded { message, .. }
             | CallErrorKind::Trapped { message }
-            | CallErrorKind::BadResult { message } => Some(message),
+            | CallErrorKind::BadResult { message }
+            | CallErrorKind::Unavailable { message }
+            | CallErrorKind::NotApproved { message, .. } => Some(message),
+        }
+    }
+
+    /// Whether the method or its plugin failed (what a circuit breaker
+    /// counts), rather than the caller (bad arguments, a capability not
+    /// granted), the run (its own fuel, time or caps) or the host's
+    /// controls.
+    pub(crate) fn is_failure(&self) -> bool {
+        match self {
+            CallErrorKind::Failed { .. }
+            | CallErrorKind::Trapped { .. }
+            | CallErrorKind::BadResult { .. } => true,
+            CallErrorKind::LimitExceeded { limit, .. } => matches!(
+                limit,
+                LimitKind::Fuel | LimitKind::Time | LimitKind::Memory | LimitKind::ValueSize
+            ),
+            CallErrorKind::UnknownMethod
+            | CallErrorKind::InvalidArguments { .. }
+            | CallErrorKind::Denied { .. }
+            | CallErrorKind::Unavailable { .. }
+            | CallErrorKind::NotApproved { .. } => false,
         }
     }
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::cache::{CodeCache, DEFAULT_CACHE_MAX_BYTES};
 use crate::chat::ChatSink;
+use crate::controls::{Approver, Clock, Controls, ControlsSnapshot, SystemClock};
 use crate::engine::Pool;
 use crate::env::Services;
 use crate::error::LoadError;
@@ -75,6 +76,8 @@ pub struct HostBuilder {
     store: Option<Arc<dyn StoreBackend>>,
     store_path: Option<PathBuf>,
     chat: Option<Arc<dyn ChatSink>>,
+    approver: Option<Arc<dyn Approver>>,
+    clock: Option<Arc<dyn Clock>>,
     #[cfg(feature = "internals")]
     park: Option<(std::time::Duration, Arc<std::sync::atomic::AtomicUsize>)>,
 }
@@ -187,6 +190,24 @@ impl HostBuilder {
         self
     }
 
+    /// Asks `approver` about calls of methods whose flags (`dangerous`,
+    /// `requires_auth`) the policy's `[approval]` requires approval for; a
+    /// run's own ([`RunOptions::approver`](crate::RunOptions::approver))
+    /// comes first. Without one, such calls are refused.
+    pub fn approver(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.approver = Some(approver);
+        self
+    }
+
+    /// The clock rate limits and circuit breakers read
+    /// ([`SystemClock`] unless set): a
+    /// [`ManualClock`](crate::controls::ManualClock) makes their tests
+    /// sleep-free.
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
     /// Builds the host (and, under [`Metering::DeadlineOnly`], starts its
     /// epoch ticker).
     pub fn build(self) -> anyhow::Result<Host> {
@@ -212,8 +233,13 @@ impl HostBuilder {
             http_limits: self.policy.http,
             chat: self.chat,
         };
+        let clock = self
+            .clock
+            .unwrap_or_else(|| Arc::new(SystemClock::default()));
+        let controls = Arc::new(Controls::new(&self.policy, clock, self.approver));
         Ok(Host {
             inner: Arc::new(HostInner {
+                controls,
                 engine,
                 plugin_linker,
                 cache,
@@ -267,6 +293,18 @@ impl Host {
     /// The operator's policy.
     pub fn policy(&self) -> &Policy {
         &self.inner.policy
+    }
+
+    /// The execution controls' counters and breaker states, per method
+    /// called so far (for an exporter of metrics).
+    pub fn controls_snapshot(&self) -> ControlsSnapshot {
+        self.inner.controls.snapshot()
+    }
+
+    /// What the calls made for `chat` have cost so far, against the
+    /// policy's `budgets.per_chat` (0 without one).
+    pub fn chat_spent(&self, chat: &str) -> f64 {
+        self.inner.controls.chat_spent(chat)
     }
 
     /// The default limits of Python runs.

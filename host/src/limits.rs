@@ -199,6 +199,12 @@ pub enum LimitKind {
     /// the host is busy; the guest is not at fault, and a later call may
     /// succeed.
     Instances,
+    /// A method's rate limit (`rate_limit` in the policy): its calls a
+    /// minute are used up, and a later call may succeed.
+    Rate,
+    /// A call's cost (`cost_per_use`) would go past the run's or the chat's
+    /// budget (`[budgets]` in the policy).
+    Budget,
 }
 
 impl fmt::Display for LimitKind {
@@ -212,6 +218,8 @@ impl fmt::Display for LimitKind {
             LimitKind::Calls => "calls",
             LimitKind::Events => "events",
             LimitKind::Instances => "instances",
+            LimitKind::Rate => "rate",
+            LimitKind::Budget => "budget",
         })
     }
 }

@@ -28,6 +28,20 @@
 //! grant = ["config", "http:api.weather.example"]
 //! config = { base_url = "https://api.weather.example", api_key = "..." }
 //! secrets = ["api_key"]            # never shown, whatever the plugin's schema says
+//!
+//! [plugins.weather.controls]       # execution controls (see `controls`)
+//! rate_limit = 60                  # calls a minute
+//! breaker = { failures = 5, recovery_s = 30 }
+//! cost_per_use = 0.01
+//!
+//! [plugins.weather.methods.forecast]
+//! requires_auth = true             # overrides the plugin's controls key by key
+//!
+//! [budgets]
+//! per_run = 1.0
+//!
+//! [approval]
+//! require_for = ["requires_auth"]
 //! ```
 //!
 //! A plugin names its own id, so an id alone proves nothing: grants and
@@ -42,6 +56,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::capability::{Capability, CapabilityError};
+use crate::controls::settings::{Approval, Budgets, ControlSettings, is_method_name};
 use crate::manifest::is_plugin_id;
 use crate::signing::PublicKey;
 
@@ -58,6 +73,12 @@ pub struct Policy {
     /// Which signed plugins are trusted.
     #[serde(default)]
     pub registry: RegistryPolicy,
+    /// Cost budgets over every plugin's calls.
+    #[serde(default)]
+    pub budgets: Budgets,
+    /// The method flags whose calls need approval.
+    #[serde(default)]
+    pub approval: Approval,
     #[serde(default)]
     plugins: BTreeMap<String, PluginPolicy>,
 }
@@ -78,6 +99,13 @@ pub struct PluginPolicy {
     /// those the plugin's schema marks `"secret": true`.
     #[serde(default)]
     pub secrets: Vec<String>,
+    /// Execution controls on all its methods' calls.
+    #[serde(default)]
+    pub controls: ControlSettings,
+    /// Execution controls on one method's calls, by method name (overriding
+    /// `controls` key by key).
+    #[serde(default)]
+    pub methods: BTreeMap<String, ControlSettings>,
 }
 
 impl PluginPolicy {
@@ -233,6 +261,23 @@ impl Policy {
                 )));
             }
         }
+        policy.budgets.check().map_err(invalid)?;
+        for (id, entry) in &policy.plugins {
+            entry
+                .controls
+                .check(&format!("plugins.{id}.controls"))
+                .map_err(invalid)?;
+            for (name, settings) in &entry.methods {
+                if !is_method_name(name) {
+                    return Err(invalid(format!(
+                        "`plugins.{id}.methods.{name}`: `{name}` is not a method name (a Python identifier)"
+                    )));
+                }
+                settings
+                    .check(&format!("plugins.{id}.methods.{name}"))
+                    .map_err(invalid)?;
+            }
+        }
         Ok(policy)
     }
 
@@ -305,6 +350,37 @@ impl Policy {
     pub fn plugin(&self, plugin: &str) -> Option<&PluginPolicy> {
         self.plugins.get(plugin)
     }
+
+    /// Sets the execution controls of `plugin`'s calls, or with `method`
+    /// of that method's calls (overriding the plugin's key by key),
+    /// replacing any; a value out of range is an error naming its key.
+    pub fn set_controls(
+        &mut self,
+        plugin: &str,
+        method: Option<&str>,
+        settings: ControlSettings,
+    ) -> Result<&mut Self, PolicyError> {
+        let invalid = |message| PolicyError::Invalid {
+            path: None,
+            message,
+        };
+        let entry = self.plugins.entry(plugin.to_string()).or_default();
+        match method {
+            None => {
+                settings
+                    .check(&format!("plugins.{plugin}.controls"))
+                    .map_err(invalid)?;
+                entry.controls = settings;
+            }
+            Some(name) => {
+                settings
+                    .check(&format!("plugins.{plugin}.methods.{name}"))
+                    .map_err(invalid)?;
+                entry.methods.insert(name.to_string(), settings);
+            }
+        }
+        Ok(self)
+    }
 }
 
 #[cfg(test)]
@@ -338,6 +414,9 @@ mod tests {
             p.registry.trusted_keys[0].to_string(),
             "ed25519:NV8HSH8rhpK/0zClolLWV7cknL1liUxL2q181nQv6A8="
         );
+        assert_eq!(weather.controls.rate_limit, Some(60));
+        assert_eq!(weather.methods["forecast"].requires_auth, Some(true));
+        assert_eq!(p.budgets.per_run, Some(1.0));
     }
 
     #[test]

@@ -7,6 +7,7 @@ use wasmtime::Engine;
 use wasmtime::component::Linker;
 
 use crate::cache::CodeCache;
+use crate::controls::Controls;
 use crate::engine::{Pool, new_engine};
 use crate::env::Services;
 use crate::limits::{Limits, Metering, RunLimits};
@@ -34,6 +35,8 @@ pub(crate) struct HostInner {
     pub(crate) cores: usize,
     pub(crate) policy: Policy,
     pub(crate) services: Services,
+    /// The execution controls' state, for the host's life.
+    pub(crate) controls: std::sync::Arc<Controls>,
 }
 
 impl HostInner {

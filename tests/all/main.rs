@@ -8,6 +8,7 @@ mod cache;
 mod caps;
 mod common;
 mod contained;
+mod controls;
 mod embedding;
 mod fuzzed;
 mod hostile;

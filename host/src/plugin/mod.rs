@@ -108,7 +108,9 @@ impl Plugin {
     }
 
     /// Like [`Plugin::call`], within a given budget (the rest of a run's), and
-    /// reporting logs, fuel and time.
+    /// reporting logs, fuel and time. The policy's execution controls apply
+    /// (rate limit, breaker, the chat's budget, approval by the host's
+    /// approver); a refused call reports no events and uses nothing.
     pub async fn call_within(
         &self,
         ctx: &AgentCtx,
@@ -116,7 +118,34 @@ impl Plugin {
         args: Value,
         budget: Budget,
     ) -> CallReport {
-        self.call_in(&mut None, ctx, method, args, budget).await
+        let controls = &self.inner.host.controls;
+        // Controls keep state per method: only for methods that exist.
+        if self.manifest().method(method).is_none() {
+            return self.call_in(&mut None, ctx, method, args, budget).await;
+        }
+        let admitted = controls
+            .admit(self.id(), method, ctx, &args, None, budget.deadline)
+            .await;
+        let permit = match admitted {
+            Ok((permit, _)) => permit,
+            Err(refused) => {
+                return CallReport {
+                    result: Err(CallError {
+                        plugin: self.id().to_string(),
+                        method: method.to_string(),
+                        kind: refused.kind,
+                    }),
+                    events: Vec::new(),
+                    fuel_used: 0,
+                    elapsed: Duration::ZERO,
+                };
+            }
+        };
+        let report = self.call_in(&mut None, ctx, method, args, budget).await;
+        if let (_, Some(tripped)) = controls.finish(permit, &report.result) {
+            tracing::warn!(plugin = %self.id(), method, "{tripped}");
+        }
+        report
     }
 
     /// Calls `method` in `session`'s instance, or in a new one (left in

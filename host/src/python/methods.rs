@@ -9,6 +9,7 @@ use wasmtime::component::Linker;
 
 use crate::bindings::python::sandwit::plugin::methods::Columns;
 use crate::bindings::wit;
+use crate::controls::{ControlEvent, Refused};
 use crate::error::{CallError, CallErrorKind, cut};
 use crate::json::summary;
 use crate::limits::Budget;
@@ -17,7 +18,7 @@ use crate::plugin::CallReport;
 use crate::python::outcome::{Event, Handoff};
 use crate::python::plugin_set::Provider;
 use crate::python::state::RunState;
-use crate::types::{self, ContentPart, MethodResult, Value};
+use crate::types::{self, ContentPart, MethodKind, MethodResult, Value};
 
 /// A linker for the interpreter on `engine`: WASI and the plugin methods.
 pub(crate) fn linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<RunState>> {
@@ -83,6 +84,26 @@ async fn call(
     let run_fuel_bound = fuel_left <= own.fuel;
     let run_time_bound = state.meter.deadline <= own.deadline;
     let ctx = state.ctx.clone();
+    let admitted = (state.controls)
+        .admit(&id, &method, &ctx, &args, budget.deadline)
+        .await;
+    let permit = match admitted {
+        Ok((permit, approved)) => {
+            if let Some(event) = approved {
+                record_control(state, &id, &method, event)?;
+            }
+            permit
+        }
+        Err(refused) => {
+            let kind = match &provider {
+                Provider::Plugin(plugin) => {
+                    plugin.manifest().method(&method).expect("indexed").kind
+                }
+                Provider::Host(host) => host.spec().kind,
+            };
+            return refuse(state, (id, method, kind), refused);
+        }
+    };
     let (kind, report) = match provider {
         Provider::Plugin(plugin) => {
             let kind = plugin.manifest().method(&method).expect("indexed").kind;
@@ -117,6 +138,19 @@ async fn call(
     }
 
     let state = store.data_mut();
+    // A call that ran into the run's own fuel or time is dropped
+    // unfinished: it tells nothing of the method's health.
+    let run_bound = matches!(
+        &report.result,
+        Err(CallError { kind: CallErrorKind::LimitExceeded { limit, .. }, .. })
+            if (*limit == LimitKind::Fuel && run_fuel_bound)
+                || (*limit == LimitKind::Time && run_time_bound)
+    );
+    let tripped = if run_bound {
+        None
+    } else {
+        state.controls.finish(permit, &report.result)
+    };
     let call = Event::Call {
         plugin: id.clone(),
         method: method.clone(),
@@ -140,7 +174,12 @@ async fn call(
             stop(state, LimitKind::Events, message)
         })
     };
-    for event in events.chain([call]) {
+    let tripped = tripped.map(|event| Event::Control {
+        plugin: id.clone(),
+        method: method.clone(),
+        event,
+    });
+    for event in events.chain([call]).chain(tripped) {
         record(state, event)?;
     }
     match report.result {
@@ -185,6 +224,49 @@ async fn call(
     }
 }
 
+/// Records a control's event of a call of the run; past the run's event
+/// caps, the run ends.
+fn record_control(
+    state: &mut RunState,
+    id: &str,
+    method: &str,
+    event: ControlEvent,
+) -> wasmtime::Result<()> {
+    let event = Event::Control {
+        plugin: id.to_string(),
+        method: method.to_string(),
+        event,
+    };
+    state.record(event).map_err(|full| {
+        let message = format!("plugin `{id}`, method `{method}`: the run recorded {full}");
+        stop(state, LimitKind::Events, message)
+    })
+}
+
+/// Fails a call a control refused: its event and the call's are recorded,
+/// and the code gets the error.
+fn refuse(
+    state: &mut RunState,
+    (id, method, kind): (String, String, MethodKind),
+    refused: Refused,
+) -> wasmtime::Result<Result<Columns, wit::CallError>> {
+    record_control(state, &id, &method, refused.event)?;
+    let call = Event::Call {
+        plugin: id.clone(),
+        method: method.clone(),
+        kind,
+        ms: 0.0,
+        fuel: 0,
+        ok: false,
+        summary: cut(refused.kind.to_string(), 200),
+    };
+    state.record(call).map_err(|full| {
+        let message = format!("plugin `{id}`, method `{method}`: the run recorded {full}");
+        stop(state, LimitKind::Events, message)
+    })?;
+    Ok(Err(to_wit_error(refused.kind)))
+}
+
 /// Records a run-wide limit and returns the error that ends the run.
 fn stop(state: &mut RunState, kind: LimitKind, message: String) -> wasmtime::Error {
     let err = wasmtime::format_err!("{kind} limit: {message}");
@@ -201,9 +283,10 @@ fn to_wit_error(kind: CallErrorKind) -> wit::CallError {
             wit::CallError::LimitExceeded(format!("{limit} limit exceeded: {message}"))
         }
         CallErrorKind::Failed { message } => wit::CallError::Failed(message),
-        other @ (CallErrorKind::Trapped { .. } | CallErrorKind::BadResult { .. }) => {
-            wit::CallError::Failed(cut(other.to_string(), 500))
-        }
+        CallErrorKind::NotApproved { message, .. } => wit::CallError::Denied(message),
+        other @ (CallErrorKind::Trapped { .. }
+        | CallErrorKind::BadResult { .. }
+        | CallErrorKind::Unavailable { .. }) => wit::CallError::Failed(cut(other.to_string(), 500)),
     }
 }
 

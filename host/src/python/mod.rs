@@ -17,6 +17,7 @@ use crate::bindings::python::{
 };
 use crate::cache::CodeSource;
 use crate::cancel::Cancel;
+use crate::controls::{Approver, RunControls};
 use crate::error::{LoadError, cut};
 use crate::guard::{Stopped, guarded_until, limited_store};
 use crate::guard::{apply_budget, fuel_used};
@@ -184,6 +185,8 @@ impl PythonSandbox {
         };
         apply_budget(&mut store, budget, host.metering);
         store.data_mut().meter.watch(options.cancel.clone());
+        store.data_mut().controls =
+            RunControls::new(host.controls.clone(), options.approver.clone());
         let specs = plugins.specs();
         let cancel = options.cancel.as_ref();
         let result = guarded_until(&mut store, budget, cancel, async |store| {
@@ -245,6 +248,7 @@ pub struct RunOptions {
     limits: Option<RunLimits>,
     cancel: Option<Cancel>,
     on_event: Option<EventListener>,
+    approver: Option<Arc<dyn Approver>>,
 }
 
 impl RunOptions {
@@ -263,6 +267,15 @@ impl RunOptions {
     /// [`RunStatus::Cancelled`] (see [`Cancel`] for how soon).
     pub fn cancel(mut self, cancel: Cancel) -> Self {
         self.cancel = Some(cancel);
+        self
+    }
+
+    /// Asks `approver`, instead of the host's
+    /// ([`HostBuilder::approver`](crate::HostBuilder::approver)), about
+    /// this run's calls of methods whose flags the policy requires approval
+    /// for.
+    pub fn approver(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.approver = Some(approver);
         self
     }
 
@@ -378,6 +391,7 @@ fn finish(
         events: state.events.take(),
         handoff: state.handoff.take(),
         fuel_used,
+        cost: state.controls.spent(),
         #[cfg(feature = "internals")]
         prepared,
         #[cfg(feature = "internals")]

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::controls::ControlEvent;
 use crate::events::PluginEvent;
 use crate::limits::{EventSize, LimitKind};
 use crate::types::{MethodKind, MethodResult};
@@ -92,6 +93,18 @@ pub enum Event {
         /// The message.
         text: String,
     },
+    /// What an execution control did about a call (refused it, opened its
+    /// breaker, or had it approved). In JSON, the control event's fields
+    /// (`control` names which) with `plugin` and `method`.
+    Control {
+        /// The plugin's id (or a host method's provider).
+        plugin: String,
+        /// The method.
+        method: String,
+        /// What the control did.
+        #[serde(flatten)]
+        event: ControlEvent,
+    },
     /// Something a plugin did in a call: logged a line, sent a chat
     /// message, or was refused a capability. In JSON, the plugin event's
     /// fields with a `plugin` field.
@@ -148,6 +161,11 @@ impl fmt::Display for Event {
                 )
             }
             Event::SystemMessage { text, .. } => write!(f, "system message: {text}"),
+            Event::Control {
+                plugin,
+                method,
+                event,
+            } => write!(f, "control [{plugin}.{method}] {event}"),
             Event::Plugin { plugin, event } => write!(f, "{}", event.line(plugin)),
         }
     }
@@ -167,6 +185,11 @@ impl EventSize for Event {
                 method,
                 text,
             } => plugin.len() + method.len() + text.len(),
+            Event::Control {
+                plugin,
+                method,
+                event,
+            } => plugin.len() + method.len() + event.text_bytes(),
             Event::Plugin { plugin, event } => plugin.len() + event.text_bytes(),
         }
     }
@@ -192,6 +215,9 @@ pub struct RunOutcome {
     pub handoff: Option<Handoff>,
     /// Fuel used by the interpreter and the plugins it called.
     pub fuel_used: u64,
+    /// What its successful method calls cost in all (`cost_per_use` in the
+    /// policy).
+    pub cost: f64,
     /// Whether the interpreter was instantiated ahead of the run (see
     /// [`PythonSandbox`](crate::PythonSandbox)); `elapsed` then leaves out
     /// instantiating it. Only with the `internals` feature.

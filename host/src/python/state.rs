@@ -7,6 +7,7 @@ use std::time::Instant;
 use super::outcome::{Event, Handoff, LiveEvent};
 use super::plugin_set::PluginSet;
 use crate::capture::CallOutput;
+use crate::controls::RunControls;
 use crate::guard::HostMeter;
 use crate::guest::Guest;
 use crate::limits::{CappedEvents, EventsFull, LimitKind, Limits, RunLimits, StoreLimiter};
@@ -41,6 +42,9 @@ pub(crate) struct Run {
     pub(crate) sessions: HashMap<usize, Session>,
     /// Shown every event recorded, if anyone is.
     listener: Option<EventListener>,
+    /// The execution controls of its calls, and what they cost (set by the
+    /// run after `begin`).
+    pub(crate) controls: RunControls,
 }
 
 impl Run {
@@ -83,6 +87,7 @@ impl Guest<Run> {
             stop: None,
             sessions: HashMap::new(),
             listener: None,
+            controls: RunControls::default(),
         };
         let limiter = StoreLimiter::with_memory(plugin_limits, 0);
         let mut state = Guest::closed(stdout, stderr, limiter, meter, run);

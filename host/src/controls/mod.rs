@@ -1,0 +1,767 @@
+//! Execution controls on method calls, as the operator's policy sets them
+//! per plugin and per method: rate limits, circuit breakers, cost budgets
+//! and approval of flagged methods. A [`Host`](crate::Host) keeps their
+//! state for its life, and counters per method an exporter can read
+//! ([`Host::controls_snapshot`](crate::Host::controls_snapshot)).
+//!
+//! A call is admitted before it runs, in this order: the rate limit, the
+//! breaker, the budgets (the call's cost reserved), then the approver for a
+//! flagged method (last, so no one is asked about a call that would be
+//! refused anyway). Its outcome is then recorded: a failure counts towards
+//! the breaker and gives the reserved cost back. The state of a method
+//! lives in one entry found under two read locks; each control takes one
+//! uncontended mutex, so a call with every control on adds well under a
+//! microsecond.
+
+mod breaker;
+mod budget;
+mod clock;
+mod rate;
+pub(crate) mod settings;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::error::CallErrorKind;
+use crate::limits::LimitKind;
+use crate::policy::Policy;
+use crate::types::{AgentCtx, ServiceFuture, Value};
+use breaker::{Breaker, Ticket};
+use budget::ChatBudgets;
+use rate::RateLimiter;
+use settings::{from_micros, to_micros};
+
+pub use breaker::BreakerState;
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use settings::{Approval, BreakerSettings, Budgets, ControlSettings, Flag, RateScope};
+
+/// A call of a flagged method, for the approver to decide.
+#[derive(Debug, Clone, Copy)]
+pub struct ApprovalRequest<'a> {
+    /// The plugin's id (or a host method's provider).
+    pub plugin: &'a str,
+    /// The method.
+    pub method: &'a str,
+    /// Its flags that the policy requires approval for.
+    pub flags: &'a [Flag],
+    /// Who the call is made for.
+    pub ctx: &'a AgentCtx,
+    /// The arguments, checked against nothing yet.
+    pub args: &'a Value,
+}
+
+/// Decides whether a call of a method flagged `dangerous` or
+/// `requires_auth` may go ahead, when the policy's `[approval]` requires it.
+/// With no approver such calls are refused. The answer must come before the
+/// call's deadline (the run's time goes on while it waits); a late one is a
+/// refusal.
+///
+/// A closure `Fn(&ApprovalRequest) -> bool` is an approver that answers at
+/// once.
+pub trait Approver: Send + Sync {
+    /// Whether the call `request` describes may go ahead.
+    fn approve<'a>(&'a self, request: &'a ApprovalRequest<'a>) -> ServiceFuture<'a, bool>;
+}
+
+impl<F: Fn(&ApprovalRequest<'_>) -> bool + Send + Sync> Approver for F {
+    fn approve<'a>(&'a self, request: &'a ApprovalRequest<'a>) -> ServiceFuture<'a, bool> {
+        let approved = self(request);
+        Box::pin(async move { approved })
+    }
+}
+
+/// Which budget a call would have gone past.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BudgetScope {
+    /// The run's (`budgets.per_run`).
+    Run,
+    /// The chat's (`budgets.per_chat`).
+    Chat,
+}
+
+/// What an execution control did about a call: recorded as an
+/// [`Event::Control`](crate::Event::Control) of a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "control", rename_all = "snake_case")]
+pub enum ControlEvent {
+    /// Refused: the rate limit's bucket was empty.
+    RateLimited {
+        /// Calls a minute allowed.
+        per_minute: u32,
+        /// Who shares the bucket.
+        scope: RateScope,
+        /// Milliseconds until the next call would be allowed.
+        retry_after_ms: u64,
+    },
+    /// Refused at once: the method's circuit breaker is open (or half-open
+    /// with its probe call in flight).
+    BreakerOpen {
+        /// Milliseconds until a probe call is let through, if known.
+        retry_after_ms: Option<u64>,
+    },
+    /// This call's failure opened the breaker.
+    BreakerTripped {
+        /// What opened it.
+        reason: String,
+        /// Seconds it stays open.
+        recovery_s: u64,
+    },
+    /// Refused: the call's cost would go past a budget.
+    BudgetExceeded {
+        /// Which budget.
+        budget: BudgetScope,
+        /// The budget.
+        limit: f64,
+        /// What was spent already.
+        spent: f64,
+        /// What the call costs.
+        cost: f64,
+    },
+    /// Refused: the method's flags need approval and none was given.
+    ApprovalRefused {
+        /// The flags.
+        flags: Vec<Flag>,
+        /// Why: no approver, the approver said no, or it did not answer in
+        /// time.
+        reason: String,
+    },
+    /// The approver approved a call of a flagged method.
+    Approved {
+        /// The flags.
+        flags: Vec<Flag>,
+    },
+}
+
+impl ControlEvent {
+    /// The event's text bytes, as the run's event caps count them.
+    pub(crate) fn text_bytes(&self) -> usize {
+        match self {
+            ControlEvent::BreakerTripped { reason, .. }
+            | ControlEvent::ApprovalRefused { reason, .. } => reason.len(),
+            _ => 0,
+        }
+    }
+}
+
+/// A call refused by a control: the error the caller gets, and the event.
+#[derive(Debug)]
+pub(crate) struct Refused {
+    pub(crate) kind: CallErrorKind,
+    pub(crate) event: ControlEvent,
+}
+
+/// The execution controls of a host: the policy's settings, resolved per
+/// method on its first call, and their state.
+pub(crate) struct Controls {
+    clock: Arc<dyn Clock>,
+    policy: Policy,
+    approver: Option<Arc<dyn Approver>>,
+    run_budget: Option<u64>,
+    chats: Option<Arc<ChatBudgets>>,
+    plugins: RwLock<HashMap<String, Arc<PluginEntry>>>,
+}
+
+/// A plugin's controls: those its `controls` set (shared by the methods
+/// that do not set their own) and each method's entry.
+struct PluginEntry {
+    rate: Option<Arc<RateLimiter>>,
+    breaker: Option<Arc<Breaker>>,
+    methods: RwLock<HashMap<String, Arc<MethodEntry>>>,
+}
+
+/// One method's controls and counters.
+struct MethodEntry {
+    rate: Option<Arc<RateLimiter>>,
+    breaker: Option<Arc<Breaker>>,
+    /// Millionths.
+    cost: u64,
+    /// Its flags that need approval.
+    approval: Vec<Flag>,
+    counters: Counters,
+}
+
+#[derive(Default)]
+struct Counters {
+    calls: AtomicU64,
+    succeeded: AtomicU64,
+    failed: AtomicU64,
+    rate_limited: AtomicU64,
+    breaker_refused: AtomicU64,
+    budget_refused: AtomicU64,
+    approvals_granted: AtomicU64,
+    approvals_refused: AtomicU64,
+    cost: AtomicU64,
+}
+
+fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+/// A call the controls let through; give it back with
+/// [`Controls::finish`]. Dropped unfinished (the call's future was
+/// dropped), it gives back its reservation and its probe.
+pub(crate) struct Permit {
+    entry: Arc<MethodEntry>,
+    /// The chat whose budget holds a reservation of the call's cost.
+    chat: Option<(Arc<ChatBudgets>, String)>,
+    /// The call's cost, in millionths.
+    cost: u64,
+    ticket: Option<Ticket>,
+    finished: bool,
+}
+
+/// A run's share of the controls: its approver and what it has spent.
+#[derive(Default)]
+pub(crate) struct RunControls {
+    /// None only for an interpreter being prepared, which calls no method.
+    controls: Option<Arc<Controls>>,
+    approver: Option<Arc<dyn Approver>>,
+    /// Millionths.
+    spent: u64,
+}
+
+impl Controls {
+    /// The controls `policy` sets, reading `clock`, asking `approver`.
+    pub(crate) fn new(
+        policy: &Policy,
+        clock: Arc<dyn Clock>,
+        approver: Option<Arc<dyn Approver>>,
+    ) -> Self {
+        Controls {
+            clock,
+            policy: policy.clone(),
+            approver,
+            run_budget: policy.budgets.per_run.map(to_micros),
+            chats: (policy.budgets.per_chat)
+                .map(|budget| Arc::new(ChatBudgets::new(to_micros(budget)))),
+            plugins: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// Admits a call of `plugin`'s `method` (which must exist: entries are
+    /// made for the methods called) for `ctx`, or refuses it. `run` is the
+    /// calling run's controls; without it the host's approver decides and
+    /// there is no run budget. The approver must answer by `deadline`.
+    pub(crate) async fn admit(
+        &self,
+        plugin: &str,
+        method: &str,
+        ctx: &AgentCtx,
+        args: &Value,
+        run: Option<(&mut u64, Option<&Arc<dyn Approver>>)>,
+        deadline: Instant,
+    ) -> Result<(Permit, Option<ControlEvent>), Refused> {
+        let entry = self.entry(plugin, method);
+        let counters = &entry.counters;
+        bump(&counters.calls);
+        let now = self.clock.now();
+        if let Some(rate) = &entry.rate
+            && let Err(wait) = rate.take(ctx, now)
+        {
+            bump(&counters.rate_limited);
+            let per = match rate.scope() {
+                RateScope::Plugin => "",
+                RateScope::Chat => " per chat",
+                RateScope::User => " per user",
+            };
+            return Err(Refused {
+                kind: CallErrorKind::LimitExceeded {
+                    limit: LimitKind::Rate,
+                    message: format!(
+                        "at most {} calls a minute{per}; the next is allowed in {:.1} s",
+                        rate.per_minute(),
+                        wait.as_secs_f64()
+                    ),
+                },
+                event: ControlEvent::RateLimited {
+                    per_minute: rate.per_minute(),
+                    scope: rate.scope(),
+                    retry_after_ms: millis(wait),
+                },
+            });
+        }
+        let mut permit = Permit {
+            entry: entry.clone(),
+            chat: None,
+            cost: entry.cost,
+            ticket: None,
+            finished: false,
+        };
+        if let Some(breaker) = &entry.breaker {
+            match breaker.admit(now) {
+                Ok(ticket) => permit.ticket = Some(ticket),
+                Err(refusal) => {
+                    bump(&counters.breaker_refused);
+                    let (message, retry) = match refusal {
+                        breaker::Refusal::Open(wait) => (
+                            format!(
+                                "its circuit breaker is open after repeated failures; a call is \
+                                 tried again in {:.1} s",
+                                wait.as_secs_f64()
+                            ),
+                            Some(millis(wait)),
+                        ),
+                        breaker::Refusal::Probing => (
+                            "its circuit breaker is half-open and a probe call is in flight; try \
+                             again shortly"
+                                .to_string(),
+                            None,
+                        ),
+                    };
+                    return Err(Refused {
+                        kind: CallErrorKind::Unavailable { message },
+                        event: ControlEvent::BreakerOpen {
+                            retry_after_ms: retry,
+                        },
+                    });
+                }
+            }
+        }
+        let cost = entry.cost;
+        let (run_spent, run_approver) = match run {
+            Some((spent, approver)) => (Some(spent), approver),
+            None => (None, None),
+        };
+        if cost > 0 {
+            let over = |budget, limit: u64, spent: u64| {
+                bump(&counters.budget_refused);
+                let whose = match budget {
+                    BudgetScope::Run => "the run's",
+                    BudgetScope::Chat => "the chat's",
+                };
+                Refused {
+                    kind: CallErrorKind::LimitExceeded {
+                        limit: LimitKind::Budget,
+                        message: format!(
+                            "the call costs {}, and {whose} budget of {} has {} left",
+                            from_micros(cost),
+                            from_micros(limit),
+                            from_micros(limit.saturating_sub(spent))
+                        ),
+                    },
+                    event: ControlEvent::BudgetExceeded {
+                        budget,
+                        limit: from_micros(limit),
+                        spent: from_micros(spent),
+                        cost: from_micros(cost),
+                    },
+                }
+            };
+            if let (Some(limit), Some(spent)) = (self.run_budget, &run_spent)
+                && **spent + cost > limit
+            {
+                return Err(over(BudgetScope::Run, limit, **spent));
+            }
+            if let Some(chats) = &self.chats {
+                chats
+                    .reserve(&ctx.chat_key, cost)
+                    .map_err(|spent| over(BudgetScope::Chat, chats.limit(), spent))?;
+                permit.chat = Some((chats.clone(), ctx.chat_key.clone()));
+            }
+        }
+        // A run makes one call at a time: what it spends is added once the
+        // call is admitted, and taken back if the call fails.
+        if entry.approval.is_empty() {
+            if let Some(spent) = run_spent {
+                *spent += cost;
+            }
+            return Ok((permit, None));
+        }
+        let flags = entry.approval.clone();
+        let approver = run_approver.or(self.approver.as_ref());
+        let request = ApprovalRequest {
+            plugin,
+            method,
+            flags: &flags,
+            ctx,
+            args,
+        };
+        let refusal = match approver {
+            None => Some("no approver is set".to_string()),
+            Some(approver) => {
+                let answer =
+                    tokio::time::timeout_at(deadline.into(), approver.approve(&request)).await;
+                match answer {
+                    Ok(true) => None,
+                    Ok(false) => Some("the approver refused it".to_string()),
+                    Err(_) => Some("the approver did not answer before the deadline".to_string()),
+                }
+            }
+        };
+        match refusal {
+            None => {
+                bump(&counters.approvals_granted);
+                if let Some(spent) = run_spent {
+                    *spent += cost;
+                }
+                Ok((permit, Some(ControlEvent::Approved { flags })))
+            }
+            Some(reason) => {
+                bump(&counters.approvals_refused);
+                let names = flags
+                    .iter()
+                    .map(|f| format!("`{f}`"))
+                    .collect::<Vec<_>>()
+                    .join(" and ");
+                Err(Refused {
+                    kind: CallErrorKind::NotApproved {
+                        flags: flags.clone(),
+                        message: format!(
+                            "plugin `{plugin}`, method `{method}` is {names}, and the policy \
+                             requires approval for each call: {reason}"
+                        ),
+                    },
+                    event: ControlEvent::ApprovalRefused { flags, reason },
+                })
+            }
+        }
+    }
+
+    /// Records the outcome of a call `permit` let through: a success is
+    /// charged its cost, a failure gets its cost back, and a failure of the
+    /// method or its plugin (not the caller's) counts towards the breaker.
+    /// Returns the cost to give back to the run's spending, and the event
+    /// if the call opened the breaker.
+    pub(crate) fn finish<T>(
+        &self,
+        mut permit: Permit,
+        result: &Result<T, crate::CallError>,
+    ) -> (u64, Option<ControlEvent>) {
+        permit.finished = true;
+        let entry = permit.entry.clone();
+        let failed = result.as_ref().err().is_some_and(|e| e.kind.is_failure());
+        if result.is_ok() {
+            bump(&entry.counters.succeeded);
+            entry
+                .counters
+                .cost
+                .fetch_add(permit.cost, Ordering::Relaxed);
+        } else {
+            bump(&entry.counters.failed);
+        }
+        let mut event = None;
+        if let (Some(breaker), Some(ticket)) = (&entry.breaker, permit.ticket.take()) {
+            let tripped = match result {
+                // A call refused for the caller's fault tells nothing of the
+                // method's health: a probe is given back.
+                Err(_) if !failed => {
+                    breaker.release(ticket);
+                    None
+                }
+                _ => breaker.record(ticket, failed, self.clock.now()),
+            };
+            event = tripped.map(|reason| ControlEvent::BreakerTripped {
+                reason,
+                recovery_s: breaker.settings().recovery_s,
+            });
+        }
+        let mut refund = 0;
+        if result.is_err() {
+            permit.refund_chat();
+            refund = permit.cost;
+        }
+        (refund, event)
+    }
+
+    /// The counters and states of every method called so far.
+    pub(crate) fn snapshot(&self) -> ControlsSnapshot {
+        let now = self.clock.now();
+        let plugins = self.plugins.read().unwrap_or_else(|e| e.into_inner());
+        let mut methods = Vec::new();
+        for (plugin, entry) in plugins.iter() {
+            let entries = entry.methods.read().unwrap_or_else(|e| e.into_inner());
+            for (method, entry) in entries.iter() {
+                let c = &entry.counters;
+                let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+                methods.push(MethodStats {
+                    plugin: plugin.clone(),
+                    method: method.clone(),
+                    calls: read(&c.calls),
+                    succeeded: read(&c.succeeded),
+                    failed: read(&c.failed),
+                    rate_limited: read(&c.rate_limited),
+                    breaker: entry.breaker.as_ref().map(|b| BreakerStats {
+                        state: b.state(now),
+                        trips: b.trips(),
+                    }),
+                    breaker_refused: read(&c.breaker_refused),
+                    budget_refused: read(&c.budget_refused),
+                    approvals_granted: read(&c.approvals_granted),
+                    approvals_refused: read(&c.approvals_refused),
+                    cost: from_micros(read(&c.cost)),
+                });
+            }
+        }
+        methods.sort_by(|a, b| (&a.plugin, &a.method).cmp(&(&b.plugin, &b.method)));
+        ControlsSnapshot { methods }
+    }
+
+    /// What `chat` has spent of its budget.
+    pub(crate) fn chat_spent(&self, chat: &str) -> f64 {
+        self.chats
+            .as_ref()
+            .map_or(0.0, |chats| from_micros(chats.spent(chat)))
+    }
+
+    /// The entry of `plugin`'s `method`, made on its first call.
+    fn entry(&self, plugin: &str, method: &str) -> Arc<MethodEntry> {
+        let plugin_entry = {
+            let plugins = self.plugins.read().unwrap_or_else(|e| e.into_inner());
+            plugins.get(plugin).cloned()
+        };
+        let plugin_entry = plugin_entry.unwrap_or_else(|| {
+            let mut plugins = self.plugins.write().unwrap_or_else(|e| e.into_inner());
+            plugins
+                .entry(plugin.to_string())
+                .or_insert_with(|| Arc::new(self.plugin_entry(plugin)))
+                .clone()
+        });
+        if let Some(entry) = plugin_entry
+            .methods
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(method)
+        {
+            return entry.clone();
+        }
+        let mut methods = plugin_entry
+            .methods
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        methods
+            .entry(method.to_string())
+            .or_insert_with(|| Arc::new(self.method_entry(&plugin_entry, plugin, method)))
+            .clone()
+    }
+
+    fn plugin_entry(&self, plugin: &str) -> PluginEntry {
+        let settings = self.policy.plugin(plugin).map(|p| &p.controls);
+        let settings = settings.cloned().unwrap_or_default();
+        PluginEntry {
+            rate: rate_limiter(&settings),
+            breaker: settings.breaker.map(|b| Arc::new(Breaker::new(b))),
+            methods: RwLock::new(HashMap::new()),
+        }
+    }
+
+    fn method_entry(&self, shared: &PluginEntry, plugin: &str, method: &str) -> MethodEntry {
+        let policy = self.policy.plugin(plugin);
+        let plugin_settings = policy.map(|p| p.controls.clone()).unwrap_or_default();
+        let own = policy
+            .and_then(|p| p.methods.get(method))
+            .cloned()
+            .unwrap_or_default();
+        let settings = plugin_settings.overridden_by(&own);
+        // A limit or breaker the method sets is its own; otherwise it shares
+        // its plugin's.
+        let rate = if own.rate_limit.is_some() || own.rate_limit_scope.is_some() {
+            rate_limiter(&settings)
+        } else {
+            shared.rate.clone()
+        };
+        let breaker = match own.breaker {
+            Some(b) => Some(Arc::new(Breaker::new(b))),
+            None => shared.breaker.clone(),
+        };
+        let required = &self.policy.approval.require_for;
+        MethodEntry {
+            rate,
+            breaker,
+            cost: settings.cost_micros(),
+            approval: settings.flags().filter(|f| required.contains(f)).collect(),
+            counters: Counters::default(),
+        }
+    }
+}
+
+fn rate_limiter(settings: &ControlSettings) -> Option<Arc<RateLimiter>> {
+    let per_minute = settings.rate_limit?;
+    let scope = settings.rate_limit_scope.unwrap_or_default();
+    Some(Arc::new(RateLimiter::new(per_minute, scope)))
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl Permit {
+    fn refund_chat(&mut self) {
+        if let Some((chats, chat)) = self.chat.take() {
+            chats.refund(&chat, self.cost);
+        }
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        self.refund_chat();
+        if let (Some(breaker), Some(ticket)) = (&self.entry.breaker, self.ticket.take()) {
+            breaker.release(ticket);
+        }
+    }
+}
+
+impl RunControls {
+    /// A run's share of `controls`, asking `approver` (else the host's).
+    pub(crate) fn new(controls: Arc<Controls>, approver: Option<Arc<dyn Approver>>) -> Self {
+        RunControls {
+            controls: Some(controls),
+            approver,
+            spent: 0,
+        }
+    }
+
+    /// What the run's calls have cost.
+    pub(crate) fn spent(&self) -> f64 {
+        from_micros(self.spent)
+    }
+
+    /// [`Controls::admit`] for a call of the run.
+    pub(crate) async fn admit(
+        &mut self,
+        plugin: &str,
+        method: &str,
+        ctx: &AgentCtx,
+        args: &Value,
+        deadline: Instant,
+    ) -> Result<(Option<Permit>, Option<ControlEvent>), Refused> {
+        let Some(controls) = &self.controls else {
+            return Ok((None, None));
+        };
+        let run = Some((&mut self.spent, self.approver.as_ref()));
+        let (permit, event) = controls
+            .admit(plugin, method, ctx, args, run, deadline)
+            .await?;
+        Ok((Some(permit), event))
+    }
+
+    /// [`Controls::finish`] for a call of the run.
+    pub(crate) fn finish<T>(
+        &mut self,
+        permit: Option<Permit>,
+        result: &Result<T, crate::CallError>,
+    ) -> Option<ControlEvent> {
+        let (controls, permit) = self.controls.as_ref().zip(permit)?;
+        let (refund, event) = controls.finish(permit, result);
+        self.spent -= refund;
+        event
+    }
+}
+
+/// The execution controls' counters and states, per method called so far:
+/// what an exporter reads.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ControlsSnapshot {
+    /// Per method, by plugin and method name.
+    pub methods: Vec<MethodStats>,
+}
+
+/// One method's counters. `calls` counts every call that reached the
+/// controls; each refused one is in one of the refusal counters, each other
+/// in `succeeded` or `failed`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MethodStats {
+    /// The plugin's id (or a host method's provider).
+    pub plugin: String,
+    /// The method.
+    pub method: String,
+    /// Calls.
+    pub calls: u64,
+    /// Calls that returned a result.
+    pub succeeded: u64,
+    /// Calls that ran (or were refused by the method's checks) and failed.
+    pub failed: u64,
+    /// Calls refused by the rate limit.
+    pub rate_limited: u64,
+    /// The breaker guarding the method (its plugin's, or its own), if any.
+    pub breaker: Option<BreakerStats>,
+    /// Calls refused because the breaker was open.
+    pub breaker_refused: u64,
+    /// Calls refused because they would have gone past a budget.
+    pub budget_refused: u64,
+    /// Calls of a flagged method approved.
+    pub approvals_granted: u64,
+    /// Calls of a flagged method refused approval.
+    pub approvals_refused: u64,
+    /// What its successful calls cost in all.
+    pub cost: f64,
+}
+
+/// A breaker's state and how often it opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct BreakerStats {
+    /// Its state now.
+    pub state: BreakerState,
+    /// Times it opened.
+    pub trips: u64,
+}
+
+/// On one line, as `sandwit run` prints it: `rate limited: 60 calls a
+/// minute per chat, next in 1.2 s`, `breaker open`, ...
+impl std::fmt::Display for ControlEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let seconds = |ms: u64| ms as f64 / 1e3;
+        match self {
+            ControlEvent::RateLimited {
+                per_minute,
+                scope,
+                retry_after_ms,
+            } => write!(
+                f,
+                "rate limited: {per_minute} calls a minute per {}, next in {:.1} s",
+                match scope {
+                    RateScope::Plugin => "method or plugin",
+                    RateScope::Chat => "chat",
+                    RateScope::User => "user",
+                },
+                seconds(*retry_after_ms)
+            ),
+            ControlEvent::BreakerOpen {
+                retry_after_ms: Some(ms),
+            } => write!(
+                f,
+                "breaker open: refused, a call is tried in {:.1} s",
+                seconds(*ms)
+            ),
+            ControlEvent::BreakerOpen {
+                retry_after_ms: None,
+            } => write!(f, "breaker half-open: refused while a probe call runs"),
+            ControlEvent::BreakerTripped { reason, recovery_s } => {
+                write!(f, "breaker opened for {recovery_s} s: {reason}")
+            }
+            ControlEvent::BudgetExceeded {
+                budget,
+                limit,
+                spent,
+                cost,
+            } => write!(
+                f,
+                "over budget: the call costs {cost}, the {} budget of {limit} has {spent} spent",
+                match budget {
+                    BudgetScope::Run => "run's",
+                    BudgetScope::Chat => "chat's",
+                }
+            ),
+            ControlEvent::ApprovalRefused { flags, reason } => {
+                write!(f, "not approved ({}): {reason}", flag_list(flags))
+            }
+            ControlEvent::Approved { flags } => write!(f, "approved ({})", flag_list(flags)),
+        }
+    }
+}
+
+fn flag_list(flags: &[Flag]) -> String {
+    flags
+        .iter()
+        .map(Flag::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
