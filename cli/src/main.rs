@@ -6,6 +6,7 @@ mod stdout;
 mod call;
 mod inspect;
 mod interpreter;
+mod registry;
 mod render;
 mod run;
 mod worker;
@@ -57,6 +58,9 @@ enum Command {
     /// Print the method listing an LLM is given: signatures, kinds and
     /// docstrings.
     Prompt(run::PromptArgs),
+    /// Serve a plugin registry (publish, search, download over HTTP) and
+    /// make its tokens.
+    Registry(registry::RegistryArgs),
 }
 
 /// Options for the host, before or after the subcommand.
@@ -161,15 +165,27 @@ const ONE_SHOT_INSTANCES: u32 = 64;
 const VALIDATE_INSTANCES: u32 = 2;
 
 fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // A server logs every request by default; a command only its warnings.
+    let default_log = if matches!(cli.command, Command::Registry(_)) {
+        "info"
+    } else {
+        "warn"
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("SANDWIT_LOG")
-                .unwrap_or_else(|_| "warn".into()),
+                .unwrap_or_else(|_| default_log.into()),
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
     let cli = match cli.command {
+        Command::Registry(args) => {
+            return registry::main(args).unwrap_or_else(|e| {
+                eprintln!("error: {e:#}");
+                ExitCode::FAILURE
+            });
+        }
         Command::Validate(args) if !args.in_process && !inspect::in_worker() => {
             return inspect::validate_in_worker(args).unwrap_or_else(|e| {
                 eprintln!("error: {e:#}");
@@ -204,6 +220,7 @@ fn main() -> ExitCode {
             Command::Call(args) => call::call(&host, args).await,
             Command::Run(args) => run::run(&host, args).await,
             Command::Prompt(args) => run::prompt(&host, args).await,
+            Command::Registry(_) => unreachable!("handled before the host is built"),
         }
     });
     match result {

@@ -609,8 +609,8 @@ fn is_identifier(name: &str) -> bool {
         && name.len() <= MAX_NAME_LEN
 }
 
-/// Whether `id` is a valid plugin id.
-pub(crate) fn is_plugin_id(id: &str) -> bool {
+/// Whether `id` is a valid plugin id (what a manifest's `id` must be).
+pub fn is_plugin_id(id: &str) -> bool {
     let mut chars = id.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_lowercase())
         && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
