@@ -801,7 +801,7 @@ fn rate_limits_answer_429_with_retry_after() {
     let alice = server.token("alice", "publisher");
     // Per token: two at once, then refused...
     server.get("/v1/plugins").expect(200, None);
-    for _ in 0..2 {
+    for status in [201, 200] {
         server
             .call(
                 "POST",
@@ -809,7 +809,7 @@ fn rate_limits_answer_429_with_retry_after() {
                 Some(&alice),
                 Body::Json(json!({"public_key": public_key(&key(10))})),
             )
-            .status;
+            .expect(status, None);
     }
     let limited = server.call("GET", "/v1/plugins", Some(&alice), Body::None);
     limited.expect(429, Some("rate-limited"));
