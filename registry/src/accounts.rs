@@ -152,8 +152,8 @@ impl Registry {
     }
 
     /// Registers `public_key` (`ed25519:<base64>`) as a signing key of
-    /// `account`. `Ok(true)` when it is new, `Ok(false)` when the account
-    /// already had it; [`Error::KeyTaken`] if another account has it.
+    /// `account` (`created` says whether it is new to the account);
+    /// [`Error::KeyTaken`] if another account has it.
     pub async fn register_key(&self, account: &Account, public_key: &str) -> Result<KeyRegistered> {
         let key = PublicKey::parse(public_key)
             .map_err(|why| Error::bad_request("invalid-public-key", why))?
