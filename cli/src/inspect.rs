@@ -31,6 +31,10 @@ pub struct ValidateArgs {
     /// Print one JSON object: {"file", "ok", "problems", "plugin"}.
     #[arg(long)]
     json: bool,
+    /// With --json, an acceptable plugin's report also has `manifest`: its
+    /// whole manifest, as `sandwit inspect --json` prints it.
+    #[arg(long, requires = "json")]
+    manifest: bool,
     /// Check in this process, without the worker's memory and CPU budget.
     #[arg(long)]
     pub in_process: bool,
@@ -122,14 +126,20 @@ pub fn validate_in_worker(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     };
     let report = match worker::check(argv, budget, &[])? {
         worker::Ended::Reported(report) => report,
-        worker::Ended::Failed(why) => json!({
-            "file": args.plugin.display().to_string(),
-            "ok": false,
-            "problems": [why],
-            "plugin": null,
-        }),
+        worker::Ended::Failed(why) => failed_report(&args.plugin, why),
     };
     print_verdict(&report, args.json)
+}
+
+/// The verdict on `file` when its worker ran out of its budget or died:
+/// `why` is the one problem.
+pub fn failed_report(file: &std::path::Path, why: String) -> serde_json::Value {
+    json!({
+        "file": file.display().to_string(),
+        "ok": false,
+        "problems": [why],
+        "plugin": null,
+    })
 }
 
 /// Checks the plugin in this process and prints the verdict (as JSON in
@@ -146,7 +156,7 @@ pub async fn validate(host: &Host, args: ValidateArgs) -> anyhow::Result<ExitCod
         ) => (false, vec![e.to_string()], None),
         Err(e) => return Err(e.into()),
     };
-    let plugin = plugin.as_ref().map(|p| {
+    let summary = plugin.as_ref().map(|p| {
         json!({
             "id": p.id(),
             "version": p.manifest().version,
@@ -155,7 +165,10 @@ pub async fn validate(host: &Host, args: ValidateArgs) -> anyhow::Result<ExitCod
         })
     });
     let file = args.plugin.display().to_string();
-    let report = json!({"file": file, "ok": ok, "problems": problems, "plugin": plugin});
+    let mut report = json!({"file": file, "ok": ok, "problems": problems, "plugin": summary});
+    if let (true, Some(p)) = (args.manifest, &plugin) {
+        report["manifest"] = serde_json::to_value(p.manifest())?;
+    }
     print_verdict(&report, args.json || in_worker())
 }
 

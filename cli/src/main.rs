@@ -10,6 +10,7 @@ mod interpreter;
 mod keygen;
 mod publish;
 mod registry_client;
+mod registry;
 mod render;
 mod run;
 mod worker;
@@ -74,6 +75,9 @@ enum Command {
     /// signature checked against the keys you trust, recorded in the
     /// folder's sandwit.lock. See docs/REGISTRY.md.
     Install(install::InstallArgs),
+    /// Serve a plugin registry (publish, search, download over HTTP) and
+    /// make its tokens.
+    Registry(registry::RegistryArgs),
 }
 
 /// Options for the host, before or after the subcommand.
@@ -189,16 +193,23 @@ const ONE_SHOT_INSTANCES: u32 = 64;
 const VALIDATE_INSTANCES: u32 = 2;
 
 fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // A server logs every request by default; a command only its warnings.
+    let default_log = if matches!(cli.command, Command::Registry(_)) {
+        "info"
+    } else {
+        "warn"
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("SANDWIT_LOG")
-                .unwrap_or_else(|_| "warn".into()),
+                .unwrap_or_else(|_| default_log.into()),
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
     // These need no host (nor a runtime).
     let without_host = match cli.command {
+        Command::Registry(args) => registry::main(args),
         Command::Validate(args) if !args.in_process && !inspect::in_worker() => {
             inspect::validate_in_worker(args)
         }
@@ -242,9 +253,11 @@ fn run_with_host(cli: Cli) -> ExitCode {
             Command::Call(args) => call::call(&host, args).await,
             Command::Run(args) => run::run(&host, args).await,
             Command::Prompt(args) => run::prompt(&host, args).await,
-            Command::Keygen(_) | Command::Sign(_) | Command::Publish(_) | Command::Install(_) => {
-                unreachable!("run without a host")
-            }
+            Command::Keygen(_)
+            | Command::Sign(_)
+            | Command::Publish(_)
+            | Command::Install(_)
+            | Command::Registry(_) => unreachable!("run without a host"),
         }
     });
     match result {

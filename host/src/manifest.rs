@@ -609,7 +609,7 @@ fn is_identifier(name: &str) -> bool {
         && name.len() <= MAX_NAME_LEN
 }
 
-/// Whether `id` is a valid plugin id.
+/// Whether `id` is a valid plugin id (what a manifest's `id` must be).
 pub fn is_plugin_id(id: &str) -> bool {
     let mut chars = id.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_lowercase())

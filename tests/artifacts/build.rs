@@ -20,6 +20,7 @@ const COMPONENTS: &[(&str, &str, &str)] = &[
     ("IMPOSTOR", "impostor", "impostor"),
     ("BAD_MANIFEST", "bad-manifest", "bad_manifest"),
     ("OTHER_WORLD", "other-world", "other-world"),
+    ("SPIN_DESCRIBE", "spin-describe", "spin_describe"),
 ];
 
 fn main() {

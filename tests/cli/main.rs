@@ -5,6 +5,7 @@
 
 mod commands;
 mod common;
+mod registry;
 mod registry_client;
 mod registry_fake;
 mod store;

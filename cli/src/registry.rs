@@ -1,0 +1,279 @@
+//! `sandwit registry`: serve a plugin registry (`serve`) and make its
+//! tokens (`token create`). The service is the `sandwit-registry` crate;
+//! this module gives it its validator, the `validate` worker process.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use sandwit_registry::{Config, RateLimit, Registry, Role, Validator, Verdict};
+use serde_json::Value;
+
+use crate::{inspect, worker};
+
+#[derive(Args)]
+pub struct RegistryArgs {
+    #[command(subcommand)]
+    command: RegistryCommand,
+}
+
+#[derive(Subcommand)]
+enum RegistryCommand {
+    /// Serve the registry over HTTP: the JSON API under /v1, its OpenAPI
+    /// document at /openapi.json. Every upload is checked as `sandwit
+    /// validate` checks, in a worker process under a memory and CPU budget.
+    /// Requests are logged on stderr (SANDWIT_LOG sets the level, `info` by
+    /// default); tokens never are. SIGTERM or ctrl-c stops accepting and
+    /// lets requests in flight finish. See docs/REGISTRY.md.
+    Serve(ServeArgs),
+    /// Manage the registry's API tokens.
+    #[command(subcommand)]
+    Token(TokenCommand),
+}
+
+#[derive(Subcommand)]
+enum TokenCommand {
+    /// Make a token for an account (creating the account with the role if
+    /// it is new) and print it: it is shown once and stored only as its
+    /// SHA-256. Works on the data directory; no server needs to run.
+    Create(TokenArgs),
+}
+
+#[derive(Args)]
+struct TokenArgs {
+    /// The registry's data directory.
+    #[arg(long, value_name = "DIR")]
+    data: PathBuf,
+    /// The account's name: lowercase letters, digits, `-`, `_`, `.`.
+    #[arg(long, value_name = "NAME")]
+    name: String,
+    /// `publisher` publishes and manages its own plugins; `admin` may also
+    /// yank and add owners to any plugin.
+    #[arg(long, value_parser = ["admin", "publisher"])]
+    role: String,
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// The registry's data directory (created if need be): registry.db
+    /// (SQLite) and blobs/sha256/<hex>.
+    #[arg(long, value_name = "DIR")]
+    data: PathBuf,
+    /// The address to listen on; port 0 picks a free one. The address bound
+    /// is printed on stdout as `listening on http://ADDR`.
+    #[arg(long, value_name = "IP:PORT", default_value = "127.0.0.1:8478")]
+    addr: SocketAddr,
+    /// How many uploads may be checked at once; more are refused with 503
+    /// and Retry-After.
+    #[arg(long, value_name = "N", default_value_t = 2,
+          value_parser = clap::value_parser!(u32).range(1..=64))]
+    max_validations: u32,
+    /// Writable memory of each check's worker process, in MiB.
+    #[arg(long, value_name = "MIB", default_value_t = 2048,
+          value_parser = clap::value_parser!(u64).range(16..=1 << 20))]
+    max_check_mib: u64,
+    /// CPU time of each check's worker, in seconds (twice this and 10 s
+    /// more of wall-clock time).
+    #[arg(long, value_name = "SECONDS", default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    max_check_seconds: u64,
+    /// Requests a minute per client address (429 with Retry-After beyond).
+    #[arg(long, value_name = "N", default_value_t = 600,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    address_rate: u32,
+    /// Requests at once per client address, after a pause.
+    #[arg(long, value_name = "N", default_value_t = 100,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    address_burst: u32,
+    /// Requests a minute per token.
+    #[arg(long, value_name = "N", default_value_t = 600,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    token_rate: u32,
+    /// Requests at once per token, after a pause.
+    #[arg(long, value_name = "N", default_value_t = 100,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    token_burst: u32,
+    /// The longest a request may take, in seconds, upload and check
+    /// included (408 beyond).
+    #[arg(long, value_name = "SECONDS", default_value_t = 300,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    request_timeout: u64,
+    /// How long a shutdown waits for requests in flight, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    shutdown_grace: u64,
+}
+
+/// Runs `sandwit registry ...`.
+pub fn main(args: RegistryArgs) -> anyhow::Result<ExitCode> {
+    match args.command {
+        RegistryCommand::Token(TokenCommand::Create(args)) => {
+            let role: Role = args.role.parse().map_err(anyhow::Error::msg)?;
+            let registry = Registry::open(&args.data)?;
+            let token = registry.create_token(&args.name, role)?;
+            outln!("{token}");
+            Ok(ExitCode::SUCCESS)
+        }
+        RegistryCommand::Serve(args) => serve(args),
+    }
+}
+
+fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let validator = Arc::new(WorkerValidator {
+        scratch: args.data.join("tmp"),
+        budget: worker::Budget {
+            memory_mib: args.max_check_mib,
+            cpu_seconds: args.max_check_seconds,
+        },
+    });
+    let registry = Registry::open_with(
+        &args.data,
+        Some(validator as Arc<dyn Validator>),
+        args.max_validations as usize,
+    )?;
+    let config = Config {
+        per_address: RateLimit {
+            per_minute: args.address_rate,
+            burst: args.address_burst,
+        },
+        per_token: RateLimit {
+            per_minute: args.token_rate,
+            burst: args.token_burst,
+        },
+        request_timeout: Duration::from_secs(args.request_timeout),
+        shutdown_grace: Duration::from_secs(args.shutdown_grace),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(args.addr)
+            .await
+            .map_err(|e| anyhow::anyhow!("listening on {}: {e}", args.addr))?;
+        let bound = listener.local_addr()?;
+        outln!("listening on http://{bound}");
+        let _ = std::io::stdout().flush();
+        tracing::info!(data = %args.data.display(), "registry listening on http://{bound}");
+        sandwit_registry::serve(
+            registry,
+            config,
+            sandwit_registry::Router::new(),
+            listener,
+            stop_signal(),
+        )
+        .await
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// SIGTERM or ctrl-c.
+async fn stop_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        Err(e) => {
+            tracing::warn!("no SIGTERM handler ({e}); stopping on ctrl-c only");
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+/// Checks an upload as `sandwit validate` does: the bytes go to a private
+/// file, and a worker process (this binary) loads it under the budget, with
+/// no cache, an empty store and a policy that grants nothing.
+struct WorkerValidator {
+    /// Where each check gets a private directory (`DATA/tmp`).
+    scratch: PathBuf,
+    budget: worker::Budget,
+}
+
+impl Validator for WorkerValidator {
+    fn validate(&self, component: &[u8], digest: &str) -> anyhow::Result<Verdict> {
+        let dir = CheckDir::new(&self.scratch, digest)?;
+        let file = dir.write("component.wasm", component)?;
+        let policy = dir.write("policy.toml", b"")?;
+        let args: Vec<OsString> = vec![
+            "--no-cache".into(),
+            "--policy".into(),
+            policy.into(),
+            "--store".into(),
+            dir.0.join("store.db").into(),
+            "validate".into(),
+            "--json".into(),
+            "--manifest".into(),
+            file.clone().into(),
+        ];
+        let mut report = match worker::check(args, self.budget)? {
+            worker::Ended::Reported(report) => report,
+            worker::Ended::Failed(why) => inspect::failed_report(&file, why),
+        };
+        if report["ok"] == true {
+            return Ok(Verdict::Accepted {
+                manifest: report["manifest"].take(),
+            });
+        }
+        // The problems name the upload by its digest, not its scratch path.
+        let path = file.display().to_string();
+        if let Some(problems) = report["problems"].as_array_mut() {
+            for problem in problems {
+                if let Some(text) = problem.as_str() {
+                    *problem = Value::from(text.replace(&path, digest));
+                }
+            }
+        }
+        Ok(Verdict::Rejected { report })
+    }
+}
+
+/// A check's private directory (mode 0700), removed when dropped.
+struct CheckDir(PathBuf);
+
+impl CheckDir {
+    fn new(scratch: &Path, digest: &str) -> anyhow::Result<Self> {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(scratch)?;
+        // Unique in this process; `create` (not recursive) fails rather than
+        // reuse a directory left by another.
+        static CHECKS: AtomicU64 = AtomicU64::new(0);
+        let hex = digest.trim_start_matches("sha256:");
+        let name = format!(
+            "check-{}-{}-{}",
+            &hex[..hex.len().min(16)],
+            std::process::id(),
+            CHECKS.fetch_add(1, Ordering::Relaxed)
+        );
+        let dir = scratch.join(name);
+        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+        Ok(CheckDir(dir))
+    }
+
+    fn write(&self, name: &str, bytes: &[u8]) -> anyhow::Result<PathBuf> {
+        let path = self.0.join(name);
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)?;
+        file.write_all(bytes)?;
+        Ok(path)
+    }
+}
+
+impl Drop for CheckDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}

@@ -1,0 +1,203 @@
+//! Accounts, their tokens and their publisher keys.
+//!
+//! A token is `swr_` and 43 characters of base64url (32 random bytes); the
+//! registry keeps only its SHA-256, so a copy of the database grants
+//! nothing. Tokens are made on the data directory (`sandwit registry token
+//! create`), not over HTTP.
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use rusqlite::{OptionalExtension, params};
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+use crate::signature::PublicKey;
+use crate::{KeyRegistered, Registry, db, names};
+
+/// The prefix of every token (so a leaked one is recognisable).
+const TOKEN_PREFIX: &str = "swr_";
+
+/// What an account may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Publish, yank and manage the owners of any plugin.
+    Admin,
+    /// Publish new plugins and new versions of the plugins it owns; yank
+    /// them; add owners.
+    Publisher,
+}
+
+impl Role {
+    /// The role's name (`admin`, `publisher`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Admin => "admin",
+            Role::Publisher => "publisher",
+        }
+    }
+}
+
+impl std::str::FromStr for Role {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "admin" => Ok(Role::Admin),
+            "publisher" => Ok(Role::Publisher),
+            other => Err(format!(
+                "unknown role {}: `admin` or `publisher`",
+                names::quote(other)
+            )),
+        }
+    }
+}
+
+/// The account a request's token belongs to.
+#[derive(Debug, Clone)]
+pub struct Account {
+    /// Its row id.
+    pub(crate) id: i64,
+    /// Its name.
+    pub name: String,
+    /// Its role.
+    pub role: Role,
+}
+
+fn token_hash(token: &str) -> Vec<u8> {
+    Sha256::digest(token.as_bytes()).to_vec()
+}
+
+impl Registry {
+    /// Makes a token for the account `name`, creating the account with
+    /// `role` if it does not exist. An existing account keeps its role: a
+    /// different `role` is an error. The token is returned once and stored
+    /// only as its hash.
+    pub fn create_token(&self, name: &str, role: Role) -> anyhow::Result<String> {
+        names::account(name).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let mut secret = [0u8; 32];
+        getrandom::fill(&mut secret).map_err(|e| anyhow::anyhow!("getrandom: {e}"))?;
+        let token = format!("{TOKEN_PREFIX}{}", URL_SAFE_NO_PAD.encode(secret));
+        self.db_now(|conn| {
+            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let existing: Option<(i64, String)> = tx
+                .query_row(
+                    "SELECT id, role FROM accounts WHERE name = ?1",
+                    [name],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()?;
+            let account = match existing {
+                Some((_, have)) if have != role.as_str() => {
+                    return Err(Error::bad_request(
+                        "role-mismatch",
+                        format!(
+                            "account {name} exists with the role {have}, not {}",
+                            role.as_str()
+                        ),
+                    ));
+                }
+                Some((id, _)) => id,
+                None => {
+                    tx.execute(
+                        "INSERT INTO accounts (name, role, created_at) VALUES (?1, ?2, ?3)",
+                        params![name, role.as_str(), db::now()],
+                    )?;
+                    tx.last_insert_rowid()
+                }
+            };
+            tx.execute(
+                "INSERT INTO tokens (hash, account, created_at) VALUES (?1, ?2, ?3)",
+                params![token_hash(&token), account, db::now()],
+            )?;
+            tx.commit()?;
+            Ok(())
+        })
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+        Ok(token)
+    }
+
+    /// The account `token` belongs to; [`Error::Unauthorized`] if none.
+    pub async fn authenticate(&self, token: &str) -> Result<Account> {
+        let unauthorized =
+            || Error::Unauthorized("the token is not one this registry issued".into());
+        let well_formed = token
+            .strip_prefix(TOKEN_PREFIX)
+            .is_some_and(|t| t.len() == 43 && URL_SAFE_NO_PAD.decode(t).is_ok());
+        if !well_formed {
+            return Err(unauthorized());
+        }
+        let hash = token_hash(token);
+        self.db(move |conn| {
+            Ok(conn
+                .query_row(
+                    "SELECT a.id, a.name, a.role FROM tokens t JOIN accounts a ON a.id = t.account
+                     WHERE t.hash = ?1",
+                    [hash],
+                    |r| {
+                        Ok((
+                            r.get::<_, i64>(0)?,
+                            r.get::<_, String>(1)?,
+                            r.get::<_, String>(2)?,
+                        ))
+                    },
+                )
+                .optional()?)
+        })
+        .await?
+        .map(|(id, name, role)| Account {
+            id,
+            name,
+            role: role.parse().unwrap_or(Role::Publisher),
+        })
+        .ok_or_else(unauthorized)
+    }
+
+    /// Registers `public_key` (`ed25519:<base64>`) as a signing key of
+    /// `account` (`created` says whether it is new to the account);
+    /// [`Error::KeyTaken`] if another account has it.
+    pub async fn register_key(&self, account: &Account, public_key: &str) -> Result<KeyRegistered> {
+        let key = PublicKey::parse(public_key)
+            .map_err(|why| Error::bad_request("invalid-public-key", why))?
+            .to_string();
+        let account_id = account.id;
+        self.db(move |conn| {
+            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let owner: Option<i64> = tx
+                .query_row(
+                    "SELECT account FROM keys WHERE public_key = ?1",
+                    [&key],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            let created = match owner {
+                Some(id) if id == account_id => false,
+                Some(_) => {
+                    return Err(Error::KeyTaken(
+                        "this public key is registered to another account".into(),
+                    ));
+                }
+                None => {
+                    tx.execute(
+                        "INSERT INTO keys (public_key, account, created_at) VALUES (?1, ?2, ?3)",
+                        params![key, account_id, db::now()],
+                    )?;
+                    true
+                }
+            };
+            tx.commit()?;
+            Ok(KeyRegistered {
+                public_key: key,
+                created,
+            })
+        })
+        .await
+    }
+
+    /// The public keys registered for `account`.
+    pub(crate) fn keys_of(conn: &rusqlite::Connection, account: i64) -> Result<Vec<String>> {
+        let mut stmt = conn.prepare("SELECT public_key FROM keys WHERE account = ?1")?;
+        let keys = stmt
+            .query_map([account], |r| r.get(0))?
+            .collect::<rusqlite::Result<Vec<String>>>()?;
+        Ok(keys)
+    }
+}

@@ -1,0 +1,115 @@
+//! The registry's metadata: one SQLite file, `DIR/registry.db`, in WAL mode
+//! (readers never wait for the writer, and a killed process loses no
+//! committed publish), with its schema's version in `schema_version`.
+
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+use rusqlite::Connection;
+
+/// The schema this code reads and writes.
+const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA: &str = r#"
+CREATE TABLE accounts (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    role TEXT NOT NULL CHECK (role IN ('admin', 'publisher')),
+    created_at INTEGER NOT NULL
+);
+-- Tokens are kept only as their SHA-256.
+CREATE TABLE tokens (
+    hash BLOB PRIMARY KEY,
+    account INTEGER NOT NULL REFERENCES accounts(id),
+    created_at INTEGER NOT NULL
+);
+-- A key belongs to one account: it names the signer of what it signed.
+CREATE TABLE keys (
+    public_key TEXT PRIMARY KEY,
+    account INTEGER NOT NULL REFERENCES accounts(id),
+    created_at INTEGER NOT NULL
+);
+-- `latest`: the highest version not yanked (NULL when all are), kept
+-- up to date by publish, yank and unyank, so search is one query.
+CREATE TABLE plugins (
+    id TEXT PRIMARY KEY,
+    latest TEXT,
+    created_at INTEGER NOT NULL
+);
+CREATE TABLE owners (
+    plugin TEXT NOT NULL REFERENCES plugins(id),
+    account INTEGER NOT NULL REFERENCES accounts(id),
+    PRIMARY KEY (plugin, account)
+);
+-- One row per published (id, version), immutable but for `yanked`.
+-- `search_text`: id, name, description, method names and docstrings,
+-- lowercased; `kinds` and `capabilities`: JSON arrays of strings.
+CREATE TABLE versions (
+    plugin TEXT NOT NULL REFERENCES plugins(id),
+    version TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    signer TEXT NOT NULL,
+    signature TEXT NOT NULL,
+    publisher INTEGER NOT NULL REFERENCES accounts(id),
+    yanked INTEGER NOT NULL DEFAULT 0,
+    published_at INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    description TEXT NOT NULL,
+    manifest TEXT NOT NULL,
+    kinds TEXT NOT NULL,
+    capabilities TEXT NOT NULL,
+    search_text TEXT NOT NULL,
+    PRIMARY KEY (plugin, version)
+);
+CREATE INDEX versions_by_digest ON versions(digest);
+"#;
+
+/// Opens (creating if need be) the metadata database at `path`.
+pub fn open(path: &Path) -> anyhow::Result<Connection> {
+    let mut conn = Connection::open(path).with_context(|| format!("opening {}", path.display()))?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+    anyhow::ensure!(
+        mode.eq_ignore_ascii_case("wal"),
+        "{}: SQLite refused WAL mode (got {mode})",
+        path.display()
+    );
+    conn.execute_batch("PRAGMA foreign_keys = ON; PRAGMA synchronous = FULL;")?;
+    migrate(&mut conn).with_context(|| format!("the schema of {}", path.display()))?;
+    Ok(conn)
+}
+
+fn migrate(conn: &mut Connection) -> anyhow::Result<()> {
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    tx.execute_batch("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")?;
+    let version: Option<i64> =
+        tx.query_row("SELECT max(version) FROM schema_version", [], |r| r.get(0))?;
+    match version {
+        None => {
+            tx.execute_batch(SCHEMA)?;
+            tx.execute("INSERT INTO schema_version VALUES (?1)", [SCHEMA_VERSION])?;
+        }
+        Some(SCHEMA_VERSION) => {}
+        Some(v) => anyhow::bail!(
+            "schema version {v} is not {SCHEMA_VERSION}, the one this sandwit knows \
+             (made by a newer sandwit?)"
+        ),
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+/// Seconds since the Unix epoch.
+pub fn now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// Seconds since the Unix epoch as RFC 3339 (UTC).
+pub fn rfc3339(secs: i64) -> String {
+    let time = UNIX_EPOCH + std::time::Duration::from_secs(secs.max(0) as u64);
+    humantime::format_rfc3339_seconds(time).to_string()
+}

@@ -1,0 +1,135 @@
+//! A plugin registry for sandwit: publishers upload signed components, the
+//! registry checks each with the host's full load check (in a worker the
+//! embedder supplies, never in its own process), stores the bytes
+//! content-addressed and the metadata in SQLite, and serves search, plugin
+//! pages and downloads over HTTP.
+//!
+//! [`Registry`] holds the data and the logic (publish, search, yank, owners,
+//! tokens, keys): the JSON API ([`api`]) and any other surface (the web page)
+//! call the same methods. [`serve`] runs the HTTP service with its rate
+//! limits, request log and graceful shutdown. The wire contract is in
+//! docs/REGISTRY.md.
+
+mod accounts;
+pub mod api;
+mod blobs;
+mod db;
+mod error;
+mod manage;
+mod names;
+mod publish;
+mod query;
+mod rate;
+mod server;
+mod signature;
+mod types;
+mod validate;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use anyhow::Context;
+use rusqlite::Connection;
+
+pub use accounts::{Account, Role};
+/// The router type of [`app`] and [`serve`], for routes added to the API.
+pub use axum::Router;
+pub use error::{Error, Result};
+pub use rate::RateLimit;
+pub use server::{Config, app, serve};
+pub use types::{
+    Blob, KeyRegistered, OwnerList, PluginInfo, PluginSummary, Published, SearchPage, SearchQuery,
+    VersionDetail, VersionInfo,
+};
+pub use validate::{Validator, Verdict};
+
+/// The most plugin versions one page of search lists.
+pub const PER_PAGE: u32 = 20;
+
+/// A registry's data directory, opened: the metadata database, the blobs and
+/// the bound on validations running at once.
+#[derive(Clone)]
+pub struct Registry {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    dir: PathBuf,
+    db: Mutex<Connection>,
+    blobs: blobs::Blobs,
+    validations: tokio::sync::Semaphore,
+    validator: Option<Arc<dyn Validator>>,
+}
+
+/// How many plugin checks may run at once by default.
+pub const DEFAULT_MAX_VALIDATIONS: usize = 2;
+
+impl Registry {
+    /// Opens the registry in `dir` (created, mode 0700, if need be): the
+    /// SQLite file `dir/registry.db` and the blobs under `dir/blobs`. Without
+    /// a validator it serves reads and manages tokens but refuses publishes.
+    pub fn open(dir: &Path) -> anyhow::Result<Self> {
+        Self::open_with(dir, None, DEFAULT_MAX_VALIDATIONS)
+    }
+
+    /// Opens the registry in `dir`, checking uploads with `validator`, at
+    /// most `max_validations` at once (more are refused as busy).
+    pub fn open_with(
+        dir: &Path,
+        validator: Option<Arc<dyn Validator>>,
+        max_validations: usize,
+    ) -> anyhow::Result<Self> {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .with_context(|| format!("creating {}", dir.display()))?;
+        let db = db::open(&dir.join("registry.db"))?;
+        let blobs = blobs::Blobs::open(dir)?;
+        Ok(Registry {
+            inner: Arc::new(Inner {
+                dir: dir.to_path_buf(),
+                db: Mutex::new(db),
+                blobs,
+                validations: tokio::sync::Semaphore::new(max_validations.max(1)),
+                validator,
+            }),
+        })
+    }
+
+    /// The data directory.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// Runs `f` on the database on a blocking thread (SQLite calls block).
+    async fn db<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let registry = self.clone();
+        tokio::task::spawn_blocking(move || registry.db_now(f))
+            .await
+            .map_err(|e| Error::Internal(anyhow::anyhow!("a database task failed: {e}")))?
+    }
+
+    /// Runs `f` on the database in this thread.
+    fn db_now<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
+        // A panic while holding the lock leaves SQLite consistent (every
+        // change is in a transaction): the lock is still usable.
+        let mut conn = self
+            .inner
+            .db
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&mut conn)
+    }
+}
+
+/// A SQLite failure as an internal error.
+impl From<rusqlite::Error> for Error {
+    fn from(e: rusqlite::Error) -> Self {
+        Error::Internal(e.into())
+    }
+}

@@ -1,0 +1,268 @@
+//! Publishing a version: the signature, the load check (the [`Validator`],
+//! under the bound on checks at once), ownership, immutability, then the
+//! blob and the metadata.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rusqlite::{OptionalExtension, params};
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+use crate::signature::{DetachedSignature, PublicKey};
+use crate::validate::{Validator, Verdict};
+use crate::{Account, Published, Registry, db, names};
+
+/// What a client busy-refused should wait: about one check's time.
+const BUSY_RETRY: Duration = Duration::from_secs(10);
+
+/// The parts of a checked manifest the registry indexes.
+#[derive(Deserialize)]
+struct Indexed {
+    id: String,
+    name: String,
+    version: String,
+    description: String,
+    methods: Vec<IndexedMethod>,
+    #[serde(default)]
+    capabilities: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct IndexedMethod {
+    name: String,
+    kind: String,
+    docstring: String,
+}
+
+impl Registry {
+    /// Publishes `component`, signed with `signature` (base64, from the
+    /// `Sandwit-Signature` header), for `account`: the whole of `POST
+    /// /v1/plugins` after authentication and reading the body.
+    pub async fn publish(
+        &self,
+        account: &Account,
+        component: axum::body::Bytes,
+        signature: Option<&str>,
+    ) -> Result<Published> {
+        let signature = signature.ok_or(Error::MissingSignature)?;
+        let signature = DetachedSignature::parse(signature).map_err(Error::BadSignature)?;
+        let digest = format!("sha256:{}", sandwit::component_hash(&component));
+        let account_id = account.id;
+        let keys = self
+            .db(move |conn| Registry::keys_of(conn, account_id))
+            .await?;
+        let signer = keys
+            .iter()
+            .filter_map(|k| PublicKey::parse(k).ok())
+            .find(|k| k.verifies(&digest, &signature))
+            .ok_or_else(|| {
+                Error::BadSignature(if keys.is_empty() {
+                    format!(
+                        "account {} has no registered public key (POST /v1/keys) to verify \
+                         the signature with",
+                        account.name
+                    )
+                } else {
+                    format!(
+                        "the signature of {digest} verifies with none of the {} public key(s) \
+                         of account {}",
+                        keys.len(),
+                        account.name
+                    )
+                })
+            })?
+            .to_string();
+
+        let manifest = self.check(&component, &digest).await?;
+        let indexed: Indexed = serde_json::from_value(manifest.clone()).map_err(|e| {
+            Error::Internal(anyhow::anyhow!(
+                "the validator accepted {digest} with a manifest the registry cannot read: {e}"
+            ))
+        })?;
+        names::plugin_id(&indexed.id)?;
+        let version = names::version(&indexed.version)?;
+
+        // Cheap refusals first, so a refused upload writes nothing; the
+        // transaction below checks again.
+        let (id, ver, acct) = (indexed.id.clone(), indexed.version.clone(), account.clone());
+        self.db(move |conn| may_publish(conn, &acct, &id, &ver))
+            .await?;
+
+        let hex = digest["sha256:".len()..].to_string();
+        let registry = self.clone();
+        let bytes = component.clone();
+        tokio::task::spawn_blocking(move || registry.inner.blobs.put(&hex, &bytes))
+            .await
+            .map_err(|e| Error::Internal(anyhow::anyhow!("the blob writer failed: {e}")))??;
+
+        let published = Published {
+            id: indexed.id.clone(),
+            version: indexed.version.clone(),
+            digest: digest.clone(),
+            size: component.len() as u64,
+            signer,
+            manifest,
+        };
+        let row = published.clone();
+        let acct = account.clone();
+        let signature = signature.to_string();
+        self.db(move |conn| {
+            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let new_plugin = may_publish(&tx, &acct, &row.id, &row.version)?;
+            let now = db::now();
+            if new_plugin {
+                tx.execute(
+                    "INSERT INTO plugins (id, latest, created_at) VALUES (?1, NULL, ?2)",
+                    params![row.id, now],
+                )?;
+                tx.execute(
+                    "INSERT INTO owners (plugin, account) VALUES (?1, ?2)",
+                    params![row.id, acct.id],
+                )?;
+            }
+            let mut kinds: Vec<&str> = indexed.methods.iter().map(|m| m.kind.as_str()).collect();
+            kinds.sort_unstable();
+            kinds.dedup();
+            tx.execute(
+                "INSERT INTO versions (plugin, version, digest, size, signer, signature, publisher,
+                     published_at, name, description, manifest, kinds, capabilities, search_text)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                params![
+                    row.id,
+                    row.version,
+                    row.digest,
+                    row.size as i64,
+                    row.signer,
+                    signature,
+                    acct.id,
+                    now,
+                    indexed.name,
+                    indexed.description,
+                    row.manifest.to_string(),
+                    serde_json::to_string(&kinds).map_err(anyhow::Error::from)?,
+                    serde_json::to_string(&indexed.capabilities).map_err(anyhow::Error::from)?,
+                    search_text(&indexed),
+                ],
+            )?;
+            crate::manage::update_latest(&tx, &row.id)?;
+            tx.commit()?;
+            Ok(())
+        })
+        .await?;
+        tracing::info!(
+            id = %published.id,
+            version = %version,
+            digest = %published.digest,
+            account = %account.name,
+            "published"
+        );
+        Ok(published)
+    }
+
+    /// Runs the validator on `component` under the bound on checks at
+    /// once: the manifest if it is accepted.
+    async fn check(
+        &self,
+        component: &axum::body::Bytes,
+        digest: &str,
+    ) -> Result<serde_json::Value> {
+        let validator: Arc<dyn Validator> = self.inner.validator.clone().ok_or_else(|| {
+            Error::Internal(anyhow::anyhow!(
+                "this registry has no validator: it cannot publish"
+            ))
+        })?;
+        let registry = self.clone();
+        let permit = registry
+            .inner
+            .validations
+            .try_acquire()
+            .map_err(|_| Error::Busy(BUSY_RETRY))?;
+        tracing::info!(%digest, size = component.len(), "validating");
+        let (bytes, owned_digest) = (component.clone(), digest.to_string());
+        let verdict =
+            tokio::task::spawn_blocking(move || validator.validate(&bytes, &owned_digest))
+                .await
+                .map_err(|e| Error::Internal(anyhow::anyhow!("the validator task failed: {e}")))?
+                .map_err(|e| Error::Internal(e.context("running the validator")))?;
+        drop(permit);
+        match verdict {
+            Verdict::Accepted { manifest } => Ok(manifest),
+            Verdict::Rejected { mut report } => {
+                // The report names the upload by its digest, not by wherever
+                // the validator put it.
+                report["file"] = digest.into();
+                let problems: Vec<&str> = report["problems"]
+                    .as_array()
+                    .map(|ps| ps.iter().filter_map(|p| p.as_str()).collect())
+                    .unwrap_or_default();
+                let mut summary = problems
+                    .iter()
+                    .take(3)
+                    .copied()
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                if problems.len() > 3 {
+                    summary.push_str(&format!("; and {} more", problems.len() - 3));
+                }
+                tracing::info!(%digest, problems = problems.len(), "rejected");
+                Err(Error::InvalidPlugin { summary, report })
+            }
+        }
+    }
+}
+
+/// Whether `account` may publish `version` of `id`: `Ok(true)` for a new
+/// id (the account becomes its owner), `Ok(false)` for an id it owns;
+/// 403 if others own it, 409 if the version exists.
+fn may_publish(
+    conn: &rusqlite::Connection,
+    account: &Account,
+    id: &str,
+    version: &str,
+) -> Result<bool> {
+    let exists: Option<i64> = conn
+        .query_row("SELECT 1 FROM plugins WHERE id = ?1", [id], |r| r.get(0))
+        .optional()?;
+    if exists.is_none() {
+        return Ok(true);
+    }
+    let owner: Option<i64> = conn
+        .query_row(
+            "SELECT 1 FROM owners WHERE plugin = ?1 AND account = ?2",
+            params![id, account.id],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if owner.is_none() {
+        return Err(Error::NotAnOwner(format!(
+            "plugin {id} belongs to other accounts; account {} is not among its owners",
+            account.name
+        )));
+    }
+    let taken: Option<i64> = conn
+        .query_row(
+            "SELECT 1 FROM versions WHERE plugin = ?1 AND version = ?2",
+            params![id, version],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if taken.is_some() {
+        return Err(Error::VersionExists(format!(
+            "{id} {version} is already published; versions are immutable (publish a new one)"
+        )));
+    }
+    Ok(false)
+}
+
+/// The lowercased text a search matches against.
+fn search_text(m: &Indexed) -> String {
+    let mut text = format!("{}\n{}\n{}\n", m.id, m.name, m.description);
+    for method in &m.methods {
+        text.push_str(&method.name);
+        text.push('\n');
+        text.push_str(&method.docstring);
+        text.push('\n');
+    }
+    text.to_lowercase()
+}

@@ -1,0 +1,858 @@
+//! `sandwit registry`: a real server on loopback (`registry serve --addr
+//! 127.0.0.1:0`), tokens from `registry token create`, and HTTP.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use ed25519_dalek::{Signer, SigningKey};
+use serde_json::{Value, json};
+
+use crate::common::{artifacts, assert_succeeded, tempdir};
+
+/// A `sandwit registry serve` process; killed when dropped.
+struct Server {
+    child: Child,
+    base: String,
+    data: PathBuf,
+    log: Arc<Mutex<String>>,
+    log_lines: Mutex<Receiver<String>>,
+    agent: ureq::Agent,
+}
+
+impl Server {
+    fn start(name: &str, args: &[&str]) -> Server {
+        let data = tempdir("registry", name);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sandwit"))
+            .args(["registry", "serve", "--addr", "127.0.0.1:0", "--data"])
+            .arg(&data)
+            .args(args)
+            .env("SANDWIT_LOG", "info")
+            .env_remove("SANDWIT_POLICY")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut first = String::new();
+        stdout.read_line(&mut first).unwrap();
+        let base = first
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("not the address line: {first:?}"))
+            .to_string();
+        assert!(base.starts_with("http://127.0.0.1:"), "{base}");
+        let log = Arc::new(Mutex::new(String::new()));
+        let (tx, log_lines) = std::sync::mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        let kept = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let line = without_colors(&line);
+                kept.lock().unwrap().push_str(&line);
+                kept.lock().unwrap().push('\n');
+                let _ = tx.send(line);
+            }
+        });
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(180)))
+            .build()
+            .into();
+        Server {
+            child,
+            base,
+            data,
+            log,
+            log_lines: Mutex::new(log_lines),
+            agent,
+        }
+    }
+
+    fn token(&self, name: &str, role: &str) -> String {
+        let out = Command::new(env!("CARGO_BIN_EXE_sandwit"))
+            .args(["registry", "token", "create", "--data"])
+            .arg(&self.data)
+            .args(["--name", name, "--role", role])
+            .output()
+            .unwrap();
+        assert_succeeded(&out);
+        let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
+        assert!(token.starts_with("swr_") && token.len() == 47, "{token}");
+        token
+    }
+
+    /// A request: status, headers and body (JSON when it is JSON).
+    fn call(&self, method: &str, path: &str, token: Option<&str>, body: Body) -> Reply {
+        let url = format!("{}{path}", self.base);
+        let mut request = ureq::http::Request::builder().method(method).uri(&url);
+        if let Some(token) = token {
+            request = request.header("Authorization", format!("Bearer {token}"));
+        }
+        let request = match body {
+            Body::None => request.body(Vec::new()),
+            Body::Json(value) => request
+                .header("Content-Type", "application/json")
+                .body(serde_json::to_vec(&value).unwrap()),
+            Body::Wasm(bytes, signature) => {
+                let request = request.header("Content-Type", "application/wasm");
+                match signature {
+                    Some(sig) => request.header("Sandwit-Signature", sig),
+                    None => request,
+                }
+                .body(bytes)
+            }
+            Body::Headers(headers) => {
+                for (k, v) in headers {
+                    request = request.header(k, v);
+                }
+                request.body(Vec::new())
+            }
+        }
+        .unwrap();
+        let mut response = self.agent.run(request).unwrap();
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let bytes = response
+            .body_mut()
+            .with_config()
+            .limit(128 << 20)
+            .read_to_vec()
+            .unwrap();
+        let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        Reply {
+            status,
+            headers,
+            bytes,
+            json,
+        }
+    }
+
+    fn get(&self, path: &str) -> Reply {
+        self.call("GET", path, None, Body::None)
+    }
+
+    /// Publishes `bytes` signed with `key`.
+    fn publish(&self, token: &str, key: &SigningKey, bytes: &[u8]) -> Reply {
+        let signature = sign(key, bytes);
+        self.call(
+            "POST",
+            "/v1/plugins",
+            Some(token),
+            Body::Wasm(bytes.to_vec(), Some(signature)),
+        )
+    }
+
+    /// Registers `key` for the token's account.
+    fn register(&self, token: &str, key: &SigningKey) -> Reply {
+        self.call(
+            "POST",
+            "/v1/keys",
+            Some(token),
+            Body::Json(json!({"public_key": public_key(key)})),
+        )
+    }
+
+    /// Waits (at most two minutes) for a log line containing `needle`.
+    fn wait_for_log(&self, needle: &str) {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.log_lines.lock().unwrap().recv_timeout(left) {
+                Ok(line) if line.contains(needle) => return,
+                Ok(_) => {}
+                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {
+                    panic!("no log line with {needle:?}:\n{}", self.log())
+                }
+            }
+        }
+    }
+
+    fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// The `host:port` the server listens on.
+    fn authority(&self) -> &str {
+        self.base.trim_start_matches("http://")
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("the server's log:\n{}", self.log());
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `line` without its terminal color codes (`ESC [ ... m`).
+fn without_colors(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(start) = rest.find('\x1b') {
+        out.push_str(&rest[..start]);
+        rest = &rest[start..];
+        rest = rest.find('m').map_or("", |end| &rest[end + 1..]);
+    }
+    out.push_str(rest);
+    out
+}
+
+enum Body {
+    None,
+    Json(Value),
+    Wasm(Vec<u8>, Option<String>),
+    Headers(Vec<(&'static str, String)>),
+}
+
+struct Reply {
+    status: u16,
+    headers: ureq::http::HeaderMap,
+    bytes: Vec<u8>,
+    json: Value,
+}
+
+impl Reply {
+    /// Asserts the status and, for an error, its code.
+    fn expect(&self, status: u16, code: Option<&str>) -> &Self {
+        assert_eq!(
+            self.status,
+            status,
+            "{}",
+            String::from_utf8_lossy(&self.bytes)
+        );
+        if let Some(code) = code {
+            assert_eq!(self.json["error"], code, "{}", self.json);
+            assert!(self.json["message"].as_str().is_some_and(|m| !m.is_empty()));
+        }
+        self
+    }
+
+    fn header(&self, name: &str) -> &str {
+        self.headers
+            .get(name)
+            .map(|v| v.to_str().unwrap())
+            .unwrap_or_default()
+    }
+}
+
+fn key(seed: u8) -> SigningKey {
+    SigningKey::from_bytes(&[seed; 32])
+}
+
+fn public_key(key: &SigningKey) -> String {
+    format!(
+        "ed25519:{}",
+        STANDARD.encode(key.verifying_key().as_bytes())
+    )
+}
+
+fn digest(bytes: &[u8]) -> String {
+    format!("sha256:{}", sandwit::component_hash(bytes))
+}
+
+/// The contract's detached signature of `bytes`.
+fn sign(key: &SigningKey, bytes: &[u8]) -> String {
+    let message = format!("sandwit-plugin-signature-v1:{}", digest(bytes));
+    STANDARD.encode(key.sign(message.as_bytes()).to_bytes())
+}
+
+fn read(path: &str) -> Vec<u8> {
+    std::fs::read(path).unwrap()
+}
+
+#[test]
+fn publish_then_read_search_and_download() {
+    let server = Server::start("publish", &[]);
+    let alice = server.token("alice", "publisher");
+    let key = key(1);
+    server.register(&alice, &key).expect(201, None);
+    // Registering it again changes nothing.
+    let again = server.register(&alice, &key);
+    again.expect(200, None);
+    assert_eq!(again.json["public_key"], public_key(&key));
+
+    let calc = read(artifacts::CALC);
+    let published = server.publish(&alice, &key, &calc);
+    published.expect(201, None);
+    let p = &published.json;
+    assert_eq!(
+        (p["id"].as_str(), p["version"].as_str()),
+        (Some("calc"), Some("0.1.0"))
+    );
+    assert_eq!(p["digest"], digest(&calc));
+    assert_eq!(p["size"], calc.len());
+    assert_eq!(p["signer"], public_key(&key));
+    assert_eq!(p["manifest"]["methods"][0]["name"], "calculate_sum");
+
+    // Versions are immutable.
+    server
+        .publish(&alice, &key, &calc)
+        .expect(409, Some("version-exists"));
+
+    let plugin = server.get("/v1/plugins/calc");
+    plugin.expect(200, None);
+    assert_eq!(plugin.json["owners"], json!(["alice"]));
+    assert_eq!(plugin.json["name"], "Calculator");
+    let v = &plugin.json["versions"][0];
+    assert_eq!(v["version"], "0.1.0");
+    assert_eq!(v["digest"], digest(&calc));
+    assert_eq!(v["yanked"], false);
+    assert!(v["published_at"].as_str().unwrap().ends_with('Z'), "{v}");
+
+    let version = server.get("/v1/plugins/calc/0.1.0");
+    version.expect(200, None);
+    assert_eq!(version.json["signature"], sign(&key, &calc));
+    let methods = version.json["manifest"]["methods"].as_array().unwrap();
+    assert_eq!(methods.len(), 2);
+    assert_eq!(methods[0]["kind"], "tool");
+    assert!(
+        methods[0]["docstring"]
+            .as_str()
+            .unwrap()
+            .contains("Add two integers")
+    );
+    assert!(methods[0]["params"][0]["schema"].is_object());
+
+    // Search: over method names and docstrings too, with filters.
+    let echo = read(artifacts::ECHO);
+    server.publish(&alice, &key, &echo).expect(201, None);
+    let ids = |path: &str| -> Vec<String> {
+        let reply = server.get(path);
+        reply.expect(200, None);
+        assert_eq!(reply.json["per_page"], 20);
+        reply.json["plugins"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(ids("/v1/plugins"), ["calc", "echo"]);
+    assert_eq!(ids("/v1/plugins?q=calculate_sum"), ["calc"]);
+    assert_eq!(ids("/v1/plugins?q=ADD%20integers"), ["calc"]);
+    assert_eq!(ids("/v1/plugins?q=no-such-word"), Vec::<String>::new());
+    assert_eq!(ids("/v1/plugins?kind=tool&q=calc"), ["calc"]);
+    assert_eq!(
+        ids("/v1/plugins?kind=multimodal-agent&q=calc"),
+        Vec::<String>::new()
+    );
+    assert_eq!(ids("/v1/plugins?capability=store"), Vec::<String>::new());
+    assert_eq!(ids("/v1/plugins?page=2"), Vec::<String>::new());
+    let listed = server.get("/v1/plugins?q=calc");
+    assert_eq!(listed.json["total"], 1);
+    assert_eq!(listed.json["plugins"][0]["latest_version"], "0.1.0");
+    assert_eq!(listed.json["plugins"][0]["kinds"], json!(["tool"]));
+    server
+        .get("/v1/plugins?kind=gadget")
+        .expect(400, Some("invalid-kind"));
+    server
+        .get("/v1/plugins?page=0")
+        .expect(400, Some("invalid-page"));
+
+    // The blob: the bytes, their digest as ETag, immutable.
+    let path = format!("/v1/blobs/{}", digest(&calc));
+    let blob = server.get(&path);
+    blob.expect(200, None);
+    assert_eq!(blob.bytes, calc);
+    assert_eq!(blob.header("content-type"), "application/wasm");
+    assert_eq!(blob.header("etag"), format!("\"{}\"", digest(&calc)));
+    assert!(blob.header("cache-control").contains("immutable"));
+    let cached = server.call(
+        "GET",
+        &path,
+        None,
+        Body::Headers(vec![("If-None-Match", format!("\"{}\"", digest(&calc)))]),
+    );
+    cached.expect(304, None);
+    assert!(cached.bytes.is_empty());
+    // On disk: content-addressed.
+    let hex = &digest(&calc)["sha256:".len()..];
+    assert_eq!(
+        std::fs::read(server.data.join("blobs/sha256").join(hex)).unwrap(),
+        calc
+    );
+    server
+        .get(&format!("/v1/blobs/sha256:{}", "0".repeat(64)))
+        .expect(404, Some("not-found"));
+
+    // The log: every request with its outcome and account, never a token.
+    let log = server.log();
+    assert!(
+        log.contains("path=\"/v1/plugins\" status=201") && log.contains("account=\"alice\""),
+        "{log}"
+    );
+    assert!(!log.contains(&alice), "the token was logged:\n{log}");
+    assert!(
+        !log.contains(&alice["swr_".len()..]),
+        "the token was logged"
+    );
+}
+
+#[test]
+fn names_in_urls_are_checked_first() {
+    let server = Server::start("names", &[]);
+    server
+        .get("/v1/plugins/Not%20An%20Id")
+        .expect(400, Some("invalid-id"));
+    server
+        .get("/v1/plugins/..%2F..%2Fetc")
+        .expect(400, Some("invalid-id"));
+    server
+        .get("/v1/plugins/calc/latest")
+        .expect(400, Some("invalid-version"));
+    server
+        .get("/v1/plugins/calc/0.1.0")
+        .expect(404, Some("not-found"));
+    server
+        .get("/v1/blobs/sha256:..%2F..%2Fregistry.db")
+        .expect(400, Some("invalid-digest"));
+    server
+        .get(&format!("/v1/blobs/sha256:{}", "A".repeat(64)))
+        .expect(400, Some("invalid-digest"));
+    server
+        .get("/v1/nothing-here")
+        .expect(404, Some("not-found"));
+    server.get("/healthz").expect(200, None);
+    let openapi = server.get("/openapi.json");
+    openapi.expect(200, None);
+    assert_eq!(openapi.json["openapi"], "3.1.0");
+    for path in [
+        "/v1/plugins",
+        "/v1/plugins/{id}/{version}",
+        "/v1/blobs/{digest}",
+        "/v1/keys",
+    ] {
+        assert!(openapi.json["paths"][path].is_object(), "{path} missing");
+    }
+}
+
+#[test]
+fn ownership_yank_and_owners() {
+    let server = Server::start("owners", &[]);
+    let (alice, bob, root) = (
+        server.token("alice", "publisher"),
+        server.token("bob", "publisher"),
+        server.token("root", "admin"),
+    );
+    let (alice_key, bob_key) = (key(2), key(3));
+    server.register(&alice, &alice_key).expect(201, None);
+    server.register(&bob, &bob_key).expect(201, None);
+    // A key belongs to one account.
+    server
+        .register(&bob, &alice_key)
+        .expect(409, Some("key-taken"));
+
+    let calc = read(artifacts::CALC);
+    server.publish(&alice, &alice_key, &calc).expect(201, None);
+    // The first publisher owns the id.
+    server
+        .publish(&bob, &bob_key, &calc)
+        .expect(403, Some("not-an-owner"));
+    server
+        .call(
+            "DELETE",
+            "/v1/plugins/calc/0.1.0/yank",
+            Some(&bob),
+            Body::None,
+        )
+        .expect(403, Some("not-an-owner"));
+    server
+        .call("DELETE", "/v1/plugins/calc/0.1.0/yank", None, Body::None)
+        .expect(401, Some("unauthorized"));
+
+    // Yanked: hidden from search, marked, still downloadable.
+    server
+        .call(
+            "DELETE",
+            "/v1/plugins/calc/0.1.0/yank",
+            Some(&alice),
+            Body::None,
+        )
+        .expect(200, None);
+    assert_eq!(server.get("/v1/plugins").json["total"], 0);
+    assert_eq!(
+        server.get("/v1/plugins/calc").json["versions"][0]["yanked"],
+        true
+    );
+    assert_eq!(server.get("/v1/plugins/calc/0.1.0").json["yanked"], true);
+    server
+        .get(&format!("/v1/blobs/{}", digest(&calc)))
+        .expect(200, None);
+    server
+        .call(
+            "PUT",
+            "/v1/plugins/calc/0.1.0/unyank",
+            Some(&alice),
+            Body::None,
+        )
+        .expect(200, None);
+    assert_eq!(server.get("/v1/plugins").json["total"], 1);
+    server
+        .call(
+            "DELETE",
+            "/v1/plugins/calc/9.9.9/yank",
+            Some(&alice),
+            Body::None,
+        )
+        .expect(404, Some("not-found"));
+
+    // Owners add owners; the new owner may then yank.
+    let add = |token: &str, users: Value| {
+        server.call(
+            "PUT",
+            "/v1/plugins/calc/owners",
+            Some(token),
+            Body::Json(json!({"users": users})),
+        )
+    };
+    add(&bob, json!(["bob"])).expect(403, Some("not-an-owner"));
+    add(&alice, json!(["nobody"])).expect(404, Some("not-found"));
+    add(&alice, json!("bob")).expect(400, Some("invalid-body"));
+    let owners = add(&alice, json!(["bob"]));
+    owners.expect(200, None);
+    assert_eq!(owners.json["users"], json!(["alice", "bob"]));
+    assert_eq!(
+        server.get("/v1/plugins/calc/owners").json["users"],
+        json!(["alice", "bob"])
+    );
+    server
+        .call(
+            "DELETE",
+            "/v1/plugins/calc/0.1.0/yank",
+            Some(&bob),
+            Body::None,
+        )
+        .expect(200, None);
+    // An admin may manage any plugin.
+    server
+        .call(
+            "PUT",
+            "/v1/plugins/calc/0.1.0/unyank",
+            Some(&root),
+            Body::None,
+        )
+        .expect(200, None);
+    assert_eq!(
+        server.get("/v1/plugins/calc").json["versions"][0]["yanked"],
+        false
+    );
+}
+
+#[test]
+fn signatures_and_tokens_are_checked() {
+    let server = Server::start("signatures", &[]);
+    let alice = server.token("alice", "publisher");
+    let calc = read(artifacts::CALC);
+    let registered = key(4);
+    // No key registered yet.
+    server
+        .publish(&alice, &registered, &calc)
+        .expect(400, Some("bad-signature"));
+    server.register(&alice, &registered).expect(201, None);
+    // Signed by a key that is not the account's.
+    server
+        .publish(&alice, &key(5), &calc)
+        .expect(400, Some("bad-signature"));
+    // The account's key, over other bytes.
+    let wrong = sign(&registered, b"other bytes");
+    server
+        .call(
+            "POST",
+            "/v1/plugins",
+            Some(&alice),
+            Body::Wasm(calc.clone(), Some(wrong)),
+        )
+        .expect(400, Some("bad-signature"));
+    server
+        .call(
+            "POST",
+            "/v1/plugins",
+            Some(&alice),
+            Body::Wasm(calc.clone(), Some("!!".into())),
+        )
+        .expect(400, Some("bad-signature"));
+    server
+        .call(
+            "POST",
+            "/v1/plugins",
+            Some(&alice),
+            Body::Wasm(calc.clone(), None),
+        )
+        .expect(400, Some("missing-signature"));
+    // Without a token, or with one the registry did not issue.
+    let signature = sign(&registered, &calc);
+    server
+        .call(
+            "POST",
+            "/v1/plugins",
+            None,
+            Body::Wasm(calc.clone(), Some(signature.clone())),
+        )
+        .expect(401, Some("unauthorized"));
+    let forged = format!("swr_{}", "A".repeat(43));
+    server
+        .call(
+            "POST",
+            "/v1/plugins",
+            Some(&forged),
+            Body::Wasm(calc.clone(), Some(signature)),
+        )
+        .expect(401, Some("unauthorized"));
+    server.register(&alice, &key(6)).expect(201, None);
+    server
+        .call(
+            "POST",
+            "/v1/keys",
+            Some(&alice),
+            Body::Json(json!({"public_key": "ed25519:AAAA"})),
+        )
+        .expect(400, Some("invalid-public-key"));
+    // Nothing was published.
+    server
+        .get("/v1/plugins/calc")
+        .expect(404, Some("not-found"));
+
+    // Tokens: a role is one of two, and an account keeps its role.
+    let out = Command::new(env!("CARGO_BIN_EXE_sandwit"))
+        .args(["registry", "token", "create", "--data"])
+        .arg(&server.data)
+        .args(["--name", "alice", "--role", "admin"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("account alice exists with the role publisher"),
+        "{err}"
+    );
+}
+
+#[test]
+fn hostile_uploads_get_their_report_and_the_service_keeps_serving() {
+    let server = Server::start("hostile", &[]);
+    let alice = server.token("alice", "publisher");
+    let key = key(7);
+    server.register(&alice, &key).expect(201, None);
+    let problems = |reply: &Reply| -> Vec<String> {
+        reply.expect(422, Some("invalid-plugin"));
+        let report = &reply.json["report"];
+        assert_eq!(report["ok"], false);
+        assert_eq!(report["plugin"], Value::Null);
+        report["problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p.as_str().unwrap().to_string())
+            .collect()
+    };
+
+    let junk = server.publish(&alice, &key, b"this is not wasm at all");
+    assert!(
+        problems(&junk)[0].contains("not a WebAssembly binary"),
+        "{}",
+        junk.json
+    );
+    assert_eq!(
+        junk.json["report"]["file"],
+        digest(b"this is not wasm at all")
+    );
+    let core = server.publish(&alice, &key, b"\0asm\x01\0\0\0");
+    assert!(problems(&core)[0].contains("core WebAssembly module, not a component"));
+
+    // The same report `sandwit validate --json` gives, but for the file name.
+    let bad = read(artifacts::BAD_MANIFEST);
+    let reply = server.publish(&alice, &key, &bad);
+    let listed = problems(&reply);
+    let out = Command::new(env!("CARGO_BIN_EXE_sandwit"))
+        .args(["--no-cache", "validate", "--json", artifacts::BAD_MANIFEST])
+        .output()
+        .unwrap();
+    let mut local: Value = serde_json::from_slice(&out.stdout).unwrap();
+    local["file"] = digest(&bad).into();
+    assert_eq!(reply.json["report"], local);
+    assert_eq!(listed.len(), 7, "{listed:?}");
+
+    // A plugin whose describe() never returns: stopped at the host's limits.
+    let spin = server.publish(&alice, &key, &read(artifacts::SPIN_DESCRIBE));
+    let p = problems(&spin);
+    assert!(p.iter().any(|p| p.contains("describe")), "{p:?}");
+
+    // A body past the host's component size cap: 413, unread.
+    let mut stream = TcpStream::connect(server.authority()).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    write!(
+        stream,
+        "POST /v1/plugins HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {alice}\r\n\
+         Sandwit-Signature: {}\r\nContent-Type: application/wasm\r\nContent-Length: {}\r\n\r\n",
+        sign(&key, b""),
+        sandwit::MAX_COMPONENT_BYTES + 1
+    )
+    .unwrap();
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 413");
+    drop(stream);
+    // The same without a length: the server stops reading at the cap.
+    let chunked = TcpStream::connect(server.authority()).unwrap();
+    let mut writer = chunked.try_clone().unwrap();
+    chunked
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let sig = sign(&key, b"");
+    let sender = std::thread::spawn(move || {
+        let _ = write!(
+            writer,
+            "POST /v1/plugins HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {alice}\r\n\
+             Sandwit-Signature: {sig}\r\nTransfer-Encoding: chunked\r\n\r\n"
+        );
+        let chunk = vec![0u8; 1 << 20];
+        for _ in 0..(sandwit::MAX_COMPONENT_BYTES >> 20) + 2 {
+            if write!(writer, "{:x}\r\n", chunk.len()).is_err()
+                || writer.write_all(&chunk).is_err()
+                || writer.write_all(b"\r\n").is_err()
+            {
+                break;
+            }
+        }
+        let _ = writer.write_all(b"0\r\n\r\n");
+    });
+    let mut head = Vec::new();
+    let _ = BufReader::new(&chunked).read_until(b'\n', &mut head);
+    assert!(
+        head.starts_with(b"HTTP/1.1 413"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+    drop(chunked);
+    let _ = sender.join();
+
+    server.get("/healthz").expect(200, None);
+    assert_eq!(server.get("/v1/plugins").json["total"], 0);
+}
+
+#[test]
+fn a_check_past_the_workers_budget_is_a_rejection_naming_it() {
+    // Compiling the CPython component takes seconds of CPU and far more
+    // memory than its size: with a budget of one CPU second the worker is
+    // stopped, and the upload gets its report.
+    let server = Server::start("budget", &["--max-check-seconds", "1"]);
+    let alice = server.token("alice", "publisher");
+    let key = key(8);
+    server.register(&alice, &key).expect(201, None);
+    let reply = server.publish(&alice, &key, &read(artifacts::PYTHON));
+    reply.expect(422, Some("invalid-plugin"));
+    let problem = reply.json["report"]["problems"][0].as_str().unwrap();
+    assert!(problem.contains("more than 1 s of CPU time"), "{problem}");
+    server.get("/healthz").expect(200, None);
+}
+
+#[test]
+fn checks_at_once_are_bounded_503_beyond() {
+    let server = Arc::new(Server::start("busy", &["--max-validations", "1"]));
+    let alice = server.token("alice", "publisher");
+    let key = key(9);
+    server.register(&alice, &key).expect(201, None);
+    let spinning = {
+        let (server, alice, key) = (server.clone(), alice.clone(), key.clone());
+        std::thread::spawn(move || {
+            server
+                .publish(&alice, &key, &read(artifacts::SPIN_DESCRIBE))
+                .status
+        })
+    };
+    server.wait_for_log("validating");
+    let busy = server.publish(&alice, &key, &read(artifacts::CALC));
+    busy.expect(503, Some("busy"));
+    assert!(busy.header("retry-after").parse::<u64>().unwrap() >= 1);
+    assert_eq!(spinning.join().unwrap(), 422);
+    // Free again.
+    server
+        .publish(&alice, &key, &read(artifacts::CALC))
+        .expect(201, None);
+}
+
+#[test]
+fn rate_limits_answer_429_with_retry_after() {
+    let server = Server::start(
+        "rate",
+        &[
+            "--address-burst",
+            "4",
+            "--address-rate",
+            "1",
+            "--token-burst",
+            "2",
+            "--token-rate",
+            "1",
+        ],
+    );
+    let alice = server.token("alice", "publisher");
+    // Per token: two at once, then refused...
+    server.get("/v1/plugins").expect(200, None);
+    for status in [201, 200] {
+        server
+            .call(
+                "POST",
+                "/v1/keys",
+                Some(&alice),
+                Body::Json(json!({"public_key": public_key(&key(10))})),
+            )
+            .expect(status, None);
+    }
+    let limited = server.call("GET", "/v1/plugins", Some(&alice), Body::None);
+    limited.expect(429, Some("rate-limited"));
+    assert!(limited.header("retry-after").parse::<u64>().unwrap() >= 1);
+    // ...and per address: four in all, the refused one included.
+    let limited = server.get("/healthz");
+    limited.expect(429, Some("rate-limited"));
+    assert!(
+        limited.json["message"]
+            .as_str()
+            .unwrap()
+            .contains("address")
+    );
+    assert!(limited.header("retry-after").parse::<u64>().unwrap() >= 1);
+}
+
+#[test]
+fn shutdown_finishes_uploads_in_flight() {
+    let server = Arc::new(Server::start("shutdown", &[]));
+    let alice = server.token("alice", "publisher");
+    let key = key(11);
+    server.register(&alice, &key).expect(201, None);
+    let upload = {
+        let (server, alice, key) = (server.clone(), alice.clone(), key.clone());
+        std::thread::spawn(move || server.publish(&alice, &key, &read(artifacts::CALC)).status)
+    };
+    server.wait_for_log("validating");
+    // SAFETY: kill(2) on the server's pid, which this test started.
+    assert_eq!(
+        unsafe { libc::kill(server.child.id() as i32, libc::SIGTERM) },
+        0
+    );
+    assert_eq!(upload.join().unwrap(), 201);
+    server.wait_for_log("shutting down");
+    let server = Arc::into_inner(server).unwrap();
+    let mut server = server;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the server did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status}");
+}
