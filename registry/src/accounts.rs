@@ -11,7 +11,7 @@ use rusqlite::{OptionalExtension, params};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
-use crate::signature::PublicKey;
+use sandwit::signing::PublicKey;
 use crate::{KeyRegistered, Registry, db, names};
 
 /// The prefix of every token (so a leaked one is recognisable).
@@ -156,7 +156,7 @@ impl Registry {
     /// [`Error::KeyTaken`] if another account has it.
     pub async fn register_key(&self, account: &Account, public_key: &str) -> Result<KeyRegistered> {
         let key = PublicKey::parse(public_key)
-            .map_err(|why| Error::bad_request("invalid-public-key", why))?
+            .map_err(|why| Error::bad_request("invalid-public-key", why.to_string()))?
             .to_string();
         let account_id = account.id;
         self.db(move |conn| {

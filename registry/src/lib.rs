@@ -21,7 +21,6 @@ mod publish;
 mod query;
 mod rate;
 mod server;
-mod signature;
 mod types;
 mod validate;
 

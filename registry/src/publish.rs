@@ -9,7 +9,7 @@ use rusqlite::{OptionalExtension, params};
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
-use crate::signature::{DetachedSignature, PublicKey};
+use sandwit::signing::{PublicKey, Signature, digest_of};
 use crate::validate::{Validator, Verdict};
 use crate::{Account, Published, Registry, db, names};
 
@@ -46,8 +46,8 @@ impl Registry {
         signature: Option<&str>,
     ) -> Result<Published> {
         let signature = signature.ok_or(Error::MissingSignature)?;
-        let signature = DetachedSignature::parse(signature).map_err(Error::BadSignature)?;
-        let digest = format!("sha256:{}", sandwit::component_hash(&component));
+        let signature = Signature::parse(signature).map_err(|e| Error::BadSignature(e.to_string()))?;
+        let digest = digest_of(&component);
         let account_id = account.id;
         let keys = self
             .db(move |conn| Registry::keys_of(conn, account_id))
@@ -55,7 +55,7 @@ impl Registry {
         let signer = keys
             .iter()
             .filter_map(|k| PublicKey::parse(k).ok())
-            .find(|k| k.verifies(&digest, &signature))
+            .find(|k| k.verify_digest(&digest, &signature).is_ok())
             .ok_or_else(|| {
                 Error::BadSignature(if keys.is_empty() {
                     format!(

@@ -856,3 +856,140 @@ fn shutdown_finishes_uploads_in_flight() {
     };
     assert!(status.success(), "{status}");
 }
+
+/// The whole path a marketplace exists for, with the real server and the
+/// real client commands: a publisher makes a key and publishes calc; an
+/// operator installs it trusting that key and runs it with signatures
+/// required; a yanked version is not what a new install picks; bytes
+/// changed on the registry's disk are refused by the installing host.
+#[test]
+fn publish_install_and_run_end_to_end() {
+    let server = Server::start("end-to-end", &[]);
+    let token = server.token("ada", "publisher");
+    let dir = tempdir("registry", "end-to-end-client");
+    let sandwit = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_sandwit"))
+            .arg("--cache-dir")
+            .arg(crate::common::cache_dir())
+            .args(args)
+            .env("SANDWIT_REGISTRY_TOKEN", &token)
+            .env_remove("SANDWIT_POLICY")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let key = dir.join("publisher.key");
+    let (code, public, err) = sandwit(&["keygen", "--out", key.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+    let public = public.trim().to_string();
+
+    let (code, out, err) = sandwit(&[
+        "publish",
+        artifacts::CALC,
+        "--registry",
+        &server.base,
+        "--key",
+        key.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let digest = digest(&read(artifacts::CALC));
+    assert!(out.contains(&digest), "{out}");
+    // The registry lists it, signed by the publisher's key.
+    let listed = server.get("/v1/plugins/calc").expect(200, None).json.clone();
+    assert_eq!(listed["versions"][0]["digest"], digest.as_str());
+    assert_eq!(listed["versions"][0]["signer"], public.as_str());
+
+    let plugins = dir.join("plugins");
+    let (code, _, err) = sandwit(&[
+        "install",
+        "calc",
+        "--registry",
+        &server.base,
+        "--dir",
+        plugins.to_str().unwrap(),
+        "--trust",
+        &public,
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let policy = dir.join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!("[registry]\ntrusted_keys = [\"{public}\"]\nrequire_signature = true\n"),
+    )
+    .unwrap();
+    let run = || {
+        sandwit(&[
+            "--policy",
+            policy.to_str().unwrap(),
+            "run",
+            "--plugins",
+            plugins.to_str().unwrap(),
+            "--python",
+            artifacts::PYTHON,
+            "-c",
+            "print(calculate_sum(20, 22))",
+        ])
+    };
+    let (code, out, err) = run();
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.starts_with("42\n"), "{out}");
+
+    // Yanked, the only version is no longer what a new install resolves to.
+    server
+        .call(
+            "DELETE",
+            "/v1/plugins/calc/0.1.0/yank",
+            Some(&token),
+            Body::None,
+        )
+        .expect(200, None);
+    let (code, _, err) = sandwit(&[
+        "install",
+        "calc",
+        "--registry",
+        &server.base,
+        "--dir",
+        dir.join("other").to_str().unwrap(),
+        "--trust",
+        &public,
+    ]);
+    assert_ne!(code, Some(0));
+    assert!(err.contains("yanked"), "{err}");
+
+    // The blob on the registry's disk changed behind its back: the install
+    // refuses the bytes and leaves nothing behind.
+    let hex = digest.strip_prefix("sha256:").unwrap();
+    let blob = server.data.join("blobs/sha256").join(hex);
+    let mut bytes = std::fs::read(&blob).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(&blob, &bytes).unwrap();
+    let fresh = dir.join("tampered");
+    let (code, _, err) = sandwit(&[
+        "install",
+        "calc@0.1.0",
+        "--allow-yanked",
+        "--registry",
+        &server.base,
+        "--dir",
+        fresh.to_str().unwrap(),
+        "--trust",
+        &public,
+    ]);
+    assert_ne!(code, Some(0));
+    assert!(err.contains("digest"), "{err}");
+    assert!(!fresh.join("calc.wasm").exists());
+
+    // The installed copy changed on the host: the run refuses it.
+    let installed = plugins.join("calc.wasm");
+    let mut bytes = std::fs::read(&installed).unwrap();
+    bytes[last] ^= 1;
+    std::fs::write(&installed, &bytes).unwrap();
+    let (code, _, err) = run();
+    assert_eq!(code, Some(1));
+    assert!(err.contains("calc.wasm") && err.contains(hex), "{err}");
+}
