@@ -11,6 +11,7 @@ mod contained;
 mod embedding;
 mod fuzzed;
 mod hostile;
+mod lifecycle;
 mod loading;
 mod plugins;
 mod python;

@@ -2,6 +2,7 @@
 //! against the declared schemas before the plugin runs, the result's kind and
 //! size after.
 
+mod lifecycle;
 mod load;
 pub(crate) mod state;
 
@@ -27,6 +28,8 @@ use crate::runtime::HostInner;
 use crate::types::{self, AgentCtx, ContentPart, MethodKind, MethodResult, Value};
 use state::PluginState;
 
+pub use lifecycle::{MAX_INJECTED_PROMPT_BYTES, PluginContext};
+
 /// A loaded, checked plugin, ready to call. Cheap to clone.
 #[derive(Clone)]
 pub struct Plugin {
@@ -39,6 +42,8 @@ struct PluginInner {
     env: Arc<PluginEnv>,
     checkers: HashMap<String, ArgChecker>,
     pre: SandboxMethodPre<PluginState>,
+    /// The lifecycle export of a 0.2 plugin; `None` for a 0.1 plugin.
+    lifecycle: Option<crate::bindings::lifecycle_api::GuestIndices>,
     imports: Vec<String>,
     code_source: CodeSource,
     hash: String,

@@ -1,0 +1,37 @@
+//! Versioned plugin worlds: every 0.1 plugin loads and behaves as before the
+//! 0.2 lifecycle hooks (no injected prompt, every method available).
+
+use sandwit::{PluginContext, PluginSet};
+
+use crate::common::{artifacts, ctx, host, load};
+
+/// The example plugins and the fixtures built with raw wit-bindgen against
+/// `wit/` (0.1): none exports the lifecycle, each keeps every method.
+#[tokio::test]
+async fn plugins_of_0_1_keep_loading_without_hooks() {
+    let mut plugins = Vec::new();
+    for path in [
+        artifacts::CALC,
+        artifacts::KNOWLEDGE,
+        artifacts::MESSENGER,
+        artifacts::IMAGEGEN,
+        artifacts::NOTES,
+        artifacts::WEATHER,
+        artifacts::ECHO,
+        artifacts::SERVICES,
+        artifacts::HOSTILE,
+    ] {
+        let plugin = load(host(), path).await;
+        assert!(!plugin.has_lifecycle(), "{path} exports the lifecycle");
+        assert_eq!(
+            plugin.in_context(&ctx()).await.unwrap(),
+            PluginContext::default()
+        );
+        plugins.push(plugin);
+    }
+    let set = PluginSet::new(&plugins[..6]).unwrap();
+    let seen = set.in_context(&ctx()).await.unwrap();
+    assert!(seen.injected.is_empty());
+    assert_eq!(seen.methods.methods().count(), set.methods().count());
+    assert_eq!(seen.prompt(), set.prompt());
+}
