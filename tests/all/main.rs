@@ -15,4 +15,5 @@ mod lifecycle;
 mod loading;
 mod plugins;
 mod python;
+mod python_plugins;
 mod services;
