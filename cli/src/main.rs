@@ -6,6 +6,7 @@ mod stdout;
 mod call;
 mod inspect;
 mod interpreter;
+mod project;
 mod render;
 mod run;
 mod worker;
@@ -55,8 +56,11 @@ enum Command {
     /// its stdout, then the outcome. Exit status 0 for ok and agent handoff.
     Run(run::RunArgs),
     /// Print the method listing an LLM is given: signatures, kinds and
-    /// docstrings.
+    /// docstrings, and the prompts plugins inject for the chat.
     Prompt(run::PromptArgs),
+    /// Make and build plugin projects (Rust or Python).
+    #[command(subcommand)]
+    Plugin(project::PluginCommand),
 }
 
 /// Options for the host, before or after the subcommand.
@@ -170,6 +174,12 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let cli = match cli.command {
+        Command::Plugin(command) => {
+            return project::run(command, &cli.host).unwrap_or_else(|e| {
+                eprintln!("error: {e:#}");
+                ExitCode::FAILURE
+            });
+        }
         Command::Validate(args) if !args.in_process && !inspect::in_worker() => {
             return inspect::validate_in_worker(args).unwrap_or_else(|e| {
                 eprintln!("error: {e:#}");
@@ -204,6 +214,7 @@ fn main() -> ExitCode {
             Command::Call(args) => call::call(&host, args).await,
             Command::Run(args) => run::run(&host, args).await,
             Command::Prompt(args) => run::prompt(&host, args).await,
+            Command::Plugin(_) => unreachable!("run before the host is built"),
         }
     });
     match result {
