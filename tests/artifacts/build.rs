@@ -21,6 +21,7 @@ const COMPONENTS: &[(&str, &str, &str)] = &[
     ("IMPOSTOR", "impostor", "impostor"),
     ("BAD_MANIFEST", "bad-manifest", "bad_manifest"),
     ("OTHER_WORLD", "other-world", "other-world"),
+    ("LIFECYCLE", "lifecycle", "lifecycle"),
 ];
 
 fn main() {
