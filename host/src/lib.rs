@@ -54,7 +54,8 @@ pub use host::{DEFAULT_MAX_INSTANCES, DEFAULT_PREPARED_INTERPRETERS, Host, HostB
 pub use host_method::{HostMethod, HostMethodFuture};
 pub use limits::{Budget, LimitKind, Limits, MAX_COMPONENT_BYTES, Metering, RunLimits};
 pub use manifest::{Manifest, MethodSpec, Param};
-pub use plugin::{CallReport, MAX_INJECTED_PROMPT_BYTES, Plugin, PluginContext};
+pub use plugin::lifecycle::{MAX_INJECTED_PROMPT_BYTES, PluginContext};
+pub use plugin::{CallReport, Plugin};
 pub use policy::Policy;
 pub use python::outcome::{Event, Handoff, LimitHit, LiveEvent, RunError, RunOutcome, RunStatus};
 pub use python::{PluginSet, PluginSetError, PythonSandbox, RunOptions, strip_code_fence};

@@ -2,7 +2,7 @@
 //! against the declared schemas before the plugin runs, the result's kind and
 //! size after.
 
-mod lifecycle;
+pub(crate) mod lifecycle;
 mod load;
 pub(crate) mod state;
 
@@ -27,8 +27,6 @@ use crate::manifest::Manifest;
 use crate::runtime::HostInner;
 use crate::types::{self, AgentCtx, ContentPart, MethodKind, MethodResult, Value};
 use state::PluginState;
-
-pub use lifecycle::{MAX_INJECTED_PROMPT_BYTES, PluginContext};
 
 /// A loaded, checked plugin, ready to call. Cheap to clone.
 #[derive(Clone)]
