@@ -11,6 +11,7 @@ mod keygen;
 mod publish;
 mod registry_client;
 mod registry;
+mod project;
 mod render;
 mod run;
 mod worker;
@@ -60,7 +61,7 @@ enum Command {
     /// its stdout, then the outcome. Exit status 0 for ok and agent handoff.
     Run(run::RunArgs),
     /// Print the method listing an LLM is given: signatures, kinds and
-    /// docstrings.
+    /// docstrings, and the prompts plugins inject for the chat.
     Prompt(run::PromptArgs),
     /// Make a key pair for signing plugins: the secret key to FILE (mode
     /// 0600), the public key to FILE.pub and stdout.
@@ -78,6 +79,9 @@ enum Command {
     /// Serve a plugin registry (publish, search, download over HTTP) and
     /// make its tokens.
     Registry(registry::RegistryArgs),
+    /// Make and build plugin projects (Rust or Python).
+    #[command(subcommand)]
+    Plugin(project::PluginCommand),
 }
 
 /// Options for the host, before or after the subcommand.
@@ -210,6 +214,7 @@ fn main() -> ExitCode {
     // These need no host (nor a runtime).
     let without_host = match cli.command {
         Command::Registry(args) => registry::main(args),
+        Command::Plugin(command) => project::run(command, &cli.host),
         Command::Validate(args) if !args.in_process && !inspect::in_worker() => {
             inspect::validate_in_worker(args)
         }
@@ -257,7 +262,8 @@ fn run_with_host(cli: Cli) -> ExitCode {
             | Command::Sign(_)
             | Command::Publish(_)
             | Command::Install(_)
-            | Command::Registry(_) => unreachable!("run without a host"),
+            | Command::Registry(_)
+            | Command::Plugin(_) => unreachable!("run without a host"),
         }
     });
     match result {

@@ -71,6 +71,13 @@ pub struct RunArgs {
 pub struct PromptArgs {
     #[command(flatten)]
     plugins: PluginArgs,
+    /// The chat key of the agent context: plugins with lifecycle hooks
+    /// choose their methods and injected prompt by it.
+    #[arg(long, default_value = "cli")]
+    chat_key: String,
+    /// The user id of the agent context.
+    #[arg(long)]
+    user_id: Option<String>,
 }
 
 /// Where the example plugins are, if anywhere: $SANDWIT_PLUGINS (e.g.
@@ -107,7 +114,11 @@ async fn load_plugins(host: &Host, args: &PluginArgs) -> anyhow::Result<Vec<Plug
 
 pub async fn prompt(host: &Host, args: PromptArgs) -> anyhow::Result<ExitCode> {
     let plugins = PluginSet::new(&load_plugins(host, &args.plugins).await?)?;
-    out!("{}", plugins.prompt());
+    let ctx = AgentCtx {
+        user_id: args.user_id.clone(),
+        ..AgentCtx::new(&args.chat_key)
+    };
+    out!("{}", plugins.in_context(&ctx).await?.prompt());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -132,6 +143,9 @@ pub async fn run(host: &Host, args: RunArgs) -> anyhow::Result<ExitCode> {
         user_id: args.user_id.clone(),
         ..AgentCtx::new(&args.chat_key)
     };
+    // The methods the context sees: a plugin's lifecycle hooks may leave
+    // some out of this chat.
+    let plugins = plugins.in_context(&ctx).await?.methods;
     let mut limits = host.run_limits().clone();
     if let Some(max_calls) = args.max_calls {
         limits.max_calls = max_calls;

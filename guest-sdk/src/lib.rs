@@ -83,6 +83,17 @@ pub use crate::__private::wit::sandwit::plugin::types::Media;
 /// then optionally `capabilities: [..]` and `config_schema: ".."` (JSON
 /// Schema text), then `methods: [..]` naming functions marked `#[tool]`,
 /// `#[agent]`, `#[behavior]` or `#[multimodal_agent]`.
+///
+/// A last, optional `lifecycle: { .. }` makes it a 0.2 plugin
+/// (`sandwit:plugin@0.2.0`), exporting `sandwit:plugin/lifecycle` with the
+/// hooks it names, either of which may be left out:
+///
+/// - `prompt_inject: f` with `fn f(&AgentCtx) -> Option<String>`: text the
+///   host adds to the method listing an LLM is given for the chat;
+/// - `available_methods: f` with `fn f(&AgentCtx) -> Vec<String>`: the
+///   methods (by name) the chat sees; by default, all.
+///
+/// Without it the plugin is a 0.1 plugin: no prompt, every method.
 #[macro_export]
 macro_rules! plugin {
     (
@@ -137,6 +148,58 @@ macro_rules! plugin {
 
         $crate::__private::wit::export!(__SandwitPlugin with_types_in $crate::__private::wit);
     };
+    (
+        id: $id:expr,
+        name: $name:expr,
+        version: $version:expr,
+        author: $author:expr,
+        description: $description:expr,
+        $(capabilities: [$($cap:expr),* $(,)?],)?
+        $(config_schema: $config:expr,)?
+        methods: [$($method:ident),+ $(,)?],
+        lifecycle: {
+            $(prompt_inject: $inject:path,)?
+            $(available_methods: $available:path,)?
+        } $(,)?
+    ) => {
+        $crate::plugin! {
+            id: $id,
+            name: $name,
+            version: $version,
+            author: $author,
+            description: $description,
+            $(capabilities: [$($cap),*],)?
+            $(config_schema: $config,)?
+            methods: [$($method),+],
+        }
+
+        impl $crate::__private::wit_v0_2::exports::sandwit::plugin0_2_0::lifecycle::Guest
+            for __SandwitPlugin
+        {
+            fn prompt_inject(ctx: $crate::AgentCtx) -> ::std::option::Option<::std::string::String> {
+                #[allow(unused_variables)]
+                let hook: fn(&$crate::AgentCtx) -> ::std::option::Option<::std::string::String> =
+                    |_| ::std::option::Option::None;
+                $(let hook: fn(&$crate::AgentCtx) -> ::std::option::Option<::std::string::String> = $inject;)?
+                hook(&ctx)
+            }
+
+            fn available_methods(ctx: $crate::AgentCtx) -> ::std::vec::Vec<::std::string::String> {
+                #[allow(unused_variables)]
+                let hook: fn(&$crate::AgentCtx) -> ::std::vec::Vec<::std::string::String> = |_| {
+                    ::std::vec![$(
+                        ::std::string::String::from(<$method as $crate::__private::Method>::NAME)
+                    ),+]
+                };
+                $(let hook: fn(&$crate::AgentCtx) -> ::std::vec::Vec<::std::string::String> = $available;)?
+                hook(&ctx)
+            }
+        }
+
+        $crate::__private::wit_v0_2::export_lifecycle!(
+            __SandwitPlugin with_types_in $crate::__private::wit_v0_2
+        );
+    };
 }
 
 #[doc(hidden)]
@@ -158,6 +221,22 @@ pub mod __private {
             pub_export_macro: true,
             export_macro_name: "export",
             default_bindings_module: "::sandwit_sdk::__private::wit",
+        });
+    }
+
+    /// The bindings of the 0.2 lifecycle export alone (its types are the
+    /// 0.1 bindings'). Only a plugin that exports through them links them,
+    /// so a plugin without hooks stays a 0.1 component.
+    pub mod wit_v0_2 {
+        wit_bindgen::generate!({
+            path: "../wit/v0.2",
+            world: "sandwit:plugin/lifecycle-hooks@0.2.0",
+            pub_export_macro: true,
+            export_macro_name: "export_lifecycle",
+            default_bindings_module: "::sandwit_sdk::__private::wit_v0_2",
+            with: {
+                "sandwit:plugin/types@0.1.0": super::wit::sandwit::plugin::types,
+            },
         });
     }
 

@@ -1,7 +1,8 @@
 //! Builds every guest component (example plugins and test fixtures) with a
 //! nested `cargo build --target wasm32-wasip2`, into its own target directory
 //! so it does not wait on the outer build's lock, builds the CPython sandbox
-//! with `python-guest/build`, and writes their paths as constants.
+//! with `python-guest/build` and the example Python plugins with
+//! `sdk/python/build-examples`, and writes their paths as constants.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -21,6 +22,7 @@ const COMPONENTS: &[(&str, &str, &str)] = &[
     ("BAD_MANIFEST", "bad-manifest", "bad_manifest"),
     ("OTHER_WORLD", "other-world", "other-world"),
     ("SPIN_DESCRIBE", "spin-describe", "spin_describe"),
+    ("LIFECYCLE", "lifecycle", "lifecycle"),
 ];
 
 fn main() {
@@ -34,6 +36,9 @@ fn main() {
         "tests/fixtures",
         "python-guest/app.py",
         "python-guest/build",
+        "sdk/python/sandwit_plugin",
+        "sdk/python/examples",
+        "sdk/python/build-examples",
     ] {
         println!("cargo:rerun-if-changed={}", root.join(dir).display());
     }
@@ -78,6 +83,23 @@ fn main() {
         "/// The CPython sandbox component.\npub const PYTHON: &str = {:?};\n",
         python.display().to_string()
     ));
+    let status = Command::new("bash")
+        .arg(root.join("sdk/python/build-examples"))
+        .status()
+        .expect("running sdk/python/build-examples");
+    assert!(
+        status.success(),
+        "building the example Python plugins failed"
+    );
+    for (name, stem) in [("DICE", "dice"), ("MEMO", "memo")] {
+        let path = root
+            .join("target/python-plugins")
+            .join(format!("{stem}.wasm"));
+        code.push_str(&format!(
+            "/// The `{stem}` example Python plugin.\npub const {name}: &str = {:?};\n",
+            path.display().to_string()
+        ));
+    }
     let dest = Path::new(&std::env::var("OUT_DIR").unwrap()).join("artifacts.rs");
     std::fs::write(dest, code).unwrap();
 }

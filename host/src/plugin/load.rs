@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use super::state;
 use super::{Plugin, PluginInner, new_store, stopped_to_error};
+use super::{lifecycle, state};
 use crate::bindings::plugin::{SandboxMethod, SandboxMethodPre};
 use crate::bindings::wit;
 use crate::capability::Grants;
@@ -53,6 +53,7 @@ impl Plugin {
         let pre = compiled.link(host, &SANDBOX_METHOD, &host.plugin_linker, |pre| {
             SandboxMethodPre::new(pre)
         })?;
+        let lifecycle = lifecycle::indices(&compiled, host, &pre)?;
         let raw = describe(host, &compiled.label, &pre).await.map_err(|e| {
             compiled.rejected(vec![format!("describe() did not return a manifest: {e}")])
         })?;
@@ -98,6 +99,7 @@ impl Plugin {
                 env,
                 checkers,
                 pre,
+                lifecycle,
                 imports: compiled.imports(host),
                 code_source: *code_source,
                 hash: hash.clone(),

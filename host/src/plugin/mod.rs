@@ -2,6 +2,7 @@
 //! against the declared schemas before the plugin runs, the result's kind and
 //! size after.
 
+pub(crate) mod lifecycle;
 mod load;
 pub(crate) mod state;
 
@@ -39,6 +40,8 @@ struct PluginInner {
     env: Arc<PluginEnv>,
     checkers: HashMap<String, ArgChecker>,
     pre: SandboxMethodPre<PluginState>,
+    /// The lifecycle export of a 0.2 plugin; `None` for a 0.1 plugin.
+    lifecycle: Option<crate::bindings::lifecycle_api::GuestIndices>,
     imports: Vec<String>,
     code_source: CodeSource,
     hash: String,

@@ -1,0 +1,1 @@
+# Makes `plugin` importable from tests/.

@@ -1,0 +1,65 @@
+//! A plugin set as one agent context sees it: the methods each 0.2 plugin
+//! makes available there and the prompts they inject into its listing
+//! (`sandwit:plugin/lifecycle`).
+
+use std::collections::{HashMap, HashSet};
+
+use crate::error::CallError;
+use crate::python::PluginSet;
+use crate::types::AgentCtx;
+
+/// The methods of a [`PluginSet`] available in one context, and what its
+/// plugins inject into that context's listing.
+#[derive(Clone)]
+pub struct ContextSet {
+    /// The methods the context may call: a run for the context is given
+    /// this set.
+    pub methods: PluginSet,
+    /// Each injected prompt with its plugin's id, in the set's order.
+    pub injected: Vec<(String, String)>,
+}
+
+impl PluginSet {
+    /// The set as `ctx` sees it: each plugin with lifecycle hooks is asked
+    /// (in a fresh instance, under the call limits) for its prompt and its
+    /// available methods; host methods and 0.1 plugins keep every method.
+    pub async fn in_context(&self, ctx: &AgentCtx) -> Result<ContextSet, CallError> {
+        let mut asked = HashSet::new();
+        let mut available: HashMap<String, Option<Vec<String>>> = HashMap::new();
+        let mut injected = Vec::new();
+        let plugins: Vec<_> = self
+            .methods()
+            .filter_map(|(_, spec)| self.plugin_for(&spec.name))
+            .filter(|plugin| plugin.has_lifecycle() && asked.insert(plugin.key()))
+            .cloned()
+            .collect();
+        for plugin in plugins {
+            let seen = plugin.in_context(ctx).await?;
+            if let Some(prompt) = seen.prompt {
+                injected.push((plugin.id().to_string(), prompt));
+            }
+            available.insert(plugin.id().to_string(), seen.methods);
+        }
+        let methods = self.filter(|provider, spec| match available.get(provider) {
+            Some(Some(names)) => names.contains(&spec.name),
+            _ => true,
+        });
+        Ok(ContextSet { methods, injected })
+    }
+}
+
+impl ContextSet {
+    /// The listing an LLM is given in the context: [`PluginSet::prompt`] of
+    /// the available methods, then each injected prompt under its plugin's
+    /// id.
+    pub fn prompt(&self) -> String {
+        let mut out = self.methods.prompt();
+        if !self.injected.is_empty() {
+            out.push_str("\nWhat the plugins say about this chat:\n");
+            for (plugin, text) in &self.injected {
+                out.push_str(&format!("\n[plugin `{plugin}`]\n{}\n", text.trim_end()));
+            }
+        }
+        out
+    }
+}

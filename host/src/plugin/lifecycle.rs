@@ -1,0 +1,132 @@
+//! The lifecycle hooks of a 0.2 plugin (`sandwit:plugin/lifecycle@0.2`):
+//! the prompt it injects into a chat's method listing and the methods that
+//! chat sees. A 0.1 plugin has none: no injected prompt, every method.
+
+use super::state::PluginState;
+use super::{Plugin, new_store, stopped_to_error};
+use crate::bindings::lifecycle_api::GuestIndices;
+use crate::bindings::plugin::SandboxMethodPre;
+use crate::bindings::wit;
+use crate::error::{CallError, CallErrorKind, LoadError, cut, quote};
+use crate::guard::guarded;
+use crate::limits::Budget;
+use crate::loader::Compiled;
+use crate::runtime::HostInner;
+use crate::types::AgentCtx;
+
+/// The lifecycle export, by its name up to the version's minor.
+const LIFECYCLE_EXPORT_PREFIX: &str = "sandwit:plugin/lifecycle@0.2.";
+
+/// The longest prompt a plugin may inject, in bytes.
+pub const MAX_INJECTED_PROMPT_BYTES: usize = 8 << 10;
+
+/// What a plugin tailors for one agent context.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PluginContext {
+    /// Text for the method listing of the context's chat, if any.
+    pub prompt: Option<String>,
+    /// The methods the context sees, in the manifest's order; `None` when
+    /// all are available.
+    pub methods: Option<Vec<String>>,
+}
+
+/// The lifecycle export's indices in `compiled`, if it exports one; a
+/// lifecycle export of another shape rejects the plugin.
+pub(super) fn indices(
+    compiled: &Compiled,
+    host: &HostInner,
+    pre: &SandboxMethodPre<PluginState>,
+) -> Result<Option<GuestIndices>, LoadError> {
+    let exported = compiled
+        .component
+        .component_type()
+        .exports(&host.engine)
+        .any(|(name, _)| name.starts_with(LIFECYCLE_EXPORT_PREFIX));
+    if !exported {
+        return Ok(None);
+    }
+    GuestIndices::new(pre.instance_pre())
+        .map(Some)
+        .map_err(|e| {
+            compiled.rejected(vec![cut(
+                format!("exports `{LIFECYCLE_EXPORT_PREFIX}x` of another shape: {e:#}"),
+                2_000,
+            )])
+        })
+}
+
+impl Plugin {
+    /// Whether the plugin exports the lifecycle hooks (a 0.2 plugin).
+    pub fn has_lifecycle(&self) -> bool {
+        self.inner.lifecycle.is_some()
+    }
+
+    /// The prompt the plugin injects and the methods it makes available in
+    /// `ctx`, asked of a fresh instance under the call limits with the
+    /// plugin's grants. A plugin without lifecycle hooks answers the default
+    /// (no prompt, every method) without running.
+    pub async fn in_context(&self, ctx: &AgentCtx) -> Result<PluginContext, CallError> {
+        let Some(indices) = &self.inner.lifecycle else {
+            return Ok(PluginContext::default());
+        };
+        let error = |kind| CallError {
+            plugin: self.id().to_string(),
+            method: "lifecycle".to_string(),
+            kind,
+        };
+        let inner = &self.inner;
+        let budget = Budget::from_limits(&inner.host.limits);
+        let mut store = new_store(&inner.host, inner.env.clone(), Some(ctx.clone()), budget);
+        let wit_ctx = wit::AgentCtx::from(ctx);
+        let pre = &inner.pre;
+        let (prompt, methods) = guarded(&mut store, budget, async |store| {
+            let instance = pre.instance_pre().instantiate_async(&mut *store).await?;
+            let hooks = indices.load(&mut *store, &instance)?;
+            let prompt = hooks.call_prompt_inject(&mut *store, &wit_ctx).await?;
+            let methods = hooks.call_available_methods(&mut *store, &wit_ctx).await?;
+            Ok((prompt, methods))
+        })
+        .await
+        .map_err(|stopped| error(stopped_to_error(stopped)))?;
+        for event in store.data_mut().take_events() {
+            tracing::debug!(event = %event.line(self.id()), "lifecycle hook");
+        }
+        let redactor = &inner.env.config.redactor;
+        let prompt = match prompt {
+            Some(text) if text.len() > MAX_INJECTED_PROMPT_BYTES => {
+                return Err(error(CallErrorKind::BadResult {
+                    message: format!(
+                        "the injected prompt is {} bytes, more than the limit of \
+                         {MAX_INJECTED_PROMPT_BYTES} bytes",
+                        text.len()
+                    ),
+                }));
+            }
+            Some(text) if text.trim().is_empty() => None,
+            Some(text) => Some(redactor.redact(&text)),
+            None => None,
+        };
+        if let Some(unknown) = methods
+            .iter()
+            .find(|name| inner.manifest.method(name).is_none())
+        {
+            return Err(error(CallErrorKind::BadResult {
+                message: format!(
+                    "available-methods names {}, which the plugin does not offer",
+                    quote(unknown, 80)
+                ),
+            }));
+        }
+        let methods = inner
+            .manifest
+            .methods
+            .iter()
+            .filter(|spec| methods.contains(&spec.name))
+            .map(|spec| spec.name.clone())
+            .collect();
+        Ok(PluginContext {
+            prompt,
+            methods: Some(methods),
+        })
+    }
+}

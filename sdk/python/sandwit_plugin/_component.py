@@ -1,0 +1,213 @@
+"""The glue between the SDK and the component's generated bindings (the
+private `_sandwit_wit` module componentize-py writes): the host backend and
+the export classes. Imported only in a build."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from _sandwit_wit import exports
+from _sandwit_wit.imports import chat, config, log, store
+from _sandwit_wit.imports import types as t
+from componentize_py_types import Err
+
+from . import _host
+from ._ctx import AgentCtx
+from ._host import ServiceError
+from ._plugin import NekroPlugin, PluginError
+from ._values import decode, encode
+
+_SCOPES = {
+    "chat": store.Scope.CHAT,
+    "user": store.Scope.USER,
+    "chat-user": store.Scope.CHAT_USER,
+    "global": store.Scope.GLOBAL,
+}
+_LEVELS = {name: getattr(log.Level, name.upper()) for name in ("trace", "debug", "info", "warn", "error")}
+_SERVICE_ERRORS = {
+    t.ServiceError_Denied: "denied",
+    t.ServiceError_Invalid: "invalid",
+    t.ServiceError_LimitExceeded: "limit-exceeded",
+    t.ServiceError_Unavailable: "unavailable",
+}
+
+
+def _service(call: Any, *args: Any) -> Any:
+    try:
+        return call(*args)
+    except Err as e:
+        raise ServiceError(_SERVICE_ERRORS.get(type(e.value), "unavailable"), str(e.value.value)) from None
+
+
+def _to_wit(value: Any) -> t.Value:
+    nodes = []
+    for kind, payload in encode(value):
+        if kind == "null":
+            nodes.append(t.Node_Null())
+        elif kind == "bool":
+            nodes.append(t.Node_Boolean(payload))
+        elif kind == "int":
+            nodes.append(t.Node_Integer(payload))
+        elif kind == "float":
+            nodes.append(t.Node_Float(payload))
+        elif kind == "text":
+            nodes.append(t.Node_Text(payload))
+        elif kind == "bytes":
+            nodes.append(t.Node_Bytes(payload))
+        elif kind == "array":
+            nodes.append(t.Node_Array(payload))
+        else:
+            nodes.append(t.Node_Object(payload))
+    return t.Value(nodes)
+
+
+_KINDS = {
+    t.Node_Null: "null",
+    t.Node_Boolean: "bool",
+    t.Node_Integer: "int",
+    t.Node_Float: "float",
+    t.Node_Text: "text",
+    t.Node_Bytes: "bytes",
+    t.Node_Array: "array",
+    t.Node_Object: "object",
+}
+
+
+def _from_wit(value: t.Value) -> Any:
+    return decode([(_KINDS[type(n)], getattr(n, "value", None)) for n in value.nodes])
+
+
+class _Host:
+    """The host backend on the component's imports."""
+
+    def store_get(self, scope: str, key: str) -> Optional[str | bytes]:
+        entry = _service(store.get, _SCOPES[scope], key)
+        return None if entry is None else entry.value
+
+    def store_set(self, scope: str, key: str, value: str | bytes) -> None:
+        entry = store.Entry_Text(value) if isinstance(value, str) else store.Entry_Bytes(value)
+        _service(store.set, _SCOPES[scope], key, entry)
+
+    def store_delete(self, scope: str, key: str) -> bool:
+        return _service(store.delete, _SCOPES[scope], key)
+
+    def store_keys(self, scope: str) -> list[str]:
+        return _service(store.list_keys, _SCOPES[scope])
+
+    def config_get(self, key: str) -> Any:
+        value = _service(config.get, key)
+        return None if value is None else _from_wit(value)
+
+    def send_text(self, text: str) -> None:
+        _service(chat.send_text, text)
+
+    def send_image(self, mime_type: str, data: bytes) -> None:
+        _service(chat.send_image, t.Media(mime_type, data))
+
+    def push_system(self, message: str, trigger_agent: bool) -> None:
+        _service(chat.push_system, message, trigger_agent)
+
+    def log(self, level: str, message: str) -> None:
+        log.log(_LEVELS[level], message)
+
+
+def _ctx(ctx: t.AgentCtx) -> AgentCtx:
+    return AgentCtx(
+        chat_key=ctx.chat_key,
+        user_id=ctx.user_id,
+        channel_id=ctx.channel_id,
+        channel_name=ctx.channel_name,
+        channel_type=ctx.channel_type,
+        adapter_key=ctx.adapter_key,
+    )
+
+
+_ERRORS = {
+    "invalid-arguments": t.CallError_InvalidArguments,
+    "unknown-method": t.CallError_UnknownMethod,
+    "denied": t.CallError_Denied,
+    "failed": t.CallError_Failed,
+}
+
+
+def _call_error(e: BaseException) -> Err:
+    if isinstance(e, PluginError):
+        return Err(_ERRORS.get(e.kind, t.CallError_Failed)(str(e)))
+    if isinstance(e, ServiceError) and e.kind == "denied":
+        return Err(t.CallError_Denied(e.message))
+    if isinstance(e, TypeError) and "argument" in str(e):
+        return Err(t.CallError_InvalidArguments(str(e)))
+    return Err(t.CallError_Failed(f"{type(e).__name__}: {e}"))
+
+
+_METHOD_KINDS = {
+    "tool": t.MethodKind.TOOL,
+    "agent": t.MethodKind.AGENT,
+    "behavior": t.MethodKind.BEHAVIOR,
+    "multimodal_agent": t.MethodKind.MULTIMODAL_AGENT,
+}
+
+
+def _method_result(kind: str, result: Any) -> t.MethodResult:
+    if kind == "tool":
+        return t.MethodResult_Tool(_to_wit(result))
+    if kind == "agent":
+        return t.MethodResult_Agent(result)
+    if kind == "behavior":
+        return t.MethodResult_Behavior(result)
+    parts = []
+    for part, payload in result:
+        if part == "text":
+            parts.append(t.ContentPart_Text(payload))
+        elif part == "image":
+            parts.append(t.ContentPart_Image(t.Media(payload[0], payload[1])))
+        else:
+            parts.append(t.ContentPart_ImageUrl(payload))
+    return t.MethodResult_MultimodalAgent(parts)
+
+
+def export_classes(plugin: NekroPlugin) -> tuple[type, type]:
+    """The `Plugin` and `Lifecycle` export classes for `plugin`."""
+    _host.backend = _Host()
+
+    class Plugin(exports.Plugin):
+        def describe(self) -> t.PluginManifest:
+            m = plugin.manifest()
+            return t.PluginManifest(
+                id=m["id"],
+                name=m["name"],
+                version=m["version"],
+                author=m["author"],
+                description=m["description"],
+                methods=[
+                    t.MethodSpec(
+                        name=s["name"],
+                        kind=_METHOD_KINDS[s["kind"]],
+                        description=s["description"],
+                        docstring=s["docstring"],
+                        params=[t.Param(n, schema, r) for n, schema, r in s["params"]],
+                        returns=s["returns"],
+                    )
+                    for s in m["methods"]
+                ],
+                config_schema=m["config_schema"],
+                capabilities=m["capabilities"],
+            )
+
+        def invoke(self, ctx: t.AgentCtx, method: str, args: t.Value) -> t.MethodResult:
+            try:
+                kind, result = plugin.invoke(_ctx(ctx), method, _from_wit(args))
+                return _method_result(kind, result)
+            except Err:
+                raise
+            except Exception as e:
+                raise _call_error(e) from None
+
+    class Lifecycle(exports.Lifecycle):
+        def prompt_inject(self, ctx: t.AgentCtx) -> Optional[str]:
+            return plugin.prompt_inject(_ctx(ctx))
+
+        def available_methods(self, ctx: t.AgentCtx) -> list[str]:
+            return plugin.available_methods(_ctx(ctx))
+
+    return Plugin, Lifecycle

@@ -1,0 +1,72 @@
+//! Versioned plugin worlds: every 0.1 plugin loads and behaves as before the
+//! 0.2 lifecycle hooks (no injected prompt, every method available).
+
+use sandwit::{AgentCtx, PluginContext, PluginSet};
+
+use crate::common::{artifacts, ctx, host, load};
+
+/// The example plugins and the fixtures built with raw wit-bindgen against
+/// `wit/` (0.1): none exports the lifecycle, each keeps every method.
+#[tokio::test]
+async fn plugins_of_0_1_keep_loading_without_hooks() {
+    let mut plugins = Vec::new();
+    for path in [
+        artifacts::CALC,
+        artifacts::KNOWLEDGE,
+        artifacts::MESSENGER,
+        artifacts::IMAGEGEN,
+        artifacts::NOTES,
+        artifacts::WEATHER,
+        artifacts::ECHO,
+        artifacts::SERVICES,
+        artifacts::HOSTILE,
+    ] {
+        let plugin = load(host(), path).await;
+        assert!(!plugin.has_lifecycle(), "{path} exports the lifecycle");
+        assert_eq!(
+            plugin.in_context(&ctx()).await.unwrap(),
+            PluginContext::default()
+        );
+        plugins.push(plugin);
+    }
+    let set = PluginSet::new(&plugins[..6]).unwrap();
+    let seen = set.in_context(&ctx()).await.unwrap();
+    assert!(seen.injected.is_empty());
+    assert_eq!(seen.methods.methods().count(), set.methods().count());
+    assert_eq!(seen.prompt(), set.prompt());
+}
+
+/// The Rust SDK's `lifecycle: { .. }` makes a 0.2 plugin: its prompt and its
+/// methods by context.
+#[tokio::test]
+async fn a_rust_plugin_with_hooks_injects_and_hides() {
+    let plugin = load(host(), artifacts::LIFECYCLE).await;
+    assert!(plugin.has_lifecycle());
+    let seen = plugin.in_context(&ctx()).await.unwrap();
+    assert_eq!(seen.prompt.as_deref(), Some("This is the chat `chat-1`."));
+    assert_eq!(
+        seen.methods,
+        Some(vec!["chat_name".to_string(), "whoami".to_string()])
+    );
+    let anonymous = AgentCtx::new("lobby");
+    let set = PluginSet::new(&[plugin])
+        .unwrap()
+        .in_context(&anonymous)
+        .await
+        .unwrap();
+    assert_eq!(
+        set.injected,
+        [(
+            "lifecycle".to_string(),
+            "This is the chat `lobby`.".to_string()
+        )]
+    );
+    let listing = set.prompt();
+    assert!(
+        listing.contains("[plugin `lifecycle`]\nThis is the chat `lobby`."),
+        "{listing}"
+    );
+    assert!(listing.contains("def chat_name("), "{listing}");
+    assert!(!listing.contains("def whoami("), "{listing}");
+    assert!(set.methods.plugin_for("whoami").is_none());
+}
