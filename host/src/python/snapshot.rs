@@ -243,7 +243,27 @@ impl Snapshot {
             return true;
         };
         // SAFETY: as above; the image is as long as the memory.
-        unsafe { tracker.restore(base, &self.image) }.is_ok()
+        unsafe { tracker.restore(base, &self.image) }
+            .inspect_err(|e| tracing::warn!("an interpreter's memory could not be restored: {e}"))
+            .is_ok()
+    }
+
+    /// Overwrites every byte of the memory with its complement in the
+    /// snapshot, as a run that wrote every page would leave it, so that a
+    /// restore that missed any page leaves it differing (for tests).
+    ///
+    /// # Safety
+    ///
+    /// As for [`Snapshot::restore`].
+    #[cfg(feature = "internals")]
+    pub(crate) unsafe fn scribble(&mut self) {
+        let len = self.image.len().min(self.mapping.byte_size());
+        // SAFETY: `len` bytes from the base are accessible, and the memory
+        // is the caller's alone.
+        let now = unsafe { std::slice::from_raw_parts_mut(self.mapping.base.as_ptr(), len) };
+        for (byte, was) in now.iter_mut().zip(&self.image) {
+            *byte = !was;
+        }
     }
 
     /// Whether every byte of the memory is what it was when the snapshot
@@ -602,6 +622,42 @@ mod tests {
         assert_eq!(unprotected(&mut snapshot), [(4 * page, 5 * page)]);
         assert!(unsafe { snapshot.restore() });
         assert_eq!(unprotected(&mut snapshot), []);
+    }
+
+    #[test]
+    fn the_ioctl_numbers_encode_the_structures_they_take() {
+        // _IOWR(type, nr, size) on Linux (asm-generic/ioctl.h): the
+        // direction (read | write) in bits 30-31, the size in 16-29, the
+        // type in 8-15 and the number in 0-7.
+        fn iowr(ty: u8, nr: u8, size: usize) -> libc::c_ulong {
+            (3 << 30)
+                | ((size as libc::c_ulong) << 16)
+                | (libc::c_ulong::from(ty) << 8)
+                | libc::c_ulong::from(nr)
+        }
+        assert_eq!(UFFDIO_API, iowr(0xAA, 0x3F, size_of::<UffdioApi>()));
+        assert_eq!(
+            UFFDIO_REGISTER,
+            iowr(0xAA, 0x00, size_of::<UffdioRegister>())
+        );
+        assert_eq!(
+            UFFDIO_WRITEPROTECT,
+            iowr(0xAA, 0x06, size_of::<UffdioWriteprotect>())
+        );
+        assert_eq!(PAGEMAP_SCAN, iowr(b'f', 16, size_of::<PmScanArg>()));
+        // The kernel's structures are of u64 fields only.
+        assert_eq!(
+            (size_of::<UffdioApi>(), size_of::<UffdioRegister>()),
+            (24, 32)
+        );
+        assert_eq!(
+            (
+                size_of::<UffdioWriteprotect>(),
+                size_of::<PmScanArg>(),
+                size_of::<PageRegion>()
+            ),
+            (24, 96, 24)
+        );
     }
 
     #[test]

@@ -41,6 +41,10 @@ pub(crate) struct Run {
     pub(crate) sessions: HashMap<usize, Session>,
     /// Shown every event recorded, if anyone is.
     listener: Option<EventListener>,
+    /// Set when the run's code dropped a stream handle (closed a file
+    /// descriptor): maybe one the prepared interpreter opened, which its
+    /// restored memory still refers to.
+    pub(crate) dropped_stream: bool,
 }
 
 impl Run {
@@ -83,6 +87,7 @@ impl Guest<Run> {
             stop: None,
             sessions: HashMap::new(),
             listener: None,
+            dropped_stream: false,
         };
         let limiter = StoreLimiter::with_memory(plugin_limits, 0);
         let mut state = Guest::closed(stdout, stderr, limiter, meter, run);
@@ -129,5 +134,23 @@ impl Guest<Run> {
         run.stop = None;
         run.sessions.clear();
         run.listener = listener;
+        run.dropped_stream = false;
+    }
+
+    /// Lets go of what the run that just ended brought, but for its plugin
+    /// instances (dropping those takes longer: see [`Prepared::reusable`]),
+    /// so an interpreter waiting for its next run keeps none of it alive:
+    /// the embedder's listener (also in the output taps) and cancel handle,
+    /// the context and the plugins.
+    ///
+    /// [`Prepared::reusable`]: super::prepared::Prepared::reusable
+    pub(crate) fn end(&mut self) {
+        self.meter.watch(None);
+        let run = &mut self.state;
+        run.stdout.reset(0, None);
+        run.stderr.reset(0, None);
+        run.listener = None;
+        run.ctx = AgentCtx::default();
+        run.plugins = PluginSet::default();
     }
 }
