@@ -301,6 +301,11 @@ struct Tracker {
     /// Per page, the restores in a row that found it unprotected but
     /// unchanged.
     unchanged: Vec<u8>,
+    /// The process that registered the memory: a child forked since has
+    /// neither the write protection (the kernel does not carry it over
+    /// without `UFFD_FEATURE_EVENT_FORK`) nor a pagemap of its own (the
+    /// file describes the pages of the process that opened it).
+    pid: u32,
 }
 
 /// Restores in a row a page must come back unchanged before it is
@@ -437,6 +442,7 @@ impl Tracker {
             written: Vec::new(),
             quiet: Vec::new(),
             unchanged: vec![0; len.div_ceil(page_size())],
+            pid: std::process::id(),
         };
         // Checks the scan works here before relying on it.
         tracker.scan(mapping.base.as_ptr(), len)?;
@@ -451,6 +457,11 @@ impl Tracker {
     /// `base` is the tracked memory, `image.len()` bytes long, which nothing
     /// else reads or writes meanwhile.
     unsafe fn restore(&mut self, base: *mut u8, image: &[u8]) -> std::io::Result<()> {
+        if std::process::id() != self.pid {
+            return Err(std::io::Error::other(
+                "the process forked since the memory was registered: its writes are not tracked",
+            ));
+        }
         let page = page_size();
         self.scan(base, image.len())?;
         self.quiet.clear();
@@ -658,6 +669,41 @@ mod tests {
             ),
             (24, 96, 24)
         );
+    }
+
+    #[test]
+    fn a_forked_child_does_not_restore_its_copy_of_a_memory() {
+        // The kernel does not carry the write protection into a child (no
+        // UFFD_FEATURE_EVENT_FORK), and the pagemap file opened by the
+        // parent describes the parent's pages: a restore in the child would
+        // miss what the child wrote.
+        let mapping = memory(4);
+        let mut snapshot = Snapshot::take(mapping.clone());
+        assert!(snapshot.tracker.is_some(), "this kernel tracks no writes");
+        // SAFETY: the child only writes to the mapping, restores and exits.
+        match unsafe { libc::fork() } {
+            0 => {
+                bytes(&mapping)[page_size()] = 1;
+                // SAFETY: nothing else uses the mapping in the child.
+                let restored = unsafe { snapshot.restore() };
+                let missed = restored && bytes(&mapping)[page_size()] != 0;
+                // SAFETY: ends the child without running the parent's
+                // destructors or the test harness.
+                unsafe { libc::_exit(i32::from(missed)) }
+            }
+            -1 => panic!("fork: {}", std::io::Error::last_os_error()),
+            child => {
+                let mut status = 0;
+                // SAFETY: waits for the child just forked.
+                assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
+                assert!(libc::WIFEXITED(status), "the child did not exit: {status}");
+                assert_eq!(
+                    libc::WEXITSTATUS(status),
+                    0,
+                    "the child's restore missed the page it wrote"
+                );
+            }
+        }
     }
 
     #[test]
