@@ -49,9 +49,10 @@ const TRAP_TYPE: &str = "InterpreterTrap";
 /// network or processes, whose only way out is the plugin methods of the
 /// run: one instantiated for it, or one a thread of the sandbox prepared
 /// ahead ([`HostBuilder::prepared_interpreters`]). A prepared interpreter
-/// whose run ended with its code finished (or raising, or handing off) has
-/// its memory put back, byte for byte, as it was before any run, and serves
-/// the next; others are dropped after their runs.
+/// whose run ended with its code finished (or raising) has its memory put
+/// back, byte for byte, as it was before any run, and serves the next;
+/// others (a handoff, which ends the interpreter, a trap, a limit,
+/// cancellation, a closed stream) are dropped after their runs.
 ///
 /// [`HostBuilder::prepared_interpreters`]: crate::HostBuilder::prepared_interpreters
 #[derive(Clone)]

@@ -12,13 +12,14 @@
 //!
 //! On the sandbox's own engine (`reusable.rs`) an interpreter's memory is
 //! copied aside once prepared (`snapshot.rs`). A run that ends with the
-//! interpreter's export returning (its code finished, raised, or handed
-//! off) restores the pages it wrote and gives the interpreter back, to
-//! serve the next run as if just prepared: between runs nothing else of
-//! the instance changes (see [`Prepared::reusable`]). Any other end (a
-//! trap, a limit, cancellation) leaves the instance unusable, and it is
-//! dropped: dropping a finished store is work a run need not wait for, so
-//! the thread does it when a core is free.
+//! interpreter's export returning (its code finished or raised) gives the
+//! interpreter back, and the pages it wrote are restored, to serve the
+//! next run as if just prepared: between runs nothing else of the instance
+//! changes (see [`Prepared::reusable`]). Any other end (a handoff, which
+//! traps the interpreter, a trap, a limit, cancellation, the run's future
+//! dropped) leaves the instance unusable, and it is dropped: dropping a
+//! finished store is work a run need not wait for, so the thread does it
+//! when a core is free.
 //!
 //! Runs do not wake the thread while it has been busy lately: waking a
 //! sleeping thread on an idle core costs the waker an inter-processor
@@ -308,14 +309,9 @@ impl Preparer {
     /// Ends a run whose reusable interpreter's export returned: gives it to
     /// the thread to restore, waking it (a restore is a run's reset, which
     /// the thread does on a free core while the caller goes on).
-    pub(crate) fn give_back(&self, mut running: Running<'_>, mut prepared: Prepared) {
+    pub(crate) fn give_back(&self, mut running: Running<'_>, prepared: Prepared) {
         #[cfg(feature = "internals")]
-        if self.shared.scribble.swap(false, Ordering::SeqCst)
-            && let Some(snapshot) = &mut prepared.snapshot
-        {
-            // SAFETY: the store is ours alone and nothing runs in it.
-            unsafe { snapshot.scribble() };
-        }
+        let prepared = self.scribbled(prepared);
         let mut queue = self.shared.lock();
         running.settle(&mut queue);
         if queue.closed {
@@ -364,6 +360,19 @@ impl Preparer {
     #[cfg(feature = "internals")]
     pub(crate) fn scribble_next(&self) {
         self.shared.scribble.store(true, Ordering::SeqCst);
+    }
+
+    /// `prepared`, its memory overwritten if [`Preparer::scribble_next`]
+    /// asked for it since the last interpreter given back.
+    #[cfg(feature = "internals")]
+    fn scribbled(&self, mut prepared: Prepared) -> Prepared {
+        if self.shared.scribble.swap(false, Ordering::SeqCst)
+            && let Some(snapshot) = &mut prepared.snapshot
+        {
+            // SAFETY: the store is ours alone and nothing runs in it.
+            unsafe { snapshot.scribble() };
+        }
+        prepared
     }
 
     /// How many interpreters are prepared now.

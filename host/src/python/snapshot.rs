@@ -672,6 +672,33 @@ mod tests {
     }
 
     #[test]
+    fn restore_finds_what_the_kernel_wrote() {
+        // A system call writing into a protected page (copy_to_user) marks
+        // it written as a write from user space does.
+        let mapping = memory(8);
+        let page = page_size();
+        let mut snapshot = Snapshot::take(mapping.clone());
+        assert!(snapshot.tracker.is_some(), "this kernel tracks no writes");
+        let mut fds = [0; 2];
+        // SAFETY: `fds` has room for the two descriptors.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        let sent = [0xAB_u8; 16];
+        // SAFETY: writes `sent` to the pipe, then reads it into page 5 of
+        // the mapping, which nothing else uses; both ends are closed after.
+        unsafe {
+            assert_eq!(libc::write(fds[1], sent.as_ptr().cast(), sent.len()), 16);
+            let into = mapping.base.as_ptr().add(5 * page + 100);
+            assert_eq!(libc::read(fds[0], into.cast(), sent.len()), 16);
+            libc::close(fds[0]);
+            libc::close(fds[1]);
+        }
+        assert_eq!(bytes(&mapping)[5 * page + 100], 0xAB);
+        // SAFETY: nothing else uses the mapping.
+        assert!(unsafe { snapshot.restore() });
+        assert!(bytes(&mapping).iter().all(|&b| b == 0));
+    }
+
+    #[test]
     fn a_forked_child_does_not_restore_its_copy_of_a_memory() {
         // The kernel does not carry the write protection into a child (no
         // UFFD_FEATURE_EVENT_FORK), and the pagemap file opened by the
