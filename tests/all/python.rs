@@ -956,6 +956,161 @@ del found
     );
 }
 
+/// Waits until the next run of `python` (a sandbox preparing one
+/// interpreter) is on a reused interpreter: one compiled for reuse that
+/// served a run already.
+async fn until_reusing(python: &PythonSandbox) {
+    until_reusable(python).await;
+    for _ in 0..4 {
+        until_prepared(python, 1).await;
+        let outcome = python.run(&ctx(), &PluginSet::default(), "pass").await;
+        assert_ok(&outcome);
+        if outcome.reused {
+            until_prepared(python, 1).await;
+            return;
+        }
+    }
+    panic!("4 runs in a row were not on a reused interpreter");
+}
+
+#[tokio::test]
+async fn a_run_that_closes_its_stdout_leaves_the_next_run_its_own() {
+    // The interpreter opened stdout while it was prepared, and its restored
+    // memory refers to that handle. A run that closes it, and then opens
+    // stderr (which the instance's handle table puts in the freed slot),
+    // must not leave the next run printing into stderr, or into a handle
+    // that is gone.
+    let (_host, python) = preparing(1).await;
+    let next_code = "import sys\nprint('out')\nprint('err', file=sys.stderr)";
+    for code in [
+        "import os, sys\nprint('closing')\nsys.stdout.flush()\nos.close(1)\nprint('e', file=sys.stderr)",
+        "import os\nos.close(1)",
+    ] {
+        until_reusing(&python).await;
+        let outcome = python.run(&ctx(), &PluginSet::default(), code).await;
+        assert_ok(&outcome);
+        assert!(outcome.reused, "{code:?}: not on a reused interpreter");
+        until_prepared(&python, 1).await;
+        let next = python.run(&ctx(), &PluginSet::default(), next_code).await;
+        assert_ok(&next);
+        assert_eq!(
+            (&*next.stdout, &*next.stderr),
+            ("out\n", "err\n"),
+            "after {code:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_run_whose_future_is_dropped_gives_up_its_interpreter() {
+    // The run's interpreter is gone with its future; the thread prepares
+    // another in its place.
+    let (_host, python) = preparing(1).await;
+    until_reusing(&python).await;
+    let (ctx, none) = (ctx(), PluginSet::default());
+    let sleeps = python.run(&ctx, &none, "import time\ntime.sleep(60)");
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), sleeps)
+            .await
+            .is_err()
+    );
+    until_prepared(&python, 1).await;
+    let next = python.run(&ctx, &none, "print(1)").await;
+    assert_ok(&next);
+    assert!(next.prepared);
+}
+
+#[tokio::test]
+async fn a_reused_interpreter_keeps_no_plugin_instance_of_its_last_run() {
+    // A pool of one instance: the plugin instance a run on a reused
+    // interpreter called must be gone once the interpreter is restored
+    // (the interpreter itself is not in the host's pool), or a call from
+    // the host finds the pool full.
+    let host = Host::builder()
+        .cache_dir(cache_dir())
+        .max_instances(1)
+        .prepared_interpreters(1)
+        .build()
+        .unwrap();
+    // Loaded first: the thread's interpreters take the slot until the
+    // interpreter is compiled for the sandbox's own engine.
+    let calc = load(&host, artifacts::CALC).await;
+    let plugins = PluginSet::new(std::slice::from_ref(&calc)).unwrap();
+    let python = host.load_python_file(artifacts::PYTHON).await.unwrap();
+    until_reusing(&python).await;
+    let outcome = python
+        .run(&ctx(), &plugins, "print(calculate_sum(1, 2))")
+        .await;
+    assert_ok(&outcome);
+    assert_eq!(outcome.stdout, "3\n");
+    assert!(outcome.reused);
+    until_prepared(&python, 1).await;
+    let result = calc
+        .call(
+            &ctx(),
+            "calculate_sum",
+            crate::common::args(serde_json::json!({"num1": 2, "num2": 40})),
+        )
+        .await;
+    assert!(result.is_ok(), "{result:?}");
+}
+
+#[tokio::test]
+async fn a_run_that_wrote_every_page_leaves_the_next_run_nothing() {
+    // Python cannot address raw memory, so the host stands in for a run
+    // that wrote every page the interpreter can write: once the run's
+    // export returned, before the restore, every byte of its memory is
+    // overwritten with its complement in the snapshot. The restore must
+    // find and put back every page (a page it missed differs in every
+    // byte): the interpreter is reused, its memory is the snapshot byte for
+    // byte, and the next run sees nothing of the marks the code left (in
+    // modules, builtins, the module table, a freed buffer) nor of the
+    // scribble. Between the scribbles, runs that write what a run usually
+    // writes let the pages they do not write come back unchanged four
+    // restores in a row and be write-protected again, so the second
+    // scribble is found by the kernel's tracking of protected pages.
+    let (host, python) = preparing(1).await;
+    let calc = load(&host, artifacts::CALC).await;
+    let plugins = PluginSet::new(std::slice::from_ref(&calc)).unwrap();
+    let code = r#"
+import builtins, functools, json, random, sys
+print(hasattr(json, "mark"), hasattr(builtins, "mark"), "mark" in sys.modules, hasattr(functools, "mark"))
+found = [bytes(1 << 12) for _ in range(64)]
+print(any(b"\xee" in b for b in found))
+json.mark = builtins.mark = calculate_sum(20, 22)
+sys.modules["mark"] = json
+functools.mark = [bytes([0xEE]) * (1 << 12) for _ in range(64)]
+del found
+print(random.random())
+"#;
+    until_reusing(&python).await;
+    let mut draws = std::collections::HashSet::new();
+    for run in 0..8 {
+        let scribbled = run == 0 || run == 6;
+        if scribbled {
+            python.scribble_after_next_run();
+        }
+        let outcome = python.run(&ctx(), &plugins, code).await;
+        assert_ok(&outcome);
+        assert!(
+            outcome.reused,
+            "run {run}: not on the reused interpreter (the last restore failed)"
+        );
+        let lines: Vec<_> = outcome.stdout.lines().collect();
+        assert_eq!(
+            lines[..2],
+            ["False False False False", "False"],
+            "run {run}"
+        );
+        assert!(draws.insert(lines[2].to_string()), "random drew again");
+        until_prepared(&python, 1).await;
+        assert!(
+            python.prepared_intact(),
+            "run {run} (scribbled over: {scribbled}): the restored memory differs from its snapshot"
+        );
+    }
+}
+
 #[tokio::test]
 async fn an_interpreter_whose_run_grew_its_memory_or_stopped_is_not_reused() {
     let (_host, python) = preparing(1).await;

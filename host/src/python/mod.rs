@@ -50,9 +50,10 @@ const TRAP_TYPE: &str = "InterpreterTrap";
 /// network or processes, whose only way out is the plugin methods of the
 /// run: one instantiated for it, or one a thread of the sandbox prepared
 /// ahead ([`HostBuilder::prepared_interpreters`]). A prepared interpreter
-/// whose run ended with its code finished (or raising, or handing off) has
-/// its memory put back, byte for byte, as it was before any run, and serves
-/// the next; others are dropped after their runs.
+/// whose run ended with its code finished (or raising) has its memory put
+/// back, byte for byte, as it was before any run, and serves the next;
+/// others (a handoff, which ends the interpreter, a trap, a limit,
+/// cancellation, a closed stream) are dropped after their runs.
 ///
 /// [`HostBuilder::prepared_interpreters`]: crate::HostBuilder::prepared_interpreters
 #[derive(Clone)]
@@ -89,6 +90,15 @@ impl PythonSandbox {
     #[cfg(feature = "internals")]
     pub fn prepared_intact(&self) -> bool {
         self.inner.preparer.intact()
+    }
+
+    /// Has the next run whose interpreter is given back for reuse end with
+    /// every byte of that interpreter's memory overwritten (with its
+    /// complement in the snapshot), as by a run that wrote every page,
+    /// before the memory is restored. Only with the `internals` feature.
+    #[cfg(feature = "internals")]
+    pub fn scribble_after_next_run(&self) {
+        self.inner.preparer.scribble_next();
     }
 
     /// How many interpreters are instantiated and waiting for a run now.
@@ -141,8 +151,8 @@ impl PythonSandbox {
         };
         let host = &self.inner.host;
         let preparer = &self.inner.preparer;
-        let running = preparer.running();
-        let prepared = preparer.take(limits.memory_bytes, plugins);
+        let mut running = preparer.running();
+        let prepared = preparer.take(&mut running, limits.memory_bytes, plugins);
         let was_prepared = prepared.is_some();
         let reused = prepared.as_ref().is_some_and(|p| p.runs > 0);
         let inner = &*self.inner;
@@ -219,9 +229,9 @@ impl PythonSandbox {
             (was_prepared, reused),
             start,
         );
+        store.data_mut().end();
         // Still counted as running: the store goes to the thread only when
         // another core is free of runs.
-        let taken_reusable = reusable.is_some();
         match (reusable, returned) {
             (Some((methods, snapshot, runs, handles)), Some(interpreter)) => {
                 let prepared = Prepared {
@@ -234,7 +244,7 @@ impl PythonSandbox {
                 };
                 preparer.give_back(running, prepared);
             }
-            _ => preparer.retire(running, store, taken_reusable),
+            _ => preparer.retire(running, store),
         }
         outcome
     }

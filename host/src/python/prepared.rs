@@ -12,13 +12,14 @@
 //!
 //! On the sandbox's own engine (`reusable.rs`) an interpreter's memory is
 //! copied aside once prepared (`snapshot.rs`). A run that ends with the
-//! interpreter's export returning (its code finished, raised, or handed
-//! off) restores the pages it wrote and gives the interpreter back, to
-//! serve the next run as if just prepared: between runs nothing else of
-//! the instance changes (see [`Prepared::reusable`]). Any other end (a
-//! trap, a limit, cancellation) leaves the instance unusable, and it is
-//! dropped: dropping a finished store is work a run need not wait for, so
-//! the thread does it when a core is free.
+//! interpreter's export returning (its code finished or raised) gives the
+//! interpreter back, and the pages it wrote are restored, to serve the
+//! next run as if just prepared: between runs nothing else of the instance
+//! changes (see [`Prepared::reusable`]). Any other end (a handoff, which
+//! traps the interpreter, a trap, a limit, cancellation, the run's future
+//! dropped) leaves the instance unusable, and it is dropped: dropping a
+//! finished store is work a run need not wait for, so the thread does it
+//! when a core is free.
 //!
 //! Runs do not wake the thread while it has been busy lately: waking a
 //! sleeping thread on an idle core costs the waker an inter-processor
@@ -31,6 +32,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use wasmtime::Store;
+use wasmtime_wasi::WasiView;
+use wasmtime_wasi::p2::{DynInputStream, DynOutputStream};
 
 use super::plugin_set::PluginSet;
 use super::reusable::{Pending, Reusable};
@@ -83,24 +86,32 @@ pub(crate) struct Prepared {
 
 impl Prepared {
     /// Restores the interpreter after a run whose export returned, for the
-    /// next run; its store, to drop, if it cannot be (no snapshot, its
-    /// memory grew, or its runs left more than [`MAX_LEFT_HANDLES`]
+    /// next run, dropping the plugin instances the run called; its store,
+    /// to drop, if it cannot be (no snapshot, its memory grew, the run
+    /// dropped a stream, or its runs left more than [`MAX_LEFT_HANDLES`]
     /// handles).
     ///
     /// Besides linear memory, which the restore puts back byte for byte,
     /// an instance holds its globals, tables and the component's resource
-    /// handles. When an export returns, the interpreter's one global that
-    /// changes while it runs, its stack pointer, is back where it was (the
-    /// others are addresses set at instantiation); no code the run can
-    /// write changes its tables (CPython links no module at run time); and
-    /// the handles the run left are unreachable from the restored memory.
+    /// handles. When an export returns, the interpreter's globals that
+    /// change while it runs, its stack pointers, are back where they were
+    /// (the others are addresses set at instantiation, and the WASI
+    /// adapter's state pointer, set in its first call, while prepared); no
+    /// code in it changes a table (it has no `table.set` or `table.grow`:
+    /// CPython links no module at run time); the handles the run left are
+    /// unreachable from the restored memory; and the handles that memory
+    /// refers to, opened while prepared, are all streams ([`prepare`]
+    /// checks), which the run did not drop.
     pub(crate) fn reusable(mut self) -> Result<Self, Store<RunState>> {
+        let data = self.store.data_mut();
+        data.sessions.clear();
+        let dropped = data.dropped_stream;
+        let left = data.resources();
         let Some(snapshot) = self.snapshot.as_mut() else {
             return Err(self.store);
         };
-        let left = self.store.data_mut().resources();
         // SAFETY: the store is ours alone and nothing runs in it.
-        if left > self.handles + MAX_LEFT_HANDLES || !unsafe { snapshot.restore() } {
+        if dropped || left > self.handles + MAX_LEFT_HANDLES || !unsafe { snapshot.restore() } {
             return Err(self.store);
         }
         self.runs += 1;
@@ -130,18 +141,42 @@ struct Shared {
     /// Whether the thread has the interpreter on the sandbox's own engine
     /// (its interpreters are reusable).
     reusable: AtomicBool,
+    /// Whether the next interpreter given back has its memory scribbled
+    /// over before it is restored, for tests.
+    #[cfg(feature = "internals")]
+    scribble: AtomicBool,
 }
 
 /// A finished run's store.
 type Retired = Store<RunState>;
 
-/// Counts a run as executing until dropped.
-pub(crate) struct Running<'a>(&'a Shared);
+/// Counts a run as executing until dropped, and the reusable interpreter it
+/// took, if any, as out (`Queue::out`) until the run gives it back or
+/// retires it, or is dropped midway (its future dropped, or a panic
+/// unwinding it): the thread keeps `target` interpreters counting those.
+pub(crate) struct Running<'a> {
+    shared: &'a Shared,
+    /// Whether the run holds a reusable interpreter counted in `Queue::out`.
+    lent: bool,
+}
+
+impl Running<'_> {
+    /// Stops counting the run's reusable interpreter as out.
+    fn settle(&mut self, queue: &mut Queue) {
+        if std::mem::take(&mut self.lent) {
+            queue.out -= 1;
+        }
+    }
+}
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {
-        self.0.running.fetch_sub(1, Ordering::SeqCst);
-        self.0.wake_if_parked();
+        if self.lent {
+            let mut queue = self.shared.lock();
+            self.settle(&mut queue);
+        }
+        self.shared.running.fetch_sub(1, Ordering::SeqCst);
+        self.shared.wake_if_parked();
     }
 }
 
@@ -192,6 +227,8 @@ impl Preparer {
             parks: host.park.as_ref().map(|(_, parks)| parks.clone()),
             cores: host.cores,
             reusable: AtomicBool::new(false),
+            #[cfg(feature = "internals")]
+            scribble: AtomicBool::new(false),
         });
         if target > 0 {
             let keeper = shared.clone();
@@ -205,13 +242,22 @@ impl Preparer {
     /// Counts a run as executing until the guard is dropped.
     pub(crate) fn running(&self) -> Running<'_> {
         self.shared.running.fetch_add(1, Ordering::SeqCst);
-        Running(&self.shared)
+        Running {
+            shared: &self.shared,
+            lent: false,
+        }
     }
 
     /// A prepared interpreter whose memory fits in `memory_bytes` (the run's
     /// cap), if one is ready: one that made the functions of `plugins` if
-    /// there is one. Later ones make the functions of `plugins`.
-    pub(crate) fn take(&self, memory_bytes: usize, plugins: &PluginSet) -> Option<Prepared> {
+    /// there is one. Later ones make the functions of `plugins`. A reusable
+    /// one is counted out until `running` ends.
+    pub(crate) fn take(
+        &self,
+        running: &mut Running<'_>,
+        memory_bytes: usize,
+        plugins: &PluginSet,
+    ) -> Option<Prepared> {
         let mut queue = self.shared.lock();
         if !queue.latest.as_ref().is_some_and(|l| l.same(plugins)) {
             queue.latest = Some(plugins.clone());
@@ -224,19 +270,34 @@ impl Preparer {
             .position(|p| fits(p) && made_for(p))
             .or_else(|| queue.prepared.iter().position(fits));
         let prepared = match at {
-            Some(at) => queue.prepared.swap_remove(at),
+            Some(at) => {
+                let prepared = queue.prepared.swap_remove(at);
+                if prepared.snapshot.is_some() {
+                    queue.out += 1;
+                    running.lent = true;
+                }
+                drop(queue);
+                prepared
+            }
             None => {
                 // Restoring one here costs this run less than instantiating.
+                // It is counted out meanwhile, so the thread does not
+                // prepare another in its place.
                 let at = queue.dirty.iter().position(fits)?;
                 let dirty = queue.dirty.swap_remove(at);
+                queue.out += 1;
+                running.lent = true;
                 drop(queue);
-                let restored = dirty.reusable().ok()?;
-                queue = self.shared.lock();
-                restored
+                match dirty.reusable() {
+                    Ok(restored) => restored,
+                    Err(store) => {
+                        running.settle(&mut self.shared.lock());
+                        drop(store);
+                        return None;
+                    }
+                }
             }
         };
-        queue.out += usize::from(prepared.snapshot.is_some());
-        drop(queue);
         // The thread can replace it only beside this run on a host with
         // cores to spare; else the run's end wakes it if it sleeps.
         if self.shared.quiet(0) {
@@ -248,12 +309,14 @@ impl Preparer {
     /// Ends a run whose reusable interpreter's export returned: gives it to
     /// the thread to restore, waking it (a restore is a run's reset, which
     /// the thread does on a free core while the caller goes on).
-    pub(crate) fn give_back(&self, running: Running<'_>, prepared: Prepared) {
+    pub(crate) fn give_back(&self, mut running: Running<'_>, prepared: Prepared) {
+        #[cfg(feature = "internals")]
+        let prepared = self.scribbled(prepared);
         let mut queue = self.shared.lock();
-        queue.out -= 1;
+        running.settle(&mut queue);
         if queue.closed {
             drop(queue);
-            self.retire(running, prepared.store, false);
+            self.retire(running, prepared.store);
             return;
         }
         queue.dirty.push(prepared);
@@ -265,11 +328,11 @@ impl Preparer {
     /// Ends a run: hands its store to the thread to drop, or drops it here
     /// when there is no thread, it is behind, or other runs keep it from
     /// working, and then one store of the thread's backlog too; then stops
-    /// counting the run, which wakes the thread if it sleeps. `reusable`:
-    /// the run had taken a reusable interpreter, which cannot be reused.
-    pub(crate) fn retire(&self, running: Running<'_>, store: Store<RunState>, reusable: bool) {
+    /// counting the run (and the reusable interpreter it took, which cannot
+    /// be reused), which wakes the thread if it sleeps.
+    pub(crate) fn retire(&self, mut running: Running<'_>, store: Store<RunState>) {
         let mut queue = self.shared.lock();
-        queue.out -= usize::from(reusable);
+        running.settle(&mut queue);
         if queue.closed || queue.retired.len() >= MAX_RETIRED || !self.shared.quiet(1) {
             // The thread does not drop while runs keep the cores busy: take
             // one store of its backlog along, so the memory it holds comes
@@ -290,6 +353,26 @@ impl Preparer {
     #[cfg(feature = "internals")]
     pub(crate) fn reuses(&self) -> bool {
         self.shared.reusable.load(Ordering::SeqCst)
+    }
+
+    /// Has the memory of the next interpreter given back overwritten, every
+    /// byte, before it is restored.
+    #[cfg(feature = "internals")]
+    pub(crate) fn scribble_next(&self) {
+        self.shared.scribble.store(true, Ordering::SeqCst);
+    }
+
+    /// `prepared`, its memory overwritten if [`Preparer::scribble_next`]
+    /// asked for it since the last interpreter given back.
+    #[cfg(feature = "internals")]
+    fn scribbled(&self, mut prepared: Prepared) -> Prepared {
+        if self.shared.scribble.swap(false, Ordering::SeqCst)
+            && let Some(snapshot) = &mut prepared.snapshot
+        {
+            // SAFETY: the store is ours alone and nothing runs in it.
+            unsafe { snapshot.scribble() };
+        }
+        prepared
     }
 
     /// How many interpreters are prepared now.
@@ -569,11 +652,14 @@ async fn prepare(
         .sandwit_plugin_runner()
         .call_prepare(&mut store, specs)
         .await?;
-    // The interpreter has one memory; anything else is not restored.
-    let snapshot = reusable.and_then(|r| match <[_; 1]>::try_from(r.memories.take_created()) {
-        Ok([memory]) => Some(Snapshot::take(memory)),
-        Err(_) => None,
-    });
+    // The interpreter has one memory, and holds handles only to streams
+    // (the stdout it opened), whose drops a run's state notes; anything
+    // else is not restored.
+    let memories = reusable.map(|r| r.memories.take_created());
+    let snapshot = match memories.map(<[_; 1]>::try_from) {
+        Some(Ok([memory])) if holds_only_streams(store.data_mut()) => Some(Snapshot::take(memory)),
+        _ => None,
+    };
     Ok(Prepared {
         handles: store.data_mut().resources(),
         store,
@@ -582,4 +668,13 @@ async fn prepare(
         snapshot,
         runs: 0,
     })
+}
+
+/// Whether every resource the interpreter holds a handle to is a stream.
+fn holds_only_streams(state: &mut RunState) -> bool {
+    state
+        .ctx()
+        .table
+        .iter_mut()
+        .all(|entry| entry.is::<DynOutputStream>() || entry.is::<DynInputStream>())
 }

@@ -243,7 +243,27 @@ impl Snapshot {
             return true;
         };
         // SAFETY: as above; the image is as long as the memory.
-        unsafe { tracker.restore(base, &self.image) }.is_ok()
+        unsafe { tracker.restore(base, &self.image) }
+            .inspect_err(|e| tracing::warn!("an interpreter's memory could not be restored: {e}"))
+            .is_ok()
+    }
+
+    /// Overwrites every byte of the memory with its complement in the
+    /// snapshot, as a run that wrote every page would leave it, so that a
+    /// restore that missed any page leaves it differing (for tests).
+    ///
+    /// # Safety
+    ///
+    /// As for [`Snapshot::restore`].
+    #[cfg(feature = "internals")]
+    pub(crate) unsafe fn scribble(&mut self) {
+        let len = self.image.len().min(self.mapping.byte_size());
+        // SAFETY: `len` bytes from the base are accessible, and the memory
+        // is the caller's alone.
+        let now = unsafe { std::slice::from_raw_parts_mut(self.mapping.base.as_ptr(), len) };
+        for (byte, was) in now.iter_mut().zip(&self.image) {
+            *byte = !was;
+        }
     }
 
     /// Whether every byte of the memory is what it was when the snapshot
@@ -281,6 +301,11 @@ struct Tracker {
     /// Per page, the restores in a row that found it unprotected but
     /// unchanged.
     unchanged: Vec<u8>,
+    /// The process that registered the memory: a child forked since has
+    /// neither the write protection (the kernel does not carry it over
+    /// without `UFFD_FEATURE_EVENT_FORK`) nor a pagemap of its own (the
+    /// file describes the pages of the process that opened it).
+    pid: u32,
 }
 
 /// Restores in a row a page must come back unchanged before it is
@@ -417,6 +442,7 @@ impl Tracker {
             written: Vec::new(),
             quiet: Vec::new(),
             unchanged: vec![0; len.div_ceil(page_size())],
+            pid: std::process::id(),
         };
         // Checks the scan works here before relying on it.
         tracker.scan(mapping.base.as_ptr(), len)?;
@@ -431,6 +457,11 @@ impl Tracker {
     /// `base` is the tracked memory, `image.len()` bytes long, which nothing
     /// else reads or writes meanwhile.
     unsafe fn restore(&mut self, base: *mut u8, image: &[u8]) -> std::io::Result<()> {
+        if std::process::id() != self.pid {
+            return Err(std::io::Error::other(
+                "the process forked since the memory was registered: its writes are not tracked",
+            ));
+        }
         let page = page_size();
         self.scan(base, image.len())?;
         self.quiet.clear();
@@ -602,6 +633,104 @@ mod tests {
         assert_eq!(unprotected(&mut snapshot), [(4 * page, 5 * page)]);
         assert!(unsafe { snapshot.restore() });
         assert_eq!(unprotected(&mut snapshot), []);
+    }
+
+    #[test]
+    fn the_ioctl_numbers_encode_the_structures_they_take() {
+        // _IOWR(type, nr, size) on Linux (asm-generic/ioctl.h): the
+        // direction (read | write) in bits 30-31, the size in 16-29, the
+        // type in 8-15 and the number in 0-7.
+        fn iowr(ty: u8, nr: u8, size: usize) -> libc::c_ulong {
+            (3 << 30)
+                | ((size as libc::c_ulong) << 16)
+                | (libc::c_ulong::from(ty) << 8)
+                | libc::c_ulong::from(nr)
+        }
+        assert_eq!(UFFDIO_API, iowr(0xAA, 0x3F, size_of::<UffdioApi>()));
+        assert_eq!(
+            UFFDIO_REGISTER,
+            iowr(0xAA, 0x00, size_of::<UffdioRegister>())
+        );
+        assert_eq!(
+            UFFDIO_WRITEPROTECT,
+            iowr(0xAA, 0x06, size_of::<UffdioWriteprotect>())
+        );
+        assert_eq!(PAGEMAP_SCAN, iowr(b'f', 16, size_of::<PmScanArg>()));
+        // The kernel's structures are of u64 fields only.
+        assert_eq!(
+            (size_of::<UffdioApi>(), size_of::<UffdioRegister>()),
+            (24, 32)
+        );
+        assert_eq!(
+            (
+                size_of::<UffdioWriteprotect>(),
+                size_of::<PmScanArg>(),
+                size_of::<PageRegion>()
+            ),
+            (24, 96, 24)
+        );
+    }
+
+    #[test]
+    fn restore_finds_what_the_kernel_wrote() {
+        // A system call writing into a protected page (copy_to_user) marks
+        // it written as a write from user space does.
+        let mapping = memory(8);
+        let page = page_size();
+        let mut snapshot = Snapshot::take(mapping.clone());
+        assert!(snapshot.tracker.is_some(), "this kernel tracks no writes");
+        let mut fds = [0; 2];
+        // SAFETY: `fds` has room for the two descriptors.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        let sent = [0xAB_u8; 16];
+        // SAFETY: writes `sent` to the pipe, then reads it into page 5 of
+        // the mapping, which nothing else uses; both ends are closed after.
+        unsafe {
+            assert_eq!(libc::write(fds[1], sent.as_ptr().cast(), sent.len()), 16);
+            let into = mapping.base.as_ptr().add(5 * page + 100);
+            assert_eq!(libc::read(fds[0], into.cast(), sent.len()), 16);
+            libc::close(fds[0]);
+            libc::close(fds[1]);
+        }
+        assert_eq!(bytes(&mapping)[5 * page + 100], 0xAB);
+        // SAFETY: nothing else uses the mapping.
+        assert!(unsafe { snapshot.restore() });
+        assert!(bytes(&mapping).iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn a_forked_child_does_not_restore_its_copy_of_a_memory() {
+        // The kernel does not carry the write protection into a child (no
+        // UFFD_FEATURE_EVENT_FORK), and the pagemap file opened by the
+        // parent describes the parent's pages: a restore in the child would
+        // miss what the child wrote.
+        let mapping = memory(4);
+        let mut snapshot = Snapshot::take(mapping.clone());
+        assert!(snapshot.tracker.is_some(), "this kernel tracks no writes");
+        // SAFETY: the child only writes to the mapping, restores and exits.
+        match unsafe { libc::fork() } {
+            0 => {
+                bytes(&mapping)[page_size()] = 1;
+                // SAFETY: nothing else uses the mapping in the child.
+                let restored = unsafe { snapshot.restore() };
+                let missed = restored && bytes(&mapping)[page_size()] != 0;
+                // SAFETY: ends the child without running the parent's
+                // destructors or the test harness.
+                unsafe { libc::_exit(i32::from(missed)) }
+            }
+            -1 => panic!("fork: {}", std::io::Error::last_os_error()),
+            child => {
+                let mut status = 0;
+                // SAFETY: waits for the child just forked.
+                assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
+                assert!(libc::WIFEXITED(status), "the child did not exit: {status}");
+                assert_eq!(
+                    libc::WEXITSTATUS(status),
+                    0,
+                    "the child's restore missed the page it wrote"
+                );
+            }
+        }
     }
 
     #[test]

@@ -45,6 +45,10 @@ pub(crate) struct Run {
     /// The execution controls of its calls, and what they cost (set by the
     /// run after `begin`).
     pub(crate) controls: RunControls,
+    /// Set when the run's code dropped a stream handle (closed a file
+    /// descriptor): maybe one the prepared interpreter opened, which its
+    /// restored memory still refers to.
+    pub(crate) dropped_stream: bool,
 }
 
 impl Run {
@@ -88,6 +92,7 @@ impl Guest<Run> {
             sessions: HashMap::new(),
             listener: None,
             controls: RunControls::default(),
+            dropped_stream: false,
         };
         let limiter = StoreLimiter::with_memory(plugin_limits, 0);
         let mut state = Guest::closed(stdout, stderr, limiter, meter, run);
@@ -134,5 +139,25 @@ impl Guest<Run> {
         run.stop = None;
         run.sessions.clear();
         run.listener = listener;
+        run.dropped_stream = false;
+    }
+
+    /// Lets go of what the run that just ended brought, but for its plugin
+    /// instances (dropping those takes longer: see [`Prepared::reusable`]),
+    /// so an interpreter waiting for its next run keeps none of it alive:
+    /// the embedder's listener (also in the output taps) and cancel handle,
+    /// the context, the plugins and the run's controls (with the embedder's
+    /// approver).
+    ///
+    /// [`Prepared::reusable`]: super::prepared::Prepared::reusable
+    pub(crate) fn end(&mut self) {
+        self.meter.watch(None);
+        let run = &mut self.state;
+        run.stdout.reset(0, None);
+        run.stderr.reset(0, None);
+        run.listener = None;
+        run.ctx = AgentCtx::default();
+        run.plugins = PluginSet::default();
+        run.controls = RunControls::default();
     }
 }
