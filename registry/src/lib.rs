@@ -24,6 +24,7 @@ mod server;
 mod signature;
 mod types;
 mod validate;
+pub mod web;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
