@@ -89,7 +89,10 @@ impl Registry {
                 Some((_, have)) if have != role.as_str() => {
                     return Err(Error::bad_request(
                         "role-mismatch",
-                        format!("account {name} exists with the role {have}, not {}", role.as_str()),
+                        format!(
+                            "account {name} exists with the role {have}, not {}",
+                            role.as_str()
+                        ),
                     ));
                 }
                 Some((id, _)) => id,
@@ -129,7 +132,13 @@ impl Registry {
                     "SELECT a.id, a.name, a.role FROM tokens t JOIN accounts a ON a.id = t.account
                      WHERE t.hash = ?1",
                     [hash],
-                    |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)),
+                    |r| {
+                        Ok((
+                            r.get::<_, i64>(0)?,
+                            r.get::<_, String>(1)?,
+                            r.get::<_, String>(2)?,
+                        ))
+                    },
                 )
                 .optional()?)
         })
@@ -143,8 +152,8 @@ impl Registry {
     }
 
     /// Registers `public_key` (`ed25519:<base64>`) as a signing key of
-    /// `account`. `Ok(true)` when it is new, `Ok(false)` when the account
-    /// already had it; [`Error::KeyTaken`] if another account has it.
+    /// `account` (`created` says whether it is new to the account);
+    /// [`Error::KeyTaken`] if another account has it.
     pub async fn register_key(&self, account: &Account, public_key: &str) -> Result<KeyRegistered> {
         let key = PublicKey::parse(public_key)
             .map_err(|why| Error::bad_request("invalid-public-key", why))?
@@ -153,9 +162,11 @@ impl Registry {
         self.db(move |conn| {
             let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             let owner: Option<i64> = tx
-                .query_row("SELECT account FROM keys WHERE public_key = ?1", [&key], |r| {
-                    r.get(0)
-                })
+                .query_row(
+                    "SELECT account FROM keys WHERE public_key = ?1",
+                    [&key],
+                    |r| r.get(0),
+                )
                 .optional()?;
             let created = match owner {
                 Some(id) if id == account_id => false,

@@ -16,8 +16,8 @@ use utoipa::{Modify, OpenApi, ToSchema};
 
 use crate::error::{Error, Result};
 use crate::{
-    Account, KeyRegistered, OwnerList, PluginInfo, PluginSummary, Published, Registry,
-    SearchPage, SearchQuery, VersionDetail, VersionInfo, names,
+    Account, KeyRegistered, OwnerList, PluginInfo, PluginSummary, Published, Registry, SearchPage,
+    SearchQuery, VersionDetail, VersionInfo, names,
 };
 
 /// The header that carries a publish's signature.
@@ -128,9 +128,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Authed {
 /// A JSON body, with a JSON error naming what was wrong with it.
 struct JsonBody<T>(T);
 
-impl<S: Send + Sync, T: serde::de::DeserializeOwned> axum::extract::FromRequest<S>
-    for JsonBody<T>
-{
+impl<S: Send + Sync, T: serde::de::DeserializeOwned> axum::extract::FromRequest<S> for JsonBody<T> {
     type Rejection = Error;
 
     async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self> {
@@ -144,9 +142,7 @@ impl<S: Send + Sync, T: serde::de::DeserializeOwned> axum::extract::FromRequest<
 /// Path parameters, with a JSON error when they cannot be read.
 struct PathParams<T>(T);
 
-impl<S: Send + Sync, T: serde::de::DeserializeOwned + Send> FromRequestParts<S>
-    for PathParams<T>
-{
+impl<S: Send + Sync, T: serde::de::DeserializeOwned + Send> FromRequestParts<S> for PathParams<T> {
     type Rejection = Error;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self> {
@@ -346,7 +342,10 @@ async fn blob(
     let stream = tokio_util::io::ReaderStream::new(tokio::fs::File::from_std(blob.file));
     Ok((
         [
-            (header::CONTENT_TYPE, HeaderValue::from_static("application/wasm")),
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/wasm"),
+            ),
             (header::CONTENT_LENGTH, HeaderValue::from(blob.size)),
             (header::ETAG, etag),
             (header::CACHE_CONTROL, cache),

@@ -42,7 +42,10 @@ impl Blobs {
         getrandom::fill(&mut suffix).map_err(|e| anyhow::anyhow!("getrandom: {e}"))?;
         let temp = format!(
             ".tmp-{hex}-{}",
-            suffix.iter().map(|b| format!("{b:02x}")).collect::<String>()
+            suffix
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
         );
         let write = || -> anyhow::Result<()> {
             let mut file = self.dir.open_with(
@@ -52,7 +55,9 @@ impl Blobs {
             file.write_all(bytes)?;
             file.sync_all()?;
             self.dir.rename(&temp, &self.dir, hex)?;
-            self.dir.try_clone()?.into_std_file().sync_all()?;
+            // The rename is durable once the directory is synced (its own
+            // handle is an O_PATH one, which cannot be).
+            self.dir.open(".")?.sync_all()?;
             Ok(())
         };
         write().inspect_err(|_| {

@@ -68,8 +68,7 @@ CREATE INDEX versions_by_digest ON versions(digest);
 
 /// Opens (creating if need be) the metadata database at `path`.
 pub fn open(path: &Path) -> anyhow::Result<Connection> {
-    let mut conn =
-        Connection::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let mut conn = Connection::open(path).with_context(|| format!("opening {}", path.display()))?;
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
     let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
     anyhow::ensure!(
@@ -85,9 +84,8 @@ pub fn open(path: &Path) -> anyhow::Result<Connection> {
 fn migrate(conn: &mut Connection) -> anyhow::Result<()> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     tx.execute_batch("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")?;
-    let version: Option<i64> = tx.query_row("SELECT max(version) FROM schema_version", [], |r| {
-        r.get(0)
-    })?;
+    let version: Option<i64> =
+        tx.query_row("SELECT max(version) FROM schema_version", [], |r| r.get(0))?;
     match version {
         None => {
             tx.execute_batch(SCHEMA)?;

@@ -29,7 +29,9 @@ pub enum Error {
         message: String,
     },
     /// No `Sandwit-Signature` header on a publish.
-    #[error("a publish needs the header Sandwit-Signature: the base64 ed25519 signature of the component's digest")]
+    #[error(
+        "a publish needs the header Sandwit-Signature: the base64 ed25519 signature of the component's digest"
+    )]
     MissingSignature,
     /// The signature is malformed or verifies against none of the account's
     /// keys.

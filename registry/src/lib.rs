@@ -10,8 +10,8 @@
 //! limits, request log and graceful shutdown. The wire contract is in
 //! docs/REGISTRY.md.
 
-pub mod api;
 mod accounts;
+pub mod api;
 mod blobs;
 mod db;
 mod error;

@@ -54,7 +54,12 @@ impl Registry {
 
     /// Adds `users` (account names) to the owners of `id`: its owners and
     /// admins may. Returns the owners after.
-    pub async fn add_owners(&self, account: &Account, id: &str, users: Vec<String>) -> Result<OwnerList> {
+    pub async fn add_owners(
+        &self,
+        account: &Account,
+        id: &str,
+        users: Vec<String>,
+    ) -> Result<OwnerList> {
         names::plugin_id(id)?;
         if users.len() > MAX_OWNERS_PER_REQUEST {
             return Err(Error::bad_request(
@@ -71,7 +76,9 @@ impl Registry {
             may_manage(&tx, &account, &id)?;
             for user in &users {
                 let added: Option<i64> = tx
-                    .query_row("SELECT id FROM accounts WHERE name = ?1", [user], |r| r.get(0))
+                    .query_row("SELECT id FROM accounts WHERE name = ?1", [user], |r| {
+                        r.get(0)
+                    })
                     .optional()?;
                 let Some(added) = added else {
                     return Err(Error::NotFound(format!("there is no account {user}")));

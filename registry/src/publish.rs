@@ -86,7 +86,8 @@ impl Registry {
         // Cheap refusals first, so a refused upload writes nothing; the
         // transaction below checks again.
         let (id, ver, acct) = (indexed.id.clone(), indexed.version.clone(), account.clone());
-        self.db(move |conn| may_publish(conn, &acct, &id, &ver)).await?;
+        self.db(move |conn| may_publish(conn, &acct, &id, &ver))
+            .await?;
 
         let hex = digest["sha256:".len()..].to_string();
         let registry = self.clone();
@@ -161,9 +162,15 @@ impl Registry {
 
     /// Runs the validator on `component` under the bound on checks at
     /// once: the manifest if it is accepted.
-    async fn check(&self, component: &axum::body::Bytes, digest: &str) -> Result<serde_json::Value> {
+    async fn check(
+        &self,
+        component: &axum::body::Bytes,
+        digest: &str,
+    ) -> Result<serde_json::Value> {
         let validator: Arc<dyn Validator> = self.inner.validator.clone().ok_or_else(|| {
-            Error::Internal(anyhow::anyhow!("this registry has no validator: it cannot publish"))
+            Error::Internal(anyhow::anyhow!(
+                "this registry has no validator: it cannot publish"
+            ))
         })?;
         let registry = self.clone();
         let permit = registry
@@ -173,10 +180,11 @@ impl Registry {
             .map_err(|_| Error::Busy(BUSY_RETRY))?;
         tracing::info!(%digest, size = component.len(), "validating");
         let (bytes, owned_digest) = (component.clone(), digest.to_string());
-        let verdict = tokio::task::spawn_blocking(move || validator.validate(&bytes, &owned_digest))
-            .await
-            .map_err(|e| Error::Internal(anyhow::anyhow!("the validator task failed: {e}")))?
-            .map_err(|e| Error::Internal(e.context("running the validator")))?;
+        let verdict =
+            tokio::task::spawn_blocking(move || validator.validate(&bytes, &owned_digest))
+                .await
+                .map_err(|e| Error::Internal(anyhow::anyhow!("the validator task failed: {e}")))?
+                .map_err(|e| Error::Internal(e.context("running the validator")))?;
         drop(permit);
         match verdict {
             Verdict::Accepted { manifest } => Ok(manifest),
@@ -188,7 +196,12 @@ impl Registry {
                     .as_array()
                     .map(|ps| ps.iter().filter_map(|p| p.as_str()).collect())
                     .unwrap_or_default();
-                let mut summary = problems.iter().take(3).copied().collect::<Vec<_>>().join("; ");
+                let mut summary = problems
+                    .iter()
+                    .take(3)
+                    .copied()
+                    .collect::<Vec<_>>()
+                    .join("; ");
                 if problems.len() > 3 {
                     summary.push_str(&format!("; and {} more", problems.len() - 3));
                 }
@@ -202,7 +215,12 @@ impl Registry {
 /// Whether `account` may publish `version` of `id`: `Ok(true)` for a new
 /// id (the account becomes its owner), `Ok(false)` for an id it owns;
 /// 403 if others own it, 409 if the version exists.
-fn may_publish(conn: &rusqlite::Connection, account: &Account, id: &str, version: &str) -> Result<bool> {
+fn may_publish(
+    conn: &rusqlite::Connection,
+    account: &Account,
+    id: &str,
+    version: &str,
+) -> Result<bool> {
     let exists: Option<i64> = conn
         .query_row("SELECT 1 FROM plugins WHERE id = ?1", [id], |r| r.get(0))
         .optional()?;

@@ -95,10 +95,11 @@ impl Registry {
         );
         let offset = i64::from(page - 1) * i64::from(PER_PAGE);
         self.db(move |conn| {
-            let total: i64 =
-                conn.query_row(&format!("SELECT count(*) {from}"), params_from_iter(&args), |r| {
-                    r.get(0)
-                })?;
+            let total: i64 = conn.query_row(
+                &format!("SELECT count(*) {from}"),
+                params_from_iter(&args),
+                |r| r.get(0),
+            )?;
             let sql = format!(
                 "SELECT p.id, v.name, v.description, v.version, v.kinds, v.capabilities {from}
                  ORDER BY p.id LIMIT {PER_PAGE} OFFSET {offset}"
@@ -152,7 +153,9 @@ impl Registry {
                     ))
                 })?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
-            rows.sort_by_cached_key(|(v, ..)| std::cmp::Reverse(semver::Version::parse(&v.version).ok()));
+            rows.sort_by_cached_key(|(v, ..)| {
+                std::cmp::Reverse(semver::Version::parse(&v.version).ok())
+            });
             // Named as its latest version not yanked, else its newest.
             let (name, description) = rows
                 .iter()
@@ -219,14 +222,17 @@ impl Registry {
     pub async fn blob(&self, digest: &str) -> Result<Blob> {
         let hex = names::digest_hex(digest)?.to_string();
         let digest = digest.to_string();
-        let not_found = || Error::NotFound(format!("no published component has the digest {digest}"));
+        let not_found =
+            || Error::NotFound(format!("no published component has the digest {digest}"));
         let listed = {
             let digest = digest.clone();
             self.db(move |conn| {
                 Ok(conn
-                    .query_row("SELECT 1 FROM versions WHERE digest = ?1 LIMIT 1", [digest], |r| {
-                        r.get::<_, i64>(0)
-                    })
+                    .query_row(
+                        "SELECT 1 FROM versions WHERE digest = ?1 LIMIT 1",
+                        [digest],
+                        |r| r.get::<_, i64>(0),
+                    )
                     .optional()?
                     .is_some())
             })
@@ -240,7 +246,9 @@ impl Registry {
             .await
             .map_err(|e| Error::Internal(anyhow::anyhow!("the blob reader failed: {e}")))??;
         let (file, size) = opened.ok_or_else(|| {
-            Error::Internal(anyhow::anyhow!("the blob of {digest} is listed but missing"))
+            Error::Internal(anyhow::anyhow!(
+                "the blob of {digest} is listed but missing"
+            ))
         })?;
         Ok(Blob { file, size })
     }

@@ -50,13 +50,18 @@ impl<K: Hash + Eq> Buckets<K> {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if buckets.len() >= MAX_KEYS {
-            buckets.retain(|_, b| b.tokens + now.duration_since(b.at).as_secs_f64() * per_sec < burst);
+            buckets
+                .retain(|_, b| b.tokens + now.duration_since(b.at).as_secs_f64() * per_sec < burst);
             if buckets.len() >= MAX_KEYS {
                 buckets.clear();
             }
         }
-        let bucket = buckets.entry(key).or_insert(Bucket { tokens: burst, at: now });
-        bucket.tokens = (bucket.tokens + now.duration_since(bucket.at).as_secs_f64() * per_sec).min(burst);
+        let bucket = buckets.entry(key).or_insert(Bucket {
+            tokens: burst,
+            at: now,
+        });
+        bucket.tokens =
+            (bucket.tokens + now.duration_since(bucket.at).as_secs_f64() * per_sec).min(burst);
         bucket.at = now;
         if bucket.tokens >= 1.0 {
             bucket.tokens -= 1.0;
@@ -73,12 +78,18 @@ mod tests {
 
     #[test]
     fn a_bucket_allows_its_burst_then_refuses_with_the_wait() {
-        let buckets = Buckets::new(RateLimit { per_minute: 60, burst: 3 });
+        let buckets = Buckets::new(RateLimit {
+            per_minute: 60,
+            burst: 3,
+        });
         for _ in 0..3 {
             assert!(buckets.take("a").is_ok());
         }
         let wait = buckets.take("a").unwrap_err();
-        assert!(wait > Duration::ZERO && wait <= Duration::from_secs(1), "{wait:?}");
+        assert!(
+            wait > Duration::ZERO && wait <= Duration::from_secs(1),
+            "{wait:?}"
+        );
         // Another key has its own bucket.
         assert!(buckets.take("b").is_ok());
     }

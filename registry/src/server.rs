@@ -132,7 +132,10 @@ async fn log(request: Request, next: Next) -> Response {
         .map(|c| c.0.ip());
     let start = Instant::now();
     let response = next.run(request).await;
-    let account = response.extensions().get::<LoggedAccount>().map(|a| a.0.as_str());
+    let account = response
+        .extensions()
+        .get::<LoggedAccount>()
+        .map(|a| a.0.as_str());
     tracing::info!(
         %method,
         path = ?path,
@@ -148,7 +151,11 @@ async fn log(request: Request, next: Next) -> Response {
 /// Rate-limits by address, then resolves the bearer token (if any) to its
 /// account and rate-limits by token. A token that is present but unknown
 /// is refused whatever the route.
-async fn authenticate(State(guard): State<Arc<Guard>>, mut request: Request, next: Next) -> Response {
+async fn authenticate(
+    State(guard): State<Arc<Guard>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     request.extensions_mut().insert(Tokens(guard.clone()));
     if let Some(ConnectInfo(peer)) = request.extensions().get::<ConnectInfo<SocketAddr>>()
         && let Err(wait) = guard.per_address.take(peer.ip())

@@ -41,7 +41,9 @@ impl PublicKey {
     /// Whether `signature` signs `digest` (`sha256:<hex>`) with this key.
     pub fn verifies(&self, digest: &str, signature: &DetachedSignature) -> bool {
         let message = format!("{MESSAGE_PREFIX}{digest}");
-        self.0.verify_strict(message.as_bytes(), &signature.0).is_ok()
+        self.0
+            .verify_strict(message.as_bytes(), &signature.0)
+            .is_ok()
     }
 }
 
@@ -82,9 +84,11 @@ mod tests {
     #[test]
     fn a_signature_of_the_digest_verifies_and_nothing_else_does() {
         let secret = SigningKey::from_bytes(&[7; 32]);
-        let public =
-            PublicKey::parse(&format!("ed25519:{}", STANDARD.encode(secret.verifying_key().as_bytes())))
-                .unwrap();
+        let public = PublicKey::parse(&format!(
+            "ed25519:{}",
+            STANDARD.encode(secret.verifying_key().as_bytes())
+        ))
+        .unwrap();
         let digest = format!("sha256:{}", "ab".repeat(32));
         let signed = secret.sign(format!("{MESSAGE_PREFIX}{digest}").as_bytes());
         let signature = DetachedSignature::parse(&STANDARD.encode(signed.to_bytes())).unwrap();

@@ -22,7 +22,7 @@ struct Server {
     base: String,
     data: PathBuf,
     log: Arc<Mutex<String>>,
-    log_lines: Receiver<String>,
+    log_lines: Mutex<Receiver<String>>,
     agent: ureq::Agent,
 }
 
@@ -54,6 +54,7 @@ impl Server {
         let kept = log.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let line = without_colors(&line);
                 kept.lock().unwrap().push_str(&line);
                 kept.lock().unwrap().push('\n');
                 let _ = tx.send(line);
@@ -69,7 +70,7 @@ impl Server {
             base,
             data,
             log,
-            log_lines,
+            log_lines: Mutex::new(log_lines),
             agent,
         }
     }
@@ -163,7 +164,7 @@ impl Server {
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            match self.log_lines.recv_timeout(left) {
+            match self.log_lines.lock().unwrap().recv_timeout(left) {
                 Ok(line) if line.contains(needle) => return,
                 Ok(_) => {}
                 Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {
@@ -185,9 +186,25 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("the server's log:\n{}", self.log());
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `line` without its terminal color codes (`ESC [ ... m`).
+fn without_colors(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(start) = rest.find('\x1b') {
+        out.push_str(&rest[..start]);
+        rest = &rest[start..];
+        rest = rest.find('m').map_or("", |end| &rest[end + 1..]);
+    }
+    out.push_str(rest);
+    out
 }
 
 enum Body {
@@ -207,7 +224,12 @@ struct Reply {
 impl Reply {
     /// Asserts the status and, for an error, its code.
     fn expect(&self, status: u16, code: Option<&str>) -> &Self {
-        assert_eq!(self.status, status, "{}", String::from_utf8_lossy(&self.bytes));
+        assert_eq!(
+            self.status,
+            status,
+            "{}",
+            String::from_utf8_lossy(&self.bytes)
+        );
         if let Some(code) = code {
             assert_eq!(self.json["error"], code, "{}", self.json);
             assert!(self.json["message"].as_str().is_some_and(|m| !m.is_empty()));
@@ -228,7 +250,10 @@ fn key(seed: u8) -> SigningKey {
 }
 
 fn public_key(key: &SigningKey) -> String {
-    format!("ed25519:{}", STANDARD.encode(key.verifying_key().as_bytes()))
+    format!(
+        "ed25519:{}",
+        STANDARD.encode(key.verifying_key().as_bytes())
+    )
 }
 
 fn digest(bytes: &[u8]) -> String {
@@ -260,7 +285,10 @@ fn publish_then_read_search_and_download() {
     let published = server.publish(&alice, &key, &calc);
     published.expect(201, None);
     let p = &published.json;
-    assert_eq!((p["id"].as_str(), p["version"].as_str()), (Some("calc"), Some("0.1.0")));
+    assert_eq!(
+        (p["id"].as_str(), p["version"].as_str()),
+        (Some("calc"), Some("0.1.0"))
+    );
     assert_eq!(p["digest"], digest(&calc));
     assert_eq!(p["size"], calc.len());
     assert_eq!(p["signer"], public_key(&key));
@@ -287,7 +315,12 @@ fn publish_then_read_search_and_download() {
     let methods = version.json["manifest"]["methods"].as_array().unwrap();
     assert_eq!(methods.len(), 2);
     assert_eq!(methods[0]["kind"], "tool");
-    assert!(methods[0]["docstring"].as_str().unwrap().contains("Add two integers"));
+    assert!(
+        methods[0]["docstring"]
+            .as_str()
+            .unwrap()
+            .contains("Add two integers")
+    );
     assert!(methods[0]["params"][0]["schema"].is_object());
 
     // Search: over method names and docstrings too, with filters.
@@ -309,7 +342,10 @@ fn publish_then_read_search_and_download() {
     assert_eq!(ids("/v1/plugins?q=ADD%20integers"), ["calc"]);
     assert_eq!(ids("/v1/plugins?q=no-such-word"), Vec::<String>::new());
     assert_eq!(ids("/v1/plugins?kind=tool&q=calc"), ["calc"]);
-    assert_eq!(ids("/v1/plugins?kind=multimodal-agent&q=calc"), Vec::<String>::new());
+    assert_eq!(
+        ids("/v1/plugins?kind=multimodal-agent&q=calc"),
+        Vec::<String>::new()
+    );
     assert_eq!(ids("/v1/plugins?capability=store"), Vec::<String>::new());
     assert_eq!(ids("/v1/plugins?page=2"), Vec::<String>::new());
     let listed = server.get("/v1/plugins?q=calc");
@@ -351,9 +387,15 @@ fn publish_then_read_search_and_download() {
 
     // The log: every request with its outcome and account, never a token.
     let log = server.log();
-    assert!(log.contains("status=201") && log.contains("account=alice"), "{log}");
+    assert!(
+        log.contains("path=\"/v1/plugins\" status=201") && log.contains("account=\"alice\""),
+        "{log}"
+    );
     assert!(!log.contains(&alice), "the token was logged:\n{log}");
-    assert!(!log.contains(&alice["swr_".len()..]), "the token was logged");
+    assert!(
+        !log.contains(&alice["swr_".len()..]),
+        "the token was logged"
+    );
 }
 
 #[test]
@@ -377,12 +419,19 @@ fn names_in_urls_are_checked_first() {
     server
         .get(&format!("/v1/blobs/sha256:{}", "A".repeat(64)))
         .expect(400, Some("invalid-digest"));
-    server.get("/v1/nothing-here").expect(404, Some("not-found"));
+    server
+        .get("/v1/nothing-here")
+        .expect(404, Some("not-found"));
     server.get("/healthz").expect(200, None);
     let openapi = server.get("/openapi.json");
     openapi.expect(200, None);
     assert_eq!(openapi.json["openapi"], "3.1.0");
-    for path in ["/v1/plugins", "/v1/plugins/{id}/{version}", "/v1/blobs/{digest}", "/v1/keys"] {
+    for path in [
+        "/v1/plugins",
+        "/v1/plugins/{id}/{version}",
+        "/v1/blobs/{digest}",
+        "/v1/keys",
+    ] {
         assert!(openapi.json["paths"][path].is_object(), "{path} missing");
     }
 }
@@ -399,7 +448,9 @@ fn ownership_yank_and_owners() {
     server.register(&alice, &alice_key).expect(201, None);
     server.register(&bob, &bob_key).expect(201, None);
     // A key belongs to one account.
-    server.register(&bob, &alice_key).expect(409, Some("key-taken"));
+    server
+        .register(&bob, &alice_key)
+        .expect(409, Some("key-taken"));
 
     let calc = read(artifacts::CALC);
     server.publish(&alice, &alice_key, &calc).expect(201, None);
@@ -408,7 +459,12 @@ fn ownership_yank_and_owners() {
         .publish(&bob, &bob_key, &calc)
         .expect(403, Some("not-an-owner"));
     server
-        .call("DELETE", "/v1/plugins/calc/0.1.0/yank", Some(&bob), Body::None)
+        .call(
+            "DELETE",
+            "/v1/plugins/calc/0.1.0/yank",
+            Some(&bob),
+            Body::None,
+        )
         .expect(403, Some("not-an-owner"));
     server
         .call("DELETE", "/v1/plugins/calc/0.1.0/yank", None, Body::None)
@@ -416,20 +472,38 @@ fn ownership_yank_and_owners() {
 
     // Yanked: hidden from search, marked, still downloadable.
     server
-        .call("DELETE", "/v1/plugins/calc/0.1.0/yank", Some(&alice), Body::None)
+        .call(
+            "DELETE",
+            "/v1/plugins/calc/0.1.0/yank",
+            Some(&alice),
+            Body::None,
+        )
         .expect(200, None);
     assert_eq!(server.get("/v1/plugins").json["total"], 0);
-    assert_eq!(server.get("/v1/plugins/calc").json["versions"][0]["yanked"], true);
+    assert_eq!(
+        server.get("/v1/plugins/calc").json["versions"][0]["yanked"],
+        true
+    );
     assert_eq!(server.get("/v1/plugins/calc/0.1.0").json["yanked"], true);
     server
         .get(&format!("/v1/blobs/{}", digest(&calc)))
         .expect(200, None);
     server
-        .call("PUT", "/v1/plugins/calc/0.1.0/unyank", Some(&alice), Body::None)
+        .call(
+            "PUT",
+            "/v1/plugins/calc/0.1.0/unyank",
+            Some(&alice),
+            Body::None,
+        )
         .expect(200, None);
     assert_eq!(server.get("/v1/plugins").json["total"], 1);
     server
-        .call("DELETE", "/v1/plugins/calc/9.9.9/yank", Some(&alice), Body::None)
+        .call(
+            "DELETE",
+            "/v1/plugins/calc/9.9.9/yank",
+            Some(&alice),
+            Body::None,
+        )
         .expect(404, Some("not-found"));
 
     // Owners add owners; the new owner may then yank.
@@ -447,15 +521,31 @@ fn ownership_yank_and_owners() {
     let owners = add(&alice, json!(["bob"]));
     owners.expect(200, None);
     assert_eq!(owners.json["users"], json!(["alice", "bob"]));
-    assert_eq!(server.get("/v1/plugins/calc/owners").json["users"], json!(["alice", "bob"]));
+    assert_eq!(
+        server.get("/v1/plugins/calc/owners").json["users"],
+        json!(["alice", "bob"])
+    );
     server
-        .call("DELETE", "/v1/plugins/calc/0.1.0/yank", Some(&bob), Body::None)
+        .call(
+            "DELETE",
+            "/v1/plugins/calc/0.1.0/yank",
+            Some(&bob),
+            Body::None,
+        )
         .expect(200, None);
     // An admin may manage any plugin.
     server
-        .call("PUT", "/v1/plugins/calc/0.1.0/unyank", Some(&root), Body::None)
+        .call(
+            "PUT",
+            "/v1/plugins/calc/0.1.0/unyank",
+            Some(&root),
+            Body::None,
+        )
         .expect(200, None);
-    assert_eq!(server.get("/v1/plugins/calc").json["versions"][0]["yanked"], false);
+    assert_eq!(
+        server.get("/v1/plugins/calc").json["versions"][0]["yanked"],
+        false
+    );
 }
 
 #[test]
@@ -476,31 +566,61 @@ fn signatures_and_tokens_are_checked() {
     // The account's key, over other bytes.
     let wrong = sign(&registered, b"other bytes");
     server
-        .call("POST", "/v1/plugins", Some(&alice), Body::Wasm(calc.clone(), Some(wrong)))
+        .call(
+            "POST",
+            "/v1/plugins",
+            Some(&alice),
+            Body::Wasm(calc.clone(), Some(wrong)),
+        )
         .expect(400, Some("bad-signature"));
     server
-        .call("POST", "/v1/plugins", Some(&alice), Body::Wasm(calc.clone(), Some("!!".into())))
+        .call(
+            "POST",
+            "/v1/plugins",
+            Some(&alice),
+            Body::Wasm(calc.clone(), Some("!!".into())),
+        )
         .expect(400, Some("bad-signature"));
     server
-        .call("POST", "/v1/plugins", Some(&alice), Body::Wasm(calc.clone(), None))
+        .call(
+            "POST",
+            "/v1/plugins",
+            Some(&alice),
+            Body::Wasm(calc.clone(), None),
+        )
         .expect(400, Some("missing-signature"));
     // Without a token, or with one the registry did not issue.
     let signature = sign(&registered, &calc);
     server
-        .call("POST", "/v1/plugins", None, Body::Wasm(calc.clone(), Some(signature.clone())))
+        .call(
+            "POST",
+            "/v1/plugins",
+            None,
+            Body::Wasm(calc.clone(), Some(signature.clone())),
+        )
         .expect(401, Some("unauthorized"));
     let forged = format!("swr_{}", "A".repeat(43));
     server
-        .call("POST", "/v1/plugins", Some(&forged), Body::Wasm(calc.clone(), Some(signature)))
+        .call(
+            "POST",
+            "/v1/plugins",
+            Some(&forged),
+            Body::Wasm(calc.clone(), Some(signature)),
+        )
         .expect(401, Some("unauthorized"));
+    server.register(&alice, &key(6)).expect(201, None);
     server
-        .register(&alice, &key(6))
-        .expect(201, None);
-    server
-        .call("POST", "/v1/keys", Some(&alice), Body::Json(json!({"public_key": "ed25519:AAAA"})))
+        .call(
+            "POST",
+            "/v1/keys",
+            Some(&alice),
+            Body::Json(json!({"public_key": "ed25519:AAAA"})),
+        )
         .expect(400, Some("invalid-public-key"));
     // Nothing was published.
-    server.get("/v1/plugins/calc").expect(404, Some("not-found"));
+    server
+        .get("/v1/plugins/calc")
+        .expect(404, Some("not-found"));
 
     // Tokens: a role is one of two, and an account keeps its role.
     let out = Command::new(env!("CARGO_BIN_EXE_sandwit"))
@@ -511,7 +631,10 @@ fn signatures_and_tokens_are_checked() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("account alice exists with the role publisher"), "{err}");
+    assert!(
+        err.contains("account alice exists with the role publisher"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -534,8 +657,15 @@ fn hostile_uploads_get_their_report_and_the_service_keeps_serving() {
     };
 
     let junk = server.publish(&alice, &key, b"this is not wasm at all");
-    assert!(problems(&junk)[0].contains("not a WebAssembly binary"), "{}", junk.json);
-    assert_eq!(junk.json["report"]["file"], digest(b"this is not wasm at all"));
+    assert!(
+        problems(&junk)[0].contains("not a WebAssembly binary"),
+        "{}",
+        junk.json
+    );
+    assert_eq!(
+        junk.json["report"]["file"],
+        digest(b"this is not wasm at all")
+    );
     let core = server.publish(&alice, &key, b"\0asm\x01\0\0\0");
     assert!(problems(&core)[0].contains("core WebAssembly module, not a component"));
 
@@ -559,7 +689,9 @@ fn hostile_uploads_get_their_report_and_the_service_keeps_serving() {
 
     // A body past the host's component size cap: 413, unread.
     let mut stream = TcpStream::connect(server.authority()).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
     write!(
         stream,
         "POST /v1/plugins HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {alice}\r\n\
@@ -575,7 +707,9 @@ fn hostile_uploads_get_their_report_and_the_service_keeps_serving() {
     // The same without a length: the server stops reading at the cap.
     let chunked = TcpStream::connect(server.authority()).unwrap();
     let mut writer = chunked.try_clone().unwrap();
-    chunked.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    chunked
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
     let sig = sign(&key, b"");
     let sender = std::thread::spawn(move || {
         let _ = write!(
@@ -596,7 +730,11 @@ fn hostile_uploads_get_their_report_and_the_service_keeps_serving() {
     });
     let mut head = Vec::new();
     let _ = BufReader::new(&chunked).read_until(b'\n', &mut head);
-    assert!(head.starts_with(b"HTTP/1.1 413"), "{}", String::from_utf8_lossy(&head));
+    assert!(
+        head.starts_with(b"HTTP/1.1 413"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
     drop(chunked);
     let _ = sender.join();
 
@@ -649,15 +787,29 @@ fn checks_at_once_are_bounded_503_beyond() {
 fn rate_limits_answer_429_with_retry_after() {
     let server = Server::start(
         "rate",
-        &["--address-burst", "4", "--address-rate", "1", "--token-burst", "2", "--token-rate", "1"],
+        &[
+            "--address-burst",
+            "4",
+            "--address-rate",
+            "1",
+            "--token-burst",
+            "2",
+            "--token-rate",
+            "1",
+        ],
     );
     let alice = server.token("alice", "publisher");
     // Per token: two at once, then refused...
     server.get("/v1/plugins").expect(200, None);
-    for _ in 0..2 {
+    for status in [201, 200] {
         server
-            .call("POST", "/v1/keys", Some(&alice), Body::Json(json!({"public_key": public_key(&key(10))})))
-            .status;
+            .call(
+                "POST",
+                "/v1/keys",
+                Some(&alice),
+                Body::Json(json!({"public_key": public_key(&key(10))})),
+            )
+            .expect(status, None);
     }
     let limited = server.call("GET", "/v1/plugins", Some(&alice), Body::None);
     limited.expect(429, Some("rate-limited"));
@@ -665,7 +817,12 @@ fn rate_limits_answer_429_with_retry_after() {
     // ...and per address: four in all, the refused one included.
     let limited = server.get("/healthz");
     limited.expect(429, Some("rate-limited"));
-    assert!(limited.json["message"].as_str().unwrap().contains("address"));
+    assert!(
+        limited.json["message"]
+            .as_str()
+            .unwrap()
+            .contains("address")
+    );
     assert!(limited.header("retry-after").parse::<u64>().unwrap() >= 1);
 }
 
@@ -681,7 +838,10 @@ fn shutdown_finishes_uploads_in_flight() {
     };
     server.wait_for_log("validating");
     // SAFETY: kill(2) on the server's pid, which this test started.
-    assert_eq!(unsafe { libc::kill(server.child.id() as i32, libc::SIGTERM) }, 0);
+    assert_eq!(
+        unsafe { libc::kill(server.child.id() as i32, libc::SIGTERM) },
+        0
+    );
     assert_eq!(upload.join().unwrap(), 201);
     server.wait_for_log("shutting down");
     let server = Arc::into_inner(server).unwrap();
