@@ -103,9 +103,14 @@ const context = await chromium.launchPersistentContext(env('PROFILE'), {
 });
 const page = context.pages()[0] ?? (await context.newPage());
 page.setDefaultTimeout(30_000);
-// Any script the page runs would be a bug (and the CSP forbids it).
+// Any script the page runs would be a bug (and the CSP forbids it): a
+// script error, a dialog or a CSP violation fails the run. (Refusals are
+// pages with 4xx statuses, which the console reports too: those are fine.)
 const consoleErrors = [];
-page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });
+page.on('pageerror', (e) => consoleErrors.push(`a script error: ${e.message}`));
+page.on('console', (m) => {
+  if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) consoleErrors.push(m.text());
+});
 page.on('dialog', (d) => { consoleErrors.push(`a dialog opened: ${d.message()}`); d.dismiss(); });
 
 const shot = (name) => page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
