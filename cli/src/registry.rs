@@ -161,14 +161,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         let _ = std::io::stdout().flush();
         tracing::info!(data = %args.data.display(), "registry listening on http://{bound}");
         let web = sandwit_registry::web::router(registry.clone());
-        sandwit_registry::serve(
-            registry,
-            config,
-            web,
-            listener,
-            stop_signal(),
-        )
-        .await
+        sandwit_registry::serve(registry, config, web, listener, stop_signal()).await
     })?;
     Ok(ExitCode::SUCCESS)
 }

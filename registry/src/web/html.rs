@@ -131,6 +131,9 @@ mod tests {
     #[test]
     fn encodes_url_components() {
         assert_eq!(Url("a b&c=d/é").to_string(), "a%20b%26c%3Dd%2F%C3%A9");
-        assert_eq!(plugin_path("calc", Some("1.0.0+b")), "/plugins/calc/1.0.0%2Bb");
+        assert_eq!(
+            plugin_path("calc", Some("1.0.0+b")),
+            "/plugins/calc/1.0.0%2Bb"
+        );
     }
 }

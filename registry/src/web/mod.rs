@@ -47,9 +47,11 @@ pub fn router(registry: Registry) -> Router {
         .route("/plugins/{id}/{version}", get(plugin::version))
         .route(
             "/upload",
-            get(upload::form).post(upload::upload).layer(DefaultBodyLimit::max(
-                sandwit::MAX_COMPONENT_BYTES + FORM_OVERHEAD,
-            )),
+            get(upload::form)
+                .post(upload::upload)
+                .layer(DefaultBodyLimit::max(
+                    sandwit::MAX_COMPONENT_BYTES + FORM_OVERHEAD,
+                )),
         )
         .route("/style.css", get(style))
         .layer(middleware::map_response(security_headers))

@@ -120,7 +120,10 @@ fn version_html(html: &mut String, d: &VersionDetail) {
             Esc(&pretty(&m["config_schema"]))
         );
     }
-    let methods = m["methods"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let methods = m["methods"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
     let _ = writeln!(
         html,
         "</section>\n<section aria-labelledby=\"methods\">\n<h2 id=\"methods\">Methods ({})</h2>",
@@ -134,7 +137,10 @@ fn version_html(html: &mut String, d: &VersionDetail) {
 
 fn method_html(html: &mut String, method: &Value) {
     let name = text(&method["name"]);
-    let params = method["params"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let params = method["params"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
     // As Python shows the function the AI calls: optional parameters
     // default to None.
     let signature = params
@@ -215,7 +221,7 @@ fn size(bytes: u64) -> String {
     let digits = bytes.to_string();
     let mut grouped = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             grouped.push(',');
         }
         grouped.push(c);
@@ -225,7 +231,10 @@ fn size(bytes: u64) -> String {
     } else if bytes < 1024 * 1024 {
         format!("{grouped} bytes ({:.1} KiB)", bytes as f64 / 1024.0)
     } else {
-        format!("{grouped} bytes ({:.1} MiB)", bytes as f64 / (1024.0 * 1024.0))
+        format!(
+            "{grouped} bytes ({:.1} MiB)",
+            bytes as f64 / (1024.0 * 1024.0)
+        )
     }
 }
 

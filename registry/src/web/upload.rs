@@ -26,7 +26,10 @@ const MAX_TOKEN_BYTES: usize = 256;
 const MAX_SIGNATURE_BYTES: usize = 1024;
 
 pub(super) async fn form() -> Page {
-    Page::ok("Upload a plugin", format!("<h1>Upload a plugin</h1>\n{}", form_html()))
+    Page::ok(
+        "Upload a plugin",
+        format!("<h1>Upload a plugin</h1>\n{}", form_html()),
+    )
 }
 
 /// The form again, under a refusal.
@@ -105,10 +108,10 @@ fn same_origin(headers: &HeaderMap) -> Result<(), Error> {
         return Ok(());
     };
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
-    let origin_host = origin
-        .to_str()
-        .ok()
-        .and_then(|o| o.strip_prefix("http://").or_else(|| o.strip_prefix("https://")));
+    let origin_host = origin.to_str().ok().and_then(|o| {
+        o.strip_prefix("http://")
+            .or_else(|| o.strip_prefix("https://"))
+    });
     match (origin_host, host) {
         (Some(o), Some(h)) if o.eq_ignore_ascii_case(h) => Ok(()),
         _ => Err(cross()),
@@ -158,7 +161,10 @@ async fn read_and_publish(
     }
     let account = account.ok_or_else(no_token)?;
     let component = component.filter(|c| !c.is_empty()).ok_or_else(|| {
-        Error::bad_request("invalid-form", "choose the component file (.wasm) to upload")
+        Error::bad_request(
+            "invalid-form",
+            "choose the component file (.wasm) to upload",
+        )
     })?;
     let signature = signature
         .map(|s| s.trim().to_string())
