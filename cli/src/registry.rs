@@ -160,14 +160,8 @@ fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         outln!("listening on http://{bound}");
         let _ = std::io::stdout().flush();
         tracing::info!(data = %args.data.display(), "registry listening on http://{bound}");
-        sandwit_registry::serve(
-            registry,
-            config,
-            sandwit_registry::Router::new(),
-            listener,
-            stop_signal(),
-        )
-        .await
+        let web = sandwit_registry::web::router(registry.clone());
+        sandwit_registry::serve(registry, config, web, listener, stop_signal()).await
     })?;
     Ok(ExitCode::SUCCESS)
 }

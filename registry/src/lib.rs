@@ -23,6 +23,7 @@ mod rate;
 mod server;
 mod types;
 mod validate;
+pub mod web;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

@@ -156,6 +156,7 @@ async fn authenticate(
     mut request: Request,
     next: Next,
 ) -> Response {
+    request.extensions_mut().insert(Tokens(guard.clone()));
     if let Some(ConnectInfo(peer)) = request.extensions().get::<ConnectInfo<SocketAddr>>()
         && let Err(wait) = guard.per_address.take(peer.ip())
     {
@@ -199,4 +200,26 @@ fn bearer(request: &Request) -> Result<Option<String>, Error> {
         .or_else(|| value.strip_prefix("bearer "))
         .ok_or_else(malformed)?;
     Ok(Some(token.trim().to_string()))
+}
+
+/// Resolves a token a request carries elsewhere than in its
+/// `Authorization` header (the web page's upload form has it in a field),
+/// with the same per-token rate limit. Every request has one in its
+/// extensions.
+#[derive(Clone)]
+pub(crate) struct Tokens(Arc<Guard>);
+
+impl Tokens {
+    /// The account of `token`, after taking one request from its budget.
+    pub(crate) async fn account(&self, token: &str) -> Result<Account, Error> {
+        let hash: [u8; 32] = sha2::Digest::finalize(
+            <sha2::Sha256 as sha2::Digest>::new_with_prefix(token.as_bytes()),
+        )
+        .into();
+        self.0
+            .per_token
+            .take(hash)
+            .map_err(|wait| Error::RateLimited("token", wait))?;
+        self.0.registry.authenticate(token).await
+    }
 }
