@@ -8,6 +8,7 @@ mod inspect;
 mod interpreter;
 mod render;
 mod run;
+mod serve;
 mod worker;
 
 use std::path::PathBuf;
@@ -57,6 +58,12 @@ enum Command {
     /// Print the method listing an LLM is given: signatures, kinds and
     /// docstrings.
     Prompt(run::PromptArgs),
+    /// Serve the runtime over HTTP: runs (JSON or a stream of server-sent
+    /// events), method calls, tool discovery, health and Prometheus metrics,
+    /// plugins enabled and disabled at runtime. Bearer tokens from
+    /// --token-file (or one generated admin token); loopback by default.
+    /// See docs/SERVICE.md.
+    Serve(serve::ServeArgs),
 }
 
 /// Options for the host, before or after the subcommand.
@@ -183,6 +190,11 @@ fn main() -> ExitCode {
         .build()
         .expect("starting the tokio runtime");
     let result = runtime.block_on(async {
+        if let Command::Serve(args) = cli.command {
+            // A server: the host's defaults for many runs (interpreters
+            // prepared ahead, a pool sized for them).
+            return serve::serve(cli.host.builder()?.build()?, args).await;
+        }
         // One run per process: an interpreter prepared ahead of it would
         // only compete with it for the cores, and a pool sized for a server
         // would cost the start its guard pages.
@@ -204,6 +216,7 @@ fn main() -> ExitCode {
             Command::Call(args) => call::call(&host, args).await,
             Command::Run(args) => run::run(&host, args).await,
             Command::Prompt(args) => run::prompt(&host, args).await,
+            Command::Serve(_) => unreachable!("served above"),
         }
     });
     match result {

@@ -5,4 +5,5 @@
 
 mod commands;
 mod common;
+mod serve;
 mod store;

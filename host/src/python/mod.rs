@@ -3,6 +3,7 @@
 
 pub(crate) mod methods;
 pub(crate) mod outcome;
+mod listing;
 mod plugin_set;
 mod prepared;
 mod reusable;
