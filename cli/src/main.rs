@@ -190,11 +190,12 @@ fn main() -> ExitCode {
         .build()
         .expect("starting the tokio runtime");
     let result = runtime.block_on(async {
-        if let Command::Serve(args) = cli.command {
+        let command = match cli.command {
             // A server: the host's defaults for many runs (interpreters
             // prepared ahead, a pool sized for them).
-            return serve::serve(cli.host.builder()?.build()?, args).await;
-        }
+            Command::Serve(args) => return serve::serve(cli.host.builder()?.build()?, args).await,
+            command => command,
+        };
         // One run per process: an interpreter prepared ahead of it would
         // only compete with it for the cores, and a pool sized for a server
         // would cost the start its guard pages.
@@ -202,7 +203,7 @@ fn main() -> ExitCode {
             .host
             .builder()?
             .prepared_interpreters(0)
-            .max_instances(if matches!(cli.command, Command::Validate(_)) {
+            .max_instances(if matches!(command, Command::Validate(_)) {
                 // One plugin instance at a time: the worker's memory budget
                 // is spent on the check, not on the pool.
                 VALIDATE_INSTANCES
@@ -210,7 +211,7 @@ fn main() -> ExitCode {
                 ONE_SHOT_INSTANCES
             })
             .build()?;
-        match cli.command {
+        match command {
             Command::Inspect(args) => inspect::inspect(&host, args).await,
             Command::Validate(args) => inspect::validate(&host, args).await,
             Command::Call(args) => call::call(&host, args).await,

@@ -64,9 +64,9 @@ pub async fn serve(host: Host, args: ServeArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let sandbox = crate::interpreter::load(&host, args.python.clone()).await?;
-    let max_running = args.max_runs.unwrap_or_else(|| {
-        std::thread::available_parallelism().map_or(1, |n| n.get())
-    });
+    let max_running = args
+        .max_runs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let config = Config {
         plugin_dir: args.plugin_dir.clone(),
         tokens,
@@ -82,7 +82,7 @@ pub async fn serve(host: Host, args: ServeArgs) -> anyhow::Result<ExitCode> {
     outln!("listening on http://{}", listener.local_addr()?);
     let grace = Duration::from_millis(args.grace_ms);
     let cancelled = service
-        .serve(listener, shutdown_signal(), grace, |in_flight| {
+        .serve(listener, shutdown_signal(), grace, move |in_flight| {
             eprintln!(
                 "sandwit: shutting down; {in_flight} run(s) in flight get {} ms to finish",
                 grace.as_millis()

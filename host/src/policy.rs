@@ -323,11 +323,13 @@ impl Policy {
     /// The execution controls on calls of `plugin`'s `method`: the
     /// method's keys, else the plugin's (empty when the policy sets none).
     pub fn method_controls(&self, plugin: &str, method: &str) -> ControlSettings {
-        self.plugins.get(plugin).map_or_else(ControlSettings::default, |p| {
-            p.methods
-                .get(method)
-                .map_or_else(|| p.controls.clone(), |m| p.controls.overridden_by(m))
-        })
+        self.plugins
+            .get(plugin)
+            .map_or_else(ControlSettings::default, |p| {
+                p.methods
+                    .get(method)
+                    .map_or_else(|| p.controls.clone(), |m| p.controls.overridden_by(m))
+            })
     }
 
     /// Sets the execution controls of `plugin`'s calls, or with `method`

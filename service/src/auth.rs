@@ -140,21 +140,28 @@ impl Caller {
             Role::User => Err(ApiError::new(
                 StatusCode::FORBIDDEN,
                 "admin-only",
-                format!("the token `{}` is a user token; this needs an admin's", self.name),
+                format!(
+                    "the token `{}` is a user token; this needs an admin's",
+                    self.name
+                ),
             )),
         }
     }
 }
 
-impl<S> FromRequestParts<S> for Caller
-where
-    S: AsRef<Tokens> + Send + Sync,
-{
+impl FromRequestParts<crate::Shared> for Caller {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &crate::Shared,
+    ) -> Result<Self, Self::Rejection> {
         let unauthorized = |message: &str| {
-            ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message.to_string())
+            ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                message.to_string(),
+            )
         };
         let value = parts
             .headers
@@ -166,7 +173,8 @@ where
             .and_then(|v| v.strip_prefix("Bearer "))
             .ok_or_else(|| unauthorized("the Authorization header is not `Bearer <token>`"))?;
         let (name, role) = state
-            .as_ref()
+            .config
+            .tokens
             .find(token.trim())
             .ok_or_else(|| unauthorized("the token is not one this server accepts"))?;
         Ok(Caller {
@@ -182,7 +190,11 @@ mod tests {
 
     #[test]
     fn a_token_file_names_its_wrong_line() {
-        let good = format!("# ops\nalice admin {}\nbob user {}\n", token_digest_hex("a"), token_digest_hex("b"));
+        let good = format!(
+            "# ops\nalice admin {}\nbob user {}\n",
+            token_digest_hex("a"),
+            token_digest_hex("b")
+        );
         let tokens = Tokens::parse(&good).unwrap();
         assert_eq!(tokens.find("a"), Some(("alice", Role::Admin)));
         assert_eq!(tokens.find("b"), Some(("bob", Role::User)));

@@ -37,7 +37,9 @@ pub async fn call(
     let Some(method) = target.strip_suffix(":call") else {
         return Err(ApiError::not_found(
             "not-found",
-            format!("no endpoint `{target}`: call a method at /v1/plugins/{{id}}/methods/{{method}}:call"),
+            format!(
+                "no endpoint `{target}`: call a method at /v1/plugins/{{id}}/methods/{{method}}:call"
+            ),
         ));
     };
     let axum::Json(request) = body?;
@@ -47,7 +49,9 @@ pub async fn call(
         .expect("catalog lock")
         .plugin(&id)
         .cloned()
-        .ok_or_else(|| ApiError::not_found("unknown-plugin", format!("no enabled plugin `{id}`")))?;
+        .ok_or_else(|| {
+            ApiError::not_found("unknown-plugin", format!("no enabled plugin `{id}`"))
+        })?;
     if plugin.manifest().method(method).is_none() {
         return Err(ApiError::not_found(
             "unknown-method",

@@ -20,7 +20,11 @@ pub async fn healthz() -> impl IntoResponse {
 /// free.
 pub async fn readyz(State(state): State<Shared>) -> Result<impl IntoResponse, ApiError> {
     if state.shutting_down.load(Ordering::SeqCst) {
-        return Err(ApiError::unavailable("shutting-down", "the server is shutting down", 1));
+        return Err(ApiError::unavailable(
+            "shutting-down",
+            "the server is shutting down",
+            1,
+        ));
     }
     let plugins = state.catalog.read().expect("catalog lock").plugins().len();
     Ok(axum::Json(json!({

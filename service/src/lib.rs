@@ -81,12 +81,6 @@ struct InFlight {
     caller: String,
 }
 
-impl AsRef<Tokens> for State {
-    fn as_ref(&self) -> &Tokens {
-        &self.config.tokens
-    }
-}
-
 type Shared = Arc<State>;
 
 impl Service {
@@ -95,7 +89,11 @@ impl Service {
     pub async fn new(host: Host, sandbox: PythonSandbox, config: Config) -> anyhow::Result<Self> {
         let plugins = Catalog::load(&host, &config.plugin_dir).await?;
         let catalog = Catalog::new(plugins, BTreeSet::new())?;
-        let queue = RunQueue::new(config.max_running.max(1), config.max_waiting, config.max_wait);
+        let queue = RunQueue::new(
+            config.max_running.max(1),
+            config.max_waiting,
+            config.max_wait,
+        );
         Ok(Service {
             state: Arc::new(State {
                 host,
@@ -129,7 +127,9 @@ impl Service {
             .fallback(|| async {
                 ApiError::not_found("not-found", "no such endpoint; see docs/SERVICE.md")
             })
-            .layer(axum::extract::DefaultBodyLimit::max(self.state.config.max_body_bytes))
+            .layer(axum::extract::DefaultBodyLimit::max(
+                self.state.config.max_body_bytes,
+            ))
             .with_state(self.state.clone())
     }
 
@@ -162,7 +162,12 @@ impl Service {
         self.state.shutting_down.store(true, Ordering::SeqCst);
         self.state.queue.close();
         let deadline = tokio::time::Instant::now() + grace;
-        while !self.state.in_flight.lock().expect("in-flight lock").is_empty()
+        while !self
+            .state
+            .in_flight
+            .lock()
+            .expect("in-flight lock")
+            .is_empty()
             && tokio::time::Instant::now() < deadline
         {
             tokio::time::sleep(Duration::from_millis(20)).await;

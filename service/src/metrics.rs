@@ -86,7 +86,13 @@ impl Metrics {
 
     /// The Prometheus text exposition of the counters, the run pool's
     /// occupancy and the execution controls' counters.
-    pub fn render(&self, running: usize, waiting: usize, max_running: usize, controls: &ControlsSnapshot) -> String {
+    pub fn render(
+        &self,
+        running: usize,
+        waiting: usize,
+        max_running: usize,
+        controls: &ControlsSnapshot,
+    ) -> String {
         let c = self.counters.lock().expect("metrics lock");
         let mut out = String::new();
         let _ = writeln!(out, "# HELP sandwit_runs_total Runs finished, by status.");
@@ -94,34 +100,69 @@ impl Metrics {
         for (status, n) in &c.runs {
             let _ = writeln!(out, "sandwit_runs_total{{status=\"{status}\"}} {n}");
         }
-        let _ = writeln!(out, "# HELP sandwit_runs_rejected_total Runs refused before they started, by reason.");
+        let _ = writeln!(
+            out,
+            "# HELP sandwit_runs_rejected_total Runs refused before they started, by reason."
+        );
         let _ = writeln!(out, "# TYPE sandwit_runs_rejected_total counter");
         for (reason, n) in &c.rejected {
-            let _ = writeln!(out, "sandwit_runs_rejected_total{{reason=\"{reason}\"}} {n}");
+            let _ = writeln!(
+                out,
+                "sandwit_runs_rejected_total{{reason=\"{reason}\"}} {n}"
+            );
         }
-        let _ = writeln!(out, "# HELP sandwit_limit_hits_total Runs stopped by a limit, by kind.");
+        let _ = writeln!(
+            out,
+            "# HELP sandwit_limit_hits_total Runs stopped by a limit, by kind."
+        );
         let _ = writeln!(out, "# TYPE sandwit_limit_hits_total counter");
         for (kind, n) in &c.limit_hits {
             let _ = writeln!(out, "sandwit_limit_hits_total{{kind=\"{kind}\"}} {n}");
         }
-        let _ = writeln!(out, "# HELP sandwit_call_duration_seconds Method calls' wall-clock time, by plugin and method.");
+        let _ = writeln!(
+            out,
+            "# HELP sandwit_call_duration_seconds Method calls' wall-clock time, by plugin and method."
+        );
         let _ = writeln!(out, "# TYPE sandwit_call_duration_seconds histogram");
         for ((plugin, method), h) in &c.calls {
             let labels = format!("plugin=\"{plugin}\",method=\"{method}\"");
             let mut cumulative = 0;
             for (bound, n) in LATENCY_BUCKETS.iter().zip(h.buckets) {
                 cumulative += n;
-                let _ = writeln!(out, "sandwit_call_duration_seconds_bucket{{{labels},le=\"{bound}\"}} {cumulative}");
+                let _ = writeln!(
+                    out,
+                    "sandwit_call_duration_seconds_bucket{{{labels},le=\"{bound}\"}} {cumulative}"
+                );
             }
-            let _ = writeln!(out, "sandwit_call_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {}", h.count);
-            let _ = writeln!(out, "sandwit_call_duration_seconds_sum{{{labels}}} {}", h.sum);
-            let _ = writeln!(out, "sandwit_call_duration_seconds_count{{{labels}}} {}", h.count);
+            let _ = writeln!(
+                out,
+                "sandwit_call_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {}",
+                h.count
+            );
+            let _ = writeln!(
+                out,
+                "sandwit_call_duration_seconds_sum{{{labels}}} {}",
+                h.sum
+            );
+            let _ = writeln!(
+                out,
+                "sandwit_call_duration_seconds_count{{{labels}}} {}",
+                h.count
+            );
         }
         drop(c);
         let gauges = [
             ("sandwit_runs_running", "Runs running now.", running),
-            ("sandwit_runs_waiting", "Runs waiting for a slot now.", waiting),
-            ("sandwit_runs_max_running", "The most runs at once.", max_running),
+            (
+                "sandwit_runs_waiting",
+                "Runs waiting for a slot now.",
+                waiting,
+            ),
+            (
+                "sandwit_runs_max_running",
+                "The most runs at once.",
+                max_running,
+            ),
         ];
         for (name, help, value) in gauges {
             let _ = writeln!(out, "# HELP {name} {help}");
@@ -136,14 +177,34 @@ impl Metrics {
 fn render_controls(out: &mut String, controls: &ControlsSnapshot) {
     type Field = fn(&sandwit::controls::MethodStats) -> f64;
     let counters: [(&str, &str, Field); 9] = [
-        ("calls", "Calls that reached the execution controls.", |m| m.calls as f64),
-        ("succeeded", "Calls that returned a result.", |m| m.succeeded as f64),
+        ("calls", "Calls that reached the execution controls.", |m| {
+            m.calls as f64
+        }),
+        ("succeeded", "Calls that returned a result.", |m| {
+            m.succeeded as f64
+        }),
         ("failed", "Calls that failed.", |m| m.failed as f64),
-        ("rate_limited", "Calls refused by a rate limit.", |m| m.rate_limited as f64),
-        ("breaker_refused", "Calls refused by an open breaker.", |m| m.breaker_refused as f64),
-        ("budget_refused", "Calls refused by a cost budget.", |m| m.budget_refused as f64),
-        ("approvals_granted", "Calls of flagged methods approved.", |m| m.approvals_granted as f64),
-        ("approvals_refused", "Calls of flagged methods refused approval.", |m| m.approvals_refused as f64),
+        ("rate_limited", "Calls refused by a rate limit.", |m| {
+            m.rate_limited as f64
+        }),
+        (
+            "breaker_refused",
+            "Calls refused by an open breaker.",
+            |m| m.breaker_refused as f64,
+        ),
+        ("budget_refused", "Calls refused by a cost budget.", |m| {
+            m.budget_refused as f64
+        }),
+        (
+            "approvals_granted",
+            "Calls of flagged methods approved.",
+            |m| m.approvals_granted as f64,
+        ),
+        (
+            "approvals_refused",
+            "Calls of flagged methods refused approval.",
+            |m| m.approvals_refused as f64,
+        ),
         ("cost", "What successful calls cost in all.", |m| m.cost),
     ];
     for (name, help, field) in counters {
@@ -159,7 +220,10 @@ fn render_controls(out: &mut String, controls: &ControlsSnapshot) {
             );
         }
     }
-    let _ = writeln!(out, "# HELP sandwit_controls_breaker_trips_total Times a method's breaker opened.");
+    let _ = writeln!(
+        out,
+        "# HELP sandwit_controls_breaker_trips_total Times a method's breaker opened."
+    );
     let _ = writeln!(out, "# TYPE sandwit_controls_breaker_trips_total counter");
     for m in &controls.methods {
         if let Some(b) = &m.breaker {

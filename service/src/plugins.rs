@@ -46,21 +46,34 @@ pub async fn action(
         _ => {
             return Err(ApiError::not_found(
                 "not-found",
-                format!("no endpoint `/v1/plugins/{target}`: POST /v1/plugins/{{id}}:enable or :disable"),
+                format!(
+                    "no endpoint `/v1/plugins/{target}`: POST /v1/plugins/{{id}}:enable or :disable"
+                ),
             ));
         }
     };
-    if !state.catalog.write().expect("catalog lock").set_enabled(id, enabled) {
-        return Err(ApiError::not_found("unknown-plugin", format!("no plugin `{id}`")));
+    if !state
+        .catalog
+        .write()
+        .expect("catalog lock")
+        .set_enabled(id, enabled)
+    {
+        return Err(ApiError::not_found(
+            "unknown-plugin",
+            format!("no plugin `{id}`"),
+        ));
     }
-    tracing::info!(plugin = id, enabled, by = caller.name, "plugin switched");
+    tracing::info!(plugin = id, enabled, by = %caller.name, "plugin switched");
     Ok(axum::Json(json!({"id": id, "enabled": enabled})))
 }
 
 /// `POST /v1/plugins:reload`: loads the plugin directory again; plugins
 /// disabled stay disabled. A directory that fails to load leaves the
 /// plugins as they were and answers 422 naming the file.
-pub async fn reload(State(state): State<Shared>, caller: Caller) -> Result<impl IntoResponse, ApiError> {
+pub async fn reload(
+    State(state): State<Shared>,
+    caller: Caller,
+) -> Result<impl IntoResponse, ApiError> {
     caller.require_admin()?;
     let failed = |e: anyhow::Error| {
         ApiError::new(
@@ -72,9 +85,18 @@ pub async fn reload(State(state): State<Shared>, caller: Caller) -> Result<impl 
     let plugins = Catalog::load(&state.host, &state.config.plugin_dir)
         .await
         .map_err(failed)?;
-    let disabled = state.catalog.read().expect("catalog lock").disabled().clone();
+    let disabled = state
+        .catalog
+        .read()
+        .expect("catalog lock")
+        .disabled()
+        .clone();
     let catalog = Catalog::new(plugins, disabled).map_err(failed)?;
-    let ids: Vec<String> = catalog.plugins().iter().map(|p| p.id().to_string()).collect();
+    let ids: Vec<String> = catalog
+        .plugins()
+        .iter()
+        .map(|p| p.id().to_string())
+        .collect();
     *state.catalog.write().expect("catalog lock") = catalog;
     Ok(axum::Json(json!({"plugins": ids})))
 }

@@ -51,7 +51,8 @@ impl RunQueue {
             )
         })?;
         self.waiting.fetch_add(1, Ordering::Relaxed);
-        let running = tokio::time::timeout(self.max_wait, self.running.clone().acquire_owned()).await;
+        let running =
+            tokio::time::timeout(self.max_wait, self.running.clone().acquire_owned()).await;
         self.waiting.fetch_sub(1, Ordering::Relaxed);
         match running {
             Ok(Ok(running)) => Ok(RunSlot {

@@ -113,7 +113,10 @@ impl Prepared {
             options,
         } = self;
         let task = tokio::spawn(async move {
-            let outcome = state.sandbox.run_with(&ctx, &plugins, &code, &options).await;
+            let outcome = state
+                .sandbox
+                .run_with(&ctx, &plugins, &code, &options)
+                .await;
             drop(slot);
             state.in_flight.lock().expect("in-flight lock").remove(&id);
             state.metrics.record_run(&outcome);
@@ -139,7 +142,11 @@ pub async fn run(
 ) -> Result<Response, ApiError> {
     let axum::Json(request) = body?;
     if state.shutting_down.load(Ordering::SeqCst) {
-        return Err(ApiError::unavailable("shutting-down", "the server is shutting down", 1));
+        return Err(ApiError::unavailable(
+            "shutting-down",
+            "the server is shutting down",
+            1,
+        ));
     }
     if request.chat_key.is_empty() {
         return Err(ApiError::bad_request("bad-request", "`chat_key` is empty"));

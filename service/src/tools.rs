@@ -31,7 +31,12 @@ fn kind_name(method: &MethodSpec) -> String {
 }
 
 fn enabled(state: &Shared) -> PluginSet {
-    state.catalog.read().expect("catalog lock").enabled().clone()
+    state
+        .catalog
+        .read()
+        .expect("catalog lock")
+        .enabled()
+        .clone()
 }
 
 /// `GET /v1/tools`.

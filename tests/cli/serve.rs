@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::{artifacts, cache_dir, tempdir};
+use crate::common::{artifacts, cache_dir, pin_line, tempdir};
 
 const ADMIN: &str = "admin-token-for-tests";
 const USER: &str = "user-token-for-tests";
@@ -108,7 +108,10 @@ impl Server {
             .unwrap();
         let status = response.status().as_u16();
         let text = response.body_mut().read_to_string().unwrap();
-        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
     }
 
     /// A run whose events stream in: the open response's reader.
@@ -118,7 +121,7 @@ impl Server {
             .post(format!("{}/v1/runs", self.base))
             .header("Authorization", format!("Bearer {USER}"))
             .header("Accept", "text/event-stream")
-            .send_json(json!({"code": code, "chat_key": "c"}))
+            .send_json(json!({"code": code, "chat_key": "c", "user_id": "u"}))
             .unwrap();
         assert_eq!(response.status().as_u16(), 200);
         BufReader::new(response.into_body().into_reader())
@@ -149,7 +152,10 @@ fn next_event(reader: &mut impl BufRead, name: &str) -> Value {
     let mut current = String::new();
     for _ in 0..10_000 {
         let mut line = String::new();
-        assert!(reader.read_line(&mut line).unwrap() > 0, "the stream ended before `{name}`");
+        assert!(
+            reader.read_line(&mut line).unwrap() > 0,
+            "the stream ended before `{name}`"
+        );
         let line = line.trim_end();
         if let Some(event) = line.strip_prefix("event:") {
             current = event.trim().to_string();
@@ -166,14 +172,22 @@ const CALC_POLICY: &str = "[plugins.calc.methods.calculate_sum]\nrate_limit = 60
 
 #[test]
 fn serve_runs_calls_and_lists_tools_for_a_token() {
-    let server = serve("endpoints", &[artifacts::CALC, artifacts::NOTES], CALC_POLICY, &[]);
+    let server = serve(
+        "endpoints",
+        &[artifacts::CALC, artifacts::NOTES],
+        CALC_POLICY,
+        &[],
+    );
     assert_eq!(server.get("/healthz", None).0, 200);
     assert_eq!(server.get("/readyz", None).0, 200);
 
     // No token, a wrong one: 401 in the JSON error shape, the token not echoed.
     let (status, body) = server.get("/v1/tools", None);
     assert_eq!(status, 401, "{body}");
-    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["error"], "unauthorized");
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["error"],
+        "unauthorized"
+    );
     let (status, body) = server.get("/v1/tools", Some("not-a-token"));
     assert_eq!(status, 401);
     assert!(!body.contains("not-a-token"), "{body}");
@@ -205,7 +219,13 @@ fn serve_runs_calls_and_lists_tools_for_a_token() {
     );
     assert_eq!(status, 400);
     assert_eq!(err["error"], "limit-too-high");
-    assert!(err["message"].as_str().unwrap().contains("limits.max_calls"), "{err}");
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains("limits.max_calls"),
+        "{err}"
+    );
     let (status, err) = server.post("/v1/runs", USER, json!({"chat_key": "c"}));
     assert_eq!(status, 422);
     assert_eq!(err["error"], "bad-json");
@@ -232,7 +252,10 @@ fn serve_runs_calls_and_lists_tools_for_a_token() {
         USER,
         json!({"chat_key": "c"}),
     );
-    assert_eq!((status, err["error"].as_str()), (404, Some("unknown-method")));
+    assert_eq!(
+        (status, err["error"].as_str()),
+        (404, Some("unknown-method"))
+    );
 
     // Discovery.
     let tools = server.get_json("/v1/tools", USER);
@@ -242,18 +265,40 @@ fn serve_runs_calls_and_lists_tools_for_a_token() {
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect();
-    assert!(names.contains(&"calculate_sum") && names.contains(&"remember"), "{tools}");
+    assert!(
+        names.contains(&"calculate_sum") && names.contains(&"remember"),
+        "{tools}"
+    );
     let calc = server.get_json("/v1/tools?category=calc", USER);
     assert_eq!(calc["tools"].as_array().unwrap().len(), 2, "{calc}");
-    assert!(calc["tools"].as_array().unwrap().iter().all(|t| t["category"] == "calc"));
+    assert!(
+        calc["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["category"] == "calc")
+    );
     let none = server.get_json("/v1/tools?kind=agent", USER);
     assert_eq!(none["tools"], json!([]));
     let openai = server.get_json("/v1/tools?format=openai&category=calc", USER);
-    let sum = openai.as_array().unwrap().iter().find(|t| t["function"]["name"] == "calculate_sum").unwrap();
+    let sum = openai
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "calculate_sum")
+        .unwrap();
     assert_eq!(sum["type"], "function");
-    assert_eq!(sum["function"]["parameters"]["required"], json!(["num1", "num2"]));
+    assert_eq!(
+        sum["function"]["parameters"]["required"],
+        json!(["num1", "num2"])
+    );
     let mcp = server.get_json("/v1/tools?format=mcp&category=calc", USER);
-    let sum = mcp["tools"].as_array().unwrap().iter().find(|t| t["name"] == "calculate_sum").unwrap();
+    let sum = mcp["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "calculate_sum")
+        .unwrap();
     assert_eq!(sum["inputSchema"]["type"], "object");
     let schema = server.get_json("/v1/tools/calculate_sum/schema", USER);
     assert_eq!(schema["parameters"][0]["name"], "num1");
@@ -272,10 +317,18 @@ fn serve_runs_calls_and_lists_tools_for_a_token() {
     // Metrics: runs by status, call latencies, the controls' counters.
     let (status, metrics) = server.get("/metrics", Some(USER));
     assert_eq!(status, 200);
-    assert!(metrics.contains("sandwit_runs_total{status=\"ok\"} 1"), "{metrics}");
-    assert!(metrics.contains("sandwit_runs_total{status=\"error\"} 1"), "{metrics}");
     assert!(
-        metrics.contains("sandwit_call_duration_seconds_count{plugin=\"calc\",method=\"calculate_sum\"} 3"),
+        metrics.contains("sandwit_runs_total{status=\"ok\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("sandwit_runs_total{status=\"error\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(
+            "sandwit_call_duration_seconds_count{plugin=\"calc\",method=\"calculate_sum\"} 3"
+        ),
         "{metrics}"
     );
     assert!(
@@ -290,9 +343,12 @@ fn serve_runs_calls_and_lists_tools_for_a_token() {
 fn serve_streams_a_run_and_cancels_it_when_the_client_goes() {
     let server = serve("stream", &[artifacts::CALC], "", &[]);
     let mut events = server.stream("print('a', flush=True)\nprint(calculate_sum(1, 2))");
-    assert_eq!(next_event(&mut events, "stdout")["text"], "a\n");
+    assert_eq!(next_event(&mut events, "stdout")["text"], "a");
     let call = next_event(&mut events, "event");
-    assert_eq!((call["type"].as_str(), call["method"].as_str()), (Some("call"), Some("calculate_sum")));
+    assert_eq!(
+        (call["type"].as_str(), call["method"].as_str()),
+        (Some("call"), Some("calculate_sum"))
+    );
     let outcome = next_event(&mut events, "outcome");
     assert_eq!(outcome["status"], "ok");
     assert_eq!(outcome["stdout"], "a\n3\n");
@@ -300,7 +356,7 @@ fn serve_streams_a_run_and_cancels_it_when_the_client_goes() {
     // A run that would spin to its deadline: the client leaves once it
     // started, and the run ends cancelled.
     let mut events = server.stream("print('started', flush=True)\nwhile True:\n    pass\n");
-    assert_eq!(next_event(&mut events, "stdout")["text"], "started\n");
+    assert_eq!(next_event(&mut events, "stdout")["text"], "started");
     drop(events);
     server.await_metric("sandwit_runs_total{status=\"cancelled\"}", 1.0);
     server.await_metric("sandwit_runs_running", 0.0);
@@ -308,9 +364,14 @@ fn serve_streams_a_run_and_cancels_it_when_the_client_goes() {
 
 #[test]
 fn serve_refuses_runs_past_its_queue_with_503() {
-    let server = serve("queue", &[artifacts::CALC], "", &["--max-runs", "1", "--queue", "0"]);
+    let server = serve(
+        "queue",
+        &[artifacts::CALC],
+        "",
+        &["--max-runs", "1", "--queue", "0"],
+    );
     let mut events = server.stream("print('started', flush=True)\nwhile True:\n    pass\n");
-    assert_eq!(next_event(&mut events, "stdout")["text"], "started\n");
+    assert_eq!(next_event(&mut events, "stdout")["text"], "started");
     let mut response = server
         .agent
         .post(format!("{}/v1/runs", server.base))
@@ -324,13 +385,30 @@ fn serve_refuses_runs_past_its_queue_with_503() {
     drop(events);
     server.await_metric("sandwit_runs_running", 0.0);
     // The slot is free again.
-    let (status, outcome) = server.post("/v1/runs", USER, json!({"code": "print(1)", "chat_key": "c"}));
-    assert_eq!((status, outcome["status"].as_str()), (200, Some("ok")), "{outcome}");
+    let (status, outcome) = server.post(
+        "/v1/runs",
+        USER,
+        json!({"code": "print(1)", "chat_key": "c"}),
+    );
+    assert_eq!(
+        (status, outcome["status"].as_str()),
+        (200, Some("ok")),
+        "{outcome}"
+    );
 }
 
 #[test]
 fn serve_disables_a_plugin_from_the_next_run_on() {
-    let server = serve("disable", &[artifacts::CALC, artifacts::NOTES], "", &[]);
+    let policy = format!(
+        "[plugins.notes]\ngrant = [\"store\"]\n{}",
+        pin_line(artifacts::NOTES)
+    );
+    let server = serve(
+        "disable",
+        &[artifacts::CALC, artifacts::NOTES],
+        &policy,
+        &[],
+    );
     // A user may not switch plugins.
     let (status, err) = server.post("/v1/plugins/calc:disable", USER, json!({}));
     assert_eq!((status, err["error"].as_str()), (403, Some("admin-only")));
@@ -340,40 +418,64 @@ fn serve_disables_a_plugin_from_the_next_run_on() {
     let mut running = server.stream(
         "print('started', flush=True)\nwhile not recall('go'):\n    pass\nprint(calculate_sum(2, 3))\n",
     );
-    assert_eq!(next_event(&mut running, "stdout")["text"], "started\n");
+    assert_eq!(next_event(&mut running, "stdout")["text"], "started");
     let (status, body) = server.post("/v1/plugins/calc:disable", ADMIN, json!({}));
     assert_eq!(status, 200, "{body}");
     let (_, note) = server.post(
         "/v1/plugins/notes/methods/remember:call",
         USER,
-        json!({"args": {"note": "go"}, "chat_key": "c"}),
+        json!({"args": {"note": "go"}, "chat_key": "c", "user_id": "u"}),
     );
     assert_eq!(note["ok"], true, "{note}");
     let outcome = next_event(&mut running, "outcome");
     assert_eq!(outcome["status"], "ok", "{outcome}");
-    assert!(outcome["stdout"].as_str().unwrap().ends_with("5\n"), "{outcome}");
+    assert!(
+        outcome["stdout"].as_str().unwrap().ends_with("5\n"),
+        "{outcome}"
+    );
 
     // From the next run on, calc is gone: from listings, runs and calls.
     let tools = server.get_json("/v1/tools", USER);
     assert!(!tools.to_string().contains("calculate_sum"), "{tools}");
-    let (_, outcome) = server.post("/v1/runs", USER, json!({"code": "calculate_sum(1, 2)", "chat_key": "c"}));
+    let (_, outcome) = server.post(
+        "/v1/runs",
+        USER,
+        json!({"code": "calculate_sum(1, 2)", "chat_key": "c"}),
+    );
     assert_eq!(outcome["error"]["type"], "NameError", "{outcome}");
     let (status, err) = server.post(
         "/v1/plugins/calc/methods/calculate_sum:call",
         USER,
         json!({"args": {"num1": 1, "num2": 2}, "chat_key": "c"}),
     );
-    assert_eq!((status, err["error"].as_str()), (404, Some("unknown-plugin")));
+    assert_eq!(
+        (status, err["error"].as_str()),
+        (404, Some("unknown-plugin"))
+    );
     let plugins = server.get_json("/v1/plugins", USER);
-    let calc = plugins["plugins"].as_array().unwrap().iter().find(|p| p["id"] == "calc").unwrap();
+    let calc = plugins["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == "calc")
+        .unwrap();
     assert_eq!(calc["enabled"], false);
 
     // Reloading keeps it disabled; enabling brings it back.
     let (status, body) = server.post("/v1/plugins:reload", ADMIN, json!({}));
     assert_eq!(status, 200, "{body}");
-    assert!(!server.get_json("/v1/tools", USER).to_string().contains("calculate_sum"));
+    assert!(
+        !server
+            .get_json("/v1/tools", USER)
+            .to_string()
+            .contains("calculate_sum")
+    );
     let (status, _) = server.post("/v1/plugins/calc:enable", ADMIN, json!({}));
     assert_eq!(status, 200);
-    let (_, outcome) = server.post("/v1/runs", USER, json!({"code": "print(calculate_sum(1, 2))", "chat_key": "c"}));
+    let (_, outcome) = server.post(
+        "/v1/runs",
+        USER,
+        json!({"code": "print(calculate_sum(1, 2))", "chat_key": "c"}),
+    );
     assert_eq!(outcome["stdout"], "3\n", "{outcome}");
 }

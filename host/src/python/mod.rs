@@ -1,9 +1,9 @@
 //! The Python sandbox: AI-written code runs in a CPython component and calls
 //! plugin methods through the `sandwit:plugin/methods` import.
 
+mod listing;
 pub(crate) mod methods;
 pub(crate) mod outcome;
-mod listing;
 mod plugin_set;
 mod prepared;
 mod reusable;
