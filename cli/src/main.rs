@@ -9,11 +9,12 @@ mod install;
 mod interpreter;
 mod keygen;
 mod publish;
-mod registry_client;
-mod registry;
 mod project;
+mod registry;
+mod registry_client;
 mod render;
 mod run;
+mod serve;
 mod worker;
 
 use std::path::PathBuf;
@@ -82,6 +83,12 @@ enum Command {
     /// Make and build plugin projects (Rust or Python).
     #[command(subcommand)]
     Plugin(project::PluginCommand),
+    /// Serve the runtime over HTTP: runs (JSON or a stream of server-sent
+    /// events), method calls, tool discovery, health and Prometheus metrics,
+    /// plugins enabled and disabled at runtime. Bearer tokens from
+    /// --token-file (or one generated admin token); loopback by default.
+    /// See docs/SERVICE.md.
+    Serve(serve::ServeArgs),
 }
 
 /// Options for the host, before or after the subcommand.
@@ -199,7 +206,7 @@ const VALIDATE_INSTANCES: u32 = 2;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // A server logs every request by default; a command only its warnings.
-    let default_log = if matches!(cli.command, Command::Registry(_)) {
+    let default_log = if matches!(cli.command, Command::Registry(_) | Command::Serve(_)) {
         "info"
     } else {
         "warn"
@@ -237,6 +244,12 @@ fn run_with_host(cli: Cli) -> ExitCode {
         .build()
         .expect("starting the tokio runtime");
     let result = runtime.block_on(async {
+        let command = match cli.command {
+            // A server: the host's defaults for many runs (interpreters
+            // prepared ahead, a pool sized for them).
+            Command::Serve(args) => return serve::serve(cli.host.builder()?.build()?, args).await,
+            command => command,
+        };
         // One run per process: an interpreter prepared ahead of it would
         // only compete with it for the cores, and a pool sized for a server
         // would cost the start its guard pages.
@@ -244,7 +257,7 @@ fn run_with_host(cli: Cli) -> ExitCode {
             .host
             .builder()?
             .prepared_interpreters(0)
-            .max_instances(if matches!(cli.command, Command::Validate(_)) {
+            .max_instances(if matches!(command, Command::Validate(_)) {
                 // One plugin instance at a time: the worker's memory budget
                 // is spent on the check, not on the pool.
                 VALIDATE_INSTANCES
@@ -252,7 +265,7 @@ fn run_with_host(cli: Cli) -> ExitCode {
                 ONE_SHOT_INSTANCES
             })
             .build()?;
-        match cli.command {
+        match command {
             Command::Inspect(args) => inspect::inspect(&host, args).await,
             Command::Validate(args) => inspect::validate(&host, args).await,
             Command::Call(args) => call::call(&host, args).await,
@@ -264,6 +277,7 @@ fn run_with_host(cli: Cli) -> ExitCode {
             | Command::Install(_)
             | Command::Registry(_)
             | Command::Plugin(_) => unreachable!("run without a host"),
+            Command::Serve(_) => unreachable!("served above"),
         }
     });
     match result {

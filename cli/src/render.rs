@@ -3,8 +3,8 @@
 use std::path::Path;
 
 use anyhow::Context;
-use sandwit::json::{BytesAs, value_to_json};
-use sandwit::{CodeSource, ContentPart, MethodResult};
+use sandwit::{CodeSource, Media, MethodResult, RunOutcome};
+use sandwit_service::outcome::result_json as result_json_with;
 use serde_json::json;
 
 pub fn code_source(source: CodeSource) -> &'static str {
@@ -15,31 +15,23 @@ pub fn code_source(source: CodeSource) -> &'static str {
     }
 }
 
-/// The result as JSON; images are written into `out_dir` and shown by path,
-/// MIME type and size.
+/// The result as JSON (`sandwit_service::outcome`); images are written
+/// into `out_dir` and shown by path, MIME type and size.
 pub fn result_json(result: &MethodResult, out_dir: &Path) -> anyhow::Result<serde_json::Value> {
-    Ok(match result {
-        MethodResult::Tool(v) => {
-            json!({"kind": "tool", "value": value_to_json(v, BytesAs::Summary)})
-        }
-        MethodResult::Agent(t) => json!({"kind": "agent", "text": t}),
-        MethodResult::Behavior(t) => json!({"kind": "behavior", "text": t}),
-        MethodResult::MultimodalAgent(parts) => {
-            let mut out = Vec::new();
-            for (i, part) in parts.iter().enumerate() {
-                out.push(match part {
-                    ContentPart::Text(t) => json!({"type": "text", "text": t}),
-                    ContentPart::ImageUrl(u) => json!({"type": "image_url", "url": u}),
-                    ContentPart::Image(m) => {
-                        let path = write_media(out_dir, i, &m.mime_type, &m.data)?;
-                        json!({"type": "image", "mime_type": m.mime_type,
-                               "bytes": m.data.len(), "path": path})
-                    }
-                });
-            }
-            json!({"kind": "multimodal-agent", "parts": out})
-        }
-    })
+    result_json_with(result, &mut |i, media| image_file(out_dir, i, media))
+}
+
+/// A run's outcome as JSON, images written into `out_dir`.
+pub fn outcome_json(outcome: &RunOutcome, out_dir: &Path) -> anyhow::Result<serde_json::Value> {
+    sandwit_service::outcome::outcome_json(outcome, &mut |i, media| image_file(out_dir, i, media))
+}
+
+/// An image written into `out_dir`: `{"type": "image", "mime_type",
+/// "bytes", "path"}`.
+fn image_file(out_dir: &Path, index: usize, media: &Media) -> anyhow::Result<serde_json::Value> {
+    let path = write_media(out_dir, index, &media.mime_type, &media.data)?;
+    Ok(json!({"type": "image", "mime_type": media.mime_type,
+              "bytes": media.data.len(), "path": path}))
 }
 
 /// Where images go unless `--out-dir` says otherwise: a folder of the user's

@@ -8,7 +8,6 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args;
 use sandwit::{AgentCtx, Host, Plugin, PluginSet, RunOutcome, RunStatus};
-use serde_json::json;
 
 /// The example plugins used when no --plugin or --plugins is given.
 const EXAMPLE_PLUGINS: &[&str] = &[
@@ -56,7 +55,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR")]
     out_dir: Option<PathBuf>,
     /// Print one JSON object: {"status", "stdout", "stderr", "error", "limit",
-    /// "events", "handoff", "fuel_used", "ms"}.
+    /// "events", "handoff", "fuel_used", "cost", "ms"}.
     #[arg(long)]
     json: bool,
     /// The code to run.
@@ -158,7 +157,7 @@ pub async fn run(host: &Host, args: RunArgs) -> anyhow::Result<ExitCode> {
         .clone()
         .unwrap_or_else(crate::render::default_out_dir);
     if args.json {
-        let json = outcome_json(&outcome, &out_dir)?;
+        let json = crate::render::outcome_json(&outcome, &out_dir)?;
         outln!("{}", serde_json::to_string_pretty(&json)?);
     } else {
         print_outcome(&outcome, &out_dir)?;
@@ -167,28 +166,6 @@ pub async fn run(host: &Host, args: RunArgs) -> anyhow::Result<ExitCode> {
         RunStatus::Ok | RunStatus::AgentHandoff => ExitCode::SUCCESS,
         RunStatus::Error | RunStatus::LimitExceeded | RunStatus::Cancelled => ExitCode::FAILURE,
     })
-}
-
-fn outcome_json(outcome: &RunOutcome, out_dir: &Path) -> anyhow::Result<serde_json::Value> {
-    let handoff = match &outcome.handoff {
-        Some(h) => Some(json!({
-            "plugin": h.plugin,
-            "method": h.method,
-            "result": crate::render::result_json(&h.result, out_dir)?,
-        })),
-        None => None,
-    };
-    Ok(json!({
-        "status": outcome.status,
-        "stdout": outcome.stdout,
-        "stderr": outcome.stderr,
-        "error": outcome.error,
-        "limit": outcome.limit,
-        "events": outcome.events,
-        "handoff": handoff,
-        "fuel_used": outcome.fuel_used,
-        "ms": outcome.elapsed.as_secs_f64() * 1e3,
-    }))
 }
 
 fn print_outcome(outcome: &RunOutcome, out_dir: &Path) -> anyhow::Result<()> {

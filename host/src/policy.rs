@@ -351,6 +351,18 @@ impl Policy {
         self.plugins.get(plugin)
     }
 
+    /// The execution controls on calls of `plugin`'s `method`: the
+    /// method's keys, else the plugin's (empty when the policy sets none).
+    pub fn method_controls(&self, plugin: &str, method: &str) -> ControlSettings {
+        self.plugins
+            .get(plugin)
+            .map_or_else(ControlSettings::default, |p| {
+                p.methods
+                    .get(method)
+                    .map_or_else(|| p.controls.clone(), |m| p.controls.overridden_by(m))
+            })
+    }
+
     /// Sets the execution controls of `plugin`'s calls, or with `method`
     /// of that method's calls (overriding the plugin's key by key),
     /// replacing any; a value out of range is an error naming its key.

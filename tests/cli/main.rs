@@ -9,4 +9,5 @@ mod plugin_projects;
 mod registry;
 mod registry_client;
 mod registry_fake;
+mod serve;
 mod store;

@@ -10,7 +10,6 @@
 
 mod convert;
 mod errors;
-mod listing;
 mod methods;
 mod plugin_set;
 mod tasks;

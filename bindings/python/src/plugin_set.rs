@@ -12,7 +12,6 @@ use sandwit::{Plugin, PluginSet};
 use crate::PyPlugin;
 use crate::convert::{self, to_py, type_name};
 use crate::errors;
-use crate::listing;
 use crate::methods::PyHostMethod;
 use crate::types::{PyAgentCtx, lit};
 
@@ -206,7 +205,7 @@ impl PyPluginSet {
         py: Python<'py>,
         ctx: Option<&Bound<'py, PyAgentCtx>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        convert::json_to_py(py, &listing::openai_tools(&self.for_ctx(py, ctx)?))
+        convert::json_to_py(py, &self.for_ctx(py, ctx)?.openai_tools())
     }
 
     fn __len__(&self) -> usize {

@@ -1,6 +1,7 @@
 //! The Python sandbox: AI-written code runs in a CPython component and calls
 //! plugin methods through the `sandwit:plugin/methods` import.
 
+mod listing;
 pub(crate) mod methods;
 pub(crate) mod outcome;
 mod plugin_set;

@@ -1,56 +1,86 @@
-//! OpenAI function-calling definitions of a plugin set's methods (the
-//! listing of Python signatures an LLM is given is the library's,
+//! The methods of a plugin set as an LLM's tool definitions, OpenAI's
+//! function calling and MCP's (the listing of Python signatures is
 //! `PluginSet::prompt`).
 
 use serde_json::{Map, Value as Json, json};
 
-use sandwit::PluginSet;
+use crate::manifest::MethodSpec;
+use crate::python::PluginSet;
 
-/// OpenAI function-calling definitions of the methods:
-/// `{"type": "function", "function": {"name", "description", "parameters"}}`
-/// with the docstring (its `Args:` section moved into the parameters'
-/// descriptions) and the parameters' JSON Schemas.
-pub fn openai_tools(plugins: &PluginSet) -> Json {
-    let tools = plugins
-        .methods()
-        .map(|(_, method)| {
-            let (description, arg_docs) = split_args(&method.docstring);
-            let mut properties = Map::new();
-            let mut required = Vec::new();
-            for param in &method.params {
-                let mut schema = inline_refs(&param.schema, &param.schema, 0);
-                if let Json::Object(map) = &mut schema {
-                    map.remove("$defs");
-                    map.remove("definitions");
-                    map.remove("$schema");
-                    map.remove("$id");
-                    if !map.contains_key("description")
-                        && let Some((_, doc)) = arg_docs.iter().find(|(n, _)| *n == param.name)
-                    {
-                        map.insert("description".into(), Json::String(doc.clone()));
-                    }
-                }
-                properties.insert(param.name.clone(), schema);
-                if param.required {
-                    required.push(Json::String(param.name.clone()));
-                }
+impl PluginSet {
+    /// OpenAI function-calling definitions of the methods:
+    /// `{"type": "function", "function": {"name", "description",
+    /// "parameters"}}` with the docstring (its `Args:` section moved into
+    /// the parameters' descriptions) and the parameters' JSON Schemas, each
+    /// standing alone (local `$ref`s inlined).
+    pub fn openai_tools(&self) -> Json {
+        Json::Array(
+            self.methods()
+                .map(|(_, method)| {
+                    let (description, parameters) = tool_schema(method);
+                    json!({
+                        "type": "function",
+                        "function": {
+                            "name": method.name,
+                            "description": description,
+                            "parameters": parameters,
+                        },
+                    })
+                })
+                .collect(),
+        )
+    }
+
+    /// MCP tool definitions of the methods (`tools/list`'s `tools`):
+    /// `{"name", "description", "inputSchema"}`, described and typed as in
+    /// [`PluginSet::openai_tools`].
+    pub fn mcp_tools(&self) -> Json {
+        Json::Array(
+            self.methods()
+                .map(|(_, method)| {
+                    let (description, schema) = tool_schema(method);
+                    json!({
+                        "name": method.name,
+                        "description": description,
+                        "inputSchema": schema,
+                    })
+                })
+                .collect(),
+        )
+    }
+}
+
+/// A method's description (its docstring without the `Args:` section) and
+/// the JSON Schema of its arguments object.
+fn tool_schema(method: &MethodSpec) -> (String, Json) {
+    let (description, arg_docs) = split_args(&method.docstring);
+    let mut properties = Map::new();
+    let mut required = Vec::new();
+    for param in &method.params {
+        let mut schema = inline_refs(&param.schema, &param.schema, 0);
+        if let Json::Object(map) = &mut schema {
+            map.remove("$defs");
+            map.remove("definitions");
+            map.remove("$schema");
+            map.remove("$id");
+            if !map.contains_key("description")
+                && let Some((_, doc)) = arg_docs.iter().find(|(n, _)| *n == param.name)
+            {
+                map.insert("description".into(), Json::String(doc.clone()));
             }
-            json!({
-                "type": "function",
-                "function": {
-                    "name": method.name,
-                    "description": description,
-                    "parameters": {
-                        "type": "object",
-                        "properties": properties,
-                        "required": required,
-                        "additionalProperties": false,
-                    },
-                },
-            })
-        })
-        .collect();
-    Json::Array(tools)
+        }
+        properties.insert(param.name.clone(), schema);
+        if param.required {
+            required.push(Json::String(param.name.clone()));
+        }
+    }
+    let schema = json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false,
+    });
+    (description, schema)
 }
 
 /// How deep `$ref`s are followed when inlined: the host checked that the

@@ -1,0 +1,51 @@
+//! `GET /healthz`, `GET /readyz` and `GET /metrics`.
+
+use std::sync::atomic::Ordering;
+
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use serde_json::json;
+
+use crate::Shared;
+use crate::auth::Caller;
+use crate::error::ApiError;
+
+/// The process serves.
+pub async fn healthz() -> impl IntoResponse {
+    axum::Json(json!({"status": "ok"}))
+}
+
+/// The service takes runs: not shutting down, and a slot or queue place
+/// free.
+pub async fn readyz(State(state): State<Shared>) -> Result<impl IntoResponse, ApiError> {
+    if state.shutting_down.load(Ordering::SeqCst) {
+        return Err(ApiError::unavailable(
+            "shutting-down",
+            "the server is shutting down",
+            1,
+        ));
+    }
+    let plugins = state.catalog.read().expect("catalog lock").plugins().len();
+    Ok(axum::Json(json!({
+        "status": "ready",
+        "plugins": plugins,
+        "runs_running": state.queue.running(),
+        "runs_waiting": state.queue.waiting(),
+    })))
+}
+
+/// The Prometheus text exposition.
+pub async fn metrics(State(state): State<Shared>, _caller: Caller) -> impl IntoResponse {
+    let text = state.metrics.render(
+        state.queue.running(),
+        state.queue.waiting(),
+        state.queue.max_running(),
+        &state.host.controls_snapshot(),
+    );
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        text,
+    )
+}

@@ -1,0 +1,191 @@
+//! `sandwit serve`: the sandwit runtime over HTTP. Runs of AI-written Python
+//! (`POST /v1/runs`, as JSON or a stream of server-sent events), direct
+//! method calls, tool discovery in the shapes LLM APIs take, health and
+//! Prometheus metrics, and the plugins enabled or disabled at runtime.
+//! docs/SERVICE.md describes the endpoints.
+//!
+//! Every `/v1` endpoint and `/metrics` needs a bearer token ([`Tokens`]);
+//! `/healthz` and `/readyz` answer anyone.
+#![deny(missing_docs)]
+
+mod auth;
+mod calls;
+mod catalog;
+mod error;
+mod health;
+mod metrics;
+pub mod outcome;
+mod plugins;
+mod queue;
+mod runs;
+mod tools;
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::{get, post};
+use sandwit::{Cancel, Host, PythonSandbox};
+
+pub use auth::{Role, Tokens, token_digest_hex};
+pub use error::ApiError;
+
+use catalog::Catalog;
+use metrics::Metrics;
+use queue::RunQueue;
+
+/// How the service runs.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The folder of `.wasm` plugins offered (and reloaded on request).
+    pub plugin_dir: PathBuf,
+    /// The tokens accepted.
+    pub tokens: Tokens,
+    /// Runs at once.
+    pub max_running: usize,
+    /// Runs waiting for a slot, beyond those running; past them a run is
+    /// refused with 503.
+    pub max_waiting: usize,
+    /// How long a run waits for a slot before it is refused with 503.
+    pub max_wait: Duration,
+    /// The largest request body, in bytes.
+    pub max_body_bytes: usize,
+}
+
+/// The service: its state, shared by the handlers.
+#[derive(Clone)]
+pub struct Service {
+    state: Arc<State>,
+}
+
+/// What the handlers share.
+struct State {
+    host: Host,
+    sandbox: PythonSandbox,
+    config: Config,
+    catalog: RwLock<Catalog>,
+    queue: RunQueue,
+    metrics: Metrics,
+    /// The runs in flight, by id, with the handle that cancels each.
+    in_flight: Mutex<HashMap<u64, InFlight>>,
+    next_run: AtomicU64,
+    shutting_down: AtomicBool,
+}
+
+/// A run in flight.
+struct InFlight {
+    cancel: Cancel,
+    caller: String,
+}
+
+type Shared = Arc<State>;
+
+impl Service {
+    /// The service over `host`, running code in `sandbox` with the plugins
+    /// of `config.plugin_dir`.
+    pub async fn new(host: Host, sandbox: PythonSandbox, config: Config) -> anyhow::Result<Self> {
+        let plugins = Catalog::load(&host, &config.plugin_dir).await?;
+        let catalog = Catalog::new(plugins, BTreeSet::new())?;
+        let queue = RunQueue::new(
+            config.max_running.max(1),
+            config.max_waiting,
+            config.max_wait,
+        );
+        Ok(Service {
+            state: Arc::new(State {
+                host,
+                sandbox,
+                catalog: RwLock::new(catalog),
+                queue,
+                metrics: Metrics::default(),
+                in_flight: Mutex::new(HashMap::new()),
+                next_run: AtomicU64::new(1),
+                shutting_down: AtomicBool::new(false),
+                config,
+            }),
+        })
+    }
+
+    /// The routes.
+    pub fn router(&self) -> Router {
+        Router::new()
+            .route("/healthz", get(health::healthz))
+            .route("/readyz", get(health::readyz))
+            .route("/metrics", get(health::metrics))
+            .route("/v1/runs", post(runs::run))
+            .route("/v1/plugins", get(plugins::list))
+            .route("/v1/plugins:reload", post(plugins::reload))
+            .route("/v1/plugins/{target}", post(plugins::action))
+            .route("/v1/plugins/{id}/methods/{target}", post(calls::call))
+            .route("/v1/tools", get(tools::list))
+            .route("/v1/tools/{name}/schema", get(tools::schema))
+            .route("/v1/tools/{name}/metadata", get(tools::metadata))
+            .route("/v1/prompt", get(tools::prompt))
+            .fallback(|| async {
+                ApiError::not_found("not-found", "no such endpoint; see docs/SERVICE.md")
+            })
+            .layer(axum::extract::DefaultBodyLimit::max(
+                self.state.config.max_body_bytes,
+            ))
+            .with_state(self.state.clone())
+    }
+
+    /// Serves on `listener` until `shutdown` completes; then tells
+    /// `stopping` how many runs are in flight, shuts down as
+    /// [`Service::shut_down`] does and returns the runs it cancelled.
+    pub async fn serve(
+        &self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+        grace: Duration,
+        stopping: impl FnOnce(usize) + Send + 'static,
+    ) -> std::io::Result<Vec<(u64, String)>> {
+        let service = self.clone();
+        let (cancelled_tx, cancelled_rx) = tokio::sync::oneshot::channel();
+        axum::serve(listener, self.router())
+            .with_graceful_shutdown(async move {
+                shutdown.await;
+                stopping(service.in_flight());
+                let _ = cancelled_tx.send(service.shut_down(grace).await);
+            })
+            .await?;
+        Ok(cancelled_rx.await.unwrap_or_default())
+    }
+
+    /// Stops admitting runs (`/readyz` then answers 503), gives those in
+    /// flight `grace` to finish, then cancels the rest. Returns the ids and
+    /// callers of the runs it cancelled.
+    pub async fn shut_down(&self, grace: Duration) -> Vec<(u64, String)> {
+        self.state.shutting_down.store(true, Ordering::SeqCst);
+        self.state.queue.close();
+        let deadline = tokio::time::Instant::now() + grace;
+        while !self
+            .state
+            .in_flight
+            .lock()
+            .expect("in-flight lock")
+            .is_empty()
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let in_flight = self.state.in_flight.lock().expect("in-flight lock");
+        let mut cancelled: Vec<(u64, String)> = in_flight
+            .iter()
+            .map(|(id, run)| {
+                run.cancel.cancel();
+                (*id, run.caller.clone())
+            })
+            .collect();
+        cancelled.sort();
+        cancelled
+    }
+
+    /// Runs in flight now.
+    pub fn in_flight(&self) -> usize {
+        self.state.in_flight.lock().expect("in-flight lock").len()
+    }
+}

@@ -1,0 +1,102 @@
+//! The plugins at runtime (admin): `GET /v1/plugins`, `POST
+//! /v1/plugins/{id}:enable` and `:disable`, `POST /v1/plugins:reload`.
+
+use axum::extract::{Path, State};
+use axum::response::IntoResponse;
+use serde_json::json;
+
+use crate::Shared;
+use crate::auth::Caller;
+use crate::catalog::Catalog;
+use crate::error::ApiError;
+
+/// Every loaded plugin, with whether it is enabled.
+pub async fn list(State(state): State<Shared>, _caller: Caller) -> impl IntoResponse {
+    let catalog = state.catalog.read().expect("catalog lock");
+    let plugins: Vec<_> = catalog
+        .plugins()
+        .iter()
+        .map(|p| {
+            let m = p.manifest();
+            json!({
+                "id": m.id,
+                "name": m.name,
+                "version": m.version,
+                "description": m.description,
+                "methods": m.methods.iter().map(|m| &m.name).collect::<Vec<_>>(),
+                "sha256": p.hash(),
+                "enabled": !catalog.disabled().contains(p.id()),
+            })
+        })
+        .collect();
+    axum::Json(json!({"plugins": plugins}))
+}
+
+/// `POST /v1/plugins/{id}:enable` or `:disable`: from the next run on, a
+/// disabled plugin's methods are in no listing and not callable.
+pub async fn action(
+    State(state): State<Shared>,
+    caller: Caller,
+    Path(target): Path<String>,
+) -> Result<impl IntoResponse, ApiError> {
+    caller.require_admin()?;
+    let (id, enabled) = match target.rsplit_once(':') {
+        Some((id, "enable")) => (id, true),
+        Some((id, "disable")) => (id, false),
+        _ => {
+            return Err(ApiError::not_found(
+                "not-found",
+                format!(
+                    "no endpoint `/v1/plugins/{target}`: POST /v1/plugins/{{id}}:enable or :disable"
+                ),
+            ));
+        }
+    };
+    if !state
+        .catalog
+        .write()
+        .expect("catalog lock")
+        .set_enabled(id, enabled)
+    {
+        return Err(ApiError::not_found(
+            "unknown-plugin",
+            format!("no plugin `{id}`"),
+        ));
+    }
+    tracing::info!(plugin = id, enabled, by = %caller.name, "plugin switched");
+    Ok(axum::Json(json!({"id": id, "enabled": enabled})))
+}
+
+/// `POST /v1/plugins:reload`: loads the plugin directory again; plugins
+/// disabled stay disabled. A directory that fails to load leaves the
+/// plugins as they were and answers 422 naming the file.
+pub async fn reload(
+    State(state): State<Shared>,
+    caller: Caller,
+) -> Result<impl IntoResponse, ApiError> {
+    caller.require_admin()?;
+    let failed = |e: anyhow::Error| {
+        ApiError::new(
+            axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+            "reload-failed",
+            format!("{e:#}"),
+        )
+    };
+    let plugins = Catalog::load(&state.host, &state.config.plugin_dir)
+        .await
+        .map_err(failed)?;
+    let disabled = state
+        .catalog
+        .read()
+        .expect("catalog lock")
+        .disabled()
+        .clone();
+    let catalog = Catalog::new(plugins, disabled).map_err(failed)?;
+    let ids: Vec<String> = catalog
+        .plugins()
+        .iter()
+        .map(|p| p.id().to_string())
+        .collect();
+    *state.catalog.write().expect("catalog lock") = catalog;
+    Ok(axum::Json(json!({"plugins": ids})))
+}

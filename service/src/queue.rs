@@ -1,0 +1,98 @@
+//! The bounded queue of runs: at most `running` at once and `waiting` more
+//! admitted; past that a run is refused at once (503 with Retry-After), so
+//! load never grows memory without bound.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::error::ApiError;
+
+/// What a client is told to wait before trying again, in seconds.
+const RETRY_AFTER_S: u64 = 1;
+
+/// Admission and concurrency of runs.
+pub struct RunQueue {
+    admitted: Arc<Semaphore>,
+    running: Arc<Semaphore>,
+    max_running: usize,
+    waiting: AtomicUsize,
+    max_wait: Duration,
+}
+
+/// A run's place: it runs while this is held.
+pub struct RunSlot {
+    _admitted: OwnedSemaphorePermit,
+    _running: OwnedSemaphorePermit,
+}
+
+impl RunQueue {
+    /// At most `running` runs at once, `waiting` more waiting, each for at
+    /// most `max_wait`.
+    pub fn new(running: usize, waiting: usize, max_wait: Duration) -> Self {
+        RunQueue {
+            admitted: Arc::new(Semaphore::new(running + waiting)),
+            running: Arc::new(Semaphore::new(running)),
+            max_running: running,
+            waiting: AtomicUsize::new(0),
+            max_wait,
+        }
+    }
+
+    /// A slot to run in, after waiting for one if the queue has room.
+    pub async fn enter(&self) -> Result<RunSlot, ApiError> {
+        let admitted = self.admitted.clone().try_acquire_owned().map_err(|_| {
+            ApiError::unavailable(
+                "queue-full",
+                "every run slot and queue place is taken; try again shortly",
+                RETRY_AFTER_S,
+            )
+        })?;
+        self.waiting.fetch_add(1, Ordering::Relaxed);
+        let running =
+            tokio::time::timeout(self.max_wait, self.running.clone().acquire_owned()).await;
+        self.waiting.fetch_sub(1, Ordering::Relaxed);
+        match running {
+            Ok(Ok(running)) => Ok(RunSlot {
+                _admitted: admitted,
+                _running: running,
+            }),
+            Ok(Err(_)) => Err(ApiError::unavailable(
+                "shutting-down",
+                "the server is shutting down",
+                RETRY_AFTER_S,
+            )),
+            Err(_) => Err(ApiError::unavailable(
+                "queue-timeout",
+                format!(
+                    "no run slot came free within {} ms",
+                    self.max_wait.as_millis()
+                ),
+                RETRY_AFTER_S,
+            )),
+        }
+    }
+
+    /// Runs running now.
+    pub fn running(&self) -> usize {
+        self.max_running - self.running.available_permits()
+    }
+
+    /// Runs waiting for a slot now.
+    pub fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::Relaxed)
+    }
+
+    /// The most runs at once.
+    pub fn max_running(&self) -> usize {
+        self.max_running
+    }
+
+    /// Admits no more runs (those waiting are refused).
+    pub fn close(&self) {
+        self.admitted.close();
+        self.running.close();
+    }
+}

@@ -1,0 +1,246 @@
+//! `POST /v1/runs`: runs Python code with the enabled plugins' methods.
+//! Answers with the outcome (the JSON of `sandwit run --json`), or, for
+//! `Accept: text/event-stream`, streams the run's live events and ends with
+//! the outcome. A client that goes away cancels its run.
+
+use std::convert::Infallible;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::extract::rejection::JsonRejection;
+use axum::http::{HeaderMap, header};
+use axum::response::sse::{Event as SseEvent, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::stream::{self, Stream};
+use sandwit::{AgentCtx, Cancel, LiveEvent, RunLimits, RunOptions, RunOutcome};
+use serde::Deserialize;
+use serde_json::Value as Json;
+use tokio::sync::mpsc;
+
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::queue::RunSlot;
+use crate::{InFlight, Shared};
+
+/// The body of a run request.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunRequest {
+    code: String,
+    chat_key: String,
+    user_id: Option<String>,
+    /// Only these plugins' methods (ids); all enabled ones when absent.
+    plugins: Option<Vec<String>>,
+    limits: Option<LimitsRequest>,
+}
+
+/// Limits a request may lower (never raise) below the server's.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LimitsRequest {
+    fuel: Option<u64>,
+    time_ms: Option<u64>,
+    max_calls: Option<u32>,
+}
+
+/// The run's limits: the server's, lowered as the request asks; asking for
+/// more than the server allows is an error naming the limit.
+fn limits(server: &RunLimits, asked: Option<LimitsRequest>) -> Result<RunLimits, ApiError> {
+    let mut limits = server.clone();
+    let Some(asked) = asked else {
+        return Ok(limits);
+    };
+    let over = |name: &str, asked: u128, max: u128| {
+        ApiError::bad_request(
+            "limit-too-high",
+            format!("limits.{name} {asked} is above the server's {max}"),
+        )
+    };
+    if let Some(fuel) = asked.fuel {
+        if fuel > server.fuel {
+            return Err(over("fuel", fuel.into(), server.fuel.into()));
+        }
+        limits.fuel = fuel;
+    }
+    if let Some(ms) = asked.time_ms {
+        if u128::from(ms) > server.time.as_millis() {
+            return Err(over("time_ms", ms.into(), server.time.as_millis()));
+        }
+        limits.time = Duration::from_millis(ms);
+    }
+    if let Some(calls) = asked.max_calls {
+        if calls > server.max_calls {
+            return Err(over("max_calls", calls.into(), server.max_calls.into()));
+        }
+        limits.max_calls = calls;
+    }
+    Ok(limits)
+}
+
+/// Cancels its run when dropped before the run finished: the request's
+/// future or the event stream was dropped, so the client went away.
+struct CancelOnDrop(Cancel);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
+}
+
+/// A run ready to start: its slot, inputs and cancel handle.
+struct Prepared {
+    state: Shared,
+    slot: RunSlot,
+    id: u64,
+    ctx: AgentCtx,
+    plugins: sandwit::PluginSet,
+    code: String,
+    options: RunOptions,
+}
+
+impl Prepared {
+    /// Runs on its own task (so that it ends, and is counted, whatever the
+    /// connection does) and gives back the outcome's JSON.
+    async fn run(self) -> Json {
+        let Prepared {
+            state,
+            slot,
+            id,
+            ctx,
+            plugins,
+            code,
+            options,
+        } = self;
+        let task = tokio::spawn(async move {
+            let outcome = state
+                .sandbox
+                .run_with(&ctx, &plugins, &code, &options)
+                .await;
+            drop(slot);
+            state.in_flight.lock().expect("in-flight lock").remove(&id);
+            state.metrics.record_run(&outcome);
+            render(&outcome)
+        });
+        task.await.unwrap_or_else(|e| {
+            serde_json::json!({"status": "error", "error": {"type": "ServerError", "message": e.to_string()}})
+        })
+    }
+}
+
+fn render(outcome: &RunOutcome) -> Json {
+    crate::outcome::outcome_json(outcome, &mut crate::outcome::inline_image)
+        .expect("inline images always render")
+}
+
+/// `POST /v1/runs`.
+pub async fn run(
+    State(state): State<Shared>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: Result<axum::Json<RunRequest>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let axum::Json(request) = body?;
+    if state.shutting_down.load(Ordering::SeqCst) {
+        return Err(ApiError::unavailable(
+            "shutting-down",
+            "the server is shutting down",
+            1,
+        ));
+    }
+    if request.chat_key.is_empty() {
+        return Err(ApiError::bad_request("bad-request", "`chat_key` is empty"));
+    }
+    let limits = limits(state.host.run_limits(), request.limits)?;
+    let plugins = {
+        let catalog = state.catalog.read().expect("catalog lock");
+        let enabled = catalog.enabled();
+        match &request.plugins {
+            None => enabled.clone(),
+            Some(ids) => {
+                if let Some(missing) = ids.iter().find(|id| catalog.plugin(id).is_none()) {
+                    return Err(ApiError::not_found(
+                        "unknown-plugin",
+                        format!("no enabled plugin `{missing}`"),
+                    ));
+                }
+                enabled.filter(|provider, _| ids.iter().any(|id| id == provider))
+            }
+        }
+    };
+    let slot = match state.queue.enter().await {
+        Ok(slot) => slot,
+        Err(e) => {
+            state.metrics.record_rejected(e.code());
+            return Err(e);
+        }
+    };
+    let cancel = Cancel::new();
+    let id = state.next_run.fetch_add(1, Ordering::Relaxed);
+    state.in_flight.lock().expect("in-flight lock").insert(
+        id,
+        InFlight {
+            cancel: cancel.clone(),
+            caller: caller.name.clone(),
+        },
+    );
+    let ctx = AgentCtx {
+        user_id: request.user_id,
+        ..AgentCtx::new(&request.chat_key)
+    };
+    let options = RunOptions::new().limits(limits).cancel(cancel.clone());
+    let streaming = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("text/event-stream"));
+    let prepared = |options| Prepared {
+        state: state.clone(),
+        slot,
+        id,
+        ctx,
+        plugins,
+        code: request.code,
+        options,
+    };
+    let guard = CancelOnDrop(cancel);
+    if !streaming {
+        let json = prepared(options).run().await;
+        // Finished: cancelling it now does nothing.
+        drop(guard);
+        return Ok(axum::Json(json).into_response());
+    }
+    // The run's events are bounded by its own caps (output bytes, events
+    // and their bytes), so the channel holds at most one run's worth.
+    let (tx, rx) = mpsc::unbounded_channel::<SseEvent>();
+    let live = tx.clone();
+    let options = options.on_event(move |event: &LiveEvent| {
+        let name = match event {
+            LiveEvent::Stdout { .. } => "stdout",
+            LiveEvent::Stderr { .. } => "stderr",
+            LiveEvent::Event(_) => "event",
+        };
+        if let Ok(sse) = SseEvent::default().event(name).json_data(event) {
+            let _ = live.send(sse);
+        }
+    });
+    let run = prepared(options);
+    tokio::spawn(async move {
+        let json = run.run().await;
+        if let Ok(sse) = SseEvent::default().event("outcome").json_data(json) {
+            let _ = tx.send(sse);
+        }
+    });
+    Ok(Sse::new(events(rx, guard)).into_response())
+}
+
+/// The stream of a run's events, ending after its outcome; dropping it
+/// (the client went away) cancels the run.
+fn events(
+    rx: mpsc::UnboundedReceiver<SseEvent>,
+    guard: CancelOnDrop,
+) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+    stream::unfold((rx, Some(guard)), |(mut rx, guard)| async move {
+        let event = rx.recv().await?;
+        Some((Ok(event), (rx, guard)))
+    })
+}

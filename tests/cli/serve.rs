@@ -1,0 +1,481 @@
+//! `sandwit serve`: the real server on a loopback port, over HTTP.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::common::{artifacts, cache_dir, pin_line, tempdir};
+
+const ADMIN: &str = "admin-token-for-tests";
+const USER: &str = "user-token-for-tests";
+
+/// A running `sandwit serve`, killed when dropped.
+struct Server {
+    child: Child,
+    base: String,
+    agent: ureq::Agent,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn digest(token: &str) -> String {
+    sandwit_service::token_digest_hex(token)
+}
+
+/// Starts a server offering `plugins`, with `policy` and `extra` arguments,
+/// and waits for the address it prints.
+fn serve(name: &str, plugins: &[&str], policy: &str, extra: &[&str]) -> Server {
+    let dir = tempdir("serve", name);
+    let plugin_dir = dir.join("plugins");
+    std::fs::create_dir_all(&plugin_dir).unwrap();
+    for plugin in plugins {
+        let path = Path::new(plugin);
+        std::fs::copy(path, plugin_dir.join(path.file_name().unwrap())).unwrap();
+    }
+    let tokens = dir.join("tokens");
+    std::fs::write(
+        &tokens,
+        format!("ops admin {}\napp user {}\n", digest(ADMIN), digest(USER)),
+    )
+    .unwrap();
+    let policy_file = dir.join("policy.toml");
+    std::fs::write(&policy_file, policy).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandwit"))
+        .arg("--cache-dir")
+        .arg(cache_dir())
+        .arg("--store")
+        .arg(dir.join("store.db"))
+        .arg("--policy")
+        .arg(&policy_file)
+        .args(["serve", "--addr", "127.0.0.1:0", "--plugins"])
+        .arg(&plugin_dir)
+        .arg("--token-file")
+        .arg(&tokens)
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    // The first line, or end of file if the server failed to start.
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let base = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("the server did not start: {line:?}"))
+        .to_string();
+    let agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(60)))
+        .build()
+        .into();
+    Server { child, base, agent }
+}
+
+impl Server {
+    fn get(&self, path: &str, token: Option<&str>) -> (u16, String) {
+        let mut request = self.agent.get(format!("{}{path}", self.base));
+        if let Some(token) = token {
+            request = request.header("Authorization", format!("Bearer {token}"));
+        }
+        let mut response = request.call().unwrap();
+        let status = response.status().as_u16();
+        (status, response.body_mut().read_to_string().unwrap())
+    }
+
+    fn get_json(&self, path: &str, token: &str) -> Value {
+        let (status, body) = self.get(path, Some(token));
+        assert_eq!(status, 200, "{path}: {body}");
+        serde_json::from_str(&body).unwrap()
+    }
+
+    fn post(&self, path: &str, token: &str, body: Value) -> (u16, Value) {
+        let mut response = self
+            .agent
+            .post(format!("{}{path}", self.base))
+            .header("Authorization", format!("Bearer {token}"))
+            .send_json(body)
+            .unwrap();
+        let status = response.status().as_u16();
+        let text = response.body_mut().read_to_string().unwrap();
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
+    }
+
+    /// A run whose events stream in: the open response's reader.
+    fn stream(&self, code: &str) -> BufReader<impl Read> {
+        let response = self
+            .agent
+            .post(format!("{}/v1/runs", self.base))
+            .header("Authorization", format!("Bearer {USER}"))
+            .header("Accept", "text/event-stream")
+            .send_json(json!({"code": code, "chat_key": "c", "user_id": "u"}))
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 200);
+        BufReader::new(response.into_body().into_reader())
+    }
+
+    /// The value of the metric line starting `prefix`, if there is one.
+    fn metric(&self, prefix: &str) -> Option<f64> {
+        let (_, text) = self.get("/metrics", Some(USER));
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix)?.trim().parse().ok())
+    }
+
+    /// Waits (bounded) until the metric `prefix` reads `value`.
+    fn await_metric(&self, prefix: &str, value: f64) {
+        for _ in 0..200 {
+            if self.metric(prefix) == Some(value) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let (_, text) = self.get("/metrics", Some(USER));
+        panic!("{prefix} never read {value}:\n{text}");
+    }
+}
+
+/// Reads server-sent events until one named `name`; returns its data.
+fn next_event(reader: &mut impl BufRead, name: &str) -> Value {
+    let mut current = String::new();
+    for _ in 0..10_000 {
+        let mut line = String::new();
+        assert!(
+            reader.read_line(&mut line).unwrap() > 0,
+            "the stream ended before `{name}`"
+        );
+        let line = line.trim_end();
+        if let Some(event) = line.strip_prefix("event:") {
+            current = event.trim().to_string();
+        } else if let Some(data) = line.strip_prefix("data:")
+            && current == name
+        {
+            return serde_json::from_str(data.trim()).unwrap();
+        }
+    }
+    panic!("no `{name}` event");
+}
+
+const CALC_POLICY: &str = "[plugins.calc.methods.calculate_sum]\nrate_limit = 600\ncost_per_use = 0.5\ndangerous = true\n";
+
+#[test]
+fn serve_runs_calls_and_lists_tools_for_a_token() {
+    let server = serve(
+        "endpoints",
+        &[artifacts::CALC, artifacts::NOTES],
+        CALC_POLICY,
+        &[],
+    );
+    assert_eq!(server.get("/healthz", None).0, 200);
+    assert_eq!(server.get("/readyz", None).0, 200);
+
+    // No token, a wrong one: 401 in the JSON error shape, the token not echoed.
+    let (status, body) = server.get("/v1/tools", None);
+    assert_eq!(status, 401, "{body}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["error"],
+        "unauthorized"
+    );
+    let (status, body) = server.get("/v1/tools", Some("not-a-token"));
+    assert_eq!(status, 401);
+    assert!(!body.contains("not-a-token"), "{body}");
+
+    // A run: the JSON of `sandwit run --json`.
+    let (status, outcome) = server.post(
+        "/v1/runs",
+        USER,
+        json!({"code": "print(calculate_sum(1, 2))", "chat_key": "c", "user_id": "u"}),
+    );
+    assert_eq!(status, 200, "{outcome}");
+    assert_eq!(outcome["status"], "ok", "{outcome}");
+    assert_eq!(outcome["stdout"], "3\n");
+    assert_eq!(outcome["events"][0]["method"], "calculate_sum");
+    assert_eq!(outcome["cost"], 0.5);
+    // Only the plugins asked for: calc's methods are not functions then.
+    let (_, outcome) = server.post(
+        "/v1/runs",
+        USER,
+        json!({"code": "calculate_sum(1, 2)", "chat_key": "c", "plugins": ["notes"]}),
+    );
+    assert_eq!(outcome["status"], "error");
+    assert_eq!(outcome["error"]["type"], "NameError", "{outcome}");
+    // Limits may only be lowered; a bad body is named.
+    let (status, err) = server.post(
+        "/v1/runs",
+        USER,
+        json!({"code": "1", "chat_key": "c", "limits": {"max_calls": 1_000_000}}),
+    );
+    assert_eq!(status, 400);
+    assert_eq!(err["error"], "limit-too-high");
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains("limits.max_calls"),
+        "{err}"
+    );
+    let (status, err) = server.post("/v1/runs", USER, json!({"chat_key": "c"}));
+    assert_eq!(status, 422);
+    assert_eq!(err["error"], "bad-json");
+    assert!(err["message"].as_str().unwrap().contains("code"), "{err}");
+
+    // A method call: the typed result.
+    let (status, call) = server.post(
+        "/v1/plugins/calc/methods/calculate_sum:call",
+        USER,
+        json!({"args": {"num1": 20, "num2": 22}, "chat_key": "c"}),
+    );
+    assert_eq!(status, 200, "{call}");
+    assert_eq!(call["ok"], true);
+    assert_eq!(call["result"], json!({"kind": "tool", "value": 42}));
+    let (_, call) = server.post(
+        "/v1/plugins/calc/methods/calculate_sum:call",
+        USER,
+        json!({"args": {"num1": 20}, "chat_key": "c"}),
+    );
+    assert_eq!(call["ok"], false);
+    assert!(call["error"].to_string().contains("num2"), "{call}");
+    let (status, err) = server.post(
+        "/v1/plugins/calc/methods/nope:call",
+        USER,
+        json!({"chat_key": "c"}),
+    );
+    assert_eq!(
+        (status, err["error"].as_str()),
+        (404, Some("unknown-method"))
+    );
+
+    // Discovery.
+    let tools = server.get_json("/v1/tools", USER);
+    let names: Vec<&str> = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"calculate_sum") && names.contains(&"remember"),
+        "{tools}"
+    );
+    let calc = server.get_json("/v1/tools?category=calc", USER);
+    assert_eq!(calc["tools"].as_array().unwrap().len(), 2, "{calc}");
+    assert!(
+        calc["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["category"] == "calc")
+    );
+    let none = server.get_json("/v1/tools?kind=agent", USER);
+    assert_eq!(none["tools"], json!([]));
+    let openai = server.get_json("/v1/tools?format=openai&category=calc", USER);
+    let sum = openai
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "calculate_sum")
+        .unwrap();
+    assert_eq!(sum["type"], "function");
+    assert_eq!(
+        sum["function"]["parameters"]["required"],
+        json!(["num1", "num2"])
+    );
+    let mcp = server.get_json("/v1/tools?format=mcp&category=calc", USER);
+    let sum = mcp["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "calculate_sum")
+        .unwrap();
+    assert_eq!(sum["inputSchema"]["type"], "object");
+    let schema = server.get_json("/v1/tools/calculate_sum/schema", USER);
+    assert_eq!(schema["parameters"][0]["name"], "num1");
+    let meta = server.get_json("/v1/tools/calculate_sum/metadata", USER);
+    assert_eq!(meta["category"], "calc");
+    assert_eq!(meta["rate_limit"], 600);
+    assert_eq!(meta["cost_per_use"], 0.5);
+    assert_eq!(meta["dangerous"], true);
+    assert_eq!(meta["requires_auth"], false);
+    let (status, _) = server.get("/v1/tools/nope/metadata", Some(USER));
+    assert_eq!(status, 404);
+    let (status, prompt) = server.get("/v1/prompt?chat_key=c", Some(USER));
+    assert_eq!(status, 200);
+    assert!(prompt.contains("def calculate_sum("), "{prompt}");
+
+    // Metrics: runs by status, call latencies, the controls' counters.
+    let (status, metrics) = server.get("/metrics", Some(USER));
+    assert_eq!(status, 200);
+    assert!(
+        metrics.contains("sandwit_runs_total{status=\"ok\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("sandwit_runs_total{status=\"error\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(
+            "sandwit_call_duration_seconds_count{plugin=\"calc\",method=\"calculate_sum\"} 3"
+        ),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("sandwit_controls_cost_total{plugin=\"calc\",method=\"calculate_sum\"} 1"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("sandwit_runs_max_running "), "{metrics}");
+    assert_eq!(server.get("/metrics", None).0, 401);
+}
+
+#[test]
+fn serve_streams_a_run_and_cancels_it_when_the_client_goes() {
+    let server = serve("stream", &[artifacts::CALC], "", &[]);
+    let mut events = server.stream("print('a', flush=True)\nprint(calculate_sum(1, 2))");
+    assert_eq!(next_event(&mut events, "stdout")["text"], "a");
+    let call = next_event(&mut events, "event");
+    assert_eq!(
+        (call["type"].as_str(), call["method"].as_str()),
+        (Some("call"), Some("calculate_sum"))
+    );
+    let outcome = next_event(&mut events, "outcome");
+    assert_eq!(outcome["status"], "ok");
+    assert_eq!(outcome["stdout"], "a\n3\n");
+
+    // A run that would spin to its deadline: the client leaves once it
+    // started, and the run ends cancelled.
+    let mut events = server.stream("print('started', flush=True)\nwhile True:\n    pass\n");
+    assert_eq!(next_event(&mut events, "stdout")["text"], "started");
+    drop(events);
+    server.await_metric("sandwit_runs_total{status=\"cancelled\"}", 1.0);
+    server.await_metric("sandwit_runs_running", 0.0);
+}
+
+#[test]
+fn serve_refuses_runs_past_its_queue_with_503() {
+    let server = serve(
+        "queue",
+        &[artifacts::CALC],
+        "",
+        &["--max-runs", "1", "--queue", "0"],
+    );
+    let mut events = server.stream("print('started', flush=True)\nwhile True:\n    pass\n");
+    assert_eq!(next_event(&mut events, "stdout")["text"], "started");
+    let mut response = server
+        .agent
+        .post(format!("{}/v1/runs", server.base))
+        .header("Authorization", format!("Bearer {USER}"))
+        .send_json(json!({"code": "1", "chat_key": "c"}))
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 503);
+    assert_eq!(response.headers().get("retry-after").unwrap(), "1");
+    let err: Value = serde_json::from_str(&response.body_mut().read_to_string().unwrap()).unwrap();
+    assert_eq!(err["error"], "queue-full");
+    drop(events);
+    server.await_metric("sandwit_runs_running", 0.0);
+    // The slot is free again.
+    let (status, outcome) = server.post(
+        "/v1/runs",
+        USER,
+        json!({"code": "print(1)", "chat_key": "c"}),
+    );
+    assert_eq!(
+        (status, outcome["status"].as_str()),
+        (200, Some("ok")),
+        "{outcome}"
+    );
+}
+
+#[test]
+fn serve_disables_a_plugin_from_the_next_run_on() {
+    let policy = format!(
+        "[plugins.notes]\ngrant = [\"store\"]\n{}",
+        pin_line(artifacts::NOTES)
+    );
+    let server = serve(
+        "disable",
+        &[artifacts::CALC, artifacts::NOTES],
+        &policy,
+        &[],
+    );
+    // A user may not switch plugins.
+    let (status, err) = server.post("/v1/plugins/calc:disable", USER, json!({}));
+    assert_eq!((status, err["error"].as_str()), (403, Some("admin-only")));
+
+    // A run that waits for a note, then calls calc: started before calc is
+    // disabled, it keeps its methods.
+    let mut running = server.stream(
+        "print('started', flush=True)\nwhile not recall('go'):\n    pass\nprint(calculate_sum(2, 3))\n",
+    );
+    assert_eq!(next_event(&mut running, "stdout")["text"], "started");
+    let (status, body) = server.post("/v1/plugins/calc:disable", ADMIN, json!({}));
+    assert_eq!(status, 200, "{body}");
+    let (_, note) = server.post(
+        "/v1/plugins/notes/methods/remember:call",
+        USER,
+        json!({"args": {"note": "go"}, "chat_key": "c", "user_id": "u"}),
+    );
+    assert_eq!(note["ok"], true, "{note}");
+    let outcome = next_event(&mut running, "outcome");
+    assert_eq!(outcome["status"], "ok", "{outcome}");
+    assert!(
+        outcome["stdout"].as_str().unwrap().ends_with("5\n"),
+        "{outcome}"
+    );
+
+    // From the next run on, calc is gone: from listings, runs and calls.
+    let tools = server.get_json("/v1/tools", USER);
+    assert!(!tools.to_string().contains("calculate_sum"), "{tools}");
+    let (_, outcome) = server.post(
+        "/v1/runs",
+        USER,
+        json!({"code": "calculate_sum(1, 2)", "chat_key": "c"}),
+    );
+    assert_eq!(outcome["error"]["type"], "NameError", "{outcome}");
+    let (status, err) = server.post(
+        "/v1/plugins/calc/methods/calculate_sum:call",
+        USER,
+        json!({"args": {"num1": 1, "num2": 2}, "chat_key": "c"}),
+    );
+    assert_eq!(
+        (status, err["error"].as_str()),
+        (404, Some("unknown-plugin"))
+    );
+    let plugins = server.get_json("/v1/plugins", USER);
+    let calc = plugins["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == "calc")
+        .unwrap();
+    assert_eq!(calc["enabled"], false);
+
+    // Reloading keeps it disabled; enabling brings it back.
+    let (status, body) = server.post("/v1/plugins:reload", ADMIN, json!({}));
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        !server
+            .get_json("/v1/tools", USER)
+            .to_string()
+            .contains("calculate_sum")
+    );
+    let (status, _) = server.post("/v1/plugins/calc:enable", ADMIN, json!({}));
+    assert_eq!(status, 200);
+    let (_, outcome) = server.post(
+        "/v1/runs",
+        USER,
+        json!({"code": "print(calculate_sum(1, 2))", "chat_key": "c"}),
+    );
+    assert_eq!(outcome["stdout"], "3\n", "{outcome}");
+}
