@@ -11,8 +11,8 @@ use rusqlite::{OptionalExtension, params};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
-use sandwit::signing::PublicKey;
 use crate::{KeyRegistered, Registry, db, names};
+use sandwit::signing::PublicKey;
 
 /// The prefix of every token (so a leaked one is recognisable).
 const TOKEN_PREFIX: &str = "swr_";

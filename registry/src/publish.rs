@@ -9,9 +9,9 @@ use rusqlite::{OptionalExtension, params};
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
-use sandwit::signing::{PublicKey, Signature, digest_of};
 use crate::validate::{Validator, Verdict};
 use crate::{Account, Published, Registry, db, names};
+use sandwit::signing::{PublicKey, Signature, digest_of};
 
 /// What a client busy-refused should wait: about one check's time.
 const BUSY_RETRY: Duration = Duration::from_secs(10);
@@ -46,7 +46,8 @@ impl Registry {
         signature: Option<&str>,
     ) -> Result<Published> {
         let signature = signature.ok_or(Error::MissingSignature)?;
-        let signature = Signature::parse(signature).map_err(|e| Error::BadSignature(e.to_string()))?;
+        let signature =
+            Signature::parse(signature).map_err(|e| Error::BadSignature(e.to_string()))?;
         let digest = digest_of(&component);
         let account_id = account.id;
         let keys = self

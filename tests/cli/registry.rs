@@ -899,7 +899,11 @@ fn publish_install_and_run_end_to_end() {
     let digest = digest(&read(artifacts::CALC));
     assert!(out.contains(&digest), "{out}");
     // The registry lists it, signed by the publisher's key.
-    let listed = server.get("/v1/plugins/calc").expect(200, None).json.clone();
+    let listed = server
+        .get("/v1/plugins/calc")
+        .expect(200, None)
+        .json
+        .clone();
     assert_eq!(listed["versions"][0]["digest"], digest.as_str());
     assert_eq!(listed["versions"][0]["signer"], public.as_str());
 
