@@ -251,7 +251,7 @@ fn build(args: BuildArgs, host: &HostArgs) -> anyhow::Result<ExitCode> {
     eprintln!("sandwit: built {}", component.display());
     // The same check, and report, as `sandwit validate`, in its worker.
     let mut validate = Command::new(std::env::current_exe().context("finding this binary")?);
-    host.pass_to(&mut validate);
+    validate.args(host.shared_args());
     let status = validate
         .arg("validate")
         .arg(&component)

@@ -208,7 +208,7 @@ impl Validator for WorkerValidator {
             "--manifest".into(),
             file.clone().into(),
         ];
-        let mut report = match worker::check(args, self.budget)? {
+        let mut report = match worker::check(args, self.budget, &["SANDWIT_POLICY"])? {
             worker::Ended::Reported(report) => report,
             worker::Ended::Failed(why) => inspect::failed_report(&file, why),
         };

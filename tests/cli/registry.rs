@@ -997,3 +997,42 @@ fn publish_install_and_run_end_to_end() {
     assert_eq!(code, Some(1));
     assert!(err.contains("calc.wasm") && err.contains(hex), "{err}");
 }
+
+/// A zip bomb sent as a component: a gzip stream of 256 MiB of zeros
+/// (about 256 KiB on the wire), declared `Content-Encoding: gzip`. The
+/// registry inflates nothing: it checks the bytes it was sent, which are
+/// not a component, and keeps serving.
+#[test]
+fn a_compressed_bomb_is_checked_as_the_bytes_it_is() {
+    let server = Server::start("zip-bomb", &[]);
+    let alice = server.token("alice", "publisher");
+    let key = key(9);
+    server.register(&alice, &key).expect(201, None);
+    let bomb = Command::new("python3")
+        .args([
+            "-c",
+            "import gzip, sys; sys.stdout.buffer.write(gzip.compress(bytes(256 << 20), 9))",
+        ])
+        .output()
+        .unwrap();
+    assert_succeeded(&bomb);
+    let bomb = bomb.stdout;
+    assert!(bomb.len() < 1 << 20, "{} bytes", bomb.len());
+    let url = format!("{}/v1/plugins", server.base);
+    let request = ureq::http::Request::builder()
+        .method("POST")
+        .uri(&url)
+        .header("Authorization", format!("Bearer {alice}"))
+        .header("Content-Type", "application/wasm")
+        .header("Content-Encoding", "gzip")
+        .header("Sandwit-Signature", sign(&key, &bomb))
+        .body(bomb.clone())
+        .unwrap();
+    let mut response = server.agent.run(request).unwrap();
+    assert_eq!(response.status().as_u16(), 422);
+    let body: Value = response.body_mut().read_json().unwrap();
+    let problem = body["report"]["problems"][0].as_str().unwrap_or_default();
+    assert!(problem.contains("not a WebAssembly binary"), "{body}");
+    assert_eq!(body["report"]["file"], digest(&bomb));
+    server.get("/healthz").expect(200, None);
+}
