@@ -119,6 +119,13 @@ pub fn publish(args: PublishArgs, host: &HostArgs) -> anyhow::Result<ExitCode> {
             let mut report = refusal.body["report"].clone();
             if report.is_object() {
                 report["file"] = json!(file);
+                // The registry's words reach this terminal: no escapes.
+                if let Some(problems) = report["problems"].as_array_mut() {
+                    for problem in problems {
+                        let text = clean(problem.as_str().unwrap_or_default(), 2000);
+                        *problem = json!(text);
+                    }
+                }
             } else {
                 report = json!({"file": file, "ok": false, "problems": [refusal.message]});
             }

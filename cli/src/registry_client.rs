@@ -71,6 +71,14 @@ impl Registry {
             bail!("--registry {url:?} is not a URL: give it as https://host[:port]");
         };
         let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
+        // `http://localhost:80@elsewhere` connects to `elsewhere`: a URL
+        // with user information is refused before the loopback check reads
+        // the wrong part of it as the host.
+        if host.contains('@') {
+            bail!(
+                "--registry {url}: give the registry as scheme://host[:port], without user information"
+            );
+        }
         match scheme {
             "https" => {}
             "http" if token.is_none() || is_loopback(host) => {}
@@ -87,6 +95,9 @@ impl Registry {
             .timeout_per_read(Some(IO_TIMEOUT))
             .timeout_per_write(Some(IO_TIMEOUT))
             .user_agent(concat!("sandwit/", env!("CARGO_PKG_VERSION")))
+            // A registry answers from where it was asked: a redirect (to
+            // plain http, or elsewhere) is an answer to refuse, not follow.
+            .max_redirects(0)
             .build()
             .new_agent();
         Ok(Registry { base, agent, token })
@@ -315,6 +326,11 @@ mod tests {
         assert!(Registry::new("http://registry.example", None).is_ok());
         assert!(Registry::new("ftp://x", None).is_err());
         assert!(Registry::new("registry.example", None).is_err());
+        // What looks like a loopback host before an `@` is user information.
+        let e = Registry::new("http://localhost:80@registry.example", token())
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("user information"), "{e}");
     }
 
     #[test]

@@ -92,18 +92,37 @@ impl Installed {
         Ok(())
     }
 
-    /// Refuses a plugin whose manifest names another id than its entry.
-    pub(crate) fn check_id(&self, id: &str) -> Result<(), LoadError> {
-        if id != self.entry.id {
-            return Err(LoadError::Rejected {
-                plugin: self.file.clone(),
-                problems: vec![format!(
-                    "its manifest names the id `{id}`, but {} records it as `{}`",
-                    self.lock.display(),
-                    self.entry.id
-                )],
-            });
-        }
-        Ok(())
+    /// Refuses a plugin whose manifest names another id or version than its
+    /// entry. The signature covers only the bytes' digest, so a registry
+    /// could list the signed bytes of an old version under a new version
+    /// number; the manifest inside the bytes says which version they are.
+    pub(crate) fn check_manifest(&self, id: &str, version: &str) -> Result<(), LoadError> {
+        let same_version = match (
+            semver::Version::parse(version),
+            semver::Version::parse(&self.entry.version),
+        ) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => version == self.entry.version,
+        };
+        let problem = if id != self.entry.id {
+            format!(
+                "its manifest names the id `{id}`, but {} records it as `{}`",
+                self.lock.display(),
+                self.entry.id
+            )
+        } else if !same_version {
+            format!(
+                "its manifest says version {version}, but {} records it as {} `{}`",
+                self.lock.display(),
+                self.entry.id,
+                self.entry.version
+            )
+        } else {
+            return Ok(());
+        };
+        Err(LoadError::Rejected {
+            plugin: self.file.clone(),
+            problems: vec![problem],
+        })
     }
 }

@@ -57,7 +57,7 @@ struct Inner {
     dir: PathBuf,
     db: Mutex<Connection>,
     blobs: blobs::Blobs,
-    validations: tokio::sync::Semaphore,
+    validations: Arc<tokio::sync::Semaphore>,
     validator: Option<Arc<dyn Validator>>,
 }
 
@@ -92,7 +92,7 @@ impl Registry {
                 dir: dir.to_path_buf(),
                 db: Mutex::new(db),
                 blobs,
-                validations: tokio::sync::Semaphore::new(max_validations.max(1)),
+                validations: Arc::new(tokio::sync::Semaphore::new(max_validations.max(1))),
                 validator,
             }),
         })

@@ -174,19 +174,26 @@ impl Registry {
             ))
         })?;
         let registry = self.clone();
+        // The permit moves into the blocking task: a request dropped while
+        // its check runs (a client that hangs up, the request timeout) must
+        // not free its place while the worker process still runs, or hanging
+        // up in a loop would run any number of workers at once.
         let permit = registry
             .inner
             .validations
-            .try_acquire()
+            .clone()
+            .try_acquire_owned()
             .map_err(|_| Error::Busy(BUSY_RETRY))?;
         tracing::info!(%digest, size = component.len(), "validating");
         let (bytes, owned_digest) = (component.clone(), digest.to_string());
-        let verdict =
-            tokio::task::spawn_blocking(move || validator.validate(&bytes, &owned_digest))
-                .await
-                .map_err(|e| Error::Internal(anyhow::anyhow!("the validator task failed: {e}")))?
-                .map_err(|e| Error::Internal(e.context("running the validator")))?;
-        drop(permit);
+        let verdict = tokio::task::spawn_blocking(move || {
+            let verdict = validator.validate(&bytes, &owned_digest);
+            drop(permit);
+            verdict
+        })
+        .await
+        .map_err(|e| Error::Internal(anyhow::anyhow!("the validator task failed: {e}")))?
+        .map_err(|e| Error::Internal(e.context("running the validator")))?;
         match verdict {
             Verdict::Accepted { manifest } => Ok(manifest),
             Verdict::Rejected { mut report } => {

@@ -160,3 +160,28 @@ async fn a_malformed_lock_file_refuses_its_folder() {
     assert!(matches!(err, LoadError::Lock { .. }), "{err}");
     assert!(err.to_string().contains("of version 7"), "{err}");
 }
+
+/// A registry that lists the signed bytes of an old version under a newer
+/// version number: the signature verifies (it covers only the digest), and
+/// the manifest inside the bytes gives the substitution away at load.
+#[tokio::test]
+async fn bytes_of_another_version_than_the_lock_records_are_refused() {
+    let dir = folder("other-version");
+    let key = SigningKey::generate().unwrap();
+    install(&dir, "calc", artifacts::CALC, &key);
+    let mut lock = LockFile::read(&dir).unwrap().unwrap();
+    let mut entry = lock.by_file("calc.wasm").unwrap().clone();
+    entry.version = "9.9.9".to_string();
+    lock.insert(entry);
+    lock.write(&dir).unwrap();
+    let err = host(Policy::default())
+        .load_plugin_file(dir.join("calc.wasm"))
+        .await
+        .err()
+        .unwrap();
+    let text = err.to_string();
+    assert!(
+        text.contains("its manifest says version 0.1.0") && text.contains("`9.9.9`"),
+        "{text}"
+    );
+}

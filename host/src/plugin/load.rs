@@ -63,7 +63,7 @@ impl Plugin {
             config_validator,
         } = manifest::check(raw).map_err(|problems| compiled.rejected(problems))?;
         if let Some(installed) = &installed {
-            installed.check_id(&manifest.id)?;
+            installed.check_manifest(&manifest.id, &manifest.version)?;
         }
         let Compiled {
             code_source, hash, ..
