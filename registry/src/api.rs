@@ -213,7 +213,7 @@ async fn register_key(
         (status = 413, body = ErrorBody),
         (status = 422, description = "The plugin failed the load check", body = ErrorBody),
         (status = 429, body = ErrorBody),
-        (status = 503, description = "As many checks as allowed are running", body = ErrorBody),
+        (status = 503, description = "As many checks or uploads as allowed are under way", body = ErrorBody),
     )
 )]
 async fn publish(
@@ -239,6 +239,7 @@ async fn publish(
     if declared.is_some_and(|n| n > max as u64) {
         return Err(Error::TooLarge(max));
     }
+    let _slot = registry.upload_slot()?;
     let bytes = read_capped(body, max).await?;
     let published = registry.publish(&account, bytes, signature).await?;
     Ok((StatusCode::CREATED, Json(published)))

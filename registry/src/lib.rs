@@ -58,11 +58,19 @@ struct Inner {
     db: Mutex<Connection>,
     blobs: blobs::Blobs,
     validations: Arc<tokio::sync::Semaphore>,
+    /// Uploads being read or checked: each holds up to the component size
+    /// cap in memory, so their number bounds the service's memory.
+    uploads: Arc<tokio::sync::Semaphore>,
     validator: Option<Arc<dyn Validator>>,
 }
 
 /// How many plugin checks may run at once by default.
 pub const DEFAULT_MAX_VALIDATIONS: usize = 2;
+
+/// Uploads that may be read or checked at once, per validation allowed at
+/// once: a few wait for a check while others are read, and each holds at
+/// most the component size cap (64 MiB) in memory.
+pub const UPLOADS_PER_VALIDATION: usize = 4;
 
 impl Registry {
     /// Opens the registry in `dir` (created, mode 0700, if need be): the
@@ -93,6 +101,9 @@ impl Registry {
                 db: Mutex::new(db),
                 blobs,
                 validations: Arc::new(tokio::sync::Semaphore::new(max_validations.max(1))),
+                uploads: Arc::new(tokio::sync::Semaphore::new(
+                    max_validations.max(1) * UPLOADS_PER_VALIDATION,
+                )),
                 validator,
             }),
         })

@@ -36,6 +36,17 @@ struct IndexedMethod {
 }
 
 impl Registry {
+    /// A place for one upload to be read and checked, taken before its body
+    /// is read and held until it is published or refused; [`Error::Busy`]
+    /// when all are taken (their bodies bound the service's memory).
+    pub fn upload_slot(&self) -> Result<tokio::sync::OwnedSemaphorePermit> {
+        self.inner
+            .uploads
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| Error::Busy(BUSY_RETRY))
+    }
+
     /// Publishes `component`, signed with `signature` (base64, from the
     /// `Sandwit-Signature` header), for `account`: the whole of `POST
     /// /v1/plugins` after authentication and reading the body.

@@ -1036,3 +1036,54 @@ fn a_compressed_bomb_is_checked_as_the_bytes_it_is() {
     assert_eq!(body["report"]["file"], digest(&bomb));
     server.get("/healthz").expect(200, None);
 }
+
+/// Uploads whose bodies are still arriving hold their place: with one check
+/// at once the registry reads at most four uploads, and a fifth is told to
+/// come back (503) before its body is read, so slow senders cannot make it
+/// hold any number of 64 MiB bodies.
+#[test]
+fn uploads_in_flight_are_bounded_503_beyond() {
+    let server = Server::start("uploads", &["--max-validations", "1"]);
+    let alice = server.token("alice", "publisher");
+    let key = key(11);
+    server.register(&alice, &key).expect(201, None);
+    let slow: Vec<TcpStream> = (0..4)
+        .map(|_| {
+            let mut stream = TcpStream::connect(server.authority()).unwrap();
+            write!(
+                stream,
+                "POST /v1/plugins HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {alice}\r\n\
+                 Sandwit-Signature: {}\r\nContent-Type: application/wasm\r\n\
+                 Content-Length: 1000000\r\n\r\n\0asm",
+                sign(&key, b""),
+            )
+            .unwrap();
+            stream
+        })
+        .collect();
+    // Each slow upload takes its place once its headers are read: poll
+    // (bounded) until a fifth is refused before its body.
+    let until = |status: u16, bytes: &[u8]| {
+        let start = Instant::now();
+        loop {
+            let reply = server.publish(&alice, &key, bytes);
+            if reply.status == status {
+                return reply;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "no {status} in 30 s: {} {}",
+                reply.status,
+                reply.json
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let busy = until(503, b"not a component");
+    busy.expect(503, Some("busy"));
+    assert!(busy.header("retry-after").parse::<u64>().unwrap() >= 1);
+    // The slow senders hang up: their places are free again.
+    drop(slow);
+    until(201, &read(artifacts::CALC));
+    server.get("/healthz").expect(200, None);
+}

@@ -128,6 +128,7 @@ async fn read_and_publish(
     let mut account: Option<Account> = None;
     let mut signature: Option<String> = None;
     let mut component: Option<axum::body::Bytes> = None;
+    let mut _slot = None;
     while let Some(field) = multipart.next_field().await.map_err(form_error)? {
         let name = field.name().unwrap_or_default().to_string();
         match name.as_str() {
@@ -146,6 +147,7 @@ async fn read_and_publish(
                 if account.is_none() {
                     return Err(no_token());
                 }
+                _slot = Some(registry.upload_slot()?);
                 component = Some(read_component(field).await?);
             }
             _ => {
