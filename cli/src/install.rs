@@ -30,9 +30,13 @@ pub struct InstallArgs {
     dir: PathBuf,
     /// A public key (`ed25519:...`) whose signatures you trust (repeatable),
     /// besides the policy's `[registry] trusted_keys`. With none, the
-    /// signature is not checked (and the command says so).
+    /// install is refused unless --no-verify is given.
     #[arg(long = "trust", value_name = "KEY")]
     trust: Vec<PublicKey>,
+    /// Install without checking the signature when no key is trusted (the
+    /// digest is still checked; the command says the signature was not).
+    #[arg(long)]
+    no_verify: bool,
     /// Install ID@VERSION even if that version is yanked.
     #[arg(long)]
     allow_yanked: bool,
@@ -103,6 +107,13 @@ pub fn install(args: InstallArgs, host: &HostArgs) -> anyhow::Result<ExitCode> {
     // The signature is over the digest: checked before the download, which
     // must then have that digest.
     let checked = !trusted.is_empty();
+    if !checked && !args.no_verify {
+        bail!(
+            "{what} was not installed: no key is trusted to sign it. Give --trust KEY (the \
+             publisher's public key, `ed25519:...`), list keys in the policy's [registry] \
+             trusted_keys, or install without checking the signature with --no-verify"
+        );
+    }
     if checked {
         if !trusted.contains(&signer) {
             bail!(

@@ -226,7 +226,17 @@ fn install_checks_the_signature_and_records_the_plugin_in_the_lock() {
     );
     assert_succeeded(&out);
     assert!(text(&out.stdout).contains("(trusted)"));
-    let out = install(&registry, "calc", &dir.join("unchecked"), &[]);
+    // Closed by default: with no trusted key nothing is installed...
+    let out = install(&registry, "calc", &dir.join("untrusted"), &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("no key is trusted to sign it"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!dir.join("untrusted").join("calc.wasm").exists());
+    // ...unless asked for, and then the command says what it did not check.
+    let out = install(&registry, "calc", &dir.join("unchecked"), &["--no-verify"]);
     assert_succeeded(&out);
     assert!(
         text(&out.stderr).contains("signature of calc 0.1.0 was NOT checked"),
