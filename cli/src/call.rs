@@ -56,14 +56,7 @@ pub async fn call(host: &Host, args: CallArgs) -> anyhow::Result<ExitCode> {
         .map(|r| crate::render::result_json(r, &out_dir))
         .transpose()?;
     if args.json {
-        let out = serde_json::json!({
-            "ok": report.result.is_ok(),
-            "result": result,
-            "error": report.result.as_ref().err(),
-            "events": report.events,
-            "fuel_used": report.fuel_used,
-            "ms": report.elapsed.as_secs_f64() * 1e3,
-        });
+        let out = sandwit_service::outcome::call_json(&report, result);
         outln!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         for event in &report.events {

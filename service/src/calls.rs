@@ -9,7 +9,7 @@ use axum::response::IntoResponse;
 use sandwit::json::value_from_json;
 use sandwit::{AgentCtx, Budget};
 use serde::Deserialize;
-use serde_json::{Map, Value as Json, json};
+use serde_json::{Map, Value as Json};
 
 use crate::Shared;
 use crate::auth::Caller;
@@ -81,12 +81,5 @@ pub async fn call(
         .map(|r| crate::outcome::result_json(r, &mut crate::outcome::inline_image))
         .transpose()
         .map_err(|e| ApiError::bad_request("bad-result", e.to_string()))?;
-    Ok(axum::Json(json!({
-        "ok": report.result.is_ok(),
-        "result": result,
-        "error": report.result.as_ref().err(),
-        "events": report.events,
-        "fuel_used": report.fuel_used,
-        "ms": report.elapsed.as_secs_f64() * 1e3,
-    })))
+    Ok(axum::Json(crate::outcome::call_json(&report, result)))
 }

@@ -5,7 +5,7 @@
 
 use base64::Engine;
 use sandwit::json::{BytesAs, value_to_json};
-use sandwit::{ContentPart, Media, MethodResult, RunOutcome};
+use sandwit::{CallReport, ContentPart, Media, MethodResult, RunOutcome};
 use serde_json::{Value as Json, json};
 
 /// Renders the image at `index` of a multimodal result as its JSON part.
@@ -42,6 +42,20 @@ pub fn result_json(result: &MethodResult, image: &mut RenderImage<'_>) -> anyhow
             }
             json!({"kind": "multimodal-agent", "parts": out})
         }
+    })
+}
+
+/// A method call's report: `{"ok", "result", "error", "events",
+/// "fuel_used", "ms"}`, with `result` as [`result_json`] rendered it (none
+/// when the call failed).
+pub fn call_json(report: &CallReport, result: Option<Json>) -> Json {
+    json!({
+        "ok": report.result.is_ok(),
+        "result": result,
+        "error": report.result.as_ref().err(),
+        "events": report.events,
+        "fuel_used": report.fuel_used,
+        "ms": report.elapsed.as_secs_f64() * 1e3,
     })
 }
 
