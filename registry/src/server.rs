@@ -156,7 +156,8 @@ async fn authenticate(
     mut request: Request,
     next: Next,
 ) -> Response {
-    request.extensions_mut().insert(Tokens(guard.clone()));
+    let tokens = Tokens(guard.clone());
+    request.extensions_mut().insert(tokens.clone());
     if let Some(ConnectInfo(peer)) = request.extensions().get::<ConnectInfo<SocketAddr>>()
         && let Err(wait) = guard.per_address.take(peer.ip())
     {
@@ -169,14 +170,7 @@ async fn authenticate(
     let Some(token) = token else {
         return next.run(request).await;
     };
-    let hash: [u8; 32] = sha2::Digest::finalize(<sha2::Sha256 as sha2::Digest>::new_with_prefix(
-        token.as_bytes(),
-    ))
-    .into();
-    if let Err(wait) = guard.per_token.take(hash) {
-        return Error::RateLimited("token", wait).into_response();
-    }
-    let account: Account = match guard.registry.authenticate(&token).await {
+    let account: Account = match tokens.account(&token).await {
         Ok(account) => account,
         Err(e) => return e.into_response(),
     };
