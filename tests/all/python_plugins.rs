@@ -273,11 +273,19 @@ fn forecast_host(port: u16, http: bool) -> Host {
         .unwrap()
 }
 
+/// Loads forecast on `host`, one test at a time: the first load compiles
+/// it into the shared cache, the other then loads it from there.
+async fn load_forecast(host: &Host) -> Plugin {
+    static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let _turn = ONE_AT_A_TIME.lock().await;
+    load(host, artifacts::FORECAST).await
+}
+
 #[tokio::test]
 async fn forecast_calls_a_granted_loopback_api_from_sandboxed_code() {
     let (port, seen) = weather_api();
     let host = forecast_host(port, true);
-    let forecast = load(&host, artifacts::FORECAST).await;
+    let forecast = load_forecast(&host).await;
     assert!(forecast.has_lifecycle());
     let set = PluginSet::new(std::slice::from_ref(&forecast)).unwrap();
     let ada = AgentCtx {
@@ -330,7 +338,7 @@ async fn forecast_calls_a_granted_loopback_api_from_sandboxed_code() {
 async fn forecast_without_the_http_grant_is_refused_naming_plugin_and_host() {
     let (port, seen) = weather_api();
     let host = forecast_host(port, false);
-    let forecast = load(&host, artifacts::FORECAST).await;
+    let forecast = load_forecast(&host).await;
     let err = forecast
         .call(
             &ctx(),

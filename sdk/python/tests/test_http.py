@@ -224,3 +224,13 @@ def test_the_forecast_example_with_every_capability():
     with pytest.raises(RequestError, match="did not grant a capability for 127.0.0.1:9000") as e:
         refused.call(forecast, "report_weather", city="Porto", summary="sunny")
     assert e.value.kind == "denied"
+
+
+def test_forecast_needs_no_store_grant():
+    forecast = load_example("forecast").plugin
+    base = "http://127.0.0.1:9000"
+    host = FakeHost(grants=("config", "http:127.0.0.1:9000"), config={"BASE_URL": base},
+                    ctx=AgentCtx(chat_key="c", user_id="ada"))
+    host.add_response(f"{base}/v1/current?city=Porto", json={"temperature_c": 1})
+    assert host.call(forecast, "current_weather", city="Porto")[1]["temperature_c"] == 1.0
+    assert host.prompt_inject(forecast) is None

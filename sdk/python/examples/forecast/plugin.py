@@ -8,7 +8,15 @@ The API: `GET {BASE_URL}/v1/current?city=<city>` with the header
 `x-api-key`, answering `{"temperature_c": 11.5, "summary": "Cloudy"}`, and
 `POST {BASE_URL}/v1/reports` with a JSON body."""
 
-from sandwit_plugin import AgentCtx, ConfigBase, HTTPError, NekroPlugin, PluginError, SandboxMethodType
+from sandwit_plugin import (
+    AgentCtx,
+    ConfigBase,
+    HTTPError,
+    NekroPlugin,
+    PluginError,
+    SandboxMethodType,
+    ServiceError,
+)
 
 plugin = NekroPlugin(
     name="Forecast",
@@ -65,7 +73,10 @@ async def current_weather(_ctx: AgentCtx, city: str) -> dict:
     except (ValueError, KeyError, TypeError) as e:
         raise PluginError(f"the weather API sent no usable temperature: {e}") from None
     if _ctx.user_id:
-        await plugin.store.set(chat_key=_ctx.chat_key, user_key=_ctx.user_id, store_key="last_city", value=city)
+        try:
+            await plugin.store.set(chat_key=_ctx.chat_key, user_key=_ctx.user_id, store_key="last_city", value=city)
+        except ServiceError:
+            pass  # no store granted: the city is not remembered
     return {"city": city, "temperature_c": temperature, "summary": str(body.get("summary", "unknown"))}
 
 
@@ -101,5 +112,8 @@ def report_weather(_ctx: AgentCtx, city: str, summary: str) -> int:
 async def last_city(_ctx: AgentCtx) -> str:
     if not _ctx.user_id:
         return ""
-    city = await plugin.store.get(chat_key=_ctx.chat_key, user_key=_ctx.user_id, store_key="last_city")
+    try:
+        city = await plugin.store.get(chat_key=_ctx.chat_key, user_key=_ctx.user_id, store_key="last_city")
+    except ServiceError:
+        return ""  # no store granted: nothing remembered, and the listing still works
     return f"The user last asked about the weather in {city}." if city else ""
