@@ -292,12 +292,20 @@ fn a_nekro_style_python_plugin_builds_validates_and_reaches_a_granted_api() {
         .concat(),
     );
     assert_eq!(out.status.code(), Some(1));
+    let stdout = text(&out.stdout);
     assert!(
-        text(&out.stdout).contains(&format!(
-            "did not grant a capability for 127.0.0.1:{port} (request one like `http:127.0.0.1:{port}`)"
+        stdout.contains(&format!(
+            "current_weather: http: the host did not grant a capability for 127.0.0.1:{port} \
+             (request one like `http:127.0.0.1:{port}`)"
         )),
-        "{}",
-        text(&out.stdout)
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!(
+            "denied [forecast] GET http://127.0.0.1:{port}/v1/current?city=Porto: \
+             capability `http:127.0.0.1:{port}` not granted"
+        )),
+        "{stdout}"
     );
     assert_eq!(requests.load(Ordering::SeqCst), 1, "nothing more reached the API");
 }

@@ -260,6 +260,10 @@ class HttpClient:
                 raise RequestError("invalid", f"http: the method {method!r} is not one of {', '.join(METHODS)}")
             target = Url.parse(url, params)
             sent, body = _body(_headers(headers), content, data, json)
+            # A known length, as httpx sends it: without one the body goes
+            # chunked, which some servers do not read.
+            if (body or verb in ("POST", "PUT", "PATCH")) and all(n != "content-length" for n, _ in sent):
+                sent.append(("content-length", str(len(body)).encode()))
             if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
                 raise RequestError("invalid", f"http: timeout must be a positive number of seconds, not {timeout!r}")
             status, got, received = _host.backend.http_request(verb, target, sent, body, timeout)

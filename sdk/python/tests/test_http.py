@@ -83,8 +83,10 @@ def test_post_put_and_patch_send_json_a_form_or_bytes():
     assert posted.json() == {"a": [1, 2]} and posted.headers["content-type"] == "application/json"
     assert put.content == b"q=a+b&n=1"
     assert put.headers["content-type"] == "application/x-www-form-urlencoded"
-    assert patched.content == "héllo".encode() and patched.headers == {"content-type": "text/plain"}
-    assert deleted.method == "DELETE" and deleted.content == b""
+    assert patched.content == "héllo".encode()
+    assert patched.headers == {"content-type": "text/plain", "content-length": "6"}
+    assert posted.headers["content-length"] == str(len(b"{\"a\": [1, 2]}"))
+    assert deleted.method == "DELETE" and deleted.content == b"" and "content-length" not in deleted.headers
 
 
 def test_a_host_not_granted_is_denied_naming_the_host_and_the_grant_to_ask_for():
