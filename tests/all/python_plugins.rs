@@ -213,7 +213,11 @@ fn weather_api() -> (u16, Arc<Mutex<Vec<String>>>) {
                 }
                 let length: usize = head
                     .lines()
-                    .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length: ").map(|n| n.trim().to_string()))
+                    .find_map(|l| {
+                        l.to_ascii_lowercase()
+                            .strip_prefix("content-length: ")
+                            .map(|n| n.trim().to_string())
+                    })
                     .and_then(|n| n.parse().ok())
                     .unwrap_or(0);
                 let mut body = vec![0; length.min(1 << 20)];
@@ -229,7 +233,9 @@ fn weather_api() -> (u16, Arc<Mutex<Vec<String>>>) {
                     let city = path.split("city=").nth(1).unwrap_or("?");
                     (
                         "200 OK",
-                        format!(r#"{{"temperature_c": 17.5, "summary": "Clear in {city}, keyed={keyed}"}}"#),
+                        format!(
+                            r#"{{"temperature_c": 17.5, "summary": "Clear in {city}, keyed={keyed}"}}"#
+                        ),
                     )
                 } else if head.starts_with("POST /v1/reports") {
                     ("201 Created", String::new())
@@ -306,17 +312,23 @@ async fn forecast_calls_a_granted_loopback_api_from_sandboxed_code() {
     assert!(
         events
             .iter()
-            .any(|e| e.contains("chat [forecast]") && e.contains("Reported the weather in Porto: sunny")),
+            .any(|e| e.contains("chat [forecast]")
+                && e.contains("Reported the weather in Porto: sunny")),
         "{events:?}"
     );
     assert!(!events.iter().any(|e| e.contains("denied")), "{events:?}");
     // What reached the API: the key as a header, the report as JSON.
     let seen = seen.lock().unwrap().clone();
     assert_eq!(seen.len(), 2, "{seen:?}");
-    assert!(seen[0].starts_with("GET /v1/current?city=Porto HTTP/1.1"), "{seen:?}");
+    assert!(
+        seen[0].starts_with("GET /v1/current?city=Porto HTTP/1.1"),
+        "{seen:?}"
+    );
     assert!(seen[1].starts_with("POST /v1/reports HTTP/1.1"), "{seen:?}");
     assert!(
-        seen[1].to_ascii_lowercase().contains("content-type: application/json"),
+        seen[1]
+            .to_ascii_lowercase()
+            .contains("content-type: application/json"),
         "{seen:?}"
     );
     assert!(
@@ -355,7 +367,8 @@ async fn forecast_without_the_http_grant_is_refused_naming_plugin_and_host() {
         "{err}"
     );
     assert!(
-        err.to_string().starts_with("plugin `forecast`, method `current_weather`: denied"),
+        err.to_string()
+            .starts_with("plugin `forecast`, method `current_weather`: denied"),
         "{err}"
     );
     // From sandboxed code: the run fails with the same message, and the
@@ -370,8 +383,10 @@ async fn forecast_without_the_http_grant_is_refused_naming_plugin_and_host() {
     assert!(error.message.contains(&needle), "{error:?}");
     let events: Vec<String> = outcome.events.iter().map(ToString::to_string).collect();
     assert!(
-        events.iter().any(|e| e.starts_with("denied [forecast] POST http://127.0.0.1")
-            && e.ends_with(&format!("capability `http:127.0.0.1:{port}` not granted"))),
+        events
+            .iter()
+            .any(|e| e.starts_with("denied [forecast] POST http://127.0.0.1")
+                && e.ends_with(&format!("capability `http:127.0.0.1:{port}` not granted"))),
         "{events:?}"
     );
     assert!(seen.lock().unwrap().is_empty(), "nothing reached the API");

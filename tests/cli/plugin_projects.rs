@@ -265,14 +265,24 @@ fn a_nekro_style_python_plugin_builds_validates_and_reaches_a_granted_api() {
         &[
             &["run", "--policy", &granted][..],
             &as_ada,
-            &["-c", "w = current_weather('Porto')\nprint(w['temperature_c'], w['summary'])"],
+            &[
+                "-c",
+                "w = current_weather('Porto')\nprint(w['temperature_c'], w['summary'])",
+            ],
         ]
         .concat(),
     );
     assert_succeeded(&out);
-    assert!(text(&out.stdout).contains("17.5 Clear"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("17.5 Clear"),
+        "{}",
+        text(&out.stdout)
+    );
     assert_eq!(requests.load(Ordering::SeqCst), 1);
-    let out = sandwit_in(&dir, &[&["prompt", "--policy", &granted][..], &as_ada].concat());
+    let out = sandwit_in(
+        &dir,
+        &[&["prompt", "--policy", &granted][..], &as_ada].concat(),
+    );
     assert_succeeded(&out);
     let listing = text(&out.stdout);
     assert!(listing.contains("def current_weather(city"), "{listing}");
@@ -307,7 +317,11 @@ fn a_nekro_style_python_plugin_builds_validates_and_reaches_a_granted_api() {
         )),
         "{stdout}"
     );
-    assert_eq!(requests.load(Ordering::SeqCst), 1, "nothing more reached the API");
+    assert_eq!(
+        requests.load(Ordering::SeqCst),
+        1,
+        "nothing more reached the API"
+    );
 }
 
 /// `sandwit plugin new --lang rust` and `plugin build`: the project depends
@@ -322,10 +336,13 @@ fn a_new_rust_project_builds_and_validates() {
         &["plugin", "new", "adder", "--lang", "rust"],
     ));
     let manifest = std::fs::read_to_string(dir.join("adder/Cargo.toml")).unwrap();
-    let sdk = std::fs::canonicalize(Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk"))
-        .unwrap();
+    let sdk =
+        std::fs::canonicalize(Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk")).unwrap();
     assert!(
-        manifest.contains(&format!("sandwit-sdk = {{ path = {:?} }}", sdk.display().to_string())),
+        manifest.contains(&format!(
+            "sandwit-sdk = {{ path = {:?} }}",
+            sdk.display().to_string()
+        )),
         "{manifest}"
     );
     let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/guests");
