@@ -256,6 +256,11 @@ fn weather_api() -> (u16, Arc<Mutex<Vec<String>>>) {
 
 /// A host that grants forecast config and, with `http`, the API's port.
 fn forecast_host(port: u16, http: bool) -> Host {
+    forecast_host_with(port, http, "")
+}
+
+/// [`forecast_host`] with `tables` (e.g. `[http]` limits) in its policy.
+fn forecast_host_with(port: u16, http: bool, tables: &str) -> Host {
     let grant = if http {
         format!(r#"["config", "store", "chat", "http:127.0.0.1:{port}"]"#)
     } else {
@@ -263,6 +268,7 @@ fn forecast_host(port: u16, http: bool) -> Host {
     };
     let policy = Policy::from_toml(&format!(
         r#"
+        {tables}
         [plugins.forecast]
         sha256 = ["{}"]
         grant = {grant}
@@ -390,4 +396,40 @@ async fn forecast_without_the_http_grant_is_refused_naming_plugin_and_host() {
         "{events:?}"
     );
     assert!(seen.lock().unwrap().is_empty(), "nothing reached the API");
+}
+
+#[tokio::test]
+async fn forecast_reports_an_unreachable_api_and_an_oversized_answer_as_failures() {
+    let call = |forecast: Plugin| async move {
+        forecast
+            .call(
+                &ctx(),
+                "current_weather",
+                args(serde_json::json!({"city": "Porto"})),
+            )
+            .await
+            .unwrap_err()
+    };
+    // A granted port nobody listens on.
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let err = call(load_forecast(&forecast_host(closed, true)).await).await;
+    assert!(
+        matches!(&err.kind, CallErrorKind::Failed { message }
+            if message == &format!("RequestError: unavailable: http: 127.0.0.1:{closed} failed: the connection was refused")),
+        "{err}"
+    );
+    // An answer past the host's cap on response bodies.
+    let (port, _) = weather_api();
+    let host = forecast_host_with(port, true, "[http]\nmax_response_bytes = 16");
+    let err = call(load_forecast(&host).await).await;
+    assert!(
+        matches!(&err.kind, CallErrorKind::Failed { message }
+            if message.starts_with(&format!("RequestError: limit-exceeded: http: reading the response from 127.0.0.1:{port} failed: "))
+                && message.contains("16 bytes")),
+        "{err}"
+    );
 }

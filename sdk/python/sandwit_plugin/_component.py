@@ -262,9 +262,13 @@ def _read_body(url: Url, incoming: Any) -> bytes:
                         break
                     code = h.http_error_code(e.value.value)
                     if code is None:
-                        detail = e.value.value.to_debug_string().splitlines()[0:1]
+                        # wasmtime 48 hands a body's error over as text (its
+                        # first line; the rest may be a host backtrace), the
+                        # host's body cap included.
+                        detail = "".join(e.value.value.to_debug_string().splitlines()[0:1])
+                        kind = "limit-exceeded" if "body size exceeds limit" in detail else "unavailable"
                         raise RequestError(
-                            "unavailable", f"http: reading the response from {url.authority} failed: {''.join(detail)}"
+                            kind, f"http: reading the response from {url.authority} failed: {detail}"
                         ) from None
                     if isinstance(code, h.ErrorCode_HttpResponseBodySize):
                         raise _error(url, code) from None
