@@ -15,7 +15,8 @@
         ...
 
 `sandwit plugin build` turns the project's `plugin.py` into a component of
-the world `sandwit:plugin/sandbox-method@0.2.0`. See README.md.
+the world `sandwit:plugin/sandbox-method@0.2.0` that also imports
+`wasi:http/outgoing-handler` (`plugin.http`). See README.md.
 """
 
 from ._aio import Ready
