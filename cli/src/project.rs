@@ -21,8 +21,9 @@ use crate::HostArgs;
 pub const COMPONENTIZE_PY_VERSION: &str = "0.25.1";
 /// The pytest a Python project's tests run with.
 const PYTEST_VERSION: &str = "9.2.0";
-/// The world a Python plugin is built against.
-const PYTHON_WORLD: &str = "sandwit:plugin/sandbox-method@0.2.0";
+/// The world a Python plugin is built against: the SDK's, which is
+/// `sandwit:plugin/sandbox-method@0.2.0` and `wasi:http/outgoing-handler`.
+const PYTHON_WORLD: &str = "sandwit:python-sdk/plugin@0.2.0";
 
 /// A file written as it is, by its path in the project.
 type Embedded = (&'static str, &'static str);
@@ -50,6 +51,10 @@ const PYTHON_SDK: &[Embedded] = &[
         include_str!("../../sdk/python/sandwit_plugin/_host.py"),
     ),
     (
+        "_http.py",
+        include_str!("../../sdk/python/sandwit_plugin/_http.py"),
+    ),
+    (
         "_plugin.py",
         include_str!("../../sdk/python/sandwit_plugin/_plugin.py"),
     ),
@@ -71,23 +76,54 @@ const PYTHON_SDK: &[Embedded] = &[
     ),
 ];
 
-/// The 0.2 world's WIT, with 0.1 as its dependency.
+/// The Python SDK's world (sdk/python/wit): the 0.2 plugin world and
+/// `wasi:http/outgoing-handler`, laid out as sdk/python/wit is (its
+/// `deps/sandwit-plugin-*` link to wit/v0.2, whose files are read from there).
 const WIT: &[Embedded] = &[
+    ("world.wit", include_str!("../../sdk/python/wit/world.wit")),
     (
-        "lifecycle.wit",
+        "deps/sandwit-plugin-0.2.0/lifecycle.wit",
         include_str!("../../wit/v0.2/lifecycle.wit"),
     ),
     (
-        "deps/plugin-0.1.0/world.wit",
+        "deps/sandwit-plugin-0.1.0/world.wit",
         include_str!("../../wit/v0.2/deps/plugin-0.1.0/world.wit"),
     ),
     (
-        "deps/plugin-0.1.0/types.wit",
+        "deps/sandwit-plugin-0.1.0/types.wit",
         include_str!("../../wit/v0.2/deps/plugin-0.1.0/types.wit"),
     ),
     (
-        "deps/plugin-0.1.0/services.wit",
+        "deps/sandwit-plugin-0.1.0/services.wit",
         include_str!("../../wit/v0.2/deps/plugin-0.1.0/services.wit"),
+    ),
+    (
+        "deps/wasi-cli-0.2.12/cli.wit",
+        include_str!("../../sdk/python/wit/deps/wasi-cli-0.2.12/cli.wit"),
+    ),
+    (
+        "deps/wasi-clocks-0.2.12/clocks.wit",
+        include_str!("../../sdk/python/wit/deps/wasi-clocks-0.2.12/clocks.wit"),
+    ),
+    (
+        "deps/wasi-filesystem-0.2.12/filesystem.wit",
+        include_str!("../../sdk/python/wit/deps/wasi-filesystem-0.2.12/filesystem.wit"),
+    ),
+    (
+        "deps/wasi-http-0.2.12/http.wit",
+        include_str!("../../sdk/python/wit/deps/wasi-http-0.2.12/http.wit"),
+    ),
+    (
+        "deps/wasi-io-0.2.12/io.wit",
+        include_str!("../../sdk/python/wit/deps/wasi-io-0.2.12/io.wit"),
+    ),
+    (
+        "deps/wasi-random-0.2.12/random.wit",
+        include_str!("../../sdk/python/wit/deps/wasi-random-0.2.12/random.wit"),
+    ),
+    (
+        "deps/wasi-sockets-0.2.12/sockets.wit",
+        include_str!("../../sdk/python/wit/deps/wasi-sockets-0.2.12/sockets.wit"),
     ),
 ];
 
@@ -448,6 +484,38 @@ mod tests {
             .collect();
         files.sort();
         let embedded: Vec<&str> = PYTHON_SDK.iter().map(|(n, _)| *n).collect();
+        assert_eq!(files, embedded);
+    }
+
+    /// Every WIT file of sdk/python/wit is in the binary, as it is there
+    /// (following its links to wit/v0.2 but not that directory's own deps,
+    /// which componentize-py does not read either).
+    #[test]
+    fn the_embedded_wit_is_the_sdk_world() {
+        fn walk(dir: &Path, rel: &str, out: &mut Vec<(String, String)>) {
+            for entry in std::fs::read_dir(dir).unwrap().flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let path = entry.path();
+                let rel = format!("{rel}{name}");
+                if path.is_dir() {
+                    // `deps` and its package directories, not deeper.
+                    if rel.matches('/').count() <= 1 {
+                        walk(&path, &format!("{rel}/"), out);
+                    }
+                } else if name.ends_with(".wit") {
+                    out.push((rel, std::fs::read_to_string(&path).unwrap()));
+                }
+            }
+        }
+        let mut files = Vec::new();
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk/python/wit");
+        walk(&root, "", &mut files);
+        files.sort();
+        let mut embedded: Vec<(String, String)> = WIT
+            .iter()
+            .map(|(n, t)| (n.to_string(), t.to_string()))
+            .collect();
+        embedded.sort();
         assert_eq!(files, embedded);
     }
 

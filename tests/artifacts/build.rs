@@ -37,6 +37,7 @@ fn main() {
         "python-guest/app.py",
         "python-guest/build",
         "sdk/python/sandwit_plugin",
+        "sdk/python/wit",
         "sdk/python/examples",
         "sdk/python/build-examples",
     ] {
@@ -91,7 +92,7 @@ fn main() {
         status.success(),
         "building the example Python plugins failed"
     );
-    for (name, stem) in [("DICE", "dice"), ("MEMO", "memo")] {
+    for (name, stem) in [("DICE", "dice"), ("MEMO", "memo"), ("FORECAST", "forecast")] {
         let path = root
             .join("target/python-plugins")
             .join(format!("{stem}.wasm"));

@@ -1,13 +1,23 @@
 //! `sandwit plugin new/build` and the lifecycle hooks in `sandwit prompt`.
 
+use std::ffi::OsStr;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, Output};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::common::{artifacts, assert_succeeded, pin_line, tempdir};
 
 fn sandwit_in(dir: &Path, args: &[&str]) -> Output {
+    sandwit_with(dir, args, &[])
+}
+
+fn sandwit_with(dir: &Path, args: &[&str], env: &[(&str, &OsStr)]) -> Output {
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
     Command::new(env!("CARGO_BIN_EXE_sandwit"))
+        .envs(env.iter().copied())
         .current_dir(dir)
         .arg("--cache-dir")
         .arg(tmp.join("cli-cache"))
@@ -173,5 +183,198 @@ fn prompt_lists_what_a_plugin_injects_for_the_chat() {
         text(&out.stdout).contains("NameError"),
         "{}",
         text(&out.stdout)
+    );
+}
+
+/// A loopback weather API answering every request with 200 and
+/// `{"temperature_c": 17.5, "summary": "Clear"}`, counting the requests.
+fn weather_api() -> (u16, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let count = Arc::new(AtomicUsize::new(0));
+    let seen = count.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            seen.fetch_add(1, Ordering::SeqCst);
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut line = String::new();
+            while reader.read_line(&mut line).unwrap_or(0) > 2 {
+                line.clear();
+            }
+            let body = r#"{"temperature_c": 17.5, "summary": "Clear"}"#;
+            let mut stream = stream;
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (port, count)
+}
+
+/// The issue's "done when" in one place: a plugin written with Nekro's
+/// decorator API (the forecast example) builds with `sandwit plugin build`,
+/// passes `sandwit validate`, works from sandboxed code with the config,
+/// store, chat and HTTP capabilities (HTTP to a loopback API granted by
+/// port), is listed by `sandwit prompt` with its injected prompt, and is
+/// refused the API when HTTP is not granted.
+#[test]
+fn a_nekro_style_python_plugin_builds_validates_and_reaches_a_granted_api() {
+    let dir = tempdir("plugin-projects", "forecast");
+    let project = dir.join("forecast");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk/python/examples/forecast/plugin.py"),
+        project.join("plugin.py"),
+    )
+    .unwrap();
+    let out = sandwit_in(&dir, &["plugin", "build", "forecast"]);
+    assert_succeeded(&out);
+    assert!(
+        text(&out.stdout)
+            .contains("forecast/target/forecast.wasm: acceptable (forecast 0.1.0, 2 methods"),
+        "{}",
+        text(&out.stdout)
+    );
+    let wasm = project.join("target/forecast.wasm");
+    let wasm = wasm.to_str().unwrap();
+    assert_succeeded(&sandwit_in(&dir, &["validate", wasm]));
+
+    let (port, requests) = weather_api();
+    let policy = |grant: &str| {
+        let path = dir.join(format!("policy-{}.toml", grant.len()));
+        std::fs::write(
+            &path,
+            format!(
+                "[plugins.forecast]\n{}grant = [{grant}]\n\
+                 config = {{ BASE_URL = \"http://127.0.0.1:{port}\", API_KEY = \"k-123456\" }}\n\
+                 secrets = [\"API_KEY\"]\n",
+                pin_line(wasm)
+            ),
+        )
+        .unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let granted = policy(&format!(
+        "\"config\", \"store\", \"chat\", \"http:127.0.0.1:{port}\""
+    ));
+    let as_ada = ["--plugin", wasm, "--user-id", "ada"];
+    let out = sandwit_in(
+        &dir,
+        &[
+            &["run", "--policy", &granted][..],
+            &as_ada,
+            &[
+                "-c",
+                "w = current_weather('Porto')\nprint(w['temperature_c'], w['summary'])",
+            ],
+        ]
+        .concat(),
+    );
+    assert_succeeded(&out);
+    assert!(
+        text(&out.stdout).contains("17.5 Clear"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert_eq!(requests.load(Ordering::SeqCst), 1);
+    let out = sandwit_in(
+        &dir,
+        &[&["prompt", "--policy", &granted][..], &as_ada].concat(),
+    );
+    assert_succeeded(&out);
+    let listing = text(&out.stdout);
+    assert!(listing.contains("def current_weather(city"), "{listing}");
+    assert!(
+        listing.contains("[plugin `forecast`]\nThe user last asked about the weather in Porto."),
+        "{listing}"
+    );
+
+    let refused = policy("\"config\", \"store\", \"chat\"");
+    let out = sandwit_in(
+        &dir,
+        &[
+            &["run", "--policy", &refused][..],
+            &as_ada,
+            &["-c", "current_weather('Porto')"],
+        ]
+        .concat(),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains(&format!(
+            "current_weather: http: the host did not grant a capability for 127.0.0.1:{port} \
+             (request one like `http:127.0.0.1:{port}`)"
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!(
+            "denied [forecast] GET http://127.0.0.1:{port}/v1/current?city=Porto: \
+             capability `http:127.0.0.1:{port}` not granted"
+        )),
+        "{stdout}"
+    );
+    assert_eq!(
+        requests.load(Ordering::SeqCst),
+        1,
+        "nothing more reached the API"
+    );
+}
+
+/// `sandwit plugin new --lang rust` and `plugin build`: the project depends
+/// on this tree's guest-sdk by path and builds offline, in the guests'
+/// target directory (tests/artifacts builds there) so the SDK's
+/// dependencies are compiled once.
+#[test]
+fn a_new_rust_project_builds_and_validates() {
+    let dir = tempdir("plugin-projects", "rust");
+    assert_succeeded(&sandwit_in(
+        &dir,
+        &["plugin", "new", "adder", "--lang", "rust"],
+    ));
+    let manifest = std::fs::read_to_string(dir.join("adder/Cargo.toml")).unwrap();
+    let sdk =
+        std::fs::canonicalize(Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk")).unwrap();
+    assert!(
+        manifest.contains(&format!(
+            "sandwit-sdk = {{ path = {:?} }}",
+            sdk.display().to_string()
+        )),
+        "{manifest}"
+    );
+    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/guests");
+    let out = sandwit_with(
+        &dir,
+        &["plugin", "build", "adder"],
+        &[
+            ("CARGO_TARGET_DIR", target.as_os_str()),
+            ("CARGO_NET_OFFLINE", "true".as_ref()),
+        ],
+    );
+    assert_succeeded(&out);
+    assert!(
+        text(&out.stdout).contains("adder.wasm: acceptable (adder 0.1.0, 1 methods"),
+        "{}",
+        text(&out.stdout)
+    );
+    let wasm = target.join("wasm32-wasip2/release/adder.wasm");
+    let out = sandwit_in(
+        &dir,
+        &[
+            "call",
+            wasm.to_str().unwrap(),
+            "greet",
+            "--args",
+            r#"{"name": "Ada"}"#,
+        ],
+    );
+    assert_succeeded(&out);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        json,
+        serde_json::json!({"kind": "tool", "value": "Hello, Ada!"})
     );
 }

@@ -15,12 +15,14 @@
         ...
 
 `sandwit plugin build` turns the project's `plugin.py` into a component of
-the world `sandwit:plugin/sandbox-method@0.2.0`. See README.md.
+the world `sandwit:plugin/sandbox-method@0.2.0` that also imports
+`wasi:http/outgoing-handler` (`plugin.http`). See README.md.
 """
 
 from ._aio import Ready
 from ._ctx import AgentCtx
 from ._host import ServiceError
+from ._http import Headers, HttpClient, HTTPError, HTTPStatusError, RequestError, Response
 from ._plugin import (
     ConfigBase,
     Image,
@@ -33,11 +35,17 @@ from ._plugin import (
 __all__ = [
     "AgentCtx",
     "ConfigBase",
+    "Headers",
+    "HTTPError",
+    "HTTPStatusError",
+    "HttpClient",
     "Image",
     "NekroPlugin",
     "Plugin",
     "PluginError",
     "Ready",
+    "RequestError",
+    "Response",
     "SandboxMethodType",
     "ServiceError",
 ]

@@ -7,13 +7,15 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from _sandwit_wit import exports
-from _sandwit_wit.imports import chat, config, log, store
-from _sandwit_wit.imports import types as t
+from _sandwit_wit.imports import chat, config, log, outgoing_handler, store, streams
+from _sandwit_wit.imports import sandwit_plugin_types as t
+from _sandwit_wit.imports import wasi_http_types as h
 from componentize_py_types import Err
 
 from . import _host
 from ._ctx import AgentCtx
 from ._host import ServiceError
+from ._http import RequestError, Url
 from ._plugin import NekroPlugin, PluginError
 from ._values import decode, encode
 
@@ -109,6 +111,171 @@ class _Host:
 
     def log(self, level: str, message: str) -> None:
         log.log(_LEVELS[level], message)
+
+    def http_request(
+        self, method: str, url: Url, headers: list[tuple[str, bytes]], body: bytes, timeout: Optional[float]
+    ) -> tuple[int, list[tuple[str, bytes]], bytes]:
+        return _http_request(method, url, headers, body, timeout)
+
+
+# -- outbound HTTP over wasi:http/outgoing-handler ---------------------------
+
+#: The most bytes written to the request body per host call (what
+#: `blocking-write-and-flush` accepts at most).
+_WRITE_CHUNK = 4096
+#: The most bytes read from the response body per host call.
+_READ_CHUNK = 64 << 10
+
+_METHODS = {
+    "GET": h.Method_Get,
+    "HEAD": h.Method_Head,
+    "POST": h.Method_Post,
+    "PUT": h.Method_Put,
+    "DELETE": h.Method_Delete,
+    "PATCH": h.Method_Patch,
+    "OPTIONS": h.Method_Options,
+}
+
+
+def _describe(code: Any) -> str:
+    if isinstance(code, h.ErrorCode_ConnectionTimeout):
+        return "connecting timed out"
+    if isinstance(code, (h.ErrorCode_ConnectionReadTimeout, h.ErrorCode_HttpResponseTimeout)):
+        return "the response timed out"
+    if isinstance(code, h.ErrorCode_ConnectionRefused):
+        return "the connection was refused"
+    if isinstance(code, h.ErrorCode_HttpResponseBodySize):
+        return f"the response body is larger than the host's limit of {code.value} bytes"
+    if isinstance(code, h.ErrorCode_DnsError):
+        return f"the name did not resolve ({code.value.rcode or 'no answer'})"
+    name = type(code).__name__.removeprefix("ErrorCode_")
+    detail = getattr(code, "value", None)
+    return name if detail is None else f"{name}: {detail}"
+
+
+def _error(url: Url, code: Any) -> RequestError:
+    """An error code as the SDK's error; a refusal is `denied`."""
+    if isinstance(code, h.ErrorCode_HttpRequestDenied):
+        return RequestError(
+            "denied",
+            f"http: the host did not grant a capability for {url.authority} "
+            f"(request one like `http:{url.authority}`)",
+        )
+    if isinstance(code, h.ErrorCode_DestinationIpProhibited):
+        return RequestError(
+            "denied",
+            f"http: {url.authority} resolves to an internal address (loopback, private or "
+            "link-local), which the host reaches only when that address itself is granted",
+        )
+    if isinstance(code, h.ErrorCode_HttpResponseBodySize):
+        return RequestError("limit-exceeded", f"http: {url.authority}: {_describe(code)}")
+    if isinstance(code, (h.ErrorCode_HttpRequestUriInvalid, h.ErrorCode_HttpRequestMethodInvalid)):
+        return RequestError("invalid", f"http: {url}: {_describe(code)}")
+    return RequestError("unavailable", f"http: {url.authority} failed: {_describe(code)}")
+
+
+def _refused(what: str) -> RequestError:
+    return RequestError("invalid", f"http: the host refused the request's {what}")
+
+
+def _http_request(
+    method: str, url: Url, headers: list[tuple[str, bytes]], body: bytes, timeout: Optional[float]
+) -> tuple[int, list[tuple[str, bytes]], bytes]:
+    """Sends one request and reads the whole response, blocking on the
+    host's pollables (a plugin has no event loop: the call waits, under the
+    host's timeouts and the call's deadline)."""
+    try:
+        fields = h.Fields.from_list(headers)
+    except Err as e:
+        names = ", ".join(n for n, _ in headers)
+        raise RequestError("invalid", f"http: the host refused a header ({type(e.value).__name__}) of {names}") from None
+    request = h.OutgoingRequest(fields)
+    try:
+        request.set_method(_METHODS[method]())
+    except Err:
+        raise _refused("method") from None
+    try:
+        request.set_scheme(h.Scheme_Https() if url.scheme == "https" else h.Scheme_Http())
+    except Err:
+        raise _refused("scheme") from None
+    try:
+        request.set_authority(url.authority)
+    except Err:
+        raise _refused("host") from None
+    try:
+        request.set_path_with_query(url.path)
+    except Err:
+        raise _refused("path") from None
+    options = None
+    if timeout is not None:
+        options = h.RequestOptions()
+        nanos = int(timeout * 1_000_000_000)
+        for set_timeout in (
+            options.set_connect_timeout,
+            options.set_first_byte_timeout,
+            options.set_between_bytes_timeout,
+        ):
+            try:
+                set_timeout(nanos)
+            except Err:
+                pass  # the host's own timeout applies
+    outgoing = request.body()
+    try:
+        future = outgoing_handler.handle(request, options)
+    except Err as e:
+        raise _error(url, e.value) from None
+    with future:
+        written: Optional[RequestError] = None
+        try:
+            with outgoing.write() as out:
+                for at in range(0, len(body), _WRITE_CHUNK):
+                    out.blocking_write_and_flush(body[at : at + _WRITE_CHUNK])
+            h.OutgoingBody.finish(outgoing, None)
+        except Err as e:
+            written = RequestError("unavailable", f"http: writing the request body to {url.authority} failed: {e.value}")
+        with future.subscribe() as ready:
+            ready.block()
+        outcome = future.get()
+    if outcome is None or isinstance(outcome, Err):
+        raise RequestError("unavailable", f"http: {url.authority} gave no response")
+    if isinstance(outcome.value, Err):
+        raise _error(url, outcome.value.value)
+    if written is not None:
+        raise written
+    with outcome.value.value as response:
+        status = response.status()
+        with response.headers() as got:
+            received = got.entries()
+        content = _read_body(url, response.consume())
+    return status, received, content
+
+
+def _read_body(url: Url, incoming: Any) -> bytes:
+    chunks = []
+    with incoming:
+        with incoming.stream() as stream:
+            while True:
+                try:
+                    chunks.append(stream.blocking_read(_READ_CHUNK))
+                except Err as e:
+                    if isinstance(e.value, streams.StreamError_Closed):
+                        break
+                    code = h.http_error_code(e.value.value)
+                    if code is None:
+                        # wasmtime 48 hands a body's error over as text (its
+                        # first line; the rest may be a host backtrace), the
+                        # host's body cap included.
+                        detail = "".join(e.value.value.to_debug_string().splitlines()[0:1])
+                        kind = "limit-exceeded" if "body size exceeds limit" in detail else "unavailable"
+                        raise RequestError(
+                            kind, f"http: reading the response from {url.authority} failed: {detail}"
+                        ) from None
+                    if isinstance(code, h.ErrorCode_HttpResponseBodySize):
+                        raise _error(url, code) from None
+                    raise RequestError(
+                        "unavailable", f"http: reading the response from {url.authority} failed: {_describe(code)}"
+                    ) from None
+    return b"".join(chunks)
 
 
 def _ctx(ctx: t.AgentCtx) -> AgentCtx:

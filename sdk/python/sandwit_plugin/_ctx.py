@@ -7,6 +7,7 @@ from typing import Optional
 
 from . import _host
 from ._aio import Ready
+from ._http import HttpClient, http
 
 
 @dataclass
@@ -30,6 +31,11 @@ class AgentCtx:
     def from_user_id(self) -> Optional[str]:
         """Nekro's name for `user_id`."""
         return self.user_id
+
+    @property
+    def http(self) -> HttpClient:
+        """The HTTP client (capability `http:<host>`), as `plugin.http`."""
+        return http
 
     def send_text(self, content: str) -> Ready[None]:
         """Sends a text message to the chat (capability `chat`)."""

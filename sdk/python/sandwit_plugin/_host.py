@@ -3,7 +3,10 @@ in a build (`_component`), a fake in unit tests (`testing`)."""
 
 from __future__ import annotations
 
-from typing import Any, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Optional, Protocol
+
+if TYPE_CHECKING:
+    from ._http import Url
 
 
 class ServiceError(Exception):
@@ -29,6 +32,11 @@ class Backend(Protocol):
     def send_image(self, mime_type: str, data: bytes) -> None: ...
     def push_system(self, message: str, trigger_agent: bool) -> None: ...
     def log(self, level: str, message: str) -> None: ...
+    def http_request(
+        self, method: str, url: "Url", headers: list[tuple[str, bytes]], body: bytes, timeout: Optional[float]
+    ) -> tuple[int, list[tuple[str, bytes]], bytes]:
+        """(status, headers, body); raises `_http.RequestError`."""
+        ...
 
 
 class _Unbound:

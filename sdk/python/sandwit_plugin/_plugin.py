@@ -13,6 +13,7 @@ from typing import Any, Callable, Optional
 from . import _host
 from ._aio import Ready, run
 from ._ctx import AgentCtx
+from ._http import http
 from ._schema import is_optional, parse_docstring, schema_of
 
 
@@ -226,6 +227,8 @@ class NekroPlugin:
         self.url = url
         self.methods: list[Method] = []
         self.store = PluginStore()
+        #: Outbound HTTP, httpx-style (capability `http:<host>[:<port>]`).
+        self.http = http
         self._capabilities = list(capabilities or [])
         self._config_cls: Optional[type] = None
         self._prompt_inject: Optional[Callable[..., Any]] = None

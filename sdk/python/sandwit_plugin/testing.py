@@ -9,16 +9,83 @@ config values, and the chat messages and log lines it received.
         assert host.call(plugin, "roll_dice", event_name="x") == ("behavior", "...")
 
 Capabilities are granted as in the host: pass `grants` to refuse some.
+HTTP requests are answered by the responses given to `add_response` (none
+reaches the network), for the hosts granted by `http:<host>[:<port>]`:
+
+    host = FakeHost(grants=("config", "http:api.example.com"))
+    host.add_response("https://api.example.com/v1/current?city=Porto", json={"temperature_c": 17.5})
+    host.call(plugin, "current_weather", city="Porto")
+    assert host.requests[0].headers["x-api-key"] == "..."
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import json as _json
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional
 
 from . import _host
 from ._ctx import AgentCtx
 from ._host import ServiceError
+from ._http import RequestError, Url
 from ._plugin import NekroPlugin
+
+
+@dataclass
+class FakeRequest:
+    """A request a plugin sent to a `FakeHost`."""
+
+    method: str
+    url: str
+    #: Lowercase names; a repeated header's values joined with `, `.
+    headers: dict[str, str]
+    content: bytes
+    #: The timeout the plugin gave, in seconds, or None.
+    timeout: Optional[float]
+
+    def json(self) -> Any:
+        """The body parsed as JSON."""
+        return _json.loads(self.content)
+
+
+@dataclass
+class _Route:
+    method: str
+    url: str
+    status: int = 200
+    headers: list[tuple[str, bytes]] = field(default_factory=list)
+    content: bytes = b""
+    error: Optional[tuple[str, str]] = None
+
+
+def _port_matches(port: str, wanted: int) -> bool:
+    if port == "*":
+        return True
+    if port == "":
+        return wanted in (80, 443)
+    return port.isdigit() and int(port) == wanted
+
+
+def http_granted(grants: set[str], host: str, port: int) -> bool:
+    """Whether a `http:<host>[:<port>]` grant (`*.domain` for subdomains,
+    `:*` for any port, no port for 80 and 443) allows `host` (lowercase, an
+    IPv6 address bracketed) on `port`, as the host decides."""
+    for grant in grants:
+        if not grant.startswith("http:"):
+            continue
+        target = grant[5:].lower()
+        if target.startswith("["):
+            name, _, rest = target.partition("]")
+            name, gport = name + "]", rest.removeprefix(":")
+        else:
+            name, _, gport = target.partition(":")
+        if name.startswith("*."):
+            ok = host.endswith(name[1:]) and len(host) > len(name) - 1
+        else:
+            ok = host == name
+        if ok and _port_matches(gport, port):
+            return True
+    return False
 
 
 class FakeHost:
@@ -38,6 +105,41 @@ class FakeHost:
         #: ("text", str), ("image", (mime, bytes)) or ("system", (str, bool)).
         self.sent: list[tuple[str, Any]] = []
         self.logs: list[tuple[str, str]] = []
+        #: The HTTP requests the plugin sent, in order (refused ones too).
+        self.requests: list[FakeRequest] = []
+        self._routes: list[_Route] = []
+
+    # -- faking HTTP --------------------------------------------------------
+
+    def add_response(
+        self,
+        url: str,
+        method: str = "GET",
+        *,
+        status: int = 200,
+        headers: Optional[Mapping[str, str]] = None,
+        content: bytes = b"",
+        text: Optional[str] = None,
+        json: Any = None,
+    ) -> None:
+        """Answers `method url` (the whole URL, query included) with this
+        response, as often as it is asked, until another answer for it is
+        added; `text` and `json` set the body and its content type."""
+        raw = [(k.lower(), v.encode()) for k, v in (headers or {}).items()]
+        if json is not None:
+            content = _json.dumps(json).encode()
+            raw.append(("content-type", b"application/json"))
+        elif text is not None:
+            content = text.encode()
+            raw.append(("content-type", b"text/plain; charset=utf-8"))
+        self._routes.append(_Route(method.upper(), str(Url.parse(url)), status, raw, content))
+
+    def fail_request(self, url: str, method: str = "GET", kind: str = "unavailable", message: str = "") -> None:
+        """Makes `method url` fail as the host would fail it: `kind` is
+        `unavailable` (connection refused, timeout), `limit-exceeded` (a
+        body past the host's cap) or `denied`."""
+        detail = message or f"http: {Url.parse(url).authority} failed: the connection was refused"
+        self._routes.append(_Route(method.upper(), str(Url.parse(url)), error=(kind, detail)))
 
     # -- the backend --------------------------------------------------------
 
@@ -87,6 +189,30 @@ class FakeHost:
 
     def log(self, level: str, message: str) -> None:
         self.logs.append((level, message))
+
+    def http_request(
+        self, method: str, url: Url, headers: list[tuple[str, bytes]], body: bytes, timeout: Optional[float]
+    ) -> tuple[int, list[tuple[str, bytes]], bytes]:
+        joined: dict[str, str] = {}
+        for name, value in headers:
+            text = value.decode("latin-1")
+            joined[name] = f"{joined[name]}, {text}" if name in joined else text
+        self.requests.append(FakeRequest(method, str(url), joined, body, timeout))
+        if not http_granted(self.grants, url.host, url.port):
+            raise RequestError(
+                "denied",
+                f"http: the host did not grant a capability for {url.authority} "
+                f"(request one like `http:{url.authority}`)",
+            )
+        for route in reversed(self._routes):
+            if route.method == method and route.url == str(url):
+                if route.error is not None:
+                    raise RequestError(*route.error)
+                content = b"" if method == "HEAD" else route.content
+                return route.status, list(route.headers), content
+        raise RequestError(
+            "unavailable", f"http: FakeHost has no response for {method} {url} (FakeHost.add_response)"
+        )
 
     # -- calls --------------------------------------------------------------
 
