@@ -117,8 +117,18 @@ pub async fn prompt(host: &Host, args: PromptArgs) -> anyhow::Result<ExitCode> {
         user_id: args.user_id.clone(),
         ..AgentCtx::new(&args.chat_key)
     };
-    out!("{}", plugins.in_context(&ctx).await?.prompt());
+    out!("{}", in_context(&plugins, &ctx).await.prompt());
     Ok(ExitCode::SUCCESS)
+}
+
+/// `plugins` as the context sees them, saying on stderr which plugins'
+/// lifecycle hooks failed (their methods are withheld from the context).
+async fn in_context(plugins: &PluginSet, ctx: &AgentCtx) -> sandwit::ContextSet {
+    let seen = plugins.in_context(ctx).await;
+    for error in &seen.failed {
+        eprintln!("sandwit: {error}; its methods are left out of this chat");
+    }
+    seen
 }
 
 pub async fn run(host: &Host, args: RunArgs) -> anyhow::Result<ExitCode> {
@@ -144,7 +154,7 @@ pub async fn run(host: &Host, args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     // The methods the context sees: a plugin's lifecycle hooks may leave
     // some out of this chat.
-    let plugins = plugins.in_context(&ctx).await?.methods;
+    let plugins = in_context(&plugins, &ctx).await.methods;
     let mut limits = host.run_limits().clone();
     if let Some(max_calls) = args.max_calls {
         limits.max_calls = max_calls;

@@ -17,16 +17,24 @@ pub struct ContextSet {
     pub methods: PluginSet,
     /// Each injected prompt with its plugin's id, in the set's order.
     pub injected: Vec<(String, String)>,
+    /// The plugins whose hooks failed in this context (a trap, a breached
+    /// limit, a bad answer), each with its error. Their methods are withheld
+    /// from [`ContextSet::methods`] and they inject nothing: one broken or
+    /// hostile plugin costs the context that plugin, not the listing.
+    pub failed: Vec<CallError>,
 }
 
 impl PluginSet {
     /// The set as `ctx` sees it: each plugin with lifecycle hooks is asked
     /// (in a fresh instance, under the call limits) for its prompt and its
     /// available methods; host methods and 0.1 plugins keep every method.
-    pub async fn in_context(&self, ctx: &AgentCtx) -> Result<ContextSet, CallError> {
+    /// A plugin whose hooks fail is closed for the context: none of its
+    /// methods, no prompt, and its error in [`ContextSet::failed`].
+    pub async fn in_context(&self, ctx: &AgentCtx) -> ContextSet {
         let mut asked = HashSet::new();
         let mut available: HashMap<String, Option<Vec<String>>> = HashMap::new();
         let mut injected = Vec::new();
+        let mut failed = Vec::new();
         let plugins: Vec<_> = self
             .methods()
             .filter_map(|(_, spec)| self.plugin_for(&spec.name))
@@ -34,7 +42,15 @@ impl PluginSet {
             .cloned()
             .collect();
         for plugin in plugins {
-            let seen = plugin.in_context(ctx).await?;
+            let seen = match plugin.in_context(ctx).await {
+                Ok(seen) => seen,
+                Err(error) => {
+                    tracing::warn!(%error, chat = %ctx.chat_key, "a lifecycle hook failed; the plugin's methods are withheld");
+                    available.insert(plugin.id().to_string(), Some(Vec::new()));
+                    failed.push(error);
+                    continue;
+                }
+            };
             if let Some(prompt) = seen.prompt {
                 injected.push((plugin.id().to_string(), prompt));
             }
@@ -44,7 +60,11 @@ impl PluginSet {
             Some(Some(names)) => names.contains(&spec.name),
             _ => true,
         });
-        Ok(ContextSet { methods, injected })
+        ContextSet {
+            methods,
+            injected,
+            failed,
+        }
     }
 }
 

@@ -30,7 +30,8 @@ async fn plugins_of_0_1_keep_loading_without_hooks() {
         plugins.push(plugin);
     }
     let set = PluginSet::new(&plugins[..6]).unwrap();
-    let seen = set.in_context(&ctx()).await.unwrap();
+    let seen = set.in_context(&ctx()).await;
+    assert!(seen.failed.is_empty());
     assert!(seen.injected.is_empty());
     assert_eq!(seen.methods.methods().count(), set.methods().count());
     assert_eq!(seen.prompt(), set.prompt());
@@ -52,8 +53,7 @@ async fn a_rust_plugin_with_hooks_injects_and_hides() {
     let set = PluginSet::new(&[plugin])
         .unwrap()
         .in_context(&anonymous)
-        .await
-        .unwrap();
+        .await;
     assert_eq!(
         set.injected,
         [(
@@ -69,4 +69,38 @@ async fn a_rust_plugin_with_hooks_injects_and_hides() {
     assert!(listing.contains("def chat_name("), "{listing}");
     assert!(!listing.contains("def whoami("), "{listing}");
     assert!(set.methods.plugin_for("whoami").is_none());
+}
+
+/// A plugin whose hooks trap or never return is closed for that chat: its
+/// methods are withheld and its error reported, while the other plugins'
+/// methods and the listing are served as usual.
+#[tokio::test]
+async fn a_plugin_whose_hooks_fail_loses_the_chat_not_the_listing() {
+    let lifecycle = load(host(), artifacts::LIFECYCLE).await;
+    let calc = load(host(), artifacts::CALC).await;
+    let set = PluginSet::new(&[lifecycle, calc]).unwrap();
+    for (chat, what) in [("hook-traps", "trap"), ("hook-spins", "limit")] {
+        let seen = set.in_context(&AgentCtx::new(chat)).await;
+        assert_eq!(seen.failed.len(), 1, "{chat}");
+        let error = &seen.failed[0];
+        assert_eq!(error.plugin, "lifecycle");
+        let message = error.to_string();
+        assert!(message.contains("plugin `lifecycle`"), "{chat}: {message}");
+        match what {
+            "trap" => assert!(
+                matches!(error.kind, sandwit::CallErrorKind::Trapped { .. }),
+                "{chat}: {error:?}"
+            ),
+            _ => assert!(
+                matches!(error.kind, sandwit::CallErrorKind::LimitExceeded { .. }),
+                "{chat}: {error:?}"
+            ),
+        }
+        assert!(seen.injected.is_empty(), "{chat}");
+        assert!(seen.methods.plugin_for("chat_name").is_none(), "{chat}");
+        assert!(seen.methods.plugin_for("calculate_sum").is_some(), "{chat}");
+        let listing = seen.prompt();
+        assert!(listing.contains("def calculate_sum("), "{chat}: {listing}");
+        assert!(!listing.contains("def chat_name("), "{chat}: {listing}");
+    }
 }

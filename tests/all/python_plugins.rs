@@ -140,7 +140,7 @@ async fn memo_keeps_per_user_memos_and_injects_their_count() {
         .load_python_file(artifacts::PYTHON)
         .await
         .unwrap();
-    let seen = set.in_context(&ada).await.unwrap();
+    let seen = set.in_context(&ada).await;
     assert!(seen.injected.is_empty(), "{:?}", seen.injected);
     let outcome = python
         .run(
@@ -154,7 +154,7 @@ async fn memo_keeps_per_user_memos_and_injects_their_count() {
         outcome.stdout,
         "2\n['Ada prefers tea.', 'Ada likes graphs.']\n"
     );
-    let seen = set.in_context(&ada).await.unwrap();
+    let seen = set.in_context(&ada).await;
     assert_eq!(
         seen.injected,
         [(
@@ -180,7 +180,7 @@ async fn memo_keeps_per_user_memos_and_injects_their_count() {
         MethodResult::Tool(args(serde_json::json!([])))
     );
     // Without a user, collect_methods offers nothing: not listed, not callable.
-    let nobody = set.in_context(&AgentCtx::new("chat-memo")).await.unwrap();
+    let nobody = set.in_context(&AgentCtx::new("chat-memo")).await;
     assert_eq!(nobody.methods.methods().count(), 0);
     let outcome = python
         .run(&AgentCtx::new("chat-memo"), &nobody.methods, "list_memos()")
@@ -342,7 +342,7 @@ async fn forecast_calls_a_granted_loopback_api_from_sandboxed_code() {
         "{seen:?}"
     );
     // The store kept the city, and the prompt says so.
-    let seen = set.in_context(&ada).await.unwrap();
+    let seen = set.in_context(&ada).await;
     assert_eq!(
         seen.injected,
         [(
