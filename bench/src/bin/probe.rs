@@ -140,6 +140,7 @@ async fn main() -> anyhow::Result<()> {
         };
         let outcome = python.run(&ctx, &plugins, &code).await;
         print!("{}", outcome.stdout);
+        eprint!("{}", outcome.stderr);
         if let Some(error) = outcome.error {
             anyhow::bail!("{}: {}", error.type_name, error.message);
         }
