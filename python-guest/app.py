@@ -349,17 +349,31 @@ def invoke(method, params, values):
     is left out. A tool's value or a behavior's string comes back (agent and
     multimodal results end the run in the host, never returning here)."""
     if values:
-        kinds, texts, lengths = bytearray((OBJECT,)), [], [0]
-        c = (kinds, [], [], texts, [], lengths)
+        kinds, integers, texts, lengths = bytearray((OBJECT,)), [], [], [0]
+        c = (kinds, integers, [], texts, [], lengths)
+        n = 0
         for (name, required), value in zip(params, values):
-            if value is None and not required:
+            kind = type(value)
+            # The commonest arguments inline (what `encode` appends for
+            # them, without its call): an int in range, an ASCII str.
+            if kind is int and I64_MIN <= value <= I64_MAX:
+                texts.append(name)
+                kinds.append(INTEGER)
+                integers.append(value)
+            elif kind is str and value.isascii():
+                texts.append(name)
+                kinds.append(TEXT)
+                texts.append(value)
+            elif value is None and not required:
                 continue
-            texts.append(name)
-            try:
-                encode(value, c, 1)
-            except BadValue as e:
-                e.raise_for(name)
-            lengths[0] += 1
+            else:
+                texts.append(name)
+                try:
+                    encode(value, c, 1)
+                except BadValue as e:
+                    e.raise_for(name)
+            n += 1
+        lengths[0] = n
         args = (bytes(kinds), *c[1:])
     else:
         args = (EMPTY_OBJECT, [], [], [], [], [0])

@@ -141,6 +141,9 @@ async fn main() -> anyhow::Result<()> {
         let outcome = python.run(&ctx, &plugins, &code).await;
         print!("{}", outcome.stdout);
         eprint!("{}", outcome.stderr);
+        if outcome.status != sandwit::RunStatus::Ok {
+            eprintln!("{:?}: {:?}", outcome.status, outcome.limit);
+        }
         if let Some(error) = outcome.error {
             anyhow::bail!("{}: {}", error.type_name, error.message);
         }
