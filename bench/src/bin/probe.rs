@@ -1,0 +1,197 @@
+//! `probe`: what one agent script's runs cost, in measures that survive a
+//! busy machine, for BENCHMARKS.md's "What dominates each cost": per run,
+//! the CPU time and the page faults of the thread that runs
+//! it (`CLOCK_THREAD_CPUTIME_ID` and `getrusage`, so the preparing thread's work is
+//! not counted), beside its wall-clock time.
+//!
+//!     probe [--pace MS] [--runs N] [--metering fuel|deadline|off]
+//!           [--python FILE] [--prepared N] [--ready] [--inside K | --once] SCRIPT
+//!
+//! SCRIPT is a file, or one of `print`, `data`, `text`, `tool`, `compute`
+//! (bench/workloads). `--pace 0` (the default) runs back to back, else one
+//! run starts every MS ms; `--ready` waits, untimed, before each run until
+//! the sandbox has its interpreters prepared (restored). `--inside K` instead runs one sandboxed run that
+//! compiles and executes the script K times, timing each part inside the
+//! interpreter (warm, on one instance); `--once` runs it once and prints
+//! what it printed. The CPython component and the calc
+//! plugin are this tree's (`target/`; `--python` names another interpreter), as for `sandwit-bench`.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use sandwit::{AgentCtx, Host, Metering, PluginSet};
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
+}
+
+fn quantile(mut xs: Vec<f64>, q: f64) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[((xs.len() - 1) as f64 * q).round() as usize]
+}
+
+/// The calling thread's CPU time (the VM has no hardware counters for
+/// `perf_event_open`'s cpuuctions), in ns.
+fn thread_cpu_ns() -> u64 {
+    // SAFETY: clock_gettime fills the structure.
+    unsafe {
+        let mut ts: libc::timespec = std::mem::zeroed();
+        libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts);
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    }
+}
+
+fn minor_faults() -> i64 {
+    // SAFETY: getrusage fills the structure.
+    unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_THREAD, &mut usage);
+        usage.ru_minflt
+    }
+}
+
+fn workload(name: &str) -> String {
+    let tree = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let file = match name {
+        "print" => return "print(1 + 1)\n".into(),
+        "data" => "data.py",
+        "text" => "text.py",
+        "tool" => "tool_loop.py",
+        "compute" => "compute.py",
+        path => return std::fs::read_to_string(path).expect("reading the script"),
+    };
+    std::fs::read_to_string(tree.join("workloads").join(file)).expect("reading the workload")
+}
+
+/// Code that compiles and runs `script` `k` times in fresh namespaces and
+/// prints the medians of each part in µs.
+fn inside(script: &str, k: usize) -> String {
+    format!(
+        "import time as _t, gc as _gc, sys as _s, io as _io\n\
+         _src = {script:?}\n\
+         _c, _r = [], []\n\
+         _out = _s.stdout\n\
+         for _i in range({k}):\n\
+         \x20   _a = _t.perf_counter_ns()\n\
+         \x20   _code = compile(_src, '<code>', 'exec')\n\
+         \x20   _b = _t.perf_counter_ns()\n\
+         \x20   _s.stdout = _io.StringIO()\n\
+         \x20   exec(_code, {{'__name__': '__main__', 'calculate_sum': calculate_sum}})\n\
+         \x20   _s.stdout = _out\n\
+         \x20   _e = _t.perf_counter_ns()\n\
+         \x20   _c.append(_b - _a); _r.append(_e - _b)\n\
+         _c.sort(); _r.sort()\n\
+         print('compile', _c[len(_c)//2] / 1e3, 'run', _r[len(_r)//2] / 1e3, 'us (medians of {k})')\n"
+    )
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> anyhow::Result<()> {
+    let mut args = std::env::args().skip(1);
+    let (mut pace, mut runs, mut metering, mut prepared, mut k) =
+        (0u64, 300usize, Metering::default(), 2usize, 0usize);
+    let mut script = None;
+    let mut once = false;
+    let mut python_file = None;
+    let mut ready_first = false;
+    while let Some(arg) = args.next() {
+        let mut value = || args.next().expect("a value after the option");
+        match arg.as_str() {
+            "--pace" => pace = value().parse()?,
+            "--runs" => runs = value().parse()?,
+            "--prepared" => prepared = value().parse()?,
+            "--inside" => k = value().parse()?,
+            "--once" => once = true,
+            "--python" => python_file = Some(value()),
+            "--ready" => ready_first = true,
+            "--metering" => {
+                metering = match value().as_str() {
+                    "fuel" => Metering::FuelAndDeadline,
+                    "deadline" => Metering::DeadlineOnly,
+                    "off" => Metering::Off,
+                    other => anyhow::bail!("unknown metering {other}"),
+                }
+            }
+            _ => script = Some(arg),
+        }
+    }
+    let script = workload(&script.unwrap_or_else(|| "print".into()));
+    let tree = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let host = Host::builder()
+        .cache_dir(tree.join("target/sandwit-cache"))
+        .metering(metering)
+        .prepared_interpreters(prepared)
+        .build()?;
+    let python = host
+        .load_python_file(
+            python_file.map_or_else(|| tree.join("target/python/sandbox.wasm"), Into::into),
+        )
+        .await?;
+    let guests = tree.join("target/guests/wasm32-wasip2/guest");
+    let calc = host.load_plugin_file(guests.join("calc.wasm")).await?;
+    let plugins = PluginSet::new(&[calc])?;
+    let ctx = AgentCtx::new("probe");
+    if k > 0 || once {
+        let code = if once {
+            script.clone()
+        } else {
+            inside(&script, k)
+        };
+        let outcome = python.run(&ctx, &plugins, &code).await;
+        print!("{}", outcome.stdout);
+        eprint!("{}", outcome.stderr);
+        if outcome.status != sandwit::RunStatus::Ok {
+            eprintln!("{:?}: {:?}", outcome.status, outcome.limit);
+        }
+        if let Some(error) = outcome.error {
+            anyhow::bail!("{}: {}", error.type_name, error.message);
+        }
+        return Ok(());
+    }
+    // Until the thread has its reusable interpreters (compiled once per cache).
+    let ready = Instant::now();
+    while prepared > 0
+        && !(python.reuses_interpreters() && python.prepared() >= prepared)
+        && ready.elapsed() < Duration::from_secs(600)
+    {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    eprintln!(
+        "reuses {} prepared {}",
+        python.reuses_interpreters(),
+        python.prepared()
+    );
+    let (mut wall, mut cpu, mut faults) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut on_prepared, mut on_reused) = (0, 0);
+    let mut next = Instant::now();
+    for i in 0..runs + 2 {
+        if pace > 0 {
+            tokio::time::sleep_until(next.into()).await;
+            next = Instant::now() + Duration::from_millis(pace);
+        }
+        while ready_first && python.prepared() < prepared {
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
+        let (i0, f0, t0) = (thread_cpu_ns(), minor_faults(), Instant::now());
+        let outcome = python.run(&ctx, &plugins, &script).await;
+        let (t1, f1, i1) = (t0.elapsed(), minor_faults(), thread_cpu_ns());
+        anyhow::ensure!(outcome.error.is_none(), "{:?}", outcome.error);
+        if i >= 2 {
+            wall.push(t1.as_secs_f64() * 1e6);
+            cpu.push((i1 - i0) as f64);
+            faults.push((f1 - f0) as f64);
+            on_prepared += usize::from(outcome.prepared);
+            on_reused += usize::from(outcome.reused);
+        }
+    }
+    println!(
+        "wall p50 {:.0} µs p90 {:.0} µs | thread CPU p50 {:.0} µs | minor faults p50 {} mean {:.1} | {on_prepared}/{runs} prepared, {on_reused} reused",
+        median(wall.clone()),
+        quantile(wall, 0.9),
+        median(cpu) / 1e3,
+        median(faults.clone()),
+        faults.iter().sum::<f64>() / faults.len() as f64,
+    );
+    Ok(())
+}
