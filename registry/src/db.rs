@@ -9,7 +9,7 @@ use anyhow::Context;
 use rusqlite::Connection;
 
 /// The schema this code reads and writes.
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA: &str = r#"
 CREATE TABLE accounts (
@@ -66,6 +66,19 @@ CREATE TABLE versions (
 CREATE INDEX versions_by_digest ON versions(digest);
 "#;
 
+/// From version 1 to 2: owners are invited and accept, rather than added.
+const TO_2: &str = r#"
+-- An invitation to own a plugin, until its account accepts (then it is
+-- an owner) or an owner withdraws it.
+CREATE TABLE owner_invitations (
+    plugin TEXT NOT NULL REFERENCES plugins(id),
+    account INTEGER NOT NULL REFERENCES accounts(id),
+    invited_by INTEGER NOT NULL REFERENCES accounts(id),
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (plugin, account)
+);
+"#;
+
 /// Opens (creating if need be) the metadata database at `path`.
 pub fn open(path: &Path) -> anyhow::Result<Connection> {
     let mut conn = Connection::open(path).with_context(|| format!("opening {}", path.display()))?;
@@ -89,6 +102,11 @@ fn migrate(conn: &mut Connection) -> anyhow::Result<()> {
     match version {
         None => {
             tx.execute_batch(SCHEMA)?;
+            tx.execute_batch(TO_2)?;
+            tx.execute("INSERT INTO schema_version VALUES (?1)", [SCHEMA_VERSION])?;
+        }
+        Some(1) => {
+            tx.execute_batch(TO_2)?;
             tx.execute("INSERT INTO schema_version VALUES (?1)", [SCHEMA_VERSION])?;
         }
         Some(SCHEMA_VERSION) => {}
