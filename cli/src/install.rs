@@ -94,7 +94,9 @@ pub fn install(args: InstallArgs, host: &HostArgs) -> anyhow::Result<ExitCode> {
     let at = registry.url();
     if registry.is_plain_http_remote() && !args.allow_http {
         bail!(
-            "{} was not installed: the registry {at} is plain http:// on a host that is not              loopback, so anyone on the way could read or change its answers. Use https://,              or give --allow-http to read from it anyway",
+            "{} was not installed: the registry {at} is plain http:// on a host that is not \
+             loopback, so anyone on the way could read or change its answers. Use https://, \
+             or give --allow-http to read from it anyway",
             clean(&args.plugin, 80)
         );
     }
