@@ -68,8 +68,12 @@ struct Inner {
     /// Runs once between a publish's blob write and its commit: a test
     /// makes another publish win the race there.
     #[cfg(test)]
-    before_commit: Mutex<Option<Box<dyn FnOnce(&mut Connection) + Send>>>,
+    before_commit: Mutex<Option<BeforeCommit>>,
 }
+
+/// A test's hook between a publish's blob write and its commit.
+#[cfg(test)]
+type BeforeCommit = Box<dyn FnOnce(&mut Connection) + Send>;
 
 /// The storage quota of each account by default: 1 GiB of published
 /// versions (sixteen at the component size cap).
