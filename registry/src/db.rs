@@ -131,3 +131,48 @@ pub fn rfc3339(secs: i64) -> String {
     let time = UNIX_EPOCH + std::time::Duration::from_secs(secs.max(0) as u64);
     humantime::format_rfc3339_seconds(time).to_string()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A database made by schema version 1 gets version 2's table of owner
+    /// invitations, keeping its rows.
+    #[test]
+    fn a_version_1_database_is_migrated() {
+        let dir = std::env::temp_dir().join(format!(
+            "sandwit-registry-migrate-{}-{:?}",
+            std::process::id(),
+            SystemTime::now()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("registry.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(SCHEMA).unwrap();
+            conn.execute_batch(
+                "CREATE TABLE schema_version (version INTEGER NOT NULL);
+                 INSERT INTO schema_version VALUES (1);
+                 INSERT INTO accounts (name, role, created_at) VALUES ('alice', 'publisher', 0);",
+            )
+            .unwrap();
+        }
+        let conn = open(&path).unwrap();
+        let version: i64 = conn
+            .query_row("SELECT max(version) FROM schema_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, 2);
+        let invitations: i64 = conn
+            .query_row("SELECT count(*) FROM owner_invitations", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(invitations, 0);
+        let accounts: i64 = conn
+            .query_row("SELECT count(*) FROM accounts", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(accounts, 1);
+        drop(conn);
+        // Opened again: already at version 2.
+        open(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
