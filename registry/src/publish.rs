@@ -108,100 +108,109 @@ impl Registry {
         self.db(move |conn| may_publish(conn, &acct, &id, &ver))
             .await?;
 
-        let hex = digest["sha256:".len()..].to_string();
-        // Held until the version is committed or its blob cleaned up: a
-        // publish that loses the race below removes the blob it wrote only
-        // if no other publish of the same bytes is under way.
-        let _pending = self.inner.blobs.pending(&hex);
-        let registry = self.clone();
-        let bytes = component.clone();
-        let blob_hex = hex.clone();
-        tokio::task::spawn_blocking(move || registry.inner.blobs.put(&blob_hex, &bytes))
-            .await
-            .map_err(|e| Error::Internal(anyhow::anyhow!("the blob writer failed: {e}")))??;
-
-        let published = Published {
-            id: indexed.id.clone(),
-            version: indexed.version.clone(),
-            digest: digest.clone(),
-            size: component.len() as u64,
-            signer,
-            manifest,
-        };
-        #[cfg(test)]
-        let hook = self.inner.before_commit.lock().unwrap().take();
-        #[cfg(test)]
-        if let Some(hook) = hook {
-            self.db_now(|conn| {
-                hook(conn);
-                Ok(())
-            })?;
-        }
-        let row = published.clone();
-        let acct = account.clone();
+        // The rest runs as a task of its own: a request dropped meanwhile (a
+        // client that hangs up, the request timeout) still commits its
+        // version or removes its blob, never leaving a blob no version names.
+        let this = self.clone();
+        let account = account.clone();
         let signature = signature.to_string();
-        let committed = self
-            .db(move |conn| {
-                let tx =
-                    conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-                let new_plugin = may_publish(&tx, &acct, &row.id, &row.version)?;
-                within_quota(&tx, &acct, row.size, quota)?;
-                let now = db::now();
-                if new_plugin {
+        tokio::spawn(async move {
+            let hex = digest["sha256:".len()..].to_string();
+            // Held until the version is committed or its blob cleaned up: a
+            // publish that loses the race below removes the blob it wrote only
+            // if no other publish of the same bytes is under way.
+            let _pending = this.inner.blobs.pending(&hex);
+            let writer = this.clone();
+            let bytes = component.clone();
+            let blob_hex = hex.clone();
+            tokio::task::spawn_blocking(move || writer.inner.blobs.put(&blob_hex, &bytes))
+                .await
+                .map_err(|e| Error::Internal(anyhow::anyhow!("the blob writer failed: {e}")))??;
+
+            let published = Published {
+                id: indexed.id.clone(),
+                version: indexed.version.clone(),
+                digest: digest.clone(),
+                size: component.len() as u64,
+                signer,
+                manifest,
+            };
+            #[cfg(test)]
+            let hook = this.inner.before_commit.lock().unwrap().take();
+            #[cfg(test)]
+            if let Some(hook) = hook {
+                this.db_now(|conn| {
+                    hook(conn);
+                    Ok(())
+                })?;
+            }
+            let row = published.clone();
+            let acct = account.clone();
+            let committed = this
+                .db(move |conn| {
+                    let tx =
+                        conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+                    let new_plugin = may_publish(&tx, &acct, &row.id, &row.version)?;
+                    within_quota(&tx, &acct, row.size, quota)?;
+                    let now = db::now();
+                    if new_plugin {
+                        tx.execute(
+                            "INSERT INTO plugins (id, latest, created_at) VALUES (?1, NULL, ?2)",
+                            params![row.id, now],
+                        )?;
+                        tx.execute(
+                            "INSERT INTO owners (plugin, account) VALUES (?1, ?2)",
+                            params![row.id, acct.id],
+                        )?;
+                    }
+                    let mut kinds: Vec<&str> =
+                        indexed.methods.iter().map(|m| m.kind.as_str()).collect();
+                    kinds.sort_unstable();
+                    kinds.dedup();
                     tx.execute(
-                        "INSERT INTO plugins (id, latest, created_at) VALUES (?1, NULL, ?2)",
-                        params![row.id, now],
-                    )?;
-                    tx.execute(
-                        "INSERT INTO owners (plugin, account) VALUES (?1, ?2)",
-                        params![row.id, acct.id],
-                    )?;
-                }
-                let mut kinds: Vec<&str> =
-                    indexed.methods.iter().map(|m| m.kind.as_str()).collect();
-                kinds.sort_unstable();
-                kinds.dedup();
-                tx.execute(
-                "INSERT INTO versions (plugin, version, digest, size, signer, signature, publisher,
-                     published_at, name, description, manifest, kinds, capabilities, search_text)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-                params![
-                    row.id,
-                    row.version,
-                    row.digest,
-                    row.size as i64,
-                    row.signer,
-                    signature,
-                    acct.id,
-                    now,
-                    indexed.name,
-                    indexed.description,
-                    row.manifest.to_string(),
-                    serde_json::to_string(&kinds).map_err(anyhow::Error::from)?,
-                    serde_json::to_string(&indexed.capabilities).map_err(anyhow::Error::from)?,
-                    search_text(&indexed),
-                ],
-            )?;
-                crate::manage::update_latest(&tx, &row.id)?;
-                tx.commit()?;
-                Ok(())
-            })
-            .await;
-        if let Err(e) = committed {
-            // Lost a race (another publish of this id and version, or past
-            // the quota, committed in between) or failed: the blob written
-            // above must not stay on disk with no version naming it.
-            self.remove_orphan_blob(&hex).await;
-            return Err(e);
-        }
-        tracing::info!(
-            id = %published.id,
-            version = %version,
-            digest = %published.digest,
-            account = %account.name,
-            "published"
-        );
-        Ok(published)
+                    "INSERT INTO versions (plugin, version, digest, size, signer, signature, publisher,
+                         published_at, name, description, manifest, kinds, capabilities, search_text)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                    params![
+                        row.id,
+                        row.version,
+                        row.digest,
+                        row.size as i64,
+                        row.signer,
+                        signature,
+                        acct.id,
+                        now,
+                        indexed.name,
+                        indexed.description,
+                        row.manifest.to_string(),
+                        serde_json::to_string(&kinds).map_err(anyhow::Error::from)?,
+                        serde_json::to_string(&indexed.capabilities).map_err(anyhow::Error::from)?,
+                        search_text(&indexed),
+                    ],
+                )?;
+                    crate::manage::update_latest(&tx, &row.id)?;
+                    tx.commit()?;
+                    Ok(())
+                })
+                .await;
+            if let Err(e) = committed {
+                // Lost a race (another publish of this id and version, or past
+                // the quota, committed in between) or failed: the blob written
+                // above must not stay on disk with no version naming it.
+                this.remove_orphan_blob(&hex).await;
+                return Err(e);
+            }
+            tracing::info!(
+                id = %published.id,
+                version = %version,
+                digest = %published.digest,
+                account = %account.name,
+                "published"
+            );
+            Ok(published)
+        })
+        .await
+        .map_err(|e| Error::Internal(anyhow::anyhow!("the publish task failed: {e}")))?
     }
 
     /// Removes the blob `hex` unless a version names it or another publish
