@@ -21,9 +21,15 @@ pub struct InstallArgs {
     /// ID@VERSION.
     #[arg(value_name = "ID[@VERSION]")]
     plugin: String,
-    /// The registry's URL (https://...).
+    /// The registry's URL (https://...; plain http:// only to a loopback
+    /// address, unless --allow-http).
     #[arg(long, value_name = "URL")]
     registry: String,
+    /// Read from a plain http:// registry on a host that is not loopback
+    /// (anyone on the way can read and change its answers; digests and,
+    /// with a trusted key, signatures are still checked).
+    #[arg(long)]
+    allow_http: bool,
     /// The folder to install into (created if missing); the plugin goes to
     /// DIR/<id>.wasm and is recorded in DIR/sandwit.lock.
     #[arg(long, value_name = "DIR", default_value = "plugins")]
@@ -86,6 +92,14 @@ pub fn install(args: InstallArgs, host: &HostArgs) -> anyhow::Result<ExitCode> {
 
     let registry = Registry::new(&args.registry, None)?;
     let at = registry.url();
+    if registry.is_plain_http_remote() && !args.allow_http {
+        bail!(
+            "{} was not installed: the registry {at} is plain http:// on a host that is not \
+             loopback, so anyone on the way could read or change its answers. Use https://, \
+             or give --allow-http to read from it anyway",
+            clean(&args.plugin, 80)
+        );
+    }
     let listing: Listing = match registry.get_json(&format!("/v1/plugins/{id}"))? {
         Ok(listing) => listing,
         Err(r) if r.status == 404 => bail!("the registry {at} has no plugin `{id}`"),

@@ -60,6 +60,12 @@ pub fn sign(args: SignArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The account a token belongs to (`GET /v1/account`).
+#[derive(Deserialize)]
+struct Account {
+    name: String,
+}
+
 /// The registry's answer to a publication.
 #[derive(Deserialize)]
 struct Published {
@@ -92,8 +98,22 @@ pub fn publish(args: PublishArgs, host: &HostArgs) -> anyhow::Result<ExitCode> {
     let signature = key.sign_digest(&digest)?.to_string();
     let registry = Registry::new(&args.registry, Some(args.token.clone()))?;
 
+    // The key is registered with the proof that this account holds it: its
+    // signature of `sandwit-key-registration-v1:<account>:<key>`, for the
+    // token's account, which the registry names.
+    let account = registry
+        .get_json::<Account>("/v1/account")
+        .with_context(|| format!("publishing {what}"))?;
+    let account = match account {
+        Ok(account) => account,
+        Err(refusal) => bail!(
+            "publishing {what}: asking the registry for the token's account: {}",
+            refusal_sentence(&refusal, &what)
+        ),
+    };
     let public = key.public_key().to_string();
-    let body = json!({ "public_key": public }).to_string();
+    let proof = key.sign_registration(&account.name).to_string();
+    let body = json!({ "public_key": public, "proof": proof }).to_string();
     let registered = registry
         .post::<serde_json::Value>("/v1/keys", "application/json", &[], body.as_bytes())
         .with_context(|| format!("publishing {what}"))?;

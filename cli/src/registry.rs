@@ -84,7 +84,14 @@ struct ServeArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = 60,
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     max_check_seconds: u64,
-    /// Requests a minute per client address (429 with Retry-After beyond).
+    /// The most MiB of published versions each account may have (yanked
+    /// ones count); an upload past it is refused (413 quota-exceeded)
+    /// before it is checked.
+    #[arg(long, value_name = "MIB", default_value_t = 1024,
+          value_parser = clap::value_parser!(u64).range(0..=1 << 30))]
+    account_quota_mib: u64,
+    /// Requests a minute per client address, per /64 for IPv6 (429 with
+    /// Retry-After beyond).
     #[arg(long, value_name = "N", default_value_t = 600,
           value_parser = clap::value_parser!(u32).range(1..))]
     address_rate: u32,
@@ -137,6 +144,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         Some(validator as Arc<dyn Validator>),
         args.max_validations as usize,
     )?;
+    registry.set_account_quota(Some(args.account_quota_mib << 20));
     let config = Config {
         per_address: RateLimit {
             per_minute: args.address_rate,

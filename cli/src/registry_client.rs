@@ -27,6 +27,8 @@ pub struct Registry {
     base: String,
     agent: ureq::Agent,
     token: Option<String>,
+    /// `http://` to a host that is not loopback.
+    plain_remote: bool,
 }
 
 /// An answer that is not a success.
@@ -100,7 +102,21 @@ impl Registry {
             .max_redirects(0)
             .build()
             .new_agent();
-        Ok(Registry { base, agent, token })
+        let plain_remote = scheme == "http" && !is_loopback(host);
+        Ok(Registry {
+            base,
+            agent,
+            token,
+            plain_remote,
+        })
+    }
+
+    /// Whether the registry is reached over plain `http://` on a host that
+    /// is not loopback: anyone on the way can read and change what it
+    /// answers (an install still checks digests and signatures, but would
+    /// learn a substituted listing or none).
+    pub fn is_plain_http_remote(&self) -> bool {
+        self.plain_remote
     }
 
     /// The registry's base URL, as given without a trailing `/`.
@@ -108,13 +124,14 @@ impl Registry {
         &self.base
     }
 
-    /// GETs `path` and reads its JSON.
+    /// GETs `path` (with the token, if the client has one) and reads its
+    /// JSON.
     pub fn get_json<T: DeserializeOwned>(&self, path: &str) -> anyhow::Result<Answer<T>> {
-        let response = self
-            .agent
-            .get(format!("{}{path}", self.base))
-            .call()
-            .with_context(|| self.failed("GET", path))?;
+        let mut request = self.agent.get(format!("{}{path}", self.base));
+        if let Some(token) = &self.token {
+            request = request.header("Authorization", format!("Bearer {token}"));
+        }
+        let response = request.call().with_context(|| self.failed("GET", path))?;
         self.json(path, response)
     }
 

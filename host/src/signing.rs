@@ -31,6 +31,11 @@ use crate::error::quote;
 /// What a signed message starts with, before the digest.
 pub const SIGNATURE_DOMAIN: &str = "sandwit-plugin-signature-v1:";
 
+/// What a key registration's statement starts with, before the account and
+/// the key: a signature over it proves the account holds the secret key,
+/// and can never be taken for a plugin signature (another prefix).
+pub const KEY_REGISTRATION_DOMAIN: &str = "sandwit-key-registration-v1:";
+
 /// What a public key's text starts with.
 const KEY_PREFIX: &str = "ed25519:";
 
@@ -58,6 +63,12 @@ fn message(digest: &str) -> Result<Vec<u8>, SigningError> {
     Ok(format!("{SIGNATURE_DOMAIN}{digest}").into_bytes())
 }
 
+/// The statement a key registration signs:
+/// `sandwit-key-registration-v1:<account>:<public key>`.
+pub fn key_registration_message(account: &str, key: &PublicKey) -> Vec<u8> {
+    format!("{KEY_REGISTRATION_DOMAIN}{account}:{key}").into_bytes()
+}
+
 /// Why a key, signature or digest was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum SigningError {
@@ -83,6 +94,18 @@ pub enum SigningError {
     /// The secret key (file) could not be read or is not an ed25519 key.
     #[error("{0}")]
     KeyFile(String),
+    /// The proof of possession is not the key's signature over the
+    /// registration statement for the account.
+    #[error(
+        "the proof does not verify with the key {key}: it must be that key's signature of \
+         `sandwit-key-registration-v1:{account}:{key}`"
+    )]
+    RegistrationMismatch {
+        /// The account the key is registered for.
+        account: String,
+        /// The key.
+        key: String,
+    },
     /// The signature is well formed but is not the key's over the digest.
     #[error("the signature over {digest} does not verify with the key {key}")]
     Mismatch {
@@ -138,6 +161,21 @@ impl PublicKey {
             .verify_strict(&message(digest)?, &signature.0)
             .map_err(|_| SigningError::Mismatch {
                 digest: digest.to_string(),
+                key: self.to_string(),
+            })
+    }
+
+    /// Checks that `proof` is this key's signature of the registration
+    /// statement for `account` ([`key_registration_message`]).
+    pub fn verify_registration(
+        &self,
+        account: &str,
+        proof: &Signature,
+    ) -> Result<(), SigningError> {
+        self.0
+            .verify_strict(&key_registration_message(account, self), &proof.0)
+            .map_err(|_| SigningError::RegistrationMismatch {
+                account: account.to_string(),
                 key: self.to_string(),
             })
     }
@@ -315,6 +353,15 @@ impl SigningKey {
     pub fn sign_digest(&self, digest: &str) -> Result<Signature, SigningError> {
         Ok(Signature(self.0.sign(&message(digest)?)))
     }
+
+    /// The proof that whoever registers this key for `account` holds it:
+    /// its signature of [`key_registration_message`].
+    pub fn sign_registration(&self, account: &str) -> Signature {
+        Signature(
+            self.0
+                .sign(&key_registration_message(account, &self.public_key())),
+        )
+    }
 }
 
 impl fmt::Debug for SigningKey {
@@ -378,6 +425,28 @@ mod tests {
             .verify_digest(&digest, &signature)
             .unwrap_err();
         assert!(e.to_string().contains("does not verify"), "{e}");
+    }
+
+    /// A registration proof binds the key to one account, and is never a
+    /// plugin signature (nor the other way round): another domain.
+    #[test]
+    fn a_registration_proof_binds_the_account() {
+        let key = SigningKey::generate().unwrap();
+        let public = key.public_key();
+        let proof = key.sign_registration("alice");
+        public.verify_registration("alice", &proof).unwrap();
+        let e = public.verify_registration("mallory", &proof).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains(&format!("sandwit-key-registration-v1:mallory:{public}")),
+            "{e}"
+        );
+        let other = SigningKey::generate().unwrap().sign_registration("alice");
+        assert!(public.verify_registration("alice", &other).is_err());
+        let digest = digest_of(b"bytes");
+        let plugin = key.sign_digest(&digest).unwrap();
+        assert!(public.verify_registration("alice", &plugin).is_err());
+        assert!(public.verify_digest(&digest, &proof).is_err());
     }
 
     #[test]

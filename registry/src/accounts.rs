@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
 use crate::{KeyRegistered, Registry, db, names};
-use sandwit::signing::PublicKey;
+use sandwit::signing::{PublicKey, Signature};
 
 /// The prefix of every token (so a leaked one is recognisable).
 const TOKEN_PREFIX: &str = "swr_";
@@ -152,12 +152,24 @@ impl Registry {
     }
 
     /// Registers `public_key` (`ed25519:<base64>`) as a signing key of
-    /// `account` (`created` says whether it is new to the account);
-    /// [`Error::KeyTaken`] if another account has it.
-    pub async fn register_key(&self, account: &Account, public_key: &str) -> Result<KeyRegistered> {
+    /// `account` (`created` says whether it is new to the account), given
+    /// `proof`, the key's signature (base64) of
+    /// `sandwit-key-registration-v1:<account>:<public key>`: only who holds
+    /// the secret key can register it, so nobody can claim (squat) another
+    /// publisher's key. [`Error::KeyTaken`] if another account has it.
+    pub async fn register_key(
+        &self,
+        account: &Account,
+        public_key: &str,
+        proof: &str,
+    ) -> Result<KeyRegistered> {
         let key = PublicKey::parse(public_key)
-            .map_err(|why| Error::bad_request("invalid-public-key", why.to_string()))?
-            .to_string();
+            .map_err(|why| Error::bad_request("invalid-public-key", why.to_string()))?;
+        let proof = Signature::parse(proof)
+            .map_err(|why| Error::bad_request("invalid-proof", why.to_string()))?;
+        key.verify_registration(&account.name, &proof)
+            .map_err(|why| Error::bad_request("invalid-proof", why.to_string()))?;
+        let key = key.to_string();
         let account_id = account.id;
         self.db(move |conn| {
             let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;

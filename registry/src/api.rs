@@ -28,10 +28,13 @@ pub fn router(registry: Registry) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/openapi.json", get(openapi_json))
+        .route("/v1/account", get(account))
         .route("/v1/keys", post(register_key))
         .route("/v1/plugins", post(publish).get(search))
         .route("/v1/plugins/{id}", get(plugin))
-        .route("/v1/plugins/{id}/owners", get(owners).put(add_owners))
+        .route("/v1/plugins/{id}/owners", get(owners).put(invite_owners))
+        .route("/v1/plugins/{id}/owners/{user}", delete(remove_owner))
+        .route("/v1/plugins/{id}/ownership", post(accept_ownership))
         .route("/v1/plugins/{id}/{version}", get(version))
         .route("/v1/plugins/{id}/{version}/yank", delete(yank))
         .route("/v1/plugins/{id}/{version}/unyank", put(unyank))
@@ -50,11 +53,11 @@ pub fn router(registry: Registry) -> Router {
         license(name = "Apache-2.0"),
     ),
     paths(
-        healthz, register_key, publish, search, plugin, version, blob, yank, unyank, owners,
-        add_owners
+        healthz, account, register_key, publish, search, plugin, version, blob, yank, unyank, owners,
+        invite_owners, accept_ownership, remove_owner
     ),
     components(schemas(
-        ErrorBody, Ok, KeyRequest, KeyRegistered, OwnerList, PluginInfo, PluginSummary,
+        ErrorBody, Ok, AccountInfo, KeyRequest, OwnersRequest, KeyRegistered, OwnerList, PluginInfo, PluginSummary,
         Published, SearchPage, VersionDetail, VersionInfo
     )),
     modifiers(&BearerAuth),
@@ -98,11 +101,31 @@ pub struct Ok {
     pub ok: bool,
 }
 
-/// A publisher key to register.
+/// A publisher key to register, with the proof that the caller holds it.
 #[derive(Deserialize, ToSchema)]
 pub struct KeyRequest {
     /// `ed25519:<standard base64 of the 32-byte key>`.
     pub public_key: String,
+    /// The key's signature (standard base64) of
+    /// `sandwit-key-registration-v1:<account>:<public_key>`, where
+    /// `<account>` is the token's account name (`GET /v1/account`).
+    pub proof: String,
+}
+
+/// Accounts to invite as owners of a plugin.
+#[derive(Deserialize, ToSchema)]
+pub struct OwnersRequest {
+    /// Account names (at most 100).
+    pub users: Vec<String>,
+}
+
+/// The account a token belongs to.
+#[derive(Serialize, ToSchema)]
+pub struct AccountInfo {
+    /// Its name: what a key registration's proof signs.
+    pub name: String,
+    /// `admin` or `publisher`.
+    pub role: String,
 }
 
 /// The account a request's token belongs to: 401 without one.
@@ -171,13 +194,30 @@ async fn openapi_json() -> Response {
         .into_response()
 }
 
-/// Registers a publisher key for the token's account.
+/// The token's account: its name is what a key registration signs.
+#[utoipa::path(
+    get, path = "/v1/account", security(("token" = [])),
+    responses((status = 200, body = AccountInfo), (status = 401, body = ErrorBody),
+              (status = 429, body = ErrorBody))
+)]
+async fn account(Authed(account): Authed) -> Json<AccountInfo> {
+    Json(AccountInfo {
+        name: account.name,
+        role: account.role.as_str().to_string(),
+    })
+}
+
+/// Registers a publisher key for the token's account, given the key's
+/// signature of `sandwit-key-registration-v1:<account>:<public_key>` (proof
+/// that the caller holds the secret key).
 #[utoipa::path(
     post, path = "/v1/keys", request_body = KeyRequest, security(("token" = [])),
     responses(
         (status = 201, description = "Registered", body = KeyRegistered),
         (status = 200, description = "The account already had it", body = KeyRegistered),
-        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 400, description = "A malformed key, or a proof that does not verify",
+         body = ErrorBody),
+        (status = 401, body = ErrorBody),
         (status = 409, description = "Another account has this key", body = ErrorBody),
         (status = 429, body = ErrorBody),
     )
@@ -187,7 +227,9 @@ async fn register_key(
     Authed(account): Authed,
     JsonBody(body): JsonBody<KeyRequest>,
 ) -> Result<(StatusCode, Json<KeyRegistered>)> {
-    let key = registry.register_key(&account, &body.public_key).await?;
+    let key = registry
+        .register_key(&account, &body.public_key, &body.proof)
+        .await?;
     let status = if key.created {
         StatusCode::CREATED
     } else {
@@ -240,6 +282,8 @@ async fn publish(
         return Err(Error::TooLarge(max));
     }
     let _slot = registry.upload_slot()?;
+    // The signal that this upload holds a place (tests wait for it).
+    tracing::info!(account = %account.name, declared = ?declared, "reading an upload");
     let bytes = read_capped(body, max).await?;
     let published = registry.publish(&account, bytes, signature).await?;
     Ok((StatusCode::CREATED, Json(published)))
@@ -406,20 +450,62 @@ async fn owners(
     Ok(Json(registry.owners(&id).await?))
 }
 
-/// Adds owners to a plugin (its owners and admins may); answers the owners
-/// after.
+/// Invites accounts to own a plugin (its owners and admins may): each
+/// becomes an owner when it accepts (`POST /v1/plugins/{id}/ownership`).
+/// Answers the owners and invitations after.
 #[utoipa::path(
-    put, path = "/v1/plugins/{id}/owners", security(("token" = [])), request_body = OwnerList,
+    put, path = "/v1/plugins/{id}/owners", security(("token" = [])), request_body = OwnersRequest,
     params(("id" = String, Path, description = "Plugin id")),
     responses((status = 200, body = OwnerList), (status = 400, body = ErrorBody),
               (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
               (status = 404, body = ErrorBody), (status = 429, body = ErrorBody))
 )]
-async fn add_owners(
+async fn invite_owners(
     State(registry): State<Registry>,
     Authed(account): Authed,
     PathParams(id): PathParams<String>,
-    JsonBody(body): JsonBody<OwnerList>,
+    JsonBody(body): JsonBody<OwnersRequest>,
 ) -> Result<Json<OwnerList>> {
-    Ok(Json(registry.add_owners(&account, &id, body.users).await?))
+    Ok(Json(
+        registry.invite_owners(&account, &id, body.users).await?,
+    ))
+}
+
+/// Accepts the token's account's invitation to own a plugin: it becomes an
+/// owner. Answers the owners and invitations after.
+#[utoipa::path(
+    post, path = "/v1/plugins/{id}/ownership", security(("token" = [])),
+    params(("id" = String, Path, description = "Plugin id")),
+    responses((status = 200, body = OwnerList), (status = 400, body = ErrorBody),
+              (status = 401, body = ErrorBody),
+              (status = 404, description = "No such plugin, or no invitation", body = ErrorBody),
+              (status = 429, body = ErrorBody))
+)]
+async fn accept_ownership(
+    State(registry): State<Registry>,
+    Authed(account): Authed,
+    PathParams(id): PathParams<String>,
+) -> Result<Json<OwnerList>> {
+    Ok(Json(registry.accept_ownership(&account, &id).await?))
+}
+
+/// Removes an owner of a plugin, or withdraws an invitation (its owners
+/// and admins may); never the last owner (409). Answers the owners and
+/// invitations after.
+#[utoipa::path(
+    delete, path = "/v1/plugins/{id}/owners/{user}", security(("token" = [])),
+    params(("id" = String, Path, description = "Plugin id"),
+           ("user" = String, Path, description = "Account name")),
+    responses((status = 200, body = OwnerList), (status = 400, body = ErrorBody),
+              (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+              (status = 404, body = ErrorBody),
+              (status = 409, description = "The last owner", body = ErrorBody),
+              (status = 429, body = ErrorBody))
+)]
+async fn remove_owner(
+    State(registry): State<Registry>,
+    Authed(account): Authed,
+    PathParams((id, user)): PathParams<(String, String)>,
+) -> Result<Json<OwnerList>> {
+    Ok(Json(registry.remove_owner(&account, &id, &user).await?))
 }

@@ -3,8 +3,10 @@
 //! only name a request can lead to is a checked 64-digit hex digest: no path
 //! from a request reaches the file system.
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
 use cap_std::ambient_authority;
@@ -15,6 +17,32 @@ use crate::names::is_sha256_hex;
 /// The blob directory.
 pub struct Blobs {
     dir: Dir,
+    /// Digests (hex) being published, with how many publishes hold each:
+    /// a blob a publish wrote is removed when its publish fails only if no
+    /// other holds it.
+    pending: Arc<Mutex<HashMap<String, usize>>>,
+}
+
+/// A digest held pending by one publish, until dropped.
+pub struct Pending {
+    pending: Arc<Mutex<HashMap<String, usize>>>,
+    hex: String,
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        let mut pending = lock(&self.pending);
+        if let Some(n) = pending.get_mut(&self.hex) {
+            *n -= 1;
+            if *n == 0 {
+                pending.remove(&self.hex);
+            }
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Blobs {
@@ -26,7 +54,37 @@ impl Blobs {
             .create_dir_all("blobs/sha256")
             .with_context(|| format!("creating {}/blobs/sha256", root.display()))?;
         let dir = root_dir.open_dir("blobs/sha256")?;
-        Ok(Blobs { dir })
+        Ok(Blobs {
+            dir,
+            pending: Arc::default(),
+        })
+    }
+
+    /// Holds `hex` pending (see [`Blobs::remove_unless_pending`]) until
+    /// the returned guard is dropped: take it before writing the blob, and
+    /// keep it until the version naming it is committed.
+    pub fn pending(&self, hex: &str) -> Pending {
+        *lock(&self.pending).entry(hex.to_string()).or_insert(0) += 1;
+        Pending {
+            pending: self.pending.clone(),
+            hex: hex.to_string(),
+        }
+    }
+
+    /// Removes the blob `hex`, unless a publish other than the caller's
+    /// holds it pending (the caller holds it once). The caller has checked
+    /// that no version names it.
+    pub fn remove_unless_pending(&self, hex: &str) -> anyhow::Result<()> {
+        anyhow::ensure!(is_sha256_hex(hex), "not a SHA-256 digest: {hex:?}");
+        let pending = lock(&self.pending);
+        if pending.get(hex).copied().unwrap_or(0) > 1 {
+            return Ok(());
+        }
+        match self.dir.remove_file(hex) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Stores `bytes` under `hex` (their SHA-256) atomically: written to a

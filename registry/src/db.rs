@@ -9,7 +9,7 @@ use anyhow::Context;
 use rusqlite::Connection;
 
 /// The schema this code reads and writes.
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA: &str = r#"
 CREATE TABLE accounts (
@@ -66,6 +66,19 @@ CREATE TABLE versions (
 CREATE INDEX versions_by_digest ON versions(digest);
 "#;
 
+/// From version 1 to 2: owners are invited and accept, rather than added.
+const TO_2: &str = r#"
+-- An invitation to own a plugin, until its account accepts (then it is
+-- an owner) or an owner withdraws it.
+CREATE TABLE owner_invitations (
+    plugin TEXT NOT NULL REFERENCES plugins(id),
+    account INTEGER NOT NULL REFERENCES accounts(id),
+    invited_by INTEGER NOT NULL REFERENCES accounts(id),
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (plugin, account)
+);
+"#;
+
 /// Opens (creating if need be) the metadata database at `path`.
 pub fn open(path: &Path) -> anyhow::Result<Connection> {
     let mut conn = Connection::open(path).with_context(|| format!("opening {}", path.display()))?;
@@ -89,6 +102,11 @@ fn migrate(conn: &mut Connection) -> anyhow::Result<()> {
     match version {
         None => {
             tx.execute_batch(SCHEMA)?;
+            tx.execute_batch(TO_2)?;
+            tx.execute("INSERT INTO schema_version VALUES (?1)", [SCHEMA_VERSION])?;
+        }
+        Some(1) => {
+            tx.execute_batch(TO_2)?;
             tx.execute("INSERT INTO schema_version VALUES (?1)", [SCHEMA_VERSION])?;
         }
         Some(SCHEMA_VERSION) => {}
@@ -112,4 +130,49 @@ pub fn now() -> i64 {
 pub fn rfc3339(secs: i64) -> String {
     let time = UNIX_EPOCH + std::time::Duration::from_secs(secs.max(0) as u64);
     humantime::format_rfc3339_seconds(time).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A database made by schema version 1 gets version 2's table of owner
+    /// invitations, keeping its rows.
+    #[test]
+    fn a_version_1_database_is_migrated() {
+        let dir = std::env::temp_dir().join(format!(
+            "sandwit-registry-migrate-{}-{:?}",
+            std::process::id(),
+            SystemTime::now()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("registry.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(SCHEMA).unwrap();
+            conn.execute_batch(
+                "CREATE TABLE schema_version (version INTEGER NOT NULL);
+                 INSERT INTO schema_version VALUES (1);
+                 INSERT INTO accounts (name, role, created_at) VALUES ('alice', 'publisher', 0);",
+            )
+            .unwrap();
+        }
+        let conn = open(&path).unwrap();
+        let version: i64 = conn
+            .query_row("SELECT max(version) FROM schema_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, 2);
+        let invitations: i64 = conn
+            .query_row("SELECT count(*) FROM owner_invitations", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(invitations, 0);
+        let accounts: i64 = conn
+            .query_row("SELECT count(*) FROM accounts", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(accounts, 1);
+        drop(conn);
+        // Opened again: already at version 2.
+        open(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -46,6 +46,24 @@ pub enum Error {
     /// A public key registered by another account.
     #[error("{0}")]
     KeyTaken(String),
+    /// Removing the last owner of a plugin.
+    #[error("{0}")]
+    LastOwner(String),
+    /// The upload would take the account past its storage quota.
+    #[error(
+        "the upload of {size} bytes would take account {account} past its storage quota of \
+         {quota} bytes ({used} bytes used)"
+    )]
+    QuotaExceeded {
+        /// The account.
+        account: String,
+        /// The upload's size.
+        size: u64,
+        /// What the account's versions take already.
+        used: u64,
+        /// The quota.
+        quota: u64,
+    },
     /// The body is larger than the registry accepts.
     #[error("the body is larger than the limit of {0} bytes")]
     TooLarge(usize),
@@ -87,8 +105,10 @@ impl Error {
                 StatusCode::BAD_REQUEST
             }
             Error::NotFound(_) => StatusCode::NOT_FOUND,
-            Error::VersionExists(_) | Error::KeyTaken(_) => StatusCode::CONFLICT,
-            Error::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Error::VersionExists(_) | Error::KeyTaken(_) | Error::LastOwner(_) => {
+                StatusCode::CONFLICT
+            }
+            Error::TooLarge(_) | Error::QuotaExceeded { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Error::InvalidPlugin { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Error::RateLimited(..) => StatusCode::TOO_MANY_REQUESTS,
             Error::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -108,6 +128,8 @@ impl Error {
             Error::NotFound(_) => "not-found",
             Error::VersionExists(_) => "version-exists",
             Error::KeyTaken(_) => "key-taken",
+            Error::LastOwner(_) => "last-owner",
+            Error::QuotaExceeded { .. } => "quota-exceeded",
             Error::TooLarge(_) => "too-large",
             Error::InvalidPlugin { .. } => "invalid-plugin",
             Error::RateLimited(..) => "rate-limited",

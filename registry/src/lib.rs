@@ -62,7 +62,22 @@ struct Inner {
     /// cap in memory, so their number bounds the service's memory.
     uploads: Arc<tokio::sync::Semaphore>,
     validator: Option<Arc<dyn Validator>>,
+    /// The most bytes of versions one account may have published
+    /// (`u64::MAX`: no quota).
+    account_quota: std::sync::atomic::AtomicU64,
+    /// Runs once between a publish's blob write and its commit: a test
+    /// makes another publish win the race there.
+    #[cfg(test)]
+    before_commit: Mutex<Option<BeforeCommit>>,
 }
+
+/// A test's hook between a publish's blob write and its commit.
+#[cfg(test)]
+type BeforeCommit = Box<dyn FnOnce(&mut Connection) + Send>;
+
+/// The storage quota of each account by default: 1 GiB of published
+/// versions (sixteen at the component size cap).
+pub const DEFAULT_ACCOUNT_QUOTA: u64 = 1 << 30;
 
 /// How many plugin checks may run at once by default.
 pub const DEFAULT_MAX_VALIDATIONS: usize = 2;
@@ -105,8 +120,33 @@ impl Registry {
                     max_validations.max(1) * UPLOADS_PER_VALIDATION,
                 )),
                 validator,
+                account_quota: std::sync::atomic::AtomicU64::new(DEFAULT_ACCOUNT_QUOTA),
+                #[cfg(test)]
+                before_commit: Mutex::new(None),
             }),
         })
+    }
+
+    /// Sets the most bytes of versions each account may publish (`None`:
+    /// no quota; [`DEFAULT_ACCOUNT_QUOTA`] until set). An upload past it is
+    /// refused with [`Error::QuotaExceeded`], before it is checked.
+    pub fn set_account_quota(&self, bytes: Option<u64>) {
+        self.inner.account_quota.store(
+            bytes.unwrap_or(u64::MAX),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+
+    /// The storage quota of each account, if any.
+    pub fn account_quota(&self) -> Option<u64> {
+        match self
+            .inner
+            .account_quota
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            u64::MAX => None,
+            bytes => Some(bytes),
+        }
     }
 
     /// The data directory.

@@ -86,6 +86,13 @@ impl Registry {
             })?
             .to_string();
 
+        // The quota before the check, so an upload past it costs no check;
+        // the transaction below checks again.
+        let (acct, size) = (account.clone(), component.len() as u64);
+        let quota = self.account_quota();
+        self.db(move |conn| within_quota(conn, &acct, size, quota))
+            .await?;
+
         let manifest = self.check(&component, &digest).await?;
         let indexed: Indexed = serde_json::from_value(manifest.clone()).map_err(|e| {
             Error::Internal(anyhow::anyhow!(
@@ -101,75 +108,140 @@ impl Registry {
         self.db(move |conn| may_publish(conn, &acct, &id, &ver))
             .await?;
 
-        let hex = digest["sha256:".len()..].to_string();
-        let registry = self.clone();
-        let bytes = component.clone();
-        tokio::task::spawn_blocking(move || registry.inner.blobs.put(&hex, &bytes))
-            .await
-            .map_err(|e| Error::Internal(anyhow::anyhow!("the blob writer failed: {e}")))??;
-
-        let published = Published {
-            id: indexed.id.clone(),
-            version: indexed.version.clone(),
-            digest: digest.clone(),
-            size: component.len() as u64,
-            signer,
-            manifest,
-        };
-        let row = published.clone();
-        let acct = account.clone();
+        // The rest runs as a task of its own: a request dropped meanwhile (a
+        // client that hangs up, the request timeout) still commits its
+        // version or removes its blob, never leaving a blob no version names.
+        let this = self.clone();
+        let account = account.clone();
         let signature = signature.to_string();
-        self.db(move |conn| {
-            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            let new_plugin = may_publish(&tx, &acct, &row.id, &row.version)?;
-            let now = db::now();
-            if new_plugin {
-                tx.execute(
-                    "INSERT INTO plugins (id, latest, created_at) VALUES (?1, NULL, ?2)",
-                    params![row.id, now],
-                )?;
-                tx.execute(
-                    "INSERT INTO owners (plugin, account) VALUES (?1, ?2)",
-                    params![row.id, acct.id],
-                )?;
+        tokio::spawn(async move {
+            let hex = digest["sha256:".len()..].to_string();
+            // Held until the version is committed or its blob cleaned up: a
+            // publish that loses the race below removes the blob it wrote only
+            // if no other publish of the same bytes is under way.
+            let _pending = this.inner.blobs.pending(&hex);
+            let writer = this.clone();
+            let bytes = component.clone();
+            let blob_hex = hex.clone();
+            tokio::task::spawn_blocking(move || writer.inner.blobs.put(&blob_hex, &bytes))
+                .await
+                .map_err(|e| Error::Internal(anyhow::anyhow!("the blob writer failed: {e}")))??;
+
+            let published = Published {
+                id: indexed.id.clone(),
+                version: indexed.version.clone(),
+                digest: digest.clone(),
+                size: component.len() as u64,
+                signer,
+                manifest,
+            };
+            #[cfg(test)]
+            let hook = this.inner.before_commit.lock().unwrap().take();
+            #[cfg(test)]
+            if let Some(hook) = hook {
+                this.db_now(|conn| {
+                    hook(conn);
+                    Ok(())
+                })?;
             }
-            let mut kinds: Vec<&str> = indexed.methods.iter().map(|m| m.kind.as_str()).collect();
-            kinds.sort_unstable();
-            kinds.dedup();
-            tx.execute(
-                "INSERT INTO versions (plugin, version, digest, size, signer, signature, publisher,
-                     published_at, name, description, manifest, kinds, capabilities, search_text)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-                params![
-                    row.id,
-                    row.version,
-                    row.digest,
-                    row.size as i64,
-                    row.signer,
-                    signature,
-                    acct.id,
-                    now,
-                    indexed.name,
-                    indexed.description,
-                    row.manifest.to_string(),
-                    serde_json::to_string(&kinds).map_err(anyhow::Error::from)?,
-                    serde_json::to_string(&indexed.capabilities).map_err(anyhow::Error::from)?,
-                    search_text(&indexed),
-                ],
-            )?;
-            crate::manage::update_latest(&tx, &row.id)?;
-            tx.commit()?;
-            Ok(())
+            let row = published.clone();
+            let acct = account.clone();
+            let committed = this
+                .db(move |conn| {
+                    let tx =
+                        conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+                    let new_plugin = may_publish(&tx, &acct, &row.id, &row.version)?;
+                    within_quota(&tx, &acct, row.size, quota)?;
+                    let now = db::now();
+                    if new_plugin {
+                        tx.execute(
+                            "INSERT INTO plugins (id, latest, created_at) VALUES (?1, NULL, ?2)",
+                            params![row.id, now],
+                        )?;
+                        tx.execute(
+                            "INSERT INTO owners (plugin, account) VALUES (?1, ?2)",
+                            params![row.id, acct.id],
+                        )?;
+                    }
+                    let mut kinds: Vec<&str> =
+                        indexed.methods.iter().map(|m| m.kind.as_str()).collect();
+                    kinds.sort_unstable();
+                    kinds.dedup();
+                    tx.execute(
+                    "INSERT INTO versions (plugin, version, digest, size, signer, signature, publisher,
+                         published_at, name, description, manifest, kinds, capabilities, search_text)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                    params![
+                        row.id,
+                        row.version,
+                        row.digest,
+                        row.size as i64,
+                        row.signer,
+                        signature,
+                        acct.id,
+                        now,
+                        indexed.name,
+                        indexed.description,
+                        row.manifest.to_string(),
+                        serde_json::to_string(&kinds).map_err(anyhow::Error::from)?,
+                        serde_json::to_string(&indexed.capabilities).map_err(anyhow::Error::from)?,
+                        search_text(&indexed),
+                    ],
+                )?;
+                    crate::manage::update_latest(&tx, &row.id)?;
+                    tx.commit()?;
+                    Ok(())
+                })
+                .await;
+            if let Err(e) = committed {
+                // Lost a race (another publish of this id and version, or past
+                // the quota, committed in between) or failed: the blob written
+                // above must not stay on disk with no version naming it.
+                this.remove_orphan_blob(&hex).await;
+                return Err(e);
+            }
+            tracing::info!(
+                id = %published.id,
+                version = %version,
+                digest = %published.digest,
+                account = %account.name,
+                "published"
+            );
+            Ok(published)
         })
-        .await?;
-        tracing::info!(
-            id = %published.id,
-            version = %version,
-            digest = %published.digest,
-            account = %account.name,
-            "published"
-        );
-        Ok(published)
+        .await
+        .map_err(|e| Error::Internal(anyhow::anyhow!("the publish task failed: {e}")))?
+    }
+
+    /// Removes the blob `hex` unless a version names it or another publish
+    /// of the same bytes is under way (a failure is logged: an orphan blob
+    /// wastes space but breaks nothing).
+    pub(crate) async fn remove_orphan_blob(&self, hex: &str) {
+        let registry = self.clone();
+        let hex = hex.to_string();
+        let result = self
+            .db(move |conn| {
+                let digest = format!("sha256:{hex}");
+                let named: Option<i64> = conn
+                    .query_row(
+                        "SELECT 1 FROM versions WHERE digest = ?1 LIMIT 1",
+                        [&digest],
+                        |r| r.get(0),
+                    )
+                    .optional()?;
+                // Under the database's lock: no version naming it can be
+                // committed meanwhile, and a publish of the same bytes
+                // holds it pending from before it writes until after it
+                // commits.
+                if named.is_none() {
+                    registry.inner.blobs.remove_unless_pending(&hex)?;
+                }
+                Ok(())
+            })
+            .await;
+        if let Err(e) = result {
+            tracing::warn!("removing the blob of a publish that failed: {e:#}");
+        }
     }
 
     /// Runs the validator on `component` under the bound on checks at
@@ -274,6 +346,35 @@ fn may_publish(
     Ok(false)
 }
 
+/// [`Error::QuotaExceeded`] if `size` more bytes would take `account` past
+/// `quota` (none: no quota). What an account uses is the size of every
+/// version it published (yanked ones too: they stay downloadable).
+fn within_quota(
+    conn: &rusqlite::Connection,
+    account: &Account,
+    size: u64,
+    quota: Option<u64>,
+) -> Result<()> {
+    let Some(quota) = quota else {
+        return Ok(());
+    };
+    let used: i64 = conn.query_row(
+        "SELECT coalesce(sum(size), 0) FROM versions WHERE publisher = ?1",
+        [account.id],
+        |r| r.get(0),
+    )?;
+    let used = used.max(0) as u64;
+    if used.saturating_add(size) > quota {
+        return Err(Error::QuotaExceeded {
+            account: account.name.clone(),
+            size,
+            used,
+            quota,
+        });
+    }
+    Ok(())
+}
+
 /// The lowercased text a search matches against.
 fn search_text(m: &Indexed) -> String {
     let mut text = format!("{}\n{}\n{}\n", m.id, m.name, m.description);
@@ -284,4 +385,126 @@ fn search_text(m: &Indexed) -> String {
         text.push('\n');
     }
     text.to_lowercase()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Role;
+    use sandwit::signing::SigningKey;
+
+    /// Accepts everything as `race` 1.0.0.
+    struct AcceptAll;
+
+    impl Validator for AcceptAll {
+        fn validate(&self, _: &[u8], _: &str) -> anyhow::Result<Verdict> {
+            Ok(Verdict::Accepted {
+                manifest: serde_json::json!({
+                    "id": "race", "name": "Race", "version": "1.0.0", "description": "",
+                    "methods": [{"name": "go", "kind": "tool", "docstring": "Go."}],
+                }),
+            })
+        }
+    }
+
+    fn blob_path(registry: &Registry, bytes: &[u8]) -> std::path::PathBuf {
+        let digest = digest_of(bytes);
+        registry
+            .dir()
+            .join("blobs/sha256")
+            .join(&digest["sha256:".len()..])
+    }
+
+    /// A publish that writes its blob and then loses the race to commit
+    /// (another publish of the same id and version committed in between)
+    /// removes its blob; one whose bytes a version names keeps it.
+    #[test]
+    fn a_publish_that_loses_the_race_removes_its_blob() {
+        let dir = std::env::temp_dir().join(format!(
+            "sandwit-registry-race-{}-{:?}",
+            std::process::id(),
+            std::time::SystemTime::now()
+        ));
+        let registry = Registry::open_with(&dir, Some(Arc::new(AcceptAll)), 2).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let token = registry.create_token("alice", Role::Publisher).unwrap();
+            let alice = registry.authenticate(&token).await.unwrap();
+            let key = SigningKey::generate().unwrap();
+            let public = key.public_key().to_string();
+            registry
+                .register_key(&alice, &public, &key.sign_registration("alice").to_string())
+                .await
+                .unwrap();
+            let publish = |bytes: &'static [u8]| {
+                let signature = key.sign_digest(&digest_of(bytes)).unwrap().to_string();
+                let (registry, alice) = (registry.clone(), alice.clone());
+                async move {
+                    registry
+                        .publish(
+                            &alice,
+                            axum::body::Bytes::from_static(bytes),
+                            Some(&signature),
+                        )
+                        .await
+                }
+            };
+            // The winner commits between the loser's blob write and commit.
+            let alice_id = alice.id;
+            *registry.inner.before_commit.lock().unwrap() = Some(Box::new(move |conn| {
+                conn.execute(
+                    "INSERT INTO plugins (id, latest, created_at) VALUES ('race', '1.0.0', 0)",
+                    [],
+                )
+                .unwrap();
+                conn.execute(
+                    "INSERT INTO owners (plugin, account) VALUES ('race', ?1)",
+                    [alice_id],
+                )
+                .unwrap();
+                conn.execute(
+                    "INSERT INTO versions (plugin, version, digest, size, signer, signature,
+                         publisher, published_at, name, description, manifest, kinds,
+                         capabilities, search_text)
+                     VALUES ('race', '1.0.0', 'sha256:' || printf('%064d', 0), 1, '', '', ?1, 0,
+                         '', '', '{}', '[]', '[]', '')",
+                    [alice_id],
+                )
+                .unwrap();
+            }));
+            let lost = publish(b"the loser's bytes").await.unwrap_err();
+            assert!(matches!(lost, Error::VersionExists(_)), "{lost:?}");
+            assert!(
+                !blob_path(&registry, b"the loser's bytes").exists(),
+                "the losing publish left its blob"
+            );
+        });
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A blob another publish holds pending, or a version names, stays.
+    #[test]
+    fn a_blob_held_by_another_publish_stays() {
+        let dir = std::env::temp_dir().join(format!(
+            "sandwit-registry-pending-{}-{:?}",
+            std::process::id(),
+            std::time::SystemTime::now()
+        ));
+        let registry = Registry::open(&dir).unwrap();
+        let bytes: &[u8] = b"shared bytes";
+        let hex = digest_of(bytes)["sha256:".len()..].to_string();
+        let blobs = &registry.inner.blobs;
+        let (first, second) = (blobs.pending(&hex), blobs.pending(&hex));
+        blobs.put(&hex, bytes).unwrap();
+        blobs.remove_unless_pending(&hex).unwrap();
+        assert!(blob_path(&registry, bytes).exists());
+        drop(second);
+        blobs.remove_unless_pending(&hex).unwrap();
+        assert!(!blob_path(&registry, bytes).exists());
+        drop(first);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

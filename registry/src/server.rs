@@ -16,13 +16,13 @@ use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::timeout::TimeoutLayer;
 
 use crate::error::Error;
-use crate::rate::{Buckets, RateLimit};
+use crate::rate::{Buckets, RateLimit, address_key};
 use crate::{Account, Registry};
 
 /// How the service runs.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// Requests per client address.
+    /// Requests per client address (per /64 for IPv6).
     pub per_address: RateLimit,
     /// Requests per token.
     pub per_token: RateLimit,
@@ -51,6 +51,7 @@ impl Default for Config {
 
 struct Guard {
     registry: Registry,
+    /// Keyed by [`address_key`]: IPv6 clients by their /64.
     per_address: Buckets<IpAddr>,
     /// Keyed by the token's SHA-256, never the token.
     per_token: Buckets<[u8; 32]>,
@@ -159,7 +160,7 @@ async fn authenticate(
     let tokens = Tokens(guard.clone());
     request.extensions_mut().insert(tokens.clone());
     if let Some(ConnectInfo(peer)) = request.extensions().get::<ConnectInfo<SocketAddr>>()
-        && let Err(wait) = guard.per_address.take(peer.ip())
+        && let Err(wait) = guard.per_address.take(address_key(peer.ip()))
     {
         return Error::RateLimited("address", wait).into_response();
     }

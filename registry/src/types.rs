@@ -140,11 +140,14 @@ pub struct KeyRegistered {
     pub created: bool,
 }
 
-/// A plugin's owners.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+/// A plugin's owners, and the accounts invited to become owners.
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct OwnerList {
-    /// Account names.
+    /// The owners' account names, sorted.
     pub users: Vec<String>,
+    /// Accounts invited by an owner that have not accepted yet, sorted:
+    /// they own nothing until they do.
+    pub invited: Vec<String>,
 }
 
 /// A stored component, opened for reading.

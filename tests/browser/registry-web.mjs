@@ -134,7 +134,11 @@ const problems = () => page.locator('ul.problems li').allTextContents();
 await check('the publisher key is registered through the API', async () => {
   const r = await http('POST', '/v1/keys', {
     headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ public_key: PUBLIC_KEY }),
+    // The proof that the account (the script's `web-publisher`) holds the key.
+    body: JSON.stringify({
+      public_key: PUBLIC_KEY,
+      proof: sign(null, Buffer.from(`sandwit-key-registration-v1:web-publisher:${PUBLIC_KEY}`), privateKey).toString('base64'),
+    }),
   });
   equal(r.status, 201, `POST /v1/keys answered ${r.body}`);
 });

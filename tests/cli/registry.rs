@@ -149,13 +149,17 @@ impl Server {
         )
     }
 
-    /// Registers `key` for the token's account.
+    /// Registers `key` for the token's account, with the proof that it
+    /// holds the key (for the account `GET /v1/account` names).
     fn register(&self, token: &str, key: &SigningKey) -> Reply {
+        let account = self.call("GET", "/v1/account", Some(token), Body::None);
+        account.expect(200, None);
+        let name = account.json["name"].as_str().unwrap().to_string();
         self.call(
             "POST",
             "/v1/keys",
             Some(token),
-            Body::Json(json!({"public_key": public_key(key)})),
+            Body::Json(key_request(key, &name)),
         )
     }
 
@@ -171,6 +175,14 @@ impl Server {
                     panic!("no log line with {needle:?}:\n{}", self.log())
                 }
             }
+        }
+    }
+
+    /// Waits (at most two minutes in all) for `n` more log lines
+    /// containing `needle`.
+    fn wait_for_logs(&self, needle: &str, n: usize) {
+        for _ in 0..n {
+            self.wait_for_log(needle);
         }
     }
 
@@ -254,6 +266,15 @@ fn public_key(key: &SigningKey) -> String {
         "ed25519:{}",
         STANDARD.encode(key.verifying_key().as_bytes())
     )
+}
+
+/// The body of `POST /v1/keys` registering `key` for `account`.
+fn key_request(key: &SigningKey, account: &str) -> Value {
+    let statement = format!("sandwit-key-registration-v1:{account}:{}", public_key(key));
+    json!({
+        "public_key": public_key(key),
+        "proof": STANDARD.encode(key.sign(statement.as_bytes()).to_bytes()),
+    })
 }
 
 fn digest(bytes: &[u8]) -> String {
@@ -506,7 +527,8 @@ fn ownership_yank_and_owners() {
         )
         .expect(404, Some("not-found"));
 
-    // Owners add owners; the new owner may then yank.
+    // Owners invite owners; an invited account owns nothing until it
+    // accepts, and then may yank.
     let add = |token: &str, users: Value| {
         server.call(
             "PUT",
@@ -520,7 +542,32 @@ fn ownership_yank_and_owners() {
     add(&alice, json!("bob")).expect(400, Some("invalid-body"));
     let owners = add(&alice, json!(["bob"]));
     owners.expect(200, None);
-    assert_eq!(owners.json["users"], json!(["alice", "bob"]));
+    assert_eq!(owners.json["users"], json!(["alice"]));
+    assert_eq!(owners.json["invited"], json!(["bob"]));
+    let yank_as = |token: &str| {
+        server.call(
+            "DELETE",
+            "/v1/plugins/calc/0.1.0/yank",
+            Some(token),
+            Body::None,
+        )
+    };
+    yank_as(&bob).expect(403, Some("not-an-owner"));
+    let accept = |token: &str| {
+        server.call(
+            "POST",
+            "/v1/plugins/calc/ownership",
+            Some(token),
+            Body::None,
+        )
+    };
+    // Only the invited account can accept, once.
+    accept(&root).expect(404, Some("not-found"));
+    let accepted = accept(&bob);
+    accepted.expect(200, None);
+    assert_eq!(accepted.json["users"], json!(["alice", "bob"]));
+    assert_eq!(accepted.json["invited"], json!([]));
+    accept(&bob).expect(404, Some("not-found"));
     assert_eq!(
         server.get("/v1/plugins/calc/owners").json["users"],
         json!(["alice", "bob"])
@@ -545,6 +592,121 @@ fn ownership_yank_and_owners() {
     assert_eq!(
         server.get("/v1/plugins/calc").json["versions"][0]["yanked"],
         false
+    );
+
+    // Owners can be removed (an owner may leave), never the last one.
+    let remove = |token: &str, user: &str| {
+        server.call(
+            "DELETE",
+            &format!("/v1/plugins/calc/owners/{user}"),
+            Some(token),
+            Body::None,
+        )
+    };
+    remove(&alice, "nobody").expect(404, Some("not-found"));
+    remove(&alice, "root").expect(404, Some("not-found"));
+    let removed = remove(&alice, "bob");
+    removed.expect(200, None);
+    assert_eq!(removed.json["users"], json!(["alice"]));
+    yank_as(&bob).expect(403, Some("not-an-owner"));
+    remove(&bob, "alice").expect(403, Some("not-an-owner"));
+    remove(&alice, "alice").expect(409, Some("last-owner"));
+    // Not even an admin removes the last owner.
+    remove(&root, "alice").expect(409, Some("last-owner"));
+    // An invitation can be withdrawn before it is accepted.
+    add(&alice, json!(["bob"])).expect(200, None);
+    let withdrawn = remove(&alice, "bob");
+    withdrawn.expect(200, None);
+    assert_eq!(withdrawn.json["invited"], json!([]));
+    accept(&bob).expect(404, Some("not-found"));
+    // An owner may leave while another remains.
+    add(&root, json!(["bob"])).expect(200, None);
+    accept(&bob).expect(200, None);
+    let left = remove(&alice, "alice");
+    left.expect(200, None);
+    assert_eq!(left.json["users"], json!(["bob"]));
+    yank_as(&alice).expect(403, Some("not-an-owner"));
+}
+
+/// A key is registered only with its proof of possession: its signature
+/// of `sandwit-key-registration-v1:<account>:<key>`. Nobody can claim a key
+/// they do not hold (squatting it, so its owner cannot register it), nor
+/// replay another account's proof, nor pass a plugin signature off as one.
+#[test]
+fn a_key_is_registered_only_with_proof_of_possession() {
+    let server = Server::start("keys", &[]);
+    let (bob, mallory) = (
+        server.token("bob", "publisher"),
+        server.token("mallory", "publisher"),
+    );
+    let bob_key = key(12);
+    let claim =
+        |token: &str, body: Value| server.call("POST", "/v1/keys", Some(token), Body::Json(body));
+    // Mallory knows bob's public key, not its secret half.
+    claim(&mallory, json!({"public_key": public_key(&bob_key)})).expect(400, Some("invalid-body"));
+    claim(
+        &mallory,
+        json!({"public_key": public_key(&bob_key), "proof": "not base64!"}),
+    )
+    .expect(400, Some("invalid-proof"));
+    // A proof made with another key.
+    let mut forged = key_request(&key(13), "mallory");
+    forged["public_key"] = public_key(&bob_key).into();
+    claim(&mallory, forged).expect(400, Some("invalid-proof"));
+    // Bob's own proof, for bob's account, replayed for mallory's.
+    claim(&mallory, key_request(&bob_key, "bob")).expect(400, Some("invalid-proof"));
+    // A signature bob made of a plugin (another domain) is no proof.
+    let plugin_signature = sign(&bob_key, &read(artifacts::CALC));
+    claim(
+        &mallory,
+        json!({"public_key": public_key(&bob_key), "proof": plugin_signature}),
+    )
+    .expect(400, Some("invalid-proof"));
+    // The key is still bob's to register.
+    let account = server.call("GET", "/v1/account", Some(&bob), Body::None);
+    account.expect(200, None);
+    assert_eq!(account.json, json!({"name": "bob", "role": "publisher"}));
+    claim(&bob, key_request(&bob_key, "bob")).expect(201, None);
+    server
+        .call("GET", "/v1/account", None, Body::None)
+        .expect(401, Some("unauthorized"));
+}
+
+/// Each account may publish up to its storage quota: past it an upload is
+/// refused (413 quota-exceeded, naming the quota, the size and what is
+/// used) before it is checked.
+#[test]
+fn uploads_past_the_account_quota_are_refused() {
+    let server = Server::start("quota", &["--account-quota-mib", "1"]);
+    let alice = server.token("alice", "publisher");
+    let key = key(14);
+    server.register(&alice, &key).expect(201, None);
+    let calc = read(artifacts::CALC);
+    server.publish(&alice, &key, &calc).expect(201, None);
+    // What is left, plus one byte: refused, and never checked.
+    let big = vec![0u8; (1 << 20) - calc.len() + 1];
+    let refused = server.publish(&alice, &key, &big);
+    refused.expect(413, Some("quota-exceeded"));
+    let message = refused.json["message"].as_str().unwrap();
+    for part in [
+        format!("upload of {} bytes", big.len()),
+        "quota of 1048576 bytes".to_string(),
+        format!("({} bytes used)", calc.len()),
+        "account alice".to_string(),
+    ] {
+        assert!(message.contains(&part), "{part:?} not in {message}");
+    }
+    // Exactly what is left is not past it, and goes on to the check.
+    let fits = vec![0u8; (1 << 20) - calc.len()];
+    server
+        .publish(&alice, &key, &fits)
+        .expect(422, Some("invalid-plugin"));
+    // The log is in order: the refused upload, before, was never checked.
+    server.wait_for_log(&format!("digest={}", digest(&fits)));
+    assert!(
+        !server.log().contains(&format!("digest={}", digest(&big))),
+        "{}",
+        server.log()
     );
 }
 
@@ -614,7 +776,7 @@ fn signatures_and_tokens_are_checked() {
             "POST",
             "/v1/keys",
             Some(&alice),
-            Body::Json(json!({"public_key": "ed25519:AAAA"})),
+            Body::Json(json!({"public_key": "ed25519:AAAA", "proof": "AAAA"})),
         )
         .expect(400, Some("invalid-public-key"));
     // Nothing was published.
@@ -807,7 +969,7 @@ fn rate_limits_answer_429_with_retry_after() {
                 "POST",
                 "/v1/keys",
                 Some(&alice),
-                Body::Json(json!({"public_key": public_key(&key(10))})),
+                Body::Json(key_request(&key(10), "alice")),
             )
             .expect(status, None);
     }
@@ -1034,5 +1196,50 @@ fn a_compressed_bomb_is_checked_as_the_bytes_it_is() {
     let problem = body["report"]["problems"][0].as_str().unwrap_or_default();
     assert!(problem.contains("not a WebAssembly binary"), "{body}");
     assert_eq!(body["report"]["file"], digest(&bomb));
+    server.get("/healthz").expect(200, None);
+}
+
+/// Uploads whose bodies are still arriving hold their place: with one check
+/// at once the registry reads at most four uploads, and a fifth is told to
+/// come back (503) before its body is read, so slow senders cannot make it
+/// hold any number of 64 MiB bodies.
+///
+/// The test waits for the server's own signal that each slow upload holds
+/// its place (the log line `reading an upload`) before it sends the fifth.
+/// An earlier version polled with fifth uploads instead, and on a loaded
+/// machine a poll that held a place while a slow upload's headers arrived
+/// got that upload refused (503, never retried): three slow uploads held
+/// places, every later poll found the fourth free, and no 503 came.
+#[test]
+fn uploads_in_flight_are_bounded_503_beyond() {
+    let server = Server::start("uploads", &["--max-validations", "1"]);
+    let alice = server.token("alice", "publisher");
+    let key = key(11);
+    server.register(&alice, &key).expect(201, None);
+    let slow: Vec<TcpStream> = (0..4)
+        .map(|_| {
+            let mut stream = TcpStream::connect(server.authority()).unwrap();
+            write!(
+                stream,
+                "POST /v1/plugins HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {alice}\r\n\
+                 Sandwit-Signature: {}\r\nContent-Type: application/wasm\r\n\
+                 Content-Length: 1000000\r\n\r\n\0asm",
+                sign(&key, b""),
+            )
+            .unwrap();
+            stream
+        })
+        .collect();
+    server.wait_for_logs("reading an upload", 4);
+    let busy = server.publish(&alice, &key, b"not a component");
+    busy.expect(503, Some("busy"));
+    assert!(busy.header("retry-after").parse::<u64>().unwrap() >= 1);
+    // The slow senders hang up: each upload ends (its body cut short), and
+    // its place is free again.
+    drop(slow);
+    server.wait_for_logs("path=\"/v1/plugins\" status=400", 4);
+    server
+        .publish(&alice, &key, &read(artifacts::CALC))
+        .expect(201, None);
     server.get("/healthz").expect(200, None);
 }

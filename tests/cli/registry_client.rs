@@ -385,3 +385,44 @@ fn the_registry_commands_have_help() {
         assert!(text(&out.stdout).contains("Usage: sandwit"), "{sub}");
     }
 }
+
+/// Plain http:// to a host that is not loopback is closed by default: the
+/// install is refused before any request, and `--allow-http` opens it.
+/// (`0.0.0.0` is not a loopback address, yet connecting to it reaches this
+/// machine, so the test stays on loopback.)
+#[test]
+fn install_refuses_plain_http_to_a_host_not_loopback_unless_allowed() {
+    let (registry, dir, _, public) = with_calc("plain-http");
+    let port = registry.url.rsplit(':').next().unwrap();
+    let remote = format!("http://0.0.0.0:{port}");
+    let plugins = dir.join("plugins");
+    let install_from = |extra: &[&str]| {
+        let mut args = vec![
+            "install",
+            "calc",
+            "--registry",
+            &remote,
+            "--dir",
+            plugins.to_str().unwrap(),
+            "--trust",
+            &public,
+        ];
+        args.extend(extra);
+        sandwit(&args, &[])
+    };
+    let out = install_from(&[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("plain http:// on a host that is not loopback")
+            && stderr.contains("--allow-http"),
+        "{stderr}"
+    );
+    assert!(!plugins.join("calc.wasm").exists());
+    let out = install_from(&["--allow-http"]);
+    assert_succeeded(&out);
+    assert!(plugins.join("calc.wasm").exists());
+    // Loopback needs no flag.
+    let out = install(&registry, "calc", &dir.join("local"), &["--trust", &public]);
+    assert_succeeded(&out);
+}

@@ -42,6 +42,9 @@ struct Version {
     yanked: bool,
 }
 
+/// The publisher account's name.
+const ACCOUNT: &str = "publisher";
+
 /// The largest upload: the host's component size cap.
 const MAX_BODY: usize = sandwit::MAX_COMPONENT_BYTES;
 
@@ -195,11 +198,26 @@ fn answer(request: &Request, state: &Mutex<State>, token: &str) -> Answer {
             let Ok(key) = PublicKey::parse(body["public_key"].as_str().unwrap_or_default()) else {
                 return error(400, "bad-key", "public_key is not an ed25519 key");
             };
+            let proven = Signature::parse(body["proof"].as_str().unwrap_or_default())
+                .is_ok_and(|proof| key.verify_registration(ACCOUNT, &proof).is_ok());
+            if !proven {
+                return error(
+                    400,
+                    "invalid-proof",
+                    "no proof that the account holds the key",
+                );
+            }
             let status = if state.keys.contains(&key) { 200 } else { 201 };
             if status == 201 {
                 state.keys.push(key);
             }
             Answer::Json(status, json!({"public_key": key.to_string()}))
+        }
+        ("GET", ["v1", "account"]) => {
+            if !authorized {
+                return error(401, "unauthorized", "the token is not valid");
+            }
+            Answer::Json(200, json!({"name": ACCOUNT, "role": "publisher"}))
         }
         ("POST", ["v1", "plugins"]) => publish(request, &mut state, authorized),
         ("GET", ["v1", "plugins", id]) => {

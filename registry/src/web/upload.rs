@@ -43,7 +43,8 @@ fn form_html() -> String {
      does; a plugin that fails the check is refused with every problem found.</p>\n\
      <p>Sign the component first with <code>sandwit sign PLUGIN.wasm --key FILE</code>, using a \
      key made by <code>sandwit keygen --out FILE</code> whose public half \
-     (<code>FILE.pub</code>) is registered for your account (<code>POST /v1/keys</code>).</p>\n\
+     (<code>FILE.pub</code>) is registered for your account (<code>POST /v1/keys</code>, with the \
+     key's proof of possession; <code>sandwit publish</code> registers it).</p>\n\
      <form class=\"upload\" method=\"post\" action=\"/upload\" enctype=\"multipart/form-data\">\n\
      <p><label for=\"token\">API token</label>\n\
      <input type=\"password\" id=\"token\" name=\"token\" required autocomplete=\"off\" \
