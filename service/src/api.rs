@@ -160,6 +160,8 @@ pub struct CallReport {
 /// or an array of OpenAI function definitions (`?format=openai`).
 #[derive(Serialize, ToSchema)]
 #[serde(untagged)]
+// Describes the handler's `json!` answer: never built itself.
+#[allow(dead_code)]
 pub enum ToolListing {
     /// `?format=sandwit` (the default) or `?format=mcp`.
     Tools(ToolList),

@@ -491,9 +491,10 @@ fn serve_disables_a_plugin_from_the_next_run_on() {
 
     // A run that waits for a note, then calls calc: started before calc is
     // disabled, it keeps its methods.
-    let mut running = server.stream(&format!(
+    let code = format!(
         "print('started', flush=True)\nwhile not recall('go'):\n    pass\nprint(calculate_sum(2, 3))\n{RAW_CALL}"
-    ));
+    );
+    let mut running = server.stream(&code);
     assert_eq!(next_event(&mut running, "stdout")["text"], "started");
     let (status, body) = server.post("/v1/plugins/calc:disable", ADMIN, json!({}));
     assert_eq!(status, 200, "{body}");
