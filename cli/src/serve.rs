@@ -42,6 +42,12 @@ pub struct ServeArgs {
     /// they are cancelled, in milliseconds.
     #[arg(long, default_value_t = 10_000, value_name = "MS")]
     grace_ms: u64,
+    /// The longest an exchange may take, from its request to its
+    /// response's head, in milliseconds; past it the client gets 408 and
+    /// its run is cancelled [default: --queue-wait-ms plus the host's
+    /// longest run or call time limit plus 5 s].
+    #[arg(long, value_name = "MS")]
+    request_timeout_ms: Option<u64>,
     /// The largest request body, in KiB.
     #[arg(long, default_value_t = 1024, value_name = "KIB")]
     max_body_kib: usize,
@@ -75,7 +81,10 @@ pub async fn serve(host: Host, args: ServeArgs) -> anyhow::Result<ExitCode> {
         max_wait: Duration::from_millis(args.queue_wait_ms),
         max_body_bytes: args.max_body_kib.saturating_mul(1024),
     };
-    let service = Service::new(host, sandbox, config).await?;
+    let mut service = Service::new(host, sandbox, config).await?;
+    if let Some(ms) = args.request_timeout_ms {
+        service = service.with_request_timeout(Duration::from_millis(ms));
+    }
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await
         .with_context(|| format!("listening on {}", args.addr))?;

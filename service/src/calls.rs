@@ -6,28 +6,59 @@ use std::time::Instant;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::response::IntoResponse;
+use sandwit::Budget;
 use sandwit::json::value_from_json;
-use sandwit::{AgentCtx, Budget};
 use serde::Deserialize;
 use serde_json::{Map, Value as Json};
+use utoipa::ToSchema;
 
 use crate::Shared;
 use crate::auth::Caller;
 use crate::error::ApiError;
 
 /// The body of a call.
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CallRequest {
+    /// The arguments by name [default: none].
     #[serde(default)]
+    #[schema(value_type = Object)]
     args: Map<String, Json>,
+    /// The chat the call is for (not empty).
+    #[schema(min_length = 1, max_length = 256)]
     chat_key: String,
+    /// The user the call is for.
+    #[schema(max_length = 256)]
     user_id: Option<String>,
 }
 
 /// `POST /v1/plugins/{id}/methods/{method}:call`: `{"ok", "result" or
 /// "error", "events", "fuel_used", "ms"}`, the JSON of `sandwit call
-/// --json`, with status 200 whether the method succeeded or not.
+/// --json`, with status 200 whether the method succeeded or not. A method
+/// the plugin's lifecycle hooks leave out of the chat is not callable in it.
+#[utoipa::path(
+    post, path = "/v1/plugins/{id}/methods/{method}:call", tag = "calls",
+    request_body = CallRequest, security(("token" = [])),
+    params(("id" = String, Path, description = "The plugin's id"),
+           ("method" = String, Path, description = "The method's name")),
+    responses(
+        (status = 200, description = "The call's report, whether the method succeeded or not",
+         body = crate::api::CallReport),
+        (status = 400, description = "An empty or too long chat key or user id, or a result \
+                                      that cannot be rendered",
+         body = crate::api::ErrorBody),
+        (status = 401, body = crate::api::ErrorBody),
+        (status = 404, description = "No such enabled plugin, or no such method in the chat",
+         body = crate::api::ErrorBody),
+        (status = 408, body = crate::api::ErrorBody),
+        (status = 413, body = crate::api::ErrorBody),
+        (status = 415, body = crate::api::ErrorBody),
+        (status = 422, description = "The body is not a call request",
+         body = crate::api::ErrorBody),
+        (status = 500, description = "The plugin's lifecycle hook failed",
+         body = crate::api::ErrorBody),
+    )
+)]
 pub async fn call(
     State(state): State<Shared>,
     _caller: Caller,
@@ -58,10 +89,27 @@ pub async fn call(
             format!("plugin `{id}` has no method `{method}`"),
         ));
     }
-    let ctx = AgentCtx {
-        user_id: request.user_id,
-        ..AgentCtx::new(&request.chat_key)
+    let ctx = crate::chat::agent_ctx(&request.chat_key, request.user_id, "bad-request")?;
+    // As in a run: a plugin whose lifecycle hooks fail offers nothing in
+    // the chat.
+    let offered = match plugin.in_context(&ctx).await {
+        Ok(seen) => seen
+            .methods
+            .is_none_or(|names| names.iter().any(|n| n == method)),
+        Err(error) => {
+            tracing::warn!(%error, "a lifecycle hook failed; the call is refused");
+            false
+        }
     };
+    if !offered {
+        return Err(ApiError::not_found(
+            "unknown-method",
+            format!(
+                "plugin `{id}` does not offer `{method}` in the chat `{}`",
+                request.chat_key
+            ),
+        ));
+    }
     let start = Instant::now();
     let report = plugin
         .call_within(

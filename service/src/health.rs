@@ -12,12 +12,17 @@ use crate::auth::Caller;
 use crate::error::ApiError;
 
 /// The process serves.
+#[utoipa::path(get, path = "/healthz", tag = "health",
+    responses((status = 200, body = crate::api::Health)))]
 pub async fn healthz() -> impl IntoResponse {
     axum::Json(json!({"status": "ok"}))
 }
 
 /// The service takes runs: not shutting down, and a slot or queue place
 /// free.
+#[utoipa::path(get, path = "/readyz", tag = "health",
+    responses((status = 200, body = crate::api::Ready),
+              (status = 503, description = "Shutting down", body = crate::api::ErrorBody)))]
 pub async fn readyz(State(state): State<Shared>) -> Result<impl IntoResponse, ApiError> {
     if state.shutting_down.load(Ordering::SeqCst) {
         return Err(ApiError::unavailable(
@@ -36,6 +41,10 @@ pub async fn readyz(State(state): State<Shared>) -> Result<impl IntoResponse, Ap
 }
 
 /// The Prometheus text exposition.
+#[utoipa::path(get, path = "/metrics", tag = "health", security(("token" = [])),
+    responses((status = 200, description = "Prometheus text", content_type = "text/plain",
+               body = String),
+              (status = 401, body = crate::api::ErrorBody)))]
 pub async fn metrics(State(state): State<Shared>, _caller: Caller) -> impl IntoResponse {
     let text = state.metrics.render(
         state.queue.running(),

@@ -5,12 +5,15 @@
 //! docs/SERVICE.md describes the endpoints.
 //!
 //! Every `/v1` endpoint and `/metrics` needs a bearer token ([`Tokens`]);
-//! `/healthz` and `/readyz` answer anyone.
+//! `/healthz`, `/readyz` and `/openapi.json` answer anyone. Every exchange
+//! is bounded in wall-clock time ([`Service::with_request_timeout`]).
 #![deny(missing_docs)]
 
+mod api;
 mod auth;
 mod calls;
 mod catalog;
+mod chat;
 mod error;
 mod health;
 mod metrics;
@@ -27,6 +30,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use axum::Router;
+use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use sandwit::{Cancel, Host, PythonSandbox};
 
@@ -59,7 +63,14 @@ pub struct Config {
 #[derive(Clone)]
 pub struct Service {
     state: Arc<State>,
+    /// The longest an exchange may take, from its request to its
+    /// response's head.
+    request_timeout: Duration,
 }
+
+/// What a request's time limit allows beyond waiting for a slot and the
+/// longest run or call, by default.
+pub const REQUEST_TIMEOUT_MARGIN: Duration = Duration::from_secs(5);
 
 /// What the handlers share.
 struct State {
@@ -94,7 +105,11 @@ impl Service {
             config.max_waiting,
             config.max_wait,
         );
+        let request_timeout = config.max_wait
+            + host.run_limits().time.max(host.limits().time)
+            + REQUEST_TIMEOUT_MARGIN;
         Ok(Service {
+            request_timeout,
             state: Arc::new(State {
                 host,
                 sandbox,
@@ -109,10 +124,28 @@ impl Service {
         })
     }
 
+    /// Bounds every exchange to `limit`, from its request to its
+    /// response's head: past it the client gets 408 `request-timeout` and
+    /// its run is cancelled. The default is the queue's wait, plus the
+    /// longer of the host's run and call time limits, plus
+    /// [`REQUEST_TIMEOUT_MARGIN`]; a streamed run's events, once they
+    /// flow, are bounded by the run's own limits.
+    pub fn with_request_timeout(mut self, limit: Duration) -> Self {
+        self.request_timeout = limit;
+        self
+    }
+
+    /// The longest an exchange may take.
+    pub fn request_timeout(&self) -> Duration {
+        self.request_timeout
+    }
+
     /// The routes.
     pub fn router(&self) -> Router {
+        let limit = self.request_timeout;
         Router::new()
             .route("/healthz", get(health::healthz))
+            .route("/openapi.json", get(api::openapi_json))
             .route("/readyz", get(health::readyz))
             .route("/metrics", get(health::metrics))
             .route("/v1/runs", post(runs::run))
@@ -129,6 +162,23 @@ impl Service {
             })
             .layer(axum::extract::DefaultBodyLimit::max(
                 self.state.config.max_body_bytes,
+            ))
+            .layer(axum::middleware::from_fn(
+                move |request: axum::extract::Request, next: axum::middleware::Next| async move {
+                    // Dropping the handler's future cancels its run.
+                    match tokio::time::timeout(limit, next.run(request)).await {
+                        Ok(response) => response,
+                        Err(_) => ApiError::new(
+                            axum::http::StatusCode::REQUEST_TIMEOUT,
+                            "request-timeout",
+                            format!(
+                                "the exchange took more than the server's limit of {} ms",
+                                limit.as_millis()
+                            ),
+                        )
+                        .into_response(),
+                    }
+                },
             ))
             .with_state(self.state.clone())
     }

@@ -11,6 +11,11 @@ use crate::catalog::Catalog;
 use crate::error::ApiError;
 
 /// Every loaded plugin, with whether it is enabled.
+#[utoipa::path(
+    get, path = "/v1/plugins", tag = "plugins", security(("token" = [])),
+    responses((status = 200, body = crate::api::PluginList),
+              (status = 401, body = crate::api::ErrorBody))
+)]
 pub async fn list(State(state): State<Shared>, _caller: Caller) -> impl IntoResponse {
     let catalog = state.catalog.read().expect("catalog lock");
     let plugins: Vec<_> = catalog
@@ -34,6 +39,18 @@ pub async fn list(State(state): State<Shared>, _caller: Caller) -> impl IntoResp
 
 /// `POST /v1/plugins/{id}:enable` or `:disable`: from the next run on, a
 /// disabled plugin's methods are in no listing and not callable.
+#[utoipa::path(
+    post, path = "/v1/plugins/{id}:{action}", tag = "plugins", security(("token" = [])),
+    params(("id" = String, Path, description = "The plugin's id"),
+           ("action" = String, Path, description = "`enable` or `disable`",
+            pattern = "^(enable|disable)$")),
+    responses(
+        (status = 200, body = crate::api::Switched),
+        (status = 401, body = crate::api::ErrorBody),
+        (status = 403, description = "Not an admin token", body = crate::api::ErrorBody),
+        (status = 404, description = "No such plugin", body = crate::api::ErrorBody),
+    )
+)]
 pub async fn action(
     State(state): State<Shared>,
     caller: Caller,
@@ -70,6 +87,16 @@ pub async fn action(
 /// `POST /v1/plugins:reload`: loads the plugin directory again; plugins
 /// disabled stay disabled. A directory that fails to load leaves the
 /// plugins as they were and answers 422 naming the file.
+#[utoipa::path(
+    post, path = "/v1/plugins:reload", tag = "plugins", security(("token" = [])),
+    responses(
+        (status = 200, body = crate::api::Reloaded),
+        (status = 401, body = crate::api::ErrorBody),
+        (status = 403, description = "Not an admin token", body = crate::api::ErrorBody),
+        (status = 422, description = "A file failed to load; nothing changed",
+         body = crate::api::ErrorBody),
+    )
+)]
 pub async fn reload(
     State(state): State<Shared>,
     caller: Caller,

@@ -17,6 +17,7 @@ use sandwit::{AgentCtx, Cancel, LiveEvent, RunLimits, RunOptions, RunOutcome};
 use serde::Deserialize;
 use serde_json::Value as Json;
 use tokio::sync::mpsc;
+use utoipa::ToSchema;
 
 use crate::auth::Caller;
 use crate::error::ApiError;
@@ -24,23 +25,33 @@ use crate::queue::RunSlot;
 use crate::{InFlight, Shared};
 
 /// The body of a run request.
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunRequest {
+    /// The Python code to run.
     code: String,
+    /// The chat the run is for (not empty): plugins' lifecycle hooks choose
+    /// its methods by it, and stored data is kept per chat.
+    #[schema(min_length = 1, max_length = 256)]
     chat_key: String,
+    /// The user the run is for.
+    #[schema(max_length = 256)]
     user_id: Option<String>,
     /// Only these plugins' methods (ids); all enabled ones when absent.
     plugins: Option<Vec<String>>,
+    /// Lower limits than the server's.
     limits: Option<LimitsRequest>,
 }
 
 /// Limits a request may lower (never raise) below the server's.
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct LimitsRequest {
+pub(crate) struct LimitsRequest {
+    /// Fuel for the run.
     fuel: Option<u64>,
+    /// Wall-clock milliseconds for the run.
     time_ms: Option<u64>,
+    /// Method calls the run may make.
     max_calls: Option<u32>,
 }
 
@@ -133,7 +144,35 @@ fn render(outcome: &RunOutcome) -> Json {
         .expect("inline images always render")
 }
 
-/// `POST /v1/runs`.
+/// Runs Python code with the enabled plugins' methods (those the chat's
+/// lifecycle hooks make available). Answers the outcome as JSON, or with
+/// `Accept: text/event-stream` streams `stdout`, `stderr` and `event`
+/// events and ends with one `outcome`. A client that goes away cancels the
+/// run.
+#[utoipa::path(
+    post, path = "/v1/runs", tag = "runs", request_body = RunRequest,
+    security(("token" = [])),
+    responses(
+        (status = 200, description = "The outcome (whatever the code did)",
+         content((crate::api::Outcome = "application/json"),
+                 (String = "text/event-stream"))),
+        (status = 400, description = "A limit above the server's, or an empty chat key",
+         body = crate::api::ErrorBody),
+        (status = 401, body = crate::api::ErrorBody),
+        (status = 404, description = "A plugin asked for is not enabled",
+         body = crate::api::ErrorBody),
+        (status = 408, description = "The exchange outlasted its time limit; the run is cancelled",
+         body = crate::api::ErrorBody),
+        (status = 413, description = "The body is too large", body = crate::api::ErrorBody),
+        (status = 415, body = crate::api::ErrorBody),
+        (status = 422, description = "The body is not a run request",
+         body = crate::api::ErrorBody),
+        (status = 500, description = "A plugin's lifecycle hook failed",
+         body = crate::api::ErrorBody),
+        (status = 503, description = "Queue full, no slot in time, or shutting down",
+         body = crate::api::ErrorBody),
+    )
+)]
 pub async fn run(
     State(state): State<Shared>,
     caller: Caller,
@@ -148,9 +187,7 @@ pub async fn run(
             1,
         ));
     }
-    if request.chat_key.is_empty() {
-        return Err(ApiError::bad_request("bad-request", "`chat_key` is empty"));
-    }
+    let ctx = crate::chat::agent_ctx(&request.chat_key, request.user_id, "bad-request")?;
     let limits = limits(state.host.run_limits(), request.limits)?;
     let plugins = {
         let catalog = state.catalog.read().expect("catalog lock");
@@ -175,6 +212,10 @@ pub async fn run(
             return Err(e);
         }
     };
+    // The methods the chat sees, as `sandwit run` gives them: a plugin's
+    // lifecycle hooks may leave some out. Asked in the run's slot, so that
+    // the hooks' instances are bounded as runs are.
+    let plugins = crate::tools::in_chat(&plugins, &ctx).await.methods;
     let cancel = Cancel::new();
     let id = state.next_run.fetch_add(1, Ordering::Relaxed);
     state.in_flight.lock().expect("in-flight lock").insert(
@@ -184,10 +225,6 @@ pub async fn run(
             caller: caller.name.clone(),
         },
     );
-    let ctx = AgentCtx {
-        user_id: request.user_id,
-        ..AgentCtx::new(&request.chat_key)
-    };
     let options = RunOptions::new().limits(limits).cancel(cancel.clone());
     let streaming = headers
         .get(header::ACCEPT)

@@ -6,21 +6,57 @@
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::response::IntoResponse;
-use sandwit::{MethodSpec, PluginSet};
+use sandwit::{AgentCtx, ContextSet, MethodSpec, PluginSet};
 use serde::Deserialize;
 use serde_json::{Value as Json, json};
+use utoipa::{IntoParams, ToSchema};
 
 use crate::Shared;
 use crate::auth::Caller;
 use crate::error::ApiError;
 
 /// The query of `GET /v1/tools`.
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
+    /// Only the methods of this plugin (its id).
     category: Option<String>,
+    /// Only methods of this kind: `tool`, `agent`, `behavior` or
+    /// `multimodal-agent`.
     kind: Option<String>,
+    /// `sandwit` (the default), `openai` or `mcp`.
+    #[param(value_type = Option<Format>, inline)]
     format: Option<String>,
+    /// Only the methods available in this chat (plugins' lifecycle hooks).
+    #[param(min_length = 1, max_length = 256)]
+    chat_key: Option<String>,
+    /// With `chat_key`: the user of the chat.
+    #[param(max_length = 256)]
+    user_id: Option<String>,
+}
+
+/// The formats of `GET /v1/tools` (for the OpenAPI document).
+#[derive(ToSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)]
+enum Format {
+    Sandwit,
+    Openai,
+    Mcp,
+}
+
+/// `set` as the chat of `ctx` sees it: the methods its plugins' lifecycle
+/// hooks make available there and the prompts they inject (as `sandwit
+/// prompt --chat-key --user-id` lists them). A plugin whose hooks fail is
+/// left out of the chat (the library logs it), not the whole answer.
+pub(crate) async fn in_chat(set: &PluginSet, ctx: &AgentCtx) -> ContextSet {
+    set.in_context(ctx).await
+}
+
+/// The agent context of a query's `chat_key` and `user_id`.
+fn chat(chat_key: &str, user_id: Option<String>) -> Result<AgentCtx, ApiError> {
+    crate::chat::agent_ctx(chat_key, user_id, "bad-query")
 }
 
 fn kind_name(method: &MethodSpec) -> String {
@@ -39,14 +75,51 @@ fn enabled(state: &Shared) -> PluginSet {
         .clone()
 }
 
-/// `GET /v1/tools`.
+/// The enabled methods as tools, in sandwit's shape, OpenAI's function
+/// definitions or MCP's tool definitions; with `chat_key`, only those
+/// available in that chat.
+#[utoipa::path(
+    get, path = "/v1/tools", tag = "tools", params(ListQuery), security(("token" = [])),
+    responses(
+        (status = 200, body = crate::api::ToolListing),
+        (status = 400, description = "An unknown format, a bad query, or `user_id` without `chat_key`",
+         body = crate::api::ErrorBody),
+        (status = 401, body = crate::api::ErrorBody),
+        (status = 500, description = "A plugin's lifecycle hook failed",
+         body = crate::api::ErrorBody),
+    )
+)]
 pub async fn list(
     State(state): State<Shared>,
     _caller: Caller,
     query: Result<Query<ListQuery>, QueryRejection>,
 ) -> Result<impl IntoResponse, ApiError> {
     let Query(query) = query?;
-    let set = enabled(&state).filter(|provider, method| {
+    if let Some(other) = query
+        .format
+        .as_deref()
+        .filter(|f| !["sandwit", "openai", "mcp"].contains(f))
+    {
+        return Err(ApiError::bad_request(
+            "bad-format",
+            format!("format `{other}` is not `sandwit`, `openai` or `mcp`"),
+        ));
+    }
+    let set = match (&query.chat_key, query.user_id) {
+        (Some(chat_key), user_id) => {
+            in_chat(&enabled(&state), &chat(chat_key, user_id)?)
+                .await
+                .methods
+        }
+        (None, Some(_)) => {
+            return Err(ApiError::bad_request(
+                "bad-query",
+                "`user_id` is given without `chat_key`",
+            ));
+        }
+        (None, None) => enabled(&state),
+    };
+    let set = set.filter(|provider, method| {
         query.category.as_deref().is_none_or(|c| c == provider)
             && query.kind.as_deref().is_none_or(|k| k == kind_name(method))
     });
@@ -66,13 +139,7 @@ pub async fn list(
             json!({"tools": tools})
         }
         Some("openai") => set.openai_tools(),
-        Some("mcp") => json!({"tools": set.mcp_tools()}),
-        Some(other) => {
-            return Err(ApiError::bad_request(
-                "bad-format",
-                format!("format `{other}` is not `sandwit`, `openai` or `mcp`"),
-            ));
-        }
+        _ => json!({"tools": set.mcp_tools()}),
     }))
 }
 
@@ -87,6 +154,15 @@ fn find(state: &Shared, name: &str) -> Result<(String, MethodSpec), ApiError> {
 
 /// `GET /v1/tools/{name}/schema`: the parameters' JSON Schemas and the
 /// result's.
+#[utoipa::path(
+    get, path = "/v1/tools/{name}/schema", tag = "tools", security(("token" = [])),
+    params(("name" = String, Path, description = "The method's name")),
+    responses(
+        (status = 200, body = crate::api::ToolSchema),
+        (status = 401, body = crate::api::ErrorBody),
+        (status = 404, description = "No enabled tool of that name", body = crate::api::ErrorBody),
+    )
+)]
 pub async fn schema(
     State(state): State<Shared>,
     _caller: Caller,
@@ -109,6 +185,15 @@ pub async fn schema(
 
 /// `GET /v1/tools/{name}/metadata`: what the tool is and the execution
 /// controls' settings on it (null where the policy sets none).
+#[utoipa::path(
+    get, path = "/v1/tools/{name}/metadata", tag = "tools", security(("token" = [])),
+    params(("name" = String, Path, description = "The method's name")),
+    responses(
+        (status = 200, body = crate::api::ToolMetadata),
+        (status = 401, body = crate::api::ErrorBody),
+        (status = 404, description = "No enabled tool of that name", body = crate::api::ErrorBody),
+    )
+)]
 pub async fn metadata(
     State(state): State<Shared>,
     _caller: Caller,
@@ -148,22 +233,37 @@ pub async fn metadata(
 }
 
 /// The query of `GET /v1/prompt`.
-#[derive(Deserialize)]
+#[derive(Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct PromptQuery {
+    /// The chat (not empty).
+    #[param(min_length = 1, max_length = 256)]
     chat_key: String,
+    /// The user of the chat.
+    #[param(max_length = 256)]
+    user_id: Option<String>,
 }
 
-/// `GET /v1/prompt?chat_key=`: the listing an LLM is given of the methods
-/// a run for that chat may call, as text.
+/// `GET /v1/prompt?chat_key=[&user_id=]`: the listing an LLM is given of
+/// the methods a run for that chat may call, then what the plugins' hooks
+/// inject for it, as text (`sandwit prompt`'s).
+#[utoipa::path(
+    get, path = "/v1/prompt", tag = "tools", params(PromptQuery), security(("token" = [])),
+    responses(
+        (status = 200, description = "The listing", content_type = "text/plain", body = String),
+        (status = 400, description = "No or an empty `chat_key`", body = crate::api::ErrorBody),
+        (status = 401, body = crate::api::ErrorBody),
+        (status = 500, description = "A plugin's lifecycle hook failed",
+         body = crate::api::ErrorBody),
+    )
+)]
 pub async fn prompt(
     State(state): State<Shared>,
     _caller: Caller,
     query: Result<Query<PromptQuery>, QueryRejection>,
 ) -> Result<impl IntoResponse, ApiError> {
     let Query(query) = query?;
-    if query.chat_key.is_empty() {
-        return Err(ApiError::bad_request("bad-query", "`chat_key` is empty"));
-    }
-    Ok(enabled(&state).prompt())
+    let ctx = chat(&query.chat_key, query.user_id)?;
+    Ok(in_chat(&enabled(&state), &ctx).await.prompt())
 }

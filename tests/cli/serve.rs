@@ -1,9 +1,10 @@
 //! `sandwit serve`: the real server on a loopback port, over HTTP.
 
 use std::io::{BufRead, BufReader, Read};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -17,6 +18,10 @@ struct Server {
     child: Child,
     base: String,
     agent: ureq::Agent,
+    /// The folder it serves plugins from.
+    plugin_dir: PathBuf,
+    /// What it wrote on stderr so far (also passed on to the test's).
+    stderr: Arc<Mutex<String>>,
 }
 
 impl Drop for Server {
@@ -61,9 +66,19 @@ fn serve(name: &str, plugins: &[&str], policy: &str, extra: &[&str]) -> Server {
         .arg(&tokens)
         .args(extra)
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let stderr = Arc::new(Mutex::new(String::new()));
+    {
+        let (pipe, stderr) = (child.stderr.take().unwrap(), stderr.clone());
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                eprintln!("{line}");
+                stderr.lock().unwrap().push_str(&format!("{line}\n"));
+            }
+        });
+    }
     // The first line, or end of file if the server failed to start.
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap())
@@ -79,7 +94,13 @@ fn serve(name: &str, plugins: &[&str], policy: &str, extra: &[&str]) -> Server {
         .timeout_global(Some(Duration::from_secs(60)))
         .build()
         .into();
-    Server { child, base, agent }
+    Server {
+        child,
+        base,
+        agent,
+        plugin_dir,
+        stderr,
+    }
 }
 
 impl Server {
@@ -127,6 +148,48 @@ impl Server {
         BufReader::new(response.into_body().into_reader())
     }
 
+    /// Sends SIGTERM and waits (bounded) until `/readyz` says it is
+    /// shutting down.
+    fn terminate(&self) {
+        // SAFETY: kill(2) on the server's pid, which this test started.
+        assert_eq!(
+            unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) },
+            0
+        );
+        for _ in 0..600 {
+            if self.get("/readyz", None).0 == 503 {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("/readyz never answered 503 after SIGTERM");
+    }
+
+    /// Waits (bounded) for the process to end.
+    fn wait(&mut self) -> ExitStatus {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "the server did not stop");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// What the server wrote on stderr, once its pipe closed (after
+    /// [`Server::wait`]).
+    fn stderr(&self) -> String {
+        for _ in 0..200 {
+            let text = self.stderr.lock().unwrap().clone();
+            if text.contains("sandwit: stopped") {
+                return text;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.stderr.lock().unwrap().clone()
+    }
+
     /// The value of the metric line starting `prefix`, if there is one.
     fn metric(&self, prefix: &str) -> Option<f64> {
         let (_, text) = self.get("/metrics", Some(USER));
@@ -168,6 +231,13 @@ fn next_event(reader: &mut impl BufRead, name: &str) -> Value {
     panic!("no `{name}` event");
 }
 
+/// Calls `calculate_sum` through the interpreter's import itself, around
+/// the method functions, with empty arguments; prints the error's case.
+const RAW_CALL: &str = "from wit_world.imports import methods\n\
+    from componentize_py_types import Err\n\
+    try:\n    methods.call('calculate_sum', (b'', [], [], [], [], []))\n\
+    except Err as e:\n    print(type(e.value).__name__)\n";
+
 const CALC_POLICY: &str = "[plugins.calc.methods.calculate_sum]\nrate_limit = 600\ncost_per_use = 0.5\ndangerous = true\n";
 
 #[test]
@@ -180,6 +250,12 @@ fn serve_runs_calls_and_lists_tools_for_a_token() {
     );
     assert_eq!(server.get("/healthz", None).0, 200);
     assert_eq!(server.get("/readyz", None).0, 200);
+    // The OpenAPI document, without a token as /healthz.
+    let (status, doc) = server.get("/openapi.json", None);
+    assert_eq!(status, 200);
+    let doc: Value = serde_json::from_str(&doc).unwrap();
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3.1"), "{doc}");
+    assert!(doc["paths"]["/v1/runs"]["post"].is_object(), "{doc}");
 
     // No token, a wrong one: 401 in the JSON error shape, the token not echoed.
     let (status, body) = server.get("/v1/tools", None);
@@ -415,9 +491,10 @@ fn serve_disables_a_plugin_from_the_next_run_on() {
 
     // A run that waits for a note, then calls calc: started before calc is
     // disabled, it keeps its methods.
-    let mut running = server.stream(
-        "print('started', flush=True)\nwhile not recall('go'):\n    pass\nprint(calculate_sum(2, 3))\n",
+    let code = format!(
+        "print('started', flush=True)\nwhile not recall('go'):\n    pass\nprint(calculate_sum(2, 3))\n{RAW_CALL}"
     );
+    let mut running = server.stream(&code);
     assert_eq!(next_event(&mut running, "stdout")["text"], "started");
     let (status, body) = server.post("/v1/plugins/calc:disable", ADMIN, json!({}));
     assert_eq!(status, 200, "{body}");
@@ -429,8 +506,13 @@ fn serve_disables_a_plugin_from_the_next_run_on() {
     assert_eq!(note["ok"], true, "{note}");
     let outcome = next_event(&mut running, "outcome");
     assert_eq!(outcome["status"], "ok", "{outcome}");
+    // The raw import reached calc (whose decoder refused the empty
+    // arguments): the method was still the run's.
     assert!(
-        outcome["stdout"].as_str().unwrap().ends_with("5\n"),
+        outcome["stdout"]
+            .as_str()
+            .unwrap()
+            .ends_with("5\nCallError_InvalidArguments\n"),
         "{outcome}"
     );
 
@@ -443,6 +525,22 @@ fn serve_disables_a_plugin_from_the_next_run_on() {
         json!({"code": "calculate_sum(1, 2)", "chat_key": "c"}),
     );
     assert_eq!(outcome["error"]["type"], "NameError", "{outcome}");
+    // Not through the interpreter's raw import either (Nekro Agent's #279:
+    // a disabled plugin's methods stayed callable that way).
+    let (_, outcome) = server.post("/v1/runs", USER, json!({"code": RAW_CALL, "chat_key": "c"}));
+    assert_eq!(outcome["status"], "ok", "{outcome}");
+    assert_eq!(outcome["stdout"], "CallError_UnknownMethod\n", "{outcome}");
+    for listing in [
+        "/v1/tools?format=openai",
+        "/v1/tools?format=mcp",
+        "/v1/tools?chat_key=c",
+    ] {
+        let tools = server.get_json(listing, USER);
+        assert!(!tools.to_string().contains("calculate_sum"), "{tools}");
+    }
+    let (_, prompt) = server.get("/v1/prompt?chat_key=c", Some(USER));
+    assert!(!prompt.contains("calculate_sum"), "{prompt}");
+    assert!(prompt.contains("def remember("), "{prompt}");
     let (status, err) = server.post(
         "/v1/plugins/calc/methods/calculate_sum:call",
         USER,
@@ -478,4 +576,201 @@ fn serve_disables_a_plugin_from_the_next_run_on() {
         json!({"code": "print(calculate_sum(1, 2))", "chat_key": "c"}),
     );
     assert_eq!(outcome["stdout"], "3\n", "{outcome}");
+}
+
+#[test]
+fn serve_keeps_its_plugins_when_a_reload_hits_a_bad_file() {
+    let server = serve("reload", &[artifacts::CALC], "", &[]);
+    std::fs::write(server.plugin_dir.join("junk.wasm"), b"not a component").unwrap();
+    let (status, err) = server.post("/v1/plugins:reload", ADMIN, json!({}));
+    assert_eq!(status, 422, "{err}");
+    assert_eq!(err["error"], "reload-failed");
+    assert!(
+        err["message"].as_str().unwrap().contains("junk.wasm"),
+        "{err}"
+    );
+    // The plugins loaded before are still served.
+    let (_, outcome) = server.post(
+        "/v1/runs",
+        USER,
+        json!({"code": "print(calculate_sum(1, 2))", "chat_key": "c"}),
+    );
+    assert_eq!(outcome["stdout"], "3\n", "{outcome}");
+    let plugins = server.get_json("/v1/plugins", USER);
+    assert_eq!(plugins["plugins"].as_array().unwrap().len(), 1, "{plugins}");
+    // With the file gone, a reload succeeds.
+    std::fs::remove_file(server.plugin_dir.join("junk.wasm")).unwrap();
+    let (status, body) = server.post("/v1/plugins:reload", ADMIN, json!({}));
+    assert_eq!((status, body.clone()), (200, json!({"plugins": ["calc"]})));
+}
+
+#[test]
+fn serve_finishes_a_run_in_flight_on_sigterm_and_refuses_new_ones() {
+    let policy = format!(
+        "[plugins.notes]\ngrant = [\"store\"]\n{}",
+        pin_line(artifacts::NOTES)
+    );
+    // A grace far longer than the run needs once it is told to finish.
+    let mut server = serve(
+        "sigterm-finish",
+        &[artifacts::CALC, artifacts::NOTES],
+        &policy,
+        &["--grace-ms", "300000"],
+    );
+    let mut running = server.stream(
+        "print('started', flush=True)\nwhile not recall('go'):\n    pass\nprint(calculate_sum(2, 3))\n",
+    );
+    assert_eq!(next_event(&mut running, "stdout")["text"], "started");
+    server.terminate();
+    // Meanwhile a new run is refused, and says why.
+    let mut response = server
+        .agent
+        .post(format!("{}/v1/runs", server.base))
+        .header("Authorization", format!("Bearer {USER}"))
+        .send_json(json!({"code": "1", "chat_key": "c"}))
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 503);
+    assert_eq!(response.headers().get("retry-after").unwrap(), "1");
+    let err: Value = serde_json::from_str(&response.body_mut().read_to_string().unwrap()).unwrap();
+    assert_eq!(err["error"], "shutting-down");
+    // The run in flight finishes, and its client gets the outcome.
+    let (_, note) = server.post(
+        "/v1/plugins/notes/methods/remember:call",
+        USER,
+        json!({"args": {"note": "go"}, "chat_key": "c", "user_id": "u"}),
+    );
+    assert_eq!(note["ok"], true, "{note}");
+    let outcome = next_event(&mut running, "outcome");
+    assert_eq!(outcome["status"], "ok", "{outcome}");
+    assert_eq!(outcome["stdout"], "started\n5\n", "{outcome}");
+    drop(running);
+    let status = server.wait();
+    assert!(status.success(), "{status}");
+    let stderr = server.stderr();
+    assert!(stderr.contains("1 run(s) in flight"), "{stderr}");
+    assert!(!stderr.contains("cancelled run"), "{stderr}");
+}
+
+#[test]
+fn serve_cancels_a_run_that_outlasts_the_grace_and_names_it() {
+    let mut server = serve(
+        "sigterm-cancel",
+        &[artifacts::CALC],
+        "",
+        &["--grace-ms", "200"],
+    );
+    let mut running = server.stream("print('started', flush=True)\nwhile True:\n    pass\n");
+    assert_eq!(next_event(&mut running, "stdout")["text"], "started");
+    server.terminate();
+    let outcome = next_event(&mut running, "outcome");
+    assert_eq!(outcome["status"], "cancelled", "{outcome}");
+    drop(running);
+    let status = server.wait();
+    assert!(status.success(), "{status}");
+    let stderr = server.stderr();
+    assert!(
+        stderr.contains("sandwit: cancelled run 1 of `app`"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn serve_bounds_an_exchange_in_time_and_cancels_its_run() {
+    let server = serve(
+        "request-timeout",
+        &[artifacts::CALC],
+        "",
+        &["--request-timeout-ms", "300"],
+    );
+    let (status, err) = server.post(
+        "/v1/runs",
+        USER,
+        json!({"code": "while True:\n    pass\n", "chat_key": "c"}),
+    );
+    assert_eq!(
+        (status, err["error"].as_str()),
+        (408, Some("request-timeout")),
+        "{err}"
+    );
+    assert!(err["message"].as_str().unwrap().contains("300 ms"), "{err}");
+    server.await_metric("sandwit_runs_total{status=\"cancelled\"}", 1.0);
+    server.await_metric("sandwit_runs_running", 0.0);
+}
+
+#[test]
+fn serve_lists_and_runs_what_the_lifecycle_hooks_offer_each_chat() {
+    let server = serve(
+        "lifecycle",
+        &[artifacts::LIFECYCLE, artifacts::CALC],
+        "",
+        &[],
+    );
+    // An anonymous chat: whoami is hidden, and the plugin's prompt names
+    // the chat.
+    let (status, prompt) = server.get("/v1/prompt?chat_key=lobby", Some(USER));
+    assert_eq!(status, 200, "{prompt}");
+    assert!(
+        prompt.contains("[plugin `lifecycle`]\nThis is the chat `lobby`."),
+        "{prompt}"
+    );
+    assert!(prompt.contains("def chat_name("), "{prompt}");
+    assert!(prompt.contains("def calculate_sum("), "{prompt}");
+    assert!(!prompt.contains("def whoami("), "{prompt}");
+    // With a user, whoami is offered.
+    let (_, prompt) = server.get("/v1/prompt?chat_key=lobby&user_id=ada", Some(USER));
+    assert!(prompt.contains("def whoami("), "{prompt}");
+    let names = |path: &str| -> Vec<String> {
+        server.get_json(path, USER)["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        names("/v1/tools?chat_key=lobby&category=lifecycle"),
+        ["chat_name"]
+    );
+    assert_eq!(
+        names("/v1/tools?chat_key=lobby&user_id=ada&category=lifecycle&format=mcp"),
+        ["chat_name", "whoami"]
+    );
+    // Without a chat, every enabled method.
+    assert_eq!(
+        names("/v1/tools?category=lifecycle"),
+        ["chat_name", "whoami"]
+    );
+    let (status, err) = server.get("/v1/tools?user_id=ada", Some(USER));
+    assert_eq!(status, 400, "{err}");
+    // Runs and calls see what the chat sees.
+    let (_, outcome) = server.post(
+        "/v1/runs",
+        USER,
+        json!({"code": "print(chat_name())\nwhoami()", "chat_key": "lobby"}),
+    );
+    assert_eq!(outcome["stdout"], "lobby\n", "{outcome}");
+    assert_eq!(outcome["error"]["type"], "NameError", "{outcome}");
+    let (_, outcome) = server.post(
+        "/v1/runs",
+        USER,
+        json!({"code": "print(whoami())", "chat_key": "lobby", "user_id": "ada"}),
+    );
+    assert_eq!(outcome["stdout"], "ada\n", "{outcome}");
+    let (status, err) = server.post(
+        "/v1/plugins/lifecycle/methods/whoami:call",
+        USER,
+        json!({"chat_key": "lobby"}),
+    );
+    assert_eq!(
+        (status, err["error"].as_str()),
+        (404, Some("unknown-method")),
+        "{err}"
+    );
+    let (status, call) = server.post(
+        "/v1/plugins/lifecycle/methods/whoami:call",
+        USER,
+        json!({"chat_key": "lobby", "user_id": "ada"}),
+    );
+    assert_eq!(status, 200, "{call}");
+    assert_eq!(call["result"], json!({"kind": "tool", "value": "ada"}));
 }
