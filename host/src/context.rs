@@ -41,8 +41,18 @@ impl PluginSet {
             .filter(|plugin| plugin.has_lifecycle() && asked.insert(plugin.key()))
             .cloned()
             .collect();
-        for plugin in plugins {
-            let seen = match plugin.in_context(ctx).await {
+        // The hooks run at once, each in its own task: a listing waits for
+        // the slowest plugin (at most the call limits), not their sum. A
+        // dropped listing aborts them (JoinSet's drop).
+        let mut hooks = tokio::task::JoinSet::new();
+        for (index, plugin) in plugins.iter().enumerate() {
+            let (plugin, ctx) = (plugin.clone(), ctx.clone());
+            hooks.spawn(async move { (index, plugin.in_context(&ctx).await) });
+        }
+        let mut answers: Vec<_> = hooks.join_all().await;
+        answers.sort_by_key(|(index, _)| *index);
+        for ((_, answer), plugin) in answers.into_iter().zip(&plugins) {
+            let seen = match answer {
                 Ok(seen) => seen,
                 Err(error) => {
                     tracing::warn!(%error, chat = %ctx.chat_key, "a lifecycle hook failed; the plugin's methods are withheld");
