@@ -13,6 +13,7 @@ mod calls;
 mod catalog;
 mod error;
 mod health;
+pub mod mcp;
 mod metrics;
 pub mod outcome;
 mod plugins;
@@ -124,6 +125,7 @@ impl Service {
             .route("/v1/tools/{name}/schema", get(tools::schema))
             .route("/v1/tools/{name}/metadata", get(tools::metadata))
             .route("/v1/prompt", get(tools::prompt))
+            .merge(mcp::routes(&self.state))
             .fallback(|| async {
                 ApiError::not_found("not-found", "no such endpoint; see docs/SERVICE.md")
             })
