@@ -213,7 +213,10 @@ const VALIDATE_INSTANCES: u32 = 2;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // A server logs every request by default; a command only its warnings.
-    let default_log = if matches!(cli.command, Command::Registry(_) | Command::Serve(_) | Command::Mcp(_)) {
+    let default_log = if matches!(
+        cli.command,
+        Command::Registry(_) | Command::Serve(_) | Command::Mcp(_)
+    ) {
         "info"
     } else {
         "warn"

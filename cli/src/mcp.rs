@@ -42,7 +42,9 @@ pub struct McpArgs {
 
 pub async fn mcp(host: Host, args: McpArgs) -> anyhow::Result<ExitCode> {
     if !args.stdio {
-        bail!("`sandwit mcp` serves over stdio only: pass --stdio (MCP over HTTP is `sandwit serve`'s /mcp)");
+        bail!(
+            "`sandwit mcp` serves over stdio only: pass --stdio (MCP over HTTP is `sandwit serve`'s /mcp)"
+        );
     }
     if args.chat_key.is_empty() {
         bail!("--chat-key is empty");

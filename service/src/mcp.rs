@@ -152,8 +152,9 @@ impl McpServer {
         tools
             .into_iter()
             .map(|t| {
-                serde_json::from_value(t)
-                    .map_err(|e| McpError::internal_error(format!("a tool's definition: {e}"), None))
+                serde_json::from_value(t).map_err(|e| {
+                    McpError::internal_error(format!("a tool's definition: {e}"), None)
+                })
             })
             .collect()
     }
@@ -166,9 +167,10 @@ impl McpServer {
         who: Who,
         ct: CancellationToken,
     ) -> Result<CallToolResult, McpError> {
-        let plugin = self.enabled().plugin_for(name).cloned().ok_or_else(|| {
-            McpError::invalid_params(format!("no enabled tool `{name}`"), None)
-        })?;
+        let plugin =
+            self.enabled().plugin_for(name).cloned().ok_or_else(|| {
+                McpError::invalid_params(format!("no enabled tool `{name}`"), None)
+            })?;
         let start = Instant::now();
         let call = plugin.call_within(
             &who.ctx,
@@ -295,8 +297,7 @@ impl ServerHandler for McpServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let tools = self.tools()?;
-        Ok(serde_json::from_value(json!({ "tools": tools }))
-            .expect("a valid tool list"))
+        Ok(serde_json::from_value(json!({ "tools": tools })).expect("a valid tool list"))
     }
 
     async fn call_tool(
@@ -339,7 +340,9 @@ fn content(result: &MethodResult) -> Vec<Json> {
             .iter()
             .map(|part| match part {
                 ContentPart::Text(text) => json!({"type": "text", "text": text}),
-                ContentPart::ImageUrl(url) => json!({"type": "text", "text": format!("image: {url}")}),
+                ContentPart::ImageUrl(url) => {
+                    json!({"type": "text", "text": format!("image: {url}")})
+                }
                 ContentPart::Image(media) => json!({
                     "type": "image",
                     "mimeType": media.mime_type,
@@ -411,13 +414,12 @@ async fn authorize(State(state): State<Shared>, request: Request, next: Next) ->
 }
 
 /// `/mcp`: MCP's streamable HTTP, behind the bearer tokens. Its sessions
-/// end when the service shuts down (so that graceful shutdown does not
-/// wait on their event streams), or after 5 minutes idle.
+/// end when the service has shut down its runs (so that graceful shutdown
+/// does not wait on their event streams), or after 5 minutes idle.
 pub(crate) fn routes(state: &Shared) -> Router<Shared> {
-    let mut config = StreamableHttpServerConfig::default();
     // The bearer token, which a browser page cannot send, is what stops a
     // DNS-rebinding page; `--addr` decides which hosts reach the server.
-    config = config.disable_allowed_hosts();
+    let mut config = StreamableHttpServerConfig::default().disable_allowed_hosts();
     config.max_request_body_bytes = state.config.max_body_bytes;
     let shutdown = config.cancellation_token.clone();
     watch_shutdown(Arc::downgrade(state), shutdown);
@@ -434,11 +436,15 @@ pub(crate) fn routes(state: &Shared) -> Router<Shared> {
     );
     Router::new()
         .route_service("/mcp", service)
-        .layer(axum::middleware::from_fn_with_state(state.clone(), authorize))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            authorize,
+        ))
 }
 
-/// Cancels `token` once the service starts shutting down (checked every
-/// 50 ms; the task ends with the service).
+/// Cancels `token` once the service is shutting down and no run is left
+/// in flight (so runs of MCP sessions get the grace that other runs get);
+/// checked every 50 ms, the task ends with the service.
 fn watch_shutdown(state: Weak<crate::State>, token: CancellationToken) {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         return;
@@ -446,9 +452,11 @@ fn watch_shutdown(state: Weak<crate::State>, token: CancellationToken) {
     runtime.spawn(async move {
         loop {
             tokio::time::sleep(Duration::from_millis(50)).await;
-            match state.upgrade() {
-                Some(state) if !state.shutting_down.load(Ordering::SeqCst) => {}
-                _ => break,
+            let Some(state) = state.upgrade() else { break };
+            if state.shutting_down.load(Ordering::SeqCst)
+                && state.in_flight.lock().expect("in-flight lock").is_empty()
+            {
+                break;
             }
         }
         token.cancel();

@@ -222,6 +222,8 @@ async fn tool_names(client: &Client) -> Vec<String> {
 async fn exercise(client: &Client, log: &mut Log) {
     let info = client.peer_info().expect("the server's info");
     assert_eq!(info.server_info.as_ref().unwrap().name, "sandwit");
+    // The newest revision with sessions.
+    assert_eq!(info.protocol_version.to_string(), "2025-11-25");
 
     // The tools: the enabled methods with their schemas, and run_python
     // with the listing an LLM is given.
@@ -263,7 +265,12 @@ async fn exercise(client: &Client, log: &mut Log) {
     assert_eq!(text, result["structuredContent"]);
 
     // A multimodal agent: text and a PNG.
-    let result = call(client, "generate_image_and_comment", json!({"topic": "sea"})).await;
+    let result = call(
+        client,
+        "generate_image_and_comment",
+        json!({"topic": "sea"}),
+    )
+    .await;
     assert_eq!(result["isError"], false, "{result}");
     let content = result["content"].as_array().unwrap();
     assert!(content.iter().any(|c| c["type"] == "text"), "{result}");
@@ -284,7 +291,9 @@ async fn exercise(client: &Client, log: &mut Log) {
     assert_eq!(result["isError"], true, "{result}");
     let message = result["content"][0]["text"].as_str().unwrap();
     assert!(
-        message.contains("`calc`") && message.contains("`calculate_sum`") && message.contains("num2"),
+        message.contains("`calc`")
+            && message.contains("`calculate_sum`")
+            && message.contains("num2"),
         "{message}"
     );
     // An unknown tool is a protocol error.
@@ -365,11 +374,23 @@ fn mcp_over_http_serves_tools_runs_and_cancellation_behind_tokens() {
                 .await
                 .is_err()
         );
-        let result = call(&client, "run_python", json!({"code": "calculate_sum(1, 2)"})).await;
-        assert_eq!(result["structuredContent"]["error"]["type"], "NameError", "{result}");
+        let result = call(
+            &client,
+            "run_python",
+            json!({"code": "calculate_sum(1, 2)"}),
+        )
+        .await;
+        assert_eq!(
+            result["structuredContent"]["error"]["type"], "NameError",
+            "{result}"
+        );
         let (status, _) = server.post("/v1/plugins/calc:enable", Some(ADMIN), json!({}));
         assert_eq!(status, 200);
-        assert!(tool_names(&client).await.contains(&"calculate_sum".to_string()));
+        assert!(
+            tool_names(&client)
+                .await
+                .contains(&"calculate_sum".to_string())
+        );
         client.cancel().await.unwrap();
     });
     let agent: ureq::Agent = ureq::Agent::config_builder()
