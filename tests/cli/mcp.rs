@@ -81,7 +81,10 @@ fn sandwit(dir: &Path) -> Command {
         .arg("--store")
         .arg(dir.join("store.db"))
         .arg("--policy")
-        .arg(policy);
+        .arg(policy)
+        // Fuel enough that a spinning run lasts until its time limit (10 s),
+        // long after its cancellation.
+        .args(["--fuel", "1000000000000"]);
     command
 }
 
@@ -219,7 +222,7 @@ async fn tool_names(client: &Client) -> Vec<String> {
 
 /// What both transports must do: list the tools, call each kind, fail a
 /// call, run code that calls a method, and cancel a run.
-async fn exercise(client: &Client, log: &mut Log) {
+async fn exercise(client: &Client, log: &mut Log, default_chat_key: &str) {
     let info = client.peer_info().expect("the server's info");
     assert_eq!(info.server_info.as_ref().unwrap().name, "sandwit");
     // The newest revision with sessions.
@@ -311,6 +314,9 @@ async fn exercise(client: &Client, log: &mut Log) {
     assert_eq!(outcome["status"], "ok", "{outcome}");
     assert_eq!(outcome["stdout"], "3\n");
     assert_eq!(outcome["events"][0]["method"], "calculate_sum");
+    // A call that names no chat key runs under the server's default.
+    log.wait_for(&["mcp run started", &format!("chat_key={default_chat_key}")])
+        .await;
     let result = call(client, "run_python", json!({"code": "1 / 0"})).await;
     assert_eq!(result["isError"], true, "{result}");
     assert!(
@@ -324,15 +330,19 @@ async fn exercise(client: &Client, log: &mut Log) {
     assert_eq!(result["isError"], true, "{result}");
 
     // Cancellation: the client drops its call once the run started, which
-    // sends notifications/cancelled; the run ends cancelled.
-    let spin = client.call_tool(params(
-        "run_python",
-        json!({"code": "while True:\n    pass\n"}),
-    ));
-    tokio::pin!(spin);
+    // sends notifications/cancelled; the run ends cancelled. The call names
+    // its chat key in `_meta`.
+    let spin: CallToolRequestParams = serde_json::from_value(json!({
+        "name": "run_python",
+        "arguments": {"code": "while True:\n    pass\n"},
+        "_meta": {"sandwit/chat_key": "spin-chat"},
+    }))
+    .unwrap();
+    // Boxed, so that dropping it drops the call (and its request guard).
+    let mut spin = Box::pin(client.call_tool(spin));
     let started = tokio::select! {
         result = &mut spin => panic!("the spinning run returned: {result:?}"),
-        line = log.wait_for(&["mcp run started"]) => line,
+        line = log.wait_for(&["mcp run started", "chat_key=spin-chat"]) => line,
     };
     let run = started
         .split_whitespace()
@@ -359,7 +369,7 @@ fn mcp_over_http_serves_tools_runs_and_cancellation_behind_tokens() {
 
     runtime().block_on(async {
         let client = http_client(&server, USER).await;
-        exercise(&client, &mut log).await;
+        exercise(&client, &mut log, "mcp:app").await;
 
         // A disabled plugin's tools leave the next listing and cannot be
         // called; enabled again, they are back.
@@ -417,7 +427,7 @@ fn mcp_over_stdio_serves_tools_runs_and_cancellation() {
     runtime().block_on(async {
         let (client, mut log) =
             stdio_client("stdio", &[artifacts::CALC, artifacts::IMAGEGEN]).await;
-        exercise(&client, &mut log).await;
+        exercise(&client, &mut log, "stdio-chat").await;
         // The client goes away: the server ends.
         client.cancel().await.unwrap();
         log.wait_for(&["mcp client gone"]).await;
