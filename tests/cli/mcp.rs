@@ -433,3 +433,25 @@ fn mcp_over_stdio_serves_tools_runs_and_cancellation() {
         log.wait_for(&["mcp client gone"]).await;
     });
 }
+
+#[test]
+fn mcp_sessions_do_not_hold_up_a_graceful_shutdown() {
+    let (mut server, mut log) = serve("shutdown", &[artifacts::CALC]);
+    let rt = runtime();
+    // An open session (with its event stream) at SIGTERM.
+    let client = rt.block_on(async {
+        let client = http_client(&server, USER).await;
+        assert!(
+            tool_names(&client)
+                .await
+                .contains(&"calculate_sum".to_string())
+        );
+        client
+    });
+    let pid = i32::try_from(server.child.id()).unwrap();
+    // SAFETY: kill(2) on the server we started.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    rt.block_on(log.wait_for(&["sandwit: stopped"]));
+    assert!(server.child.wait().unwrap().success());
+    drop(client);
+}
