@@ -472,9 +472,47 @@ impl Service {
             state: self.state.clone(),
             chat_key: Some(chat_key.to_string()),
         };
-        let running = server.serve(rmcp::transport::stdio()).await?;
+        // On end of input, the runs in flight are cancelled at once (rmcp
+        // would wait for their answers for 5 s first).
+        let state = Arc::downgrade(&self.state);
+        let stdin = EofSignal {
+            inner: tokio::io::stdin(),
+            on_eof: Some(Box::new(move || {
+                if let Some(state) = state.upgrade() {
+                    for run in state.in_flight.lock().expect("in-flight lock").values() {
+                        run.cancel.cancel();
+                    }
+                }
+            })),
+        };
+        let running = server.serve((stdin, tokio::io::stdout())).await?;
         let reason = running.waiting().await?;
         tracing::info!(?reason, "mcp client gone");
         Ok(self.shut_down(Duration::ZERO).await)
+    }
+}
+
+/// A reader that calls `on_eof` once, when `inner` reaches end of file.
+struct EofSignal<R> {
+    inner: R,
+    on_eof: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for EofSignal<R> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let poll = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        if matches!(poll, std::task::Poll::Ready(Ok(())))
+            && buf.filled().len() == before
+            && buf.remaining() > 0
+            && let Some(on_eof) = self.on_eof.take()
+        {
+            on_eof();
+        }
+        poll
     }
 }

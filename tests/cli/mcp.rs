@@ -428,9 +428,27 @@ fn mcp_over_stdio_serves_tools_runs_and_cancellation() {
         let (client, mut log) =
             stdio_client("stdio", &[artifacts::CALC, artifacts::IMAGEGEN]).await;
         exercise(&client, &mut log, "stdio-chat").await;
-        // The client goes away: the server ends.
+        // The client goes away (closes stdin) during a run: the run ends
+        // cancelled and the server ends.
+        let peer = client.peer().clone();
+        let spin = tokio::spawn(async move {
+            peer.call_tool_once(params(
+                "run_python",
+                json!({"code": "while True:\n    pass\n"}),
+            ))
+            .await
+        });
+        let started = log.wait_for(&["mcp run started"]).await;
+        let run = started
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("run="))
+            .unwrap()
+            .to_string();
         client.cancel().await.unwrap();
+        log.wait_for(&["mcp run ended", &format!("run={run} "), "Cancelled"])
+            .await;
         log.wait_for(&["mcp client gone"]).await;
+        assert!(spin.await.unwrap().is_err());
     });
 }
 
