@@ -62,6 +62,10 @@ pub const USER_ID_META: &str = "sandwit/user_id";
 /// The newest MCP revision offered: the last with sessions.
 const NEWEST: ProtocolVersion = ProtocolVersion::V_2025_11_25;
 
+/// The longest chat key or user id a call's `_meta` may give, in bytes
+/// (as `/v1` bounds them): they are names, and plugins store under them.
+const MAX_KEY_BYTES: usize = 256;
+
 /// How a stdio server names its caller (in the log and shutdown messages).
 const STDIO_CALLER: &str = "mcp-stdio";
 
@@ -91,7 +95,9 @@ struct Who {
 }
 
 impl McpServer {
-    fn who(&self, context: &RequestContext<RoleServer>) -> Who {
+    /// The caller and agent context of a call; an error names a `_meta`
+    /// key whose value is too long.
+    fn who(&self, context: &RequestContext<RoleServer>) -> Result<Who, String> {
         let caller = context
             .extensions
             .get::<axum::http::request::Parts>()
@@ -105,17 +111,27 @@ impl McpServer {
                 .filter(|s| !s.is_empty())
                 .map(str::to_string)
         };
+        for key in [CHAT_KEY_META, USER_ID_META] {
+            if let Some(value) = meta(key)
+                && value.len() > MAX_KEY_BYTES
+            {
+                return Err(format!(
+                    "`_meta[\"{key}\"]` is {} bytes, more than the limit of {MAX_KEY_BYTES}",
+                    value.len()
+                ));
+            }
+        }
         let chat_key = meta(CHAT_KEY_META)
             .or_else(|| self.chat_key.clone())
             .unwrap_or_else(|| format!("mcp:{}", caller.as_deref().unwrap_or(STDIO_CALLER)));
         let user_id = meta(USER_ID_META).or_else(|| caller.clone());
-        Who {
+        Ok(Who {
             caller: caller.unwrap_or_else(|| STDIO_CALLER.to_string()),
             ctx: AgentCtx {
                 user_id,
                 ..AgentCtx::new(&chat_key)
             },
-        }
+        })
     }
 
     fn enabled(&self) -> sandwit::PluginSet {
@@ -305,7 +321,10 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let who = self.who(&context);
+        let who = match self.who(&context) {
+            Ok(who) => who,
+            Err(message) => return Ok(error_result(message).into()),
+        };
         let args = request.arguments.unwrap_or_default();
         let result = if request.name == RUN_PYTHON {
             self.run_python(args, who, context.ct.clone()).await

@@ -328,6 +328,22 @@ async fn exercise(client: &Client, log: &mut Log, default_chat_key: &str) {
     );
     let result = call(client, "run_python", json!({"source": "1"})).await;
     assert_eq!(result["isError"], true, "{result}");
+    // A chat key past the bound is refused, naming it.
+    let long: CallToolRequestParams = serde_json::from_value(json!({
+        "name": "run_python",
+        "arguments": {"code": "1"},
+        "_meta": {"sandwit/chat_key": "k".repeat(257)},
+    }))
+    .unwrap();
+    let result = serde_json::to_value(client.call_tool(long).await.unwrap()).unwrap();
+    assert_eq!(result["isError"], true, "{result}");
+    assert!(
+        result["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("sandwit/chat_key"),
+        "{result}"
+    );
 
     // Cancellation: the client drops its call once the run started, which
     // sends notifications/cancelled; the run ends cancelled. The call names
