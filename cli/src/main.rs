@@ -8,6 +8,7 @@ mod inspect;
 mod install;
 mod interpreter;
 mod keygen;
+mod mcp;
 mod project;
 mod publish;
 mod registry;
@@ -89,6 +90,12 @@ enum Command {
     /// --token-file (or one generated admin token); loopback by default.
     /// See docs/SERVICE.md.
     Serve(serve::ServeArgs),
+    /// Serve the runtime to a local agent client over MCP (the Model
+    /// Context Protocol) on stdin and stdout: the enabled methods as tools,
+    /// and `run_python` to run code that calls them. Hook it up as a
+    /// client's stdio server, e.g. `sandwit mcp --stdio --plugins DIR`.
+    /// Logs go to stderr. See docs/SERVICE.md.
+    Mcp(mcp::McpArgs),
 }
 
 /// Options for the host, before or after the subcommand.
@@ -206,7 +213,10 @@ const VALIDATE_INSTANCES: u32 = 2;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // A server logs every request by default; a command only its warnings.
-    let default_log = if matches!(cli.command, Command::Registry(_) | Command::Serve(_)) {
+    let default_log = if matches!(
+        cli.command,
+        Command::Registry(_) | Command::Serve(_) | Command::Mcp(_)
+    ) {
         "info"
     } else {
         "warn"
@@ -248,6 +258,7 @@ fn run_with_host(cli: Cli) -> ExitCode {
             // A server: the host's defaults for many runs (interpreters
             // prepared ahead, a pool sized for them).
             Command::Serve(args) => return serve::serve(cli.host.builder()?.build()?, args).await,
+            Command::Mcp(args) => return mcp::mcp(cli.host.builder()?.build()?, args).await,
             command => command,
         };
         // One run per process: an interpreter prepared ahead of it would
@@ -277,7 +288,7 @@ fn run_with_host(cli: Cli) -> ExitCode {
             | Command::Install(_)
             | Command::Registry(_)
             | Command::Plugin(_) => unreachable!("run without a host"),
-            Command::Serve(_) => unreachable!("served above"),
+            Command::Serve(_) | Command::Mcp(_) => unreachable!("served above"),
         }
     });
     match result {

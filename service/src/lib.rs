@@ -16,6 +16,7 @@ mod catalog;
 mod chat;
 mod error;
 mod health;
+pub mod mcp;
 mod metrics;
 pub mod outcome;
 mod plugins;
@@ -157,6 +158,7 @@ impl Service {
             .route("/v1/tools/{name}/schema", get(tools::schema))
             .route("/v1/tools/{name}/metadata", get(tools::metadata))
             .route("/v1/prompt", get(tools::prompt))
+            .merge(mcp::routes(&self.state))
             .fallback(|| async {
                 ApiError::not_found("not-found", "no such endpoint; see docs/SERVICE.md")
             })

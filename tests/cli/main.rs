@@ -5,6 +5,7 @@
 
 mod commands;
 mod common;
+mod mcp;
 mod plugin_projects;
 mod registry;
 mod registry_client;

@@ -1,0 +1,72 @@
+//! `sandwit mcp --stdio`: the runtime as an MCP server for a local agent
+//! client, over stdin and stdout (the `sandwit-service` crate's MCP server).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::bail;
+use clap::Args;
+use sandwit::Host;
+use sandwit_service::{Config, Service, Tokens};
+
+#[derive(Args)]
+pub struct McpArgs {
+    /// Serve over stdin and stdout (the only transport here; `sandwit serve`
+    /// serves MCP over HTTP at /mcp). Stdout carries only MCP messages;
+    /// logs go to stderr.
+    #[arg(long)]
+    stdio: bool,
+    /// The folder of `.wasm` plugins whose methods are offered as tools
+    /// (all of them, in name order).
+    #[arg(long = "plugins", value_name = "DIR")]
+    plugin_dir: PathBuf,
+    /// The chat key of a call whose `_meta` names none
+    /// (`_meta["sandwit/chat_key"]`): plugins keep a chat's state under it.
+    #[arg(long, default_value = "mcp", value_name = "KEY")]
+    chat_key: String,
+    /// The CPython component [default: as for `sandwit run`].
+    #[arg(long, value_name = "FILE")]
+    python: Option<PathBuf>,
+    /// Runs at once [default: the number of cores].
+    #[arg(long, value_name = "N")]
+    max_runs: Option<usize>,
+    /// Runs waiting for a slot beyond those; past them `run_python` answers
+    /// an error.
+    #[arg(long, default_value_t = 16, value_name = "N")]
+    queue: usize,
+    /// How long a run waits for a slot, in milliseconds.
+    #[arg(long, default_value_t = 10_000, value_name = "MS")]
+    queue_wait_ms: u64,
+}
+
+pub async fn mcp(host: Host, args: McpArgs) -> anyhow::Result<ExitCode> {
+    if !args.stdio {
+        bail!(
+            "`sandwit mcp` serves over stdio only: pass --stdio (MCP over HTTP is `sandwit serve`'s /mcp)"
+        );
+    }
+    if args.chat_key.is_empty() {
+        bail!("--chat-key is empty");
+    }
+    let sandbox = crate::interpreter::load(&host, args.python.clone()).await?;
+    let max_running = args
+        .max_runs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let config = Config {
+        plugin_dir: args.plugin_dir.clone(),
+        // No HTTP is served: no token is accepted.
+        tokens: Tokens::default(),
+        max_running,
+        max_waiting: args.queue,
+        max_wait: Duration::from_millis(args.queue_wait_ms),
+        max_body_bytes: 0,
+    };
+    let service = Service::new(host, sandbox, config).await?;
+    eprintln!("sandwit: serving MCP on stdio");
+    let cancelled = service.serve_mcp_stdio(&args.chat_key).await?;
+    for (id, _) in cancelled {
+        eprintln!("sandwit: cancelled run {id}: the client went away");
+    }
+    Ok(ExitCode::SUCCESS)
+}

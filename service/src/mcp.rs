@@ -1,0 +1,537 @@
+//! MCP, the Model Context Protocol: the service's tools for an agent client,
+//! over streamable HTTP at `/mcp` (behind the same bearer tokens as `/v1`)
+//! and over stdin/stdout (`sandwit mcp --stdio`). One server, [`McpServer`],
+//! serves both.
+//!
+//! The tools are the enabled plugins' methods (as `GET /v1/tools?format=mcp`
+//! lists them) and `run_python`, which runs code as `POST /v1/runs` does,
+//! through the same bounded queue and limits. A call's result maps by the
+//! method's kind: a tool's value is structured content (and its JSON as
+//! text), an agent's or behavior's text is text, a multimodal agent's parts
+//! are text and image content; an error (the method's, a refused control, a
+//! limit) is a result with `isError` whose text names the plugin, method and
+//! limit. No tool changes the policy or grants a capability: the model gets
+//! the methods the operator enabled, under the operator's policy.
+//!
+//! A request the client cancels (`notifications/cancelled`), or whose client
+//! goes away (stdin closed, the HTTP session ended), cancels its run or call.
+//!
+//! The chat key of a call is `_meta["sandwit/chat_key"]` when the client
+//! sends one, else the server's default: `--chat-key` for stdio, and
+//! `mcp:<token name>` over HTTP. `_meta["sandwit/user_id"]` likewise gives
+//! the user id (over HTTP the token's name by default).
+//!
+//! Only the MCP revisions with sessions (2024-11-05 to 2025-11-25) are
+//! offered: a session is what carries cancellation and the server's
+//! notifications between HTTP requests.
+
+use std::borrow::Cow;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::{FromRequestParts, Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
+use sandwit::json::value_from_json;
+use sandwit::{AgentCtx, Budget, Cancel, ContentPart, MethodResult, RunOptions, RunStatus};
+use serde_json::{Map, Value as Json, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::auth::Caller;
+use crate::{InFlight, Service, Shared};
+
+/// The tool that runs Python code.
+pub const RUN_PYTHON: &str = "run_python";
+
+/// The `_meta` key of a call's chat key.
+pub const CHAT_KEY_META: &str = "sandwit/chat_key";
+
+/// The `_meta` key of a call's user id.
+pub const USER_ID_META: &str = "sandwit/user_id";
+
+/// The newest MCP revision offered: the last with sessions.
+const NEWEST: ProtocolVersion = ProtocolVersion::V_2025_11_25;
+
+/// The longest chat key or user id a call's `_meta` may give, in bytes
+/// (as `/v1` bounds them): they are names, and plugins store under them.
+const MAX_KEY_BYTES: usize = 256;
+
+/// How a stdio server names its caller (in the log and shutdown messages).
+const STDIO_CALLER: &str = "mcp-stdio";
+
+/// The MCP server over the service's state.
+#[derive(Clone)]
+pub struct McpServer {
+    state: Shared,
+    /// The chat key of a call that names none; `None` over HTTP, where it
+    /// is `mcp:<token name>`.
+    chat_key: Option<String>,
+}
+
+/// Cancels its run when dropped before the run finished: the handler's
+/// future was dropped, so nobody waits for the outcome.
+struct CancelOnDrop(Cancel);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
+}
+
+/// Who calls and for which chat.
+struct Who {
+    caller: String,
+    ctx: AgentCtx,
+}
+
+impl McpServer {
+    /// The caller and agent context of a call; an error names a `_meta`
+    /// key whose value is too long.
+    fn who(&self, context: &RequestContext<RoleServer>) -> Result<Who, String> {
+        let caller = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Caller>())
+            .map(|c| c.name.clone());
+        let meta = |key: &str| {
+            context
+                .meta
+                .get(key)
+                .and_then(Json::as_str)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+        };
+        for key in [CHAT_KEY_META, USER_ID_META] {
+            if let Some(value) = meta(key)
+                && value.len() > MAX_KEY_BYTES
+            {
+                return Err(format!(
+                    "`_meta[\"{key}\"]` is {} bytes, more than the limit of {MAX_KEY_BYTES}",
+                    value.len()
+                ));
+            }
+        }
+        let chat_key = meta(CHAT_KEY_META)
+            .or_else(|| self.chat_key.clone())
+            .unwrap_or_else(|| format!("mcp:{}", caller.as_deref().unwrap_or(STDIO_CALLER)));
+        let user_id = meta(USER_ID_META).or_else(|| caller.clone());
+        Ok(Who {
+            caller: caller.unwrap_or_else(|| STDIO_CALLER.to_string()),
+            ctx: AgentCtx {
+                user_id,
+                ..AgentCtx::new(&chat_key)
+            },
+        })
+    }
+
+    fn enabled(&self) -> sandwit::PluginSet {
+        self.state
+            .catalog
+            .read()
+            .expect("catalog lock")
+            .enabled()
+            .clone()
+    }
+
+    /// The tools: every enabled method, then `run_python`.
+    fn tools(&self) -> Result<Vec<Tool>, McpError> {
+        let set = self.enabled();
+        let mut tools = match set.mcp_tools() {
+            Json::Array(tools) => tools,
+            _ => Vec::new(),
+        };
+        tools.push(json!({
+            "name": RUN_PYTHON,
+            "description": format!(
+                "Run Python code in a sandbox and get its outcome: stdout, stderr, the \
+                 exception or limit that stopped it, the method calls it made and, when an \
+                 agent method stopped it, that method's result.\n\n{}",
+                set.prompt()
+            ),
+            "inputSchema": {
+                "type": "object",
+                "properties": {"code": {"type": "string", "description": "The Python code."}},
+                "required": ["code"],
+                "additionalProperties": false,
+            },
+        }));
+        tools
+            .into_iter()
+            .map(|t| {
+                serde_json::from_value(t).map_err(|e| {
+                    McpError::internal_error(format!("a tool's definition: {e}"), None)
+                })
+            })
+            .collect()
+    }
+
+    /// Calls the enabled method `name`, cancelled with `ct`.
+    async fn call_method(
+        &self,
+        name: &str,
+        args: Map<String, Json>,
+        who: Who,
+        ct: CancellationToken,
+    ) -> Result<CallToolResult, McpError> {
+        let plugin =
+            self.enabled().plugin_for(name).cloned().ok_or_else(|| {
+                McpError::invalid_params(format!("no enabled tool `{name}`"), None)
+            })?;
+        let start = Instant::now();
+        let call = plugin.call_within(
+            &who.ctx,
+            name,
+            value_from_json(Json::Object(args)),
+            Budget::from_limits(self.state.host.limits()),
+        );
+        let report = tokio::select! {
+            report = call => report,
+            () = ct.cancelled() => {
+                tracing::info!(plugin = plugin.id(), method = name, caller = %who.caller, "mcp call cancelled");
+                return Ok(error_result(format!(
+                    "plugin `{}`, method `{name}`: cancelled", plugin.id()
+                )));
+            }
+        };
+        self.state
+            .metrics
+            .record_call(plugin.id(), name, start.elapsed().as_secs_f64());
+        Ok(match &report.result {
+            Ok(result) => method_result(result),
+            Err(e) => error_result(e.to_string()),
+        })
+    }
+
+    /// Runs `code` as `POST /v1/runs` does: through the queue, under the
+    /// server's run limits; `ct` cancels it.
+    async fn run_python(
+        &self,
+        args: Map<String, Json>,
+        who: Who,
+        ct: CancellationToken,
+    ) -> CallToolResult {
+        let code = match args.get("code") {
+            Some(Json::String(code)) if args.len() == 1 => code.clone(),
+            _ => {
+                return error_result(format!(
+                    "`{RUN_PYTHON}` takes one argument, `code`, a string"
+                ));
+            }
+        };
+        let state = &self.state;
+        if state.shutting_down.load(Ordering::SeqCst) {
+            return error_result("shutting-down: the server is shutting down".to_string());
+        }
+        let plugins = self.enabled();
+        let slot = tokio::select! {
+            slot = state.queue.enter() => match slot {
+                Ok(slot) => slot,
+                Err(e) => {
+                    state.metrics.record_rejected(e.code());
+                    return error_result(format!("{}: {}", e.code(), e.message()));
+                }
+            },
+            () = ct.cancelled() => return error_result("cancelled while waiting for a run slot".to_string()),
+        };
+        let cancel = Cancel::new();
+        let id = state.next_run.fetch_add(1, Ordering::Relaxed);
+        state.in_flight.lock().expect("in-flight lock").insert(
+            id,
+            InFlight {
+                cancel: cancel.clone(),
+                caller: who.caller.clone(),
+            },
+        );
+        let options = RunOptions::new()
+            .limits(state.host.run_limits().clone())
+            .cancel(cancel.clone());
+        tracing::info!(run = id, caller = %who.caller, chat_key = %who.ctx.chat_key, "mcp run started");
+        let guard = CancelOnDrop(cancel.clone());
+        // The run has a task of its own, so that it ends, and is counted,
+        // whatever the request does.
+        let task_state = state.clone();
+        let caller = who.caller.clone();
+        let mut task = tokio::spawn(async move {
+            let outcome = task_state
+                .sandbox
+                .run_with(&who.ctx, &plugins, &code, &options)
+                .await;
+            drop(slot);
+            task_state
+                .in_flight
+                .lock()
+                .expect("in-flight lock")
+                .remove(&id);
+            task_state.metrics.record_run(&outcome);
+            tracing::info!(run = id, caller = %caller, status = ?outcome.status, "mcp run ended");
+            outcome
+        });
+        let joined = tokio::select! {
+            joined = &mut task => joined,
+            () = ct.cancelled() => {
+                cancel.cancel();
+                task.await
+            }
+        };
+        drop(guard);
+        match joined {
+            Ok(outcome) => outcome_result(&outcome),
+            Err(e) => error_result(format!("the run {id} failed: {e}")),
+        }
+    }
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        serde_json::from_value(json!({
+            "protocolVersion": NEWEST,
+            "capabilities": {"tools": {"listChanged": false}},
+            "serverInfo": {"name": "sandwit", "version": env!("CARGO_PKG_VERSION")},
+            "instructions": "The tools are the methods of sandwit's enabled plugins, and \
+                `run_python`, which runs Python code that may call them as functions.",
+        }))
+        .expect("a valid server config")
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(ProtocolVersion::known_up_to(&NEWEST))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let tools = self.tools()?;
+        Ok(serde_json::from_value(json!({ "tools": tools })).expect("a valid tool list"))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let who = match self.who(&context) {
+            Ok(who) => who,
+            Err(message) => return Ok(error_result(message).into()),
+        };
+        let args = request.arguments.unwrap_or_default();
+        let result = if request.name == RUN_PYTHON {
+            self.run_python(args, who, context.ct.clone()).await
+        } else {
+            self.call_method(&request.name, args, who, context.ct.clone())
+                .await?
+        };
+        Ok(result.into())
+    }
+}
+
+fn call_tool_result(value: Json) -> CallToolResult {
+    serde_json::from_value(value).expect("a valid tool result")
+}
+
+/// An error result: `isError` with `message` as its text.
+fn error_result(message: String) -> CallToolResult {
+    call_tool_result(json!({
+        "content": [{"type": "text", "text": message}],
+        "isError": true,
+    }))
+}
+
+/// MCP content blocks of a method's result.
+fn content(result: &MethodResult) -> Vec<Json> {
+    match result {
+        MethodResult::Tool(_) => Vec::new(),
+        MethodResult::Agent(text) | MethodResult::Behavior(text) => {
+            vec![json!({"type": "text", "text": text})]
+        }
+        MethodResult::MultimodalAgent(parts) => parts
+            .iter()
+            .map(|part| match part {
+                ContentPart::Text(text) => json!({"type": "text", "text": text}),
+                ContentPart::ImageUrl(url) => {
+                    json!({"type": "text", "text": format!("image: {url}")})
+                }
+                ContentPart::Image(media) => json!({
+                    "type": "image",
+                    "mimeType": media.mime_type,
+                    "data": base64::Engine::encode(
+                        &base64::engine::general_purpose::STANDARD,
+                        &media.data,
+                    ),
+                }),
+            })
+            .collect(),
+    }
+}
+
+/// A method's result: a tool's as structured content `{"kind": "tool",
+/// "value"}` with its JSON as text; the others as text and images.
+fn method_result(result: &MethodResult) -> CallToolResult {
+    match result {
+        MethodResult::Tool(_) => {
+            let structured = crate::outcome::result_json(result, &mut crate::outcome::inline_image)
+                .expect("inline images always render");
+            call_tool_result(json!({
+                "content": [{"type": "text", "text": structured.to_string()}],
+                "structuredContent": structured,
+                "isError": false,
+            }))
+        }
+        _ => call_tool_result(json!({"content": content(result), "isError": false})),
+    }
+}
+
+/// A run's outcome: the JSON of `sandwit run --json` as structured content
+/// and as text; a handoff's text and images follow; `isError` unless the
+/// run ended well (ok or an agent handoff), with a line naming why first.
+fn outcome_result(outcome: &sandwit::RunOutcome) -> CallToolResult {
+    let structured = crate::outcome::outcome_json(outcome, &mut crate::outcome::inline_image)
+        .expect("inline images always render");
+    let failed = !matches!(outcome.status, RunStatus::Ok | RunStatus::AgentHandoff);
+    let mut blocks = Vec::new();
+    if failed {
+        let why = match (&outcome.limit, &outcome.error) {
+            (Some(limit), _) => format!("the run hit a limit: {}", limit.message),
+            (None, Some(error)) => format!("the run raised {}: {}", error.type_name, error.message),
+            (None, None) => format!("the run ended {}", structured["status"]),
+        };
+        blocks.push(json!({"type": "text", "text": why}));
+    }
+    blocks.push(json!({"type": "text", "text": structured.to_string()}));
+    if let Some(handoff) = &outcome.handoff {
+        blocks.extend(content(&handoff.result));
+    }
+    call_tool_result(json!({
+        "content": blocks,
+        "structuredContent": structured,
+        "isError": failed,
+    }))
+}
+
+/// Refuses a request without a valid bearer token (as `/v1` does) and
+/// hands the caller on to the MCP server.
+async fn authorize(State(state): State<Shared>, request: Request, next: Next) -> Response {
+    let (mut parts, body) = request.into_parts();
+    match Caller::from_request_parts(&mut parts, &state).await {
+        Ok(caller) => {
+            parts.extensions.insert(caller);
+            next.run(Request::from_parts(parts, body)).await
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+/// `/mcp`: MCP's streamable HTTP, behind the bearer tokens. Its sessions
+/// end when the service has shut down its runs (so that graceful shutdown
+/// does not wait on their event streams), or after 5 minutes idle.
+pub(crate) fn routes(state: &Shared) -> Router<Shared> {
+    // The bearer token, which a browser page cannot send, is what stops a
+    // DNS-rebinding page; `--addr` decides which hosts reach the server.
+    let mut config = StreamableHttpServerConfig::default().disable_allowed_hosts();
+    config.max_request_body_bytes = state.config.max_body_bytes;
+    let shutdown = config.cancellation_token.clone();
+    watch_shutdown(Arc::downgrade(state), shutdown);
+    let server_state = state.clone();
+    let service = StreamableHttpService::new(
+        move || {
+            Ok(McpServer {
+                state: server_state.clone(),
+                chat_key: None,
+            })
+        },
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    Router::new()
+        .route_service("/mcp", service)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            authorize,
+        ))
+}
+
+/// Cancels `token` once the service is shutting down and no run is left
+/// in flight (so runs of MCP sessions get the grace that other runs get);
+/// checked every 50 ms, the task ends with the service.
+fn watch_shutdown(state: Weak<crate::State>, token: CancellationToken) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    runtime.spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let Some(state) = state.upgrade() else { break };
+            if state.shutting_down.load(Ordering::SeqCst)
+                && state.in_flight.lock().expect("in-flight lock").is_empty()
+            {
+                break;
+            }
+        }
+        token.cancel();
+    });
+}
+
+impl Service {
+    /// Serves MCP over stdin and stdout until the client closes stdin;
+    /// then cancels the runs still in flight and returns them (id and
+    /// caller). Calls that name no chat key use `chat_key`.
+    pub async fn serve_mcp_stdio(&self, chat_key: &str) -> anyhow::Result<Vec<(u64, String)>> {
+        let server = McpServer {
+            state: self.state.clone(),
+            chat_key: Some(chat_key.to_string()),
+        };
+        // On end of input, the runs in flight are cancelled at once (rmcp
+        // would wait for their answers for 5 s first).
+        let state = Arc::downgrade(&self.state);
+        let stdin = EofSignal {
+            inner: tokio::io::stdin(),
+            on_eof: Some(Box::new(move || {
+                if let Some(state) = state.upgrade() {
+                    for run in state.in_flight.lock().expect("in-flight lock").values() {
+                        run.cancel.cancel();
+                    }
+                }
+            })),
+        };
+        let running = server.serve((stdin, tokio::io::stdout())).await?;
+        let reason = running.waiting().await?;
+        tracing::info!(?reason, "mcp client gone");
+        Ok(self.shut_down(Duration::ZERO).await)
+    }
+}
+
+/// A reader that calls `on_eof` once, when `inner` reaches end of file.
+struct EofSignal<R> {
+    inner: R,
+    on_eof: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for EofSignal<R> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let poll = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        if matches!(poll, std::task::Poll::Ready(Ok(())))
+            && buf.filled().len() == before
+            && buf.remaining() > 0
+            && let Some(on_eof) = self.on_eof.take()
+        {
+            on_eof();
+        }
+        poll
+    }
+}
