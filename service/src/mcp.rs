@@ -143,9 +143,16 @@ impl McpServer {
             .clone()
     }
 
-    /// The tools: every enabled method, then `run_python`.
-    fn tools(&self) -> Result<Vec<Tool>, McpError> {
-        let set = self.enabled();
+    /// The enabled plugins as the chat of `ctx` sees them (their lifecycle
+    /// hooks), as `/v1` lists, runs and calls them.
+    async fn in_chat(&self, ctx: &AgentCtx) -> sandwit::ContextSet {
+        crate::tools::in_chat(&self.enabled(), ctx).await
+    }
+
+    /// The tools: every method the chat of `ctx` sees, then `run_python`.
+    async fn tools(&self, ctx: &AgentCtx) -> Result<Vec<Tool>, McpError> {
+        let seen = self.in_chat(ctx).await;
+        let set = &seen.methods;
         let mut tools = match set.mcp_tools() {
             Json::Array(tools) => tools,
             _ => Vec::new(),
@@ -156,7 +163,7 @@ impl McpServer {
                 "Run Python code in a sandbox and get its outcome: stdout, stderr, the \
                  exception or limit that stopped it, the method calls it made and, when an \
                  agent method stopped it, that method's result.\n\n{}",
-                set.prompt()
+                seen.prompt()
             ),
             "inputSchema": {
                 "type": "object",
@@ -183,10 +190,13 @@ impl McpServer {
         who: Who,
         ct: CancellationToken,
     ) -> Result<CallToolResult, McpError> {
-        let plugin =
-            self.enabled().plugin_for(name).cloned().ok_or_else(|| {
-                McpError::invalid_params(format!("no enabled tool `{name}`"), None)
-            })?;
+        let plugin = self
+            .in_chat(&who.ctx)
+            .await
+            .methods
+            .plugin_for(name)
+            .cloned()
+            .ok_or_else(|| McpError::invalid_params(format!("no enabled tool `{name}`"), None))?;
         let start = Instant::now();
         let call = plugin.call_within(
             &who.ctx,
@@ -232,7 +242,7 @@ impl McpServer {
         if state.shutting_down.load(Ordering::SeqCst) {
             return error_result("shutting-down: the server is shutting down".to_string());
         }
-        let plugins = self.enabled();
+        let plugins = self.in_chat(&who.ctx).await.methods;
         let slot = tokio::select! {
             slot = state.queue.enter() => match slot {
                 Ok(slot) => slot,
@@ -310,9 +320,12 @@ impl ServerHandler for McpServer {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let tools = self.tools()?;
+        let who = self
+            .who(&context)
+            .map_err(|m| McpError::invalid_params(m, None))?;
+        let tools = self.tools(&who.ctx).await?;
         Ok(serde_json::from_value(json!({ "tools": tools })).expect("a valid tool list"))
     }
 
