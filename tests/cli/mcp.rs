@@ -489,3 +489,45 @@ fn mcp_sessions_do_not_hold_up_a_graceful_shutdown() {
     assert!(server.child.wait().unwrap().success());
     drop(client);
 }
+
+/// The chat's lifecycle hooks decide what MCP offers, as in `/v1`: the
+/// `lifecycle` fixture hides `whoami` from a chat with no user.
+#[test]
+fn mcp_offers_what_the_lifecycle_hooks_offer_the_chat() {
+    runtime().block_on(async {
+        let (client, _log) =
+            stdio_client("lifecycle", &[artifacts::LIFECYCLE, artifacts::CALC]).await;
+        let names = tool_names(&client).await;
+        assert!(names.contains(&"chat_name".to_string()), "{names:?}");
+        assert!(names.contains(&"calculate_sum".to_string()), "{names:?}");
+        assert!(!names.contains(&"whoami".to_string()), "{names:?}");
+        let refused = client
+            .call_tool(params("whoami", json!({})))
+            .await
+            .expect_err("whoami is not offered to an anonymous chat");
+        assert!(refused.to_string().contains("whoami"), "{refused}");
+        let result = call(
+            &client,
+            "run_python",
+            json!({"code": "print(chat_name())\nwhoami()"}),
+        )
+        .await;
+        let outcome = &result["structuredContent"];
+        assert_eq!(outcome["stdout"], "stdio-chat\n", "{result}");
+        assert_eq!(outcome["error"]["type"], "NameError", "{result}");
+        // With a user in `_meta`, whoami is offered.
+        let ada: CallToolRequestParams = serde_json::from_value(json!({
+            "name": "whoami",
+            "arguments": {},
+            "_meta": {"sandwit/user_id": "ada"},
+        }))
+        .unwrap();
+        let result = serde_json::to_value(client.call_tool(ada).await.unwrap()).unwrap();
+        assert_eq!(
+            result["structuredContent"],
+            json!({"kind": "tool", "value": "ada"}),
+            "{result}"
+        );
+        client.cancel().await.unwrap();
+    });
+}
