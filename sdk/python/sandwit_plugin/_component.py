@@ -15,7 +15,7 @@ from componentize_py_types import Err
 from . import _host
 from ._ctx import AgentCtx
 from ._host import ServiceError
-from ._http import RequestError, Url
+from ._http import RequestError, Url, timeout_nanos
 from ._plugin import NekroPlugin, PluginError
 from ._values import decode, encode
 
@@ -209,7 +209,7 @@ def _http_request(
     options = None
     if timeout is not None:
         options = h.RequestOptions()
-        nanos = int(timeout * 1_000_000_000)
+        nanos = timeout_nanos(timeout)
         for set_timeout in (
             options.set_connect_timeout,
             options.set_first_byte_timeout,

@@ -19,7 +19,7 @@ from sandwit_plugin import (
     SandboxMethodType,
     ServiceError,
 )
-from sandwit_plugin._http import Url
+from sandwit_plugin._http import Url, timeout_nanos
 from sandwit_plugin.testing import FakeHost, http_allowed, http_granted
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -198,6 +198,28 @@ def test_bad_requests_are_refused_before_they_reach_the_host():
             host.call(plugin, "send", verb=verb, url=url, both=both)
         assert e.value.kind == "invalid"
     assert host.requests == []
+
+
+def test_a_timeout_is_a_positive_finite_number_and_large_ones_are_clamped():
+    def send(_ctx: AgentCtx, timeout) -> int:
+        return _ctx.http.get(f"{API}/", timeout=timeout).result().status
+
+    plugin = plugin_with(send)
+    host = http_host("http:api.example.com")
+    host.add_response(f"{API}/", status=204)
+    for bad in [True, False, float("nan"), float("inf"), float("-inf"), 0, 0.0, -1, "5"]:
+        with pytest.raises(RequestError, match="timeout must be a positive, finite number") as e:
+            host.call(plugin, "send", timeout=bad)
+        assert e.value.kind == "invalid", bad
+    assert host.requests == []
+    for good in [1e12, 10**30, 1e-12, 5]:
+        assert host.call(plugin, "send", timeout=good) == ("tool", 204)
+    assert [r.timeout for r in host.requests] == [1e12, 10**30, 1e-12, 5]
+    # As the host's u64 nanoseconds: clamped, and never 0 for a positive one.
+    assert timeout_nanos(2.5) == 2_500_000_000 and timeout_nanos(5) == 5_000_000_000
+    assert timeout_nanos(1e12) == timeout_nanos(10**30) == timeout_nanos(1.8446744073709552e10) == 2**64 - 1
+    assert timeout_nanos(1e-12) == 1
+    assert timeout_nanos(1.8e10) == 18_000_000_000_000_000_000
 
 
 def test_responses_read_as_httpx_reads_them():
