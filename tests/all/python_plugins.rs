@@ -410,18 +410,19 @@ async fn forecast_reports_an_unreachable_api_and_an_oversized_answer_as_failures
             .await
             .unwrap_err()
     };
-    // A granted port nobody listens on.
-    let closed = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    // A granted port nobody listens on: bound and never listening, so a
+    // connection is refused, and kept bound (without SO_REUSEADDR) to the
+    // end of the test, so no test binding port 0 in parallel is given it.
+    let reserved = tokio::net::TcpSocket::new_v4().unwrap();
+    reserved.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let closed = reserved.local_addr().unwrap().port();
     let err = call(load_forecast(&forecast_host(closed, true)).await).await;
     assert!(
         matches!(&err.kind, CallErrorKind::Failed { message }
             if message == &format!("RequestError: unavailable: http: 127.0.0.1:{closed} failed: the connection was refused")),
         "{err}"
     );
+    drop(reserved);
     // An answer past the host's cap on response bodies.
     let (port, _) = weather_api();
     let host = forecast_host_with(port, true, "[http]\nmax_response_bytes = 16");

@@ -178,8 +178,8 @@ impl Server {
         }
     }
 
-    /// Waits (at most two minutes in all) for `n` more log lines
-    /// containing `needle`.
+    /// Waits for `n` more log lines containing `needle`, at most two
+    /// minutes for each line (so up to `n` times that in all).
     fn wait_for_logs(&self, needle: &str, n: usize) {
         for _ in 0..n {
             self.wait_for_log(needle);

@@ -65,11 +65,14 @@ fn workload(name: &str) -> String {
 }
 
 /// Code that compiles and runs `script` `k` times in fresh namespaces and
-/// prints the medians of each part in µs.
+/// prints the medians of each part in µs. The script goes in as the hex of
+/// its UTF-8 (`bytes.fromhex`, a builtin): a Rust string literal (`{:?}`)
+/// is not a Python one (`\u{1b}` is a SyntaxError there).
 fn inside(script: &str, k: usize) -> String {
+    let hex: String = script.bytes().map(|b| format!("{b:02x}")).collect();
     format!(
         "import time as _t, gc as _gc, sys as _s, io as _io\n\
-         _src = {script:?}\n\
+         _src = bytes.fromhex('{hex}').decode('utf-8')\n\
          _c, _r = [], []\n\
          _out = _s.stdout\n\
          for _i in range({k}):\n\
@@ -116,6 +119,8 @@ async fn main() -> anyhow::Result<()> {
             _ => script = Some(arg),
         }
     }
+    // The medians and quantiles below need a run.
+    anyhow::ensure!(runs >= 1, "--runs must be at least 1, not {runs}");
     let script = workload(&script.unwrap_or_else(|| "print".into()));
     let tree = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let host = Host::builder()
@@ -194,4 +199,34 @@ async fn main() -> anyhow::Result<()> {
         faults.iter().sum::<f64>() / faults.len() as f64,
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::inside;
+
+    #[test]
+    fn inside_embeds_any_script_as_the_hex_of_its_utf8() {
+        let script = "print('\x1b[1mbold\\n', \"é\", '\u{1F600}')\n\t\r\0\u{7f}";
+        let code = inside(script, 3);
+        let line = code
+            .lines()
+            .find(|l| l.starts_with("_src = "))
+            .expect("the _src line");
+        let hex = line
+            .strip_prefix("_src = bytes.fromhex('")
+            .and_then(|l| l.strip_suffix("').decode('utf-8')"))
+            .expect("a hex literal");
+        let bytes: Vec<u8> = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect();
+        assert_eq!(String::from_utf8(bytes).unwrap(), script);
+        // Nothing but printable ASCII and newlines reaches the Python source.
+        assert!(
+            code.chars().all(|c| c == '\n' || (' '..='~').contains(&c)),
+            "{code}"
+        );
+        assert!(code.contains("range(3)"));
+    }
 }

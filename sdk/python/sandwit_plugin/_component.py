@@ -15,7 +15,7 @@ from componentize_py_types import Err
 from . import _host
 from ._ctx import AgentCtx
 from ._host import ServiceError
-from ._http import RequestError, Url
+from ._http import RequestError, Url, timeout_nanos
 from ._plugin import NekroPlugin, PluginError
 from ._values import decode, encode
 
@@ -209,7 +209,7 @@ def _http_request(
     options = None
     if timeout is not None:
         options = h.RequestOptions()
-        nanos = int(timeout * 1_000_000_000)
+        nanos = timeout_nanos(timeout)
         for set_timeout in (
             options.set_connect_timeout,
             options.set_first_byte_timeout,
@@ -230,9 +230,21 @@ def _http_request(
             with outgoing.write() as out:
                 for at in range(0, len(body), _WRITE_CHUNK):
                     out.blocking_write_and_flush(body[at : at + _WRITE_CHUNK])
-            h.OutgoingBody.finish(outgoing, None)
         except Err as e:
             written = RequestError("unavailable", f"http: writing the request body to {url.authority} failed: {e.value}")
+            # Dropped unfinished (its stream, a child, was dropped above),
+            # the host ends the request as incomplete: left open, a server
+            # waiting for the declared content-length would hold the
+            # response, and this call, until the timeout.
+            outgoing.__exit__(None, None, None)
+        else:
+            try:
+                h.OutgoingBody.finish(outgoing, None)
+            except Err as e:
+                # `finish` took the body: it is gone either way.
+                written = RequestError(
+                    "unavailable", f"http: finishing the request body to {url.authority} failed: {e.value}"
+                )
         with future.subscribe() as ready:
             ready.block()
         outcome = future.get()

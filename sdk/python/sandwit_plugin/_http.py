@@ -13,6 +13,7 @@ the host. A request the host refuses raises `RequestError` with `kind ==
 from __future__ import annotations
 
 import json as _json
+import math
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Optional, Union
 from urllib.parse import urlencode, urlsplit
@@ -24,6 +25,11 @@ from ._host import ServiceError
 #: The longest URL sent, in bytes; a longer one is refused before the host
 #: sees it (no capability matches a host that long anyway).
 MAX_URL_BYTES = 8192
+
+#: The longest timeout the host's request options carry: a u64 of
+#: nanoseconds (about 584 years). A longer timeout is sent as this; the host
+#: bounds it by its own timeout and the call's deadline anyway.
+MAX_TIMEOUT_NANOS = 2**64 - 1
 
 #: The methods a request may use.
 METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS")
@@ -233,6 +239,29 @@ def _body(
     raise RequestError("invalid", f"http: content= must be str or bytes, not {type(content).__name__}")
 
 
+def _check_timeout(timeout: Any) -> None:
+    """Refuses a `timeout` that is not None or a positive, finite number of
+    seconds: a bool (`True` is not 1 s), NaN and infinity are `invalid`."""
+    if timeout is None:
+        return
+    ok = not isinstance(timeout, bool) and (
+        (isinstance(timeout, int) and timeout > 0)
+        or (isinstance(timeout, float) and math.isfinite(timeout) and timeout > 0)
+    )
+    if not ok:
+        raise RequestError(
+            "invalid", f"http: timeout must be a positive, finite number of seconds or None, not {timeout!r}"
+        )
+
+
+def timeout_nanos(timeout: Union[int, float]) -> int:
+    """A checked `timeout` in seconds as the host's nanoseconds: at least 1
+    (a positive timeout never becomes 0) and at most `MAX_TIMEOUT_NANOS`."""
+    if timeout >= MAX_TIMEOUT_NANOS / 1_000_000_000:
+        return MAX_TIMEOUT_NANOS
+    return min(MAX_TIMEOUT_NANOS, max(1, int(float(timeout) * 1_000_000_000)))
+
+
 class HttpClient:
     """Outbound HTTP on the `http:<host>` capability, with httpx's method
     names. Every call returns a `Ready[Response]`: `await` it in an async
@@ -264,8 +293,7 @@ class HttpClient:
             # chunked, which some servers do not read.
             if (body or verb in ("POST", "PUT", "PATCH")) and all(n != "content-length" for n, _ in sent):
                 sent.append(("content-length", str(len(body)).encode()))
-            if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
-                raise RequestError("invalid", f"http: timeout must be a positive number of seconds, not {timeout!r}")
+            _check_timeout(timeout)
             status, got, received = _host.backend.http_request(verb, target, sent, body, timeout)
             return Response(verb, str(target), status, got, received)
 

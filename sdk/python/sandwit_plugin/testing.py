@@ -8,9 +8,12 @@ config values, and the chat messages and log lines it received.
         host = FakeHost(config={"DEFAULT_SIDES": 1})
         assert host.call(plugin, "roll_dice", event_name="x") == ("behavior", "...")
 
-Capabilities are granted as in the host: pass `grants` to refuse some.
-HTTP requests are answered by the responses given to `add_response` (none
-reaches the network), for the hosts granted by `http:<host>[:<port>]`:
+Capabilities are granted as in the host: a call may use what the plugin
+requests (`NekroPlugin.capabilities`) and `grants` grants, so pass `grants`
+to refuse some, and a capability the plugin forgot to request is denied here
+as it is in production. HTTP requests are answered by the responses given to
+`add_response` (none reaches the network), for the hosts both requested and
+granted by `http:<host>[:<port>]`:
 
     host = FakeHost(grants=("config", "http:api.example.com"))
     host.add_response("https://api.example.com/v1/current?city=Porto", json={"temperature_c": 17.5})
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 import json as _json
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional
 
 from . import _host
 from ._ctx import AgentCtx
@@ -88,6 +91,15 @@ def http_granted(grants: set[str], host: str, port: int) -> bool:
     return False
 
 
+def http_allowed(requested: Iterable[str], granted: Iterable[str], host: str, port: int) -> bool:
+    """Whether the host lets a plugin that requests `requested` and is
+    granted `granted` send a request to `host` on `port`: the host keeps the
+    intersection of the two (`Grants::effective`), and as patterns intersect
+    exactly, a request is in it when some requested and some granted
+    `http:` capability each allow it."""
+    return http_granted(set(requested), host, port) and http_granted(set(granted), host, port)
+
+
 class FakeHost:
     """The host's services in memory, bound while a call runs."""
 
@@ -108,6 +120,8 @@ class FakeHost:
         #: The HTTP requests the plugin sent, in order (refused ones too).
         self.requests: list[FakeRequest] = []
         self._routes: list[_Route] = []
+        #: The capabilities the plugin being called requests, while a call runs.
+        self._requested: Optional[list[str]] = None
 
     # -- faking HTTP --------------------------------------------------------
 
@@ -143,8 +157,13 @@ class FakeHost:
 
     # -- the backend --------------------------------------------------------
 
+    def _requests(self) -> list[str]:
+        # Outside a call (a backend method called directly) only the grants
+        # decide, as no plugin is known.
+        return list(self.grants) if self._requested is None else self._requested
+
     def _need(self, capability: str) -> None:
-        if capability not in self.grants:
+        if capability not in self.grants or capability not in self._requests():
             raise ServiceError("denied", f"the capability `{capability}` was not granted")
 
     def _key(self, scope: str, key: str) -> tuple[str, Optional[str], Optional[str], str]:
@@ -198,7 +217,7 @@ class FakeHost:
             text = value.decode("latin-1")
             joined[name] = f"{joined[name]}, {text}" if name in joined else text
         self.requests.append(FakeRequest(method, str(url), joined, body, timeout))
-        if not http_granted(self.grants, url.host, url.port):
+        if not http_allowed(self._requests(), self.grants, url.host, url.port):
             raise RequestError(
                 "denied",
                 f"http: the host did not grant a capability for {url.authority} "
@@ -216,22 +235,22 @@ class FakeHost:
 
     # -- calls --------------------------------------------------------------
 
-    def _bound(self, run: Any) -> Any:
-        previous = _host.backend
-        _host.backend = self
+    def _bound(self, plugin: NekroPlugin, run: Any) -> Any:
+        previous = (_host.backend, self._requested)
+        _host.backend, self._requested = self, list(plugin.capabilities)
         try:
             return run()
         finally:
-            _host.backend = previous
+            _host.backend, self._requested = previous
 
     def call(self, plugin: NekroPlugin, method: str, **args: Any) -> tuple[str, Any]:
         """Calls `method` as the host would: (kind, result)."""
-        return self._bound(lambda: plugin.invoke(self.ctx, method, args))
+        return self._bound(plugin, lambda: plugin.invoke(self.ctx, method, args))
 
     def prompt_inject(self, plugin: NekroPlugin) -> Optional[str]:
         """The plugin's injected prompt in this host's context."""
-        return self._bound(lambda: plugin.prompt_inject(self.ctx))
+        return self._bound(plugin, lambda: plugin.prompt_inject(self.ctx))
 
     def available_methods(self, plugin: NekroPlugin) -> list[str]:
         """The methods the plugin makes available in this host's context."""
-        return self._bound(lambda: plugin.available_methods(self.ctx))
+        return self._bound(plugin, lambda: plugin.available_methods(self.ctx))

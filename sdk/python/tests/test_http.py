@@ -10,15 +10,17 @@ import pytest
 
 from sandwit_plugin import (
     AgentCtx,
+    ConfigBase,
     HTTPError,
     HTTPStatusError,
     NekroPlugin,
     PluginError,
     RequestError,
     SandboxMethodType,
+    ServiceError,
 )
-from sandwit_plugin._http import Url
-from sandwit_plugin.testing import FakeHost, http_granted
+from sandwit_plugin._http import Url, timeout_nanos
+from sandwit_plugin.testing import FakeHost, http_allowed, http_granted
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 API = "https://api.example.com"
@@ -110,6 +112,54 @@ def test_a_host_not_granted_is_denied_naming_the_host_and_the_grant_to_ask_for()
         assert isinstance(e.value, HTTPError)
 
 
+def test_a_host_granted_but_not_requested_is_denied_as_in_the_host():
+    # The host allows requested ∩ granted: a plugin that forgets to request
+    # `http:api.example.com` is denied even where the operator grants it.
+    async def fetch(_ctx: AgentCtx, url: str) -> int:
+        return (await _ctx.http.get(url)).status
+
+    forgetful = NekroPlugin(name="T", module_name="t", description="d", version="0.1.0", author="a")
+    forgetful.mount_sandbox_method(SandboxMethodType.TOOL, name="fetch")(fetch)
+    narrow = NekroPlugin(name="T", module_name="t", description="d", version="0.1.0", author="a",
+                         capabilities=["http:api.example.com:8443"])
+    narrow.mount_sandbox_method(SandboxMethodType.TOOL, name="fetch")(fetch)
+    for plugin, grants, url in [
+        (forgetful, ("http:api.example.com",), f"{API}/"),
+        (forgetful, ("http:*.example.com:*",), f"{API}/"),
+        (narrow, ("http:api.example.com:*",), f"{API}/"),
+        (plugin_with(fetch), ("http:*.example.com:*",), "https://www.example.com/"),
+    ]:
+        host = http_host(*grants)
+        host.add_response(url, status=200)
+        with pytest.raises(RequestError, match="did not grant a capability") as e:
+            host.call(plugin, "fetch", url=url)
+        assert e.value.kind == "denied", (plugin.capabilities, grants, url)
+    # Both allow it: it goes out.
+    host = http_host("http:*.example.com:*")
+    host.add_response("https://api.example.com:8443/", status=204)
+    assert host.call(narrow, "fetch", url="https://api.example.com:8443/") == ("tool", 204)
+    assert http_allowed(["http:*.example.com"], ["http:api.example.com:*"], "api.example.com", 443)
+    assert not http_allowed(["http:*.example.com"], ["http:api.example.com:*"], "api.example.com", 8443)
+
+
+def test_a_service_granted_but_not_requested_is_denied_as_in_the_host():
+    plugin = NekroPlugin(name="T", module_name="t", description="d", version="0.1.0", author="a")
+
+    class Config(ConfigBase):
+        KEY: str = "default"
+
+    def read(_ctx: AgentCtx) -> str:
+        return plugin.get_config(Config).KEY
+
+    plugin.mount_sandbox_method(SandboxMethodType.TOOL, name="read")(read)
+    host = FakeHost(config={"KEY": "set"}, grants=("store", "config", "chat"))
+    # No config class is mounted, so the plugin does not request `config`.
+    with pytest.raises(ServiceError, match="`config` was not granted"):
+        host.call(plugin, "read")
+    plugin.mount_config()(Config)
+    assert host.call(plugin, "read") == ("tool", "set")
+
+
 def test_grants_match_as_the_host_matches_them():
     cases = [
         ("http:api.example.com", "api.example.com", 443, True),
@@ -148,6 +198,28 @@ def test_bad_requests_are_refused_before_they_reach_the_host():
             host.call(plugin, "send", verb=verb, url=url, both=both)
         assert e.value.kind == "invalid"
     assert host.requests == []
+
+
+def test_a_timeout_is_a_positive_finite_number_and_large_ones_are_clamped():
+    def send(_ctx: AgentCtx, timeout) -> int:
+        return _ctx.http.get(f"{API}/", timeout=timeout).result().status
+
+    plugin = plugin_with(send)
+    host = http_host("http:api.example.com")
+    host.add_response(f"{API}/", status=204)
+    for bad in [True, False, float("nan"), float("inf"), float("-inf"), 0, 0.0, -1, "5"]:
+        with pytest.raises(RequestError, match="timeout must be a positive, finite number") as e:
+            host.call(plugin, "send", timeout=bad)
+        assert e.value.kind == "invalid", bad
+    assert host.requests == []
+    for good in [1e12, 10**30, 1e-12, 5]:
+        assert host.call(plugin, "send", timeout=good) == ("tool", 204)
+    assert [r.timeout for r in host.requests] == [1e12, 10**30, 1e-12, 5]
+    # As the host's u64 nanoseconds: clamped, and never 0 for a positive one.
+    assert timeout_nanos(2.5) == 2_500_000_000 and timeout_nanos(5) == 5_000_000_000
+    assert timeout_nanos(1e12) == timeout_nanos(10**30) == timeout_nanos(1.8446744073709552e10) == 2**64 - 1
+    assert timeout_nanos(1e-12) == 1
+    assert timeout_nanos(1.8e10) == 18_000_000_000_000_000_000
 
 
 def test_responses_read_as_httpx_reads_them():

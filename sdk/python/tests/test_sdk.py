@@ -146,7 +146,7 @@ def test_config_defaults_values_and_secrets():
     assert schema["properties"]["API_KEY"]["format"] == "password"
     assert "config" in plugin.manifest()["capabilities"]
     host = FakeHost(config={"RETRIES": 5})
-    config = host._bound(lambda: plugin.get_config(Config))
+    config = host._bound(plugin, lambda: plugin.get_config(Config))
     assert (config.BASE_URL, config.RETRIES) == ("https://api.example.org", 5)
 
 
