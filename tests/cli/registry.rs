@@ -626,6 +626,31 @@ fn ownership_yank_and_owners() {
     left.expect(200, None);
     assert_eq!(left.json["users"], json!(["bob"]));
     yank_as(&alice).expect(403, Some("not-an-owner"));
+
+    // An owner's invitations go when it is removed: carol, invited by
+    // alice while alice owned calc, cannot accept once alice is removed.
+    let carol = server.token("carol", "publisher");
+    add(&root, json!(["alice"])).expect(200, None);
+    accept(&alice).expect(200, None);
+    add(&alice, json!(["carol"])).expect(200, None);
+    let removed = remove(&bob, "alice");
+    removed.expect(200, None);
+    assert_eq!(removed.json["users"], json!(["bob"]));
+    assert_eq!(removed.json["invited"], json!([]));
+    accept(&carol).expect(404, Some("not-found"));
+    assert_eq!(
+        server.get("/v1/plugins/calc/owners").json["users"],
+        json!(["bob"])
+    );
+    // ...and so when an owner leaves by itself.
+    add(&bob, json!(["alice"])).expect(200, None);
+    accept(&alice).expect(200, None);
+    add(&alice, json!(["carol"])).expect(200, None);
+    remove(&alice, "alice").expect(200, None);
+    accept(&carol).expect(404, Some("not-found"));
+    // An admin's invitation holds, though the admin owns nothing.
+    add(&root, json!(["carol"])).expect(200, None);
+    accept(&carol).expect(200, None);
 }
 
 /// A key is registered only with its proof of possession: its signature
