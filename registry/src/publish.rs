@@ -119,7 +119,7 @@ impl Registry {
             // Held until the version is committed or its blob cleaned up: a
             // publish that loses the race below removes the blob it wrote only
             // if no other publish of the same bytes is under way.
-            let _pending = this.inner.blobs.pending(&hex);
+            let pending = this.inner.blobs.pending(&hex);
             let writer = this.clone();
             let bytes = component.clone();
             let blob_hex = hex.clone();
@@ -197,7 +197,7 @@ impl Registry {
                 // Lost a race (another publish of this id and version, or past
                 // the quota, committed in between) or failed: the blob written
                 // above must not stay on disk with no version naming it.
-                this.remove_orphan_blob(&hex).await;
+                this.remove_orphan_blob(pending).await;
                 return Err(e);
             }
             tracing::info!(
@@ -213,15 +213,15 @@ impl Registry {
         .map_err(|e| Error::Internal(anyhow::anyhow!("the publish task failed: {e}")))?
     }
 
-    /// Removes the blob `hex` unless a version names it or another publish
-    /// of the same bytes is under way (a failure is logged: an orphan blob
+    /// Releases `pending`, the failed publish's hold on its blob, and
+    /// removes the blob unless a version names it or another publish of
+    /// the same bytes is under way (a failure is logged: an orphan blob
     /// wastes space but breaks nothing).
-    pub(crate) async fn remove_orphan_blob(&self, hex: &str) {
+    pub(crate) async fn remove_orphan_blob(&self, pending: crate::blobs::Pending) {
         let registry = self.clone();
-        let hex = hex.to_string();
         let result = self
             .db(move |conn| {
-                let digest = format!("sha256:{hex}");
+                let digest = format!("sha256:{}", pending.hex());
                 let named: Option<i64> = conn
                     .query_row(
                         "SELECT 1 FROM versions WHERE digest = ?1 LIMIT 1",
@@ -234,7 +234,7 @@ impl Registry {
                 // holds it pending from before it writes until after it
                 // commits.
                 if named.is_none() {
-                    registry.inner.blobs.remove_unless_pending(&hex)?;
+                    registry.inner.blobs.remove_unless_pending(pending)?;
                 }
                 Ok(())
             })
@@ -499,12 +499,39 @@ mod tests {
         let blobs = &registry.inner.blobs;
         let (first, second) = (blobs.pending(&hex), blobs.pending(&hex));
         blobs.put(&hex, bytes).unwrap();
-        blobs.remove_unless_pending(&hex).unwrap();
+        blobs.remove_unless_pending(first).unwrap();
         assert!(blob_path(&registry, bytes).exists());
         drop(second);
-        blobs.remove_unless_pending(&hex).unwrap();
+        // Once no other publish holds it, a failing one removes it.
+        blobs.remove_unless_pending(blobs.pending(&hex)).unwrap();
         assert!(!blob_path(&registry, bytes).exists());
-        drop(first);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Two publishes of the same bytes that both fail while both hold the
+    /// blob: the second to release it removes it, leaving no orphan.
+    #[test]
+    fn two_failing_publishes_of_the_same_bytes_leave_no_blob() {
+        let dir = std::env::temp_dir().join(format!(
+            "sandwit-registry-both-fail-{}-{:?}",
+            std::process::id(),
+            std::time::SystemTime::now()
+        ));
+        let registry = Registry::open(&dir).unwrap();
+        let bytes: &[u8] = b"bytes twice refused";
+        let hex = digest_of(bytes)["sha256:".len()..].to_string();
+        let blobs = &registry.inner.blobs;
+        let (first, second) = (blobs.pending(&hex), blobs.pending(&hex));
+        blobs.put(&hex, bytes).unwrap();
+        blobs.remove_unless_pending(first).unwrap();
+        assert!(blob_path(&registry, bytes).exists(), "still held by second");
+        blobs.remove_unless_pending(second).unwrap();
+        assert!(
+            !blob_path(&registry, bytes).exists(),
+            "both publishes failed but the blob stayed"
+        );
+        // Nothing is left held: a third publish's hold is its alone.
+        blobs.remove_unless_pending(blobs.pending(&hex)).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
