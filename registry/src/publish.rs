@@ -49,12 +49,16 @@ impl Registry {
 
     /// Publishes `component`, signed with `signature` (base64, from the
     /// `Sandwit-Signature` header), for `account`: the whole of `POST
-    /// /v1/plugins` after authentication and reading the body.
+    /// /v1/plugins` after authentication and reading the body. `slot` is the
+    /// [`Registry::upload_slot`] the body was read under: it is released
+    /// only when nothing holds the body any more, by the task that writes
+    /// the blob if it gets that far (that task outlives a dropped request).
     pub async fn publish(
         &self,
         account: &Account,
         component: axum::body::Bytes,
         signature: Option<&str>,
+        slot: tokio::sync::OwnedSemaphorePermit,
     ) -> Result<Published> {
         let signature = signature.ok_or(Error::MissingSignature)?;
         let signature =
@@ -115,6 +119,8 @@ impl Registry {
         let account = account.clone();
         let signature = signature.to_string();
         tokio::spawn(async move {
+            // The body is held here until the task ends, so is its slot.
+            let _slot = slot;
             let hex = digest["sha256:".len()..].to_string();
             // Held until the version is committed or its blob cleaned up: a
             // publish that loses the race below removes the blob it wrote only
@@ -448,6 +454,7 @@ mod tests {
                             &alice,
                             axum::body::Bytes::from_static(bytes),
                             Some(&signature),
+                            registry.upload_slot().unwrap(),
                         )
                         .await
                 }
