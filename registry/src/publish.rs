@@ -97,7 +97,10 @@ impl Registry {
         self.db(move |conn| within_quota(conn, &acct, size, quota))
             .await?;
 
-        let manifest = self.check(&component, &digest).await?;
+        // Whatever holds the body holds its slot: the check's blocking task
+        // (which runs on if the request is dropped) and the blob writer.
+        let slot = Arc::new(slot);
+        let manifest = self.check(&component, &digest, slot.clone()).await?;
         let indexed: Indexed = serde_json::from_value(manifest.clone()).map_err(|e| {
             Error::Internal(anyhow::anyhow!(
                 "the validator accepted {digest} with a manifest the registry cannot read: {e}"
@@ -251,11 +254,13 @@ impl Registry {
     }
 
     /// Runs the validator on `component` under the bound on checks at
-    /// once: the manifest if it is accepted.
+    /// once: the manifest if it is accepted. `slot`, the upload's, is held
+    /// as long as the check holds the bytes.
     async fn check(
         &self,
         component: &axum::body::Bytes,
         digest: &str,
+        slot: Arc<tokio::sync::OwnedSemaphorePermit>,
     ) -> Result<serde_json::Value> {
         let validator: Arc<dyn Validator> = self.inner.validator.clone().ok_or_else(|| {
             Error::Internal(anyhow::anyhow!(
@@ -278,6 +283,7 @@ impl Registry {
         let verdict = tokio::task::spawn_blocking(move || {
             let verdict = validator.validate(&bytes, &owned_digest);
             drop(permit);
+            drop((bytes, slot));
             verdict
         })
         .await
