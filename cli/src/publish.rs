@@ -172,26 +172,42 @@ pub fn publish(args: PublishArgs, host: &HostArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A refusal of the registry's as a sentence about publishing `what`.
+/// A refusal of the registry's as a sentence about publishing `what`,
+/// chosen by its error code (one status has several causes: a 413 is a
+/// component too large or an account past its quota, a 409 a version
+/// already published or a key another account has), by the status only
+/// when the code is unknown.
 fn refusal_sentence(refusal: &Refusal, what: &str) -> String {
     let retry = refusal
         .retry_after
         .map_or(String::new(), |s| format!("; retry in {s} s"));
-    match refusal.status {
-        401 => format!(
+    match (refusal.code.as_str(), refusal.status) {
+        ("unauthorized", _) | ("", 401) => format!(
             "the registry did not accept the token (401): check --token or \
              $SANDWIT_REGISTRY_TOKEN ({refusal})"
         ),
-        403 => format!(
+        ("not-an-owner", _) => format!(
             "the id belongs to other accounts, and your token's is not an owner (403): {refusal}"
         ),
-        409 => format!(
+        ("version-exists", _) => format!(
             "{what} is already published, and a published version never changes (even yanked): \
              raise the version in the plugin's manifest (409)"
         ),
-        413 => format!("the component is larger than the registry accepts (413): {refusal}"),
-        429 => format!("too many requests for now (429){retry}"),
-        503 => format!("the registry is busy checking other plugins (503){retry}"),
+        ("key-taken", _) => format!(
+            "the signing key is registered to another account (409): sign with a key of \
+             your own (sandwit keygen) ({refusal})"
+        ),
+        ("too-large", _) => {
+            format!("the component is larger than the registry accepts (413): {refusal}")
+        }
+        ("quota-exceeded", _) => format!(
+            "your account has used its storage quota on the registry, yanked versions \
+             included (413): ask the registry's operator for a larger one ({refusal})"
+        ),
+        ("rate-limited", _) | ("", 429) => format!("too many requests for now (429){retry}"),
+        ("busy", _) | ("", 503) => {
+            format!("the registry is busy checking other plugins (503){retry}")
+        }
         _ => refusal.to_string(),
     }
 }

@@ -281,11 +281,11 @@ async fn publish(
     if declared.is_some_and(|n| n > max as u64) {
         return Err(Error::TooLarge(max));
     }
-    let _slot = registry.upload_slot()?;
+    let slot = registry.upload_slot()?;
     // The signal that this upload holds a place (tests wait for it).
     tracing::info!(account = %account.name, declared = ?declared, "reading an upload");
     let bytes = read_capped(body, max).await?;
-    let published = registry.publish(&account, bytes, signature).await?;
+    let published = registry.publish(&account, bytes, signature, slot).await?;
     Ok((StatusCode::CREATED, Json(published)))
 }
 

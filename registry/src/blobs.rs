@@ -23,22 +23,41 @@ pub struct Blobs {
     pending: Arc<Mutex<HashMap<String, usize>>>,
 }
 
-/// A digest held pending by one publish, until dropped.
+/// A digest held pending by one publish, until dropped or given to
+/// [`Blobs::remove_unless_pending`].
 pub struct Pending {
     pending: Arc<Mutex<HashMap<String, usize>>>,
     hex: String,
+    /// Already released (by [`Blobs::remove_unless_pending`]).
+    released: bool,
+}
+
+impl Pending {
+    /// The digest (hex) held.
+    pub fn hex(&self) -> &str {
+        &self.hex
+    }
 }
 
 impl Drop for Pending {
     fn drop(&mut self) {
-        let mut pending = lock(&self.pending);
-        if let Some(n) = pending.get_mut(&self.hex) {
-            *n -= 1;
-            if *n == 0 {
-                pending.remove(&self.hex);
-            }
+        if !self.released {
+            release(&mut lock(&self.pending), &self.hex);
         }
     }
+}
+
+/// Takes one hold off `hex`: how many publishes still hold it.
+fn release(pending: &mut HashMap<String, usize>, hex: &str) -> usize {
+    let Some(n) = pending.get_mut(hex) else {
+        return 0;
+    };
+    *n = n.saturating_sub(1);
+    let left = *n;
+    if left == 0 {
+        pending.remove(hex);
+    }
+    left
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -68,19 +87,25 @@ impl Blobs {
         Pending {
             pending: self.pending.clone(),
             hex: hex.to_string(),
+            released: false,
         }
     }
 
-    /// Removes the blob `hex`, unless a publish other than the caller's
-    /// holds it pending (the caller holds it once). The caller has checked
-    /// that no version names it.
-    pub fn remove_unless_pending(&self, hex: &str) -> anyhow::Result<()> {
-        anyhow::ensure!(is_sha256_hex(hex), "not a SHA-256 digest: {hex:?}");
-        let pending = lock(&self.pending);
-        if pending.get(hex).copied().unwrap_or(0) > 1 {
+    /// Releases the caller's hold on its blob and removes the blob if no
+    /// other publish holds it. The release and the count are one step
+    /// under the lock: of several failing publishes of the same bytes, the
+    /// last to release removes the blob (each looking at the count first,
+    /// all would see another's hold and leave an orphan). The caller has
+    /// checked that no version names it.
+    pub fn remove_unless_pending(&self, mut held: Pending) -> anyhow::Result<()> {
+        held.released = true;
+        let hex = std::mem::take(&mut held.hex);
+        let mut pending = lock(&self.pending);
+        if release(&mut pending, &hex) > 0 {
             return Ok(());
         }
-        match self.dir.remove_file(hex) {
+        anyhow::ensure!(is_sha256_hex(&hex), "not a SHA-256 digest: {hex:?}");
+        match self.dir.remove_file(&hex) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(e.into()),

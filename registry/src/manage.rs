@@ -95,20 +95,44 @@ impl Registry {
     }
 
     /// `account` accepts its invitation to own `id` and becomes an owner;
-    /// 404 if it has none. Returns the owners and invitations after.
+    /// 404 if it has none, or if the account that sent it is no longer an
+    /// owner of `id` (nor an admin): a removed owner's invitations are void
+    /// (the invitation is then dropped). Returns the owners and invitations
+    /// after.
     pub async fn accept_ownership(&self, account: &Account, id: &str) -> Result<OwnerList> {
         names::plugin_id(id)?;
         let (id, account) = (id.to_string(), account.clone());
         self.db(move |conn| {
             let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             plugin_exists(&tx, &id)?;
-            let taken = tx.execute(
+            // The invitation, and whether whoever sent it may still manage
+            // the plugin: one sent by an owner since removed is void.
+            let invitation: Option<(String, bool)> = tx
+                .query_row(
+                    "SELECT a.name, a.role = 'admin' OR EXISTS (
+                         SELECT 1 FROM owners o WHERE o.plugin = i.plugin AND o.account = i.invited_by)
+                     FROM owner_invitations i JOIN accounts a ON a.id = i.invited_by
+                     WHERE i.plugin = ?1 AND i.account = ?2",
+                    params![id, account.id],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()?;
+            let Some((inviter, valid)) = invitation else {
+                return Err(Error::NotFound(format!(
+                    "account {} has no invitation to own plugin {id}",
+                    account.name
+                )));
+            };
+            tx.execute(
                 "DELETE FROM owner_invitations WHERE plugin = ?1 AND account = ?2",
                 params![id, account.id],
             )?;
-            if taken == 0 {
+            if !valid {
+                // Dropped for good: it can never become valid again.
+                tx.commit()?;
                 return Err(Error::NotFound(format!(
-                    "account {} has no invitation to own plugin {id}",
+                    "account {}'s invitation to own plugin {id} was sent by {inviter}, who no \
+                     longer owns it: ask a current owner to invite you again",
                     account.name
                 )));
             }
@@ -125,7 +149,8 @@ impl Registry {
     }
 
     /// Removes `user` from the owners of `id`, or withdraws its invitation:
-    /// its owners and admins may (an owner may remove itself). The last
+    /// its owners and admins may (an owner may remove itself). A removed
+    /// owner's invitations to `id` are withdrawn with it. The last
     /// owner cannot be removed ([`Error::LastOwner`]): a plugin always has
     /// someone to answer for it. Returns the owners and invitations after.
     pub async fn remove_owner(&self, account: &Account, id: &str, user: &str) -> Result<OwnerList> {
@@ -162,6 +187,12 @@ impl Registry {
                 }
                 tx.execute(
                     "DELETE FROM owners WHERE plugin = ?1 AND account = ?2",
+                    params![id, removed],
+                )?;
+                // Its invitations go with it: a removed owner can no longer
+                // bring in owners, through invitations sent before.
+                tx.execute(
+                    "DELETE FROM owner_invitations WHERE plugin = ?1 AND invited_by = ?2",
                     params![id, removed],
                 )?;
             } else if withdrawn == 0 {
@@ -258,4 +289,67 @@ pub(crate) fn update_latest(conn: &rusqlite::Connection, id: &str) -> Result<()>
         params![id, latest.map(|v| v.to_string())],
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An invitation whose sender no longer owns the plugin (left over from
+    /// before removals withdrew them) is refused and dropped; one from an
+    /// admin, who owns nothing, holds.
+    #[test]
+    fn an_invitation_from_a_former_owner_is_void() {
+        let dir = std::env::temp_dir().join(format!(
+            "sandwit-registry-invitations-{}-{:?}",
+            std::process::id(),
+            std::time::SystemTime::now()
+        ));
+        let registry = Registry::open(&dir).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let mut accounts = Vec::new();
+            for (name, role) in [
+                ("alice", Role::Publisher),
+                ("bob", Role::Publisher),
+                ("carol", Role::Publisher),
+                ("root", Role::Admin),
+            ] {
+                let token = registry.create_token(name, role).unwrap();
+                accounts.push(registry.authenticate(&token).await.unwrap());
+            }
+            let [alice, bob, carol, root] = <[Account; 4]>::try_from(accounts).unwrap();
+            let ids = (alice.id, bob.id, carol.id, root.id);
+            registry
+                .db(move |conn| {
+                    conn.execute_batch(&format!(
+                        "INSERT INTO plugins (id, latest, created_at) VALUES ('calc', NULL, 0);
+                         INSERT INTO owners (plugin, account) VALUES ('calc', {alice});
+                         INSERT INTO owner_invitations (plugin, account, invited_by, created_at)
+                             VALUES ('calc', {carol}, {bob}, 0), ('calc', {root}, {root}, 0);",
+                        alice = ids.0,
+                        bob = ids.1,
+                        carol = ids.2,
+                        root = ids.3,
+                    ))?;
+                    Ok(())
+                })
+                .await
+                .unwrap();
+            let refused = registry.accept_ownership(&carol, "calc").await.unwrap_err();
+            assert!(
+                matches!(&refused, Error::NotFound(m) if m.contains("sent by bob")),
+                "{refused:?}"
+            );
+            let owners = registry.owners("calc").await.unwrap();
+            assert_eq!(owners.users, ["alice"]);
+            assert_eq!(owners.invited, ["root"]);
+            let owners = registry.accept_ownership(&root, "calc").await.unwrap();
+            assert_eq!(owners.users, ["alice", "root"]);
+        });
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -49,12 +49,16 @@ impl Registry {
 
     /// Publishes `component`, signed with `signature` (base64, from the
     /// `Sandwit-Signature` header), for `account`: the whole of `POST
-    /// /v1/plugins` after authentication and reading the body.
+    /// /v1/plugins` after authentication and reading the body. `slot` is the
+    /// [`Registry::upload_slot`] the body was read under: it is released
+    /// only when nothing holds the body any more, by the task that writes
+    /// the blob if it gets that far (that task outlives a dropped request).
     pub async fn publish(
         &self,
         account: &Account,
         component: axum::body::Bytes,
         signature: Option<&str>,
+        slot: tokio::sync::OwnedSemaphorePermit,
     ) -> Result<Published> {
         let signature = signature.ok_or(Error::MissingSignature)?;
         let signature =
@@ -93,7 +97,10 @@ impl Registry {
         self.db(move |conn| within_quota(conn, &acct, size, quota))
             .await?;
 
-        let manifest = self.check(&component, &digest).await?;
+        // Whatever holds the body holds its slot: the check's blocking task
+        // (which runs on if the request is dropped) and the blob writer.
+        let slot = Arc::new(slot);
+        let manifest = self.check(&component, &digest, slot.clone()).await?;
         let indexed: Indexed = serde_json::from_value(manifest.clone()).map_err(|e| {
             Error::Internal(anyhow::anyhow!(
                 "the validator accepted {digest} with a manifest the registry cannot read: {e}"
@@ -115,11 +122,13 @@ impl Registry {
         let account = account.clone();
         let signature = signature.to_string();
         tokio::spawn(async move {
+            // The body is held here until the task ends, so is its slot.
+            let _slot = slot;
             let hex = digest["sha256:".len()..].to_string();
             // Held until the version is committed or its blob cleaned up: a
             // publish that loses the race below removes the blob it wrote only
             // if no other publish of the same bytes is under way.
-            let _pending = this.inner.blobs.pending(&hex);
+            let pending = this.inner.blobs.pending(&hex);
             let writer = this.clone();
             let bytes = component.clone();
             let blob_hex = hex.clone();
@@ -197,7 +206,7 @@ impl Registry {
                 // Lost a race (another publish of this id and version, or past
                 // the quota, committed in between) or failed: the blob written
                 // above must not stay on disk with no version naming it.
-                this.remove_orphan_blob(&hex).await;
+                this.remove_orphan_blob(pending).await;
                 return Err(e);
             }
             tracing::info!(
@@ -213,15 +222,15 @@ impl Registry {
         .map_err(|e| Error::Internal(anyhow::anyhow!("the publish task failed: {e}")))?
     }
 
-    /// Removes the blob `hex` unless a version names it or another publish
-    /// of the same bytes is under way (a failure is logged: an orphan blob
+    /// Releases `pending`, the failed publish's hold on its blob, and
+    /// removes the blob unless a version names it or another publish of
+    /// the same bytes is under way (a failure is logged: an orphan blob
     /// wastes space but breaks nothing).
-    pub(crate) async fn remove_orphan_blob(&self, hex: &str) {
+    pub(crate) async fn remove_orphan_blob(&self, pending: crate::blobs::Pending) {
         let registry = self.clone();
-        let hex = hex.to_string();
         let result = self
             .db(move |conn| {
-                let digest = format!("sha256:{hex}");
+                let digest = format!("sha256:{}", pending.hex());
                 let named: Option<i64> = conn
                     .query_row(
                         "SELECT 1 FROM versions WHERE digest = ?1 LIMIT 1",
@@ -234,7 +243,7 @@ impl Registry {
                 // holds it pending from before it writes until after it
                 // commits.
                 if named.is_none() {
-                    registry.inner.blobs.remove_unless_pending(&hex)?;
+                    registry.inner.blobs.remove_unless_pending(pending)?;
                 }
                 Ok(())
             })
@@ -245,11 +254,13 @@ impl Registry {
     }
 
     /// Runs the validator on `component` under the bound on checks at
-    /// once: the manifest if it is accepted.
+    /// once: the manifest if it is accepted. `slot`, the upload's, is held
+    /// as long as the check holds the bytes.
     async fn check(
         &self,
         component: &axum::body::Bytes,
         digest: &str,
+        slot: Arc<tokio::sync::OwnedSemaphorePermit>,
     ) -> Result<serde_json::Value> {
         let validator: Arc<dyn Validator> = self.inner.validator.clone().ok_or_else(|| {
             Error::Internal(anyhow::anyhow!(
@@ -272,6 +283,7 @@ impl Registry {
         let verdict = tokio::task::spawn_blocking(move || {
             let verdict = validator.validate(&bytes, &owned_digest);
             drop(permit);
+            drop((bytes, slot));
             verdict
         })
         .await
@@ -448,6 +460,7 @@ mod tests {
                             &alice,
                             axum::body::Bytes::from_static(bytes),
                             Some(&signature),
+                            registry.upload_slot().unwrap(),
                         )
                         .await
                 }
@@ -499,12 +512,39 @@ mod tests {
         let blobs = &registry.inner.blobs;
         let (first, second) = (blobs.pending(&hex), blobs.pending(&hex));
         blobs.put(&hex, bytes).unwrap();
-        blobs.remove_unless_pending(&hex).unwrap();
+        blobs.remove_unless_pending(first).unwrap();
         assert!(blob_path(&registry, bytes).exists());
         drop(second);
-        blobs.remove_unless_pending(&hex).unwrap();
+        // Once no other publish holds it, a failing one removes it.
+        blobs.remove_unless_pending(blobs.pending(&hex)).unwrap();
         assert!(!blob_path(&registry, bytes).exists());
-        drop(first);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Two publishes of the same bytes that both fail while both hold the
+    /// blob: the second to release it removes it, leaving no orphan.
+    #[test]
+    fn two_failing_publishes_of_the_same_bytes_leave_no_blob() {
+        let dir = std::env::temp_dir().join(format!(
+            "sandwit-registry-both-fail-{}-{:?}",
+            std::process::id(),
+            std::time::SystemTime::now()
+        ));
+        let registry = Registry::open(&dir).unwrap();
+        let bytes: &[u8] = b"bytes twice refused";
+        let hex = digest_of(bytes)["sha256:".len()..].to_string();
+        let blobs = &registry.inner.blobs;
+        let (first, second) = (blobs.pending(&hex), blobs.pending(&hex));
+        blobs.put(&hex, bytes).unwrap();
+        blobs.remove_unless_pending(first).unwrap();
+        assert!(blob_path(&registry, bytes).exists(), "still held by second");
+        blobs.remove_unless_pending(second).unwrap();
+        assert!(
+            !blob_path(&registry, bytes).exists(),
+            "both publishes failed but the blob stayed"
+        );
+        // Nothing is left held: a third publish's hold is its alone.
+        blobs.remove_unless_pending(blobs.pending(&hex)).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

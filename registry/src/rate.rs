@@ -21,9 +21,11 @@ pub struct RateLimit {
 pub const MAX_KEYS: usize = 100_000;
 
 /// The key an address is limited by: an IPv4 address (or an IPv4-mapped
-/// IPv6 one) as it is, an IPv6 address by its /64, the smallest block a
-/// site is given, so one client cannot get a fresh bucket per address of
-/// its subnet.
+/// IPv6 one) as it is, an IPv6 address by its /64: one subnet, which a
+/// single host can fill with addresses, so one client cannot get a fresh
+/// bucket per address of its subnet. (A site is usually given a /48 to a
+/// /56, many /64s: a client with a whole prefix still gets a bucket per
+/// subnet.)
 pub fn address_key(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V4(v4) => IpAddr::V4(v4),

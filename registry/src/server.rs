@@ -206,7 +206,12 @@ pub(crate) struct Tokens(Arc<Guard>);
 
 impl Tokens {
     /// The account of `token`, after taking one request from its budget.
+    /// The budget is taken only once the token authenticates: a bucket per
+    /// made-up token would let anyone churn the buckets until a real
+    /// token's is forgotten, refilling it. Failed attempts are limited by
+    /// the per-address buckets.
     pub(crate) async fn account(&self, token: &str) -> Result<Account, Error> {
+        let account = self.0.registry.authenticate(token).await?;
         let hash: [u8; 32] = sha2::Digest::finalize(
             <sha2::Sha256 as sha2::Digest>::new_with_prefix(token.as_bytes()),
         )
@@ -215,6 +220,58 @@ impl Tokens {
             .per_token
             .take(hash)
             .map_err(|wait| Error::RateLimited("token", wait))?;
-        self.0.registry.authenticate(token).await
+        Ok(account)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Role;
+
+    /// Made-up tokens take no per-token bucket: however many, they cannot
+    /// make the buckets forget a real token's exhausted one.
+    #[test]
+    fn bogus_tokens_do_not_reset_a_real_tokens_bucket() {
+        let dir = std::env::temp_dir().join(format!(
+            "sandwit-registry-tokens-{}-{:?}",
+            std::process::id(),
+            std::time::SystemTime::now()
+        ));
+        let registry = Registry::open(&dir).unwrap();
+        let limit = RateLimit {
+            per_minute: 1,
+            burst: 1,
+        };
+        let tokens = Tokens(Arc::new(Guard {
+            registry: registry.clone(),
+            per_address: Buckets::new(limit),
+            per_token: Buckets::with_capacity(limit, 2),
+        }));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let token = registry.create_token("alice", Role::Publisher).unwrap();
+            assert_eq!(tokens.account(&token).await.unwrap().name, "alice");
+            let limited = tokens.account(&token).await.unwrap_err();
+            assert!(
+                matches!(limited, Error::RateLimited("token", _)),
+                "{limited:?}"
+            );
+            for i in 0..10 {
+                // Well formed (43 base64url characters), never issued.
+                let bogus = format!("swr_{i:0>43}");
+                let refused = tokens.account(&bogus).await.unwrap_err();
+                assert!(matches!(refused, Error::Unauthorized(_)), "{refused:?}");
+            }
+            let limited = tokens.account(&token).await.unwrap_err();
+            assert!(
+                matches!(limited, Error::RateLimited("token", _)),
+                "{limited:?}"
+            );
+        });
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -626,6 +626,91 @@ fn ownership_yank_and_owners() {
     left.expect(200, None);
     assert_eq!(left.json["users"], json!(["bob"]));
     yank_as(&alice).expect(403, Some("not-an-owner"));
+
+    // An owner's invitations go when it is removed: carol, invited by
+    // alice while alice owned calc, cannot accept once alice is removed.
+    let carol = server.token("carol", "publisher");
+    add(&root, json!(["alice"])).expect(200, None);
+    accept(&alice).expect(200, None);
+    add(&alice, json!(["carol"])).expect(200, None);
+    let removed = remove(&bob, "alice");
+    removed.expect(200, None);
+    assert_eq!(removed.json["users"], json!(["bob"]));
+    assert_eq!(removed.json["invited"], json!([]));
+    accept(&carol).expect(404, Some("not-found"));
+    assert_eq!(
+        server.get("/v1/plugins/calc/owners").json["users"],
+        json!(["bob"])
+    );
+    // ...and so when an owner leaves by itself.
+    add(&bob, json!(["alice"])).expect(200, None);
+    accept(&alice).expect(200, None);
+    add(&alice, json!(["carol"])).expect(200, None);
+    remove(&alice, "alice").expect(200, None);
+    accept(&carol).expect(404, Some("not-found"));
+    // An admin's invitation holds, though the admin owns nothing.
+    add(&root, json!(["carol"])).expect(200, None);
+    accept(&carol).expect(200, None);
+}
+
+/// `sandwit publish` names the cause of a refusal by its error code, not
+/// its status: a 413 past the account's quota is not "too large", a 409
+/// for a key another account registered is not "already published".
+#[test]
+fn publish_explains_a_quota_and_a_taken_key_by_their_code() {
+    let server = Server::start("publish-refusals", &["--account-quota-mib", "1"]);
+    let (alice, bob) = (
+        server.token("alice", "publisher"),
+        server.token("bob", "publisher"),
+    );
+    let dir = tempdir("registry", "publish-refusals-client");
+    let sandwit = |token: &str, args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_sandwit"))
+            .args(args)
+            .env("SANDWIT_REGISTRY_TOKEN", token)
+            .env_remove("SANDWIT_POLICY")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let key = dir.join("publisher.key");
+    let (code, err) = sandwit(&alice, &["keygen", "--out", key.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+    // Past the quota (1 MiB), well under the size cap.
+    let big = dir.join("big.wasm");
+    std::fs::write(&big, vec![0u8; 2 << 20]).unwrap();
+    let publish = |token: &str| {
+        sandwit(
+            token,
+            &[
+                "publish",
+                big.to_str().unwrap(),
+                "--no-local-check",
+                "--registry",
+                &server.base,
+                "--key",
+                key.to_str().unwrap(),
+            ],
+        )
+    };
+    let (code, err) = publish(&alice);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("storage quota") && err.contains("(413)"),
+        "{err}"
+    );
+    assert!(!err.contains("larger than the registry accepts"), "{err}");
+    // The key is alice's now: bob cannot register it.
+    let (code, err) = publish(&bob);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("registered to another account") && err.contains("(409)"),
+        "{err}"
+    );
+    assert!(!err.contains("already published"), "{err}");
 }
 
 /// A key is registered only with its proof of possession: its signature

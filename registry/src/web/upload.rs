@@ -128,8 +128,8 @@ async fn read_and_publish(
 ) -> Result<Published, Error> {
     let mut account: Option<Account> = None;
     let mut signature: Option<String> = None;
-    let mut component: Option<axum::body::Bytes> = None;
-    let mut _slot = None;
+    // The component with the upload slot it was read under.
+    let mut component: Option<(axum::body::Bytes, tokio::sync::OwnedSemaphorePermit)> = None;
     while let Some(field) = multipart.next_field().await.map_err(form_error)? {
         let name = field.name().unwrap_or_default().to_string();
         match name.as_str() {
@@ -148,8 +148,8 @@ async fn read_and_publish(
                 if account.is_none() {
                     return Err(no_token());
                 }
-                _slot = Some(registry.upload_slot()?);
-                component = Some(read_component(field).await?);
+                let slot = registry.upload_slot()?;
+                component = Some((read_component(field).await?, slot));
             }
             _ => {
                 return Err(Error::bad_request(
@@ -163,7 +163,7 @@ async fn read_and_publish(
         }
     }
     let account = account.ok_or_else(no_token)?;
-    let component = component.filter(|c| !c.is_empty()).ok_or_else(|| {
+    let (component, slot) = component.filter(|(c, _)| !c.is_empty()).ok_or_else(|| {
         Error::bad_request(
             "invalid-form",
             "choose the component file (.wasm) to upload",
@@ -173,7 +173,7 @@ async fn read_and_publish(
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty());
     registry
-        .publish(&account, component, signature.as_deref())
+        .publish(&account, component, signature.as_deref(), slot)
         .await
 }
 
