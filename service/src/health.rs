@@ -50,6 +50,7 @@ pub async fn metrics(State(state): State<Shared>, _caller: Caller) -> impl IntoR
         state.queue.running(),
         state.queue.waiting(),
         state.queue.max_running(),
+        state.sandbox.prepared(),
         &state.host.controls_snapshot(),
     );
     (

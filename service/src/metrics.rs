@@ -91,6 +91,7 @@ impl Metrics {
         running: usize,
         waiting: usize,
         max_running: usize,
+        interpreters_ready: usize,
         controls: &ControlsSnapshot,
     ) -> String {
         let c = self.counters.lock().expect("metrics lock");
@@ -162,6 +163,11 @@ impl Metrics {
                 "sandwit_runs_max_running",
                 "The most runs at once.",
                 max_running,
+            ),
+            (
+                "sandwit_interpreters_ready",
+                "Interpreters prepared ahead and waiting for a run.",
+                interpreters_ready,
             ),
         ];
         for (name, help, value) in gauges {

@@ -102,9 +102,9 @@ impl PythonSandbox {
         self.inner.preparer.scribble_next();
     }
 
-    /// How many interpreters are instantiated and waiting for a run now.
-    /// Only with the `internals` feature.
-    #[cfg(feature = "internals")]
+    /// How many interpreters are instantiated and waiting for a run now
+    /// (at most [`HostBuilder::prepared_interpreters`](crate::HostBuilder::prepared_interpreters)):
+    /// a gauge of how far ahead of its load the sandbox is.
     pub fn prepared(&self) -> usize {
         self.inner.preparer.count()
     }

@@ -376,7 +376,6 @@ impl Preparer {
     }
 
     /// How many interpreters are prepared now.
-    #[cfg(feature = "internals")]
     pub(crate) fn count(&self) -> usize {
         self.shared.lock().prepared.len()
     }
