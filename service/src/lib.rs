@@ -95,6 +95,54 @@ struct InFlight {
 
 type Shared = Arc<State>;
 
+/// A run's admission and end, the same for `/v1/runs` and MCP's
+/// `run_python`: the bounded queue, the list of runs in flight that a
+/// shutdown cancels and names, and the metrics.
+impl State {
+    /// Waits for a run slot; a refusal (the queue full, the wait too long)
+    /// is counted in the metrics by its code.
+    async fn enter_queue(&self) -> Result<queue::RunSlot, error::ApiError> {
+        let slot = self.queue.enter().await;
+        if let Err(e) = &slot {
+            self.metrics.record_rejected(e.code());
+        }
+        slot
+    }
+
+    /// Numbers a run and lists it in flight under `caller`; the handle
+    /// cancels it.
+    fn register_run(&self, caller: &str) -> (u64, Cancel) {
+        let cancel = Cancel::new();
+        let id = self.next_run.fetch_add(1, Ordering::Relaxed);
+        self.in_flight.lock().expect("in-flight lock").insert(
+            id,
+            InFlight {
+                cancel: cancel.clone(),
+                caller: caller.to_string(),
+            },
+        );
+        (id, cancel)
+    }
+
+    /// Runs the registered run `id` in `slot`, then frees the slot, takes
+    /// the run off the list and counts its outcome.
+    async fn run_registered(
+        &self,
+        id: u64,
+        slot: queue::RunSlot,
+        ctx: &sandwit::AgentCtx,
+        plugins: &sandwit::PluginSet,
+        code: &str,
+        options: &sandwit::RunOptions,
+    ) -> sandwit::RunOutcome {
+        let outcome = self.sandbox.run_with(ctx, plugins, code, options).await;
+        drop(slot);
+        self.in_flight.lock().expect("in-flight lock").remove(&id);
+        self.metrics.record_run(&outcome);
+        outcome
+    }
+}
+
 impl Service {
     /// The service over `host`, running code in `sandbox` with the plugins
     /// of `config.plugin_dir`.

@@ -48,7 +48,7 @@ use serde_json::{Map, Value as Json, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::Caller;
-use crate::{InFlight, Service, Shared};
+use crate::{Service, Shared};
 
 /// The tool that runs Python code.
 pub const RUN_PYTHON: &str = "run_python";
@@ -244,24 +244,13 @@ impl McpServer {
         }
         let plugins = self.in_chat(&who.ctx).await.methods;
         let slot = tokio::select! {
-            slot = state.queue.enter() => match slot {
+            slot = state.enter_queue() => match slot {
                 Ok(slot) => slot,
-                Err(e) => {
-                    state.metrics.record_rejected(e.code());
-                    return error_result(format!("{}: {}", e.code(), e.message()));
-                }
+                Err(e) => return error_result(format!("{}: {}", e.code(), e.message())),
             },
             () = ct.cancelled() => return error_result("cancelled while waiting for a run slot".to_string()),
         };
-        let cancel = Cancel::new();
-        let id = state.next_run.fetch_add(1, Ordering::Relaxed);
-        state.in_flight.lock().expect("in-flight lock").insert(
-            id,
-            InFlight {
-                cancel: cancel.clone(),
-                caller: who.caller.clone(),
-            },
-        );
+        let (id, cancel) = state.register_run(&who.caller);
         let options = RunOptions::new()
             .limits(state.host.run_limits().clone())
             .cancel(cancel.clone());
@@ -273,16 +262,8 @@ impl McpServer {
         let caller = who.caller.clone();
         let mut task = tokio::spawn(async move {
             let outcome = task_state
-                .sandbox
-                .run_with(&who.ctx, &plugins, &code, &options)
+                .run_registered(id, slot, &who.ctx, &plugins, &code, &options)
                 .await;
-            drop(slot);
-            task_state
-                .in_flight
-                .lock()
-                .expect("in-flight lock")
-                .remove(&id);
-            task_state.metrics.record_run(&outcome);
             tracing::info!(run = id, caller = %caller, status = ?outcome.status, "mcp run ended");
             outcome
         });

@@ -19,10 +19,10 @@ use serde_json::Value as Json;
 use tokio::sync::mpsc;
 use utoipa::ToSchema;
 
+use crate::Shared;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::queue::RunSlot;
-use crate::{InFlight, Shared};
 
 /// The body of a run request.
 #[derive(Deserialize, ToSchema)]
@@ -125,12 +125,8 @@ impl Prepared {
         } = self;
         let task = tokio::spawn(async move {
             let outcome = state
-                .sandbox
-                .run_with(&ctx, &plugins, &code, &options)
+                .run_registered(id, slot, &ctx, &plugins, &code, &options)
                 .await;
-            drop(slot);
-            state.in_flight.lock().expect("in-flight lock").remove(&id);
-            state.metrics.record_run(&outcome);
             render(&outcome)
         });
         task.await.unwrap_or_else(|e| {
@@ -205,26 +201,12 @@ pub async fn run(
             }
         }
     };
-    let slot = match state.queue.enter().await {
-        Ok(slot) => slot,
-        Err(e) => {
-            state.metrics.record_rejected(e.code());
-            return Err(e);
-        }
-    };
+    let slot = state.enter_queue().await?;
     // The methods the chat sees, as `sandwit run` gives them: a plugin's
     // lifecycle hooks may leave some out. Asked in the run's slot, so that
     // the hooks' instances are bounded as runs are.
     let plugins = crate::tools::in_chat(&plugins, &ctx).await.methods;
-    let cancel = Cancel::new();
-    let id = state.next_run.fetch_add(1, Ordering::Relaxed);
-    state.in_flight.lock().expect("in-flight lock").insert(
-        id,
-        InFlight {
-            cancel: cancel.clone(),
-            caller: caller.name.clone(),
-        },
-    );
+    let (id, cancel) = state.register_run(&caller.name);
     let options = RunOptions::new().limits(limits).cancel(cancel.clone());
     let streaming = headers
         .get(header::ACCEPT)
