@@ -51,6 +51,7 @@ pub async fn metrics(State(state): State<Shared>, _caller: Caller) -> impl IntoR
         state.queue.waiting(),
         state.queue.max_running(),
         state.sandbox.prepared(),
+        state.sandbox.reuses_interpreters(),
         &state.host.controls_snapshot(),
     );
     (

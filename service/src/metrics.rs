@@ -92,6 +92,7 @@ impl Metrics {
         waiting: usize,
         max_running: usize,
         interpreters_ready: usize,
+        interpreters_reused: bool,
         controls: &ControlsSnapshot,
     ) -> String {
         let c = self.counters.lock().expect("metrics lock");
@@ -168,6 +169,11 @@ impl Metrics {
                 "sandwit_interpreters_ready",
                 "Interpreters prepared ahead and waiting for a run.",
                 interpreters_ready,
+            ),
+            (
+                "sandwit_interpreters_reusable",
+                "1 once interpreters are restored and reused across runs (the interpreter compiled for it, once per cache), else 0.",
+                usize::from(interpreters_reused),
             ),
         ];
         for (name, help, value) in gauges {

@@ -413,6 +413,10 @@ fn serve_runs_calls_and_lists_tools_for_a_token() {
     );
     assert!(metrics.contains("sandwit_runs_max_running "), "{metrics}");
     assert!(metrics.contains("sandwit_interpreters_ready "), "{metrics}");
+    assert!(
+        metrics.contains("sandwit_interpreters_reusable "),
+        "{metrics}"
+    );
     assert_eq!(server.get("/metrics", None).0, 401);
 }
 

@@ -77,10 +77,10 @@ impl PythonSandbox {
     }
 
     /// Whether its prepared interpreters are reused across runs yet (the
-    /// interpreter compiled for the sandbox's own engine; see
+    /// interpreter compiled for the sandbox's own engine, once per cache, on
+    /// an idle-priority thread; see
     /// [`HostBuilder::prepared_interpreters`](crate::HostBuilder::prepared_interpreters)).
-    /// Only with the `internals` feature.
-    #[cfg(feature = "internals")]
+    /// Until then every run instantiates an interpreter.
     pub fn reuses_interpreters(&self) -> bool {
         self.inner.preparer.reuses()
     }

@@ -350,7 +350,6 @@ impl Preparer {
 
     /// Whether its interpreters are reusable (the interpreter's code for the
     /// sandbox's own engine is loaded).
-    #[cfg(feature = "internals")]
     pub(crate) fn reuses(&self) -> bool {
         self.shared.reusable.load(Ordering::SeqCst)
     }
