@@ -140,11 +140,7 @@ mod tests {
     /// invitations, keeping its rows.
     #[test]
     fn a_version_1_database_is_migrated() {
-        let dir = std::env::temp_dir().join(format!(
-            "sandwit-registry-migrate-{}-{:?}",
-            std::process::id(),
-            SystemTime::now()
-        ));
+        let dir = crate::scratch::ScratchDir::new("migrate");
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("registry.db");
         {
@@ -173,6 +169,5 @@ mod tests {
         drop(conn);
         // Opened again: already at version 2.
         open(&path).unwrap();
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -20,6 +20,8 @@ mod names;
 mod publish;
 mod query;
 mod rate;
+#[cfg(test)]
+mod scratch;
 mod server;
 mod types;
 mod validate;

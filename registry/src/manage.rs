@@ -300,11 +300,7 @@ mod tests {
     /// admin, who owns nothing, holds.
     #[test]
     fn an_invitation_from_a_former_owner_is_void() {
-        let dir = std::env::temp_dir().join(format!(
-            "sandwit-registry-invitations-{}-{:?}",
-            std::process::id(),
-            std::time::SystemTime::now()
-        ));
+        let dir = crate::scratch::ScratchDir::new("invitations");
         let registry = Registry::open(&dir).unwrap();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -350,6 +346,5 @@ mod tests {
             let owners = registry.accept_ownership(&root, "calc").await.unwrap();
             assert_eq!(owners.users, ["alice", "root"]);
         });
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

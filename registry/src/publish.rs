@@ -432,11 +432,7 @@ mod tests {
     /// removes its blob; one whose bytes a version names keeps it.
     #[test]
     fn a_publish_that_loses_the_race_removes_its_blob() {
-        let dir = std::env::temp_dir().join(format!(
-            "sandwit-registry-race-{}-{:?}",
-            std::process::id(),
-            std::time::SystemTime::now()
-        ));
+        let dir = crate::scratch::ScratchDir::new("race");
         let registry = Registry::open_with(&dir, Some(Arc::new(AcceptAll)), 2).unwrap();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -495,17 +491,12 @@ mod tests {
                 "the losing publish left its blob"
             );
         });
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// A blob another publish holds pending, or a version names, stays.
     #[test]
     fn a_blob_held_by_another_publish_stays() {
-        let dir = std::env::temp_dir().join(format!(
-            "sandwit-registry-pending-{}-{:?}",
-            std::process::id(),
-            std::time::SystemTime::now()
-        ));
+        let dir = crate::scratch::ScratchDir::new("pending");
         let registry = Registry::open(&dir).unwrap();
         let bytes: &[u8] = b"shared bytes";
         let hex = digest_of(bytes)["sha256:".len()..].to_string();
@@ -518,18 +509,13 @@ mod tests {
         // Once no other publish holds it, a failing one removes it.
         blobs.remove_unless_pending(blobs.pending(&hex)).unwrap();
         assert!(!blob_path(&registry, bytes).exists());
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// Two publishes of the same bytes that both fail while both hold the
     /// blob: the second to release it removes it, leaving no orphan.
     #[test]
     fn two_failing_publishes_of_the_same_bytes_leave_no_blob() {
-        let dir = std::env::temp_dir().join(format!(
-            "sandwit-registry-both-fail-{}-{:?}",
-            std::process::id(),
-            std::time::SystemTime::now()
-        ));
+        let dir = crate::scratch::ScratchDir::new("both-fail");
         let registry = Registry::open(&dir).unwrap();
         let bytes: &[u8] = b"bytes twice refused";
         let hex = digest_of(bytes)["sha256:".len()..].to_string();
@@ -545,6 +531,5 @@ mod tests {
         );
         // Nothing is left held: a third publish's hold is its alone.
         blobs.remove_unless_pending(blobs.pending(&hex)).unwrap();
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -233,11 +233,7 @@ mod tests {
     /// make the buckets forget a real token's exhausted one.
     #[test]
     fn bogus_tokens_do_not_reset_a_real_tokens_bucket() {
-        let dir = std::env::temp_dir().join(format!(
-            "sandwit-registry-tokens-{}-{:?}",
-            std::process::id(),
-            std::time::SystemTime::now()
-        ));
+        let dir = crate::scratch::ScratchDir::new("tokens");
         let registry = Registry::open(&dir).unwrap();
         let limit = RateLimit {
             per_minute: 1,
@@ -272,6 +268,5 @@ mod tests {
                 "{limited:?}"
             );
         });
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
