@@ -3,12 +3,13 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::bail;
 use clap::Args;
 use sandwit::Host;
-use sandwit_service::{Config, Service, Tokens};
+use sandwit_service::{Service, Tokens};
+
+use crate::serve::RunSlots;
 
 #[derive(Args)]
 pub struct McpArgs {
@@ -28,16 +29,8 @@ pub struct McpArgs {
     /// The CPython component [default: as for `sandwit run`].
     #[arg(long, value_name = "FILE")]
     python: Option<PathBuf>,
-    /// Runs at once [default: the number of cores].
-    #[arg(long, value_name = "N")]
-    max_runs: Option<usize>,
-    /// Runs waiting for a slot beyond those; past them `run_python` answers
-    /// an error.
-    #[arg(long, default_value_t = 16, value_name = "N")]
-    queue: usize,
-    /// How long a run waits for a slot, in milliseconds.
-    #[arg(long, default_value_t = 10_000, value_name = "MS")]
-    queue_wait_ms: u64,
+    #[command(flatten)]
+    slots: RunSlots,
 }
 
 pub async fn mcp(host: Host, args: McpArgs) -> anyhow::Result<ExitCode> {
@@ -50,18 +43,10 @@ pub async fn mcp(host: Host, args: McpArgs) -> anyhow::Result<ExitCode> {
         bail!("--chat-key is empty");
     }
     let sandbox = crate::interpreter::load(&host, args.python.clone()).await?;
-    let max_running = args
-        .max_runs
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let config = Config {
-        plugin_dir: args.plugin_dir.clone(),
-        // No HTTP is served: no token is accepted.
-        tokens: Tokens::default(),
-        max_running,
-        max_waiting: args.queue,
-        max_wait: Duration::from_millis(args.queue_wait_ms),
-        max_body_bytes: 0,
-    };
+    // No HTTP is served: no token is accepted, no body read.
+    let config = args
+        .slots
+        .config(args.plugin_dir.clone(), Tokens::default(), 0);
     let service = Service::new(host, sandbox, config).await?;
     eprintln!("sandwit: serving MCP on stdio");
     let cancelled = service.serve_mcp_stdio(&args.chat_key).await?;

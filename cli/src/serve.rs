@@ -28,16 +28,8 @@ pub struct ServeArgs {
     /// The CPython component [default: as for `sandwit run`].
     #[arg(long, value_name = "FILE")]
     python: Option<PathBuf>,
-    /// Runs at once [default: the number of cores].
-    #[arg(long, value_name = "N")]
-    max_runs: Option<usize>,
-    /// Runs waiting for a slot beyond those; past them a run gets 503 with
-    /// Retry-After.
-    #[arg(long, default_value_t = 16, value_name = "N")]
-    queue: usize,
-    /// How long a run waits for a slot before it gets 503, in milliseconds.
-    #[arg(long, default_value_t = 10_000, value_name = "MS")]
-    queue_wait_ms: u64,
+    #[command(flatten)]
+    slots: RunSlots,
     /// On SIGINT or SIGTERM, how long runs in flight get to finish before
     /// they are cancelled, in milliseconds.
     #[arg(long, default_value_t = 10_000, value_name = "MS")]
@@ -70,17 +62,11 @@ pub async fn serve(host: Host, args: ServeArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let sandbox = crate::interpreter::load(&host, args.python.clone()).await?;
-    let max_running = args
-        .max_runs
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let config = Config {
-        plugin_dir: args.plugin_dir.clone(),
+    let config = args.slots.config(
+        args.plugin_dir.clone(),
         tokens,
-        max_running,
-        max_waiting: args.queue,
-        max_wait: Duration::from_millis(args.queue_wait_ms),
-        max_body_bytes: args.max_body_kib.saturating_mul(1024),
-    };
+        args.max_body_kib.saturating_mul(1024),
+    );
     let mut service = Service::new(host, sandbox, config).await?;
     if let Some(ms) = args.request_timeout_ms {
         service = service.with_request_timeout(Duration::from_millis(ms));
@@ -104,6 +90,39 @@ pub async fn serve(host: Host, args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     eprintln!("sandwit: stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+/// The run slots of `sandwit serve` and `sandwit mcp`: how many runs at
+/// once, and how many may wait, for how long.
+#[derive(Args)]
+pub struct RunSlots {
+    /// Runs at once [default: the number of cores].
+    #[arg(long, value_name = "N")]
+    max_runs: Option<usize>,
+    /// Runs waiting for a slot beyond those; past them a run is refused
+    /// (over HTTP 503 with Retry-After, over MCP an error result).
+    #[arg(long, default_value_t = 16, value_name = "N")]
+    queue: usize,
+    /// How long a run waits for a slot before it is refused, in
+    /// milliseconds.
+    #[arg(long, default_value_t = 10_000, value_name = "MS")]
+    queue_wait_ms: u64,
+}
+
+impl RunSlots {
+    /// The service's configuration with these slots.
+    pub fn config(&self, plugin_dir: PathBuf, tokens: Tokens, max_body_bytes: usize) -> Config {
+        Config {
+            plugin_dir,
+            tokens,
+            max_running: self
+                .max_runs
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+            max_waiting: self.queue,
+            max_wait: Duration::from_millis(self.queue_wait_ms),
+            max_body_bytes,
+        }
+    }
 }
 
 async fn shutdown_signal() {
