@@ -20,6 +20,21 @@ pub fn tempdir(topic: &str, name: &str) -> PathBuf {
     dir
 }
 
+/// The base URL a server just started prints as its first line on stdout
+/// (`listening on http://ADDR`); a server that failed to start fails the
+/// test, showing what it printed instead.
+pub fn listening_base(child: &mut std::process::Child) -> String {
+    use std::io::BufRead;
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("the server's stdout is piped"))
+        .read_line(&mut line)
+        .unwrap();
+    line.trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("the server did not start: {line:?}"))
+        .to_string()
+}
+
 /// The `sha256 = [...]` line of a policy file that pins a plugin to the
 /// component at `path`, as an operator pins the plugins they trust.
 pub fn pin_line(path: &str) -> String {

@@ -152,15 +152,7 @@ fn serve(name: &str, plugins: &[&str]) -> (Server, Log) {
             let _ = tx.send(line);
         }
     });
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let base = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("the server did not start: {line:?}"))
-        .to_string();
+    let base = crate::common::listening_base(&mut child);
     (Server { child, base }, log)
 }
 

@@ -39,14 +39,7 @@ impl Server {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut first = String::new();
-        stdout.read_line(&mut first).unwrap();
-        let base = first
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("not the address line: {first:?}"))
-            .to_string();
+        let base = crate::common::listening_base(&mut child);
         assert!(base.starts_with("http://127.0.0.1:"), "{base}");
         let log = Arc::new(Mutex::new(String::new()));
         let (tx, log_lines) = std::sync::mpsc::channel();

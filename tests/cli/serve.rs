@@ -79,16 +79,7 @@ fn serve(name: &str, plugins: &[&str], policy: &str, extra: &[&str]) -> Server {
             }
         });
     }
-    // The first line, or end of file if the server failed to start.
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let base = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("the server did not start: {line:?}"))
-        .to_string();
+    let base = crate::common::listening_base(&mut child);
     let agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(Duration::from_secs(60)))
