@@ -95,10 +95,17 @@ struct InFlight {
 
 type Shared = Arc<State>;
 
-/// A run's admission and end, the same for `/v1/runs` and MCP's
-/// `run_python`: the bounded queue, the list of runs in flight that a
-/// shutdown cancels and names, and the metrics.
 impl State {
+    /// The enabled plugins' methods now (a run keeps the set it started
+    /// with).
+    fn enabled(&self) -> sandwit::PluginSet {
+        self.catalog.read().expect("catalog lock").enabled().clone()
+    }
+
+    // A run's admission and end, the same for `/v1/runs` and MCP's
+    // `run_python`: the bounded queue, the list of runs in flight that a
+    // shutdown cancels and names, and the metrics.
+
     /// Waits for a run slot; a refusal (the queue full, the wait too long)
     /// is counted in the metrics by its code.
     async fn enter_queue(&self) -> Result<queue::RunSlot, error::ApiError> {

@@ -134,19 +134,10 @@ impl McpServer {
         })
     }
 
-    fn enabled(&self) -> sandwit::PluginSet {
-        self.state
-            .catalog
-            .read()
-            .expect("catalog lock")
-            .enabled()
-            .clone()
-    }
-
     /// The enabled plugins as the chat of `ctx` sees them (their lifecycle
     /// hooks), as `/v1` lists, runs and calls them.
     async fn in_chat(&self, ctx: &AgentCtx) -> sandwit::ContextSet {
-        crate::tools::in_chat(&self.enabled(), ctx).await
+        self.state.enabled().in_context(ctx).await
     }
 
     /// The tools: every method the chat of `ctx` sees, then `run_python`.

@@ -205,7 +205,7 @@ pub async fn run(
     // The methods the chat sees, as `sandwit run` gives them: a plugin's
     // lifecycle hooks may leave some out. Asked in the run's slot, so that
     // the hooks' instances are bounded as runs are.
-    let plugins = crate::tools::in_chat(&plugins, &ctx).await.methods;
+    let plugins = plugins.in_context(&ctx).await.methods;
     let (id, cancel) = state.register_run(&caller.name);
     let options = RunOptions::new().limits(limits).cancel(cancel.clone());
     let streaming = headers

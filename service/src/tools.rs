@@ -6,7 +6,7 @@
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::response::IntoResponse;
-use sandwit::{AgentCtx, ContextSet, MethodSpec, PluginSet};
+use sandwit::{AgentCtx, MethodSpec};
 use serde::Deserialize;
 use serde_json::{Value as Json, json};
 use utoipa::{IntoParams, ToSchema};
@@ -46,14 +46,6 @@ enum Format {
     Mcp,
 }
 
-/// `set` as the chat of `ctx` sees it: the methods its plugins' lifecycle
-/// hooks make available there and the prompts they inject (as `sandwit
-/// prompt --chat-key --user-id` lists them). A plugin whose hooks fail is
-/// left out of the chat (the library logs it), not the whole answer.
-pub(crate) async fn in_chat(set: &PluginSet, ctx: &AgentCtx) -> ContextSet {
-    set.in_context(ctx).await
-}
-
 /// The agent context of a query's `chat_key` and `user_id`.
 fn chat(chat_key: &str, user_id: Option<String>) -> Result<AgentCtx, ApiError> {
     crate::chat::agent_ctx(chat_key, user_id, "bad-query")
@@ -64,15 +56,6 @@ fn kind_name(method: &MethodSpec) -> String {
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_default()
-}
-
-fn enabled(state: &Shared) -> PluginSet {
-    state
-        .catalog
-        .read()
-        .expect("catalog lock")
-        .enabled()
-        .clone()
 }
 
 /// The enabled methods as tools, in sandwit's shape, OpenAI's function
@@ -107,7 +90,9 @@ pub async fn list(
     }
     let set = match (&query.chat_key, query.user_id) {
         (Some(chat_key), user_id) => {
-            in_chat(&enabled(&state), &chat(chat_key, user_id)?)
+            state
+                .enabled()
+                .in_context(&chat(chat_key, user_id)?)
                 .await
                 .methods
         }
@@ -117,7 +102,7 @@ pub async fn list(
                 "`user_id` is given without `chat_key`",
             ));
         }
-        (None, None) => enabled(&state),
+        (None, None) => state.enabled(),
     };
     let set = set.filter(|provider, method| {
         query.category.as_deref().is_none_or(|c| c == provider)
@@ -145,7 +130,8 @@ pub async fn list(
 
 /// The enabled method `name` and its plugin's id.
 fn find(state: &Shared, name: &str) -> Result<(String, MethodSpec), ApiError> {
-    enabled(state)
+    state
+        .enabled()
         .methods()
         .find(|(_, m)| m.name == name)
         .map(|(p, m)| (p.to_string(), m.clone()))
@@ -265,5 +251,5 @@ pub async fn prompt(
 ) -> Result<impl IntoResponse, ApiError> {
     let Query(query) = query?;
     let ctx = chat(&query.chat_key, query.user_id)?;
-    Ok(in_chat(&enabled(&state), &ctx).await.prompt())
+    Ok(state.enabled().in_context(&ctx).await.prompt())
 }
