@@ -127,7 +127,7 @@ fn start(args: &Args) -> anyhow::Result<Server> {
 }
 
 /// The longest the server may take to compile its interpreter for reuse
-/// (once per cache, on an idle-priority thread: 10-60 s of a core).
+/// (once per cache, on an idle-priority thread).
 const REUSE_WAIT: Duration = Duration::from_secs(300);
 
 /// Waits until the server reuses its interpreters (`/metrics`'
