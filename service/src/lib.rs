@@ -11,6 +11,7 @@
 
 mod api;
 mod auth;
+mod body;
 mod calls;
 mod catalog;
 mod chat;
@@ -220,6 +221,7 @@ impl Service {
             .layer(axum::extract::DefaultBodyLimit::max(
                 self.state.config.max_body_bytes,
             ))
+            .layer(axum::middleware::from_fn(body::close_unless_read))
             .layer(axum::middleware::from_fn(
                 move |request: axum::extract::Request, next: axum::middleware::Next| async move {
                     // Dropping the handler's future cancels its run.

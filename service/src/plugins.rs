@@ -7,6 +7,7 @@ use serde_json::json;
 
 use crate::Shared;
 use crate::auth::Caller;
+use crate::body::Ignored;
 use crate::catalog::Catalog;
 use crate::error::ApiError;
 
@@ -55,6 +56,7 @@ pub async fn action(
     State(state): State<Shared>,
     caller: Caller,
     Path(target): Path<String>,
+    _body: Ignored,
 ) -> Result<impl IntoResponse, ApiError> {
     caller.require_admin()?;
     let (id, enabled) = match target.rsplit_once(':') {
@@ -100,6 +102,7 @@ pub async fn action(
 pub async fn reload(
     State(state): State<Shared>,
     caller: Caller,
+    _body: Ignored,
 ) -> Result<impl IntoResponse, ApiError> {
     caller.require_admin()?;
     let failed = |e: anyhow::Error| {

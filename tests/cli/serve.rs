@@ -574,6 +574,69 @@ fn serve_disables_a_plugin_from_the_next_run_on() {
     assert_eq!(outcome["stdout"], "3\n", "{outcome}");
 }
 
+/// The answers read from `stream` until the server closes it, split at
+/// each status line.
+fn answers(mut stream: std::net::TcpStream) -> Vec<String> {
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    text.split("HTTP/1.1 ")
+        .skip(1)
+        .map(str::to_ascii_lowercase)
+        .collect()
+}
+
+#[test]
+fn serve_keeps_a_connection_usable_whatever_the_handler_does_with_the_body() {
+    use std::io::Write;
+    let server = serve("keepalive", &[artifacts::CALC], "", &[]);
+    let addr = server.base.trim_start_matches("http://").to_string();
+    let head = |token: &str| {
+        format!(
+            "POST /v1/plugins/calc:disable HTTP/1.1\r\nHost: {addr}\r\n\
+             Authorization: Bearer {token}\r\nContent-Type: application/json\r\n\
+             Content-Length: 2\r\n\r\n"
+        )
+    };
+    let healthz = format!("GET /healthz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+
+    // An endpoint that takes no body, whose body arrives after its head
+    // (hyper closed such a connection after answering keep-alive, and the
+    // client's next request on it was dropped): both requests are answered.
+    let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+    stream.set_nodelay(true).unwrap();
+    stream.write_all(head(ADMIN).as_bytes()).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    stream.write_all(b"{}").unwrap();
+    stream.write_all(healthz.as_bytes()).unwrap();
+    let got = answers(stream);
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert!(
+        got[0].starts_with("200 ") && !got[0].contains("connection: close"),
+        "{got:?}"
+    );
+    assert!(got[1].starts_with("200 "), "{got:?}");
+
+    // Refused before its body is read (the body never comes): the answer
+    // says the connection closes, so no client sends another request on it.
+    let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+    stream.write_all(head("not-a-token").as_bytes()).unwrap();
+    let got = answers(stream);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        got[0].starts_with("401 ") && got[0].contains("connection: close"),
+        "{got:?}"
+    );
+
+    // A plain GET keeps its connection.
+    let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+    let keep = format!("GET /healthz HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+    stream.write_all(keep.as_bytes()).unwrap();
+    stream.write_all(healthz.as_bytes()).unwrap();
+    let got = answers(stream);
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert!(!got[0].contains("connection: close"), "{got:?}");
+}
+
 #[test]
 fn serve_keeps_its_plugins_when_a_reload_hits_a_bad_file() {
     let server = serve("reload", &[artifacts::CALC], "", &[]);
