@@ -305,13 +305,24 @@ fn a_copied_binary_runs_python_and_says_when_it_compiles() {
     let exe = bin.join("sandwit");
     std::fs::copy(env!("CARGO_BIN_EXE_sandwit"), &exe).unwrap();
     let sandwit = |args: &[&str]| {
-        Command::new(&exe)
-            .args(args)
-            .current_dir(&work)
-            .env_clear()
-            .env("HOME", &home)
-            .output()
-            .unwrap()
+        // A process another test thread forks while the copy's file is
+        // open for writing holds that descriptor until it execs, and until
+        // then executing the copy fails with ETXTBSY: try again.
+        for _ in 0..100 {
+            match Command::new(&exe)
+                .args(args)
+                .current_dir(&work)
+                .env_clear()
+                .env("HOME", &home)
+                .output()
+            {
+                Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => {
+                    std::thread::sleep(std::time::Duration::from_millis(20))
+                }
+                out => return out.unwrap(),
+            }
+        }
+        panic!("{} stayed busy for 2 s", exe.display());
     };
     let stderr = |out: &Output| String::from_utf8_lossy(&out.stderr).into_owned();
     let version = stdout(&sandwit(&["--version"]));
