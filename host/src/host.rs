@@ -22,6 +22,12 @@ use crate::store::{SqliteStore, StoreBackend};
 /// back-to-back runs never to wait for one.
 pub const DEFAULT_PREPARED_INTERPRETERS: usize = 2;
 
+/// Instances each plugin keeps made ahead of the calls that need a new one
+/// unless [`HostBuilder::prepared_plugin_instances`] says otherwise: one
+/// covers a run's first call of the plugin, and the thread makes the next
+/// between runs.
+pub const DEFAULT_PREPARED_PLUGIN_INSTANCES: usize = 1;
+
 /// Component instances a host's pool holds at once unless
 /// [`HostBuilder::max_instances`] says otherwise. Each reserves (does not
 /// commit) about 8 GiB of address space: wasmtime's default 4 GiB plus
@@ -61,7 +67,9 @@ pub struct Host {
 /// [`Limits::default`] for plugin calls and [`RunLimits::default`] for Python
 /// runs, a [`Policy`] that grants nothing, a plugin store in memory, chat
 /// messages recorded as events only, [`DEFAULT_PREPARED_INTERPRETERS`]
-/// interpreters prepared per Python sandbox and a pool of
+/// interpreters prepared per Python sandbox,
+/// [`DEFAULT_PREPARED_PLUGIN_INSTANCES`] instances made ahead per plugin and
+/// a pool of
 /// [`DEFAULT_MAX_INSTANCES`] instances.
 #[derive(Default)]
 pub struct HostBuilder {
@@ -71,6 +79,7 @@ pub struct HostBuilder {
     run_limits: RunLimits,
     metering: Metering,
     prepared_interpreters: Option<usize>,
+    prepared_plugin_instances: Option<usize>,
     max_instances: Option<u32>,
     policy: Policy,
     store: Option<Arc<dyn StoreBackend>>,
@@ -134,6 +143,23 @@ impl HostBuilder {
         self
     }
 
+    /// How many instances each plugin keeps made ahead of the calls that
+    /// need a new one: a run's first call of the plugin, a direct
+    /// [`Plugin::call`] ([`DEFAULT_PREPARED_PLUGIN_INSTANCES`] unless set; 0
+    /// for none). A Python plugin's instantiation (its CPython's memory
+    /// image) is most of its first call in a run; a Rust plugin's is short.
+    /// Each [`PythonSandbox`]'s preparing thread makes them for the plugins
+    /// of its latest run, while a core is free of runs (so none are made
+    /// when [`HostBuilder::prepared_interpreters`] is 0). An instance made
+    /// ahead has run none of the plugin's methods, and the call that takes
+    /// it keeps it for its run alone, as one it instantiated itself: runs
+    /// still share nothing. Each holds a slot of the host's pool
+    /// ([`HostBuilder::max_instances`]) until taken.
+    pub fn prepared_plugin_instances(mut self, count: usize) -> Self {
+        self.prepared_plugin_instances = Some(count);
+        self
+    }
+
     /// Has each [`PythonSandbox`]'s preparing thread sleep until a run wakes
     /// it after `after` with nothing to do (10 s unless set), and add one
     /// to `parks` each time it starts to: for tests of that wake-up, which
@@ -158,7 +184,8 @@ impl HostBuilder {
     /// host is built and taken down when it is dropped (a cost per slot at
     /// start and exit; BENCHMARKS.md), so a process that runs little can
     /// take far fewer. (Interpreters prepared ahead live in each Python
-    /// sandbox's own pool, not this one.)
+    /// sandbox's own pool, not this one; plugin instances made ahead,
+    /// [`HostBuilder::prepared_plugin_instances`], in this one.)
     pub fn max_instances(mut self, count: u32) -> Self {
         self.max_instances = Some(count);
         self
@@ -249,6 +276,9 @@ impl HostBuilder {
                 prepared_interpreters: self
                     .prepared_interpreters
                     .unwrap_or(DEFAULT_PREPARED_INTERPRETERS),
+                prepared_plugin_instances: self
+                    .prepared_plugin_instances
+                    .unwrap_or(DEFAULT_PREPARED_PLUGIN_INSTANCES),
                 cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
                 #[cfg(feature = "internals")]
                 park: self.park,

@@ -55,7 +55,10 @@ pub use context::ContextSet;
 pub use controls::{ApprovalRequest, Approver, ControlEvent, ControlsSnapshot};
 pub use error::{CallError, CallErrorKind, LoadError};
 pub use events::{LogLine, PluginEvent};
-pub use host::{DEFAULT_MAX_INSTANCES, DEFAULT_PREPARED_INTERPRETERS, Host, HostBuilder};
+pub use host::{
+    DEFAULT_MAX_INSTANCES, DEFAULT_PREPARED_INTERPRETERS, DEFAULT_PREPARED_PLUGIN_INSTANCES, Host,
+    HostBuilder,
+};
 pub use host_method::{HostMethod, HostMethodFuture};
 pub use limits::{Budget, LimitKind, Limits, MAX_COMPONENT_BYTES, Metering, RunLimits};
 pub use manifest::{Manifest, MethodSpec, Param};

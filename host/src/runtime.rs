@@ -23,6 +23,8 @@ pub(crate) struct HostInner {
     pub(crate) run_limits: RunLimits,
     pub(crate) metering: Metering,
     pub(crate) prepared_interpreters: usize,
+    /// Instances each plugin keeps made ahead of its calls.
+    pub(crate) prepared_plugin_instances: usize,
     /// How long a Python sandbox's preparing thread polls with nothing to
     /// do before it sleeps until a run wakes it, and a count of those
     /// sleeps (`HostBuilder::park_after`); the thread's default otherwise.

@@ -144,3 +144,17 @@ pub async fn assert_still_serving(host: &Host) {
         .expect("the host still serves");
     assert_eq!(result, sandwit::MethodResult::Tool(Value::Int(42)));
 }
+
+/// Waits until `done()`. The preparing thread runs only on an otherwise idle
+/// core, so this waits for the other tests to leave one: minutes, on a
+/// loaded 2-core machine.
+pub async fn until(done: impl Fn() -> bool, what: &str) {
+    let start = std::time::Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < Duration::from_secs(300),
+            "waited 5 minutes for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}

@@ -12,7 +12,7 @@ use sandwit::{
 use tokio::sync::OnceCell;
 
 use crate::common::{
-    artifacts, assert_ended_soon_after, assert_still_serving, cache_dir, ctx, host, load,
+    artifacts, assert_ended_soon_after, assert_still_serving, cache_dir, ctx, host, load, until,
 };
 
 /// The sandbox and the plugins (the four examples and the hostile one),
@@ -747,20 +747,6 @@ async fn preparing(count: usize) -> (sandwit::Host, PythonSandbox) {
 async fn until_prepared(python: &PythonSandbox, count: usize) {
     let what = format!("{count} interpreters to be prepared");
     until(|| python.prepared() >= count, &what).await;
-}
-
-/// Waits until `done()`. The preparing thread runs only on an otherwise idle
-/// core, so this waits for the other tests to leave one: minutes, on a
-/// loaded 2-core machine.
-async fn until(done: impl Fn() -> bool, what: &str) {
-    let start = std::time::Instant::now();
-    while !done() {
-        assert!(
-            start.elapsed() < Duration::from_secs(300),
-            "waited 5 minutes for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
 }
 
 #[tokio::test]

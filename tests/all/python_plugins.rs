@@ -12,7 +12,7 @@ use sandwit::{
 };
 use tokio::sync::OnceCell;
 
-use crate::common::{args, artifacts, cache_dir, ctx, digest, host, load};
+use crate::common::{args, artifacts, cache_dir, ctx, digest, host, load, until};
 
 /// A host granting the Python examples what they ask for: dice rolls d1s.
 fn granting_host() -> &'static Host {
@@ -186,6 +186,66 @@ async fn memo_keeps_per_user_memos_and_injects_their_count() {
         .run(&AgentCtx::new("chat-memo"), &nobody.methods, "list_memos()")
         .await;
     assert_eq!(outcome.status, RunStatus::Error, "{outcome:?}");
+}
+
+#[tokio::test]
+async fn a_run_takes_a_python_plugin_instance_made_ahead_and_leaves_it_nothing() {
+    // A host of its own: the count of instances taken is the memo plugin's.
+    let policy = Policy::from_toml(&format!(
+        "[plugins.memo]\nsha256 = [\"{}\"]\ngrant = [\"store\"]\n",
+        digest(artifacts::MEMO)
+    ))
+    .unwrap();
+    let host = Host::builder()
+        .cache_dir(cache_dir())
+        .policy(policy)
+        .prepared_interpreters(1)
+        .build()
+        .unwrap();
+    let memo = load(&host, artifacts::MEMO).await;
+    let set = PluginSet::new(std::slice::from_ref(&memo)).unwrap();
+    let python = host.load_python_file(artifacts::PYTHON).await.unwrap();
+    let ada = AgentCtx {
+        user_id: Some("ada-made-ahead".into()),
+        ..AgentCtx::new("chat-made-ahead")
+    };
+    // The first run names the plugins: none is made before.
+    assert_eq!(memo.prepared_instances(), 0);
+    let code = "clear_memos()\nprint(save_memo('one'))";
+    let outcome = python.run(&ada, &set, code).await;
+    assert_eq!(
+        (outcome.status, &*outcome.stdout),
+        (RunStatus::Ok, "1\n"),
+        "{outcome:?}"
+    );
+    // Then the thread makes one for the next run's first call.
+    until(
+        || memo.prepared_instances() == 1,
+        "a memo instance made ahead",
+    )
+    .await;
+    let taken = memo.prepared_instances_taken();
+    let outcome = python
+        .run(&ada, &set, "print(save_memo('two'))\nprint(list_memos())")
+        .await;
+    assert_eq!(outcome.status, RunStatus::Ok, "{outcome:?}");
+    assert_eq!(outcome.stdout, "2\n['one', 'two']\n");
+    assert_eq!(memo.prepared_instances_taken(), taken + 1);
+    // A direct call takes one too, with its own context: another user sees
+    // none of Ada's memos.
+    until(|| memo.prepared_instances() == 1, "another memo instance").await;
+    let bob = AgentCtx {
+        user_id: Some("bob-made-ahead".into()),
+        ..AgentCtx::new("chat-made-ahead")
+    };
+    let result = memo
+        .call(&bob, "list_memos", args(serde_json::json!({})))
+        .await;
+    assert_eq!(
+        result.unwrap(),
+        MethodResult::Tool(args(serde_json::json!([])))
+    );
+    assert_eq!(memo.prepared_instances_taken(), taken + 2);
 }
 
 // ---- HTTP ------------------------------------------------------------------

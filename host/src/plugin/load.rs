@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use super::spares::Spares;
 use super::{Plugin, PluginInner, new_store, stopped_to_error};
 use super::{lifecycle, state};
 use crate::bindings::plugin::{SandboxMethod, SandboxMethodPre};
@@ -103,6 +104,7 @@ impl Plugin {
                 imports: compiled.imports(host),
                 code_source: *code_source,
                 hash: hash.clone(),
+                spares: Spares::new(host.prepared_plugin_instances),
             }),
         })
     }

@@ -4,6 +4,7 @@
 
 pub(crate) mod lifecycle;
 mod load;
+mod spares;
 pub(crate) mod state;
 
 use std::collections::HashMap;
@@ -45,6 +46,8 @@ struct PluginInner {
     imports: Vec<String>,
     code_source: CodeSource,
     hash: String,
+    /// Instances made ahead of the calls that need a new one.
+    spares: spares::Spares,
 }
 
 /// Everything a call produced.
@@ -165,11 +168,21 @@ impl Plugin {
         let start = Instant::now();
         let env = &self.inner.env;
         let host = &self.inner.host;
-        let mut current = match session.take() {
-            Some(mut reused) => {
-                reused.store.data_mut().begin_call(ctx, budget.deadline);
-                apply_budget(&mut reused.store, budget, host.metering);
-                reused
+        // The run's instance, else one made ahead (given the plugin's
+        // environment): either way the store is the call's from here on.
+        let kept = session.take().or_else(|| {
+            let mut spare = self.inner.spares.take()?;
+            spare
+                .store
+                .data_mut()
+                .hand_over(env.clone(), budget.deadline);
+            Some(spare)
+        });
+        let mut current = match kept {
+            Some(mut kept) => {
+                kept.store.data_mut().begin_call(ctx, budget.deadline);
+                apply_budget(&mut kept.store, budget, host.metering);
+                kept
             }
             None => Session {
                 store: new_store(host, env.clone(), Some(ctx.clone()), budget),
@@ -202,6 +215,78 @@ impl Plugin {
             events,
             fuel_used,
             elapsed: start.elapsed(),
+        }
+    }
+
+    /// Instances of the plugin made ahead of the calls that need a new one
+    /// (a run's first call of it, a direct call), ready now: see
+    /// [`HostBuilder::prepared_plugin_instances`](crate::HostBuilder::prepared_plugin_instances).
+    pub fn prepared_instances(&self) -> usize {
+        self.inner.spares.ready()
+    }
+
+    /// How many calls took an instance made ahead. Only with the
+    /// `internals` feature.
+    #[cfg(feature = "internals")]
+    pub fn prepared_instances_taken(&self) -> usize {
+        self.inner.spares.taken()
+    }
+
+    /// Whether the plugin wants another instance made ahead.
+    pub(crate) fn wants_spare(&self) -> bool {
+        self.inner.spares.wanted()
+    }
+
+    /// Makes an instance ahead if the plugin wants one more, and has it
+    /// describe itself (the host asks a fresh instance the same at load):
+    /// most of what a first call costs beyond the later ones is the
+    /// plugin's code and data touched for the first time, which `describe`
+    /// touches too. That runs in a store with the call limits, no context
+    /// and nothing granted (the call that takes the instance gives it
+    /// those, `hand_over`), so the plugin can do
+    /// nothing there but compute. False when the host's pool is full: try
+    /// again later. A plugin that fails otherwise is made no more spares;
+    /// its calls instantiate their own and report why.
+    pub(crate) async fn prepare_spare(&self) -> bool {
+        let inner = &self.inner;
+        let Some(making) = inner.spares.start() else {
+            return true;
+        };
+        let host = &inner.host;
+        let budget = Budget::from_limits(&host.limits);
+        let nothing_granted = PluginEnv::new(
+            self.id(),
+            Grants::default(),
+            crate::config::PluginConfig::default(),
+            host.services.clone(),
+        );
+        let mut store = new_store(host, nothing_granted, None, budget);
+        let pre = &inner.pre;
+        let made = guarded(&mut store, budget, async |store| {
+            let instance = pre.instantiate_async(&mut *store).await?;
+            let described = instance
+                .sandwit_plugin_plugin()
+                .call_describe(&mut *store)
+                .await?;
+            drop(described);
+            Ok(instance)
+        })
+        .await;
+        match made {
+            Ok(instance) => {
+                making.fill(Session {
+                    store,
+                    instance: Some(instance),
+                });
+                true
+            }
+            Err(Stopped::Limit(LimitKind::Instances, _)) => false,
+            Err(stopped) => {
+                let why = stopped_to_error(stopped);
+                tracing::warn!(plugin = %self.id(), "no instances are made ahead of calls: instantiating failed: {why}");
+                making.fail();
+                true
+            }
         }
     }
 

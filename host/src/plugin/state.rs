@@ -91,6 +91,16 @@ impl Guest<PluginCall> {
         call.http.begin_call(deadline);
     }
 
+    /// Gives a store made with nothing granted (an instance made ahead)
+    /// the plugin's environment, and drops what the instance printed
+    /// meanwhile: from here on, as a store made for a call.
+    pub(crate) fn hand_over(&mut self, env: Arc<PluginEnv>, deadline: Instant) {
+        let call = &mut self.state;
+        call.http = PluginHttp::new(env.clone(), deadline, self.meter.tab().clone());
+        call.env = env;
+        call.output.take();
+    }
+
     /// The call's events, leaving none: what it recorded, the gate's
     /// refusals, then what it printed, line by line, as `info` log lines.
     pub(crate) fn take_events(&mut self) -> Vec<PluginEvent> {

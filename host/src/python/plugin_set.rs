@@ -166,6 +166,20 @@ impl PluginSet {
         &self.inner.specs
     }
 
+    /// The plugins whose methods are in the set, each once, in the order of
+    /// their first method.
+    pub(crate) fn plugins(&self) -> Vec<&Plugin> {
+        let mut plugins: Vec<&Plugin> = Vec::new();
+        for spec in &self.inner.specs {
+            if let Provider::Plugin(plugin) = &self.inner.by_method[&spec.name]
+                && !plugins.iter().any(|p| p.key() == plugin.key())
+            {
+                plugins.push(plugin);
+            }
+        }
+        plugins
+    }
+
     /// Whether `other` is this set (a clone of it), not just equal to it.
     pub(crate) fn same(&self, other: &PluginSet) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)

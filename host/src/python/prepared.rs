@@ -469,7 +469,8 @@ impl Shared {
 
 /// The thread: while runs leave most cores idle, drops retired stores first
 /// (they hold slots), then tops the prepared interpreters up to `target`,
-/// until the sandbox is dropped. On a busy host runs instantiate and drop
+/// then the instances the latest run's plugins keep made ahead (see
+/// `plugin/spares.rs`), until the sandbox is dropped. On a busy host runs instantiate and drop
 /// their own: preparing would only slow the runs down.
 fn keep(
     shared: &Arc<Shared>,
@@ -511,7 +512,11 @@ fn keep(
         }
         None => {}
     }
-    let runtime = match tokio::runtime::Builder::new_current_thread().build() {
+    // With a timer: a plugin instance is made under its call's deadline.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(e) => {
             tracing::warn!("no interpreters are prepared ahead of runs: {e}");
@@ -555,8 +560,30 @@ fn keep(
             reusable = Some(compiled);
             shared.reusable.store(true, Ordering::SeqCst);
         }
-        if queue.prepared.len() + queue.dirty.len() + queue.out >= target || !shared.core_free() {
+        if !shared.core_free() {
             queue = shared.idle(queue, &mut poll);
+            continue;
+        }
+        if queue.prepared.len() + queue.dirty.len() + queue.out >= target {
+            // Then instances of the latest run's plugins, for the next
+            // run's first calls.
+            let wanting = queue.latest.as_ref().and_then(|latest| {
+                let plugins = latest.plugins();
+                plugins.into_iter().find(|p| p.wants_spare()).cloned()
+            });
+            let Some(plugin) = wanting else {
+                queue = shared.idle(queue, &mut poll);
+                continue;
+            };
+            drop(queue);
+            let made = runtime.block_on(plugin.prepare_spare());
+            drop(plugin);
+            queue = shared.lock();
+            poll = Poll::new();
+            if !made {
+                // The host's pool is full: runs need its slots more.
+                queue = shared.wait_for(queue, RETRY_AFTER);
+            }
             continue;
         }
         let methods = queue.latest.clone();
