@@ -47,7 +47,7 @@ struct PluginInner {
     code_source: CodeSource,
     hash: String,
     /// Instances made ahead of the calls that need a new one.
-    spares: spares::Spares,
+    spares: spares::Spares<Session>,
 }
 
 /// Everything a call produced.

@@ -21,13 +21,11 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::Session;
-
-/// A plugin's spare instances.
-pub(crate) struct Spares {
+/// A plugin's spare instances (`T`: an instance with its store).
+pub(crate) struct Spares<T> {
     /// How many the plugin keeps (`HostBuilder::prepared_plugin_instances`).
     target: usize,
-    queue: Mutex<Queue>,
+    queue: Mutex<Queue<T>>,
     /// Set once making one failed for a reason other than a full pool (the
     /// plugin traps or runs out of a limit while instantiating): its calls
     /// instantiate their own, and report why.
@@ -37,35 +35,37 @@ pub(crate) struct Spares {
     taken: std::sync::atomic::AtomicUsize,
 }
 
-#[derive(Default)]
-struct Queue {
-    ready: Vec<Session>,
+struct Queue<T> {
+    ready: Vec<T>,
     /// Being made now.
     making: usize,
 }
 
 /// The right to make one spare, given back when dropped unfilled.
-pub(crate) struct Making<'a> {
-    spares: &'a Spares,
+pub(crate) struct Making<'a, T> {
+    spares: &'a Spares<T>,
 }
 
-impl Spares {
+impl<T> Spares<T> {
     pub(crate) fn new(target: usize) -> Self {
         Spares {
             target,
-            queue: Mutex::new(Queue::default()),
+            queue: Mutex::new(Queue {
+                ready: Vec::new(),
+                making: 0,
+            }),
             failed: AtomicBool::new(false),
             #[cfg(feature = "internals")]
             taken: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queue<T>> {
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// A spare, if one is ready.
-    pub(crate) fn take(&self) -> Option<Session> {
+    pub(crate) fn take(&self) -> Option<T> {
         let spare = self.lock().ready.pop();
         #[cfg(feature = "internals")]
         if spare.is_some() {
@@ -85,7 +85,7 @@ impl Spares {
 
     /// The right to make one, if the plugin wants one more and making them
     /// has not failed.
-    pub(crate) fn start(&self) -> Option<Making<'_>> {
+    pub(crate) fn start(&self) -> Option<Making<'_, T>> {
         if self.failed.load(Ordering::SeqCst) {
             return None;
         }
@@ -109,9 +109,9 @@ impl Spares {
     }
 }
 
-impl Making<'_> {
+impl<T> Making<'_, T> {
     /// Keeps `spare` ready.
-    pub(crate) fn fill(self, spare: Session) {
+    pub(crate) fn fill(self, spare: T) {
         self.spares.lock().ready.push(spare);
         // `drop` gives back the count of those on the way.
     }
@@ -122,7 +122,7 @@ impl Making<'_> {
     }
 }
 
-impl Drop for Making<'_> {
+impl<T> Drop for Making<'_, T> {
     fn drop(&mut self) {
         self.spares.lock().making -= 1;
     }
