@@ -154,7 +154,9 @@ impl HostBuilder {
     /// ahead has run none of the plugin's methods, and the call that takes
     /// it keeps it for its run alone, as one it instantiated itself: runs
     /// still share nothing. Each holds a slot of the host's pool
-    /// ([`HostBuilder::max_instances`]) until taken.
+    /// ([`HostBuilder::max_instances`]) until taken; those of all plugins
+    /// together hold at most a quarter of it (none in a pool of fewer than
+    /// 4).
     pub fn prepared_plugin_instances(mut self, count: usize) -> Self {
         self.prepared_plugin_instances = Some(count);
         self
@@ -279,6 +281,7 @@ impl HostBuilder {
                 prepared_plugin_instances: self
                     .prepared_plugin_instances
                     .unwrap_or(DEFAULT_PREPARED_PLUGIN_INSTANCES),
+                spare_room: crate::plugin::spares::Room::of_pool(instances as usize),
                 cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
                 #[cfg(feature = "internals")]
                 park: self.park,

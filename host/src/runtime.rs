@@ -25,6 +25,8 @@ pub(crate) struct HostInner {
     pub(crate) prepared_interpreters: usize,
     /// Instances each plugin keeps made ahead of its calls.
     pub(crate) prepared_plugin_instances: usize,
+    /// The share of the pool those of all plugins may hold.
+    pub(crate) spare_room: crate::plugin::spares::Room,
     /// How long a Python sandbox's preparing thread polls with nothing to
     /// do before it sleeps until a run wakes it, and a count of those
     /// sleeps (`HostBuilder::park_after`); the thread's default otherwise.

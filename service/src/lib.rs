@@ -221,7 +221,6 @@ impl Service {
             .layer(axum::extract::DefaultBodyLimit::max(
                 self.state.config.max_body_bytes,
             ))
-            .layer(axum::middleware::from_fn(body::close_unless_read))
             .layer(axum::middleware::from_fn(
                 move |request: axum::extract::Request, next: axum::middleware::Next| async move {
                     // Dropping the handler's future cancels its run.
@@ -239,6 +238,9 @@ impl Service {
                     }
                 },
             ))
+            // Outside the timeout: a 408 given before the body was read
+            // closes the connection too.
+            .layer(axum::middleware::from_fn(body::close_unless_read))
             .with_state(self.state.clone())
     }
 

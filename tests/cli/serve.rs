@@ -577,6 +577,9 @@ fn serve_disables_a_plugin_from_the_next_run_on() {
 /// The answers read from `stream` until the server closes it, split at
 /// each status line.
 fn answers(mut stream: std::net::TcpStream) -> Vec<String> {
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
     let mut text = String::new();
     stream.read_to_string(&mut text).unwrap();
     text.split("HTTP/1.1 ")

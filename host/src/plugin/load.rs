@@ -104,7 +104,7 @@ impl Plugin {
                 imports: compiled.imports(host),
                 code_source: *code_source,
                 hash: hash.clone(),
-                spares: Spares::new(host.prepared_plugin_instances),
+                spares: Spares::new(host.prepared_plugin_instances, host.spare_room.clone()),
             }),
         })
     }

@@ -4,7 +4,7 @@
 
 pub(crate) mod lifecycle;
 mod load;
-mod spares;
+pub(crate) mod spares;
 pub(crate) mod state;
 
 use std::collections::HashMap;
@@ -243,14 +243,16 @@ impl Plugin {
     /// plugin's code and data touched for the first time, which `describe`
     /// touches too. That runs in a store with the call limits, no context
     /// and nothing granted (the call that takes the instance gives it
-    /// those, `hand_over`), so the plugin can do
-    /// nothing there but compute. False when the host's pool is full: try
-    /// again later. A plugin that fails otherwise is made no more spares;
-    /// its calls instantiate their own and report why.
+    /// those, `hand_over`), so the plugin can do nothing there but compute
+    /// (the WIT asks `describe` to leave nothing behind). Whether one was
+    /// made: not when the plugin wants none, the host has no room for it
+    /// (its pool full, or its share for spares), or making it failed; a
+    /// plugin that fails [`spares::MAX_FAILURES`] times is made no more
+    /// spares, its calls instantiate their own and report why.
     pub(crate) async fn prepare_spare(&self) -> bool {
         let inner = &self.inner;
         let Some(making) = inner.spares.start() else {
-            return true;
+            return false;
         };
         let host = &inner.host;
         let budget = Budget::from_limits(&host.limits);
@@ -283,9 +285,13 @@ impl Plugin {
             Err(Stopped::Limit(LimitKind::Instances, _)) => false,
             Err(stopped) => {
                 let why = stopped_to_error(stopped);
-                tracing::warn!(plugin = %self.id(), "no instances are made ahead of calls: instantiating failed: {why}");
-                making.fail();
-                true
+                let failures = making.fail();
+                tracing::warn!(
+                    plugin = %self.id(),
+                    "making an instance ahead of calls failed ({failures} of at most {}): {why}",
+                    spares::MAX_FAILURES
+                );
+                false
             }
         }
     }

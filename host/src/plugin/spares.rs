@@ -16,23 +16,60 @@
 //! The preparing thread of a Python sandbox makes them (`python/prepared.rs`,
 //! for the plugins of its latest run, while a core is free of runs): this
 //! module only keeps them and counts those on the way, so that several
-//! sandboxes' threads do not make more than wanted.
+//! sandboxes' threads do not make more than wanted, and the spares of all
+//! the host's plugins within a share of its pool ([`Room`]), so that spares
+//! of plugins no run calls now cannot take the slots the calls need.
 
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Times making a spare of a plugin may fail (the plugin traps or runs out
+/// of a limit while it is instantiated or describes itself; a busy host can
+/// starve the preparing thread past the time limit) before it is made no
+/// more: its calls then instantiate their own, and report why.
+pub(crate) const MAX_FAILURES: usize = 3;
+
+/// The room a host has for spares, shared by its plugins: spares held and
+/// being made, at most a quarter of the pool's instances.
+#[derive(Clone)]
+pub(crate) struct Room {
+    held: Arc<AtomicUsize>,
+    max: usize,
+}
+
+impl Room {
+    /// The room of a pool of `instances` component instances.
+    pub(crate) fn of_pool(instances: usize) -> Self {
+        Room {
+            held: Arc::default(),
+            max: instances / 4,
+        }
+    }
+
+    fn reserve(&self) -> bool {
+        self.held
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |held| {
+                (held < self.max).then_some(held + 1)
+            })
+            .is_ok()
+    }
+
+    fn free(&self, count: usize) {
+        self.held.fetch_sub(count, Ordering::SeqCst);
+    }
+}
 
 /// A plugin's spare instances (`T`: an instance with its store).
 pub(crate) struct Spares<T> {
     /// How many the plugin keeps (`HostBuilder::prepared_plugin_instances`).
     target: usize,
+    room: Room,
     queue: Mutex<Queue<T>>,
-    /// Set once making one failed for a reason other than a full pool (the
-    /// plugin traps or runs out of a limit while instantiating): its calls
-    /// instantiate their own, and report why.
-    failed: AtomicBool,
+    /// Times making one failed, up to [`MAX_FAILURES`].
+    failures: AtomicUsize,
     /// Spares taken by calls, for tests.
     #[cfg(feature = "internals")]
-    taken: std::sync::atomic::AtomicUsize,
+    taken: AtomicUsize,
 }
 
 struct Queue<T> {
@@ -41,22 +78,26 @@ struct Queue<T> {
     making: usize,
 }
 
-/// The right to make one spare, given back when dropped unfilled.
+/// The right to make one spare (its place in the host's room held), given
+/// back when dropped unfilled.
 pub(crate) struct Making<'a, T> {
     spares: &'a Spares<T>,
+    filled: bool,
 }
 
 impl<T> Spares<T> {
-    pub(crate) fn new(target: usize) -> Self {
+    /// Up to `target` spares, within the host's `room`.
+    pub(crate) fn new(target: usize, room: Room) -> Self {
         Spares {
             target,
+            room,
             queue: Mutex::new(Queue {
                 ready: Vec::new(),
                 making: 0,
             }),
-            failed: AtomicBool::new(false),
+            failures: AtomicUsize::new(0),
             #[cfg(feature = "internals")]
-            taken: std::sync::atomic::AtomicUsize::new(0),
+            taken: AtomicUsize::new(0),
         }
     }
 
@@ -66,35 +107,38 @@ impl<T> Spares<T> {
 
     /// A spare, if one is ready.
     pub(crate) fn take(&self) -> Option<T> {
-        let spare = self.lock().ready.pop();
+        let spare = self.lock().ready.pop()?;
+        self.room.free(1);
         #[cfg(feature = "internals")]
-        if spare.is_some() {
-            self.taken.fetch_add(1, Ordering::SeqCst);
-        }
-        spare
+        self.taken.fetch_add(1, Ordering::SeqCst);
+        Some(spare)
     }
 
-    /// Whether the plugin wants one more (and making them has not failed).
+    /// Whether the plugin wants one more (and making them has not failed
+    /// [`MAX_FAILURES`] times).
     pub(crate) fn wanted(&self) -> bool {
-        if self.failed.load(Ordering::SeqCst) {
+        if self.failures.load(Ordering::SeqCst) >= MAX_FAILURES {
             return false;
         }
         let queue = self.lock();
         queue.ready.len() + queue.making < self.target
     }
 
-    /// The right to make one, if the plugin wants one more and making them
-    /// has not failed.
+    /// The right to make one, if the plugin wants one more and the host
+    /// has room for it.
     pub(crate) fn start(&self) -> Option<Making<'_, T>> {
-        if self.failed.load(Ordering::SeqCst) {
+        if self.failures.load(Ordering::SeqCst) >= MAX_FAILURES {
             return None;
         }
         let mut queue = self.lock();
-        if queue.ready.len() + queue.making >= self.target {
+        if queue.ready.len() + queue.making >= self.target || !self.room.reserve() {
             return None;
         }
         queue.making += 1;
-        Some(Making { spares: self })
+        Some(Making {
+            spares: self,
+            filled: false,
+        })
     }
 
     /// How many are ready now.
@@ -109,21 +153,66 @@ impl<T> Spares<T> {
     }
 }
 
+impl<T> Drop for Spares<T> {
+    fn drop(&mut self) {
+        let ready = self.lock().ready.len();
+        self.room.free(ready);
+    }
+}
+
 impl<T> Making<'_, T> {
-    /// Keeps `spare` ready.
-    pub(crate) fn fill(self, spare: T) {
+    /// Keeps `spare` ready (its place in the room held until it is taken).
+    pub(crate) fn fill(mut self, spare: T) {
         self.spares.lock().ready.push(spare);
-        // `drop` gives back the count of those on the way.
+        self.filled = true;
     }
 
-    /// Stops making spares of this plugin.
-    pub(crate) fn fail(self) {
-        self.spares.failed.store(true, Ordering::SeqCst);
+    /// Counts a failure; returns how many there were.
+    pub(crate) fn fail(self) -> usize {
+        self.spares.failures.fetch_add(1, Ordering::SeqCst) + 1
     }
 }
 
 impl<T> Drop for Making<'_, T> {
     fn drop(&mut self) {
         self.spares.lock().making -= 1;
+        if !self.filled {
+            self.spares.room.free(1);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spares_of_all_plugins_stay_within_a_quarter_of_the_pool() {
+        let room = Room::of_pool(8);
+        let [a, b, c] = [(); 3].map(|()| Spares::<u32>::new(1, room.clone()));
+        a.start().unwrap().fill(1);
+        assert!(a.start().is_none(), "one per plugin");
+        b.start().unwrap().fill(2);
+        assert!(c.start().is_none(), "two in a pool of 8");
+        // Taking one frees its place; one made and dropped unfilled too.
+        assert_eq!(a.take(), Some(1));
+        drop(c.start().unwrap());
+        c.start().unwrap().fill(3);
+        assert_eq!((a.ready(), b.ready(), c.ready()), (0, 1, 1));
+        // A plugin dropped with its spare gives the place back.
+        drop(b);
+        a.start().unwrap().fill(4);
+        assert!(Spares::<u32>::new(1, Room::of_pool(3)).start().is_none());
+    }
+
+    #[test]
+    fn a_plugin_that_keeps_failing_is_made_no_more_spares() {
+        let spares = Spares::<u32>::new(1, Room::of_pool(400));
+        for failures in 1..=MAX_FAILURES {
+            assert!(spares.wanted());
+            assert_eq!(spares.start().unwrap().fail(), failures);
+        }
+        assert!(!spares.wanted() && spares.start().is_none());
+        assert_eq!(spares.room.held.load(Ordering::SeqCst), 0);
     }
 }

@@ -258,10 +258,14 @@ impl Preparer {
         memory_bytes: usize,
         plugins: &PluginSet,
     ) -> Option<Prepared> {
+        // Declared first, dropped last: the set replaced may hold the last
+        // handle to a plugin, whose spares are not dropped under the lock.
+        let _replaced;
         let mut queue = self.shared.lock();
-        if !queue.latest.as_ref().is_some_and(|l| l.same(plugins)) {
-            queue.latest = Some(plugins.clone());
-        }
+        _replaced = match queue.latest.as_ref().is_some_and(|l| l.same(plugins)) {
+            true => None,
+            false => queue.latest.replace(plugins.clone()),
+        };
         let fits = |p: &Prepared| p.store.data().limiter.peak_memory <= memory_bytes;
         let made_for = |p: &Prepared| p.methods.as_ref().is_some_and(|m| m.same(plugins));
         let at = queue
@@ -579,10 +583,13 @@ fn keep(
             let made = runtime.block_on(plugin.prepare_spare());
             drop(plugin);
             queue = shared.lock();
-            poll = Poll::new();
-            if !made {
-                // The host's pool is full: runs need its slots more.
-                queue = shared.wait_for(queue, RETRY_AFTER);
+            if made {
+                poll = Poll::new();
+            } else {
+                // No room (the host's pool, or its share for spares, is
+                // full: runs need the slots more), or it failed: back off
+                // as when there is nothing to do.
+                queue = shared.idle(queue, &mut poll);
             }
             continue;
         }
