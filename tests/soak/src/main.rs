@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::Parser;
 use sandwit::{
-    AgentCtx, Host, LimitKind, Limits, MethodResult, PluginSet, Policy, PythonSandbox, RunLimits,
-    RunOutcome, RunStatus, Value,
+    AgentCtx, Host, LimitKind, Limits, MethodResult, Plugin, PluginSet, Policy, PythonSandbox,
+    RunLimits, RunOutcome, RunStatus, Value,
 };
 use sandwit_test_artifacts as artifacts;
 use tokio::sync::Mutex;
@@ -270,7 +270,7 @@ fn host(cache_dir: &Path, store: &Path, tasks: usize, port: u16) -> anyhow::Resu
         .build()
 }
 
-async fn load(host: &Host) -> anyhow::Result<(PythonSandbox, PluginSet)> {
+async fn load(host: &Host) -> anyhow::Result<(PythonSandbox, Vec<Plugin>)> {
     let python = host.load_python_file(artifacts::PYTHON).await?;
     let mut plugins = Vec::new();
     for path in [
@@ -282,7 +282,22 @@ async fn load(host: &Host) -> anyhow::Result<(PythonSandbox, PluginSet)> {
     ] {
         plugins.push(host.load_plugin_file(path).await?);
     }
-    Ok((python, PluginSet::new(&plugins)?))
+    Ok((python, plugins))
+}
+
+/// Waits (at most 10 s) until the sandbox's thread has caught up after the
+/// runs: its interpreters prepared (it drops finished runs' stores before
+/// it prepares) and the plugins' instances made ahead, so that a sample of
+/// resident memory counts what the host keeps, not what it is still
+/// dropping or making.
+async fn settled(python: &PythonSandbox, plugins: &[Plugin]) {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(10)
+        && (python.prepared() < sandwit::DEFAULT_PREPARED_INTERPRETERS
+            || plugins.iter().any(|p| p.prepared_instances() == 0))
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 fn run_limits() -> RunLimits {
@@ -375,7 +390,8 @@ async fn main() -> anyhow::Result<()> {
     }
     let port = http_server()?;
     let host = host(&args.cache_dir, &store, args.tasks, port)?;
-    let (python, plugins) = load(&host).await?;
+    let (python, loaded) = load(&host).await?;
+    let plugins = PluginSet::new(&loaded)?;
     // On a fresh cache the interpreter is compiled once more, in the
     // background, for the sandbox's own engine (interpreters reused across
     // runs): tens of megabytes of code that would otherwise be counted as
@@ -403,13 +419,15 @@ async fn main() -> anyhow::Result<()> {
     // samples are taken with nothing running.
     let warm_up = (args.runs / 20).max(args.tasks).min(args.runs);
     soak(&shared, warm_up, args.tasks, args.runs, start).await?;
+    settled(&shared.python, &loaded).await;
     let (rss_base, _, fds_base) = usage()?;
     soak(&shared, args.runs, args.tasks, args.runs, start).await?;
     let elapsed = start.elapsed();
+    settled(&shared.python, &loaded).await;
     let (rss_end, peak, fds_end) = usage()?;
 
     // Every acknowledged write, read back by a new host on the same file.
-    drop((shared, host));
+    drop((shared, host, loaded));
     let mut tally = Arc::try_unwrap(tally)
         .map_err(|_| anyhow::anyhow!("tasks still hold the tally"))?
         .into_inner();
