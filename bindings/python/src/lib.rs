@@ -401,7 +401,7 @@ fn result_to_py(py: Python<'_>, result: sandwit::MethodResult) -> PyResult<Py<Py
 #[pymethods]
 impl PyHost {
     #[new]
-    #[pyo3(signature = (*, cache_dir=None, policy=None, store=None, limits=None, call_limits=None, python=None, prepared_interpreters=None, max_instances=None, cache_max_mib=None))]
+    #[pyo3(signature = (*, cache_dir=None, policy=None, store=None, limits=None, call_limits=None, python=None, prepared_interpreters=None, prepared_plugin_instances=None, max_instances=None, cache_max_mib=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -412,6 +412,7 @@ impl PyHost {
         call_limits: Option<&Bound<'_, PyCallLimits>>,
         python: Option<&Bound<'_, PyAny>>,
         prepared_interpreters: Option<usize>,
+        prepared_plugin_instances: Option<usize>,
         max_instances: Option<u32>,
         cache_max_mib: Option<u64>,
     ) -> PyResult<Self> {
@@ -442,6 +443,9 @@ impl PyHost {
         }
         if let Some(count) = prepared_interpreters {
             builder = builder.prepared_interpreters(count);
+        }
+        if let Some(count) = prepared_plugin_instances {
+            builder = builder.prepared_plugin_instances(count);
         }
         if let Some(count) = max_instances {
             builder = builder.max_instances(count);
@@ -691,6 +695,12 @@ impl PyPlugin {
         self.plugin.imports().to_vec()
     }
 
+    /// Instances made ahead of the calls that need a new one, ready now.
+    #[getter]
+    fn prepared_instances(&self) -> usize {
+        self.plugin.prepared_instances()
+    }
+
     /// Calls `method` with `args` (a dict of parameter names to values) in
     /// a fresh instance, under the host's call limits; returns the typed
     /// result. Raises `CallError`.
@@ -759,6 +769,7 @@ fn warmup(
         None,
         None,
         python,
+        Some(0),
         Some(0),
         Some(4),
         None,

@@ -2,6 +2,7 @@
 errors of each."""
 
 import pathlib
+import time
 
 import pytest
 
@@ -98,6 +99,22 @@ def test_a_host_takes_its_settings(cache_dir, tmp_path):
     assert "Host(cache_dir=" in repr(host)
     calc = host.load_plugin(wasm("calc"))
     assert calc.call("calculate_sum", {"num1": 1, "num2": 2}).value == 3
+
+
+def test_plugin_instances_are_made_ahead_unless_turned_off(cache_dir):
+    hosts = [sandwit.Host(cache_dir=cache_dir, prepared_plugin_instances=count) for count in (None, 0)]
+    calcs = [host.load_plugin(wasm("calc")) for host in hosts]
+    for host, calc in zip(hosts, calcs):
+        assert calc.prepared_instances == 0
+        # A run names the plugins whose instances the host makes ahead.
+        out = host.run("print(calculate_sum(1, 2))", plugins=host.plugin_set([calc]))
+        assert out.stdout == "3\n"
+    # The default host's thread makes one (on an idle core: it may wait for
+    # the other tests); the other's, as busy, makes none.
+    deadline = time.monotonic() + 300
+    while calcs[0].prepared_instances == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert [calc.prepared_instances for calc in calcs] == [1, 0]
 
 
 def test_a_host_refuses_bad_settings(tmp_path, cache_dir):

@@ -479,6 +479,10 @@ class Plugin:
     @property
     def imports(self) -> list[str]:
         """The component's imports."""
+    @property
+    def prepared_instances(self) -> int:
+        """Instances made ahead of the calls that need a new one (a run's
+        first call of the plugin, a direct call), ready now."""
     def call(
         self, method: str, args: dict[str, Any] | None = None, *, ctx: AgentCtx | None = None
     ) -> MethodResult:
@@ -552,6 +556,7 @@ class Host:
         call_limits: CallLimits | None = None,
         python: StrPath | None = None,
         prepared_interpreters: int | None = None,
+        prepared_plugin_instances: int | None = None,
         max_instances: int | None = None,
         cache_max_mib: int | None = None,
     ) -> None:
@@ -570,6 +575,9 @@ class Host:
                 built into the package].
             prepared_interpreters: Interpreters kept instantiated ahead of
                 runs [2].
+            prepared_plugin_instances: Instances each plugin of the latest
+                run keeps made ahead of a run's first call of it (fresh,
+                nothing granted until taken; 0 for none) [1].
             max_instances: Component instances the host's pool holds at
                 once [400].
             cache_max_mib: The most compiled code the cache keeps [1024].
