@@ -239,22 +239,38 @@ impl Function {
         args: Value,
         run_loop: Option<Arc<Py<PyAny>>>,
     ) -> Result<MethodResult, String> {
+        // Armed before the coroutine is scheduled: a call dropped while
+        // the blocking thread schedules it must still cancel it.
+        let guard = CancelOnDrop {
+            handoff: Arc::default(),
+            handle: tokio::runtime::Handle::current(),
+        };
+        let handoff = guard.handoff.clone();
         let started = tokio::task::spawn_blocking(move || {
-            with_python_kept(|py| self.start(py, ctx, args, run_loop.as_deref()))
+            with_python_kept(|py| {
+                let started = self.start(py, ctx, args, run_loop.as_deref());
+                if let Started::Awaiting { future, .. } = &started {
+                    let mut handoff = handoff.lock().unwrap_or_else(|e| e.into_inner());
+                    if handoff.dropped {
+                        let _ = future.bind(py).call_method0("cancel");
+                    } else {
+                        handoff.future = Some(future.clone_ref(py));
+                    }
+                }
+                started
+            })
         })
         .await
         .map_err(|e| format!("its thread failed: {e}"))?
         .ok_or_else(|| "the Python interpreter is exiting".to_string())?;
-        match started {
+        let result = match started {
             Started::Done(result) => result,
-            Started::Awaiting { result, future } => {
-                let handle = tokio::runtime::Handle::current();
-                let mut running = CancelOnDrop(Some((future, handle)));
-                let result = result.await;
-                running.0 = None;
-                result.unwrap_or_else(|_| Err("its coroutine was cancelled".to_string()))
-            }
-        }
+            Started::Awaiting { result, .. } => result
+                .await
+                .unwrap_or_else(|_| Err("its coroutine was cancelled".to_string())),
+        };
+        guard.disarm();
+        result
     }
 
     /// Calls the function (with the GIL, on a blocking thread).
@@ -409,13 +425,42 @@ fn parts_from_py(value: &Bound<'_, PyAny>) -> Result<Vec<ContentPart>, String> {
 /// Cancels a coroutine's future if the call waiting for it is dropped
 /// first (the run's deadline, a cancelled run), from a blocking thread of
 /// the runtime the call ran on: it needs the GIL, and the call may be
-/// dropped on a thread of no runtime (with the run's store, later).
-struct CancelOnDrop(Option<(Py<PyAny>, tokio::runtime::Handle)>);
+/// dropped on a thread of no runtime (with the run's store, later). The
+/// call may be dropped while the coroutine is being scheduled: whichever of
+/// the two comes second cancels it ([`Handoff`]).
+struct CancelOnDrop {
+    handoff: Arc<Mutex<Handoff>>,
+    handle: tokio::runtime::Handle,
+}
+
+/// Between a call and the blocking thread that schedules its coroutine.
+#[derive(Default)]
+struct Handoff {
+    /// The coroutine's `concurrent.futures.Future`, once scheduled.
+    future: Option<Py<PyAny>>,
+    /// Whether the call was dropped.
+    dropped: bool,
+}
+
+impl CancelOnDrop {
+    /// The call got its answer: nothing to cancel.
+    fn disarm(self) {
+        self.handoff
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .future = None;
+    }
+}
 
 impl Drop for CancelOnDrop {
     fn drop(&mut self) {
-        if let Some((future, handle)) = self.0.take() {
-            handle.spawn_blocking(move || {
+        let future = {
+            let mut handoff = self.handoff.lock().unwrap_or_else(|e| e.into_inner());
+            handoff.dropped = true;
+            handoff.future.take()
+        };
+        if let Some(future) = future {
+            self.handle.spawn_blocking(move || {
                 with_python_kept(|py| {
                     let _ = future.bind(py).call_method0("cancel");
                 })
