@@ -298,53 +298,47 @@ mod tests {
     /// An invitation whose sender no longer owns the plugin (left over from
     /// before removals withdrew them) is refused and dropped; one from an
     /// admin, who owns nothing, holds.
-    #[test]
-    fn an_invitation_from_a_former_owner_is_void() {
+    #[tokio::test]
+    async fn an_invitation_from_a_former_owner_is_void() {
         let dir = crate::scratch::ScratchDir::new("invitations");
         let registry = Registry::open(&dir).unwrap();
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
+        let mut accounts = Vec::new();
+        for (name, role) in [
+            ("alice", Role::Publisher),
+            ("bob", Role::Publisher),
+            ("carol", Role::Publisher),
+            ("root", Role::Admin),
+        ] {
+            let token = registry.create_token(name, role).unwrap();
+            accounts.push(registry.authenticate(&token).await.unwrap());
+        }
+        let [alice, bob, carol, root] = <[Account; 4]>::try_from(accounts).unwrap();
+        let ids = (alice.id, bob.id, carol.id, root.id);
+        registry
+            .db(move |conn| {
+                conn.execute_batch(&format!(
+                    "INSERT INTO plugins (id, latest, created_at) VALUES ('calc', NULL, 0);
+                     INSERT INTO owners (plugin, account) VALUES ('calc', {alice});
+                     INSERT INTO owner_invitations (plugin, account, invited_by, created_at)
+                         VALUES ('calc', {carol}, {bob}, 0), ('calc', {root}, {root}, 0);",
+                    alice = ids.0,
+                    bob = ids.1,
+                    carol = ids.2,
+                    root = ids.3,
+                ))?;
+                Ok(())
+            })
+            .await
             .unwrap();
-        runtime.block_on(async {
-            let mut accounts = Vec::new();
-            for (name, role) in [
-                ("alice", Role::Publisher),
-                ("bob", Role::Publisher),
-                ("carol", Role::Publisher),
-                ("root", Role::Admin),
-            ] {
-                let token = registry.create_token(name, role).unwrap();
-                accounts.push(registry.authenticate(&token).await.unwrap());
-            }
-            let [alice, bob, carol, root] = <[Account; 4]>::try_from(accounts).unwrap();
-            let ids = (alice.id, bob.id, carol.id, root.id);
-            registry
-                .db(move |conn| {
-                    conn.execute_batch(&format!(
-                        "INSERT INTO plugins (id, latest, created_at) VALUES ('calc', NULL, 0);
-                         INSERT INTO owners (plugin, account) VALUES ('calc', {alice});
-                         INSERT INTO owner_invitations (plugin, account, invited_by, created_at)
-                             VALUES ('calc', {carol}, {bob}, 0), ('calc', {root}, {root}, 0);",
-                        alice = ids.0,
-                        bob = ids.1,
-                        carol = ids.2,
-                        root = ids.3,
-                    ))?;
-                    Ok(())
-                })
-                .await
-                .unwrap();
-            let refused = registry.accept_ownership(&carol, "calc").await.unwrap_err();
-            assert!(
-                matches!(&refused, Error::NotFound(m) if m.contains("sent by bob")),
-                "{refused:?}"
-            );
-            let owners = registry.owners("calc").await.unwrap();
-            assert_eq!(owners.users, ["alice"]);
-            assert_eq!(owners.invited, ["root"]);
-            let owners = registry.accept_ownership(&root, "calc").await.unwrap();
-            assert_eq!(owners.users, ["alice", "root"]);
-        });
+        let refused = registry.accept_ownership(&carol, "calc").await.unwrap_err();
+        assert!(
+            matches!(&refused, Error::NotFound(m) if m.contains("sent by bob")),
+            "{refused:?}"
+        );
+        let owners = registry.owners("calc").await.unwrap();
+        assert_eq!(owners.users, ["alice"]);
+        assert_eq!(owners.invited, ["root"]);
+        let owners = registry.accept_ownership(&root, "calc").await.unwrap();
+        assert_eq!(owners.users, ["alice", "root"]);
     }
 }

@@ -430,67 +430,61 @@ mod tests {
     /// A publish that writes its blob and then loses the race to commit
     /// (another publish of the same id and version committed in between)
     /// removes its blob; one whose bytes a version names keeps it.
-    #[test]
-    fn a_publish_that_loses_the_race_removes_its_blob() {
+    #[tokio::test]
+    async fn a_publish_that_loses_the_race_removes_its_blob() {
         let dir = crate::scratch::ScratchDir::new("race");
         let registry = Registry::open_with(&dir, Some(Arc::new(AcceptAll)), 2).unwrap();
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
+        let token = registry.create_token("alice", Role::Publisher).unwrap();
+        let alice = registry.authenticate(&token).await.unwrap();
+        let key = SigningKey::generate().unwrap();
+        let public = key.public_key().to_string();
+        registry
+            .register_key(&alice, &public, &key.sign_registration("alice").to_string())
+            .await
             .unwrap();
-        runtime.block_on(async {
-            let token = registry.create_token("alice", Role::Publisher).unwrap();
-            let alice = registry.authenticate(&token).await.unwrap();
-            let key = SigningKey::generate().unwrap();
-            let public = key.public_key().to_string();
-            registry
-                .register_key(&alice, &public, &key.sign_registration("alice").to_string())
-                .await
-                .unwrap();
-            let publish = |bytes: &'static [u8]| {
-                let signature = key.sign_digest(&digest_of(bytes)).unwrap().to_string();
-                let (registry, alice) = (registry.clone(), alice.clone());
-                async move {
-                    registry
-                        .publish(
-                            &alice,
-                            axum::body::Bytes::from_static(bytes),
-                            Some(&signature),
-                            registry.upload_slot().unwrap(),
-                        )
-                        .await
-                }
-            };
-            // The winner commits between the loser's blob write and commit.
-            let alice_id = alice.id;
-            *registry.inner.before_commit.lock().unwrap() = Some(Box::new(move |conn| {
-                conn.execute(
-                    "INSERT INTO plugins (id, latest, created_at) VALUES ('race', '1.0.0', 0)",
-                    [],
-                )
-                .unwrap();
-                conn.execute(
-                    "INSERT INTO owners (plugin, account) VALUES ('race', ?1)",
-                    [alice_id],
-                )
-                .unwrap();
-                conn.execute(
-                    "INSERT INTO versions (plugin, version, digest, size, signer, signature,
-                         publisher, published_at, name, description, manifest, kinds,
-                         capabilities, search_text)
-                     VALUES ('race', '1.0.0', 'sha256:' || printf('%064d', 0), 1, '', '', ?1, 0,
-                         '', '', '{}', '[]', '[]', '')",
-                    [alice_id],
-                )
-                .unwrap();
-            }));
-            let lost = publish(b"the loser's bytes").await.unwrap_err();
-            assert!(matches!(lost, Error::VersionExists(_)), "{lost:?}");
-            assert!(
-                !blob_path(&registry, b"the loser's bytes").exists(),
-                "the losing publish left its blob"
-            );
-        });
+        let publish = |bytes: &'static [u8]| {
+            let signature = key.sign_digest(&digest_of(bytes)).unwrap().to_string();
+            let (registry, alice) = (registry.clone(), alice.clone());
+            async move {
+                registry
+                    .publish(
+                        &alice,
+                        axum::body::Bytes::from_static(bytes),
+                        Some(&signature),
+                        registry.upload_slot().unwrap(),
+                    )
+                    .await
+            }
+        };
+        // The winner commits between the loser's blob write and commit.
+        let alice_id = alice.id;
+        *registry.inner.before_commit.lock().unwrap() = Some(Box::new(move |conn| {
+            conn.execute(
+                "INSERT INTO plugins (id, latest, created_at) VALUES ('race', '1.0.0', 0)",
+                [],
+            )
+            .unwrap();
+            conn.execute(
+                "INSERT INTO owners (plugin, account) VALUES ('race', ?1)",
+                [alice_id],
+            )
+            .unwrap();
+            conn.execute(
+                "INSERT INTO versions (plugin, version, digest, size, signer, signature,
+                     publisher, published_at, name, description, manifest, kinds,
+                     capabilities, search_text)
+                 VALUES ('race', '1.0.0', 'sha256:' || printf('%064d', 0), 1, '', '', ?1, 0,
+                     '', '', '{}', '[]', '[]', '')",
+                [alice_id],
+            )
+            .unwrap();
+        }));
+        let lost = publish(b"the loser's bytes").await.unwrap_err();
+        assert!(matches!(lost, Error::VersionExists(_)), "{lost:?}");
+        assert!(
+            !blob_path(&registry, b"the loser's bytes").exists(),
+            "the losing publish left its blob"
+        );
     }
 
     /// A blob another publish holds pending, or a version names, stays.

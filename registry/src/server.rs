@@ -231,8 +231,8 @@ mod tests {
 
     /// Made-up tokens take no per-token bucket: however many, they cannot
     /// make the buckets forget a real token's exhausted one.
-    #[test]
-    fn bogus_tokens_do_not_reset_a_real_tokens_bucket() {
+    #[tokio::test]
+    async fn bogus_tokens_do_not_reset_a_real_tokens_bucket() {
         let dir = crate::scratch::ScratchDir::new("tokens");
         let registry = Registry::open(&dir).unwrap();
         let limit = RateLimit {
@@ -244,29 +244,23 @@ mod tests {
             per_address: Buckets::new(limit),
             per_token: Buckets::with_capacity(limit, 2),
         }));
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async {
-            let token = registry.create_token("alice", Role::Publisher).unwrap();
-            assert_eq!(tokens.account(&token).await.unwrap().name, "alice");
-            let limited = tokens.account(&token).await.unwrap_err();
-            assert!(
-                matches!(limited, Error::RateLimited("token", _)),
-                "{limited:?}"
-            );
-            for i in 0..10 {
-                // Well formed (43 base64url characters), never issued.
-                let bogus = format!("swr_{i:0>43}");
-                let refused = tokens.account(&bogus).await.unwrap_err();
-                assert!(matches!(refused, Error::Unauthorized(_)), "{refused:?}");
-            }
-            let limited = tokens.account(&token).await.unwrap_err();
-            assert!(
-                matches!(limited, Error::RateLimited("token", _)),
-                "{limited:?}"
-            );
-        });
+        let token = registry.create_token("alice", Role::Publisher).unwrap();
+        assert_eq!(tokens.account(&token).await.unwrap().name, "alice");
+        let limited = tokens.account(&token).await.unwrap_err();
+        assert!(
+            matches!(limited, Error::RateLimited("token", _)),
+            "{limited:?}"
+        );
+        for i in 0..10 {
+            // Well formed (43 base64url characters), never issued.
+            let bogus = format!("swr_{i:0>43}");
+            let refused = tokens.account(&bogus).await.unwrap_err();
+            assert!(matches!(refused, Error::Unauthorized(_)), "{refused:?}");
+        }
+        let limited = tokens.account(&token).await.unwrap_err();
+        assert!(
+            matches!(limited, Error::RateLimited("token", _)),
+            "{limited:?}"
+        );
     }
 }
