@@ -149,11 +149,17 @@ pub async fn assert_still_serving(host: &Host) {
 /// core, so this waits for the other tests to leave one: minutes, on a
 /// loaded 2-core machine.
 pub async fn until(done: impl Fn() -> bool, what: &str) {
+    until_within(Duration::from_secs(300), done, what).await;
+}
+
+/// [`until`], failing after `limit`.
+pub async fn until_within(limit: Duration, done: impl Fn() -> bool, what: &str) {
     let start = std::time::Instant::now();
     while !done() {
         assert!(
-            start.elapsed() < Duration::from_secs(300),
-            "waited 5 minutes for {what}"
+            start.elapsed() < limit,
+            "waited {} s for {what}",
+            limit.as_secs()
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }

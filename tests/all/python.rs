@@ -13,6 +13,7 @@ use tokio::sync::OnceCell;
 
 use crate::common::{
     artifacts, assert_ended_soon_after, assert_still_serving, cache_dir, ctx, host, load, until,
+    until_within,
 };
 
 /// The sandbox and the plugins (the four examples and the hostile one),
@@ -877,14 +878,8 @@ async fn a_run_wakes_the_preparing_thread_once_it_sleeps() {
 /// background (tens of seconds of a core while other tests run).
 async fn until_reusable(python: &PythonSandbox) {
     let ready = || python.reuses_interpreters();
-    let start = std::time::Instant::now();
-    while !ready() {
-        assert!(
-            start.elapsed() < Duration::from_secs(600),
-            "the interpreter was not compiled for reuse within 10 minutes"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let what = "the interpreter compiled for reuse";
+    until_within(Duration::from_secs(600), ready, what).await;
 }
 
 #[tokio::test]

@@ -168,17 +168,7 @@ async fn memo_keeps_per_user_memos_and_injects_their_count() {
     );
     assert!(seen.prompt().contains("def save_memo(memo"));
     // Another user of the same chat sees none of Ada's memos.
-    let bob = AgentCtx {
-        user_id: Some("bob-python-plugins".into()),
-        ..AgentCtx::new("chat-memo")
-    };
-    let result = memo
-        .call(&bob, "list_memos", args(serde_json::json!({})))
-        .await;
-    assert_eq!(
-        result.unwrap(),
-        MethodResult::Tool(args(serde_json::json!([])))
-    );
+    assert_no_memos(memo, "bob-python-plugins", "chat-memo").await;
     // Without a user, collect_methods offers nothing: not listed, not callable.
     let nobody = set.in_context(&AgentCtx::new("chat-memo")).await;
     assert_eq!(nobody.methods.methods().count(), 0);
@@ -234,18 +224,23 @@ async fn a_run_takes_a_python_plugin_instance_made_ahead_and_leaves_it_nothing()
     // A direct call takes one too, with its own context: another user sees
     // none of Ada's memos.
     until(|| memo.prepared_instances() == 1, "another memo instance").await;
-    let bob = AgentCtx {
-        user_id: Some("bob-made-ahead".into()),
-        ..AgentCtx::new("chat-made-ahead")
+    assert_no_memos(&memo, "bob-made-ahead", "chat-made-ahead").await;
+    assert_eq!(memo.prepared_instances_taken(), taken + 2);
+}
+
+/// Asserts that `user` of `chat` has no memos, by a direct call.
+async fn assert_no_memos(memo: &Plugin, user: &str, chat: &str) {
+    let ctx = AgentCtx {
+        user_id: Some(user.into()),
+        ..AgentCtx::new(chat)
     };
     let result = memo
-        .call(&bob, "list_memos", args(serde_json::json!({})))
+        .call(&ctx, "list_memos", args(serde_json::json!({})))
         .await;
     assert_eq!(
         result.unwrap(),
         MethodResult::Tool(args(serde_json::json!([])))
     );
-    assert_eq!(memo.prepared_instances_taken(), taken + 2);
 }
 
 // ---- HTTP ------------------------------------------------------------------
