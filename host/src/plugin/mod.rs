@@ -266,11 +266,10 @@ impl Plugin {
         let pre = &inner.pre;
         let made = guarded(&mut store, budget, async |store| {
             let instance = pre.instantiate_async(&mut *store).await?;
-            let described = instance
+            instance
                 .sandwit_plugin_plugin()
                 .call_describe(&mut *store)
                 .await?;
-            drop(described);
             Ok(instance)
         })
         .await;

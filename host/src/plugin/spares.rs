@@ -117,21 +117,19 @@ impl<T> Spares<T> {
     /// Whether the plugin wants one more (and making them has not failed
     /// [`MAX_FAILURES`] times).
     pub(crate) fn wanted(&self) -> bool {
-        if self.failures.load(Ordering::SeqCst) >= MAX_FAILURES {
-            return false;
-        }
-        let queue = self.lock();
-        queue.ready.len() + queue.making < self.target
+        self.wants(&self.lock())
+    }
+
+    fn wants(&self, queue: &Queue<T>) -> bool {
+        self.failures.load(Ordering::SeqCst) < MAX_FAILURES
+            && queue.ready.len() + queue.making < self.target
     }
 
     /// The right to make one, if the plugin wants one more and the host
     /// has room for it.
     pub(crate) fn start(&self) -> Option<Making<'_, T>> {
-        if self.failures.load(Ordering::SeqCst) >= MAX_FAILURES {
-            return None;
-        }
         let mut queue = self.lock();
-        if queue.ready.len() + queue.making >= self.target || !self.room.reserve() {
+        if !self.wants(&queue) || !self.room.reserve() {
             return None;
         }
         queue.making += 1;
