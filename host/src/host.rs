@@ -146,8 +146,10 @@ impl HostBuilder {
     /// How many instances each plugin keeps made ahead of the calls that
     /// need a new one: a run's first call of the plugin, a direct
     /// [`Plugin::call`] ([`DEFAULT_PREPARED_PLUGIN_INSTANCES`] unless set; 0
-    /// for none). A Python plugin's instantiation (its CPython's memory
-    /// image) is most of its first call in a run; a Rust plugin's is short.
+    /// for none). A new instance's first call costs more than the later
+    /// ones (instantiating, then code and data touched for the first time),
+    /// far more for a Python plugin than a Rust one (BENCHMARKS.md,
+    /// "Plugins by language").
     /// Each [`PythonSandbox`]'s preparing thread makes them for the plugins
     /// of its latest run, while a core is free of runs (so none are made
     /// when [`HostBuilder::prepared_interpreters`] is 0). An instance made

@@ -1,7 +1,7 @@
 //! Instances of a plugin made ahead of the calls that need a new one (a
-//! run's first call of the plugin, a direct call), so that instantiating
-//! (most of a Python plugin's first call: its CPython's memory image) is not
-//! on the call's path.
+//! run's first call of the plugin, a direct call), so that instantiating,
+//! and the first touch of the plugin's code and data, are not on the
+//! call's path.
 //!
 //! A spare is a fresh instance that has run none of the plugin's methods,
 //! only `describe` (as every plugin does at load), which touches most of
