@@ -11,6 +11,10 @@ cannot run here).
   the agent scripts `--scripts` gives (with the functions it defines, such as
   `calculate_sum`, as external functions); the client and monty's worker
   process pinned to one core (its best case).
+- `cpython`: the agent scripts run by this process's own CPython, compiled
+  and executed in a fresh namespace per run with their output collected: no
+  sandbox, no process per run. The floor a sandbox built on CPython has to
+  approach (sandwit's CPython is 3.14 in wasm; this one is native).
 
 Usage: python peers.py [--runs N] [--calls N] [--scripts JSON]
 
@@ -191,6 +195,39 @@ def monty_scripts(spec):
     return rows
 
 
+def cpython_scripts(spec):
+    """Each agent script compiled and executed by this interpreter in a
+    fresh namespace per run, the spec's functions as plain functions, the
+    output collected; one row per script and pace."""
+    import contextlib
+    import io
+    import platform
+
+    functions = {}
+    exec(spec["functions"], functions)
+    functions = {name: f for name, f in functions.items() if callable(f) and not name.startswith("_")}
+    runs, warm_up = spec["runs"], spec["warm_up"]
+    version = platform.python_version()
+    rows = []
+    for script in spec["scripts"]:
+        printed = []
+
+        def run():
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                exec(compile(script["code"], "<run>", "exec"), dict(functions))
+            printed.append(out.getvalue())
+
+        times = sorted(paced(script["period_ms"], warm_up, runs, run))
+        p90 = times[min(round((len(times) - 1) * 0.9), len(times) - 1)]
+        rows.append({"peer": "cpython", "scenario": script["scenario"], "value": p50(times) * 1e6,
+                     "p90": p90 * 1e6, "output": printed[-1],
+                     "note": f"p50 of {runs}, {script['pace']}, CPython {version} in the peers' "
+                             f"process, compile and exec in a fresh namespace, no sandbox; "
+                             f"p90 {p90 * 1e6:.0f} µs"})
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=300)
@@ -199,7 +236,8 @@ def main():
     args = parser.parse_args()
     rows = []
     for name, peer in [("pickle_rpc", lambda: pickle_rpc(args.runs, args.calls)),
-                       ("monty", lambda: monty(args.runs, args.calls, args.scripts))]:
+                       ("monty", lambda: monty(args.runs, args.calls, args.scripts)),
+                       ("cpython", lambda: cpython_scripts(args.scripts) if args.scripts else [])]:
         try:
             rows.extend(peer())
         except Exception as e:  # a peer that cannot run is reported, the others still run

@@ -23,7 +23,8 @@ use crate::report::Row;
 
 /// Measure fresh-sandbox runs, agent scripts, method calls, throughput,
 /// memory, the cost of the limits and cold start, beside the peers
-/// (python3 -c, pickle RPC, pydantic-monty, eryx) with ratios; print a table
+/// (python3 -c, pickle RPC, pydantic-monty, CPython in process, eryx) with
+/// ratios; print a table
 /// (see BENCHMARKS.md). Build with --release for meaningful numbers.
 #[derive(Parser)]
 #[command(name = "sandwit-bench", args_override_self = true)]
@@ -65,7 +66,8 @@ pub struct Options {
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
     /// The Python that runs the peers (bench/peers.py: pickle RPC over
-    /// FastAPI, pydantic-monty), with bench/requirements.txt installed
+    /// FastAPI, pydantic-monty, the agent scripts in its own CPython), with
+    /// bench/requirements.txt installed
     /// [default: $SANDWIT_BENCH_PYTHON, else the source tree's
     /// .venv-bench/bin/python, as scripts/bench makes it].
     #[arg(long, value_name = "FILE")]
@@ -223,7 +225,7 @@ async fn bench(options: Options) -> anyhow::Result<()> {
     if !setup.options.no_peers {
         step("peer python3 -c");
         peers::python3(&setup.options, &outputs, &mut rows).await;
-        step("peers pickle RPC and pydantic-monty");
+        step("peers pickle RPC, pydantic-monty and CPython in process");
         peers::python_peers(&setup.options, &outputs, &mut rows);
         step("peer eryx");
         peers::eryx(&setup.options, &mut rows);

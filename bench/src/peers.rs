@@ -1,5 +1,6 @@
 //! The peers: `python3 -c` (a process per run), bench/peers.py (the pickle
-//! RPC and pydantic-monty) and bench/eryx-peer, each row with the ratio of
+//! RPC, pydantic-monty and CPython running the agent scripts in its own
+//! process) and bench/eryx-peer, each row with the ratio of
 //! the sandwit row doing the same work. A peer that cannot run is listed
 //! with the reason, and the others still run.
 
@@ -112,9 +113,9 @@ fn same_output(outputs: &Outputs, script: &str, printed: Option<&str>) -> anyhow
     Ok(())
 }
 
-/// Runs bench/peers.py and adds its rows (pickle RPC, monty, and monty's
-/// agent scripts, which it is given with their paces and `calculate_sum`
-/// as JSON).
+/// Runs bench/peers.py and adds its rows (pickle RPC, monty, and the agent
+/// scripts in monty and in the peers' own CPython, which it is given with
+/// their paces and `calculate_sum` as JSON).
 pub fn python_peers(options: &Options, outputs: &Outputs, rows: &mut Vec<Row>) {
     let python = options
         .peers_python

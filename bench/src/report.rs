@@ -134,6 +134,7 @@ fn script_grid(rows: &[Row]) -> String {
         ("sandwit", String::new()),
         ("pydantic-monty", "peer monty: ".to_string()),
         ("python3 -c", "peer python3 -c: ".to_string()),
+        ("CPython in process", "peer cpython: ".to_string()),
     ];
     let mut lines = vec![vec![
         "agent script".to_string(),
@@ -141,6 +142,7 @@ fn script_grid(rows: &[Row]) -> String {
         columns[0].0.to_string() + " p50 / p90 ms",
         columns[1].0.to_string() + " (sandwit ÷ it)",
         columns[2].0.to_string() + " (sandwit ÷ it)",
+        columns[3].0.to_string() + " (sandwit ÷ it)",
     ]];
     for script in SCRIPTS {
         for pace in PACES {
