@@ -6,8 +6,9 @@ module can be imported later (there are no files at run time). The host
 instantiates a fresh copy of that snapshot for every run.
 
 `Runner.exec` runs the AI's code in a fresh namespace where each plugin method
-is a plain Python function; a call encodes the bound arguments as a value in
-columns and goes through the `sandwit:plugin/methods` import to the host.
+is a plain Python function; a call checks the bound arguments, writes them
+with `marshal` (format 2) and goes through the `sandwit:plugin/methods` import
+to the host, which answers in the same format.
 """
 
 # The curated standard library, loaded into the snapshot.
@@ -38,6 +39,7 @@ import html
 import io
 import itertools
 import json
+import marshal
 import math
 import operator
 import os
@@ -129,7 +131,7 @@ if not hasattr(builtins, "help"):
 
 
 class BadValue(Exception):
-    """A value that cannot cross, raised by `encode`: the path to it is
+    """A value that cannot cross, raised by `plain`: the path to it is
     collected on the way up, so a good call builds no paths."""
 
     def __init__(self, error, message):
@@ -143,53 +145,42 @@ class BadValue(Exception):
         raise self.error(f"argument {name!r}{path}: {self.message}") from None
 
 
-# Node kinds of a value in columns (`columns` in wit/python.wit).
-NULL, FALSE, TRUE, INTEGER, FLOAT, TEXT, BYTES, ARRAY, OBJECT = range(9)
-# A value being encoded is a tuple of its columns (`columns` in
-# wit/python.wit, `kinds` a bytearray until the call); these are their indices.
-KINDS, INTEGERS, FLOATS, TEXTS, BLOBS, LENGTHS = range(6)
-# Arrays of one scalar type are appended in one step, checked by C loops
-# (ints for their range, strs for being ASCII, hence UTF-8).
-RUN_KINDS = {int: INTEGER, float: FLOAT, str: TEXT}
-RUN_COLUMNS = {INTEGER: INTEGERS, FLOAT: FLOATS, TEXT: TEXTS}
+# The marshal format a value crosses in (`marshalled` in wit/python.wit):
+# version 2 has no back-references, so the host reads every object where it
+# occurs.
+MARSHAL_VERSION = 2
+# A list of at least RUN_MIN items of one exact type of int, float and str
+# is checked by C loops (ints for their range, strs for being ASCII, hence
+# UTF-8) and crosses as a copy made in C.
 RUN_MIN = 8
-EMPTY_OBJECT = bytes((OBJECT,))
 UNSUPPORTED = (
     "cannot be passed to a plugin method "
     "(use None, bool, int, float, str, bytes, list, tuple or dict)"
 )
 
 
-def encode(value, c, depth):
-    """Appends `value` to the columns `c` in preorder, at nesting `depth` (an
-    argument is at 1). Raises `BadValue`."""
+def plain(value, depth):
+    """`value` as it crosses: itself when it is made of exact None, bool, int
+    within 64 bits, float, str without lone surrogates, bytes, and lists,
+    tuples and str-keyed dicts of those, else a copy with subclasses taken as
+    their base types; at nesting `depth` (an argument is at 1). Raises
+    `BadValue`."""
     kind = type(value)
     if kind is str:
         if not value.isascii():
             check_text(value)
-        c[KINDS].append(TEXT)
-        c[TEXTS].append(value)
-    elif kind is int:
+        return value
+    if kind is int:
         if not I64_MIN <= value <= I64_MAX:
             raise BadValue(OverflowError, f"the int {value} does not fit in 64 bits")
-        c[KINDS].append(INTEGER)
-        c[INTEGERS].append(value)
-    elif kind is float:
-        c[KINDS].append(FLOAT)
-        c[FLOATS].append(value)
-    elif value is None:
-        c[KINDS].append(NULL)
-    elif kind is bool:
-        c[KINDS].append(TRUE if value else FALSE)
-    elif kind is list or kind is tuple:
-        encode_array(value, c, depth)
-    elif kind is dict:
-        encode_object(value, c, depth)
-    elif kind is bytes:
-        c[KINDS].append(BYTES)
-        c[BLOBS].append(value)
-    else:
-        encode_other(value, c, depth)
+        return value
+    if kind is float or kind is bool or kind is bytes or value is None:
+        return value
+    if kind is list or kind is tuple:
+        return plain_array(value, depth)
+    if kind is dict:
+        return plain_object(value, depth)
+    return plain_other(value, depth)
 
 
 def check_text(text):
@@ -208,129 +199,71 @@ def too_deep(first):
     return error
 
 
-def encode_array(value, c, depth):
+def plain_array(value, depth):
     n = len(value)
     if depth >= MAX_DEPTH and n:
         raise too_deep("[0]")
-    c[KINDS].append(ARRAY)
-    c[LENGTHS].append(n)
     if n >= RUN_MIN:
-        run = RUN_KINDS.get(type(value[0]))
+        run = type(value[0])
+        # Types compared by identity: a metaclass's `__eq__` cannot pass.
         if (
-            run is not None
+            (run is int or run is float or run is str)
             and len(set(map(type, value))) == 1
-            and (run != INTEGER or I64_MIN <= min(value) and max(value) <= I64_MAX)
-            and (run != TEXT or all(map(str.isascii, value)))
+            and (run is not int or I64_MIN <= min(value) and max(value) <= I64_MAX)
+            and (run is not str or all(map(str.isascii, value)))
         ):
-            c[KINDS].extend(bytes((run,)) * n)
-            c[RUN_COLUMNS[run]].extend(value)
-            return
+            # A copy: the code could change its list after this check (from
+            # a subclass's method called later, or a stream's `flush`).
+            return value[:]
+    items = []
     for i, item in enumerate(value):
         try:
-            encode(item, c, depth + 1)
+            items.append(plain(item, depth + 1))
         except BadValue as e:
             e.path.append(f"[{i}]")
             raise
+    return items
 
 
-def encode_object(value, c, depth):
+def plain_object(value, depth):
     if depth >= MAX_DEPTH and value:
         raise too_deep(f"[{next(iter(value))!r}]")
-    c[KINDS].append(OBJECT)
-    c[LENGTHS].append(len(value))
-    texts = c[TEXTS]
+    out = {}
     for key, item in value.items():
         if type(key) is not str:
             if not isinstance(key, str):
                 raise BadValue(TypeError, f"dict keys must be str, not {type(key).__name__}")
-            key = str(key)
+            # The base type's conversion: a subclass's `__str__` could
+            # return another subclass.
+            key = str.__str__(key)
         try:
             if not key.isascii():
                 check_text(key)
-            texts.append(key)
-            encode(item, c, depth + 1)
+            out[key] = plain(item, depth + 1)
         except BadValue as e:
             e.path.append(f"[{key!r}]")
             raise
+    return out
 
 
-def encode_other(value, c, depth):
-    """`encode` of subclasses (bool is final): an IntEnum as its int, a
+def plain_other(value, depth):
+    """`plain` of subclasses (bool is final): an IntEnum as its int, a
     namedtuple as a list, an OrderedDict as a dict; bytearray and memoryview
     as bytes. Scalars are taken by their base type's own conversion, which a
     subclass's `__str__` or `__int__` cannot override."""
     if isinstance(value, int):
-        return encode(int.__int__(value), c, depth)
+        return plain(int.__int__(value), depth)
     if isinstance(value, float):
-        return encode(float.__float__(value), c, depth)
+        return plain(float.__float__(value), depth)
     if isinstance(value, str):
-        return encode(str.__str__(value), c, depth)
+        return plain(str.__str__(value), depth)
     if isinstance(value, (bytes, bytearray, memoryview)):
-        return encode(bytes(memoryview(value)), c, depth)
+        return bytes(memoryview(value))
     if isinstance(value, (list, tuple)):
-        return encode(list(value), c, depth)
+        return plain(list(value), depth)
     if isinstance(value, dict):
-        return encode(dict(value), c, depth)
+        return plain(dict(value), depth)
     raise BadValue(TypeError, f"values of type {type(value).__name__} {UNSUPPORTED}")
-
-
-def decode(columns):
-    """The value in `columns` (a tuple), which the host made, so well formed."""
-    kinds = columns[KINDS]
-    if len(kinds) == 1:
-        k = kinds[0]
-        if k == NULL:
-            return None
-        if k < INTEGER:
-            return k == TRUE
-        if k < ARRAY:
-            # A scalar's column: integers, floats, texts or blobs.
-            return columns[k - 2][0]
-        return [] if k == ARRAY else {}
-    return decode_tree(columns)
-
-
-def decode_tree(columns):
-    """`decode` of a value of more than one node."""
-    kinds, integers, floats, texts, blobs, lengths = columns
-    integers, floats, texts, blobs = iter(integers), iter(floats), iter(texts), iter(blobs)
-    lengths = iter(lengths)
-    runs = {INTEGER: integers, FLOAT: floats, TEXT: texts, BYTES: blobs}
-
-    def read(pos):
-        """The value whose kind is at `pos`, and the position after it."""
-        k = kinds[pos]
-        pos += 1
-        if k == ARRAY:
-            n = next(lengths)
-            if n > 1:
-                # n scalars of one kind in a row are the array's elements.
-                run = runs.get(kinds[pos])
-                if run is not None and kinds.count(kinds[pos], pos, pos + n) == n:
-                    return list(itertools.islice(run, n)), pos + n
-            items = []
-            for _ in range(n):
-                item, pos = read(pos)
-                items.append(item)
-            return items, pos
-        if k == OBJECT:
-            out = {}
-            for _ in range(next(lengths)):
-                key = next(texts)
-                item, pos = read(pos)
-                out[key] = item
-            return out, pos
-        if k == INTEGER:
-            return next(integers), pos
-        if k == TEXT:
-            return next(texts), pos
-        if k == FLOAT:
-            return next(floats), pos
-        if k == BYTES:
-            return next(blobs), pos
-        return (None, False, True)[k], pos
-
-    return read(0)[0]
 
 
 ERROR_KINDS = {
@@ -341,6 +274,7 @@ ERROR_KINDS = {
     t.CallError_LimitExceeded: "limit_exceeded",
 }
 call_host = host_methods.call
+dumps, loads = marshal.dumps, marshal.loads
 
 
 def invoke(method, params, values):
@@ -348,45 +282,33 @@ def invoke(method, params, values):
     `values` the arguments bound to them. An optional parameter given None
     is left out. A tool's value or a behavior's string comes back (agent and
     multimodal results end the run in the host, never returning here)."""
-    if values:
-        kinds, integers, texts, lengths = bytearray((OBJECT,)), [], [], [0]
-        c = (kinds, integers, [], texts, [], lengths)
-        n = 0
-        for (name, required), value in zip(params, values):
-            kind = type(value)
-            # The commonest arguments inline (what `encode` appends for
-            # them, without its call): an int in range, an ASCII str.
-            if kind is int and I64_MIN <= value <= I64_MAX:
-                texts.append(name)
-                kinds.append(INTEGER)
-                integers.append(value)
-            elif kind is str and value.isascii():
-                texts.append(name)
-                kinds.append(TEXT)
-                texts.append(value)
-            elif value is None and not required:
-                continue
-            else:
-                texts.append(name)
-                try:
-                    encode(value, c, 1)
-                except BadValue as e:
-                    e.raise_for(name)
-            n += 1
-        lengths[0] = n
-        args = (bytes(kinds), *c[1:])
-    else:
-        args = (EMPTY_OBJECT, [], [], [], [], [0])
+    args = {}
+    for (name, required), value in zip(params, values):
+        kind = type(value)
+        # The commonest arguments cross as they are, without `plain`'s call.
+        if kind is int and I64_MIN <= value <= I64_MAX or kind is str and value.isascii():
+            args[name] = value
+        elif value is None and not required:
+            continue
+        else:
+            try:
+                args[name] = plain(value, 1)
+            except BadValue as e:
+                e.raise_for(name)
+    # Written before anything else of the code's can run (a replaced
+    # stream's `flush`), so what crosses is what was checked.
+    marshalled = dumps(args, MARSHAL_VERSION)
     # What was printed before the call must not be lost if the run ends in it.
     sys.stdout.flush()
     sys.stderr.flush()
     try:
-        result = call_host(method, args)
+        result = call_host(method, marshalled)
     except Err as e:
         kind = ERROR_KINDS.get(type(e.value), "failed")
         cls = PluginArgumentError if kind == "invalid_arguments" else PluginError
         raise cls(method, kind, e.value.value) from None
-    return decode(result)
+    # The host wrote it: a value of the types above, nothing else.
+    return loads(result)
 
 
 # Host-side limit on a method's parameters (MAX_PARAMS in the manifest check).

@@ -11,7 +11,7 @@
 //! manifest refused with more problems than it may list, ...). Refusing an
 //! input is fine; that is what most inputs get.
 //!
-//! The structured targets (`value_nodes`, `value_columns`, and `manifest`'s
+//! The structured targets (`value_nodes`, `value_marshal`, and `manifest`'s
 //! and `schema`'s binary modes) read their input with
 //! [`arbitrary::Unstructured`], biased towards inputs that get past the first
 //! checks: indices that mostly point forward, valid kinds, JSON Schemas
@@ -30,7 +30,7 @@ use crate::bindings::wit;
 use crate::manifest::{self, Manifest};
 use crate::types::{MethodKind, Value};
 use crate::{Host, Limits, LoadError, Policy};
-use sandwit_value::{Columns, DecodeError, DecodeLimits, Node};
+use sandwit_value::{DecodeError, DecodeLimits, Node, code};
 
 /// The stack tokio gives its worker threads, where a plugin's load (and so
 /// its manifest's and schemas' checks) runs: the `manifest`, `schema` and
@@ -58,7 +58,7 @@ pub type Target = fn(&[u8]);
 /// and the binaries of `fuzz/fuzz_targets/`), with their entry functions.
 pub const TARGETS: &[(&str, Target)] = &[
     ("value_nodes", value_nodes),
-    ("value_columns", value_columns),
+    ("value_marshal", value_marshal),
     ("manifest", manifest),
     ("schema", schema),
     ("policy", policy),
@@ -66,7 +66,7 @@ pub const TARGETS: &[(&str, Target)] = &[
 ];
 
 // ---------------------------------------------------------------------------
-// Values and columns.
+// Values, as nodes and in marshal format.
 
 /// Target `value_nodes`: nodes read from `data` (children mostly after their
 /// parent, so some form trees), decoded with [`decode_nodes`] under limits
@@ -90,25 +90,35 @@ pub fn value_nodes(data: &[u8]) {
     let _ = decode_nodes(nodes, &limits);
 }
 
-/// Target `value_columns`: columns read from `data` (kinds mostly valid,
-/// lengths mostly small), decoded with [`decode_columns`].
+/// Target `value_marshal`: a value's marshal form (the Python sandbox's
+/// arguments) read from `data` (mostly valid codes, small counts and
+/// lengths), decoded with [`decode_marshal`].
 ///
-/// Text mode, if `data` starts with `{`: JSON, `{"limits": {...}, "kinds":
-/// [...], "integers": [...], ...}` (see [`columns_from_json`]).
-pub fn value_columns(data: &[u8]) {
-    if data.first() == Some(&b'{') {
-        if let Ok(json) = serde_json::from_slice::<Json>(data) {
-            let _ = decode_columns(columns_from_json(&json), &limits_from_json(&json));
-        }
+/// Text mode, if `data` is a JSON object with a `marshal` string: `{"limits":
+/// {...}, "marshal": "<hex>"}`, for inputs a person writes.
+pub fn value_marshal(data: &[u8]) {
+    if data.first() == Some(&b'{')
+        && let Ok(json) = serde_json::from_slice::<Json>(data)
+        && let Some(hex) = json["marshal"].as_str()
+    {
+        let _ = decode_marshal(&bytes_from_hex(hex), &limits_from_json(&json));
         return;
     }
     let mut u = Unstructured::new(data);
-    let Ok((limits, columns)) =
-        arbitrary_limits(&mut u).and_then(|l| Ok((l, arbitrary_columns(&mut u)?)))
+    let Ok((limits, bytes)) =
+        arbitrary_limits(&mut u).and_then(|l| Ok((l, arbitrary_marshal(&mut u)?)))
     else {
         return;
     };
-    let _ = decode_columns(columns, &limits);
+    let _ = decode_marshal(&bytes, &limits);
+}
+
+/// The bytes of a hex string (pairs of hex digits; anything else ends it).
+fn bytes_from_hex(hex: &str) -> Vec<u8> {
+    hex.as_bytes()
+        .chunks_exact(2)
+        .map_while(|pair| u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok())
+        .collect()
 }
 
 /// The decode limits of a text-mode input: its `limits` object's
@@ -163,46 +173,10 @@ pub fn nodes_from_json(json: &Json) -> Vec<Node> {
         .collect()
 }
 
-/// Columns written as JSON: an object with the columns' names, each a list
-/// (`floats` may hold `null` for NaN, `blobs` lists of bytes).
-pub fn columns_from_json(json: &Json) -> Columns {
-    let list = |key: &str| json[key].as_array().cloned().unwrap_or_default();
-    Columns {
-        kinds: list("kinds")
-            .iter()
-            .map(|k| k.as_u64().unwrap_or(u64::from(u8::MAX)) as u8)
-            .collect(),
-        integers: list("integers")
-            .iter()
-            .map(|i| i.as_i64().unwrap_or(0))
-            .collect(),
-        floats: list("floats")
-            .iter()
-            .map(|x| x.as_f64().unwrap_or(f64::NAN))
-            .collect(),
-        texts: list("texts")
-            .iter()
-            .map(|t| t.as_str().unwrap_or_default().to_string())
-            .collect(),
-        blobs: list("blobs")
-            .iter()
-            .map(|b| {
-                b.as_array()
-                    .map(|b| b.iter().map(|x| x.as_u64().unwrap_or(0) as u8).collect())
-                    .unwrap_or_default()
-            })
-            .collect(),
-        lengths: list("lengths")
-            .iter()
-            .map(|n| n.as_u64().map_or(u32::MAX, |n| n as u32))
-            .collect(),
-    }
-}
-
 /// Decodes `nodes` as a guest's value is decoded and, if they are a value,
 /// checks that it round-trips: it has one node per input node, flattens to
-/// nodes of the same size that decode to it again, and its columns decode
-/// to it too, under the same limits.
+/// nodes of the same size that decode to it again, and its marshal form
+/// decodes to it too, under the same limits.
 pub fn decode_nodes(nodes: Vec<Node>, limits: &DecodeLimits) -> Result<Value, DecodeError> {
     let count = nodes.len();
     let size = sandwit_value::encoded_size(&nodes);
@@ -213,23 +187,25 @@ pub fn decode_nodes(nodes: Vec<Node>, limits: &DecodeLimits) -> Result<Value, De
     assert_eq!(sandwit_value::encoded_size(&again), size);
     let back = Value::from_nodes(again, limits).expect("a decoded value's nodes decode");
     assert!(same(&back, &value), "nodes round-trip");
-    let columns = value.clone().into_columns();
-    assert_eq!(columns.encoded_size(), size, "both encodings count alike");
-    let back = Value::from_columns(columns, limits).expect("a decoded value's columns decode");
-    assert!(same(&back, &value), "columns round-trip");
+    let back = Value::from_marshal(&value.to_marshal(), limits)
+        .expect("a decoded value's marshal form decodes under the same limits");
+    assert!(same(&back, &value), "marshal round-trips");
     Ok(value)
 }
 
-/// Decodes `columns` as the Python sandbox's values are decoded and, if they
-/// are a value, checks that the value's columns are exactly the input (the
-/// encoding is canonical) and that its nodes decode to it under the same
-/// limits.
-pub fn decode_columns(columns: Columns, limits: &DecodeLimits) -> Result<Value, DecodeError> {
-    let input = columns.clone();
-    let value = Value::from_columns(columns, limits)?;
-    let again = value.clone().into_columns();
-    assert!(same_columns(&again, &input), "columns round-trip exactly");
-    assert_eq!(value.node_count(), input.kinds.len());
+/// Decodes `bytes` as the Python sandbox's values are decoded and, if they
+/// are a value, checks that its own marshal form decodes to it again (the
+/// input may differ: a tuple, an `l` for a small integer) and that its nodes
+/// decode to it, under the same limits.
+pub fn decode_marshal(bytes: &[u8], limits: &DecodeLimits) -> Result<Value, DecodeError> {
+    let value = Value::from_marshal(bytes, limits)?;
+    let again = value.to_marshal();
+    assert!(
+        again.len() <= bytes.len(),
+        "the canonical form is the shortest"
+    );
+    let back = Value::from_marshal(&again, limits).expect("a decoded value's form decodes");
+    assert!(same(&back, &value), "marshal round-trips");
     let back = Value::from_nodes(value.clone().into_nodes(), limits)
         .expect("a decoded value's nodes decode");
     assert!(same(&back, &value), "nodes round-trip");
@@ -261,19 +237,6 @@ fn same(a: &Value, b: &Value) -> bool {
         }
     }
     true
-}
-
-fn same_columns(a: &Columns, b: &Columns) -> bool {
-    a.kinds == b.kinds
-        && a.integers == b.integers
-        && a.floats.len() == b.floats.len()
-        && a.floats
-            .iter()
-            .zip(&b.floats)
-            .all(|(x, y)| x.to_bits() == y.to_bits())
-        && a.texts == b.texts
-        && a.blobs == b.blobs
-        && a.lengths == b.lengths
 }
 
 /// True for one input in `n`, false once the input is used up: the costly
@@ -350,45 +313,73 @@ fn arbitrary_nodes(u: &mut Unstructured) -> Arb<Vec<Node>> {
     Ok(nodes)
 }
 
-fn arbitrary_columns(u: &mut Unstructured) -> Arb<Columns> {
-    use sandwit_value::kind;
-    let mut c = Columns::default();
-    let count = u.arbitrary_len::<u8>()?.min(4_096);
-    for _ in 0..count {
-        // Kinds 0 to 8 are kinds; 9 and anything else are not.
-        let k = if u.ratio(15, 16)? {
-            u.int_in_range(0..=8)?
+/// A marshal form, token by token: mostly codes a value uses, each with a
+/// payload of the right shape (small counts and lengths, keys before an
+/// object's values), sometimes a stray byte, a huge count, a bad digit or
+/// an object's end anywhere, so some inputs decode and the rest fail at
+/// every check.
+fn arbitrary_marshal(u: &mut Unstructured) -> Arb<Vec<u8>> {
+    let mut out = Vec::new();
+    let tokens = u.arbitrary_len::<u8>()?.min(4_096);
+    for _ in 0..tokens {
+        let c = if u.ratio(15, 16)? {
+            *u.choose(&[
+                code::NONE,
+                code::FALSE,
+                code::TRUE,
+                code::INT,
+                code::LONG,
+                code::FLOAT,
+                code::TEXT,
+                code::BYTES,
+                code::LIST,
+                code::TUPLE,
+                code::DICT,
+                code::END,
+            ])?
         } else {
             u.arbitrary()?
         };
-        c.kinds.push(k);
-        // Mostly the payload the kind takes, so many inputs are well formed;
-        // sometimes one missing or one too many.
-        let payload = if u.ratio(15, 16)? {
-            1
-        } else {
-            u.int_in_range(0..=2)?
+        out.push(c);
+        let count = |u: &mut Unstructured| -> Arb<u32> {
+            Ok(if u.ratio(15, 16)? {
+                u.int_in_range(0..=4)?
+            } else {
+                u.arbitrary()?
+            })
         };
-        for _ in 0..payload {
-            match k {
-                kind::INTEGER => c.integers.push(u.arbitrary()?),
-                kind::FLOAT => c.floats.push(arbitrary_float(u)?),
-                kind::TEXT => c.texts.push(short_text(u)?),
-                kind::BYTES => c.blobs.push(u.arbitrary()?),
-                kind::ARRAY | kind::OBJECT => c.lengths.push(if u.ratio(15, 16)? {
-                    u.int_in_range(0..=4)?
-                } else {
-                    u.arbitrary()?
-                }),
-                _ => {}
+        match c {
+            code::INT => out.extend_from_slice(&u.arbitrary::<i32>()?.to_le_bytes()),
+            code::LONG => {
+                let n: i32 = u.int_in_range(-6..=6)?;
+                out.extend_from_slice(&n.to_le_bytes());
+                for _ in 0..n.unsigned_abs() {
+                    let digit: u16 = if u.ratio(15, 16)? {
+                        u.int_in_range(0..=0x7fff)?
+                    } else {
+                        u.arbitrary()?
+                    };
+                    out.extend_from_slice(&digit.to_le_bytes());
+                }
             }
-        }
-        // Object keys go in the texts column too.
-        if rarely(u, 3)? {
-            c.texts.push(short_text(u)?);
+            code::FLOAT => out.extend_from_slice(&arbitrary_float(u)?.to_le_bytes()),
+            code::TEXT => {
+                let text = short_text(u)?;
+                out.extend_from_slice(&(text.len() as u32).to_le_bytes());
+                out.extend_from_slice(text.as_bytes());
+            }
+            code::BYTES => {
+                let n = count(u)?;
+                out.extend_from_slice(&n.to_le_bytes());
+                for _ in 0..n.min(64) {
+                    out.push(u.arbitrary()?);
+                }
+            }
+            code::LIST | code::TUPLE => out.extend_from_slice(&count(u)?.to_le_bytes()),
+            _ => {}
         }
     }
-    Ok(c)
+    Ok(out)
 }
 
 // ---------------------------------------------------------------------------

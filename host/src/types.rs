@@ -3,7 +3,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::bindings::python::sandwit::plugin::methods::Columns;
 use crate::bindings::wit;
 pub use sandwit_value::Value;
 
@@ -194,32 +193,6 @@ pub(crate) fn nodes_to_wit(nodes: Vec<sandwit_value::Node>) -> wit::Value {
         })
         .collect();
     wit::Value { nodes }
-}
-
-/// A value in columns in its WIT form, for the Python sandbox.
-pub(crate) fn columns_to_wit(columns: sandwit_value::Columns) -> Columns {
-    let sandwit_value::Columns {
-        kinds,
-        integers,
-        floats,
-        texts,
-        blobs,
-        lengths,
-    } = columns;
-    (kinds, integers, floats, texts, blobs, lengths)
-}
-
-/// A value in columns that came from the Python sandbox, not yet decoded.
-pub(crate) fn columns_from_wit(columns: Columns) -> sandwit_value::Columns {
-    let (kinds, integers, floats, texts, blobs, lengths) = columns;
-    sandwit_value::Columns {
-        kinds,
-        integers,
-        floats,
-        texts,
-        blobs,
-        lengths,
-    }
 }
 
 /// Decodes a value in WIT form that came from a guest, within `limits`.

@@ -52,8 +52,8 @@ fn value_nodes_regressions() {
 }
 
 #[test]
-fn value_columns_regressions() {
-    replay("value_columns");
+fn value_marshal_regressions() {
+    replay("value_marshal");
 }
 
 #[test]

@@ -396,24 +396,29 @@ for bad in [
 }
 
 #[tokio::test]
-async fn malformed_columns_from_the_code_are_refused() {
+async fn malformed_marshal_from_the_code_is_refused() {
     let (python, _) = sandbox().await;
     let echo = load(host(), artifacts::ECHO).await;
     let plugins = PluginSet::new(&[echo]).unwrap();
-    // Code that calls the import itself, around the method functions.
+    // Code that calls the import itself, around the method functions: an
+    // object `{"value": ...}` of each kind of bad value.
     let code = r#"
+import marshal
 from wit_world.imports import methods
 from componentize_py_types import Err
-OBJ, INT, ARR = b"\x08", 3, 7
+H = b"{u\x05\x00\x00\x00value"
+n = 4_200_000
 cases = [
-    (b"", [], [], [], [], []),
-    (OBJ + b"\x09", [], [], ["value"], [], [1]),
-    (OBJ + bytes([INT]), [], [], ["value"], [], [1]),
-    (OBJ + bytes([INT]), [1, 2], [], ["value"], [], [1]),
-    (OBJ + bytes([ARR]), [], [], ["value"], [], [1, 2**32 - 1]),
-    (OBJ + bytes([ARR]), [], [], ["value"], [], [1, 1000]),
-    (OBJ + bytes([ARR]) * 70 + b"\x00", [], [], ["value"], [], [1] * 71),
-    (OBJ + b"\x00\x00", [], [], ["value"], [], [1]),
+    b"",
+    H + b"<\x00\x00\x00\x000",
+    H + b"i\x01",
+    H + b"[\xff\xff\xff\xffN0",
+    H + b"[" + n.to_bytes(4, "little") + b"N" * n + b"0",
+    H + b"[\x01\x00\x00\x00" * 70 + b"N0",
+    marshal.dumps({"value": 1}, 2) + b"N",
+    marshal.dumps({"value": 2**64}, 2),
+    marshal.dumps({1: 2}, 2),
+    marshal.dumps({"value": "\ud800"}, 2),
 ]
 for case in cases:
     try:
@@ -429,17 +434,50 @@ print(echo([1, "ok"]))
         lines,
         [
             "CallError_InvalidArguments value has no nodes",
-            "CallError_InvalidArguments node 1 has kind 9, which is not a kind",
-            "CallError_InvalidArguments the integers column has fewer entries than its nodes take",
-            "CallError_InvalidArguments the integers column has more entries than its nodes take",
-            "CallError_InvalidArguments value takes 17179869221 bytes, more than the limit of \
+            "CallError_InvalidArguments byte 11: 0x3c does not start a value",
+            "CallError_InvalidArguments the value ends early or claims more than it holds",
+            "CallError_InvalidArguments the value ends early or claims more than it holds",
+            "CallError_InvalidArguments value takes 16800041 bytes, more than the limit of \
              16777216",
-            "CallError_InvalidArguments the nodes end inside a container",
             "CallError_InvalidArguments value is nested deeper than the limit of 64",
-            "CallError_InvalidArguments nodes follow the end of the value",
+            "CallError_InvalidArguments bytes follow the end of the value, at byte 17",
+            "CallError_InvalidArguments byte 11: an integer that is malformed or does not fit \
+             in 64 bits",
+            "CallError_InvalidArguments byte 1: an object key that is not a string",
+            "CallError_InvalidArguments byte 11: a string that is not UTF-8",
             "[1, 'ok']",
         ]
     );
+}
+
+#[tokio::test]
+async fn a_list_the_code_changes_after_its_check_crosses_as_checked() {
+    let (python, _) = sandbox().await;
+    let echo = load(host(), artifacts::ECHO).await;
+    let plugins = PluginSet::new(&[echo]).unwrap();
+    // The code runs between the check of `a` (a list of one type, taken
+    // whole) and the write of the arguments: from a list subclass's
+    // `__iter__`, and from a replaced stdout's `flush` before the call.
+    let code = r#"
+import sys
+a = [1] * 8
+class L(list):
+    def __iter__(self):
+        a.append(2**100)
+        return super().__iter__()
+class Out:
+    def write(self, text):
+        return len(text)
+    def flush(self):
+        a.append("\ud800")
+real, sys.stdout = sys.stdout, Out()
+result = echo([a, L([1])])
+sys.stdout = real
+print(result == [[1] * 8, [1]], len(a))
+"#;
+    let outcome = python.run(&ctx(), &plugins, code).await;
+    assert_ok(&outcome);
+    assert_eq!(outcome.stdout, "True 10\n");
 }
 
 #[tokio::test]
@@ -447,10 +485,10 @@ async fn wrong_python_types_for_the_import_end_only_that_run() {
     let (python, _) = sandbox().await;
     let echo = load(host(), artifacts::ECHO).await;
     let plugins = PluginSet::new(&[echo]).unwrap();
-    // componentize-py cannot lower a bytearray as `list<u8>`: it aborts.
+    // componentize-py cannot lower a tuple as `list<u8>`: it aborts.
     let code = "from wit_world.imports import methods\n\
                 print('before', flush=True)\n\
-                methods.call('echo', (bytearray(b'\\x08'), [], [], [], [], [0]))\n\
+                methods.call('echo', (b'{0',))\n\
                 print('after')";
     let outcome = python.run(&ctx(), &plugins, code).await;
     assert_eq!(outcome.status, RunStatus::Error);

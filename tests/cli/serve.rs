@@ -226,7 +226,7 @@ fn next_event(reader: &mut impl BufRead, name: &str) -> Value {
 /// the method functions, with empty arguments; prints the error's case.
 const RAW_CALL: &str = "from wit_world.imports import methods\n\
     from componentize_py_types import Err\n\
-    try:\n    methods.call('calculate_sum', (b'', [], [], [], [], []))\n\
+    try:\n    methods.call('calculate_sum', b'')\n\
     except Err as e:\n    print(type(e.value).__name__)\n";
 
 const CALC_POLICY: &str = "[plugins.calc.methods.calculate_sum]\nrate_limit = 600\ncost_per_use = 0.5\ndangerous = true\n";

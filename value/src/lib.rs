@@ -7,17 +7,18 @@
 //! referred to exactly once, and the depth and size are bounded, so a decoded
 //! tree is always finite, acyclic and built without recursion.
 //!
-//! The Python sandbox passes values in another form, [`Columns`]: preorder,
-//! each kind of payload in a column of its own.
+//! The Python sandbox passes values in another form, Python's `marshal`
+//! format ([`Value::to_marshal`], [`Value::from_marshal`]), which CPython
+//! writes and reads in C.
 //!
 //! It has no dependencies and is shared by the host and the guest SDK.
 #![deny(missing_docs)]
 
 use std::fmt;
 
-mod columns;
+mod marshal;
 
-pub use columns::{Columns, kind};
+pub use marshal::code;
 
 /// A dynamically typed value: what Python's `None`, `bool`, `int`, `float`,
 /// `str`, `bytes`, `list` and `dict` (with string keys) map to.
@@ -125,27 +126,37 @@ pub enum DecodeError {
         /// The node's index.
         index: usize,
     },
-    /// Columns: a kind byte that names no kind.
-    BadKind {
-        /// The node's index.
-        index: usize,
-        /// The byte.
-        kind: u8,
+    /// Marshal: a byte that is not the code of a value's type.
+    BadCode {
+        /// Where the value starts in the input.
+        offset: usize,
+        /// The code.
+        code: u8,
     },
-    /// Columns: a node's payload is missing from its column.
-    ShortColumn {
-        /// The column's name.
-        column: &'static str,
+    /// Marshal: the input ends inside a value, or a count or length claims
+    /// more than the input holds.
+    Truncated,
+    /// Marshal: bytes follow the end of the value.
+    TrailingBytes {
+        /// Where they start.
+        offset: usize,
     },
-    /// Columns: a column has more entries than its nodes take.
-    LongColumn {
-        /// The column's name.
-        column: &'static str,
+    /// Marshal: a string that is not UTF-8.
+    BadText {
+        /// Where the string starts in the input.
+        offset: usize,
     },
-    /// Columns: the kinds end inside a container.
-    Unfinished,
-    /// Columns: nodes follow the end of the root.
-    TrailingNodes,
+    /// Marshal: an integer that does not fit in 64 bits, or a malformed
+    /// `LONG` (a digit of 2^15 or more, a zero top digit).
+    BadInteger {
+        /// Where the integer starts in the input.
+        offset: usize,
+    },
+    /// Marshal: an object's key that is not a string.
+    BadKey {
+        /// Where the key starts in the input.
+        offset: usize,
+    },
 }
 
 impl fmt::Display for DecodeError {
@@ -171,23 +182,25 @@ impl fmt::Display for DecodeError {
             DecodeError::Unreachable { index } => {
                 write!(f, "node {index} is not reachable from the root")
             }
-            DecodeError::BadKind { index, kind } => {
-                write!(f, "node {index} has kind {kind}, which is not a kind")
+            DecodeError::BadCode { offset, code } => {
+                write!(f, "byte {offset}: {code:#04x} does not start a value")
             }
-            DecodeError::ShortColumn { column } => {
-                write!(
-                    f,
-                    "the {column} column has fewer entries than its nodes take"
-                )
+            DecodeError::Truncated => {
+                write!(f, "the value ends early or claims more than it holds")
             }
-            DecodeError::LongColumn { column } => {
-                write!(
-                    f,
-                    "the {column} column has more entries than its nodes take"
-                )
+            DecodeError::TrailingBytes { offset } => {
+                write!(f, "bytes follow the end of the value, at byte {offset}")
             }
-            DecodeError::Unfinished => write!(f, "the nodes end inside a container"),
-            DecodeError::TrailingNodes => write!(f, "nodes follow the end of the value"),
+            DecodeError::BadText { offset } => {
+                write!(f, "byte {offset}: a string that is not UTF-8")
+            }
+            DecodeError::BadInteger { offset } => write!(
+                f,
+                "byte {offset}: an integer that is malformed or does not fit in 64 bits"
+            ),
+            DecodeError::BadKey { offset } => {
+                write!(f, "byte {offset}: an object key that is not a string")
+            }
         }
     }
 }

@@ -17,7 +17,8 @@ except PluginError as e:
     print("invoke:", e.kind)
 raw = sys.modules["wit_world.imports.methods"]
 try:
-    print("raw:", raw.call({method!r}, (bytes([8]), [], [], [], [], [0])))
+    # An empty object in marshal format (the braces doubled for `format`).
+    print("raw:", raw.call({method!r}, b"{{0"))
 except Exception as e:
     print("raw:", type(e.value).__name__)
 """

@@ -10,7 +10,6 @@ use wasmtime_wasi::WasiView;
 use wasmtime_wasi::p2::bindings::io::streams::{HostInputStream, HostOutputStream};
 use wasmtime_wasi::p2::{DynInputStream, DynOutputStream};
 
-use crate::bindings::python::sandwit::plugin::methods::Columns;
 use crate::bindings::wit;
 use crate::controls::{ControlEvent, Refused};
 use crate::error::{CallError, CallErrorKind, cut};
@@ -21,7 +20,7 @@ use crate::plugin::CallReport;
 use crate::python::outcome::{Event, Handoff};
 use crate::python::plugin_set::Provider;
 use crate::python::state::RunState;
-use crate::types::{self, ContentPart, MethodKind, MethodResult, Value};
+use crate::types::{ContentPart, MethodKind, MethodResult, Value};
 
 /// A linker for the interpreter on `engine`: WASI, its streams' drops
 /// noted in the run's state, and the plugin methods.
@@ -77,17 +76,20 @@ pub(crate) fn add_to_linker(linker: &mut Linker<RunState>) -> wasmtime::Result<(
     let mut methods = linker.instance("sandwit:plugin/methods@0.1.0")?;
     methods.func_wrap_async(
         "call",
-        |store: StoreContextMut<'_, RunState>, (method, args): (String, Columns)| {
+        |store: StoreContextMut<'_, RunState>, (method, args): (String, Vec<u8>)| {
             Box::new(async move { call(store, method, args).await.map(|r| (r,)) })
         },
     )
 }
 
+/// A value in marshal format (`marshalled` in wit/python.wit).
+type Marshalled = Vec<u8>;
+
 async fn call(
     mut store: StoreContextMut<'_, RunState>,
     method: String,
-    args: Columns,
-) -> wasmtime::Result<Result<Columns, wit::CallError>> {
+    args: Marshalled,
+) -> wasmtime::Result<Result<Marshalled, wit::CallError>> {
     // Without fuel metering the plugin's own budget is all there is.
     let metered = store.get_fuel().ok();
     let fuel_left = metered.unwrap_or(u64::MAX);
@@ -101,8 +103,7 @@ async fn call(
         return Err(stop(state, LimitKind::Calls, message));
     }
     // The arguments were copied out of the interpreter.
-    let args = types::columns_from_wit(args);
-    state.meter.charge(args.wire_bytes());
+    state.meter.charge(args.len());
     let Some(provider) = state.plugins.provider(&method).cloned() else {
         // The guest's error names the method already.
         return Ok(Err(wit::CallError::UnknownMethod(
@@ -114,7 +115,7 @@ async fn call(
         Provider::Plugin(plugin) => plugin.limits().clone(),
         Provider::Host(_) => state.call_limits.clone(),
     };
-    let args = match Value::from_columns(args, &limits.decode_limits()) {
+    let args = match Value::from_marshal(&args, &limits.decode_limits()) {
         Ok(args) => args,
         Err(e) => return Ok(Err(wit::CallError::InvalidArguments(e.to_string()))),
     };
@@ -228,9 +229,9 @@ async fn call(
     }
     match report.result {
         Ok(MethodResult::Tool(value)) => {
-            let columns = value.into_columns();
-            state.meter.charge(columns.wire_bytes());
-            Ok(Ok(types::columns_to_wit(columns)))
+            let marshalled = value.to_marshal();
+            state.meter.charge(marshalled.len());
+            Ok(Ok(marshalled))
         }
         Ok(MethodResult::Behavior(text)) => {
             state.meter.charge(text.len());
@@ -240,7 +241,7 @@ async fn call(
                 text: text.clone(),
             };
             record(state, message)?;
-            Ok(Ok(types::columns_to_wit(Value::Text(text).into_columns())))
+            Ok(Ok(Value::Text(text).to_marshal()))
         }
         Ok(result) => {
             // The script stops here: end the interpreter now, so nothing after
@@ -293,7 +294,7 @@ fn refuse(
     state: &mut RunState,
     (id, method, kind): (String, String, MethodKind),
     refused: Refused,
-) -> wasmtime::Result<Result<Columns, wit::CallError>> {
+) -> wasmtime::Result<Result<Marshalled, wit::CallError>> {
     record_control(state, &id, &method, refused.event)?;
     let call = Event::Call {
         plugin: id.clone(),

@@ -1,0 +1,5 @@
+//! A value's marshal form from the Python sandbox (a call's arguments):
+//! decoded, and round-tripped when it is one.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| sandwit::fuzzing::value_marshal(data));
