@@ -67,7 +67,9 @@ impl Value {
     /// The value in marshal format (version 2), as `marshal.loads` reads it.
     /// Written without recursion.
     pub fn to_marshal(&self) -> Vec<u8> {
-        let mut out = Vec::new();
+        // Sized first: a large value is then written in one allocation,
+        // not copied as it grows.
+        let mut out = Vec::with_capacity(self.marshal_len());
         let mut stack = vec![Item::Value(self)];
         while let Some(item) = stack.pop() {
             let value = match item {
@@ -108,6 +110,34 @@ impl Value {
             }
         }
         out
+    }
+
+    /// The length of [`Value::to_marshal`]'s bytes, counted without
+    /// recursion.
+    fn marshal_len(&self) -> usize {
+        let mut len = 0;
+        let mut stack = vec![self];
+        while let Some(value) = stack.pop() {
+            len += match value {
+                Value::Null | Value::Bool(_) => 1,
+                Value::Int(i) => match i32::try_from(*i) {
+                    Ok(_) => 5,
+                    Err(_) => 5 + 2 * digits(i.unsigned_abs()),
+                },
+                Value::Float(_) => 9,
+                Value::Text(s) => 5 + s.len(),
+                Value::Bytes(b) => 5 + b.len(),
+                Value::List(items) => {
+                    stack.extend(items);
+                    5
+                }
+                Value::Object(entries) => {
+                    stack.extend(entries.iter().map(|(_, v)| v));
+                    2 + entries.iter().map(|(k, _)| 5 + k.len()).sum::<usize>()
+                }
+            };
+        }
+        len
     }
 
     /// Decodes a value's marshal form that may come from a guest, checking
@@ -398,18 +428,19 @@ fn write_int(out: &mut Vec<u8>, i: i64) {
         out.extend_from_slice(&small.to_le_bytes());
         return;
     }
-    let mut magnitude = i.unsigned_abs();
-    let mut digits = Vec::with_capacity(MAX_DIGITS);
-    while magnitude > 0 {
-        digits.push((magnitude & ((1 << DIGIT_BITS) - 1)) as u16);
-        magnitude >>= DIGIT_BITS;
-    }
-    let n = digits.len() as i32;
+    let magnitude = i.unsigned_abs();
+    let n = digits(magnitude) as i32;
     out.push(code::LONG);
     out.extend_from_slice(&(if i < 0 { -n } else { n }).to_le_bytes());
-    for digit in digits {
+    for d in 0..n as u32 {
+        let digit = (magnitude >> (DIGIT_BITS * d)) as u16 & ((1 << DIGIT_BITS) - 1);
         out.extend_from_slice(&digit.to_le_bytes());
     }
+}
+
+/// How many base-2^15 digits `magnitude` takes.
+fn digits(magnitude: u64) -> usize {
+    (u64::BITS - magnitude.leading_zeros()).div_ceil(DIGIT_BITS) as usize
 }
 
 #[cfg(test)]
@@ -445,6 +476,19 @@ mod tests {
             Value::Int(i64::MIN).to_marshal(),
             b"l\xfb\xff\xff\xff\x00\x00\x00\x00\x00\x00\x00\x00\x08\x00"
         );
+    }
+
+    #[test]
+    fn sizes_its_output_exactly() {
+        for value in [
+            sample(),
+            Value::Int(i64::MIN),
+            Value::Int(1 << 40),
+            Value::Int(-5),
+            Value::List(vec![Value::Object(vec![("é".into(), Value::Float(1.0))])]),
+        ] {
+            assert_eq!(value.marshal_len(), value.to_marshal().len(), "{value:?}");
+        }
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! is read from the interpreter's store and charged back to it.
 
 use wasmtime::StoreContextMut;
-use wasmtime::component::{Linker, Resource, ResourceType};
+use wasmtime::component::{Linker, Resource, ResourceType, WasmList};
 use wasmtime_wasi::WasiView;
 use wasmtime_wasi::p2::bindings::io::streams::{HostInputStream, HostOutputStream};
 use wasmtime_wasi::p2::{DynInputStream, DynOutputStream};
@@ -76,7 +76,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<RunState>) -> wasmtime::Result<(
     let mut methods = linker.instance("sandwit:plugin/methods@0.1.0")?;
     methods.func_wrap_async(
         "call",
-        |store: StoreContextMut<'_, RunState>, (method, args): (String, Vec<u8>)| {
+        |store: StoreContextMut<'_, RunState>, (method, args): (String, WasmList<u8>)| {
             Box::new(async move { call(store, method, args).await.map(|r| (r,)) })
         },
     )
@@ -85,10 +85,12 @@ pub(crate) fn add_to_linker(linker: &mut Linker<RunState>) -> wasmtime::Result<(
 /// A value in marshal format (`marshalled` in wit/python.wit).
 type Marshalled = Vec<u8>;
 
+/// `args` stay in the interpreter's memory, where the call left them: they
+/// are decoded from there, not copied out first.
 async fn call(
     mut store: StoreContextMut<'_, RunState>,
     method: String,
-    args: Marshalled,
+    args: WasmList<u8>,
 ) -> wasmtime::Result<Result<Marshalled, wit::CallError>> {
     // Without fuel metering the plugin's own budget is all there is.
     let metered = store.get_fuel().ok();
@@ -102,7 +104,7 @@ async fn call(
         );
         return Err(stop(state, LimitKind::Calls, message));
     }
-    // The arguments were copied out of the interpreter.
+    // The arguments are read out of the interpreter.
     state.meter.charge(args.len());
     let Some(provider) = state.plugins.provider(&method).cloned() else {
         // The guest's error names the method already.
@@ -115,10 +117,11 @@ async fn call(
         Provider::Plugin(plugin) => plugin.limits().clone(),
         Provider::Host(_) => state.call_limits.clone(),
     };
-    let args = match Value::from_marshal(&args, &limits.decode_limits()) {
+    let args = match Value::from_marshal(args.as_le_slice(&store), &limits.decode_limits()) {
         Ok(args) => args,
         Err(e) => return Ok(Err(wit::CallError::InvalidArguments(e.to_string()))),
     };
+    let state = store.data_mut();
     // The plugin's own limits, or what is left of the run's, whichever is less.
     let own = Budget::from_limits(&limits);
     let budget = Budget {
