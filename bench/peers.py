@@ -160,15 +160,30 @@ def paced(period_ms, warm_up, runs, run):
     return times
 
 
+def spec_functions(spec):
+    """The functions the scripts' spec defines (such as `calculate_sum`), by name."""
+    namespace = {}
+    exec(spec["functions"], namespace)
+    return {name: f for name, f in namespace.items() if callable(f) and not name.startswith("_")}
+
+
+def script_row(peer, script, times, output, how):
+    """The row of an agent script at its pace: p50 and p90 of `times` (s) in
+    µs, what the last run printed, and a note saying `how` it was run."""
+    times = sorted(times)
+    p90 = times[min(round((len(times) - 1) * 0.9), len(times) - 1)]
+    return {"peer": peer, "scenario": script["scenario"], "value": p50(times) * 1e6,
+            "p90": p90 * 1e6, "output": output,
+            "note": f"p50 of {len(times)}, {script['pace']}, {how}; p90 {p90 * 1e6:.0f} µs"}
+
+
 def monty_scripts(spec):
     """Each agent script in a fresh session per run, the functions of the
     spec as external functions, output collected; one row per script and
     pace (an `error` row for one monty cannot run)."""
     from pydantic_monty import CollectString, Monty
 
-    namespace = {}
-    exec(spec["functions"], namespace)
-    lookup = {name: f for name, f in namespace.items() if callable(f) and not name.startswith("_")}
+    lookup = spec_functions(spec)
     runs, warm_up = spec["runs"], spec["warm_up"]
     rows = []
     with Monty() as pool:
@@ -182,16 +197,13 @@ def monty_scripts(spec):
                 printed.append(out.output)
 
             try:
-                times = sorted(paced(script["period_ms"], warm_up, runs, run))
+                times = paced(script["period_ms"], warm_up, runs, run)
             except Exception as e:
                 rows.append({"peer": "monty", "scenario": script["scenario"],
                              "error": f"{type(e).__name__}: {e}"})
                 continue
-            p90 = times[min(round((len(times) - 1) * 0.9), len(times) - 1)]
-            rows.append({"peer": "monty", "scenario": script["scenario"], "value": p50(times) * 1e6,
-                         "p90": p90 * 1e6, "output": printed[-1],
-                         "note": f"p50 of {runs}, {script['pace']}, a fresh session each; "
-                                 f"p90 {p90 * 1e6:.0f} µs; one core"})
+            rows.append(script_row("monty", script, times, printed[-1],
+                                   "a fresh session each, one core"))
     return rows
 
 
@@ -203,9 +215,7 @@ def cpython_scripts(spec):
     import io
     import platform
 
-    functions = {}
-    exec(spec["functions"], functions)
-    functions = {name: f for name, f in functions.items() if callable(f) and not name.startswith("_")}
+    functions = spec_functions(spec)
     runs, warm_up = spec["runs"], spec["warm_up"]
     version = platform.python_version()
     rows = []
@@ -218,13 +228,10 @@ def cpython_scripts(spec):
                 exec(compile(script["code"], "<run>", "exec"), dict(functions))
             printed.append(out.getvalue())
 
-        times = sorted(paced(script["period_ms"], warm_up, runs, run))
-        p90 = times[min(round((len(times) - 1) * 0.9), len(times) - 1)]
-        rows.append({"peer": "cpython", "scenario": script["scenario"], "value": p50(times) * 1e6,
-                     "p90": p90 * 1e6, "output": printed[-1],
-                     "note": f"p50 of {runs}, {script['pace']}, CPython {version} in the peers' "
-                             f"process, compile and exec in a fresh namespace, no sandbox; "
-                             f"p90 {p90 * 1e6:.0f} µs"})
+        times = paced(script["period_ms"], warm_up, runs, run)
+        rows.append(script_row("cpython", script, times, printed[-1],
+                               f"CPython {version} in the peers' process, compile and exec "
+                               f"in a fresh namespace, no sandbox"))
     return rows
 
 

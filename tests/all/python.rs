@@ -39,6 +39,14 @@ pub async fn sandbox() -> &'static (PythonSandbox, PluginSet) {
         .await
 }
 
+/// The shared sandbox, with the echo plugin alone (whose `echo` returns
+/// its argument).
+async fn with_echo() -> (&'static PythonSandbox, PluginSet) {
+    let (python, _) = sandbox().await;
+    let echo = load(host(), artifacts::ECHO).await;
+    (python, PluginSet::new(&[echo]).unwrap())
+}
+
 async fn run(code: &str) -> RunOutcome {
     let (python, plugins) = sandbox().await;
     python.run(&ctx(), plugins, code).await
@@ -293,9 +301,7 @@ async fn arguments_bind_like_python() {
 
 #[tokio::test]
 async fn values_of_every_kind_cross_and_come_back() {
-    let (python, _) = sandbox().await;
-    let echo = load(host(), artifacts::ECHO).await;
-    let plugins = PluginSet::new(&[echo]).unwrap();
+    let (python, plugins) = with_echo().await;
     let code = r#"
 import math
 deep = []
@@ -397,9 +403,7 @@ for bad in [
 
 #[tokio::test]
 async fn malformed_marshal_from_the_code_is_refused() {
-    let (python, _) = sandbox().await;
-    let echo = load(host(), artifacts::ECHO).await;
-    let plugins = PluginSet::new(&[echo]).unwrap();
+    let (python, plugins) = with_echo().await;
     // Code that calls the import itself, around the method functions: an
     // object `{"value": ...}` of each kind of bad value.
     let code = r#"
@@ -452,9 +456,7 @@ print(echo([1, "ok"]))
 
 #[tokio::test]
 async fn a_list_the_code_changes_after_its_check_crosses_as_checked() {
-    let (python, _) = sandbox().await;
-    let echo = load(host(), artifacts::ECHO).await;
-    let plugins = PluginSet::new(&[echo]).unwrap();
+    let (python, plugins) = with_echo().await;
     // The code runs between the check of `a` (a list of one type, taken
     // whole) and the write of the arguments: from a list subclass's
     // `__iter__`, and from a replaced stdout's `flush` before the call.
@@ -482,9 +484,7 @@ print(result == [[1] * 8, [1]], len(a))
 
 #[tokio::test]
 async fn wrong_python_types_for_the_import_end_only_that_run() {
-    let (python, _) = sandbox().await;
-    let echo = load(host(), artifacts::ECHO).await;
-    let plugins = PluginSet::new(&[echo]).unwrap();
+    let (python, plugins) = with_echo().await;
     // componentize-py cannot lower a tuple as `list<u8>`: it aborts.
     let code = "from wit_world.imports import methods\n\
                 print('before', flush=True)\n\

@@ -209,8 +209,10 @@ impl Value {
                         r.enter(open.len())?;
                         open.push(Open {
                             key,
-                            left: n,
-                            body: Body::Array(Vec::with_capacity(n.min(16))),
+                            body: Body::Array {
+                                items: Vec::with_capacity(n.min(16)),
+                                left: n,
+                            },
                         });
                         continue;
                     }
@@ -223,7 +225,6 @@ impl Value {
                         r.enter(open.len())?;
                         open.push(Open {
                             key,
-                            left: 0,
                             body: Body::Object(Vec::new()),
                         });
                         continue;
@@ -246,14 +247,14 @@ impl Value {
 struct Open {
     /// Its key in the object it belongs to, if it belongs to one.
     key: Option<String>,
-    /// An array's elements still to come (never 0); unused for an object,
-    /// which ends at its end code.
-    left: usize,
     body: Body,
 }
 
 enum Body {
-    Array(Vec<Value>),
+    /// An array's elements so far, and how many are still to come (never
+    /// 0; an array ends at its count).
+    Array { items: Vec<Value>, left: usize },
+    /// An object's entries so far (an object ends at its end code).
     Object(Vec<(String, Value)>),
 }
 
@@ -270,16 +271,16 @@ fn close(open: &mut Vec<Open>, mut key: Option<String>, mut value: Value) -> Opt
                 entries.push((key.expect("an object's value comes with its key"), value));
                 return None;
             }
-            Body::Array(items) => {
+            Body::Array { items, left } => {
                 items.push(value);
-                parent.left -= 1;
-                if parent.left > 0 {
+                *left -= 1;
+                if *left > 0 {
                     return None;
                 }
             }
         }
         let done = open.pop().expect("matched above");
-        let Body::Array(items) = done.body else {
+        let Body::Array { items, .. } = done.body else {
             unreachable!("only arrays close here")
         };
         value = Value::List(items);

@@ -10,6 +10,7 @@ use wasmtime_wasi::WasiView;
 use wasmtime_wasi::p2::bindings::io::streams::{HostInputStream, HostOutputStream};
 use wasmtime_wasi::p2::{DynInputStream, DynOutputStream};
 
+use crate::bindings::python::sandwit::plugin::methods::Marshalled;
 use crate::bindings::wit;
 use crate::controls::{ControlEvent, Refused};
 use crate::error::{CallError, CallErrorKind, cut};
@@ -81,9 +82,6 @@ pub(crate) fn add_to_linker(linker: &mut Linker<RunState>) -> wasmtime::Result<(
         },
     )
 }
-
-/// A value in marshal format (`marshalled` in wit/python.wit).
-type Marshalled = Vec<u8>;
 
 /// `args` stay in the interpreter's memory, where the call left them: they
 /// are decoded from there, not copied out first.
