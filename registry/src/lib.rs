@@ -19,7 +19,6 @@ mod manage;
 mod names;
 mod publish;
 mod query;
-mod rate;
 #[cfg(test)]
 mod scratch;
 mod server;
@@ -37,7 +36,7 @@ pub use accounts::{Account, Role};
 /// The router type of [`app`] and [`serve`], for routes added to the API.
 pub use axum::Router;
 pub use error::{Error, Result};
-pub use rate::RateLimit;
+pub use sandwit_net::RateLimit;
 pub use server::{Config, app, serve};
 pub use types::{
     Blob, KeyRegistered, OwnerList, PluginInfo, PluginSummary, Published, SearchPage, SearchQuery,

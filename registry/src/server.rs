@@ -16,7 +16,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::timeout::TimeoutLayer;
 
 use crate::error::Error;
-use crate::rate::{Buckets, RateLimit, address_key};
+use sandwit_net::{Buckets, RateLimit, address_key};
 use crate::{Account, Registry};
 
 /// How the service runs.

@@ -1,4 +1,4 @@
-//! Rate limits: a token bucket per client address and per token, in memory.
+//! Rate limits: a token bucket per key (a client address, a token), in memory.
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
