@@ -4,6 +4,7 @@
 mod stdout;
 
 mod call;
+mod connections;
 mod inspect;
 mod install;
 mod interpreter;

@@ -115,6 +115,8 @@ struct ServeArgs {
     /// How long a shutdown waits for requests in flight, in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 300)]
     shutdown_grace: u64,
+    #[command(flatten)]
+    connections: crate::connections::ConnArgs,
 }
 
 /// Runs `sandwit registry ...`.
@@ -156,6 +158,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         },
         request_timeout: Duration::from_secs(args.request_timeout),
         shutdown_grace: Duration::from_secs(args.shutdown_grace),
+        connections: args.connections.limits(),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -43,6 +43,8 @@ pub struct ServeArgs {
     /// The largest request body, in KiB.
     #[arg(long, default_value_t = 1024, value_name = "KIB")]
     max_body_kib: usize,
+    #[command(flatten)]
+    connections: crate::connections::ConnArgs,
 }
 
 pub async fn serve(host: Host, args: ServeArgs) -> anyhow::Result<ExitCode> {
@@ -77,14 +79,19 @@ pub async fn serve(host: Host, args: ServeArgs) -> anyhow::Result<ExitCode> {
     outln!("listening on http://{}", listener.local_addr()?);
     let grace = Duration::from_millis(args.grace_ms);
     let cancelled = service
-        .serve(listener, shutdown_signal(), grace, move |in_flight| {
-            eprintln!(
-                "sandwit: shutting down; {in_flight} run(s) in flight get {} ms to finish",
-                grace.as_millis()
-            );
-        })
-        .await
-        .context("serving")?;
+        .serve(
+            listener,
+            args.connections.limits(),
+            shutdown_signal(),
+            grace,
+            move |in_flight| {
+                eprintln!(
+                    "sandwit: shutting down; {in_flight} run(s) in flight get {} ms to finish",
+                    grace.as_millis()
+                );
+            },
+        )
+        .await;
     for (id, caller) in cancelled {
         eprintln!("sandwit: cancelled run {id} of `{caller}`");
     }

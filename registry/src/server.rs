@@ -16,8 +16,8 @@ use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::timeout::TimeoutLayer;
 
 use crate::error::Error;
-use sandwit_net::{Buckets, RateLimit, address_key};
 use crate::{Account, Registry};
+use sandwit_net::{Buckets, ConnLimits, RateLimit, address_key};
 
 /// How the service runs.
 #[derive(Debug, Clone)]
@@ -30,6 +30,9 @@ pub struct Config {
     pub request_timeout: Duration,
     /// How long a shutdown waits for requests in flight.
     pub shutdown_grace: Duration,
+    /// The bounds on connections: how many, from one address, how long
+    /// their headers and stalled answers may take.
+    pub connections: ConnLimits,
 }
 
 impl Default for Config {
@@ -45,6 +48,7 @@ impl Default for Config {
             },
             request_timeout: Duration::from_secs(300),
             shutdown_grace: Duration::from_secs(300),
+            connections: ConnLimits::default(),
         }
     }
 }
@@ -84,8 +88,9 @@ pub fn app(registry: Registry, config: &Config, extra: Router) -> Router {
 }
 
 /// Serves `registry` (and the routes of `extra`, see [`app`]) on
-/// `listener` until `shutdown` resolves, then stops accepting, and waits up
-/// to the grace period for requests in flight (uploads finish their check).
+/// `listener`, each connection within the config's bounds, until
+/// `shutdown` resolves, then stops accepting, and waits up to the grace
+/// period for requests in flight (uploads finish their check).
 pub async fn serve(
     registry: Registry,
     config: Config,
@@ -94,32 +99,19 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let app = app(registry, &config, extra);
-    let (stopping_tx, stopping) = tokio::sync::oneshot::channel();
-    let server = axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(async move {
+    let stop = async move {
         shutdown.await;
         tracing::info!("shutting down: no new connections; finishing requests in flight");
-        let _ = stopping_tx.send(());
-    });
-    let server = std::pin::pin!(server.into_future());
-    let mut server = server;
-    tokio::select! {
-        result = &mut server => return Ok(result?),
-        _ = stopping => {}
-    }
-    match tokio::time::timeout(config.shutdown_grace, server).await {
-        Ok(result) => Ok(result?),
-        Err(_) => {
-            tracing::warn!(
-                "requests still in flight after {} s: stopping anyway",
-                config.shutdown_grace.as_secs()
-            );
-            Ok(())
-        }
-    }
+    };
+    sandwit_net::serve(
+        listener,
+        app,
+        config.connections,
+        stop,
+        config.shutdown_grace,
+    )
+    .await;
+    Ok(())
 }
 
 /// Logs every request with its outcome: method, path (not the query),

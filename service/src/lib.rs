@@ -70,6 +70,10 @@ pub struct Service {
     request_timeout: Duration,
 }
 
+/// How long connections get, once the service has shut down its runs, to
+/// take their answers (the outcomes of the runs it cancelled among them).
+pub const SHUTDOWN_DRAIN: Duration = Duration::from_secs(5);
+
 /// What a request's time limit allows beyond waiting for a slot and the
 /// longest run or call, by default.
 pub const REQUEST_TIMEOUT_MARGIN: Duration = Duration::from_secs(5);
@@ -244,26 +248,29 @@ impl Service {
             .with_state(self.state.clone())
     }
 
-    /// Serves on `listener` until `shutdown` completes; then tells
-    /// `stopping` how many runs are in flight, shuts down as
-    /// [`Service::shut_down`] does and returns the runs it cancelled.
+    /// Serves on `listener`, each connection within `connections`, until
+    /// `shutdown` completes; then tells `stopping` how many runs are in
+    /// flight, shuts down as [`Service::shut_down`] does (connections are
+    /// still accepted meanwhile, so a client is told rather than refused),
+    /// gives the connections open [`SHUTDOWN_DRAIN`] to take their answers,
+    /// and returns the runs it cancelled.
     pub async fn serve(
         &self,
         listener: tokio::net::TcpListener,
+        connections: sandwit_net::ConnLimits,
         shutdown: impl Future<Output = ()> + Send + 'static,
         grace: Duration,
         stopping: impl FnOnce(usize) + Send + 'static,
-    ) -> std::io::Result<Vec<(u64, String)>> {
+    ) -> Vec<(u64, String)> {
         let service = self.clone();
         let (cancelled_tx, cancelled_rx) = tokio::sync::oneshot::channel();
-        axum::serve(listener, self.router())
-            .with_graceful_shutdown(async move {
-                shutdown.await;
-                stopping(service.in_flight());
-                let _ = cancelled_tx.send(service.shut_down(grace).await);
-            })
-            .await?;
-        Ok(cancelled_rx.await.unwrap_or_default())
+        let stop = async move {
+            shutdown.await;
+            stopping(service.in_flight());
+            let _ = cancelled_tx.send(service.shut_down(grace).await);
+        };
+        sandwit_net::serve(listener, self.router(), connections, stop, SHUTDOWN_DRAIN).await;
+        cancelled_rx.await.unwrap_or_default()
     }
 
     /// Stops admitting runs (`/readyz` then answers 503), gives those in
