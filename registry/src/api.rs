@@ -254,7 +254,8 @@ async fn register_key(
         (status = 409, description = "The version is already published", body = ErrorBody),
         (status = 413, body = ErrorBody),
         (status = 422, description = "The plugin failed the load check", body = ErrorBody),
-        (status = 429, body = ErrorBody),
+        (status = 429, description = "Rate limited, or the account has as many uploads in flight as one may",
+         body = ErrorBody),
         (status = 503, description = "As many checks or uploads as allowed are under way", body = ErrorBody),
     )
 )]
@@ -281,7 +282,7 @@ async fn publish(
     if declared.is_some_and(|n| n > max as u64) {
         return Err(Error::TooLarge(max));
     }
-    let slot = registry.upload_slot()?;
+    let slot = registry.upload_slot(&account)?;
     // The signal that this upload holds a place (tests wait for it).
     tracing::info!(account = %account.name, declared = ?declared, "reading an upload");
     let bytes = read_capped(body, max).await?;

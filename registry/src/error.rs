@@ -64,6 +64,10 @@ pub enum Error {
         /// The quota.
         quota: u64,
     },
+    /// The upload form sent more than it may before its token was read, or
+    /// a part's headers longer than they may be.
+    #[error("{0}")]
+    FormTooLarge(String),
     /// The body is larger than the registry accepts.
     #[error("the body is larger than the limit of {0} bytes")]
     TooLarge(usize),
@@ -79,6 +83,19 @@ pub enum Error {
     /// Too many requests from this address or token.
     #[error("too many requests from this {0}; retry later")]
     RateLimited(&'static str, Duration),
+    /// The account has as many uploads in flight as one account may.
+    #[error(
+        "account {account} already has {max} uploads being read or checked, the most one \
+         account may; retry when one has finished"
+    )]
+    TooManyUploads {
+        /// The account.
+        account: String,
+        /// The most one account may have at once.
+        max: usize,
+        /// When to retry.
+        after: Duration,
+    },
     /// As many validations as the registry allows are running.
     #[error("the registry is checking as many plugins as it can; retry later")]
     Busy(Duration),
@@ -108,9 +125,11 @@ impl Error {
             Error::VersionExists(_) | Error::KeyTaken(_) | Error::LastOwner(_) => {
                 StatusCode::CONFLICT
             }
-            Error::TooLarge(_) | Error::QuotaExceeded { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Error::TooLarge(_) | Error::FormTooLarge(_) | Error::QuotaExceeded { .. } => {
+                StatusCode::PAYLOAD_TOO_LARGE
+            }
             Error::InvalidPlugin { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-            Error::RateLimited(..) => StatusCode::TOO_MANY_REQUESTS,
+            Error::RateLimited(..) | Error::TooManyUploads { .. } => StatusCode::TOO_MANY_REQUESTS,
             Error::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -130,9 +149,10 @@ impl Error {
             Error::KeyTaken(_) => "key-taken",
             Error::LastOwner(_) => "last-owner",
             Error::QuotaExceeded { .. } => "quota-exceeded",
-            Error::TooLarge(_) => "too-large",
+            Error::TooLarge(_) | Error::FormTooLarge(_) => "too-large",
             Error::InvalidPlugin { .. } => "invalid-plugin",
             Error::RateLimited(..) => "rate-limited",
+            Error::TooManyUploads { .. } => "too-many-uploads",
             Error::Busy(_) => "busy",
             Error::Internal(_) => "internal",
         }
@@ -141,7 +161,9 @@ impl Error {
     /// How long a client should wait before retrying, for 429 and 503.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
-            Error::RateLimited(_, after) | Error::Busy(after) => Some(*after),
+            Error::RateLimited(_, after)
+            | Error::Busy(after)
+            | Error::TooManyUploads { after, .. } => Some(*after),
             _ => None,
         }
     }

@@ -36,6 +36,7 @@ pub use accounts::{Account, Role};
 /// The router type of [`app`] and [`serve`], for routes added to the API.
 pub use axum::Router;
 pub use error::{Error, Result};
+pub use publish::UploadSlot;
 pub use sandwit_net::RateLimit;
 pub use server::{Config, app, serve};
 pub use types::{
@@ -62,6 +63,8 @@ struct Inner {
     /// Uploads being read or checked: each holds up to the component size
     /// cap in memory, so their number bounds the service's memory.
     uploads: Arc<tokio::sync::Semaphore>,
+    /// Uploads being read or checked, per account id with any.
+    uploads_by_account: Arc<Mutex<std::collections::HashMap<i64, usize>>>,
     validator: Option<Arc<dyn Validator>>,
     /// The most bytes of versions one account may have published
     /// (`u64::MAX`: no quota).
@@ -87,6 +90,11 @@ pub const DEFAULT_MAX_VALIDATIONS: usize = 2;
 /// once: a few wait for a check while others are read, and each holds at
 /// most the component size cap (64 MiB) in memory.
 pub const UPLOADS_PER_VALIDATION: usize = 4;
+
+/// Uploads one account may have read or checked at once (within the
+/// registry's bound): one publisher's slow bodies leave the other places
+/// to other publishers.
+pub const UPLOADS_PER_ACCOUNT: usize = 2;
 
 impl Registry {
     /// Opens the registry in `dir` (created, mode 0700, if need be): the
@@ -120,6 +128,7 @@ impl Registry {
                 uploads: Arc::new(tokio::sync::Semaphore::new(
                     max_validations.max(1) * UPLOADS_PER_VALIDATION,
                 )),
+                uploads_by_account: Arc::default(),
                 validator,
                 account_quota: std::sync::atomic::AtomicU64::new(DEFAULT_ACCOUNT_QUOTA),
                 #[cfg(test)]

@@ -2,7 +2,8 @@
 //! under the bound on checks at once), ownership, immutability, then the
 //! blob and the metadata.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use rusqlite::{OptionalExtension, params};
@@ -36,15 +37,45 @@ struct IndexedMethod {
 }
 
 impl Registry {
-    /// A place for one upload to be read and checked, taken before its body
-    /// is read and held until it is published or refused; [`Error::Busy`]
-    /// when all are taken (their bodies bound the service's memory).
-    pub fn upload_slot(&self) -> Result<tokio::sync::OwnedSemaphorePermit> {
-        self.inner
+    /// A place for `account`'s upload to be read and checked, taken before
+    /// its body is read and held until it is published or refused: one of
+    /// the account's [`UPLOADS_PER_ACCOUNT`] ([`Error::TooManyUploads`] when
+    /// they are taken, so one publisher cannot hold every place with slow
+    /// bodies) and one of the registry's ([`Error::Busy`] when all are
+    /// taken: their bodies bound the service's memory).
+    ///
+    /// [`UPLOADS_PER_ACCOUNT`]: crate::UPLOADS_PER_ACCOUNT
+    pub fn upload_slot(&self, account: &Account) -> Result<UploadSlot> {
+        let held = {
+            let mut counts = self
+                .inner
+                .uploads_by_account
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let count = counts.entry(account.id).or_insert(0);
+            if *count >= crate::UPLOADS_PER_ACCOUNT {
+                return Err(Error::TooManyUploads {
+                    account: account.name.clone(),
+                    max: crate::UPLOADS_PER_ACCOUNT,
+                    after: BUSY_RETRY,
+                });
+            }
+            *count += 1;
+            AccountUpload {
+                counts: self.inner.uploads_by_account.clone(),
+                account: account.id,
+            }
+        };
+        let global = self
+            .inner
             .uploads
             .clone()
             .try_acquire_owned()
-            .map_err(|_| Error::Busy(BUSY_RETRY))
+            .map_err(|_| Error::Busy(BUSY_RETRY))?;
+        Ok(UploadSlot {
+            _global: global,
+            _account: held,
+        })
     }
 
     /// Publishes `component`, signed with `signature` (base64, from the
@@ -58,7 +89,7 @@ impl Registry {
         account: &Account,
         component: axum::body::Bytes,
         signature: Option<&str>,
-        slot: tokio::sync::OwnedSemaphorePermit,
+        slot: UploadSlot,
     ) -> Result<Published> {
         let signature = signature.ok_or(Error::MissingSignature)?;
         let signature =
@@ -260,7 +291,7 @@ impl Registry {
         &self,
         component: &axum::body::Bytes,
         digest: &str,
-        slot: Arc<tokio::sync::OwnedSemaphorePermit>,
+        slot: Arc<UploadSlot>,
     ) -> Result<serde_json::Value> {
         let validator: Arc<dyn Validator> = self.inner.validator.clone().ok_or_else(|| {
             Error::Internal(anyhow::anyhow!(
@@ -310,6 +341,33 @@ impl Registry {
                 }
                 tracing::info!(%digest, problems = problems.len(), "rejected");
                 Err(Error::InvalidPlugin { summary, report })
+            }
+        }
+    }
+}
+
+/// One upload's place: the registry's and its account's, both released
+/// when it is dropped.
+pub struct UploadSlot {
+    _global: tokio::sync::OwnedSemaphorePermit,
+    _account: AccountUpload,
+}
+
+/// One of an account's places for uploads: counted in
+/// `Inner::uploads_by_account` while it lives.
+struct AccountUpload {
+    counts: Arc<Mutex<HashMap<i64, usize>>>,
+    account: i64,
+}
+
+impl Drop for AccountUpload {
+    fn drop(&mut self) {
+        let mut counts = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = counts.get_mut(&self.account) {
+            *count -= 1;
+            // An account with nothing in flight takes no room.
+            if *count == 0 {
+                counts.remove(&self.account);
             }
         }
     }
@@ -451,7 +509,7 @@ mod tests {
                         &alice,
                         axum::body::Bytes::from_static(bytes),
                         Some(&signature),
-                        registry.upload_slot().unwrap(),
+                        registry.upload_slot(&alice).unwrap(),
                     )
                     .await
             }

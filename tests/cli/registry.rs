@@ -1278,9 +1278,9 @@ fn a_compressed_bomb_is_checked_as_the_bytes_it_is() {
 }
 
 /// Uploads whose bodies are still arriving hold their place: with one check
-/// at once the registry reads at most four uploads, and a fifth is told to
-/// come back (503) before its body is read, so slow senders cannot make it
-/// hold any number of 64 MiB bodies.
+/// at once the registry reads at most four uploads (two per account), and a
+/// fifth is told to come back (503) before its body is read, so slow
+/// senders cannot make it hold any number of 64 MiB bodies.
 ///
 /// The test waits for the server's own signal that each slow upload holds
 /// its place (the log line `reading an upload`) before it sends the fifth.
@@ -1292,24 +1292,36 @@ fn a_compressed_bomb_is_checked_as_the_bytes_it_is() {
 fn uploads_in_flight_are_bounded_503_beyond() {
     let server = Server::start("uploads", &["--max-validations", "1"]);
     let alice = server.token("alice", "publisher");
+    let bob = server.token("bob", "publisher");
     let key = key(11);
+    let bob_key = self::key(25);
     server.register(&alice, &key).expect(201, None);
-    let slow: Vec<TcpStream> = (0..4)
-        .map(|_| {
-            let mut stream = TcpStream::connect(server.authority()).unwrap();
-            write!(
-                stream,
-                "POST /v1/plugins HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {alice}\r\n\
+    server.register(&bob, &bob_key).expect(201, None);
+    let slow: Vec<TcpStream> = [
+        (&alice, &key),
+        (&alice, &key),
+        (&bob, &bob_key),
+        (&bob, &bob_key),
+    ]
+    .into_iter()
+    .map(|(token, key)| {
+        let mut stream = TcpStream::connect(server.authority()).unwrap();
+        write!(
+            stream,
+            "POST /v1/plugins HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\
                  Sandwit-Signature: {}\r\nContent-Type: application/wasm\r\n\
                  Content-Length: 1000000\r\n\r\n\0asm",
-                sign(&key, b""),
-            )
-            .unwrap();
-            stream
-        })
-        .collect();
+            sign(key, b""),
+        )
+        .unwrap();
+        stream
+    })
+    .collect();
     server.wait_for_logs("reading an upload", 4);
-    let busy = server.publish(&alice, &key, b"not a component");
+    // A third account, with places of its own left, finds the registry's
+    // taken.
+    let carol = server.token("carol", "publisher");
+    let busy = server.publish(&carol, &key, b"not a component");
     busy.expect(503, Some("busy"));
     assert!(busy.header("retry-after").parse::<u64>().unwrap() >= 1);
     // The slow senders hang up: each upload ends (its body cut short), and
@@ -1319,5 +1331,237 @@ fn uploads_in_flight_are_bounded_503_beyond() {
     server
         .publish(&alice, &key, &read(artifacts::CALC))
         .expect(201, None);
+    server.get("/healthz").expect(200, None);
+}
+
+/// The resident memory of the server process, in bytes (`VmRSS`).
+fn resident_bytes(server: &Server) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", server.child.id())).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kib * 1024
+}
+
+/// A multipart form body with `boundary`: each part's name, file name (for
+/// a file) and bytes, in order.
+fn form_body(boundary: &str, parts: &[(&str, Option<&str>, &[u8])]) -> Vec<u8> {
+    let mut body = Vec::new();
+    for (name, file, bytes) in parts {
+        write!(
+            body,
+            "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\""
+        )
+        .unwrap();
+        if let Some(file) = file {
+            write!(
+                body,
+                "; filename=\"{file}\"\r\nContent-Type: application/wasm"
+            )
+            .unwrap();
+        }
+        body.extend_from_slice(b"\r\n\r\n");
+        body.extend_from_slice(bytes);
+        body.extend_from_slice(b"\r\n");
+    }
+    write!(body, "--{boundary}--\r\n").unwrap();
+    body
+}
+
+/// Posts `body` to `/upload` as a form with `boundary` on a connection of
+/// its own, sending all of it before reading the answer (small bodies: the
+/// server's socket takes them whole): the answer's status line and body.
+fn post_form(server: &Server, boundary: &str, body: &[u8]) -> String {
+    let mut stream = TcpStream::connect(server.authority()).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    write!(
+        stream,
+        "POST /upload HTTP/1.1\r\nHost: {}\r\nContent-Type: multipart/form-data; \
+         boundary={boundary}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        server.authority(),
+        body.len()
+    )
+    .unwrap();
+    stream.write_all(body).unwrap();
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// The upload form reads at most a few KiB of a stranger's post: bodies of
+/// many MiB with no boundary, a huge preamble or huge part headers, from a
+/// client without a token, many at once, are refused (413) after the
+/// form's head, and the server's resident memory grows by a few MiB, not
+/// by the bodies (before the allowance it buffered each, up to 64 MiB, and
+/// rescanned it on every read). Part headers past the cap are refused after
+/// the token too, and a real upload through the form still publishes.
+#[test]
+fn the_upload_form_reads_no_more_than_its_head_for_a_stranger() {
+    let server = Server::start(
+        "form-head",
+        &[
+            "--max-connections-per-address",
+            "64",
+            "--request-timeout",
+            "60",
+        ],
+    );
+    let alice = server.token("alice", "publisher");
+    let key = key(21);
+    server.register(&alice, &key).expect(201, None);
+
+    // One of each, small enough to be sent whole: the refusal names why.
+    let no_boundary = vec![b'a'; 16 << 10];
+    let answer = post_form(&server, "B", &no_boundary);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.contains("before its API token field"), "{answer}");
+    let mut huge_header =
+        b"--B\r\nContent-Disposition: form-data; name=\"token\"\r\nX-Pad: ".to_vec();
+    huge_header.extend(vec![b'a'; 16 << 10]);
+    let answer = post_form(&server, "B", &huge_header);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    // After the token, a part's headers are capped all the same.
+    let mut after_token = form_body("B", &[("token", None, alice.as_bytes())]);
+    after_token.truncate(after_token.len() - "--B--\r\n".len());
+    after_token
+        .extend_from_slice(b"--B\r\nContent-Disposition: form-data; name=\"component\"\r\nX-Pad: ");
+    after_token.extend(vec![b'a'; 16 << 10]);
+    let answer = post_form(&server, "B", &after_token);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(
+        answer.contains("a part&#39;s headers") || answer.contains("a part's headers"),
+        "{answer}"
+    );
+
+    // Many at once, of many MiB each.
+    let before = resident_bytes(&server);
+    const EACH: usize = 16 << 20;
+    let senders: Vec<_> = (0..24)
+        .map(|i| {
+            let authority = server.authority().to_string();
+            std::thread::spawn(move || {
+                let mut stream = TcpStream::connect(&authority).unwrap();
+                stream
+                    .set_write_timeout(Some(Duration::from_secs(60)))
+                    .unwrap();
+                let head = match i % 3 {
+                    0 => Vec::new(),
+                    1 => b"preamble line\r\n".repeat(64),
+                    _ => {
+                        b"--B\r\nContent-Disposition: form-data; name=\"token\"\r\nX-Pad: ".to_vec()
+                    }
+                };
+                let _ = write!(
+                    stream,
+                    "POST /upload HTTP/1.1\r\nHost: {authority}\r\nContent-Type: \
+                     multipart/form-data; boundary=B\r\nContent-Length: {EACH}\r\n\r\n"
+                );
+                let _ = stream.write_all(&head);
+                let chunk = vec![b'x'; 64 << 10];
+                let mut sent = head.len();
+                // Until the server hangs up (or stops reading: the timeout).
+                while sent < EACH
+                    && stream
+                        .write_all(&chunk[..chunk.len().min(EACH - sent)])
+                        .is_ok()
+                {
+                    sent += chunk.len();
+                }
+            })
+        })
+        .collect();
+    server.wait_for_logs("path=\"/upload\" status=413", 24);
+    for sender in senders {
+        sender.join().unwrap();
+    }
+    let after = resident_bytes(&server);
+    // Each connection's read buffer and an 8 KiB head, far below the
+    // 384 MiB the bodies add up to (the figure is generous for the
+    // allocator's own keeping).
+    assert!(
+        after.saturating_sub(before) < 32 << 20,
+        "the server grew from {before} to {after} bytes"
+    );
+
+    // A real upload through the form.
+    let calc = read(artifacts::CALC);
+    let signature = sign(&key, &calc);
+    let body = form_body(
+        "B",
+        &[
+            ("token", None, alice.as_bytes()),
+            ("component", Some("calc.wasm"), &calc),
+            ("signature", None, signature.as_bytes()),
+        ],
+    );
+    let url = format!("{}/upload", server.base);
+    let mut response = server
+        .agent
+        .post(&url)
+        .header("Content-Type", "multipart/form-data; boundary=B")
+        .send(&body[..])
+        .unwrap();
+    let page = response.body_mut().read_to_string().unwrap();
+    assert_eq!(response.status().as_u16(), 201, "{page}");
+    assert!(page.contains("calc 0.1.0</a> is published"), "{page}");
+}
+
+/// Upload places are bounded per account too: one publisher holding its
+/// places with slow bodies is told to wait (429 too-many-uploads) for a
+/// third, and another publisher's upload still goes through; the places
+/// of the whole registry still end in 503.
+#[test]
+fn one_publisher_cannot_hold_every_upload_place() {
+    let server = Server::start("uploads-per-account", &["--max-validations", "1"]);
+    let (alice, bob, carol) = (
+        server.token("alice", "publisher"),
+        server.token("bob", "publisher"),
+        server.token("carol", "publisher"),
+    );
+    let key_of = |token: &str, seed: u8| {
+        let key = key(seed);
+        server.register(token, &key).expect(201, None);
+        key
+    };
+    let (alice_key, bob_key, carol_key) =
+        (key_of(&alice, 22), key_of(&bob, 23), key_of(&carol, 24));
+    let slow = |token: &str, key: &SigningKey| {
+        let mut stream = TcpStream::connect(server.authority()).unwrap();
+        write!(
+            stream,
+            "POST /v1/plugins HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\
+             Sandwit-Signature: {}\r\nContent-Type: application/wasm\r\n\
+             Content-Length: 1000000\r\n\r\n\0asm",
+            sign(key, b""),
+        )
+        .unwrap();
+        stream
+    };
+    let mut held = vec![slow(&alice, &alice_key), slow(&alice, &alice_key)];
+    server.wait_for_logs("reading an upload", 2);
+    let refused = server.publish(&alice, &alice_key, b"not a component");
+    refused.expect(429, Some("too-many-uploads"));
+    assert!(
+        refused.json["message"]
+            .as_str()
+            .unwrap()
+            .contains("account alice")
+    );
+    assert!(refused.header("retry-after").parse::<u64>().unwrap() >= 1);
+    // Alice's slow bodies do not stop bob.
+    server
+        .publish(&bob, &bob_key, &read(artifacts::CALC))
+        .expect(201, None);
+    // With bob's two slow ones too, the registry's four places are taken.
+    held.extend([slow(&bob, &bob_key), slow(&bob, &bob_key)]);
+    server.wait_for_logs("reading an upload", 2);
+    server
+        .publish(&carol, &carol_key, b"not a component")
+        .expect(503, Some("busy"));
+    drop(held);
     server.get("/healthz").expect(200, None);
 }

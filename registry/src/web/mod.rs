@@ -9,6 +9,7 @@
 //! needs the service's layers (rate limits, the token resolver of the
 //! upload form).
 
+mod allowance;
 mod html;
 mod listing;
 mod plugin;

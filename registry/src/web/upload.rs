@@ -10,20 +10,27 @@
 
 use std::fmt::Write as _;
 
+use std::sync::Arc;
+
 use axum::extract::multipart::{Field, MultipartError};
-use axum::extract::{Multipart, State};
+use axum::extract::{FromRequest, Multipart, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 
 use super::WebError;
+use super::allowance::{Allowance, CappedBody};
 use super::html::{Esc, Page, plugin_path};
 use crate::error::Error;
 use crate::server::Tokens;
-use crate::{Account, Published, Registry};
+use crate::{Account, Published, Registry, UploadSlot};
 
 /// The longest token field read (tokens are 47 bytes).
 const MAX_TOKEN_BYTES: usize = 256;
 /// The longest signature field read (a signature is 88 bytes of base64).
 const MAX_SIGNATURE_BYTES: usize = 1024;
+/// What the form may send before its token is accepted and its upload slot
+/// taken (preamble, part headers, the token field), and what each part's
+/// headers may take after: a stranger costs the registry this much.
+pub(super) const MAX_FORM_HEAD_BYTES: usize = 8 * 1024;
 
 pub(super) async fn form() -> Page {
     Page::ok(
@@ -66,11 +73,10 @@ fn form_html() -> String {
 pub(super) async fn upload(
     State(registry): State<Registry>,
     tokens: Option<axum::Extension<Tokens>>,
-    headers: HeaderMap,
-    multipart: Result<Multipart, axum::extract::multipart::MultipartRejection>,
+    request: Request,
 ) -> Result<Page, WebError> {
     let refused = |e: Error| super::error_page(&e, again());
-    if let Err(e) = same_origin(&headers) {
+    if let Err(e) = same_origin(request.headers()) {
         return Ok(refused(e));
     }
     let Some(axum::Extension(tokens)) = tokens else {
@@ -79,7 +85,11 @@ pub(super) async fn upload(
         ))
         .into());
     };
-    let multipart = match multipart {
+    // Nothing past the form's head is read until its token is accepted.
+    let allowance = Allowance::new(MAX_FORM_HEAD_BYTES);
+    let (parts, body) = request.into_parts();
+    let request = Request::from_parts(parts, CappedBody::wrap(body, allowance.clone()));
+    let multipart = match Multipart::from_request(request, &()).await {
         Ok(multipart) => multipart,
         Err(rejection) => {
             return Ok(refused(Error::bad_request(
@@ -88,7 +98,12 @@ pub(super) async fn upload(
             )));
         }
     };
-    match read_and_publish(&registry, &tokens, multipart).await {
+    let mut form = Form {
+        multipart,
+        allowance,
+        account: None,
+    };
+    match form.read_and_publish(&registry, &tokens).await {
         Ok(published) => Ok(published_page(&published)),
         Err(e @ Error::InvalidPlugin { .. }) => Ok(rejected_page(&e)),
         Err(e) => Ok(refused(e)),
@@ -119,62 +134,101 @@ fn same_origin(headers: &HeaderMap) -> Result<(), Error> {
     }
 }
 
-/// Reads the form (the token before the component, so nothing large is
-/// read for a stranger) and publishes.
-async fn read_and_publish(
-    registry: &Registry,
-    tokens: &Tokens,
-    mut multipart: Multipart,
-) -> Result<Published, Error> {
-    let mut account: Option<Account> = None;
-    let mut signature: Option<String> = None;
-    // The component with the upload slot it was read under.
-    let mut component: Option<(axum::body::Bytes, tokio::sync::OwnedSemaphorePermit)> = None;
-    while let Some(field) = multipart.next_field().await.map_err(form_error)? {
-        let name = field.name().unwrap_or_default().to_string();
-        match name.as_str() {
-            "token" if account.is_none() => {
-                let token = read_text(field, "token", MAX_TOKEN_BYTES).await?;
-                let token = token.trim();
-                if token.is_empty() {
-                    return Err(no_token());
+/// The upload form being read: its body under an allowance that grows only
+/// once its token is accepted and an upload slot taken.
+struct Form {
+    multipart: Multipart,
+    allowance: Arc<Allowance>,
+    /// The token's account, once accepted.
+    account: Option<Account>,
+}
+
+impl Form {
+    /// Reads the form (the token before the component, so nothing large is
+    /// read for a stranger) and publishes.
+    async fn read_and_publish(
+        &mut self,
+        registry: &Registry,
+        tokens: &Tokens,
+    ) -> Result<Published, Error> {
+        let mut signature: Option<String> = None;
+        // The upload slot, taken as soon as the token is accepted.
+        let mut slot: Option<UploadSlot> = None;
+        let mut component: Option<axum::body::Bytes> = None;
+        loop {
+            if self.account.is_some() {
+                // A part's headers (and the boundary before them) are small.
+                self.allowance.allow_more(MAX_FORM_HEAD_BYTES);
+            }
+            let next = self.allowance.bounded(self.multipart.next_field()).await;
+            let Some(field) = next
+                .ok_or_else(|| head_too_large(&self.account))?
+                .map_err(field_error)?
+            else {
+                break;
+            };
+            let name = field.name().unwrap_or_default().to_string();
+            match name.as_str() {
+                "token" if self.account.is_none() => {
+                    let token = self
+                        .allowance
+                        .bounded(read_text(field, "token", MAX_TOKEN_BYTES))
+                        .await
+                        .ok_or_else(|| head_too_large(&self.account))??;
+                    let token = token.trim();
+                    if token.is_empty() {
+                        return Err(no_token());
+                    }
+                    let account = tokens.account(token).await?;
+                    slot = Some(registry.upload_slot(&account)?);
+                    self.account = Some(account);
                 }
-                account = Some(tokens.account(token).await?);
-            }
-            "signature" if signature.is_none() => {
-                signature = Some(read_text(field, "signature", MAX_SIGNATURE_BYTES).await?);
-            }
-            "component" if component.is_none() => {
-                if account.is_none() {
-                    return Err(no_token());
+                "signature" if signature.is_none() => {
+                    let text = self
+                        .allowance
+                        .bounded(read_text(field, "signature", MAX_SIGNATURE_BYTES))
+                        .await
+                        .ok_or_else(|| head_too_large(&self.account))??;
+                    signature = Some(text);
                 }
-                let slot = registry.upload_slot()?;
-                component = Some((read_component(field).await?, slot));
-            }
-            _ => {
-                return Err(Error::bad_request(
-                    "invalid-form",
-                    format!(
-                        "the form has an unexpected or repeated field {}",
-                        crate::names::quote(&name)
-                    ),
-                ));
+                "component" if component.is_none() => {
+                    if self.account.is_none() {
+                        return Err(no_token());
+                    }
+                    self.allowance
+                        .allow_more(sandwit::MAX_COMPONENT_BYTES + MAX_FORM_HEAD_BYTES);
+                    // The allowance has room for the largest component: a
+                    // larger one is refused by its cap, not left waiting.
+                    let read = self.allowance.bounded(read_component(field)).await;
+                    component = Some(read.ok_or(Error::TooLarge(sandwit::MAX_COMPONENT_BYTES))??);
+                }
+                _ => {
+                    return Err(Error::bad_request(
+                        "invalid-form",
+                        format!(
+                            "the form has an unexpected or repeated field {}",
+                            crate::names::quote(&name)
+                        ),
+                    ));
+                }
             }
         }
+        let (Some(account), Some(slot)) = (self.account.take(), slot) else {
+            return Err(no_token());
+        };
+        let component = component.filter(|c| !c.is_empty()).ok_or_else(|| {
+            Error::bad_request(
+                "invalid-form",
+                "choose the component file (.wasm) to upload",
+            )
+        })?;
+        let signature = signature
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty());
+        registry
+            .publish(&account, component, signature.as_deref(), slot)
+            .await
     }
-    let account = account.ok_or_else(no_token)?;
-    let (component, slot) = component.filter(|(c, _)| !c.is_empty()).ok_or_else(|| {
-        Error::bad_request(
-            "invalid-form",
-            "choose the component file (.wasm) to upload",
-        )
-    })?;
-    let signature = signature
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty());
-    registry
-        .publish(&account, component, signature.as_deref(), slot)
-        .await
 }
 
 fn no_token() -> Error {
@@ -183,7 +237,22 @@ fn no_token() -> Error {
     )
 }
 
-fn form_error(e: MultipartError) -> Error {
+/// The refusal of a form that sent more than [`MAX_FORM_HEAD_BYTES`]
+/// before its token was accepted, or in one part's headers after.
+fn head_too_large(account: &Option<Account>) -> Error {
+    Error::FormTooLarge(if account.is_none() {
+        format!(
+            "the form sent more than {MAX_FORM_HEAD_BYTES} bytes before its API token field was \
+             read (the token field comes first; the preamble, part headers and token are \
+             capped), so nothing more is read"
+        )
+    } else {
+        format!("a part's headers in the form are longer than {MAX_FORM_HEAD_BYTES} bytes")
+    })
+}
+
+/// A form that could not be read.
+fn field_error(e: MultipartError) -> Error {
     if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
         Error::TooLarge(sandwit::MAX_COMPONENT_BYTES)
     } else {
@@ -194,7 +263,7 @@ fn form_error(e: MultipartError) -> Error {
 /// A text field of at most `max` bytes.
 async fn read_text(mut field: Field<'_>, name: &str, max: usize) -> Result<String, Error> {
     let mut bytes = Vec::new();
-    while let Some(chunk) = field.chunk().await.map_err(form_error)? {
+    while let Some(chunk) = field.chunk().await.map_err(field_error)? {
         if bytes.len() + chunk.len() > max {
             return Err(Error::bad_request(
                 "invalid-form",
@@ -215,7 +284,7 @@ async fn read_text(mut field: Field<'_>, name: &str, max: usize) -> Result<Strin
 async fn read_component(mut field: Field<'_>) -> Result<axum::body::Bytes, Error> {
     let max = sandwit::MAX_COMPONENT_BYTES;
     let mut bytes = Vec::new();
-    while let Some(chunk) = field.chunk().await.map_err(form_error)? {
+    while let Some(chunk) = field.chunk().await.map_err(field_error)? {
         if bytes.len() + chunk.len() > max {
             return Err(Error::TooLarge(max));
         }
