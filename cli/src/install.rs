@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use clap::Args;
 use sandwit::MAX_COMPONENT_BYTES;
-use sandwit::lock::{LockEntry, LockFile, write_atomically};
+use sandwit::lock::{LockEntry, LockFile};
 use sandwit::manifest::is_plugin_id;
 use sandwit::signing::{PublicKey, Signature, digest_of};
 use serde::Deserialize;
@@ -168,9 +168,15 @@ pub fn install(args: InstallArgs, host: &HostArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("creating {}", args.dir.display()))?;
     let file = format!("{id}.wasm");
     let path = args.dir.join(&file);
+    // The bytes go to a file of their own, are checked as the loader will
+    // check them, and replace DIR/<id>.wasm only if they pass: a registry
+    // that lists another signed component under this id and version
+    // breaks nothing that works.
+    let staged = Staged::write(&args.dir, &file, &bytes)?;
+    check_identity(&staged.path, id, &version, &what, at, host)?;
     let _held = hold_folder(&args.dir)?;
     let mut lock = LockFile::read(&args.dir)?.unwrap_or_default();
-    write_atomically(&path, &bytes).with_context(|| format!("writing {}", path.display()))?;
+    staged.replace(&path)?;
     lock.insert(LockEntry {
         id: id.to_string(),
         version: version.clone(),
@@ -194,6 +200,104 @@ pub fn install(args: InstallArgs, host: &HostArgs) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Downloaded bytes in a file of their own beside their destination (a
+/// name `--plugins DIR` does not load), removed unless they replace it.
+struct Staged {
+    path: PathBuf,
+    placed: bool,
+}
+
+impl Staged {
+    /// Writes `bytes` to a new file in `dir` named after `file`, synced.
+    fn write(dir: &std::path::Path, file: &str, bytes: &[u8]) -> anyhow::Result<Staged> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let path = dir.join(format!(".{file}.{}.{stamp}.download", std::process::id()));
+        let staged = Staged {
+            path,
+            placed: false,
+        };
+        std::fs::File::options()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .open(&staged.path)
+            .and_then(|mut f| {
+                f.write_all(bytes)?;
+                f.sync_all()
+            })
+            .with_context(|| format!("writing {}", staged.path.display()))?;
+        Ok(staged)
+    }
+
+    /// Renames the file over `path` (atomically) and syncs the folder.
+    fn replace(mut self, path: &std::path::Path) -> anyhow::Result<()> {
+        std::fs::rename(&self.path, path).with_context(|| format!("writing {}", path.display()))?;
+        self.placed = true;
+        let dir = path.parent().unwrap_or(std::path::Path::new("."));
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .with_context(|| format!("syncing {}", dir.display()))
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if !self.placed {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Refuses the component at `staged` unless it loads (checked as `sandwit
+/// validate` checks, in a worker) and its manifest names `id` and
+/// `version`: the check the loader makes against the lock file, made before
+/// anything is replaced. The signature covers only the digest, so a
+/// registry can list any component its publisher signed under any id and
+/// version.
+fn check_identity(
+    staged: &std::path::Path,
+    id: &str,
+    version: &str,
+    what: &str,
+    at: &str,
+    host: &HostArgs,
+) -> anyhow::Result<()> {
+    let report = crate::publish::local_check(staged, host)?;
+    if report["ok"] != true {
+        let problems: Vec<&str> = report["problems"]
+            .as_array()
+            .map(|ps| ps.iter().filter_map(|p| p.as_str()).collect())
+            .unwrap_or_default();
+        bail!(
+            "{what} from {at} was not installed: the component the registry served does not \
+             load: {}",
+            problems.join("; ")
+        );
+    }
+    let found_id = report["plugin"]["id"].as_str().unwrap_or_default();
+    let found_version = report["plugin"]["version"].as_str().unwrap_or_default();
+    let same_version = match (
+        semver::Version::parse(found_version),
+        semver::Version::parse(version),
+    ) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => found_version == version,
+    };
+    if found_id != id || !same_version {
+        bail!(
+            "{what} from {at} was not installed: the registry lists it as {id} {version}, but the \
+             component it served is {} {} (its manifest's id and version); nothing was replaced",
+            clean(found_id, 80),
+            clean(found_version, 80)
+        );
+    }
+    Ok(())
 }
 
 /// An exclusive lock on the folder `dir` (its directory's `flock`), held

@@ -229,7 +229,7 @@ pub fn read_component(path: &Path) -> anyhow::Result<Vec<u8>> {
 
 /// `sandwit validate --json` of the plugin in a worker under validate's
 /// default budget, with no policy: the check the registry makes.
-fn local_check(plugin: &Path, host: &HostArgs) -> anyhow::Result<serde_json::Value> {
+pub(crate) fn local_check(plugin: &Path, host: &HostArgs) -> anyhow::Result<serde_json::Value> {
     let mut argv: Vec<OsString> = vec!["validate".into(), "--json".into()];
     argv.extend(host.shared_args());
     argv.push("--".into());

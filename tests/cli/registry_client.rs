@@ -290,6 +290,46 @@ fn install_refuses_tampered_bytes_a_bad_signature_and_an_untrusted_signer() {
     nothing_written(&plugins);
 }
 
+/// A registry that lists another component its publisher signed (a
+/// trusted key's signature, a matching digest) under a plugin's id and
+/// version: the install is refused, naming the plugin and the id and
+/// version asked for and found, and the working plugin installed before is
+/// left byte for byte, its lock entry too, with no file left behind.
+#[test]
+fn install_refuses_another_signed_component_and_keeps_the_working_one() {
+    let (registry, dir, key, public) = with_calc("install-other");
+    assert_succeeded(&publish(&registry, artifacts::ECHO, &key, &[]));
+    let plugins = dir.join("plugins");
+    assert_succeeded(&install(&registry, "calc", &plugins, &["--trust", &public]));
+    let calc = std::fs::read(plugins.join("calc.wasm")).unwrap();
+    let lock = std::fs::read(LockFile::path(&plugins)).unwrap();
+    let files = || {
+        let mut names: Vec<String> = std::fs::read_dir(&plugins)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let before = files();
+
+    registry.relist("calc", "0.1.0", "echo");
+    let out = install(&registry, "calc", &plugins, &["--trust", &public]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    let echo = sandwit(&["inspect", "--json", artifacts::ECHO], &[]);
+    let echo: serde_json::Value = serde_json::from_slice(&echo.stdout).unwrap();
+    let echo_version = echo["manifest"]["version"].as_str().unwrap();
+    assert!(
+        stderr.contains("calc 0.1.0")
+            && stderr.contains(&format!("the component it served is echo {echo_version}")),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read(plugins.join("calc.wasm")).unwrap(), calc);
+    assert_eq!(std::fs::read(LockFile::path(&plugins)).unwrap(), lock);
+    assert_eq!(files(), before);
+}
+
 #[test]
 fn install_skips_yanked_versions_unless_asked_for() {
     let (registry, dir, _, public) = with_calc("yanked");

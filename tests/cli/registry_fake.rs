@@ -101,6 +101,28 @@ impl Registry {
         v.size = bytes.len();
     }
 
+    /// Lists the record of `from`'s first version (digest, size, signer and
+    /// signature) as `id` `version`: a registry that serves another
+    /// component its publisher signed, which the signature cannot tell.
+    pub fn relist(&self, id: &str, version: &str, from: &str) {
+        let mut state = self.state.lock().unwrap();
+        let source = state
+            .versions
+            .iter()
+            .find(|v| v.id == from)
+            .unwrap()
+            .clone();
+        let v = state
+            .versions
+            .iter_mut()
+            .find(|v| v.id == id && v.version == version)
+            .unwrap();
+        v.digest = source.digest;
+        v.size = source.size;
+        v.signer = source.signer;
+        v.signature = source.signature;
+    }
+
     /// How many versions have been published.
     pub fn published(&self) -> usize {
         self.state.lock().unwrap().versions.len()
