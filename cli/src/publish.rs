@@ -64,6 +64,8 @@ pub fn sign(args: SignArgs) -> anyhow::Result<ExitCode> {
 #[derive(Deserialize)]
 struct Account {
     name: String,
+    /// The registry's id, which the key registration's proof names.
+    registry: String,
 }
 
 /// The registry's answer to a publication.
@@ -99,8 +101,9 @@ pub fn publish(args: PublishArgs, host: &HostArgs) -> anyhow::Result<ExitCode> {
     let registry = Registry::new(&args.registry, Some(args.token.clone()))?;
 
     // The key is registered with the proof that this account holds it: its
-    // signature of `sandwit-key-registration-v1:<account>:<key>`, for the
-    // token's account, which the registry names.
+    // signature of `sandwit-key-registration-v1:<registry>:<account>:<key>`,
+    // for the registry's id and the token's account, which the registry
+    // names (a proof for one registry is refused by any other).
     let account = registry
         .get_json::<Account>("/v1/account")
         .with_context(|| format!("publishing {what}"))?;
@@ -112,7 +115,16 @@ pub fn publish(args: PublishArgs, host: &HostArgs) -> anyhow::Result<ExitCode> {
         ),
     };
     let public = key.public_key().to_string();
-    let proof = key.sign_registration(&account.name).to_string();
+    if account.registry.is_empty() || account.registry.contains(':') {
+        bail!(
+            "publishing {what}: the registry's id {:?} is not one a key registration can name \
+             (empty, or with a `:`)",
+            clean(&account.registry, 80)
+        );
+    }
+    let proof = key
+        .sign_registration(&format!("{}:{}", account.registry, account.name))
+        .to_string();
     let body = json!({ "public_key": public, "proof": proof }).to_string();
     let registered = registry
         .post::<serde_json::Value>("/v1/keys", "application/json", &[], body.as_bytes())

@@ -36,6 +36,38 @@ enum RegistryCommand {
     /// Manage the registry's API tokens.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Manage your account's publisher keys on a running registry.
+    #[command(subcommand)]
+    Key(KeyCommand),
+}
+
+#[derive(Subcommand)]
+enum KeyCommand {
+    /// Revoke a key of your account: the registry accepts no publish signed
+    /// by it from now on, and never registers it again. Versions it signed
+    /// stay, shown as signed by a revoked key; installs go on trusting the
+    /// keys their own policy and --trust name.
+    Revoke(RevokeArgs),
+}
+
+#[derive(Args)]
+struct RevokeArgs {
+    /// The public key (`ed25519:...`, as `sandwit keygen` prints it and
+    /// FILE.pub holds).
+    #[arg(value_name = "KEY")]
+    key: sandwit::signing::PublicKey,
+    /// The registry's URL (https://...; http:// only to a loopback address).
+    #[arg(long, value_name = "URL")]
+    registry: String,
+    /// Your API token. Prefer $SANDWIT_REGISTRY_TOKEN: it stays out of shell
+    /// history and `ps`.
+    #[arg(
+        long,
+        env = "SANDWIT_REGISTRY_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    token: String,
 }
 
 #[derive(Subcommand)]
@@ -130,6 +162,31 @@ pub fn main(args: RegistryArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         RegistryCommand::Serve(args) => serve(args),
+        RegistryCommand::Key(KeyCommand::Revoke(args)) => revoke(args),
+    }
+}
+
+/// `sandwit registry key revoke`: `POST /v1/keys/revoke`.
+fn revoke(args: RevokeArgs) -> anyhow::Result<ExitCode> {
+    #[derive(serde::Deserialize)]
+    struct Revoked {
+        revoked_at: String,
+    }
+    let registry = crate::registry_client::Registry::new(&args.registry, Some(args.token))?;
+    let body = serde_json::json!({ "public_key": args.key.to_string() }).to_string();
+    let answer =
+        registry.post::<Revoked>("/v1/keys/revoke", "application/json", &[], body.as_bytes())?;
+    match answer {
+        Ok(revoked) => {
+            outln!(
+                "revoked {} at {} on {}",
+                args.key,
+                crate::registry_client::clean(&revoked.revoked_at, 40),
+                registry.url()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(refusal) => anyhow::bail!("revoking {} on {}: {refusal}", args.key, registry.url()),
     }
 }
 

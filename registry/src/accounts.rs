@@ -11,7 +11,7 @@ use rusqlite::{OptionalExtension, params};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
-use crate::{KeyRegistered, Registry, db, names};
+use crate::{KeyRegistered, KeyRevoked, Registry, db, names};
 use sandwit::signing::{PublicKey, Signature};
 
 /// The prefix of every token (so a leaked one is recognisable).
@@ -154,9 +154,11 @@ impl Registry {
     /// Registers `public_key` (`ed25519:<base64>`) as a signing key of
     /// `account` (`created` says whether it is new to the account), given
     /// `proof`, the key's signature (base64) of
-    /// `sandwit-key-registration-v1:<account>:<public key>`: only who holds
-    /// the secret key can register it, so nobody can claim (squat) another
-    /// publisher's key. [`Error::KeyTaken`] if another account has it.
+    /// `sandwit-key-registration-v1:<registry id>:<account>:<public key>`:
+    /// only who holds the secret key can register it, so nobody can claim
+    /// (squat) another publisher's key, and a proof sent to another registry
+    /// cannot be replayed here. [`Error::KeyTaken`] if another account has
+    /// it, [`Error::KeyRevoked`] if this one revoked it.
     pub async fn register_key(
         &self,
         account: &Account,
@@ -167,21 +169,45 @@ impl Registry {
             .map_err(|why| Error::bad_request("invalid-public-key", why.to_string()))?;
         let proof = Signature::parse(proof)
             .map_err(|why| Error::bad_request("invalid-proof", why.to_string()))?;
-        key.verify_registration(&account.name, &proof)
-            .map_err(|why| Error::bad_request("invalid-proof", why.to_string()))?;
+        if key
+            .verify_registration(&self.registration_subject(&account.name), &proof)
+            .is_err()
+        {
+            let why = if key.verify_registration(&account.name, &proof).is_ok() {
+                "the proof names no registry (an older sandwit made it): sign the statement \
+                 naming this registry's id (GET /v1/registry)"
+            } else {
+                "a proof made for another registry or another account, or by another key, is \
+                 refused"
+            };
+            return Err(Error::bad_request(
+                "invalid-proof",
+                format!(
+                    "the proof is not {key}'s signature of `{}{}:{key}`: {why}",
+                    sandwit::signing::KEY_REGISTRATION_DOMAIN,
+                    self.registration_subject(&account.name),
+                ),
+            ));
+        }
         let key = key.to_string();
         let account_id = account.id;
         self.db(move |conn| {
             let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            let owner: Option<i64> = tx
+            let owner: Option<(i64, Option<i64>)> = tx
                 .query_row(
-                    "SELECT account FROM keys WHERE public_key = ?1",
+                    "SELECT account, revoked_at FROM keys WHERE public_key = ?1",
                     [&key],
-                    |r| r.get(0),
+                    |r| Ok((r.get(0)?, r.get(1)?)),
                 )
                 .optional()?;
             let created = match owner {
-                Some(id) if id == account_id => false,
+                Some((id, Some(_))) if id == account_id => {
+                    return Err(Error::KeyRevoked(format!(
+                        "the key {key} is revoked: a revoked key is never registered again \
+                         (make a new one with `sandwit keygen`)"
+                    )));
+                }
+                Some((id, None)) if id == account_id => false,
                 Some(_) => {
                     return Err(Error::KeyTaken(
                         "this public key is registered to another account".into(),
@@ -204,12 +230,61 @@ impl Registry {
         .await
     }
 
-    /// The public keys registered for `account`.
-    pub(crate) fn keys_of(conn: &rusqlite::Connection, account: i64) -> Result<Vec<String>> {
-        let mut stmt = conn.prepare("SELECT public_key FROM keys WHERE account = ?1")?;
+    /// What a key registration's statement names before the key: this
+    /// registry's id and the account (neither has a `:`).
+    pub(crate) fn registration_subject(&self, account: &str) -> String {
+        format!("{}:{account}", self.id())
+    }
+
+    /// Revokes `public_key`, a key of `account`: it verifies no publish
+    /// from now on, and is never registered again; versions it signed stay
+    /// as they are, shown as signed by a revoked key. Revoking a revoked key
+    /// answers when it was revoked. [`Error::NotFound`] if the account has
+    /// no such key.
+    pub async fn revoke_key(&self, account: &Account, public_key: &str) -> Result<KeyRevoked> {
+        let key = PublicKey::parse(public_key)
+            .map_err(|why| Error::bad_request("invalid-public-key", why.to_string()))?
+            .to_string();
+        let (account_id, name) = (account.id, account.name.clone());
+        self.db(move |conn| {
+            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            tx.execute(
+                "UPDATE keys SET revoked_at = ?3
+                 WHERE public_key = ?1 AND account = ?2 AND revoked_at IS NULL",
+                params![key, account_id, db::now()],
+            )?;
+            let revoked_at: Option<i64> = tx
+                .query_row(
+                    "SELECT revoked_at FROM keys WHERE public_key = ?1 AND account = ?2",
+                    params![key, account_id],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            tx.commit()?;
+            let Some(at) = revoked_at else {
+                return Err(Error::NotFound(format!(
+                    "account {name} has no key {key} to revoke"
+                )));
+            };
+            Ok(KeyRevoked {
+                public_key: key,
+                revoked_at: db::rfc3339(at),
+            })
+        })
+        .await
+    }
+
+    /// The public keys registered for `account`, each with whether it is
+    /// revoked.
+    pub(crate) fn keys_of(
+        conn: &rusqlite::Connection,
+        account: i64,
+    ) -> Result<Vec<(String, bool)>> {
+        let mut stmt =
+            conn.prepare("SELECT public_key, revoked_at IS NOT NULL FROM keys WHERE account = ?1")?;
         let keys = stmt
-            .query_map([account], |r| r.get(0))?
-            .collect::<rusqlite::Result<Vec<String>>>()?;
+            .query_map([account], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
         Ok(keys)
     }
 }

@@ -16,8 +16,8 @@ use utoipa::{Modify, OpenApi, ToSchema};
 
 use crate::error::{Error, Result};
 use crate::{
-    Account, KeyRegistered, OwnerList, PluginInfo, PluginSummary, Published, Registry, SearchPage,
-    SearchQuery, VersionDetail, VersionInfo, names,
+    Account, KeyRegistered, KeyRevoked, OwnerList, PluginInfo, PluginSummary, Published, Registry,
+    SearchPage, SearchQuery, VersionDetail, VersionInfo, names,
 };
 
 /// The header that carries a publish's signature.
@@ -29,7 +29,9 @@ pub fn router(registry: Registry) -> Router {
         .route("/healthz", get(healthz))
         .route("/openapi.json", get(openapi_json))
         .route("/v1/account", get(account))
+        .route("/v1/registry", get(registry_info))
         .route("/v1/keys", post(register_key))
+        .route("/v1/keys/revoke", post(revoke_key))
         .route("/v1/plugins", post(publish).get(search))
         .route("/v1/plugins/{id}", get(plugin))
         .route("/v1/plugins/{id}/owners", get(owners).put(invite_owners))
@@ -53,11 +55,12 @@ pub fn router(registry: Registry) -> Router {
         license(name = "Apache-2.0"),
     ),
     paths(
-        healthz, account, register_key, publish, search, plugin, version, blob, yank, unyank, owners,
+        healthz, registry_info, account, register_key, revoke_key, publish, search, plugin, version, blob, yank, unyank, owners,
         invite_owners, accept_ownership, remove_owner
     ),
     components(schemas(
-        ErrorBody, Ok, AccountInfo, KeyRequest, OwnersRequest, KeyRegistered, OwnerList, PluginInfo, PluginSummary,
+        ErrorBody, Ok, RegistryInfo, AccountInfo, KeyRequest, RevokeRequest, OwnersRequest,
+        KeyRegistered, KeyRevoked, OwnerList, PluginInfo, PluginSummary,
         Published, SearchPage, VersionDetail, VersionInfo
     )),
     modifiers(&BearerAuth),
@@ -107,9 +110,25 @@ pub struct KeyRequest {
     /// `ed25519:<standard base64 of the 32-byte key>`.
     pub public_key: String,
     /// The key's signature (standard base64) of
-    /// `sandwit-key-registration-v1:<account>:<public_key>`, where
-    /// `<account>` is the token's account name (`GET /v1/account`).
+    /// `sandwit-key-registration-v1:<registry>:<account>:<public_key>`,
+    /// where `<registry>` is this registry's id and `<account>` the token's
+    /// account name (both from `GET /v1/account`).
     pub proof: String,
+}
+
+/// A key of the token's account to revoke.
+#[derive(Deserialize, ToSchema)]
+pub struct RevokeRequest {
+    /// `ed25519:<standard base64 of the 32-byte key>`.
+    pub public_key: String,
+}
+
+/// Who this registry is.
+#[derive(Serialize, ToSchema)]
+pub struct RegistryInfo {
+    /// Its id (`swreg_...`), made with its database: what a key
+    /// registration's proof names.
+    pub id: String,
 }
 
 /// Accounts to invite as owners of a plugin.
@@ -126,6 +145,8 @@ pub struct AccountInfo {
     pub name: String,
     /// `admin` or `publisher`.
     pub role: String,
+    /// The registry's id, which a key registration's proof signs too.
+    pub registry: String,
 }
 
 /// The account a request's token belongs to: 401 without one.
@@ -200,16 +221,50 @@ async fn openapi_json() -> Response {
     responses((status = 200, body = AccountInfo), (status = 401, body = ErrorBody),
               (status = 429, body = ErrorBody))
 )]
-async fn account(Authed(account): Authed) -> Json<AccountInfo> {
+async fn account(State(registry): State<Registry>, Authed(account): Authed) -> Json<AccountInfo> {
     Json(AccountInfo {
         name: account.name,
         role: account.role.as_str().to_string(),
+        registry: registry.id().to_string(),
     })
 }
 
+/// This registry's id, which key registrations sign (a proof made for
+/// another registry is refused here).
+#[utoipa::path(
+    get, path = "/v1/registry",
+    responses((status = 200, body = RegistryInfo), (status = 429, body = ErrorBody))
+)]
+async fn registry_info(State(registry): State<Registry>) -> Json<RegistryInfo> {
+    Json(RegistryInfo {
+        id: registry.id().to_string(),
+    })
+}
+
+/// Revokes a key of the token's account: it verifies no publish from now
+/// on and is never registered again; versions it signed stay, shown with
+/// `signer_revoked`.
+#[utoipa::path(
+    post, path = "/v1/keys/revoke", request_body = RevokeRequest, security(("token" = [])),
+    responses(
+        (status = 200, description = "Revoked (now or before)", body = KeyRevoked),
+        (status = 400, description = "A malformed key or body", body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 404, description = "The account has no such key", body = ErrorBody),
+        (status = 429, body = ErrorBody),
+    )
+)]
+async fn revoke_key(
+    State(registry): State<Registry>,
+    Authed(account): Authed,
+    JsonBody(body): JsonBody<RevokeRequest>,
+) -> Result<Json<KeyRevoked>> {
+    Ok(Json(registry.revoke_key(&account, &body.public_key).await?))
+}
+
 /// Registers a publisher key for the token's account, given the key's
-/// signature of `sandwit-key-registration-v1:<account>:<public_key>` (proof
-/// that the caller holds the secret key).
+/// signature of `sandwit-key-registration-v1:<registry>:<account>:<public_key>`
+/// (proof that the caller holds the secret key, made for this registry).
 #[utoipa::path(
     post, path = "/v1/keys", request_body = KeyRequest, security(("token" = [])),
     responses(
@@ -218,7 +273,8 @@ async fn account(Authed(account): Authed) -> Json<AccountInfo> {
         (status = 400, description = "A malformed key, or a proof that does not verify",
          body = ErrorBody),
         (status = 401, body = ErrorBody),
-        (status = 409, description = "Another account has this key", body = ErrorBody),
+        (status = 409, description = "Another account has this key, or this one revoked it",
+         body = ErrorBody),
         (status = 429, body = ErrorBody),
     )
 )]

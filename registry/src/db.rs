@@ -9,7 +9,7 @@ use anyhow::Context;
 use rusqlite::Connection;
 
 /// The schema this code reads and writes.
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 
 const SCHEMA: &str = r#"
 CREATE TABLE accounts (
@@ -79,6 +79,64 @@ CREATE TABLE owner_invitations (
 );
 "#;
 
+/// From version 2 to 3: the registry's id (what key registrations sign),
+/// key revocation, and search through an FTS5 index.
+const TO_3: &str = r#"
+-- One row: the id key registrations name, so a proof made for another
+-- registry is refused here.
+CREATE TABLE registry (id TEXT NOT NULL);
+-- When the account revoked the key (NULL: not revoked). A revoked key
+-- stays the account's: it names the signer of what it signed.
+ALTER TABLE keys ADD COLUMN revoked_at INTEGER;
+-- Search over `versions.search_text` (an external-content index kept by
+-- the triggers below). The trigram tokenizer matches any substring of at
+-- least three characters, as the search did before the index.
+CREATE VIRTUAL TABLE versions_search USING fts5(
+    search_text, content='versions', content_rowid='rowid', tokenize='trigram'
+);
+INSERT INTO versions_search (versions_search) VALUES ('rebuild');
+CREATE TRIGGER versions_search_insert AFTER INSERT ON versions BEGIN
+    INSERT INTO versions_search (rowid, search_text) VALUES (new.rowid, new.search_text);
+END;
+CREATE TRIGGER versions_search_delete AFTER DELETE ON versions BEGIN
+    INSERT INTO versions_search (versions_search, rowid, search_text)
+        VALUES ('delete', old.rowid, old.search_text);
+END;
+CREATE TRIGGER versions_search_update AFTER UPDATE OF search_text ON versions BEGIN
+    INSERT INTO versions_search (versions_search, rowid, search_text)
+        VALUES ('delete', old.rowid, old.search_text);
+    INSERT INTO versions_search (rowid, search_text) VALUES (new.rowid, new.search_text);
+END;
+"#;
+
+/// A new registry id: `swreg_` and 22 characters of base64url (16 random
+/// bytes), no `:` (it is a field of the key registration statement).
+fn new_registry_id() -> anyhow::Result<String> {
+    use base64::Engine;
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|e| anyhow::anyhow!("getrandom: {e}"))?;
+    Ok(format!(
+        "swreg_{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+    ))
+}
+
+/// Moves a version 2 database to version 3 (within `tx`).
+fn to_3(tx: &rusqlite::Transaction<'_>) -> anyhow::Result<()> {
+    tx.execute_batch(TO_3)?;
+    tx.execute(
+        "INSERT INTO registry (id) VALUES (?1)",
+        [new_registry_id()?],
+    )?;
+    Ok(())
+}
+
+/// The registry's id (made when its database was made, or moved to schema
+/// version 3).
+pub fn registry_id(conn: &Connection) -> rusqlite::Result<String> {
+    conn.query_row("SELECT id FROM registry", [], |r| r.get(0))
+}
+
 /// Opens (creating if need be) the metadata database at `path`.
 pub fn open(path: &Path) -> anyhow::Result<Connection> {
     let mut conn = Connection::open(path).with_context(|| format!("opening {}", path.display()))?;
@@ -103,10 +161,16 @@ fn migrate(conn: &mut Connection) -> anyhow::Result<()> {
         None => {
             tx.execute_batch(SCHEMA)?;
             tx.execute_batch(TO_2)?;
+            to_3(&tx)?;
             tx.execute("INSERT INTO schema_version VALUES (?1)", [SCHEMA_VERSION])?;
         }
         Some(1) => {
             tx.execute_batch(TO_2)?;
+            to_3(&tx)?;
+            tx.execute("INSERT INTO schema_version VALUES (?1)", [SCHEMA_VERSION])?;
+        }
+        Some(2) => {
+            to_3(&tx)?;
             tx.execute("INSERT INTO schema_version VALUES (?1)", [SCHEMA_VERSION])?;
         }
         Some(SCHEMA_VERSION) => {}
@@ -137,7 +201,8 @@ mod tests {
     use super::*;
 
     /// A database made by schema version 1 gets version 2's table of owner
-    /// invitations, keeping its rows.
+    /// invitations and version 3's registry id, key revocation and search
+    /// index (of the versions it had), keeping its rows.
     #[test]
     fn a_version_1_database_is_migrated() {
         let dir = crate::scratch::ScratchDir::new("migrate");
@@ -149,7 +214,13 @@ mod tests {
             conn.execute_batch(
                 "CREATE TABLE schema_version (version INTEGER NOT NULL);
                  INSERT INTO schema_version VALUES (1);
-                 INSERT INTO accounts (name, role, created_at) VALUES ('alice', 'publisher', 0);",
+                 INSERT INTO accounts (name, role, created_at) VALUES ('alice', 'publisher', 0);
+                 INSERT INTO plugins (id, latest, created_at) VALUES ('calc', '1.0.0', 0);
+                 INSERT INTO versions (plugin, version, digest, size, signer, signature,
+                     publisher, published_at, name, description, manifest, kinds,
+                     capabilities, search_text)
+                 VALUES ('calc', '1.0.0', 'sha256:0', 1, '', '', 1, 0, 'Calc', '', '{}',
+                     '[]', '[]', 'calc\nadds numbers');",
             )
             .unwrap();
         }
@@ -157,7 +228,7 @@ mod tests {
         let version: i64 = conn
             .query_row("SELECT max(version) FROM schema_version", [], |r| r.get(0))
             .unwrap();
-        assert_eq!(version, 2);
+        assert_eq!(version, 3);
         let invitations: i64 = conn
             .query_row("SELECT count(*) FROM owner_invitations", [], |r| r.get(0))
             .unwrap();
@@ -166,8 +237,22 @@ mod tests {
             .query_row("SELECT count(*) FROM accounts", [], |r| r.get(0))
             .unwrap();
         assert_eq!(accounts, 1);
+        assert!(registry_id(&conn).unwrap().starts_with("swreg_"));
+        let found: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM versions_search WHERE versions_search MATCH '\"numb\"'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(found, 1, "the version the database had is indexed");
+        let revoked: Option<i64> = conn
+            .query_row("SELECT max(revoked_at) FROM keys", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(revoked, None);
+        let id = registry_id(&conn).unwrap();
         drop(conn);
-        // Opened again: already at version 2.
-        open(&path).unwrap();
+        // Opened again: already at version 3, with the same id.
+        assert_eq!(registry_id(&open(&path).unwrap()).unwrap(), id);
     }
 }

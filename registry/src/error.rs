@@ -46,18 +46,23 @@ pub enum Error {
     /// A public key registered by another account.
     #[error("{0}")]
     KeyTaken(String),
+    /// Registering a key its account revoked.
+    #[error("{0}")]
+    KeyRevoked(String),
     /// Removing the last owner of a plugin.
     #[error("{0}")]
     LastOwner(String),
     /// The upload would take the account past its storage quota.
     #[error(
         "the upload of {size} bytes would take account {account} past its storage quota of \
-         {quota} bytes ({used} bytes used)"
+         {quota} bytes ({used} bytes used; a version's manifest and search text count with its \
+         component)"
     )]
     QuotaExceeded {
         /// The account.
         account: String,
-        /// The upload's size.
+        /// What the upload stores: its component's size, and once checked
+        /// its manifest's and search text's too.
         size: u64,
         /// What the account's versions take already.
         used: u64,
@@ -122,9 +127,10 @@ impl Error {
                 StatusCode::BAD_REQUEST
             }
             Error::NotFound(_) => StatusCode::NOT_FOUND,
-            Error::VersionExists(_) | Error::KeyTaken(_) | Error::LastOwner(_) => {
-                StatusCode::CONFLICT
-            }
+            Error::VersionExists(_)
+            | Error::KeyTaken(_)
+            | Error::KeyRevoked(_)
+            | Error::LastOwner(_) => StatusCode::CONFLICT,
             Error::TooLarge(_) | Error::FormTooLarge(_) | Error::QuotaExceeded { .. } => {
                 StatusCode::PAYLOAD_TOO_LARGE
             }
@@ -147,6 +153,7 @@ impl Error {
             Error::NotFound(_) => "not-found",
             Error::VersionExists(_) => "version-exists",
             Error::KeyTaken(_) => "key-taken",
+            Error::KeyRevoked(_) => "key-revoked",
             Error::LastOwner(_) => "last-owner",
             Error::QuotaExceeded { .. } => "quota-exceeded",
             Error::TooLarge(_) | Error::FormTooLarge(_) => "too-large",

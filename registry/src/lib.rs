@@ -40,8 +40,8 @@ pub use publish::UploadSlot;
 pub use sandwit_net::RateLimit;
 pub use server::{Config, app, serve};
 pub use types::{
-    Blob, KeyRegistered, OwnerList, PluginInfo, PluginSummary, Published, SearchPage, SearchQuery,
-    VersionDetail, VersionInfo,
+    Blob, KeyRegistered, KeyRevoked, OwnerList, PluginInfo, PluginSummary, Published, SearchPage,
+    SearchQuery, VersionDetail, VersionInfo,
 };
 pub use validate::{Validator, Verdict};
 
@@ -57,6 +57,8 @@ pub struct Registry {
 
 struct Inner {
     dir: PathBuf,
+    /// The registry's id, which key registrations sign.
+    id: String,
     db: Mutex<Connection>,
     blobs: blobs::Blobs,
     validations: Arc<tokio::sync::Semaphore>,
@@ -118,10 +120,12 @@ impl Registry {
             .create(dir)
             .with_context(|| format!("creating {}", dir.display()))?;
         let db = db::open(&dir.join("registry.db"))?;
+        let id = db::registry_id(&db).context("reading the registry's id")?;
         let blobs = blobs::Blobs::open(dir)?;
         Ok(Registry {
             inner: Arc::new(Inner {
                 dir: dir.to_path_buf(),
+                id,
                 db: Mutex::new(db),
                 blobs,
                 validations: Arc::new(tokio::sync::Semaphore::new(max_validations.max(1))),
@@ -157,6 +161,12 @@ impl Registry {
             u64::MAX => None,
             bytes => Some(bytes),
         }
+    }
+
+    /// The registry's id (`swreg_...`), made with its database: what a key
+    /// registration's proof names, so it is refused by any other registry.
+    pub fn id(&self) -> &str {
+        &self.inner.id
     }
 
     /// The data directory.

@@ -99,27 +99,34 @@ impl Registry {
         let keys = self
             .db(move |conn| Registry::keys_of(conn, account_id))
             .await?;
-        let signer = keys
-            .iter()
-            .filter_map(|k| PublicKey::parse(k).ok())
-            .find(|k| k.verify_digest(&digest, &signature).is_ok())
-            .ok_or_else(|| {
-                Error::BadSignature(if keys.is_empty() {
-                    format!(
-                        "account {} has no registered public key (POST /v1/keys) to verify \
-                         the signature with",
-                        account.name
-                    )
-                } else {
-                    format!(
-                        "the signature of {digest} verifies with none of the {} public key(s) \
-                         of account {}",
-                        keys.len(),
-                        account.name
-                    )
-                })
-            })?
-            .to_string();
+        let verifies = |(k, _): &&(String, bool)| {
+            PublicKey::parse(k).is_ok_and(|k| k.verify_digest(&digest, &signature).is_ok())
+        };
+        let signer = match keys.iter().find(verifies) {
+            Some((key, false)) => key.clone(),
+            Some((key, true)) => {
+                return Err(Error::BadSignature(format!(
+                    "the signature of {digest} is by {key}, which account {} has revoked: sign \
+                     with a key that is not revoked",
+                    account.name
+                )));
+            }
+            None if keys.is_empty() => {
+                return Err(Error::BadSignature(format!(
+                    "account {} has no registered public key (POST /v1/keys) to verify the \
+                     signature with",
+                    account.name
+                )));
+            }
+            None => {
+                return Err(Error::BadSignature(format!(
+                    "the signature of {digest} verifies with none of the {} public key(s) of \
+                     account {}",
+                    keys.len(),
+                    account.name
+                )));
+            }
+        };
 
         // The quota before the check, so an upload past it costs no check;
         // the transaction below checks again.
@@ -142,9 +149,17 @@ impl Registry {
 
         // Cheap refusals first, so a refused upload writes nothing; the
         // transaction below checks again.
+        // What the version stores counts against the quota: the component,
+        // its manifest and its search text (each up to megabytes).
+        let manifest_text = manifest.to_string();
+        let search = search_text(&indexed);
+        let stored = (component.len() + manifest_text.len() + search.len()) as u64;
         let (id, ver, acct) = (indexed.id.clone(), indexed.version.clone(), account.clone());
-        self.db(move |conn| may_publish(conn, &acct, &id, &ver))
-            .await?;
+        self.db(move |conn| {
+            may_publish(conn, &acct, &id, &ver)?;
+            within_quota(conn, &acct, stored, quota)
+        })
+        .await?;
 
         // The rest runs as a task of its own: a request dropped meanwhile (a
         // client that hangs up, the request timeout) still commits its
@@ -191,7 +206,7 @@ impl Registry {
                     let tx =
                         conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
                     let new_plugin = may_publish(&tx, &acct, &row.id, &row.version)?;
-                    within_quota(&tx, &acct, row.size, quota)?;
+                    within_quota(&tx, &acct, stored, quota)?;
                     let now = db::now();
                     if new_plugin {
                         tx.execute(
@@ -222,10 +237,10 @@ impl Registry {
                         now,
                         indexed.name,
                         indexed.description,
-                        row.manifest.to_string(),
+                        manifest_text,
                         serde_json::to_string(&kinds).map_err(anyhow::Error::from)?,
                         serde_json::to_string(&indexed.capabilities).map_err(anyhow::Error::from)?,
-                        search_text(&indexed),
+                        search,
                     ],
                 )?;
                     crate::manage::update_latest(&tx, &row.id)?;
@@ -417,8 +432,9 @@ fn may_publish(
 }
 
 /// [`Error::QuotaExceeded`] if `size` more bytes would take `account` past
-/// `quota` (none: no quota). What an account uses is the size of every
-/// version it published (yanked ones too: they stay downloadable).
+/// `quota` (none: no quota). What an account uses is what every version it
+/// published stores (yanked ones too: they stay downloadable): the
+/// component, its manifest and its search text.
 fn within_quota(
     conn: &rusqlite::Connection,
     account: &Account,
@@ -429,7 +445,9 @@ fn within_quota(
         return Ok(());
     };
     let used: i64 = conn.query_row(
-        "SELECT coalesce(sum(size), 0) FROM versions WHERE publisher = ?1",
+        "SELECT coalesce(sum(size + length(CAST(manifest AS BLOB))
+                              + length(CAST(search_text AS BLOB))), 0)
+         FROM versions WHERE publisher = ?1",
         [account.id],
         |r| r.get(0),
     )?;
@@ -461,6 +479,7 @@ fn search_text(m: &Indexed) -> String {
 mod tests {
     use super::*;
     use crate::Role;
+    use axum::body::Bytes;
     use sandwit::signing::SigningKey;
 
     /// Accepts everything as `race` 1.0.0.
@@ -497,7 +516,12 @@ mod tests {
         let key = SigningKey::generate().unwrap();
         let public = key.public_key().to_string();
         registry
-            .register_key(&alice, &public, &key.sign_registration("alice").to_string())
+            .register_key(
+                &alice,
+                &public,
+                &key.sign_registration(&registry.registration_subject("alice"))
+                    .to_string(),
+            )
             .await
             .unwrap();
         let publish = |bytes: &'static [u8]| {
@@ -543,6 +567,119 @@ mod tests {
             !blob_path(&registry, b"the loser's bytes").exists(),
             "the losing publish left its blob"
         );
+    }
+
+    /// Accepts everything with the manifest it holds.
+    struct Accept(serde_json::Value);
+
+    impl Validator for Accept {
+        fn validate(&self, _: &[u8], _: &str) -> anyhow::Result<Verdict> {
+            Ok(Verdict::Accepted {
+                manifest: self.0.clone(),
+            })
+        }
+    }
+
+    /// A registry accepting `manifest`, with alice's key registered: it and
+    /// a publish of some bytes as alice.
+    async fn accepting(
+        name: &str,
+        manifest: serde_json::Value,
+    ) -> (
+        crate::scratch::ScratchDir,
+        Registry,
+        impl AsyncFn(&'static [u8]) -> Result<Published>,
+    ) {
+        let dir = crate::scratch::ScratchDir::new(name);
+        let registry = Registry::open_with(&dir, Some(Arc::new(Accept(manifest))), 2).unwrap();
+        let token = registry.create_token("alice", Role::Publisher).unwrap();
+        let alice = registry.authenticate(&token).await.unwrap();
+        let key = SigningKey::generate().unwrap();
+        let subject = registry.registration_subject("alice");
+        registry
+            .register_key(
+                &alice,
+                &key.public_key().to_string(),
+                &key.sign_registration(&subject).to_string(),
+            )
+            .await
+            .unwrap();
+        let publisher = registry.clone();
+        let publish = async move |bytes: &'static [u8]| {
+            let signature = key.sign_digest(&digest_of(bytes)).unwrap().to_string();
+            let slot = publisher.upload_slot(&alice).unwrap();
+            publisher
+                .publish(&alice, Bytes::from_static(bytes), Some(&signature), slot)
+                .await
+        };
+        (dir, registry, publish)
+    }
+
+    fn manifest(description: &str) -> serde_json::Value {
+        serde_json::json!({
+            "id": "big", "name": "Big", "version": "1.0.0", "description": description,
+            "methods": [{"name": "go", "kind": "tool", "docstring": "Go."}],
+        })
+    }
+
+    /// The quota counts what a version stores besides its component: a
+    /// few bytes of component whose manifest and search text (each with a
+    /// description of 600 KiB) come to more than 1 MiB are refused.
+    #[tokio::test]
+    async fn the_quota_counts_the_manifest_and_search_text() {
+        let (_dir, registry, publish) =
+            accepting("quota-text", manifest(&"x".repeat(600 << 10))).await;
+        registry.set_account_quota(Some(1 << 20));
+        let refused = publish(b"a small component").await.unwrap_err();
+        let Error::QuotaExceeded { size, used, .. } = refused else {
+            panic!("{refused:?}")
+        };
+        assert!(size > 2 * (600 << 10), "{size}");
+        assert_eq!(used, 0);
+        registry.set_account_quota(Some(4 << 20));
+        publish(b"a small component").await.unwrap();
+    }
+
+    /// Search goes through the FTS5 index: a word matches as a substring
+    /// (of three characters or more); once the index forgets a version,
+    /// the search no longer finds it, whatever its text says.
+    #[tokio::test]
+    async fn search_is_served_from_the_index() {
+        let (_dir, registry, publish) =
+            accepting("search-index", manifest("Counts Zephyrwords quickly")).await;
+        publish(b"searchable").await.unwrap();
+        let search = |q: &str| {
+            let registry = registry.clone();
+            let q = q.to_string();
+            async move {
+                registry
+                    .search(crate::SearchQuery {
+                        q: Some(q),
+                        ..Default::default()
+                    })
+                    .await
+            }
+        };
+        let ids = |page: crate::SearchPage| -> Vec<String> {
+            page.plugins.into_iter().map(|p| p.id).collect()
+        };
+        assert_eq!(ids(search("PHYRWORD count").await.unwrap()), ["big"]);
+        assert!(ids(search("phyrword absent").await.unwrap()).is_empty());
+        // Quotes are text, not FTS5 syntax.
+        assert!(ids(search("\"phyr NOT big\"").await.unwrap()).is_empty());
+        let short = search("ze").await.unwrap_err();
+        assert!(short.to_string().contains("shorter than 3"), "{short}");
+        registry
+            .db_now(|conn| {
+                conn.execute(
+                    "INSERT INTO versions_search (versions_search, rowid, search_text)
+                     SELECT 'delete', rowid, search_text FROM versions",
+                    [],
+                )?;
+                Ok(())
+            })
+            .unwrap();
+        assert!(ids(search("phyrword").await.unwrap()).is_empty());
     }
 
     /// A blob another publish holds pending, or a version names, stays.

@@ -13,6 +13,9 @@ use crate::{
 const MAX_QUERY_BYTES: usize = 200;
 /// The most words a search text may have.
 const MAX_QUERY_WORDS: usize = 8;
+/// The fewest characters a search word may have: the index holds every
+/// run of three characters, so shorter words cannot be looked up in it.
+const MIN_WORD_CHARS: usize = 3;
 /// The highest page number.
 const MAX_PAGE: u32 = 10_000;
 /// The method kinds.
@@ -46,9 +49,30 @@ impl Registry {
                     format!("the search text has more than {MAX_QUERY_WORDS} words"),
                 ));
             }
-            for word in words {
-                filters.push(format!("instr(v.search_text, ?{}) > 0", args.len() + 1));
-                args.push(word);
+            if let Some(short) = words.iter().find(|w| w.chars().count() < MIN_WORD_CHARS) {
+                return Err(Error::bad_request(
+                    "invalid-query",
+                    format!(
+                        "the search word {} is shorter than {MIN_WORD_CHARS} characters \
+                         (words match as substrings of at least {MIN_WORD_CHARS})",
+                        names::quote(short)
+                    ),
+                ));
+            }
+            if !words.is_empty() {
+                // Every word, as an FTS5 string (quotes doubled): a
+                // substring of the text, through the trigram index.
+                let matched = words
+                    .iter()
+                    .map(|w| format!("\"{}\"", w.replace('"', "\"\"")))
+                    .collect::<Vec<_>>()
+                    .join(" AND ");
+                filters.push(format!(
+                    "v.rowid IN (SELECT rowid FROM versions_search WHERE versions_search \
+                     MATCH ?{})",
+                    args.len() + 1
+                ));
+                args.push(matched);
             }
         }
         if let Some(kind) = query.kind.as_deref().filter(|k| !k.is_empty()) {
@@ -134,8 +158,10 @@ impl Registry {
         self.db(move |conn| {
             plugin_exists(conn, &id)?;
             let mut stmt = conn.prepare(
-                "SELECT version, digest, size, signer, yanked, published_at, name, description
-                 FROM versions WHERE plugin = ?1",
+                "SELECT v.version, v.digest, v.size, v.signer, v.yanked, v.published_at, v.name,
+                     v.description, k.revoked_at IS NOT NULL
+                 FROM versions v LEFT JOIN keys k ON k.public_key = v.signer
+                 WHERE v.plugin = ?1",
             )?;
             let mut rows = stmt
                 .query_map([&id], |r| {
@@ -145,6 +171,7 @@ impl Registry {
                             digest: r.get(1)?,
                             size: r.get::<_, i64>(2)? as u64,
                             signer: r.get(3)?,
+                            signer_revoked: r.get(8)?,
                             yanked: r.get(4)?,
                             published_at: db::rfc3339(r.get(5)?),
                         },
@@ -182,8 +209,10 @@ impl Registry {
         self.db(move |conn| {
             let row = conn
                 .query_row(
-                    "SELECT digest, size, signer, signature, yanked, published_at, manifest
-                     FROM versions WHERE plugin = ?1 AND version = ?2",
+                    "SELECT v.digest, v.size, v.signer, v.signature, v.yanked, v.published_at,
+                         v.manifest, k.revoked_at IS NOT NULL
+                     FROM versions v LEFT JOIN keys k ON k.public_key = v.signer
+                     WHERE v.plugin = ?1 AND v.version = ?2",
                     params![id, version],
                     |r| {
                         Ok((
@@ -194,11 +223,13 @@ impl Registry {
                             r.get::<_, bool>(4)?,
                             r.get::<_, i64>(5)?,
                             r.get::<_, String>(6)?,
+                            r.get::<_, bool>(7)?,
                         ))
                     },
                 )
                 .optional()?;
-            let Some((digest, size, signer, signature, yanked, at, manifest)) = row else {
+            let Some((digest, size, signer, signature, yanked, at, manifest, signer_revoked)) = row
+            else {
                 plugin_exists(conn, &id)?;
                 return Err(Error::NotFound(format!("{id} has no version {version}")));
             };
@@ -208,6 +239,7 @@ impl Registry {
                 digest,
                 size: size as u64,
                 signer,
+                signer_revoked,
                 signature,
                 yanked,
                 published_at: db::rfc3339(at),

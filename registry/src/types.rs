@@ -69,6 +69,15 @@ pub struct PluginInfo {
     pub versions: Vec<VersionInfo>,
 }
 
+/// A key its account revoked.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct KeyRevoked {
+    /// The key (`ed25519:<base64>`).
+    pub public_key: String,
+    /// When it was revoked (RFC 3339, UTC).
+    pub revoked_at: String,
+}
+
 /// One published version, in a plugin's list.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct VersionInfo {
@@ -80,6 +89,8 @@ pub struct VersionInfo {
     pub size: u64,
     /// The key that signed it (`ed25519:<base64>`).
     pub signer: String,
+    /// Whether the signer's account has revoked that key since.
+    pub signer_revoked: bool,
     /// Whether it is yanked (still downloadable; not chosen by default).
     pub yanked: bool,
     /// When it was published (RFC 3339, UTC).
@@ -99,6 +110,8 @@ pub struct VersionDetail {
     pub size: u64,
     /// The key that signed it (`ed25519:<base64>`).
     pub signer: String,
+    /// Whether the signer's account has revoked that key since.
+    pub signer_revoked: bool,
     /// The detached signature (base64) of
     /// `sandwit-plugin-signature-v1:<digest>`.
     pub signature: String,

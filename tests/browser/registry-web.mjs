@@ -132,12 +132,14 @@ async function upload({ token = TOKEN, file, signature }) {
 const problems = () => page.locator('ul.problems li').allTextContents();
 
 await check('the publisher key is registered through the API', async () => {
+  // The proof names the registry (its id) and the account (the script's
+  // `web-publisher`) that holds the key.
+  const { id } = JSON.parse((await http('GET', '/v1/registry')).body);
   const r = await http('POST', '/v1/keys', {
     headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
-    // The proof that the account (the script's `web-publisher`) holds the key.
     body: JSON.stringify({
       public_key: PUBLIC_KEY,
-      proof: sign(null, Buffer.from(`sandwit-key-registration-v1:web-publisher:${PUBLIC_KEY}`), privateKey).toString('base64'),
+      proof: sign(null, Buffer.from(`sandwit-key-registration-v1:${id}:web-publisher:${PUBLIC_KEY}`), privateKey).toString('base64'),
     }),
   });
   equal(r.status, 201, `POST /v1/keys answered ${r.body}`);

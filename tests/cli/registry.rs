@@ -148,12 +148,20 @@ impl Server {
         let account = self.call("GET", "/v1/account", Some(token), Body::None);
         account.expect(200, None);
         let name = account.json["name"].as_str().unwrap().to_string();
+        let registry = account.json["registry"].as_str().unwrap().to_string();
         self.call(
             "POST",
             "/v1/keys",
             Some(token),
-            Body::Json(key_request(key, &name)),
+            Body::Json(key_request(key, &registry, &name)),
         )
+    }
+
+    /// The registry's id (`GET /v1/registry`).
+    fn id(&self) -> String {
+        let info = self.get("/v1/registry");
+        info.expect(200, None);
+        info.json["id"].as_str().unwrap().to_string()
     }
 
     /// Waits (at most two minutes) for a log line containing `needle`.
@@ -261,9 +269,13 @@ fn public_key(key: &SigningKey) -> String {
     )
 }
 
-/// The body of `POST /v1/keys` registering `key` for `account`.
-fn key_request(key: &SigningKey, account: &str) -> Value {
-    let statement = format!("sandwit-key-registration-v1:{account}:{}", public_key(key));
+/// The body of `POST /v1/keys` registering `key` for `account` of the
+/// registry `registry` (its id).
+fn key_request(key: &SigningKey, registry: &str, account: &str) -> Value {
+    let statement = format!(
+        "sandwit-key-registration-v1:{registry}:{account}:{}",
+        public_key(key)
+    );
     json!({
         "public_key": public_key(key),
         "proof": STANDARD.encode(key.sign(statement.as_bytes()).to_bytes()),
@@ -728,11 +740,12 @@ fn a_key_is_registered_only_with_proof_of_possession() {
     )
     .expect(400, Some("invalid-proof"));
     // A proof made with another key.
-    let mut forged = key_request(&key(13), "mallory");
+    let id = server.id();
+    let mut forged = key_request(&key(13), &id, "mallory");
     forged["public_key"] = public_key(&bob_key).into();
     claim(&mallory, forged).expect(400, Some("invalid-proof"));
     // Bob's own proof, for bob's account, replayed for mallory's.
-    claim(&mallory, key_request(&bob_key, "bob")).expect(400, Some("invalid-proof"));
+    claim(&mallory, key_request(&bob_key, &id, "bob")).expect(400, Some("invalid-proof"));
     // A signature bob made of a plugin (another domain) is no proof.
     let plugin_signature = sign(&bob_key, &read(artifacts::CALC));
     claim(
@@ -743,8 +756,11 @@ fn a_key_is_registered_only_with_proof_of_possession() {
     // The key is still bob's to register.
     let account = server.call("GET", "/v1/account", Some(&bob), Body::None);
     account.expect(200, None);
-    assert_eq!(account.json, json!({"name": "bob", "role": "publisher"}));
-    claim(&bob, key_request(&bob_key, "bob")).expect(201, None);
+    assert_eq!(
+        account.json,
+        json!({"name": "bob", "role": "publisher", "registry": id})
+    );
+    claim(&bob, key_request(&bob_key, &id, "bob")).expect(201, None);
     server
         .call("GET", "/v1/account", None, Body::None)
         .expect(401, Some("unauthorized"));
@@ -760,22 +776,39 @@ fn uploads_past_the_account_quota_are_refused() {
     let key = key(14);
     server.register(&alice, &key).expect(201, None);
     let calc = read(artifacts::CALC);
-    server.publish(&alice, &key, &calc).expect(201, None);
+    let published = server.publish(&alice, &key, &calc);
+    published.expect(201, None);
+    // What calc's version stores: its bytes, its manifest and its search
+    // text (at least the manifest's description, twice).
+    let probe = server.publish(&alice, &key, &vec![0u8; 1 << 20]);
+    probe.expect(413, Some("quota-exceeded"));
+    let message = probe.json["message"].as_str().unwrap();
+    let used: usize = message
+        .rsplit_once('(')
+        .and_then(|(_, rest)| rest.split_once(" bytes used"))
+        .and_then(|(n, _)| n.parse().ok())
+        .unwrap_or_else(|| panic!("no bytes used in {message}"));
+    let description = published.json["manifest"]["description"].as_str().unwrap();
+    assert!(
+        used >= calc.len() + 2 * description.len(),
+        "{used} bytes used for {} bytes of calc",
+        calc.len()
+    );
     // What is left, plus one byte: refused, and never checked.
-    let big = vec![0u8; (1 << 20) - calc.len() + 1];
+    let big = vec![0u8; (1 << 20) - used + 1];
     let refused = server.publish(&alice, &key, &big);
     refused.expect(413, Some("quota-exceeded"));
     let message = refused.json["message"].as_str().unwrap();
     for part in [
         format!("upload of {} bytes", big.len()),
         "quota of 1048576 bytes".to_string(),
-        format!("({} bytes used)", calc.len()),
+        format!("({used} bytes used;"),
         "account alice".to_string(),
     ] {
         assert!(message.contains(&part), "{part:?} not in {message}");
     }
     // Exactly what is left is not past it, and goes on to the check.
-    let fits = vec![0u8; (1 << 20) - calc.len()];
+    let fits = vec![0u8; (1 << 20) - used];
     server
         .publish(&alice, &key, &fits)
         .expect(422, Some("invalid-plugin"));
@@ -1029,7 +1062,7 @@ fn rate_limits_answer_429_with_retry_after() {
         "rate",
         &[
             "--address-burst",
-            "4",
+            "5",
             "--address-rate",
             "1",
             "--token-burst",
@@ -1039,6 +1072,7 @@ fn rate_limits_answer_429_with_retry_after() {
         ],
     );
     let alice = server.token("alice", "publisher");
+    let id = server.id();
     // Per token: two at once, then refused...
     server.get("/v1/plugins").expect(200, None);
     for status in [201, 200] {
@@ -1047,14 +1081,14 @@ fn rate_limits_answer_429_with_retry_after() {
                 "POST",
                 "/v1/keys",
                 Some(&alice),
-                Body::Json(key_request(&key(10), "alice")),
+                Body::Json(key_request(&key(10), &id, "alice")),
             )
             .expect(status, None);
     }
     let limited = server.call("GET", "/v1/plugins", Some(&alice), Body::None);
     limited.expect(429, Some("rate-limited"));
     assert!(limited.header("retry-after").parse::<u64>().unwrap() >= 1);
-    // ...and per address: four in all, the refused one included.
+    // ...and per address: five in all, the refused one included.
     let limited = server.get("/healthz");
     limited.expect(429, Some("rate-limited"));
     assert!(
@@ -1564,4 +1598,108 @@ fn one_publisher_cannot_hold_every_upload_place() {
         .expect(503, Some("busy"));
     drop(held);
     server.get("/healthz").expect(200, None);
+}
+
+/// A key registration's proof names the registry: a proof bob made for one
+/// registry is refused by another (as is one naming no registry), and an
+/// owner revokes a key (`sandwit registry key revoke`): it verifies no
+/// publish from then on, is never registered again, and the versions it
+/// signed are shown as signed by a revoked key.
+#[test]
+fn proofs_name_their_registry_and_keys_can_be_revoked() {
+    let (first, second) = (
+        Server::start("proof-first", &[]),
+        Server::start("proof-second", &[]),
+    );
+    let (bob_first, bob_second) = (
+        first.token("bob", "publisher"),
+        second.token("bob", "publisher"),
+    );
+    assert_ne!(first.id(), second.id());
+    let bob_key = key(26);
+    let claim = |server: &Server, token: &str, body: Value| {
+        server.call("POST", "/v1/keys", Some(token), Body::Json(body))
+    };
+    // Made for the first registry, replayed to the second.
+    let replayed = claim(
+        &second,
+        &bob_second,
+        key_request(&bob_key, &first.id(), "bob"),
+    );
+    replayed.expect(400, Some("invalid-proof"));
+    let message = replayed.json["message"].as_str().unwrap();
+    assert!(
+        message.contains("another registry") && message.contains(&second.id()),
+        "{message}"
+    );
+    // Made the old way, naming no registry.
+    let statement = format!("sandwit-key-registration-v1:bob:{}", public_key(&bob_key));
+    let old = json!({
+        "public_key": public_key(&bob_key),
+        "proof": STANDARD.encode(bob_key.sign(statement.as_bytes()).to_bytes()),
+    });
+    let refused = claim(&second, &bob_second, old);
+    refused.expect(400, Some("invalid-proof"));
+    assert!(
+        refused.json["message"]
+            .as_str()
+            .unwrap()
+            .contains("names no registry")
+    );
+    claim(
+        &first,
+        &bob_first,
+        key_request(&bob_key, &first.id(), "bob"),
+    )
+    .expect(201, None);
+
+    // Revoked: no publish verifies with it, versions it signed say so.
+    let calc = read(artifacts::CALC);
+    first.publish(&bob_first, &bob_key, &calc).expect(201, None);
+    let out = Command::new(env!("CARGO_BIN_EXE_sandwit"))
+        .args(["registry", "key", "revoke", &public_key(&bob_key)])
+        .args(["--registry", &first.base])
+        .env("SANDWIT_REGISTRY_TOKEN", &bob_first)
+        .output()
+        .unwrap();
+    assert_succeeded(&out);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!("revoked {}", public_key(&bob_key))),
+        "{stdout}"
+    );
+    let refused = first.publish(&bob_first, &bob_key, &read(artifacts::ECHO));
+    refused.expect(400, Some("bad-signature"));
+    assert!(
+        refused.json["message"]
+            .as_str()
+            .unwrap()
+            .contains("account bob has revoked"),
+        "{}",
+        refused.json
+    );
+    let version = first.get("/v1/plugins/calc/0.1.0");
+    version.expect(200, None);
+    assert_eq!(version.json["signer_revoked"], true);
+    assert_eq!(
+        first.get("/v1/plugins/calc").json["versions"][0]["signer_revoked"],
+        true
+    );
+    let page = String::from_utf8(first.get("/plugins/calc").bytes).unwrap();
+    assert!(page.contains("revoked this key since"), "{page}");
+    claim(
+        &first,
+        &bob_first,
+        key_request(&bob_key, &first.id(), "bob"),
+    )
+    .expect(409, Some("key-revoked"));
+    // A key the account does not have.
+    first
+        .call(
+            "POST",
+            "/v1/keys/revoke",
+            Some(&bob_first),
+            Body::Json(json!({"public_key": public_key(&key(27))})),
+        )
+        .expect(404, Some("not-found"));
 }

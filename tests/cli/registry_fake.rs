@@ -45,6 +45,9 @@ struct Version {
 /// The publisher account's name.
 const ACCOUNT: &str = "publisher";
 
+/// The registry's id, which key registrations name.
+const REGISTRY_ID: &str = "swreg_fake";
+
 /// The largest upload: the host's component size cap.
 const MAX_BODY: usize = sandwit::MAX_COMPONENT_BYTES;
 
@@ -220,8 +223,11 @@ fn answer(request: &Request, state: &Mutex<State>, token: &str) -> Answer {
             let Ok(key) = PublicKey::parse(body["public_key"].as_str().unwrap_or_default()) else {
                 return error(400, "bad-key", "public_key is not an ed25519 key");
             };
-            let proven = Signature::parse(body["proof"].as_str().unwrap_or_default())
-                .is_ok_and(|proof| key.verify_registration(ACCOUNT, &proof).is_ok());
+            let proven =
+                Signature::parse(body["proof"].as_str().unwrap_or_default()).is_ok_and(|proof| {
+                    key.verify_registration(&format!("{REGISTRY_ID}:{ACCOUNT}"), &proof)
+                        .is_ok()
+                });
             if !proven {
                 return error(
                     400,
@@ -239,7 +245,10 @@ fn answer(request: &Request, state: &Mutex<State>, token: &str) -> Answer {
             if !authorized {
                 return error(401, "unauthorized", "the token is not valid");
             }
-            Answer::Json(200, json!({"name": ACCOUNT, "role": "publisher"}))
+            Answer::Json(
+                200,
+                json!({"name": ACCOUNT, "role": "publisher", "registry": REGISTRY_ID}),
+            )
         }
         ("POST", ["v1", "plugins"]) => publish(request, &mut state, authorized),
         ("GET", ["v1", "plugins", id]) => {

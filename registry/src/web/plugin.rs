@@ -80,7 +80,7 @@ fn versions_html(html: &mut String, info: &PluginInfo, shown: &str) {
             Esc(&v.published_at),
             Esc(&v.digest),
             Esc(&size(v.size)),
-            signature_status(&v.signer),
+            signature_status(&v.signer, v.signer_revoked),
             if v.yanked { "yanked" } else { "available" },
         );
     }
@@ -88,11 +88,17 @@ fn versions_html(html: &mut String, info: &PluginInfo, shown: &str) {
 }
 
 /// Every stored version's signature verified against a key of its
-/// publisher when it was published (a publish is refused otherwise).
-fn signature_status(signer: &str) -> String {
+/// publisher when it was published (a publish is refused otherwise); a key
+/// revoked since is said to be.
+fn signature_status(signer: &str, revoked: bool) -> String {
     format!(
-        "signed by <code class=\"key\">{}</code>, verified when published",
-        Esc(signer)
+        "signed by <code class=\"key\">{}</code>, verified when published{}",
+        Esc(signer),
+        if revoked {
+            "; <strong class=\"revoked\">its publisher has revoked this key since</strong>"
+        } else {
+            ""
+        }
     )
 }
 
@@ -108,7 +114,7 @@ fn version_html(html: &mut String, d: &VersionDetail) {
         if d.yanked { " (yanked)" } else { "" },
         Esc(&d.digest),
         Esc(&size(d.size)),
-        signature_status(&d.signer),
+        signature_status(&d.signer, d.signer_revoked),
         Esc(&d.signature),
         Esc(text(&m["author"])),
         Esc(&capabilities(&m["capabilities"])),
