@@ -30,7 +30,7 @@ const MAX_SIGNATURE_BYTES: usize = 1024;
 /// What the form may send before its token is accepted and its upload slot
 /// taken (preamble, part headers, the token field), and what each part's
 /// headers may take after: a stranger costs the registry this much.
-pub(super) const MAX_FORM_HEAD_BYTES: usize = 8 * 1024;
+const MAX_FORM_HEAD_BYTES: usize = 8 * 1024;
 
 pub(super) async fn form() -> Page {
     Page::ok(
