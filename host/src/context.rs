@@ -55,7 +55,7 @@ impl PluginSet {
             let seen = match answer {
                 Ok(seen) => seen,
                 Err(error) => {
-                    tracing::warn!(%error, chat = %ctx.chat_key, "a lifecycle hook failed; the plugin's methods are withheld");
+                    tracing::warn!(%error, chat = %ctx.chat_key.escape_debug(), "a lifecycle hook failed; the plugin's methods are withheld");
                     available.insert(plugin.id().to_string(), Some(Vec::new()));
                     failed.push(error);
                     continue;

@@ -26,6 +26,15 @@ pub struct AgentCtx {
     pub channel_type: Option<String>,
     /// The chat adapter's key, if any.
     pub adapter_key: Option<String>,
+    /// The tenant the call is made for, if the embedder separates tenants
+    /// (`sandwit serve` sets it from the caller's token). Data and state
+    /// that every chat of a plugin shares (the store's global scope, a
+    /// plugin- or method-wide rate limit, a circuit breaker) are kept
+    /// apart per namespace, so one tenant cannot read, spend or trip
+    /// another's. Plugins never see it: chat keys and user ids already
+    /// carry the tenant's prefix where an embedder gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
 }
 
 impl AgentCtx {

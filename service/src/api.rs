@@ -74,7 +74,8 @@ pub async fn openapi_json() -> Response {
 /// Every error: a status and this body (`Retry-After` with 503).
 #[derive(Serialize, ToSchema)]
 pub struct ErrorBody {
-    /// A kebab-case code: `unauthorized`, `admin-only`, `not-found`,
+    /// A kebab-case code: `unauthorized`, `admin-only`,
+    /// `outside-namespace`, `not-found`,
     /// `unknown-plugin`, `unknown-method`, `unknown-tool`, `bad-json`,
     /// `bad-query`, `bad-request`, `limit-too-high`, `bad-format`,
     /// `reload-failed`, `request-timeout`,

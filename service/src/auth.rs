@@ -1,8 +1,15 @@
-//! Bearer tokens: an admin or a user role each. The server keeps only
-//! their SHA-256 digests, read from a token file (one `name role sha256-hex`
-//! a line; `#` starts a comment) or made for one token it generates at
-//! start. Tokens are never logged or echoed; a caller is named by its
-//! token's name.
+//! Bearer tokens: an admin or a user role each, and optionally a
+//! namespace. The server keeps only their SHA-256 digests, read from a token
+//! file (one `name role sha256-hex [namespace]` a line; `#` starts a
+//! comment) or made for one token it generates at start. Tokens are never
+//! logged or echoed; a caller is named by its token's name.
+//!
+//! A token without a namespace is a trusted application backend: it may
+//! name any chat and user. A token with one (a chat-key prefix such as
+//! `acme:`) may name only chat keys and user ids that start with it, and
+//! what a plugin's chats share (its store's global scope, plugin-wide rate
+//! limits and breakers) is kept apart for it (docs/SERVICE.md, "Trust
+//! model").
 
 use std::path::Path;
 
@@ -26,11 +33,25 @@ pub enum Role {
 /// The tokens the server accepts, by digest.
 #[derive(Debug, Clone, Default)]
 pub struct Tokens {
-    entries: Vec<(String, Role, [u8; 32])>,
+    entries: Vec<Entry>,
+}
+
+/// One token of a token file.
+#[derive(Debug, Clone)]
+struct Entry {
+    name: String,
+    role: Role,
+    digest: [u8; 32],
+    namespace: Option<String>,
 }
 
 /// The bytes a generated token is made of (hex in the token).
 const GENERATED_BYTES: usize = 32;
+
+/// The longest namespace a token may have, in bytes: it prefixes chat keys
+/// and user ids, which are bounded by [`crate::chat::MAX_KEY_BYTES`], and
+/// leaves most of that to the caller.
+pub const MAX_NAMESPACE_BYTES: usize = 64;
 
 impl Tokens {
     /// The tokens of a token file; an error names the line that is wrong.
@@ -49,12 +70,14 @@ impl Tokens {
                 continue;
             }
             let fields: Vec<&str> = line.split_whitespace().collect();
-            let [name, role, digest] = fields[..] else {
-                bail!(
-                    "line {}: expected `name role sha256-hex`, found {} field(s)",
+            let (name, role, digest, namespace) = match fields[..] {
+                [name, role, digest] => (name, role, digest, None),
+                [name, role, digest, namespace] => (name, role, digest, Some(namespace)),
+                _ => bail!(
+                    "line {}: expected `name role sha256-hex [namespace]`, found {} field(s)",
                     i + 1,
                     fields.len()
-                );
+                ),
             };
             let role = match role {
                 "admin" => Role::Admin,
@@ -67,10 +90,18 @@ impl Tokens {
                     i + 1
                 );
             };
-            if entries.iter().any(|(n, _, _)| n == name) {
+            if entries.iter().any(|e: &Entry| e.name == name) {
                 bail!("line {}: the name `{name}` is given twice", i + 1);
             }
-            entries.push((name.to_string(), role, digest));
+            if let Some(namespace) = namespace {
+                check_namespace(namespace).map_err(|e| anyhow::anyhow!("line {}: {e}", i + 1))?;
+            }
+            entries.push(Entry {
+                name: name.to_string(),
+                role,
+                digest,
+                namespace: namespace.map(str::to_string),
+            });
         }
         if entries.is_empty() {
             bail!("no tokens: every request would be refused");
@@ -88,19 +119,45 @@ impl Tokens {
             .context("reading /dev/urandom for a token")?;
         let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
         let tokens = Tokens {
-            entries: vec![("admin".to_string(), Role::Admin, digest(&token))],
+            entries: vec![Entry {
+                name: "admin".to_string(),
+                role: Role::Admin,
+                digest: digest(&token),
+                namespace: None,
+            }],
         };
         Ok((tokens, token))
     }
 
-    /// The name and role of `token`, if it is one of these.
-    fn find(&self, token: &str) -> Option<(&str, Role)> {
+    /// The entry of `token`, if it is one of these.
+    fn find(&self, token: &str) -> Option<&Entry> {
         let presented = digest(token);
-        self.entries
-            .iter()
-            .find(|(_, _, d)| *d == presented)
-            .map(|(name, role, _)| (name.as_str(), *role))
+        self.entries.iter().find(|e| e.digest == presented)
     }
+}
+
+/// Checks a token's namespace: not empty, at most [`MAX_NAMESPACE_BYTES`],
+/// no whitespace or control characters (it is written in logs, metrics
+/// labels and error messages, and begins every chat key of its token).
+fn check_namespace(namespace: &str) -> Result<(), String> {
+    if namespace.is_empty() {
+        return Err("the namespace is empty".to_string());
+    }
+    if namespace.len() > MAX_NAMESPACE_BYTES {
+        return Err(format!(
+            "the namespace is {} bytes, more than the limit of {MAX_NAMESPACE_BYTES}",
+            namespace.len()
+        ));
+    }
+    if let Some(c) = namespace
+        .chars()
+        .find(|c| c.is_whitespace() || c.is_control())
+    {
+        return Err(format!(
+            "the namespace {namespace:?} holds the whitespace or control character {c:?}"
+        ));
+    }
+    Ok(())
 }
 
 /// The SHA-256 of a token, as the token file holds it (hex).
@@ -130,9 +187,32 @@ pub struct Caller {
     pub name: String,
     /// The token's role.
     pub role: Role,
+    /// The token's namespace: the prefix of every chat key and user id it
+    /// may name; `None` for a trusted backend, which may name any.
+    pub namespace: Option<String>,
 }
 
 impl Caller {
+    /// Checks that `value`, the request's `field` (a chat key or user id),
+    /// is within the caller's namespace; the message names the field, what
+    /// is wrong with the value and the namespace.
+    pub fn check_in_namespace(&self, field: &str, value: &str) -> Result<(), String> {
+        match &self.namespace {
+            Some(prefix) if !value.starts_with(prefix.as_str()) => Err(format!(
+                "`{field}` {value:?} does not start with `{prefix}`, the namespace of the \
+                 token `{}`",
+                self.name
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// [`Caller::check_in_namespace`] as a 403 `outside-namespace`.
+    pub fn require_in_namespace(&self, field: &str, value: &str) -> Result<(), ApiError> {
+        self.check_in_namespace(field, value)
+            .map_err(|message| ApiError::new(StatusCode::FORBIDDEN, "outside-namespace", message))
+    }
+
     /// Refuses a caller who is not an admin.
     pub fn require_admin(&self) -> Result<(), ApiError> {
         match self.role {
@@ -172,14 +252,15 @@ impl FromRequestParts<crate::Shared> for Caller {
             .ok()
             .and_then(|v| v.strip_prefix("Bearer "))
             .ok_or_else(|| unauthorized("the Authorization header is not `Bearer <token>`"))?;
-        let (name, role) = state
+        let entry = state
             .config
             .tokens
             .find(token.trim())
             .ok_or_else(|| unauthorized("the token is not one this server accepts"))?;
         Ok(Caller {
-            name: name.to_string(),
-            role,
+            name: entry.name.clone(),
+            role: entry.role,
+            namespace: entry.namespace.clone(),
         })
     }
 }
@@ -196,13 +277,81 @@ mod tests {
             token_digest_hex("b")
         );
         let tokens = Tokens::parse(&good).unwrap();
-        assert_eq!(tokens.find("a"), Some(("alice", Role::Admin)));
-        assert_eq!(tokens.find("b"), Some(("bob", Role::User)));
-        assert_eq!(tokens.find("c"), None);
+        let found = |token| tokens.find(token).map(|e| (e.name.as_str(), e.role));
+        assert_eq!(found("a"), Some(("alice", Role::Admin)));
+        assert_eq!(found("b"), Some(("bob", Role::User)));
+        assert_eq!(found("c"), None);
+        assert_eq!(tokens.find("b").unwrap().namespace, None);
         let err = Tokens::parse("alice root 00").unwrap_err().to_string();
         assert!(err.contains("line 1: role `root`"), "{err}");
         let err = Tokens::parse("alice admin 00").unwrap_err().to_string();
         assert!(err.contains("line 1: the token's digest"), "{err}");
         assert!(Tokens::parse("# nothing\n").is_err());
+    }
+
+    #[test]
+    fn a_token_file_binds_a_token_to_a_namespace() {
+        let text = format!(
+            "acme user {} acme:  # a tenant\nops admin {}\n",
+            token_digest_hex("a"),
+            token_digest_hex("o")
+        );
+        let tokens = Tokens::parse(&text).unwrap();
+        assert_eq!(
+            tokens.find("a").unwrap().namespace.as_deref(),
+            Some("acme:")
+        );
+        assert_eq!(tokens.find("o").unwrap().namespace, None);
+
+        let d = token_digest_hex("x");
+        let long = "n".repeat(MAX_NAMESPACE_BYTES + 1);
+        let err = Tokens::parse(&format!("ok user {d}\nt user {d} {long}"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("line 2: the namespace is 65 bytes"), "{err}");
+        let err = Tokens::parse(&format!("t user {d} ac\u{1b}me"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("line 1: the namespace") && err.contains("control"),
+            "{err}"
+        );
+        let err = Tokens::parse(&format!("t user {d} a b"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("line 1: expected `name role sha256-hex [namespace]`, found 5"),
+            "{err}"
+        );
+        assert!(check_namespace("").unwrap_err().contains("empty"));
+        assert!(Tokens::parse(&format!("t user {d} {}", "n".repeat(MAX_NAMESPACE_BYTES))).is_ok());
+    }
+
+    #[test]
+    fn a_namespaced_caller_names_only_its_own_chats_and_users() {
+        let caller = Caller {
+            name: "acme".into(),
+            role: Role::User,
+            namespace: Some("acme:".into()),
+        };
+        assert!(caller.check_in_namespace("chat_key", "acme:room").is_ok());
+        let err = caller
+            .check_in_namespace("user_id", "globex:bob")
+            .unwrap_err();
+        assert!(
+            err.contains("`user_id` \"globex:bob\" does not start with `acme:`"),
+            "{err}"
+        );
+        let err = caller.require_in_namespace("chat_key", "x").unwrap_err();
+        assert_eq!(err.code(), "outside-namespace");
+        let backend = Caller {
+            namespace: None,
+            ..caller
+        };
+        assert!(
+            backend
+                .check_in_namespace("chat_key", "globex:room")
+                .is_ok()
+        );
     }
 }

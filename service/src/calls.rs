@@ -36,6 +36,7 @@ pub struct CallRequest {
 /// "error", "events", "fuel_used", "ms"}`, the JSON of `sandwit call
 /// --json`, with status 200 whether the method succeeded or not. A method
 /// the plugin's lifecycle hooks leave out of the chat is not callable in it.
+/// The call, and the hooks asked first, take a slot of the calls' queue.
 #[utoipa::path(
     post, path = "/v1/plugins/{id}/methods/{method}:call", tag = "calls",
     request_body = CallRequest, security(("token" = [])),
@@ -48,6 +49,8 @@ pub struct CallRequest {
                                       that cannot be rendered",
          body = crate::api::ErrorBody),
         (status = 401, body = crate::api::ErrorBody),
+        (status = 403, description = "A chat key or user id outside the token's namespace",
+         body = crate::api::ErrorBody),
         (status = 404, description = "No such enabled plugin, or no such method in the chat",
          body = crate::api::ErrorBody),
         (status = 408, body = crate::api::ErrorBody),
@@ -57,11 +60,13 @@ pub struct CallRequest {
          body = crate::api::ErrorBody),
         (status = 500, description = "The plugin's lifecycle hook failed",
          body = crate::api::ErrorBody),
+        (status = 503, description = "Queue full, no slot in time, or shutting down",
+         body = crate::api::ErrorBody),
     )
 )]
 pub async fn call(
     State(state): State<Shared>,
-    _caller: Caller,
+    caller: Caller,
     Path((id, target)): Path<(String, String)>,
     body: Result<axum::Json<CallRequest>, JsonRejection>,
 ) -> Result<impl IntoResponse, ApiError> {
@@ -89,7 +94,10 @@ pub async fn call(
             format!("plugin `{id}` has no method `{method}`"),
         ));
     }
-    let ctx = crate::chat::agent_ctx(&request.chat_key, request.user_id, "bad-request")?;
+    let ctx = crate::chat::agent_ctx(&caller, &request.chat_key, request.user_id, "bad-request")?;
+    // A call instantiates the plugin (and its hooks): it takes a slot of
+    // the calls' queue (`State::calls` says why not the runs').
+    let _slot = state.calls.enter().await?;
     // As in a run: a plugin whose lifecycle hooks fail offers nothing in
     // the chat.
     let offered = match plugin.in_context(&ctx).await {
@@ -105,7 +113,7 @@ pub async fn call(
         return Err(ApiError::not_found(
             "unknown-method",
             format!(
-                "plugin `{id}` does not offer `{method}` in the chat `{}`",
+                "plugin `{id}` does not offer `{method}` in the chat {:?}",
                 request.chat_key
             ),
         ));

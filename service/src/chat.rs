@@ -1,7 +1,9 @@
-//! The agent context a request names: its chat key and user id, checked.
+//! The agent context a request names: its chat key and user id, checked
+//! against the bounds and the caller's namespace.
 
 use sandwit::AgentCtx;
 
+use crate::auth::Caller;
 use crate::error::ApiError;
 
 /// The longest chat key or user id a request may give, in bytes. They are
@@ -10,8 +12,11 @@ use crate::error::ApiError;
 pub const MAX_KEY_BYTES: usize = 256;
 
 /// The context of `chat_key` (not empty) and `user_id`, each at most
-/// [`MAX_KEY_BYTES`]; an error of `code` (400) names the field otherwise.
+/// [`MAX_KEY_BYTES`] (an error of `code`, 400, names the field otherwise)
+/// and each within the namespace of `caller` (else 403
+/// `outside-namespace`); the context carries that namespace.
 pub fn agent_ctx(
+    caller: &Caller,
     chat_key: &str,
     user_id: Option<String>,
     code: &'static str,
@@ -35,8 +40,13 @@ pub fn agent_ctx(
             ));
         }
     }
+    caller.require_in_namespace("chat_key", chat_key)?;
+    if let Some(user_id) = &user_id {
+        caller.require_in_namespace("user_id", user_id)?;
+    }
     Ok(AgentCtx {
         user_id,
+        namespace: caller.namespace.clone(),
         ..AgentCtx::new(chat_key)
     })
 }

@@ -40,12 +40,19 @@ pub async fn readyz(State(state): State<Shared>) -> Result<impl IntoResponse, Ap
     })))
 }
 
-/// The Prometheus text exposition.
+/// The Prometheus text exposition, for admins: it counts every caller's
+/// runs and calls, across namespaces.
 #[utoipa::path(get, path = "/metrics", tag = "health", security(("token" = [])),
     responses((status = 200, description = "Prometheus text", content_type = "text/plain",
                body = String),
-              (status = 401, body = crate::api::ErrorBody)))]
-pub async fn metrics(State(state): State<Shared>, _caller: Caller) -> impl IntoResponse {
+              (status = 401, body = crate::api::ErrorBody),
+              (status = 403, description = "A user token: the metrics are an admin's",
+               body = crate::api::ErrorBody)))]
+pub async fn metrics(
+    State(state): State<Shared>,
+    caller: Caller,
+) -> Result<impl IntoResponse, ApiError> {
+    caller.require_admin()?;
     let text = state.metrics.render(
         state.queue.running(),
         state.queue.waiting(),
@@ -54,9 +61,9 @@ pub async fn metrics(State(state): State<Shared>, _caller: Caller) -> impl IntoR
         state.sandbox.reuses_interpreters(),
         &state.host.controls_snapshot(),
     );
-    (
+    Ok((
         StatusCode::OK,
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         text,
-    )
+    ))
 }

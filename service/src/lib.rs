@@ -85,6 +85,12 @@ struct State {
     config: Config,
     catalog: RwLock<Catalog>,
     queue: RunQueue,
+    /// Direct method calls and the lifecycle hooks asked for a listing:
+    /// a queue of their own, bounded as the runs' is, so that no request
+    /// instantiates a plugin outside a bound. Not the runs' queue, which a
+    /// shutdown closes: calls keep answering then (a run in flight may
+    /// wait on one) and are short, bounded by the host's call limits.
+    calls: RunQueue,
     metrics: Metrics,
     /// The runs in flight, by id, with the handle that cancels each.
     in_flight: Mutex<HashMap<u64, InFlight>>,
@@ -162,6 +168,13 @@ impl Service {
         let plugins = Catalog::load(&host, &config.plugin_dir).await?;
         let catalog = Catalog::new(plugins, BTreeSet::new())?;
         let queue = RunQueue::new(
+            "run",
+            config.max_running.max(1),
+            config.max_waiting,
+            config.max_wait,
+        );
+        let calls = RunQueue::new(
+            "call",
             config.max_running.max(1),
             config.max_waiting,
             config.max_wait,
@@ -176,6 +189,7 @@ impl Service {
                 sandbox,
                 catalog: RwLock::new(catalog),
                 queue,
+                calls,
                 metrics: Metrics::default(),
                 in_flight: Mutex::new(HashMap::new()),
                 next_run: AtomicU64::new(1),

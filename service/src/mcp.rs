@@ -19,7 +19,10 @@
 //! The chat key of a call is `_meta["sandwit/chat_key"]` when the client
 //! sends one, else the server's default: `--chat-key` for stdio, and
 //! `mcp:<token name>` over HTTP. `_meta["sandwit/user_id"]` likewise gives
-//! the user id (over HTTP the token's name by default).
+//! the user id (over HTTP the token's name by default). For a token with a
+//! namespace, both defaults start with it (`<namespace>mcp:<token name>`,
+//! `<namespace><token name>`), and `_meta` values outside it are refused,
+//! as `/v1` refuses them.
 //!
 //! Only the MCP revisions with sessions (2024-11-05 to 2025-11-25) are
 //! offered: a session is what carries cancellation and the server's
@@ -96,13 +99,14 @@ struct Who {
 
 impl McpServer {
     /// The caller and agent context of a call; an error names a `_meta`
-    /// key whose value is too long.
+    /// key whose value is too long or outside the token's namespace.
     fn who(&self, context: &RequestContext<RoleServer>) -> Result<Who, String> {
-        let caller = context
+        let token = context
             .extensions
             .get::<axum::http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<Caller>())
-            .map(|c| c.name.clone());
+            .and_then(|parts| parts.extensions.get::<Caller>());
+        let caller = token.map(|c| c.name.clone());
+        let namespace = token.and_then(|c| c.namespace.clone());
         let meta = |key: &str| {
             context
                 .meta
@@ -121,28 +125,59 @@ impl McpServer {
                 ));
             }
         }
+        if let Some(token) = token {
+            for key in [CHAT_KEY_META, USER_ID_META] {
+                if let Some(value) = meta(key) {
+                    token
+                        .check_in_namespace(&format!("_meta[\"{key}\"]"), &value)
+                        .map_err(|message| format!("outside-namespace: {message}"))?;
+                }
+            }
+        }
+        let prefix = namespace.as_deref().unwrap_or_default();
         let chat_key = meta(CHAT_KEY_META)
             .or_else(|| self.chat_key.clone())
-            .unwrap_or_else(|| format!("mcp:{}", caller.as_deref().unwrap_or(STDIO_CALLER)));
-        let user_id = meta(USER_ID_META).or_else(|| caller.clone());
+            .unwrap_or_else(|| {
+                format!("{prefix}mcp:{}", caller.as_deref().unwrap_or(STDIO_CALLER))
+            });
+        let user_id =
+            meta(USER_ID_META).or_else(|| caller.as_ref().map(|c| format!("{prefix}{c}")));
         Ok(Who {
             caller: caller.unwrap_or_else(|| STDIO_CALLER.to_string()),
             ctx: AgentCtx {
                 user_id,
+                namespace,
                 ..AgentCtx::new(&chat_key)
             },
         })
     }
 
     /// The enabled plugins as the chat of `ctx` sees them (their lifecycle
-    /// hooks), as `/v1` lists, runs and calls them.
-    async fn in_chat(&self, ctx: &AgentCtx) -> sandwit::ContextSet {
+    /// hooks), as `/v1` lists, runs and calls them. The hooks' instances
+    /// must run in a slot of a queue (a run's, or the calls'): the caller
+    /// holds one.
+    async fn in_chat(&self, ctx: &AgentCtx, _slot: &crate::queue::RunSlot) -> sandwit::ContextSet {
         self.state.enabled().in_context(ctx).await
+    }
+
+    /// A slot of the calls' queue, or the refusal as an error result's
+    /// text.
+    async fn slot(&self) -> Result<crate::queue::RunSlot, String> {
+        self.state
+            .calls
+            .enter()
+            .await
+            .map_err(|e| format!("{}: {}", e.code(), e.message()))
     }
 
     /// The tools: every method the chat of `ctx` sees, then `run_python`.
     async fn tools(&self, ctx: &AgentCtx) -> Result<Vec<Tool>, McpError> {
-        let seen = self.in_chat(ctx).await;
+        let slot = self
+            .slot()
+            .await
+            .map_err(|m| McpError::internal_error(m, None))?;
+        let seen = self.in_chat(ctx, &slot).await;
+        drop(slot);
         let set = &seen.methods;
         let mut tools = match set.mcp_tools() {
             Json::Array(tools) => tools,
@@ -181,8 +216,13 @@ impl McpServer {
         who: Who,
         ct: CancellationToken,
     ) -> Result<CallToolResult, McpError> {
+        // A call takes a slot of the calls' queue, as `/v1`'s calls do.
+        let slot = match self.slot().await {
+            Ok(slot) => slot,
+            Err(message) => return Ok(error_result(message)),
+        };
         let plugin = self
-            .in_chat(&who.ctx)
+            .in_chat(&who.ctx, &slot)
             .await
             .methods
             .plugin_for(name)
@@ -204,6 +244,7 @@ impl McpServer {
                 )));
             }
         };
+        drop(slot);
         self.state
             .metrics
             .record_call(plugin.id(), name, start.elapsed().as_secs_f64());
@@ -233,7 +274,6 @@ impl McpServer {
         if state.shutting_down.load(Ordering::SeqCst) {
             return error_result("shutting-down: the server is shutting down".to_string());
         }
-        let plugins = self.in_chat(&who.ctx).await.methods;
         let slot = tokio::select! {
             slot = state.enter_queue() => match slot {
                 Ok(slot) => slot,
@@ -241,11 +281,12 @@ impl McpServer {
             },
             () = ct.cancelled() => return error_result("cancelled while waiting for a run slot".to_string()),
         };
+        let plugins = self.in_chat(&who.ctx, &slot).await.methods;
         let (id, cancel) = state.register_run(&who.caller);
         let options = RunOptions::new()
             .limits(state.host.run_limits().clone())
             .cancel(cancel.clone());
-        tracing::info!(run = id, caller = %who.caller, chat_key = %who.ctx.chat_key, "mcp run started");
+        tracing::info!(run = id, caller = %who.caller, chat_key = %who.ctx.chat_key.escape_debug(), "mcp run started");
         let guard = CancelOnDrop(cancel.clone());
         // The run has a task of its own, so that it ends, and is counted,
         // whatever the request does.

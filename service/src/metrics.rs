@@ -225,9 +225,8 @@ fn render_controls(out: &mut String, controls: &ControlsSnapshot) {
         for m in &controls.methods {
             let _ = writeln!(
                 out,
-                "sandwit_controls_{name}_total{{plugin=\"{}\",method=\"{}\"}} {}",
-                m.plugin,
-                m.method,
+                "sandwit_controls_{name}_total{{{}}} {}",
+                method_labels(m),
                 field(m)
             );
         }
@@ -241,9 +240,30 @@ fn render_controls(out: &mut String, controls: &ControlsSnapshot) {
         if let Some(b) = &m.breaker {
             let _ = writeln!(
                 out,
-                "sandwit_controls_breaker_trips_total{{plugin=\"{}\",method=\"{}\"}} {}",
-                m.plugin, m.method, b.trips
+                "sandwit_controls_breaker_trips_total{{{}}} {}",
+                method_labels(m),
+                b.trips
             );
         }
     }
+}
+
+/// The labels of a method's controls: its plugin and name, and the
+/// namespace of its calls when they had one (the controls keep each
+/// namespace's state apart).
+fn method_labels(m: &sandwit::controls::MethodStats) -> String {
+    let mut labels = format!("plugin=\"{}\",method=\"{}\"", m.plugin, m.method);
+    if let Some(namespace) = &m.namespace {
+        let _ = write!(labels, ",namespace=\"{}\"", label_value(namespace));
+    }
+    labels
+}
+
+/// `value` as a Prometheus label value: backslash, quote and newline
+/// escaped.
+fn label_value(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }

@@ -1,20 +1,25 @@
-//! The bounded queue of runs: at most `running` at once and `waiting` more
-//! admitted; past that a run is refused at once (503 with Retry-After), so
-//! load never grows memory without bound.
+//! A bounded queue of work: at most `running` at once and `waiting` more
+//! admitted; past that a request is refused at once (503 with
+//! Retry-After), so load never grows memory without bound. The service
+//! keeps one for runs and one for whatever else instantiates a plugin for
+//! a request: direct method calls, and the lifecycle hooks asked for a
+//! chat's listing or prompt.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError};
 
 use crate::error::ApiError;
 
 /// What a client is told to wait before trying again, in seconds.
 const RETRY_AFTER_S: u64 = 1;
 
-/// Admission and concurrency of runs.
+/// Admission and concurrency of runs (or calls).
 pub struct RunQueue {
+    /// What it admits (`run`, `call`), as its refusals name it.
+    what: &'static str,
     admitted: Arc<Semaphore>,
     running: Arc<Semaphore>,
     max_running: usize,
@@ -22,17 +27,18 @@ pub struct RunQueue {
     max_wait: Duration,
 }
 
-/// A run's place: it runs while this is held.
+/// A place in the queue: the work runs while this is held.
 pub struct RunSlot {
     _admitted: OwnedSemaphorePermit,
     _running: OwnedSemaphorePermit,
 }
 
 impl RunQueue {
-    /// At most `running` runs at once, `waiting` more waiting, each for at
-    /// most `max_wait`.
-    pub fn new(running: usize, waiting: usize, max_wait: Duration) -> Self {
+    /// At most `running` of `what` at once, `waiting` more waiting, each
+    /// for at most `max_wait`.
+    pub fn new(what: &'static str, running: usize, waiting: usize, max_wait: Duration) -> Self {
         RunQueue {
+            what,
             admitted: Arc::new(Semaphore::new(running + waiting)),
             running: Arc::new(Semaphore::new(running)),
             max_running: running,
@@ -43,13 +49,25 @@ impl RunQueue {
 
     /// A slot to run in, after waiting for one if the queue has room.
     pub async fn enter(&self) -> Result<RunSlot, ApiError> {
-        let admitted = self.admitted.clone().try_acquire_owned().map_err(|_| {
-            ApiError::unavailable(
-                "queue-full",
-                "every run slot and queue place is taken; try again shortly",
-                RETRY_AFTER_S,
-            )
-        })?;
+        let admitted = self
+            .admitted
+            .clone()
+            .try_acquire_owned()
+            .map_err(|e| match e {
+                TryAcquireError::Closed => ApiError::unavailable(
+                    "shutting-down",
+                    "the server is shutting down",
+                    RETRY_AFTER_S,
+                ),
+                TryAcquireError::NoPermits => ApiError::unavailable(
+                    "queue-full",
+                    format!(
+                        "every {} slot and queue place is taken; try again shortly",
+                        self.what
+                    ),
+                    RETRY_AFTER_S,
+                ),
+            })?;
         self.waiting.fetch_add(1, Ordering::Relaxed);
         let running =
             tokio::time::timeout(self.max_wait, self.running.clone().acquire_owned()).await;
@@ -67,7 +85,8 @@ impl RunQueue {
             Err(_) => Err(ApiError::unavailable(
                 "queue-timeout",
                 format!(
-                    "no run slot came free within {} ms",
+                    "no {} slot came free within {} ms",
+                    self.what,
                     self.max_wait.as_millis()
                 ),
                 RETRY_AFTER_S,

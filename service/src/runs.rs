@@ -155,6 +155,8 @@ fn render(outcome: &RunOutcome) -> Json {
         (status = 400, description = "A limit above the server's, or an empty chat key",
          body = crate::api::ErrorBody),
         (status = 401, body = crate::api::ErrorBody),
+        (status = 403, description = "A chat key or user id outside the token's namespace",
+         body = crate::api::ErrorBody),
         (status = 404, description = "A plugin asked for is not enabled",
          body = crate::api::ErrorBody),
         (status = 408, description = "The exchange outlasted its time limit; the run is cancelled",
@@ -183,7 +185,7 @@ pub async fn run(
             1,
         ));
     }
-    let ctx = crate::chat::agent_ctx(&request.chat_key, request.user_id, "bad-request")?;
+    let ctx = crate::chat::agent_ctx(&caller, &request.chat_key, request.user_id, "bad-request")?;
     let limits = limits(state.host.run_limits(), request.limits)?;
     let plugins = {
         let catalog = state.catalog.read().expect("catalog lock");

@@ -46,9 +46,16 @@ enum Format {
     Mcp,
 }
 
-/// The agent context of a query's `chat_key` and `user_id`.
-fn chat(chat_key: &str, user_id: Option<String>) -> Result<AgentCtx, ApiError> {
-    crate::chat::agent_ctx(chat_key, user_id, "bad-query")
+/// The agent context of a query's `chat_key` and `user_id`, for `caller`.
+fn chat(caller: &Caller, chat_key: &str, user_id: Option<String>) -> Result<AgentCtx, ApiError> {
+    crate::chat::agent_ctx(caller, chat_key, user_id, "bad-query")
+}
+
+/// The enabled plugins as the chat of `ctx` sees them. The lifecycle
+/// hooks' instances take a slot of the calls' queue.
+async fn in_context(state: &Shared, ctx: &AgentCtx) -> Result<sandwit::ContextSet, ApiError> {
+    let _slot = state.calls.enter().await?;
+    Ok(state.enabled().in_context(ctx).await)
 }
 
 fn kind_name(method: &MethodSpec) -> String {
@@ -68,13 +75,17 @@ fn kind_name(method: &MethodSpec) -> String {
         (status = 400, description = "An unknown format, a bad query, or `user_id` without `chat_key`",
          body = crate::api::ErrorBody),
         (status = 401, body = crate::api::ErrorBody),
+        (status = 403, description = "A chat key or user id outside the token's namespace",
+         body = crate::api::ErrorBody),
         (status = 500, description = "A plugin's lifecycle hook failed",
+         body = crate::api::ErrorBody),
+        (status = 503, description = "With `chat_key`: queue full, no slot in time, or shutting down",
          body = crate::api::ErrorBody),
     )
 )]
 pub async fn list(
     State(state): State<Shared>,
-    _caller: Caller,
+    caller: Caller,
     query: Result<Query<ListQuery>, QueryRejection>,
 ) -> Result<impl IntoResponse, ApiError> {
     let Query(query) = query?;
@@ -90,10 +101,8 @@ pub async fn list(
     }
     let set = match (&query.chat_key, query.user_id) {
         (Some(chat_key), user_id) => {
-            state
-                .enabled()
-                .in_context(&chat(chat_key, user_id)?)
-                .await
+            in_context(&state, &chat(&caller, chat_key, user_id)?)
+                .await?
                 .methods
         }
         (None, Some(_)) => {
@@ -240,16 +249,20 @@ pub struct PromptQuery {
         (status = 200, description = "The listing", content_type = "text/plain", body = String),
         (status = 400, description = "No or an empty `chat_key`", body = crate::api::ErrorBody),
         (status = 401, body = crate::api::ErrorBody),
+        (status = 403, description = "A chat key or user id outside the token's namespace",
+         body = crate::api::ErrorBody),
         (status = 500, description = "A plugin's lifecycle hook failed",
+         body = crate::api::ErrorBody),
+        (status = 503, description = "Queue full, no slot in time, or shutting down",
          body = crate::api::ErrorBody),
     )
 )]
 pub async fn prompt(
     State(state): State<Shared>,
-    _caller: Caller,
+    caller: Caller,
     query: Result<Query<PromptQuery>, QueryRejection>,
 ) -> Result<impl IntoResponse, ApiError> {
     let Query(query) = query?;
-    let ctx = chat(&query.chat_key, query.user_id)?;
-    Ok(state.enabled().in_context(&ctx).await.prompt())
+    let ctx = chat(&caller, &query.chat_key, query.user_id)?;
+    Ok(in_context(&state, &ctx).await?.prompt())
 }

@@ -12,3 +12,4 @@ mod registry_client;
 mod registry_fake;
 mod serve;
 mod store;
+mod tenants;

@@ -418,7 +418,7 @@ fn mcp_over_http_serves_tools_runs_and_cancellation_behind_tokens() {
     // MCP's runs are counted as /v1's are.
     let metrics = agent
         .get(format!("{}/metrics", server.base))
-        .header("Authorization", format!("Bearer {USER}"))
+        .header("Authorization", format!("Bearer {ADMIN}"))
         .call()
         .unwrap()
         .body_mut()

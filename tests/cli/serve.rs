@@ -10,18 +10,18 @@ use serde_json::{Value, json};
 
 use crate::common::{artifacts, cache_dir, pin_line, tempdir};
 
-const ADMIN: &str = "admin-token-for-tests";
-const USER: &str = "user-token-for-tests";
+pub(crate) const ADMIN: &str = "admin-token-for-tests";
+pub(crate) const USER: &str = "user-token-for-tests";
 
 /// A running `sandwit serve`, killed when dropped.
-struct Server {
-    child: Child,
-    base: String,
-    agent: ureq::Agent,
+pub(crate) struct Server {
+    pub(crate) child: Child,
+    pub(crate) base: String,
+    pub(crate) agent: ureq::Agent,
     /// The folder it serves plugins from.
-    plugin_dir: PathBuf,
+    pub(crate) plugin_dir: PathBuf,
     /// What it wrote on stderr so far (also passed on to the test's).
-    stderr: Arc<Mutex<String>>,
+    pub(crate) stderr: Arc<Mutex<String>>,
 }
 
 impl Drop for Server {
@@ -31,13 +31,13 @@ impl Drop for Server {
     }
 }
 
-fn digest(token: &str) -> String {
+pub(crate) fn digest(token: &str) -> String {
     sandwit_service::token_digest_hex(token)
 }
 
 /// Starts a server offering `plugins`, with `policy` and `extra` arguments,
 /// and waits for the address it prints.
-fn serve(name: &str, plugins: &[&str], policy: &str, extra: &[&str]) -> Server {
+pub(crate) fn serve(name: &str, plugins: &[&str], policy: &str, extra: &[&str]) -> Server {
     let dir = tempdir("serve", name);
     let plugin_dir = dir.join("plugins");
     std::fs::create_dir_all(&plugin_dir).unwrap();
@@ -95,7 +95,7 @@ fn serve(name: &str, plugins: &[&str], policy: &str, extra: &[&str]) -> Server {
 }
 
 impl Server {
-    fn get(&self, path: &str, token: Option<&str>) -> (u16, String) {
+    pub(crate) fn get(&self, path: &str, token: Option<&str>) -> (u16, String) {
         let mut request = self.agent.get(format!("{}{path}", self.base));
         if let Some(token) = token {
             request = request.header("Authorization", format!("Bearer {token}"));
@@ -111,7 +111,7 @@ impl Server {
         serde_json::from_str(&body).unwrap()
     }
 
-    fn post(&self, path: &str, token: &str, body: Value) -> (u16, Value) {
+    pub(crate) fn post(&self, path: &str, token: &str, body: Value) -> (u16, Value) {
         let mut response = self
             .agent
             .post(format!("{}{path}", self.base))
@@ -183,7 +183,7 @@ impl Server {
 
     /// The value of the metric line starting `prefix`, if there is one.
     fn metric(&self, prefix: &str) -> Option<f64> {
-        let (_, text) = self.get("/metrics", Some(USER));
+        let (_, text) = self.get("/metrics", Some(ADMIN));
         text.lines()
             .find_map(|l| l.strip_prefix(prefix)?.trim().parse().ok())
     }
@@ -196,7 +196,7 @@ impl Server {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        let (_, text) = self.get("/metrics", Some(USER));
+        let (_, text) = self.get("/metrics", Some(ADMIN));
         panic!("{prefix} never read {value}:\n{text}");
     }
 }
@@ -382,7 +382,7 @@ fn serve_runs_calls_and_lists_tools_for_a_token() {
     assert!(prompt.contains("def calculate_sum("), "{prompt}");
 
     // Metrics: runs by status, call latencies, the controls' counters.
-    let (status, metrics) = server.get("/metrics", Some(USER));
+    let (status, metrics) = server.get("/metrics", Some(ADMIN));
     assert_eq!(status, 200);
     assert!(
         metrics.contains("sandwit_runs_total{status=\"ok\"} 1"),

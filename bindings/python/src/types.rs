@@ -102,6 +102,7 @@ impl PyAgentCtx {
                 channel_name,
                 channel_type,
                 adapter_key,
+                namespace: None,
             },
         }
     }

@@ -163,8 +163,16 @@ pub(crate) struct Controls {
     approver: Option<Arc<dyn Approver>>,
     run_budget: Option<u64>,
     chats: Option<Arc<ChatBudgets>>,
-    plugins: RwLock<HashMap<String, Arc<PluginEntry>>>,
+    /// By namespace and plugin: what a plugin's chats share (a plugin- or
+    /// method-wide rate limit's bucket, a breaker) is kept per namespace
+    /// ([`AgentCtx::namespace`]), so one tenant cannot spend or trip
+    /// another's. Namespaces come from the embedder, never from a plugin
+    /// or the code run, so the map grows with them alone.
+    plugins: RwLock<HashMap<EntryKey, Arc<PluginEntry>>>,
 }
+
+/// A plugin's entry's key: the namespace and the plugin's id.
+type EntryKey = (Option<String>, String);
 
 /// A plugin's controls: those its `controls` set (shared by the methods
 /// that do not set their own) and each method's entry.
@@ -256,7 +264,7 @@ impl Controls {
         run: Option<(&mut u64, Option<&Arc<dyn Approver>>)>,
         deadline: Instant,
     ) -> Result<(Permit, Option<ControlEvent>), Refused> {
-        let entry = self.entry(plugin, method);
+        let entry = self.entry(ctx.namespace.as_deref(), plugin, method);
         let counters = &entry.counters;
         bump(&counters.calls);
         let now = self.clock.now();
@@ -473,12 +481,13 @@ impl Controls {
         let now = self.clock.now();
         let plugins = self.plugins.read().unwrap_or_else(|e| e.into_inner());
         let mut methods = Vec::new();
-        for (plugin, entry) in plugins.iter() {
+        for ((namespace, plugin), entry) in plugins.iter() {
             let entries = entry.methods.read().unwrap_or_else(|e| e.into_inner());
             for (method, entry) in entries.iter() {
                 let c = &entry.counters;
                 let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
                 methods.push(MethodStats {
+                    namespace: namespace.clone(),
                     plugin: plugin.clone(),
                     method: method.clone(),
                     calls: read(&c.calls),
@@ -497,7 +506,9 @@ impl Controls {
                 });
             }
         }
-        methods.sort_by(|a, b| (&a.plugin, &a.method).cmp(&(&b.plugin, &b.method)));
+        methods.sort_by(|a, b| {
+            (&a.plugin, &a.method, &a.namespace).cmp(&(&b.plugin, &b.method, &b.namespace))
+        });
         ControlsSnapshot { methods }
     }
 
@@ -508,16 +519,18 @@ impl Controls {
             .map_or(0.0, |chats| from_micros(chats.spent(chat)))
     }
 
-    /// The entry of `plugin`'s `method`, made on its first call.
-    fn entry(&self, plugin: &str, method: &str) -> Arc<MethodEntry> {
+    /// The entry of `plugin`'s `method` in `namespace`, made on its first
+    /// call there.
+    fn entry(&self, namespace: Option<&str>, plugin: &str, method: &str) -> Arc<MethodEntry> {
+        let key = (namespace.map(str::to_string), plugin.to_string());
         let plugin_entry = {
             let plugins = self.plugins.read().unwrap_or_else(|e| e.into_inner());
-            plugins.get(plugin).cloned()
+            plugins.get(&key).cloned()
         };
         let plugin_entry = plugin_entry.unwrap_or_else(|| {
             let mut plugins = self.plugins.write().unwrap_or_else(|e| e.into_inner());
             plugins
-                .entry(plugin.to_string())
+                .entry(key)
                 .or_insert_with(|| Arc::new(self.plugin_entry(plugin)))
                 .clone()
         });
@@ -664,11 +677,14 @@ pub struct ControlsSnapshot {
     pub methods: Vec<MethodStats>,
 }
 
-/// One method's counters. `calls` counts every call that reached the
-/// controls; each refused one is in one of the refusal counters, each other
-/// in `succeeded` or `failed`.
+/// One method's counters in one namespace. `calls` counts every call that
+/// reached the controls; each refused one is in one of the refusal
+/// counters, each other in `succeeded` or `failed`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MethodStats {
+    /// The namespace of the calls ([`AgentCtx::namespace`]); `None` for
+    /// calls made without one.
+    pub namespace: Option<String>,
     /// The plugin's id (or a host method's provider).
     pub plugin: String,
     /// The method.

@@ -82,7 +82,9 @@ impl StoreCtx<'_> {
             Scope::Chat => ctx.chat_key.clone(),
             Scope::User => user()?,
             Scope::ChatUser => format!("{}\0{}", ctx.chat_key, user()?),
-            Scope::Global => String::new(),
+            // Shared by the plugin's chats, so kept apart per namespace:
+            // chat and user owners already carry the namespace's prefix.
+            Scope::Global => ctx.namespace.clone().unwrap_or_default(),
         };
         Ok(Namespace {
             plugin: call.env.id.clone(),

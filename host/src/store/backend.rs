@@ -45,8 +45,9 @@ pub struct Namespace {
     pub plugin: String,
     /// The scope.
     pub scope: Scope,
-    /// The chat key, the user id, both (`chat` NUL `user`), or empty for
-    /// [`Scope::Global`].
+    /// The chat key, the user id, both (`chat` NUL `user`), or for
+    /// [`Scope::Global`] the call's [namespace](crate::AgentCtx::namespace)
+    /// (empty without one).
     pub owner: String,
 }
 
