@@ -101,7 +101,7 @@ pub fn publish(args: PublishArgs, host: &HostArgs) -> anyhow::Result<ExitCode> {
     let registry = Registry::new(&args.registry, Some(args.token.clone()))?;
 
     // The key is registered with the proof that this account holds it: its
-    // signature of `sandwit-key-registration-v1:<registry>:<account>:<key>`,
+    // signature of `sandwit-key-registration-v2:<registry>:<account>:<key>`,
     // for the registry's id and the token's account, which the registry
     // names (a proof for one registry is refused by any other).
     let account = registry
@@ -123,7 +123,7 @@ pub fn publish(args: PublishArgs, host: &HostArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let proof = key
-        .sign_registration(&format!("{}:{}", account.registry, account.name))
+        .sign_registration(&account.registry, &account.name)
         .to_string();
     let body = json!({ "public_key": public, "proof": proof }).to_string();
     let registered = registry

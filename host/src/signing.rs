@@ -31,10 +31,12 @@ use crate::error::quote;
 /// What a signed message starts with, before the digest.
 pub const SIGNATURE_DOMAIN: &str = "sandwit-plugin-signature-v1:";
 
-/// What a key registration's statement starts with, before the account and
-/// the key: a signature over it proves the account holds the secret key,
-/// and can never be taken for a plugin signature (another prefix).
-pub const KEY_REGISTRATION_DOMAIN: &str = "sandwit-key-registration-v1:";
+/// What a key registration's statement starts with, before the registry,
+/// the account and the key: a signature over it proves the account holds
+/// the secret key, and can never be taken for a plugin signature (another
+/// prefix). (`-v1:` statements named no registry, so one registry could
+/// replay them to another; none is accepted.)
+pub const KEY_REGISTRATION_DOMAIN: &str = "sandwit-key-registration-v2:";
 
 /// What a public key's text starts with.
 const KEY_PREFIX: &str = "ed25519:";
@@ -64,9 +66,11 @@ fn message(digest: &str) -> Result<Vec<u8>, SigningError> {
 }
 
 /// The statement a key registration signs:
-/// `sandwit-key-registration-v1:<account>:<public key>`.
-pub fn key_registration_message(account: &str, key: &PublicKey) -> Vec<u8> {
-    format!("{KEY_REGISTRATION_DOMAIN}{account}:{key}").into_bytes()
+/// `sandwit-key-registration-v2:<registry id>:<account>:<public key>`. The
+/// registry's id and the account name hold no `:` (the registry and its
+/// clients check), so no two statements read alike.
+pub fn key_registration_message(registry: &str, account: &str, key: &PublicKey) -> Vec<u8> {
+    format!("{KEY_REGISTRATION_DOMAIN}{registry}:{account}:{key}").into_bytes()
 }
 
 /// Why a key, signature or digest was refused.
@@ -95,12 +99,15 @@ pub enum SigningError {
     #[error("{0}")]
     KeyFile(String),
     /// The proof of possession is not the key's signature over the
-    /// registration statement for the account.
+    /// registration statement for the registry and the account.
     #[error(
         "the proof does not verify with the key {key}: it must be that key's signature of \
-         `sandwit-key-registration-v1:{account}:{key}`"
+         `sandwit-key-registration-v2:{registry}:{account}:{key}` (a proof made for another \
+         registry or account is refused)"
     )]
     RegistrationMismatch {
+        /// The registry's id.
+        registry: String,
         /// The account the key is registered for.
         account: String,
         /// The key.
@@ -166,15 +173,18 @@ impl PublicKey {
     }
 
     /// Checks that `proof` is this key's signature of the registration
-    /// statement for `account` ([`key_registration_message`]).
+    /// statement for `account` at the registry `registry`
+    /// ([`key_registration_message`]).
     pub fn verify_registration(
         &self,
+        registry: &str,
         account: &str,
         proof: &Signature,
     ) -> Result<(), SigningError> {
         self.0
-            .verify_strict(&key_registration_message(account, self), &proof.0)
+            .verify_strict(&key_registration_message(registry, account, self), &proof.0)
             .map_err(|_| SigningError::RegistrationMismatch {
+                registry: registry.to_string(),
                 account: account.to_string(),
                 key: self.to_string(),
             })
@@ -354,13 +364,15 @@ impl SigningKey {
         Ok(Signature(self.0.sign(&message(digest)?)))
     }
 
-    /// The proof that whoever registers this key for `account` holds it:
-    /// its signature of [`key_registration_message`].
-    pub fn sign_registration(&self, account: &str) -> Signature {
-        Signature(
-            self.0
-                .sign(&key_registration_message(account, &self.public_key())),
-        )
+    /// The proof that whoever registers this key for `account` at the
+    /// registry `registry` holds it: its signature of
+    /// [`key_registration_message`].
+    pub fn sign_registration(&self, registry: &str, account: &str) -> Signature {
+        Signature(self.0.sign(&key_registration_message(
+            registry,
+            account,
+            &self.public_key(),
+        )))
     }
 }
 
@@ -427,25 +439,47 @@ mod tests {
         assert!(e.to_string().contains("does not verify"), "{e}");
     }
 
-    /// A registration proof binds the key to one account, and is never a
-    /// plugin signature (nor the other way round): another domain.
+    /// A registration proof binds the key to one account at one registry,
+    /// and is never a plugin signature (nor the other way round): another
+    /// domain.
     #[test]
-    fn a_registration_proof_binds_the_account() {
+    fn a_registration_proof_binds_the_registry_and_the_account() {
         let key = SigningKey::generate().unwrap();
         let public = key.public_key();
-        let proof = key.sign_registration("alice");
-        public.verify_registration("alice", &proof).unwrap();
-        let e = public.verify_registration("mallory", &proof).unwrap_err();
+        let proof = key.sign_registration("swreg_a", "alice");
+        public
+            .verify_registration("swreg_a", "alice", &proof)
+            .unwrap();
+        let e = public
+            .verify_registration("swreg_a", "mallory", &proof)
+            .unwrap_err();
         assert!(
-            e.to_string()
-                .contains(&format!("sandwit-key-registration-v1:mallory:{public}")),
+            e.to_string().contains(&format!(
+                "sandwit-key-registration-v2:swreg_a:mallory:{public}"
+            )),
             "{e}"
         );
-        let other = SigningKey::generate().unwrap().sign_registration("alice");
-        assert!(public.verify_registration("alice", &other).is_err());
+        // Replayed to another registry.
+        assert!(
+            public
+                .verify_registration("swreg_b", "alice", &proof)
+                .is_err()
+        );
+        let other = SigningKey::generate()
+            .unwrap()
+            .sign_registration("swreg_a", "alice");
+        assert!(
+            public
+                .verify_registration("swreg_a", "alice", &other)
+                .is_err()
+        );
         let digest = digest_of(b"bytes");
         let plugin = key.sign_digest(&digest).unwrap();
-        assert!(public.verify_registration("alice", &plugin).is_err());
+        assert!(
+            public
+                .verify_registration("swreg_a", "alice", &plugin)
+                .is_err()
+        );
         assert!(public.verify_digest(&digest, &proof).is_err());
     }
 

@@ -154,7 +154,7 @@ impl Registry {
     /// Registers `public_key` (`ed25519:<base64>`) as a signing key of
     /// `account` (`created` says whether it is new to the account), given
     /// `proof`, the key's signature (base64) of
-    /// `sandwit-key-registration-v1:<registry id>:<account>:<public key>`:
+    /// `sandwit-key-registration-v2:<registry id>:<account>:<public key>`:
     /// only who holds the secret key can register it, so nobody can claim
     /// (squat) another publisher's key, and a proof sent to another registry
     /// cannot be replayed here. [`Error::KeyTaken`] if another account has
@@ -169,26 +169,8 @@ impl Registry {
             .map_err(|why| Error::bad_request("invalid-public-key", why.to_string()))?;
         let proof = Signature::parse(proof)
             .map_err(|why| Error::bad_request("invalid-proof", why.to_string()))?;
-        if key
-            .verify_registration(&self.registration_subject(&account.name), &proof)
-            .is_err()
-        {
-            let why = if key.verify_registration(&account.name, &proof).is_ok() {
-                "the proof names no registry (an older sandwit made it): sign the statement \
-                 naming this registry's id (GET /v1/registry)"
-            } else {
-                "a proof made for another registry or another account, or by another key, is \
-                 refused"
-            };
-            return Err(Error::bad_request(
-                "invalid-proof",
-                format!(
-                    "the proof is not {key}'s signature of `{}{}:{key}`: {why}",
-                    sandwit::signing::KEY_REGISTRATION_DOMAIN,
-                    self.registration_subject(&account.name),
-                ),
-            ));
-        }
+        key.verify_registration(&self.id(), &account.name, &proof)
+            .map_err(|why| Error::bad_request("invalid-proof", why.to_string()))?;
         let key = key.to_string();
         let account_id = account.id;
         self.db(move |conn| {
@@ -228,12 +210,6 @@ impl Registry {
             })
         })
         .await
-    }
-
-    /// What a key registration's statement names before the key: this
-    /// registry's id and the account (neither has a `:`).
-    pub(crate) fn registration_subject(&self, account: &str) -> String {
-        format!("{}:{account}", self.id())
     }
 
     /// Revokes `public_key`, a key of `account`: it verifies no publish

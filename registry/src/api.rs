@@ -110,7 +110,7 @@ pub struct KeyRequest {
     /// `ed25519:<standard base64 of the 32-byte key>`.
     pub public_key: String,
     /// The key's signature (standard base64) of
-    /// `sandwit-key-registration-v1:<registry>:<account>:<public_key>`,
+    /// `sandwit-key-registration-v2:<registry>:<account>:<public_key>`,
     /// where `<registry>` is this registry's id and `<account>` the token's
     /// account name (both from `GET /v1/account`).
     pub proof: String,
@@ -263,7 +263,7 @@ async fn revoke_key(
 }
 
 /// Registers a publisher key for the token's account, given the key's
-/// signature of `sandwit-key-registration-v1:<registry>:<account>:<public_key>`
+/// signature of `sandwit-key-registration-v2:<registry>:<account>:<public_key>`
 /// (proof that the caller holds the secret key, made for this registry).
 #[utoipa::path(
     post, path = "/v1/keys", request_body = KeyRequest, security(("token" = [])),

@@ -519,8 +519,7 @@ mod tests {
             .register_key(
                 &alice,
                 &public,
-                &key.sign_registration(&registry.registration_subject("alice"))
-                    .to_string(),
+                &key.sign_registration(registry.id(), "alice").to_string(),
             )
             .await
             .unwrap();
@@ -595,12 +594,11 @@ mod tests {
         let token = registry.create_token("alice", Role::Publisher).unwrap();
         let alice = registry.authenticate(&token).await.unwrap();
         let key = SigningKey::generate().unwrap();
-        let subject = registry.registration_subject("alice");
         registry
             .register_key(
                 &alice,
                 &key.public_key().to_string(),
-                &key.sign_registration(&subject).to_string(),
+                &key.sign_registration(registry.id(), "alice").to_string(),
             )
             .await
             .unwrap();

@@ -139,7 +139,7 @@ await check('the publisher key is registered through the API', async () => {
     headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
     body: JSON.stringify({
       public_key: PUBLIC_KEY,
-      proof: sign(null, Buffer.from(`sandwit-key-registration-v1:${id}:web-publisher:${PUBLIC_KEY}`), privateKey).toString('base64'),
+      proof: sign(null, Buffer.from(`sandwit-key-registration-v2:${id}:web-publisher:${PUBLIC_KEY}`), privateKey).toString('base64'),
     }),
   });
   equal(r.status, 201, `POST /v1/keys answered ${r.body}`);

@@ -273,7 +273,7 @@ fn public_key(key: &SigningKey) -> String {
 /// registry `registry` (its id).
 fn key_request(key: &SigningKey, registry: &str, account: &str) -> Value {
     let statement = format!(
-        "sandwit-key-registration-v1:{registry}:{account}:{}",
+        "sandwit-key-registration-v2:{registry}:{account}:{}",
         public_key(key)
     );
     json!({
@@ -719,7 +719,7 @@ fn publish_explains_a_quota_and_a_taken_key_by_their_code() {
 }
 
 /// A key is registered only with its proof of possession: its signature
-/// of `sandwit-key-registration-v1:<account>:<key>`. Nobody can claim a key
+/// of `sandwit-key-registration-v2:<registry>:<account>:<key>`. Nobody can claim a key
 /// they do not hold (squatting it, so its owner cannot register it), nor
 /// replay another account's proof, nor pass a plugin signature off as one.
 #[test]
@@ -1632,7 +1632,7 @@ fn proofs_name_their_registry_and_keys_can_be_revoked() {
         message.contains("another registry") && message.contains(&second.id()),
         "{message}"
     );
-    // Made the old way, naming no registry.
+    // Made the old way (`-v1:`), naming no registry.
     let statement = format!("sandwit-key-registration-v1:bob:{}", public_key(&bob_key));
     let old = json!({
         "public_key": public_key(&bob_key),
@@ -1640,11 +1640,14 @@ fn proofs_name_their_registry_and_keys_can_be_revoked() {
     });
     let refused = claim(&second, &bob_second, old);
     refused.expect(400, Some("invalid-proof"));
+    let message = refused.json["message"].as_str().unwrap();
     assert!(
-        refused.json["message"]
-            .as_str()
-            .unwrap()
-            .contains("names no registry")
+        message.contains(&format!(
+            "sandwit-key-registration-v2:{}:bob:{}",
+            second.id(),
+            public_key(&bob_key)
+        )),
+        "{message}"
     );
     claim(
         &first,

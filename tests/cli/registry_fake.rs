@@ -225,7 +225,7 @@ fn answer(request: &Request, state: &Mutex<State>, token: &str) -> Answer {
             };
             let proven =
                 Signature::parse(body["proof"].as_str().unwrap_or_default()).is_ok_and(|proof| {
-                    key.verify_registration(&format!("{REGISTRY_ID}:{ACCOUNT}"), &proof)
+                    key.verify_registration(REGISTRY_ID, ACCOUNT, &proof)
                         .is_ok()
                 });
             if !proven {
