@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use sandwit::Host;
-use sandwit_service::{Config, Service, Tokens};
+use sandwit_service::{Config, DEFAULT_TOKEN_RATE, McpSessionLimits, RateLimit, Service, Tokens};
 
 #[derive(Args)]
 pub struct ServeArgs {
@@ -45,6 +45,54 @@ pub struct ServeArgs {
     max_body_kib: usize,
     #[command(flatten)]
     connections: crate::connections::ConnArgs,
+    /// Requests a token may make a minute, sustained, on every endpoint but
+    /// /healthz, /readyz and /openapi.json; past it 429 with Retry-After.
+    #[arg(long, default_value_t = DEFAULT_TOKEN_RATE.per_minute, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    rate_per_minute: u32,
+    /// Requests a token may make at once, after a pause.
+    #[arg(long, default_value_t = DEFAULT_TOKEN_RATE.burst, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    rate_burst: u32,
+    #[command(flatten)]
+    mcp_sessions: McpSessionArgs,
+}
+
+/// The bounds on MCP sessions at /mcp.
+#[derive(Args)]
+pub struct McpSessionArgs {
+    /// MCP sessions the server holds at once; past it `initialize` is
+    /// refused with 503.
+    #[arg(long, default_value_t = McpSessionLimits::default().total as u64, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    mcp_sessions: u64,
+    /// MCP sessions one token holds at once; past it `initialize` is
+    /// refused with 429.
+    #[arg(long, default_value_t = McpSessionLimits::default().per_token as u64, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    mcp_sessions_per_token: u64,
+    /// How long an MCP session lives without a request or an open
+    /// response stream, in milliseconds.
+    #[arg(long, default_value_t = McpSessionLimits::default().idle.as_millis() as u64,
+          value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    mcp_idle_ms: u64,
+    /// How long an MCP session that made no request past `initialize`
+    /// lives, in milliseconds.
+    #[arg(long, default_value_t = McpSessionLimits::default().init_idle.as_millis() as u64,
+          value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    mcp_init_idle_ms: u64,
+}
+
+impl McpSessionArgs {
+    fn limits(&self) -> McpSessionLimits {
+        let count = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        McpSessionLimits {
+            per_token: count(self.mcp_sessions_per_token),
+            total: count(self.mcp_sessions),
+            idle: Duration::from_millis(self.mcp_idle_ms),
+            init_idle: Duration::from_millis(self.mcp_init_idle_ms),
+        }
+    }
 }
 
 pub async fn serve(host: Host, args: ServeArgs) -> anyhow::Result<ExitCode> {
@@ -64,11 +112,18 @@ pub async fn serve(host: Host, args: ServeArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let sandbox = crate::interpreter::load(&host, args.python.clone()).await?;
-    let config = args.slots.config(
-        args.plugin_dir.clone(),
-        tokens,
-        args.max_body_kib.saturating_mul(1024),
-    );
+    let config = Config {
+        rate: RateLimit {
+            per_minute: args.rate_per_minute,
+            burst: args.rate_burst,
+        },
+        mcp_sessions: args.mcp_sessions.limits(),
+        ..args.slots.config(
+            args.plugin_dir.clone(),
+            tokens,
+            args.max_body_kib.saturating_mul(1024),
+        )
+    };
     let mut service = Service::new(host, sandbox, config).await?;
     if let Some(ms) = args.request_timeout_ms {
         service = service.with_request_timeout(Duration::from_millis(ms));
@@ -128,6 +183,8 @@ impl RunSlots {
             max_waiting: self.queue,
             max_wait: Duration::from_millis(self.queue_wait_ms),
             max_body_bytes,
+            rate: DEFAULT_TOKEN_RATE,
+            mcp_sessions: McpSessionLimits::default(),
         }
     }
 }

@@ -37,7 +37,7 @@ use crate::{calls, health, plugins, runs, tools};
         calls::CallRequest, CallReport, ToolListing, ToolList, Tool, OpenAiTool, ToolSchema,
         ParamSchema, ToolMetadata, PluginRef, Breaker, PluginList, PluginInfo, Switched, Reloaded
     )),
-    modifiers(&BearerAuth),
+    modifiers(&BearerAuth, &RateLimited),
 )]
 pub struct ApiDoc;
 
@@ -62,6 +62,54 @@ impl Modify for BearerAuth {
     }
 }
 
+/// Declares 429 `rate-limited`, with `Retry-After`, on every endpoint
+/// behind a token: the limit per token (crate::rate) answers before the
+/// endpoint does.
+struct RateLimited;
+
+impl Modify for RateLimited {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        use utoipa::openapi::{ContentBuilder, HeaderBuilder, Ref, RefOr, ResponseBuilder};
+        let response = ResponseBuilder::new()
+            .description(
+                "The token made more requests than its limit (`--rate-per-minute`, \
+                 `--rate-burst`)",
+            )
+            .content(
+                "application/json",
+                ContentBuilder::new()
+                    .schema(Some(Ref::from_schema_name("ErrorBody")))
+                    .build(),
+            )
+            .header(
+                "Retry-After",
+                HeaderBuilder::new()
+                    .schema(Some(ObjectBuilder::new().schema_type(Type::Integer)))
+                    .description(Some("Seconds until the token may ask again"))
+                    .build(),
+            )
+            .build();
+        for item in openapi.paths.paths.values_mut() {
+            let operations = [
+                &mut item.get,
+                &mut item.put,
+                &mut item.post,
+                &mut item.delete,
+                &mut item.patch,
+            ];
+            for operation in operations.into_iter().flatten() {
+                if operation.security.as_ref().is_some_and(|s| !s.is_empty()) {
+                    operation
+                        .responses
+                        .responses
+                        .insert("429".to_string(), RefOr::T(response.clone()));
+                }
+            }
+        }
+    }
+}
+
 /// `GET /openapi.json`.
 pub async fn openapi_json() -> Response {
     (
@@ -71,7 +119,7 @@ pub async fn openapi_json() -> Response {
         .into_response()
 }
 
-/// Every error: a status and this body (`Retry-After` with 503).
+/// Every error: a status and this body (`Retry-After` with 503 and 429).
 #[derive(Serialize, ToSchema)]
 pub struct ErrorBody {
     /// A kebab-case code: `unauthorized`, `admin-only`,
@@ -79,7 +127,7 @@ pub struct ErrorBody {
     /// `unknown-plugin`, `unknown-method`, `unknown-tool`, `bad-json`,
     /// `bad-query`, `bad-request`, `limit-too-high`, `bad-format`,
     /// `reload-failed`, `request-timeout`,
-    /// `queue-full`, `queue-timeout`, `shutting-down`.
+    /// `queue-full`, `queue-timeout`, `shutting-down`, `rate-limited`.
     pub error: String,
     /// A sentence naming what was wrong.
     pub message: String,
@@ -367,6 +415,19 @@ mod tests {
         assert_eq!(
             doc["components"]["securitySchemes"]["token"]["scheme"],
             "bearer"
+        );
+        // 429 on every endpoint behind a token, none on the others.
+        for (path, item) in paths {
+            for (method, operation) in item.as_object().unwrap() {
+                let limited = operation["responses"].get("429").is_some();
+                let secured = operation.get("security").is_some();
+                assert_eq!(limited, secured, "{method} {path}");
+            }
+        }
+        assert!(
+            doc["paths"]["/v1/runs"]["post"]["responses"]["429"]["headers"]
+                .get("Retry-After")
+                .is_some()
         );
     }
 }

@@ -18,10 +18,12 @@ mod chat;
 mod error;
 mod health;
 pub mod mcp;
+mod mcp_sessions;
 mod metrics;
 pub mod outcome;
 mod plugins;
 mod queue;
+mod rate;
 mod runs;
 mod tools;
 
@@ -38,6 +40,9 @@ use sandwit::{Cancel, Host, PythonSandbox};
 
 pub use auth::{Role, Tokens, token_digest_hex};
 pub use error::ApiError;
+pub use mcp_sessions::McpSessionLimits;
+pub use rate::DEFAULT_TOKEN_RATE;
+pub use sandwit_net::RateLimit;
 
 use catalog::Catalog;
 use metrics::Metrics;
@@ -59,6 +64,11 @@ pub struct Config {
     pub max_wait: Duration,
     /// The largest request body, in bytes.
     pub max_body_bytes: usize,
+    /// Requests a token may make, on every endpoint but `/healthz`,
+    /// `/readyz` and `/openapi.json` ([`DEFAULT_TOKEN_RATE`] by default).
+    pub rate: RateLimit,
+    /// The bounds on MCP sessions over HTTP.
+    pub mcp_sessions: McpSessionLimits,
 }
 
 /// The service: its state, shared by the handlers.
@@ -92,6 +102,8 @@ struct State {
     /// wait on one) and are short, bounded by the host's call limits.
     calls: RunQueue,
     metrics: Metrics,
+    /// The requests each token may still make.
+    rate: rate::TokenRate,
     /// The runs in flight, by id, with the handle that cancels each.
     in_flight: Mutex<HashMap<u64, InFlight>>,
     next_run: AtomicU64,
@@ -191,6 +203,7 @@ impl Service {
                 queue,
                 calls,
                 metrics: Metrics::default(),
+                rate: rate::TokenRate::new(config.rate),
                 in_flight: Mutex::new(HashMap::new()),
                 next_run: AtomicU64::new(1),
                 shutting_down: AtomicBool::new(false),
@@ -256,8 +269,12 @@ impl Service {
                     }
                 },
             ))
-            // Outside the timeout: a 408 given before the body was read
-            // closes the connection too.
+            .layer(axum::middleware::from_fn_with_state(
+                self.state.clone(),
+                rate::limit,
+            ))
+            // Outside the timeout and the rate limit: a 408 or 429 given
+            // before the body was read closes the connection too.
             .layer(axum::middleware::from_fn(body::close_unless_read))
             .with_state(self.state.clone())
     }

@@ -42,7 +42,6 @@ use rmcp::model::{
     PaginatedRequestParams, ProtocolVersion, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use sandwit::json::value_from_json;
@@ -51,6 +50,7 @@ use serde_json::{Map, Value as Json, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::Caller;
+use crate::mcp_sessions::{Manager, Sessions};
 use crate::{Service, Shared};
 
 /// The tool that runs Python code.
@@ -445,22 +445,31 @@ fn outcome_result(outcome: &sandwit::RunOutcome) -> CallToolResult {
     }))
 }
 
-/// Refuses a request without a valid bearer token (as `/v1` does) and
-/// hands the caller on to the MCP server.
-async fn authorize(State(state): State<Shared>, request: Request, next: Next) -> Response {
+/// Refuses a request without a valid bearer token (as `/v1` does), or
+/// naming a session of another token, and hands the caller on to the MCP
+/// server (crate::mcp_sessions).
+async fn authorize(
+    State((state, sessions)): State<(Shared, Arc<Sessions>)>,
+    request: Request,
+    next: Next,
+) -> Response {
     let (mut parts, body) = request.into_parts();
     match Caller::from_request_parts(&mut parts, &state).await {
         Ok(caller) => {
+            let token = caller.name.clone();
             parts.extensions.insert(caller);
-            next.run(Request::from_parts(parts, body)).await
+            crate::mcp_sessions::guard(&sessions, token, Request::from_parts(parts, body), next)
+                .await
         }
         Err(e) => e.into_response(),
     }
 }
 
 /// `/mcp`: MCP's streamable HTTP, behind the bearer tokens. Its sessions
-/// end when the service has shut down its runs (so that graceful shutdown
-/// does not wait on their event streams), or after 5 minutes idle.
+/// are bound to their token and bounded (`Config::mcp_sessions`,
+/// crate::mcp_sessions); they end when the service has shut down its runs
+/// (so that graceful shutdown does not wait on their event streams), or
+/// when idle past their time.
 pub(crate) fn routes(state: &Shared) -> Router<Shared> {
     // The bearer token, which a browser page cannot send, is what stops a
     // DNS-rebinding page; `--addr` decides which hosts reach the server.
@@ -469,6 +478,17 @@ pub(crate) fn routes(state: &Shared) -> Router<Shared> {
     let shutdown = config.cancellation_token.clone();
     watch_shutdown(Arc::downgrade(state), shutdown);
     let server_state = state.clone();
+    // The sessions are rmcp's `LocalSessionManager` wrapped, rather than a
+    // table kept beside it from the HTTP exchanges alone: the wrapper sees
+    // which messages are requests past `initialize`, which response streams
+    // are open and every end of a session (rmcp's own included), which the
+    // HTTP exchanges do not show.
+    let limits = state.config.mcp_sessions;
+    let sessions = Sessions::new(limits);
+    sessions.sweep_every(
+        (limits.init_idle.min(limits.idle) / 4)
+            .clamp(Duration::from_millis(100), Duration::from_secs(1)),
+    );
     let service = StreamableHttpService::new(
         move || {
             Ok(McpServer {
@@ -476,13 +496,13 @@ pub(crate) fn routes(state: &Shared) -> Router<Shared> {
                 chat_key: None,
             })
         },
-        Arc::new(LocalSessionManager::default()),
+        Arc::new(Manager(sessions.clone())),
         config,
     );
     Router::new()
         .route_service("/mcp", service)
         .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
+            (state.clone(), sessions),
             authorize,
         ))
 }

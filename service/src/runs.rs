@@ -4,7 +4,8 @@
 //! the outcome. A client that goes away cancels its run.
 
 use std::convert::Infallible;
-use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::extract::State;
@@ -16,7 +17,7 @@ use futures_util::stream::{self, Stream};
 use sandwit::{AgentCtx, Cancel, LiveEvent, RunLimits, RunOptions, RunOutcome};
 use serde::Deserialize;
 use serde_json::Value as Json;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use utoipa::ToSchema;
 
 use crate::Shared;
@@ -230,38 +231,113 @@ pub async fn run(
         drop(guard);
         return Ok(axum::Json(json).into_response());
     }
-    // The run's events are bounded by its own caps (output bytes, events
-    // and their bytes), so the channel holds at most one run's worth.
-    let (tx, rx) = mpsc::unbounded_channel::<SseEvent>();
-    let live = tx.clone();
+    // At most `EVENTS_WAITING` events wait for the client: one that falls
+    // further behind has its run cancelled, so a client that stops reading
+    // holds no more than that of the server's memory.
+    let (tx, rx) = mpsc::channel::<SseEvent>(EVENTS_WAITING);
+    let behind = Arc::new(AtomicBool::new(false));
+    let (fell_behind, cancel) = (behind.clone(), guard.0.clone());
     let options = options.on_event(move |event: &LiveEvent| {
         let name = match event {
             LiveEvent::Stdout { .. } => "stdout",
             LiveEvent::Stderr { .. } => "stderr",
             LiveEvent::Event(_) => "event",
         };
-        if let Ok(sse) = SseEvent::default().event(name).json_data(event) {
-            let _ = live.send(sse);
+        if fell_behind.load(Ordering::SeqCst) {
+            return;
+        }
+        if let Ok(sse) = SseEvent::default().event(name).json_data(event)
+            && let Err(mpsc::error::TrySendError::Full(_)) = tx.try_send(sse)
+        {
+            fell_behind.store(true, Ordering::SeqCst);
+            tracing::warn!(
+                run = id,
+                "the client of a streamed run fell behind: run cancelled"
+            );
+            cancel.cancel();
         }
     });
     let run = prepared(options);
+    let (outcome_tx, outcome_rx) = oneshot::channel();
     tokio::spawn(async move {
         let json = run.run().await;
         if let Ok(sse) = SseEvent::default().event("outcome").json_data(json) {
-            let _ = tx.send(sse);
+            let _ = outcome_tx.send(sse);
         }
     });
-    Ok(Sse::new(events(rx, guard)).into_response())
+    let feed = Feed {
+        rx,
+        outcome: Some(outcome_rx),
+        tail: Vec::new(),
+        behind,
+        _guard: guard,
+    };
+    Ok(Sse::new(events(feed)).into_response())
+}
+
+/// The most events of a streamed run that wait for its client; past them
+/// the run is cancelled.
+const EVENTS_WAITING: usize = 1024;
+
+/// What a streamed run's client is sent: its live events, then, if it fell
+/// behind, an `error` event saying so, then the outcome.
+struct Feed {
+    rx: mpsc::Receiver<SseEvent>,
+    /// The outcome, until it arrives.
+    outcome: Option<oneshot::Receiver<SseEvent>>,
+    /// What follows the live events, last first.
+    tail: Vec<SseEvent>,
+    /// Whether the client fell more than [`EVENTS_WAITING`] events behind.
+    behind: Arc<AtomicBool>,
+    /// Cancels the run if the stream is dropped before it ended.
+    _guard: CancelOnDrop,
+}
+
+impl Feed {
+    async fn next(&mut self) -> Option<SseEvent> {
+        if let Some(outcome) = &mut self.outcome {
+            tokio::select! {
+                // Events first: every event of the run was sent before its
+                // outcome, and goes out before it.
+                biased;
+                Some(event) = self.rx.recv() => return Some(event),
+                outcome = outcome => {
+                    self.outcome = None;
+                    self.rx.close();
+                    self.tail.extend(outcome.ok());
+                    if self.behind.load(Ordering::SeqCst) {
+                        self.tail.push(behind_event());
+                    }
+                }
+            }
+        }
+        // Closed: what is left of the live events, then the tail.
+        match self.rx.recv().await {
+            Some(event) => Some(event),
+            None => self.tail.pop(),
+        }
+    }
+}
+
+/// The event that tells a client it fell behind and its run was cancelled.
+fn behind_event() -> SseEvent {
+    SseEvent::default().event("error").data(
+        serde_json::json!({
+            "error": "client-too-slow",
+            "message": format!(
+                "the client fell more than {EVENTS_WAITING} events behind the run; \
+                 the run was cancelled"
+            ),
+        })
+        .to_string(),
+    )
 }
 
 /// The stream of a run's events, ending after its outcome; dropping it
 /// (the client went away) cancels the run.
-fn events(
-    rx: mpsc::UnboundedReceiver<SseEvent>,
-    guard: CancelOnDrop,
-) -> impl Stream<Item = Result<SseEvent, Infallible>> {
-    stream::unfold((rx, Some(guard)), |(mut rx, guard)| async move {
-        let event = rx.recv().await?;
-        Some((Ok(event), (rx, guard)))
+fn events(feed: Feed) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+    stream::unfold(feed, |mut feed| async move {
+        let event = feed.next().await?;
+        Some((Ok(event), feed))
     })
 }

@@ -11,5 +11,6 @@ mod registry;
 mod registry_client;
 mod registry_fake;
 mod serve;
+mod service_limits;
 mod store;
 mod tenants;

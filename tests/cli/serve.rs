@@ -189,7 +189,7 @@ impl Server {
     }
 
     /// Waits (bounded) until the metric `prefix` reads `value`.
-    fn await_metric(&self, prefix: &str, value: f64) {
+    pub(crate) fn await_metric(&self, prefix: &str, value: f64) {
         for _ in 0..200 {
             if self.metric(prefix) == Some(value) {
                 return;

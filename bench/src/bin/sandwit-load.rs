@@ -98,7 +98,11 @@ fn start(args: &Args) -> anyhow::Result<Server> {
         .arg("--token-file")
         .arg(&tokens)
         // Every client can wait for a slot: a refusal would be an error.
-        .args(["--queue", &max_clients.to_string()]);
+        .args(["--queue", &max_clients.to_string()])
+        // One token makes every request, as fast as the server answers:
+        // its rate limit would refuse most of them.
+        .args(["--rate-per-minute", &u32::MAX.to_string()])
+        .args(["--rate-burst", &u32::MAX.to_string()]);
     if let Some(n) = args.max_runs {
         command.args(["--max-runs", &n.to_string()]);
     }
