@@ -288,6 +288,7 @@ async fn the_store_is_scoped_by_chat_user_and_plugin() {
         plugin: "notes".into(),
         scope: Scope::Global,
         owner: String::new(),
+        tenant: String::new(),
     };
     assert_eq!(store.get(&other, "k").await.unwrap(), None);
     let own = Namespace {
@@ -384,6 +385,7 @@ async fn a_kill_9_of_a_writing_process_loses_nothing_committed() {
         plugin: "notes".into(),
         scope: Scope::User,
         owner: "writer".into(),
+        tenant: String::new(),
     };
     let keys = reopened.keys(&ns, 10_000).await.unwrap();
     for n in &committed {

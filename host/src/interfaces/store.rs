@@ -90,6 +90,7 @@ impl StoreCtx<'_> {
             plugin: call.env.id.clone(),
             scope,
             owner,
+            tenant: ctx.namespace.clone().unwrap_or_default(),
         })
     }
 }

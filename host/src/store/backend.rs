@@ -49,6 +49,10 @@ pub struct Namespace {
     /// [`Scope::Global`] the call's [namespace](crate::AgentCtx::namespace)
     /// (empty without one).
     pub owner: String,
+    /// The call's [namespace](crate::AgentCtx::namespace) (empty without
+    /// one): the tenant whose share of the plugin's quota a write counts
+    /// against, so that one tenant filling it leaves others theirs.
+    pub tenant: String,
 }
 
 /// A stored value.
@@ -100,7 +104,7 @@ pub trait StoreBackend: Send + Sync {
         key: &'a str,
     ) -> ServiceFuture<'a, Result<Option<Entry>, StoreError>>;
     /// Stores `value` under `key`, keeping the plugin's keys and values
-    /// within `limits.max_plugin_bytes`.
+    /// of `ns.tenant` within `limits.max_plugin_bytes`.
     fn set<'a>(
         &'a self,
         ns: &'a Namespace,
@@ -120,6 +124,6 @@ pub trait StoreBackend: Send + Sync {
         ns: &'a Namespace,
         max: usize,
     ) -> ServiceFuture<'a, Result<Vec<String>, StoreError>>;
-    /// The bytes of keys and values `plugin` holds.
+    /// The bytes of keys and values `plugin` holds, every tenant's together.
     fn usage<'a>(&'a self, plugin: &'a str) -> ServiceFuture<'a, Result<u64, StoreError>>;
 }

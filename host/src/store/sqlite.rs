@@ -12,6 +12,9 @@ use super::backend::{Entry, Namespace, StoreBackend, StoreError};
 use crate::policy::StoreLimits;
 use crate::types::ServiceFuture;
 
+// An entry records the tenant whose quota it counts against (the writer's
+// namespace, `''` without one); `tenant_usage` sums each tenant's entries
+// per plugin.
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS entries (
     plugin TEXT NOT NULL,
@@ -20,13 +23,43 @@ CREATE TABLE IF NOT EXISTS entries (
     key TEXT NOT NULL,
     is_text INTEGER NOT NULL,
     value BLOB NOT NULL,
+    tenant TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (plugin, scope, owner, key)
 ) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS usage (
-    plugin TEXT PRIMARY KEY,
-    bytes INTEGER NOT NULL
+CREATE TABLE IF NOT EXISTS tenant_usage (
+    plugin TEXT NOT NULL,
+    tenant TEXT NOT NULL,
+    bytes INTEGER NOT NULL,
+    PRIMARY KEY (plugin, tenant)
 ) WITHOUT ROWID;
 ";
+
+/// Brings a store made before tenants had quotas of their own up to
+/// [`SCHEMA`]: its entries and usage were all the tenant `''`'s. Idempotent.
+fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let has_tenant: bool = tx.query_row(
+        "SELECT count(*) FROM pragma_table_info('entries') WHERE name = 'tenant'",
+        [],
+        |r| r.get::<_, i64>(0).map(|n| n > 0),
+    )?;
+    if !has_tenant {
+        tx.execute_batch("ALTER TABLE entries ADD COLUMN tenant TEXT NOT NULL DEFAULT '';")?;
+    }
+    let old_usage: bool = tx.query_row(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'usage'",
+        [],
+        |r| r.get::<_, i64>(0).map(|n| n > 0),
+    )?;
+    if old_usage {
+        tx.execute_batch(
+            "INSERT OR IGNORE INTO tenant_usage (plugin, tenant, bytes)
+                 SELECT plugin, '', bytes FROM usage;
+             DROP TABLE usage;",
+        )?;
+    }
+    tx.commit()
+}
 
 /// The embedded plugin store. Cheap to share behind an `Arc`; operations are
 /// serialised on one connection, each on tokio's blocking threads (a
@@ -78,6 +111,8 @@ impl SqliteStore {
         conn.execute_batch("PRAGMA synchronous = FULL;")
             .map_err(backend)?;
         conn.execute_batch(SCHEMA).map_err(backend)?;
+        let mut conn = conn;
+        migrate(&mut conn).map_err(backend)?;
         Ok(SqliteStore {
             db: Arc::new(Db {
                 conn: Mutex::new(conn),
@@ -155,6 +190,21 @@ fn entry_bytes(ns: &Namespace, key_value: i64) -> i64 {
     (ROW_OVERHEAD_BYTES + ns.owner.len()) as i64 + key_value
 }
 
+/// Takes `bytes` off `tenant`'s usage of `plugin`.
+fn release(
+    tx: &rusqlite::Transaction<'_>,
+    plugin: &str,
+    tenant: &str,
+    bytes: i64,
+) -> Result<(), StoreError> {
+    tx.execute(
+        "UPDATE tenant_usage SET bytes = max(0, bytes - ?3) WHERE plugin = ?1 AND tenant = ?2",
+        params![plugin, tenant, bytes],
+    )
+    .map(drop)
+    .map_err(backend)
+}
+
 impl Db {
     fn with<T>(
         &self,
@@ -206,46 +256,70 @@ impl Db {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(backend)?;
-            let old: i64 = tx
+            // The entry it replaces, and whose quota that one counted in.
+            let old: Option<(i64, String)> = tx
                 .query_row(
-                    "SELECT length(CAST(key AS BLOB)) + length(value) FROM entries
+                    "SELECT length(CAST(key AS BLOB)) + length(value), tenant FROM entries
                      WHERE plugin = ?1 AND scope = ?2 AND owner = ?3 AND key = ?4",
                     params![ns.plugin, ns.scope.as_str(), ns.owner, key],
-                    |r| r.get(0),
+                    |r| Ok((entry_bytes(ns, r.get(0)?), r.get(1)?)),
                 )
                 .optional()
-                .map_err(backend)?
-                .map_or(0, |kv| entry_bytes(ns, kv));
+                .map_err(backend)?;
             let used: i64 = tx
                 .query_row(
-                    "SELECT bytes FROM usage WHERE plugin = ?1",
-                    [&ns.plugin],
+                    "SELECT bytes FROM tenant_usage WHERE plugin = ?1 AND tenant = ?2",
+                    params![ns.plugin, ns.tenant],
                     |r| r.get(0),
                 )
                 .optional()
                 .map_err(backend)?
                 .unwrap_or(0);
-            let new_used = used - old + entry_bytes(ns, (key.len() + bytes.len()) as i64);
+            let replaced = match &old {
+                Some((old_bytes, tenant)) if *tenant == ns.tenant => *old_bytes,
+                _ => 0,
+            };
+            let new_used = used - replaced + entry_bytes(ns, (key.len() + bytes.len()) as i64);
             if new_used as u64 > limits.max_plugin_bytes {
+                let whose = if ns.tenant.is_empty() {
+                    String::new()
+                } else {
+                    format!(" of the namespace {:?}", ns.tenant)
+                };
                 return Err(StoreError::LimitExceeded(format!(
-                    "the plugin's data would take {new_used} bytes, more than its limit of {} bytes",
+                    "the plugin's data{whose} would take {new_used} bytes, more than its limit \
+                     of {} bytes",
                     limits.max_plugin_bytes
                 )));
             }
             tx.execute(
-                "INSERT INTO entries (plugin, scope, owner, key, is_text, value)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                "INSERT INTO entries (plugin, scope, owner, key, is_text, value, tenant)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
                  ON CONFLICT (plugin, scope, owner, key)
-                 DO UPDATE SET is_text = excluded.is_text, value = excluded.value",
-                params![ns.plugin, ns.scope.as_str(), ns.owner, key, is_text, bytes],
+                 DO UPDATE SET is_text = excluded.is_text, value = excluded.value,
+                               tenant = excluded.tenant",
+                params![
+                    ns.plugin,
+                    ns.scope.as_str(),
+                    ns.owner,
+                    key,
+                    is_text,
+                    bytes,
+                    ns.tenant
+                ],
             )
             .map_err(backend)?;
             tx.execute(
-                "INSERT INTO usage (plugin, bytes) VALUES (?1, ?2)
-                 ON CONFLICT (plugin) DO UPDATE SET bytes = excluded.bytes",
-                params![ns.plugin, new_used],
+                "INSERT INTO tenant_usage (plugin, tenant, bytes) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (plugin, tenant) DO UPDATE SET bytes = excluded.bytes",
+                params![ns.plugin, ns.tenant, new_used],
             )
             .map_err(backend)?;
+            // An entry another tenant had written (a trusted caller may
+            // write in any namespace's chats) leaves that tenant's quota.
+            if let Some((old_bytes, tenant)) = old.filter(|(_, t)| *t != ns.tenant) {
+                release(&tx, &ns.plugin, &tenant, old_bytes)?;
+            }
             tx.commit().map_err(backend)
         })
     }
@@ -255,23 +329,18 @@ impl Db {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(backend)?;
-            let old: Option<i64> = tx
+            let old: Option<(i64, String)> = tx
                 .query_row(
                     "DELETE FROM entries
                      WHERE plugin = ?1 AND scope = ?2 AND owner = ?3 AND key = ?4
-                     RETURNING length(CAST(key AS BLOB)) + length(value)",
+                     RETURNING length(CAST(key AS BLOB)) + length(value), tenant",
                     params![ns.plugin, ns.scope.as_str(), ns.owner, key],
-                    |r| r.get(0),
+                    |r| Ok((entry_bytes(ns, r.get(0)?), r.get(1)?)),
                 )
                 .optional()
-                .map_err(backend)?
-                .map(|kv| entry_bytes(ns, kv));
-            if let Some(old) = old {
-                tx.execute(
-                    "UPDATE usage SET bytes = max(0, bytes - ?2) WHERE plugin = ?1",
-                    params![ns.plugin, old],
-                )
                 .map_err(backend)?;
+            if let Some((old_bytes, tenant)) = &old {
+                release(&tx, &ns.plugin, tenant, *old_bytes)?;
             }
             tx.commit().map_err(backend)?;
             Ok(old.is_some())
@@ -298,12 +367,13 @@ impl Db {
 
     fn usage(&self, plugin: &str) -> Result<u64, StoreError> {
         self.with(|conn| {
-            conn.query_row("SELECT bytes FROM usage WHERE plugin = ?1", [plugin], |r| {
-                r.get::<_, i64>(0)
-            })
-            .optional()
+            conn.query_row(
+                "SELECT coalesce(sum(bytes), 0) FROM tenant_usage WHERE plugin = ?1",
+                [plugin],
+                |r| r.get::<_, i64>(0),
+            )
             .map_err(backend)
-            .map(|b| b.unwrap_or(0) as u64)
+            .map(|b| b.max(0) as u64)
         })
     }
 }
@@ -318,7 +388,82 @@ mod tests {
             plugin: plugin.into(),
             scope,
             owner: owner.into(),
+            tenant: String::new(),
         }
+    }
+
+    /// Each tenant has the plugin's whole quota: one that fills it leaves
+    /// the others theirs, and its deletes free its own share. An entry one
+    /// tenant wrote and another replaced moves to the second's share.
+    #[test]
+    fn each_tenant_has_a_quota_of_its_own() {
+        let s = SqliteStore::in_memory().unwrap().db;
+        let limits = StoreLimits {
+            max_plugin_bytes: 200,
+            ..StoreLimits::default()
+        };
+        let of = |tenant: &str, owner: &str| Namespace {
+            tenant: tenant.into(),
+            ..ns("notes", Scope::Chat, owner)
+        };
+        let (a, b) = (of("a:", "a:chat"), of("b:", "b:chat"));
+        s.set(&a, "k", &Entry::Bytes(vec![0; 100]), &limits)
+            .unwrap();
+        let full = s
+            .set(&a, "k2", &Entry::Bytes(vec![0; 100]), &limits)
+            .unwrap_err();
+        assert!(
+            full.to_string().contains("of the namespace \"a:\""),
+            "{full}"
+        );
+        // B still has all of its own.
+        s.set(&b, "k", &Entry::Bytes(vec![0; 100]), &limits)
+            .unwrap();
+        assert!(s.delete(&a, "k").unwrap());
+        s.set(&a, "k2", &Entry::Bytes(vec![0; 100]), &limits)
+            .unwrap();
+        assert_eq!(
+            s.usage("notes").unwrap(),
+            (64 + 6 + 2 + 100) + (64 + 6 + 1 + 100)
+        );
+        // A trusted writer (no namespace) replacing B's entry takes it over.
+        let trusted = Namespace {
+            tenant: String::new(),
+            ..b.clone()
+        };
+        s.set(&trusted, "k", &Entry::Bytes(vec![0; 10]), &limits)
+            .unwrap();
+        s.set(&b, "k3", &Entry::Bytes(vec![0; 100]), &limits)
+            .unwrap();
+        assert_eq!(
+            s.usage("notes").unwrap(),
+            (64 + 6 + 2 + 100) + (64 + 6 + 1 + 10) + (64 + 6 + 2 + 100)
+        );
+    }
+
+    /// A store made before tenants had quotas keeps its entries and their
+    /// usage, as the tenant `''`'s.
+    #[test]
+    fn a_store_from_before_tenant_quotas_is_migrated() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(
+            "CREATE TABLE entries (plugin TEXT NOT NULL, scope TEXT NOT NULL,
+                 owner TEXT NOT NULL, key TEXT NOT NULL, is_text INTEGER NOT NULL,
+                 value BLOB NOT NULL, PRIMARY KEY (plugin, scope, owner, key)) WITHOUT ROWID;
+             CREATE TABLE usage (plugin TEXT PRIMARY KEY, bytes INTEGER NOT NULL) WITHOUT ROWID;
+             INSERT INTO entries VALUES ('notes', 'chat', 'c', 'k', 1, CAST('v' AS BLOB));
+             INSERT INTO usage VALUES ('notes', 67);",
+        )
+        .unwrap();
+        conn.execute_batch(SCHEMA).unwrap();
+        migrate(&mut conn).unwrap();
+        migrate(&mut conn).unwrap();
+        let s = SqliteStore::init(conn, false).unwrap().db;
+        let c = ns("notes", Scope::Chat, "c");
+        assert_eq!(s.get(&c, "k").unwrap(), Some(Entry::Text("v".into())));
+        assert_eq!(s.usage("notes").unwrap(), 67);
+        assert!(s.delete(&c, "k").unwrap());
+        assert_eq!(s.usage("notes").unwrap(), 0);
     }
 
     #[test]
