@@ -6,8 +6,10 @@
 //! `/mcp` ([`guard`]) knows the caller's token: it refuses a session id the
 //! token did not make (404, as rmcp answers an unknown id, so ids of other
 //! tokens are not told apart from ids that never were) before rmcp sees the
-//! request, reserves a slot for an `initialize` and binds the id rmcp
-//! answers with to the token. The session manager ([`Sessions`], wrapping
+//! request, and reserves a slot for an `initialize`, which the session
+//! rmcp creates for it takes (bound to the token the moment it exists, so
+//! a client that leaves before its answer leaves no session uncounted).
+//! The session manager ([`Sessions`], wrapping
 //! rmcp's `LocalSessionManager`) sees rmcp's own events: every request past
 //! `initialize` (a session that makes one is in use), every response stream
 //! opened and closed (a session with one open is never idle), and every end
@@ -15,6 +17,7 @@
 //! frees its slot, so the caps count live sessions only.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -181,8 +184,7 @@ pub(crate) struct Sessions {
 
 impl Sessions {
     /// Sessions within `limits`; rmcp's own idle timer is `limits.idle`
-    /// too, a backstop for a session the table never bound (its
-    /// `initialize` answer failed).
+    /// too, a backstop should a session never be bound.
     pub(crate) fn new(limits: McpSessionLimits) -> Arc<Self> {
         let mut inner = LocalSessionManager::default();
         inner.session_config.keep_alive = Some(limits.idle);
@@ -287,8 +289,21 @@ impl SessionManager for Manager {
     type Error = <LocalSessionManager as SessionManager>::Error;
     type Transport = <LocalSessionManager as SessionManager>::Transport;
 
+    /// Binds the new session to the reservation of the `initialize` that
+    /// asked for it (rmcp creates it in that request's task).
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
-        self.0.inner.create_session().await
+        let (id, transport) = self.0.inner.create_session().await?;
+        let bound = RESERVED.try_with(|reservation| {
+            if !reservation.bound.swap(true, Ordering::SeqCst) {
+                self.0
+                    .table()
+                    .bind(id.clone(), &reservation.token, Instant::now());
+            }
+        });
+        if bound.is_err() {
+            tracing::warn!(session = %id, "an mcp session made outside an initialize request");
+        }
+        Ok((id, transport))
     }
 
     async fn initialize_session(
@@ -348,26 +363,31 @@ impl SessionManager for Manager {
     }
 }
 
-/// A reserved slot, given back when dropped unless bound to a session.
+/// A reserved slot of `token`, given back when dropped unless a session
+/// took it.
 struct Reservation {
     sessions: Arc<Sessions>,
     token: String,
-    bound: bool,
+    bound: AtomicBool,
 }
 
 impl Drop for Reservation {
     fn drop(&mut self) {
-        if !self.bound {
+        if !self.bound.load(Ordering::SeqCst) {
             self.sessions.table().release(&self.token);
         }
     }
 }
 
+tokio::task_local! {
+    /// The reservation of the `initialize` request this task serves.
+    static RESERVED: Arc<Reservation>;
+}
+
 /// The middleware around `/mcp`, once the token was checked (`token` is
 /// its name): a request naming a session is refused unless the session is
 /// the token's; a `POST` naming none (an `initialize`) takes a slot,
-/// refused past a cap, and the session rmcp answers with is bound to the
-/// token.
+/// refused past a cap, that the session rmcp creates for it takes.
 pub(crate) async fn guard(
     sessions: &Arc<Sessions>,
     token: String,
@@ -394,24 +414,12 @@ pub(crate) async fn guard(
     if let Err(full) = reserved {
         return refusal(&full, &token, &sessions.limits);
     }
-    let mut reservation = Reservation {
+    let reservation = Arc::new(Reservation {
         sessions: sessions.clone(),
         token,
-        bound: false,
-    };
-    let response = next.run(request).await;
-    if response.status().is_success()
-        && let Some(id) = response
-            .headers()
-            .get(SESSION_HEADER)
-            .and_then(|id| id.to_str().ok())
-    {
-        sessions
-            .table()
-            .bind(id.into(), &reservation.token, Instant::now());
-        reservation.bound = true;
-    }
-    response
+        bound: AtomicBool::new(false),
+    });
+    RESERVED.scope(reservation, next.run(request)).await
 }
 
 /// The answer to an `initialize` past a cap: 429 past the token's, 503 past
