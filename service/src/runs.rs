@@ -341,3 +341,52 @@ fn events(feed: Feed) -> impl Stream<Item = Result<SseEvent, Infallible>> {
         Some((Ok(event), feed))
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use futures_util::StreamExt;
+
+    use super::*;
+
+    /// What a client gets: the events waiting, then, if it fell behind, the
+    /// `client-too-slow` error, then the outcome; and the run cancelled
+    /// once the stream is dropped.
+    async fn sent(behind: bool) -> (Vec<String>, Cancel) {
+        let (tx, rx) = mpsc::channel(EVENTS_WAITING);
+        let (outcome_tx, outcome_rx) = oneshot::channel();
+        let cancel = Cancel::new();
+        for i in 0..3 {
+            tx.try_send(SseEvent::default().event("stdout").data(format!("{i}")))
+                .unwrap();
+        }
+        outcome_tx
+            .send(SseEvent::default().event("outcome").data("{}"))
+            .unwrap();
+        let feed = Feed {
+            rx,
+            outcome: Some(outcome_rx),
+            tail: Vec::new(),
+            behind: Arc::new(AtomicBool::new(behind)),
+            _guard: CancelOnDrop(cancel.clone()),
+        };
+        let events = events(feed)
+            .map(|event| format!("{:?}", event.unwrap()))
+            .collect()
+            .await;
+        (events, cancel)
+    }
+
+    #[tokio::test]
+    async fn a_client_that_fell_behind_is_told_before_the_outcome() {
+        let (events, cancel) = sent(false).await;
+        assert_eq!(events.len(), 4, "{events:?}");
+        assert!(events[3].contains("outcome"), "{events:?}");
+        assert!(cancel.is_cancelled());
+
+        let (events, _) = sent(true).await;
+        assert_eq!(events.len(), 5, "{events:?}");
+        assert!(events[0].contains("stdout"), "{events:?}");
+        assert!(events[3].contains("client-too-slow"), "{events:?}");
+        assert!(events[4].contains("outcome"), "{events:?}");
+    }
+}
