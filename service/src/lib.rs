@@ -9,6 +9,7 @@
 //! is bounded in wall-clock time ([`Service::with_request_timeout`]).
 #![deny(missing_docs)]
 
+mod answer;
 mod api;
 mod auth;
 mod body;
@@ -154,8 +155,9 @@ impl State {
         (id, cancel)
     }
 
-    /// Runs the registered run `id` in `slot`, then frees the slot, takes
-    /// the run off the list and counts its outcome.
+    /// Runs the registered run `id` in `slot`, then frees the running slot,
+    /// takes the run off the list and counts its outcome; the run's place
+    /// in the queue is handed back, to be held while its answer goes out.
     async fn run_registered(
         &self,
         id: u64,
@@ -164,12 +166,12 @@ impl State {
         plugins: &sandwit::PluginSet,
         code: &str,
         options: &sandwit::RunOptions,
-    ) -> sandwit::RunOutcome {
+    ) -> (sandwit::RunOutcome, queue::Answering) {
         let outcome = self.sandbox.run_with(ctx, plugins, code, options).await;
-        drop(slot);
+        let answering = slot.answering();
         self.in_flight.lock().expect("in-flight lock").remove(&id);
         self.metrics.record_run(&outcome);
-        outcome
+        (outcome, answering)
     }
 }
 

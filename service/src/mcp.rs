@@ -293,7 +293,9 @@ impl McpServer {
         let task_state = state.clone();
         let caller = who.caller.clone();
         let mut task = tokio::spawn(async move {
-            let outcome = task_state
+            // The answer goes out through the session's bounded channel
+            // (and sessions are capped), so the run's place is not held.
+            let (outcome, _answering) = task_state
                 .run_registered(id, slot, &who.ctx, &plugins, &code, &options)
                 .await;
             tracing::info!(run = id, caller = %caller, status = ?outcome.status, "mcp run ended");

@@ -29,8 +29,24 @@ pub struct RunQueue {
 
 /// A place in the queue: the work runs while this is held.
 pub struct RunSlot {
-    _admitted: OwnedSemaphorePermit,
+    admitted: OwnedSemaphorePermit,
     _running: OwnedSemaphorePermit,
+}
+
+/// A finished run's place in the queue, kept while its answer goes out
+/// (crate::answer): the running slot is free for the next run, but the
+/// queue admits no more runs than its places while answers are held.
+pub struct Answering {
+    _admitted: OwnedSemaphorePermit,
+}
+
+impl RunSlot {
+    /// Frees the running slot and keeps the place for the answer.
+    pub fn answering(self) -> Answering {
+        Answering {
+            _admitted: self.admitted,
+        }
+    }
 }
 
 impl RunQueue {
@@ -74,7 +90,7 @@ impl RunQueue {
         self.waiting.fetch_sub(1, Ordering::Relaxed);
         match running {
             Ok(Ok(running)) => Ok(RunSlot {
-                _admitted: admitted,
+                admitted,
                 _running: running,
             }),
             Ok(Err(_)) => Err(ApiError::unavailable(

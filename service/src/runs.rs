@@ -23,7 +23,7 @@ use utoipa::ToSchema;
 use crate::Shared;
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::queue::RunSlot;
+use crate::queue::{Answering, RunSlot};
 
 /// The body of a run request.
 #[derive(Deserialize, ToSchema)]
@@ -113,8 +113,9 @@ struct Prepared {
 
 impl Prepared {
     /// Runs on its own task (so that it ends, and is counted, whatever the
-    /// connection does) and gives back the outcome's JSON.
-    async fn run(self) -> Json {
+    /// connection does) and gives back the outcome's JSON, with the run's
+    /// place in the queue to hold while the answer goes out.
+    async fn run(self) -> (Json, Option<Answering>) {
         let Prepared {
             state,
             slot,
@@ -125,13 +126,14 @@ impl Prepared {
             options,
         } = self;
         let task = tokio::spawn(async move {
-            let outcome = state
+            let (outcome, answering) = state
                 .run_registered(id, slot, &ctx, &plugins, &code, &options)
                 .await;
-            render(&outcome)
+            (render(&outcome), Some(answering))
         });
         task.await.unwrap_or_else(|e| {
-            serde_json::json!({"status": "error", "error": {"type": "ServerError", "message": e.to_string()}})
+            let error = serde_json::json!({"status": "error", "error": {"type": "ServerError", "message": e.to_string()}});
+            (error, None)
         })
     }
 }
@@ -226,10 +228,13 @@ pub async fn run(
     };
     let guard = CancelOnDrop(cancel);
     if !streaming {
-        let json = prepared(options).run().await;
+        let (json, answering) = prepared(options).run().await;
         // Finished: cancelling it now does nothing.
         drop(guard);
-        return Ok(axum::Json(json).into_response());
+        return Ok(crate::answer::holding(
+            axum::Json(json).into_response(),
+            answering,
+        ));
     }
     // At most `EVENTS_WAITING` events wait for the client: one that falls
     // further behind has its run cancelled, so a client that stops reading
@@ -260,19 +265,25 @@ pub async fn run(
     let run = prepared(options);
     let (outcome_tx, outcome_rx) = oneshot::channel();
     tokio::spawn(async move {
-        let json = run.run().await;
+        let (json, answering) = run.run().await;
         if let Ok(sse) = SseEvent::default().event("outcome").json_data(json) {
-            let _ = outcome_tx.send(sse);
+            let _ = outcome_tx.send((sse, answering));
         }
     });
     let feed = Feed {
         rx,
         outcome: Some(outcome_rx),
+        _answering: None,
         tail: Vec::new(),
         behind,
         _guard: guard,
     };
-    Ok(Sse::new(events(feed)).into_response())
+    // The feed holds the run's place once the run is over, until its last
+    // event has been handed to the connection.
+    Ok(crate::answer::holding(
+        Sse::new(events(feed)).into_response(),
+        (),
+    ))
 }
 
 /// The most events of a streamed run that wait for its client; past them
@@ -284,7 +295,9 @@ const EVENTS_WAITING: usize = 1024;
 struct Feed {
     rx: mpsc::Receiver<SseEvent>,
     /// The outcome, until it arrives.
-    outcome: Option<oneshot::Receiver<SseEvent>>,
+    outcome: Option<oneshot::Receiver<(SseEvent, Option<Answering>)>>,
+    /// The run's place in the queue, once the run is over.
+    _answering: Option<Answering>,
     /// What follows the live events, last first.
     tail: Vec<SseEvent>,
     /// Whether the client fell more than [`EVENTS_WAITING`] events behind.
@@ -304,7 +317,10 @@ impl Feed {
                 outcome = outcome => {
                     self.outcome = None;
                     self.rx.close();
-                    self.tail.extend(outcome.ok());
+                    if let Ok((outcome, answering)) = outcome {
+                        self.tail.push(outcome);
+                        self._answering = answering;
+                    }
                     if self.behind.load(Ordering::SeqCst) {
                         self.tail.push(behind_event());
                     }
@@ -360,11 +376,12 @@ mod tests {
                 .unwrap();
         }
         outcome_tx
-            .send(SseEvent::default().event("outcome").data("{}"))
-            .unwrap();
+            .send((SseEvent::default().event("outcome").data("{}"), None))
+            .unwrap_or_else(|_| panic!("the feed's receiver is alive"));
         let feed = Feed {
             rx,
             outcome: Some(outcome_rx),
+            _answering: None,
             tail: Vec::new(),
             behind: Arc::new(AtomicBool::new(behind)),
             _guard: CancelOnDrop(cancel.clone()),

@@ -1,6 +1,7 @@
 //! What a client may make `sandwit serve` hold: MCP sessions bound to their
 //! token and capped, sessions that only initialised expiring soon, a rate
-//! limit per token, and a streamed run whose client stops reading.
+//! limit per token, a streamed run whose client stops reading, and answers
+//! nobody reads.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -346,4 +347,103 @@ fn a_streaming_client_that_stops_reading_has_its_run_cancelled() {
         "the server grew from {before} KiB to {after} KiB (bound {bound} KiB more)"
     );
     drop(stream);
+}
+
+/// Runs whose clients never read their answers: each answer keeps its
+/// run's place in the queue until it has gone out, so with one run slot
+/// and one queue place, two unread answers make the next run wait its turn
+/// (refused at once: 503 `queue-full`) instead of the server holding a
+/// third; once the connections' writes have stalled past the limit they
+/// are closed, the places come free and runs are admitted again. What the
+/// server held stays within a stated bound.
+#[test]
+fn answers_nobody_reads_hold_their_queue_places_until_the_stall_limit() {
+    let server = serve(
+        "limits-unread",
+        &[],
+        "",
+        &[
+            "--max-runs",
+            "1",
+            "--queue",
+            "1",
+            "--write-stall-ms",
+            "5000",
+        ],
+    );
+    let (status, outcome) = server.post(
+        "/v1/runs",
+        USER,
+        json!({"code": "print(1)", "chat_key": "c"}),
+    );
+    assert_eq!((status, &outcome["status"]), (200, &json!("ok")));
+    let before = rss_kib(&server);
+
+    let address = server.base.strip_prefix("http://").unwrap();
+    // A million control characters to stdout and to stderr: about 12 MB of
+    // JSON, far more than the sockets' buffers take.
+    let body = json!({
+        "code": "import sys\nsys.stdout.write('\\x01' * 1_000_000)\nsys.stderr.write('\\x02' * 1_000_000)",
+        "chat_key": "c",
+    })
+    .to_string();
+    let unread: Vec<TcpStream> = (0..2)
+        .map(|_| {
+            let mut stream = TcpStream::connect(address).unwrap();
+            write!(
+                stream,
+                "POST /v1/runs HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {USER}\r\n\
+                 Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .unwrap();
+            stream
+        })
+        .collect();
+    // Both ran (one after the other) and wait to be read.
+    server.await_metric("sandwit_runs_total{status=\"ok\"}", 3.0);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (status, answer) = server.post(
+            "/v1/runs",
+            USER,
+            json!({"code": "print(2)", "chat_key": "c"}),
+        );
+        if status == 503 {
+            assert_eq!(answer["error"], "queue-full", "{answer}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "runs were still admitted with both places held: {status} {answer}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let held = rss_kib(&server);
+    // Two answers of about 12 MB each, and what producing them took.
+    let bound = 96 * 1024;
+    assert!(
+        held < before + bound,
+        "the server grew from {before} KiB to {held} KiB (bound {bound} KiB more)"
+    );
+    // The clients still read nothing: their writes stall, the server
+    // closes them, and runs are admitted again.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (status, answer) = server.post(
+            "/v1/runs",
+            USER,
+            json!({"code": "print(3)", "chat_key": "c"}),
+        );
+        if status == 200 {
+            assert_eq!(answer["stdout"], "3\n", "{answer}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the unread answers were never let go: {status} {answer}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    drop(unread);
 }
