@@ -169,7 +169,7 @@ impl Registry {
             .map_err(|why| Error::bad_request("invalid-public-key", why.to_string()))?;
         let proof = Signature::parse(proof)
             .map_err(|why| Error::bad_request("invalid-proof", why.to_string()))?;
-        key.verify_registration(&self.id(), &account.name, &proof)
+        key.verify_registration(self.id(), &account.name, &proof)
             .map_err(|why| Error::bad_request("invalid-proof", why.to_string()))?;
         let key = key.to_string();
         let account_id = account.id;

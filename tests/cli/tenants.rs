@@ -439,7 +439,8 @@ fn a_chat_key_reaches_the_log_escaped() {
 #[test]
 fn direct_calls_and_hooks_wait_in_a_bounded_queue() {
     // One call at a time and none waiting; a call that spins until its time
-    // limit holds that one slot.
+    // limit holds that one slot, long enough for every check below on a
+    // loaded machine.
     let server = serve(
         "queue",
         &[artifacts::CALC, artifacts::HOSTILE],
@@ -452,7 +453,7 @@ fn direct_calls_and_hooks_wait_in_a_bounded_queue() {
             "--fuel",
             "1000000000000",
             "--timeout-ms",
-            "5000",
+            "20000",
         ],
     );
     let sum = json!({"args": {"num1": 1, "num2": 2}, "chat_key": "c"});
@@ -467,7 +468,7 @@ fn direct_calls_and_hooks_wait_in_a_bounded_queue() {
         // Calls go through until the spinning one holds the slot (waited
         // for, bounded); then they are refused at once.
         let mut refused = None;
-        for _ in 0..200 {
+        for _ in 0..400 {
             let response = server
                 .agent
                 .post(format!(
