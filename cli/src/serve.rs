@@ -20,9 +20,12 @@ pub struct ServeArgs {
     /// address is printed as `listening on http://ADDR` on stdout.
     #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR")]
     addr: SocketAddr,
-    /// The bearer tokens accepted: one `name role sha256-hex` a line, role
-    /// `admin` or `user` (`printf %s "$TOKEN" | sha256sum` gives the digest).
-    /// Without it one admin token is generated and printed once on stderr.
+    /// The bearer tokens accepted: one `name role sha256-hex [namespace]` a
+    /// line, role `admin` or `user` (`printf %s "$TOKEN" | sha256sum` gives
+    /// the digest). A namespace (e.g. `acme:`, ending with `:` or `/`, none
+    /// beginning another) binds the token to the chat keys and user ids that
+    /// start with it (docs/SERVICE.md, "Trust model"). Without the file one
+    /// admin token is generated and printed once on stderr.
     #[arg(long, value_name = "FILE")]
     token_file: Option<PathBuf>,
     /// The CPython component [default: as for `sandwit run`].

@@ -95,6 +95,22 @@ impl Tokens {
             }
             if let Some(namespace) = namespace {
                 check_namespace(namespace).map_err(|e| anyhow::anyhow!("line {}: {e}", i + 1))?;
+                // A namespace that begins another would let its tokens name
+                // the other's chats and users (`a:` names `a:b:room`).
+                if let Some(other) = entries.iter().find(|e: &&Entry| {
+                    e.namespace.as_deref().is_some_and(|o| {
+                        o != namespace && (o.starts_with(namespace) || namespace.starts_with(o))
+                    })
+                }) {
+                    bail!(
+                        "line {}: the namespace `{namespace}` and the namespace `{}` of the token \
+                         `{}` overlap (one begins the other): each token could name the other's \
+                         chats and users",
+                        i + 1,
+                        other.namespace.as_deref().unwrap_or_default(),
+                        other.name
+                    );
+                }
             }
             entries.push(Entry {
                 name: name.to_string(),
@@ -136,9 +152,14 @@ impl Tokens {
     }
 }
 
+/// What a namespace ends with: a separator, so that `acme:` and `acme2:`
+/// are two namespaces, where `acme` would begin `acme2`'s every key.
+pub const NAMESPACE_SEPARATORS: [char; 2] = [':', '/'];
+
 /// Checks a token's namespace: not empty, at most [`MAX_NAMESPACE_BYTES`],
-/// no whitespace or control characters (it is written in logs, metrics
-/// labels and error messages, and begins every chat key of its token).
+/// ending with one of [`NAMESPACE_SEPARATORS`], no whitespace or control
+/// characters (it is written in logs, metrics labels and error messages,
+/// and begins every chat key of its token).
 fn check_namespace(namespace: &str) -> Result<(), String> {
     if namespace.is_empty() {
         return Err("the namespace is empty".to_string());
@@ -155,6 +176,12 @@ fn check_namespace(namespace: &str) -> Result<(), String> {
     {
         return Err(format!(
             "the namespace {namespace:?} holds the whitespace or control character {c:?}"
+        ));
+    }
+    if !namespace.ends_with(NAMESPACE_SEPARATORS) {
+        return Err(format!(
+            "the namespace `{namespace}` does not end with `:` or `/` (without one, `acme` \
+             would begin the keys of `acme2`): write `{namespace}:`"
         ));
     }
     Ok(())
@@ -324,7 +351,29 @@ mod tests {
             "{err}"
         );
         assert!(check_namespace("").unwrap_err().contains("empty"));
-        assert!(Tokens::parse(&format!("t user {d} {}", "n".repeat(MAX_NAMESPACE_BYTES))).is_ok());
+        let long = format!("{}:", "n".repeat(MAX_NAMESPACE_BYTES - 1));
+        assert!(Tokens::parse(&format!("t user {d} {long}")).is_ok());
+        let err = Tokens::parse(&format!("t user {d} acme"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("line 1: the namespace `acme` does not end with `:` or `/`"),
+            "{err}"
+        );
+        // One namespace beginning another, either way round, is refused;
+        // two tokens of one namespace are not.
+        for (first, second) in [("a:", "a:b:"), ("a:b:", "a:")] {
+            let err = Tokens::parse(&format!("x user {d} {first}\ny user {d} {second}"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains(&format!(
+                    "line 2: the namespace `{second}` and the namespace `{first}` of the token `x` overlap"
+                )),
+                "{err}"
+            );
+        }
+        assert!(Tokens::parse(&format!("x user {d} a:\ny user {d} a:\nz user {d} b/")).is_ok());
     }
 
     #[test]

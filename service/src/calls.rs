@@ -96,8 +96,9 @@ pub async fn call(
     }
     let ctx = crate::chat::agent_ctx(&caller, &request.chat_key, request.user_id, "bad-request")?;
     // A call instantiates the plugin (and its hooks): it takes a slot of
-    // the calls' queue (`State::calls` says why not the runs').
-    let _slot = state.calls.enter().await?;
+    // the calls' queue (`State::calls` says why not the runs'), and its
+    // answer keeps the place until it has gone out (crate::answer).
+    let slot = state.calls.enter().await?;
     // As in a run: a plugin whose lifecycle hooks fail offers nothing in
     // the chat.
     let offered = match plugin.in_context(&ctx).await {
@@ -137,5 +138,8 @@ pub async fn call(
         .map(|r| crate::outcome::result_json(r, &mut crate::outcome::inline_image))
         .transpose()
         .map_err(|e| ApiError::bad_request("bad-result", e.to_string()))?;
-    Ok(axum::Json(crate::outcome::call_json(&report, result)))
+    Ok(crate::answer::holding(
+        axum::Json(crate::outcome::call_json(&report, result)).into_response(),
+        slot.answering(),
+    ))
 }

@@ -39,7 +39,7 @@ use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use sandwit::{Cancel, Host, PythonSandbox};
 
-pub use auth::{Role, Tokens, token_digest_hex};
+pub use auth::{NAMESPACE_SEPARATORS, Role, Tokens, token_digest_hex};
 pub use error::ApiError;
 pub use mcp_sessions::McpSessionLimits;
 pub use rate::DEFAULT_TOKEN_RATE;

@@ -47,6 +47,7 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use sandwit::json::value_from_json;
 use sandwit::{AgentCtx, Budget, Cancel, ContentPart, MethodResult, RunOptions, RunStatus};
 use serde_json::{Map, Value as Json, json};
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::Caller;
@@ -293,8 +294,8 @@ impl McpServer {
         let task_state = state.clone();
         let caller = who.caller.clone();
         let mut task = tokio::spawn(async move {
-            // The answer goes out through the session's bounded channel
-            // (and sessions are capped), so the run's place is not held.
+            // The answer goes out on the POST's response stream, whose
+            // place `authorize` holds until it has gone out.
             let (outcome, _answering) = task_state
                 .run_registered(id, slot, &who.ctx, &plugins, &code, &options)
                 .await;
@@ -451,19 +452,45 @@ fn outcome_result(outcome: &sandwit::RunOutcome) -> CallToolResult {
 /// naming a session of another token, and hands the caller on to the MCP
 /// server (crate::mcp_sessions).
 async fn authorize(
-    State((state, sessions)): State<(Shared, Arc<Sessions>)>,
+    State((state, sessions, exchanges)): State<(Shared, Arc<Sessions>, Arc<Semaphore>)>,
     request: Request,
     next: Next,
 ) -> Response {
     let (mut parts, body) = request.into_parts();
-    match Caller::from_request_parts(&mut parts, &state).await {
-        Ok(caller) => {
-            let token = caller.name.clone();
-            parts.extensions.insert(caller);
-            crate::mcp_sessions::guard(&sessions, token, Request::from_parts(parts, body), next)
-                .await
+    let caller = match Caller::from_request_parts(&mut parts, &state).await {
+        Ok(caller) => caller,
+        Err(e) => return e.into_response(),
+    };
+    // A POST carries a message whose answer (a tool call's result, a run's
+    // outcome) comes back on the POST's own response stream: each holds a
+    // place until that stream has gone out, so the answers held for MCP
+    // clients are bounded as /v1's are (crate::answer).
+    let place = if parts.method == axum::http::Method::POST {
+        match exchanges.clone().try_acquire_owned() {
+            Ok(place) => Some(place),
+            Err(_) => {
+                return crate::error::ApiError::unavailable(
+                    "queue-full",
+                    format!(
+                        "every one of the {} MCP exchanges answered at once (--max-runs \
+                         plus --queue) is taken; try again shortly",
+                        state.config.max_running.max(1) + state.config.max_waiting
+                    ),
+                    1,
+                )
+                .into_response();
+            }
         }
-        Err(e) => e.into_response(),
+    } else {
+        None
+    };
+    let token = caller.name.clone();
+    parts.extensions.insert(caller);
+    let response =
+        crate::mcp_sessions::guard(&sessions, token, Request::from_parts(parts, body), next).await;
+    match place {
+        Some(place) => crate::answer::holding(response, place),
+        None => response,
     }
 }
 
@@ -501,10 +528,13 @@ pub(crate) fn routes(state: &Shared) -> Router<Shared> {
         Arc::new(Manager(sessions.clone())),
         config,
     );
+    let exchanges = Arc::new(Semaphore::new(
+        state.config.max_running.max(1) + state.config.max_waiting,
+    ));
     Router::new()
         .route_service("/mcp", service)
         .layer(axum::middleware::from_fn_with_state(
-            (state.clone(), sessions),
+            (state.clone(), sessions, exchanges),
             authorize,
         ))
 }

@@ -182,7 +182,7 @@ impl Server {
     }
 
     /// The value of the metric line starting `prefix`, if there is one.
-    fn metric(&self, prefix: &str) -> Option<f64> {
+    pub(crate) fn metric(&self, prefix: &str) -> Option<f64> {
         let (_, text) = self.get("/metrics", Some(ADMIN));
         text.lines()
             .find_map(|l| l.strip_prefix(prefix)?.trim().parse().ok())

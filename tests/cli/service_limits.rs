@@ -146,7 +146,7 @@ fn an_initialize_flood_from_one_token_leaves_at_most_its_cap_alive() {
     // on is what sessions hold.
     let first = session(&server, USER);
     assert_eq!(mcp(&server, "DELETE", USER, Some(&first), None).status, 202);
-    let before = rss_kib(&server);
+    let before = quiet_rss_kib(&server);
 
     const FLOOD: usize = 3_000;
     const THREADS: usize = 6;
@@ -317,7 +317,7 @@ fn a_streaming_client_that_stops_reading_has_its_run_cancelled() {
         json!({"code": "print(1)", "chat_key": "c"}),
     );
     assert_eq!((status, &outcome["status"]), (200, &json!("ok")));
-    let before = rss_kib(&server);
+    let before = quiet_rss_kib(&server);
 
     let address = server.base.strip_prefix("http://").unwrap();
     let mut stream = TcpStream::connect(address).unwrap();
@@ -377,7 +377,7 @@ fn answers_nobody_reads_hold_their_queue_places_until_the_stall_limit() {
         json!({"code": "print(1)", "chat_key": "c"}),
     );
     assert_eq!((status, &outcome["status"]), (200, &json!("ok")));
-    let before = rss_kib(&server);
+    let before = quiet_rss_kib(&server);
 
     let address = server.base.strip_prefix("http://").unwrap();
     // A million control characters to stdout and to stderr: about 12 MB of
@@ -446,4 +446,152 @@ fn answers_nobody_reads_hold_their_queue_places_until_the_stall_limit() {
         std::thread::sleep(Duration::from_millis(200));
     }
     drop(unread);
+}
+
+/// Sends `request` (a whole HTTP request to `path` with `body`, a token and
+/// `extra` headers) on a new connection whose answer is never read.
+fn unread(server: &Server, path: &str, body: &Value, extra: &str) -> TcpStream {
+    let address = server.base.strip_prefix("http://").unwrap();
+    let mut stream = TcpStream::connect(address).unwrap();
+    let body = body.to_string();
+    write!(
+        stream,
+        "POST {path} HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {USER}\r\n{extra}\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    stream
+}
+
+/// The server's resident memory once its sandbox is done preparing
+/// (interpreters reused across runs: the interpreter's second compile, on
+/// a background thread, is over; bounded) and it has stopped moving: the
+/// level an attack's growth is measured from.
+fn quiet_rss_kib(server: &Server) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while server.metric("sandwit_interpreters_reusable") != Some(1.0) {
+        assert!(
+            Instant::now() < deadline,
+            "the sandbox never started reusing interpreters"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    settled_rss_kib(server)
+}
+
+/// The server's resident memory once it has stopped moving (two samples
+/// 300 ms apart within 1 MiB), or after 5 s.
+fn settled_rss_kib(server: &Server) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut last = rss_kib(server);
+    loop {
+        std::thread::sleep(Duration::from_millis(300));
+        let now = rss_kib(server);
+        if now.abs_diff(last) < 1024 || Instant::now() > deadline {
+            return now;
+        }
+        last = now;
+    }
+}
+
+/// Tries `attempt` until it answers `want`, for at most a minute.
+fn until_status(what: &str, want: u16, mut attempt: impl FnMut() -> (u16, String)) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (status, body) = attempt();
+        if status == want {
+            return body;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: never {want}, last {status} {body}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Direct calls and MCP exchanges whose clients never read their 16 MB
+/// answers hold their places as runs' answers do: with one slot and one
+/// queue place, two unread answers refuse the next call (503
+/// `queue-full`); over MCP, two unread tool calls refuse the next `POST
+/// /mcp`; once the writes have stalled past the limit, both are served
+/// again. What the server held stays within a stated bound.
+#[test]
+fn call_and_mcp_answers_nobody_reads_hold_their_places_until_the_stall_limit() {
+    let server = serve(
+        "limits-unread-calls",
+        &[crate::common::artifacts::HOSTILE],
+        "",
+        &[
+            "--max-runs",
+            "1",
+            "--queue",
+            "1",
+            "--write-stall-ms",
+            "15000",
+        ],
+    );
+    let call = "/v1/plugins/hostile/methods/long_text:call";
+    let small = json!({"args": {"size": 10}, "chat_key": "c"});
+    let (status, report) = server.post(call, USER, small.clone());
+    assert_eq!((status, &report["ok"]), (200, &json!(true)), "{report}");
+    let before = quiet_rss_kib(&server);
+    let calls = "sandwit_call_duration_seconds_count{plugin=\"hostile\",method=\"long_text\"}";
+
+    let big = json!({"args": {"size": 16_000_000}, "chat_key": "c"});
+    let unread_calls: Vec<TcpStream> = (0..2).map(|_| unread(&server, call, &big, "")).collect();
+    server.await_metric(calls, 3.0);
+    let refused = until_status("a call with both places held", 503, || {
+        let (status, body) = server.post(call, USER, small.clone());
+        (status, body.to_string())
+    });
+    assert!(refused.contains("queue-full"), "{refused}");
+    // What making and holding two 16 MB answers took (copies in the
+    // plugin, the value, its JSON; the second may still be rendering) ...
+    let held = settled_rss_kib(&server);
+    // ... and twenty more clients asking for as much and reading nothing
+    // add nothing like it: they are refused before their call is made.
+    let more: Vec<TcpStream> = (0..20).map(|_| unread(&server, call, &big, "")).collect();
+    let after = settled_rss_kib(&server);
+    let bound = 16 * 1024;
+    assert!(
+        after < held + bound,
+        "two answers held: {held} KiB (from {before}); twenty more unread clients: {after} KiB \
+         (bound {bound} KiB more)"
+    );
+    drop(more);
+    until_status("a call once the stalled answers were dropped", 200, || {
+        let (status, body) = server.post(call, USER, small.clone());
+        (status, body.to_string())
+    });
+    drop(unread_calls);
+
+    let id = session(&server, USER);
+    let tool_call = |n: u64| {
+        json!({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+               "params": {"name": "long_text", "arguments": {"size": 16_000_000}}})
+    };
+    let headers = format!(
+        "Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: {REVISION}\r\n\
+         Mcp-Session-Id: {id}\r\n"
+    );
+    let unread_mcp: Vec<TcpStream> = (0..2)
+        .map(|n| unread(&server, "/mcp", &tool_call(10 + n), &headers))
+        .collect();
+    server.await_metric(calls, 6.0);
+    let refused = until_status("a POST /mcp with both places held", 503, || {
+        let answer = list_tools(&server, USER, &id);
+        (answer.status, answer.body)
+    });
+    assert!(refused.contains("queue-full"), "{refused}");
+    until_status(
+        "a POST /mcp once the stalled answers were dropped",
+        200,
+        || {
+            let answer = list_tools(&server, USER, &id);
+            (answer.status, answer.body)
+        },
+    );
+    drop(unread_mcp);
 }
