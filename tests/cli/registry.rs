@@ -1590,9 +1590,10 @@ fn one_publisher_cannot_hold_every_upload_place() {
     server
         .publish(&bob, &bob_key, &read(artifacts::CALC))
         .expect(201, None);
-    // With bob's two slow ones too, the registry's four places are taken.
+    // With bob's two slow ones too, the registry's four places are taken
+    // (bob's publish above logged its own line: three more in all).
     held.extend([slow(&bob, &bob_key), slow(&bob, &bob_key)]);
-    server.wait_for_logs("reading an upload", 2);
+    server.wait_for_logs("reading an upload", 3);
     server
         .publish(&carol, &carol_key, b"not a component")
         .expect(503, Some("busy"));

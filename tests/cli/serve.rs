@@ -38,22 +38,34 @@ pub(crate) fn digest(token: &str) -> String {
 /// Starts a server offering `plugins`, with `policy` and `extra` arguments,
 /// and waits for the address it prints.
 pub(crate) fn serve(name: &str, plugins: &[&str], policy: &str, extra: &[&str]) -> Server {
-    let dir = tempdir("serve", name);
+    let tokens = format!("ops admin {}\napp user {}\n", digest(ADMIN), digest(USER));
+    serve_with(("serve", name), plugins, policy, extra, &tokens, &[])
+}
+
+/// Starts `sandwit serve` in a new folder `dir` (a kind and a name)
+/// offering `plugins` under `policy`, with `extra` flags, the token file
+/// `tokens` and the environment `env` added.
+pub(crate) fn serve_with(
+    dir: (&str, &str),
+    plugins: &[&str],
+    policy: &str,
+    extra: &[&str],
+    tokens: &str,
+    env: &[(&str, &str)],
+) -> Server {
+    let dir = tempdir(dir.0, dir.1);
     let plugin_dir = dir.join("plugins");
     std::fs::create_dir_all(&plugin_dir).unwrap();
     for plugin in plugins {
         let path = Path::new(plugin);
         std::fs::copy(path, plugin_dir.join(path.file_name().unwrap())).unwrap();
     }
-    let tokens = dir.join("tokens");
-    std::fs::write(
-        &tokens,
-        format!("ops admin {}\napp user {}\n", digest(ADMIN), digest(USER)),
-    )
-    .unwrap();
+    let token_file = dir.join("tokens");
+    std::fs::write(&token_file, tokens).unwrap();
     let policy_file = dir.join("policy.toml");
     std::fs::write(&policy_file, policy).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_sandwit"))
+        .envs(env.iter().copied())
         .arg("--cache-dir")
         .arg(cache_dir())
         .arg("--store")
@@ -63,7 +75,7 @@ pub(crate) fn serve(name: &str, plugins: &[&str], policy: &str, extra: &[&str]) 
         .args(["serve", "--addr", "127.0.0.1:0", "--plugins"])
         .arg(&plugin_dir)
         .arg("--token-file")
-        .arg(&tokens)
+        .arg(&token_file)
         .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -5,10 +5,6 @@
 //! `/metrics` is an admin's; caller-chosen keys reach the log escaped; and
 //! direct calls and lifecycle hooks wait in a bounded queue.
 
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{CallToolRequestParams, PaginatedRequestParams};
@@ -17,8 +13,8 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
-use crate::common::{artifacts, cache_dir, pin_line, tempdir};
-use crate::serve::{ADMIN, Server, USER, digest};
+use crate::common::{artifacts, pin_line};
+use crate::serve::{ADMIN, Server, USER, digest, serve_with};
 
 /// The token of the tenant `acme`, whose namespace is `acme:`.
 const ACME: &str = "acme-token-for-tests";
@@ -29,68 +25,15 @@ const GLOBEX: &str = "globex-token-for-tests";
 /// token, a user token without a namespace ([`USER`]) and the tenants
 /// [`ACME`] and [`GLOBEX`]; logs at `info` on stderr.
 fn serve(name: &str, plugins: &[&str], policy: &str, extra: &[&str]) -> Server {
-    let dir = tempdir("tenants", name);
-    let plugin_dir = dir.join("plugins");
-    std::fs::create_dir_all(&plugin_dir).unwrap();
-    for plugin in plugins {
-        let path = Path::new(plugin);
-        std::fs::copy(path, plugin_dir.join(path.file_name().unwrap())).unwrap();
-    }
-    let tokens = dir.join("tokens");
-    std::fs::write(
-        &tokens,
-        format!(
-            "ops admin {}\napp user {}\nacme user {} acme:\nglobex user {} globex:\n",
-            digest(ADMIN),
-            digest(USER),
-            digest(ACME),
-            digest(GLOBEX)
-        ),
-    )
-    .unwrap();
-    let policy_file = dir.join("policy.toml");
-    std::fs::write(&policy_file, policy).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sandwit"))
-        .env("SANDWIT_LOG", "info")
-        .env("NO_COLOR", "1")
-        .arg("--cache-dir")
-        .arg(cache_dir())
-        .arg("--store")
-        .arg(dir.join("store.db"))
-        .arg("--policy")
-        .arg(&policy_file)
-        .args(["serve", "--addr", "127.0.0.1:0", "--plugins"])
-        .arg(&plugin_dir)
-        .arg("--token-file")
-        .arg(&tokens)
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = Arc::new(Mutex::new(String::new()));
-    {
-        let (pipe, stderr) = (child.stderr.take().unwrap(), stderr.clone());
-        std::thread::spawn(move || {
-            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                eprintln!("{line}");
-                stderr.lock().unwrap().push_str(&format!("{line}\n"));
-            }
-        });
-    }
-    let base = crate::common::listening_base(&mut child);
-    let agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(60)))
-        .build()
-        .into();
-    Server {
-        child,
-        base,
-        agent,
-        plugin_dir,
-        stderr,
-    }
+    let tokens = format!(
+        "ops admin {}\napp user {}\nacme user {} acme:\nglobex user {} globex:\n",
+        digest(ADMIN),
+        digest(USER),
+        digest(ACME),
+        digest(GLOBEX)
+    );
+    let env = [("SANDWIT_LOG", "info"), ("NO_COLOR", "1")];
+    serve_with(("tenants", name), plugins, policy, extra, &tokens, &env)
 }
 
 /// Asserts a 403 `outside-namespace` whose message names `field` and the
@@ -457,18 +400,27 @@ fn direct_calls_and_hooks_wait_in_a_bounded_queue() {
         ],
     );
     let sum = json!({"args": {"num1": 1, "num2": 2}, "chat_key": "c"});
+    let spin = || {
+        server.post(
+            "/v1/plugins/hostile/methods/spin:call",
+            USER,
+            json!({"args": {}, "chat_key": "c"}),
+        )
+    };
     std::thread::scope(|scope| {
-        let spinner = scope.spawn(|| {
-            server.post(
-                "/v1/plugins/hostile/methods/spin:call",
-                USER,
-                json!({"args": {}, "chat_key": "c"}),
-            )
-        });
+        let mut spinner = scope.spawn(spin);
         // Calls go through until the spinning one holds the slot (waited
-        // for, bounded); then they are refused at once.
+        // for, bounded); then they are refused at once. A spinning call
+        // that came second to one of these calls was refused itself: it
+        // is sent again.
         let mut refused = None;
         for _ in 0..400 {
+            if spinner.is_finished() {
+                let (status, report) = std::mem::replace(&mut spinner, scope.spawn(spin))
+                    .join()
+                    .unwrap();
+                assert_eq!(status, 503, "the spinning call ended: {report}");
+            }
             let response = server
                 .agent
                 .post(format!(
