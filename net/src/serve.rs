@@ -42,9 +42,11 @@ use tower::ServiceExt;
 use crate::address_key;
 use crate::stall::WriteStall;
 
-/// The most a connection buffers of a request's head (hyper's smallest
-/// allowed read buffer is 8 KiB). Headers past it are refused with 431.
-pub const MAX_BUFFER_BYTES: usize = 64 * 1024;
+/// The most a connection buffers of a request's head, and of an answer
+/// waiting to be written (hyper's smallest allowed buffer is 8 KiB):
+/// headers past it are refused with 431. With the per-address bound, what
+/// one client's unfinished heads can hold is 2 MiB.
+pub const MAX_BUFFER_BYTES: usize = 16 * 1024;
 
 /// How long the accept loop pauses after an error that is not about one
 /// connection (out of descriptors, say), so that it does not spin.
