@@ -4,9 +4,11 @@
 //! connection bounded ([`serve`]): in number (overall and per client
 //! address), in the time its request headers may take (and its idle time
 //! between requests), and in how long an answer may wait for a client
-//! that stopped reading.
+//! that stopped reading; and an answer given before a request's body was
+//! read reaches a client still sending it ([`linger`]).
 #![deny(missing_docs)]
 
+pub mod linger;
 pub mod rate;
 pub mod serve;
 mod stall;

@@ -85,6 +85,9 @@ pub fn app(registry: Registry, config: &Config, extra: Router) -> Router {
             Error::Internal(anyhow::anyhow!("a handler panicked")).into_response()
         }))
         .layer(middleware::from_fn(log))
+        // Outermost: a refusal before the body was read (a cross-site form,
+        // a stranger's upload) still reaches a client sending it.
+        .layer(middleware::from_fn(sandwit_net::linger::drain_unread))
 }
 
 /// Serves `registry` (and the routes of `extra`, see [`app`]) on
