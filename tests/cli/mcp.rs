@@ -21,7 +21,8 @@ use crate::common::{artifacts, cache_dir, tempdir};
 const ADMIN: &str = "admin-token-for-mcp-tests";
 const USER: &str = "user-token-for-mcp-tests";
 
-type Client = RunningService<RoleClient, ()>;
+/// An rmcp client of the service.
+pub(crate) type Client = RunningService<RoleClient, ()>;
 
 /// A server's stderr, a line at a time.
 struct Log(mpsc::UnboundedReceiver<String>);
@@ -49,7 +50,8 @@ fn log_channel() -> (mpsc::UnboundedSender<String>, Log) {
     (tx, Log(rx))
 }
 
-fn runtime() -> tokio::runtime::Runtime {
+/// A runtime for a test's MCP client.
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -156,11 +158,10 @@ fn serve(name: &str, plugins: &[&str]) -> (Server, Log) {
     (Server { child, base }, log)
 }
 
-/// An rmcp client of `/mcp` with `token`.
-async fn http_client(server: &Server, token: &str) -> Client {
+/// An rmcp client of the `/mcp` of the server at `base` with `token`.
+pub(crate) async fn http_client(base: &str, token: &str) -> Client {
     let transport = StreamableHttpClientTransport::from_config(
-        StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", server.base))
-            .auth_header(token),
+        StreamableHttpClientTransportConfig::with_uri(format!("{base}/mcp")).auth_header(token),
     );
     ().serve(transport).await.expect("initializing over HTTP")
 }
@@ -376,7 +377,7 @@ fn mcp_over_http_serves_tools_runs_and_cancellation_behind_tokens() {
     assert_eq!(server.post("/mcp", Some("nope"), initialize).0, 401);
 
     runtime().block_on(async {
-        let client = http_client(&server, USER).await;
+        let client = http_client(&server.base, USER).await;
         exercise(&client, &mut log, "mcp:app").await;
 
         // A disabled plugin's tools leave the next listing and cannot be
@@ -466,7 +467,7 @@ fn mcp_sessions_do_not_hold_up_a_graceful_shutdown() {
     let rt = runtime();
     // An open session (with its event stream) at SIGTERM.
     let client = rt.block_on(async {
-        let client = http_client(&server, USER).await;
+        let client = http_client(&server.base, USER).await;
         assert!(
             tool_names(&client)
                 .await

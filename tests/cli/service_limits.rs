@@ -379,46 +379,27 @@ fn answers_nobody_reads_hold_their_queue_places_until_the_stall_limit() {
     assert_eq!((status, &outcome["status"]), (200, &json!("ok")));
     let before = quiet_rss_kib(&server);
 
-    let address = server.base.strip_prefix("http://").unwrap();
     // A million control characters to stdout and to stderr: about 12 MB of
     // JSON, far more than the sockets' buffers take.
     let body = json!({
         "code": "import sys\nsys.stdout.write('\\x01' * 1_000_000)\nsys.stderr.write('\\x02' * 1_000_000)",
         "chat_key": "c",
-    })
-    .to_string();
+    });
     let unread: Vec<TcpStream> = (0..2)
-        .map(|_| {
-            let mut stream = TcpStream::connect(address).unwrap();
-            write!(
-                stream,
-                "POST /v1/runs HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {USER}\r\n\
-                 Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-                body.len()
-            )
-            .unwrap();
-            stream
-        })
+        .map(|_| unread(&server, "/v1/runs", &body, ""))
         .collect();
     // Both ran (one after the other) and wait to be read.
     server.await_metric("sandwit_runs_total{status=\"ok\"}", 3.0);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    let run = |n: u32| {
         let (status, answer) = server.post(
             "/v1/runs",
             USER,
-            json!({"code": "print(2)", "chat_key": "c"}),
+            json!({"code": format!("print({n})"), "chat_key": "c"}),
         );
-        if status == 503 {
-            assert_eq!(answer["error"], "queue-full", "{answer}");
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "runs were still admitted with both places held: {status} {answer}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        (status, answer)
+    };
+    let refused = until_status("a run with both places held", 503, || run(2));
+    assert_eq!(refused["error"], "queue-full", "{refused}");
     let held = rss_kib(&server);
     // Two answers of about 12 MB each, and what producing them took.
     let bound = 96 * 1024;
@@ -428,23 +409,8 @@ fn answers_nobody_reads_hold_their_queue_places_until_the_stall_limit() {
     );
     // The clients still read nothing: their writes stall, the server
     // closes them, and runs are admitted again.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let (status, answer) = server.post(
-            "/v1/runs",
-            USER,
-            json!({"code": "print(3)", "chat_key": "c"}),
-        );
-        if status == 200 {
-            assert_eq!(answer["stdout"], "3\n", "{answer}");
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the unread answers were never let go: {status} {answer}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let answer = until_status("a run once the unread answers were let go", 200, || run(3));
+    assert_eq!(answer["stdout"], "3\n", "{answer}");
     drop(unread);
 }
 
@@ -495,8 +461,13 @@ fn settled_rss_kib(server: &Server) -> u64 {
     }
 }
 
-/// Tries `attempt` until it answers `want`, for at most a minute.
-fn until_status(what: &str, want: u16, mut attempt: impl FnMut() -> (u16, String)) -> String {
+/// Tries `attempt` until it answers `want`, for at most a minute; the
+/// answer's body.
+fn until_status<T: std::fmt::Display>(
+    what: &str,
+    want: u16,
+    mut attempt: impl FnMut() -> (u16, T),
+) -> T {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let (status, body) = attempt();
@@ -542,11 +513,9 @@ fn call_and_mcp_answers_nobody_reads_hold_their_places_until_the_stall_limit() {
     let big = json!({"args": {"size": 16_000_000}, "chat_key": "c"});
     let unread_calls: Vec<TcpStream> = (0..2).map(|_| unread(&server, call, &big, "")).collect();
     server.await_metric(calls, 3.0);
-    let refused = until_status("a call with both places held", 503, || {
-        let (status, body) = server.post(call, USER, small.clone());
-        (status, body.to_string())
-    });
-    assert!(refused.contains("queue-full"), "{refused}");
+    let small_call = || server.post(call, USER, small.clone());
+    let refused = until_status("a call with both places held", 503, small_call);
+    assert_eq!(refused["error"], "queue-full", "{refused}");
     // What making and holding two 16 MB answers took (copies in the
     // plugin, the value, its JSON; the second may still be rendering) ...
     let held = settled_rss_kib(&server);
@@ -561,10 +530,11 @@ fn call_and_mcp_answers_nobody_reads_hold_their_places_until_the_stall_limit() {
          (bound {bound} KiB more)"
     );
     drop(more);
-    until_status("a call once the stalled answers were dropped", 200, || {
-        let (status, body) = server.post(call, USER, small.clone());
-        (status, body.to_string())
-    });
+    until_status(
+        "a call once the stalled answers were dropped",
+        200,
+        small_call,
+    );
     drop(unread_calls);
 
     let id = session(&server, USER);

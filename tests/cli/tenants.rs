@@ -8,12 +8,10 @@
 use std::time::Duration;
 
 use rmcp::model::{CallToolRequestParams, PaginatedRequestParams};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
 use crate::common::{artifacts, pin_line};
+use crate::mcp::{Client, http_client, runtime};
 use crate::serve::{ADMIN, Server, USER, digest, serve_with};
 
 /// The token of the tenant `acme`, whose namespace is `acme:`.
@@ -50,25 +48,6 @@ fn assert_outside(status: u16, body: &Value, field: &str) {
 
 fn json_of(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or(Value::String(text.to_string()))
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-type Client = rmcp::service::RunningService<RoleClient, ()>;
-
-/// An rmcp client of the server's `/mcp` with `token`.
-async fn mcp_client(server: &Server, token: &str) -> Client {
-    let transport = StreamableHttpClientTransport::from_config(
-        StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", server.base))
-            .auth_header(token),
-    );
-    ().serve(transport).await.expect("initializing over HTTP")
 }
 
 /// A call of the tool `name` with `arguments` and `meta` as `_meta`; its
@@ -168,7 +147,7 @@ fn a_namespaced_token_names_only_its_own_chats_and_users() {
     // MCP: `_meta` outside the namespace is refused, naming it; the
     // defaults are the namespace's own.
     runtime().block_on(async {
-        let client = mcp_client(&server, ACME).await;
+        let client = http_client(&server.base, ACME).await;
         for (key, value) in [
             ("sandwit/chat_key", "globex:room"),
             ("sandwit/user_id", "globex:bob"),
@@ -345,7 +324,7 @@ fn a_chat_key_reaches_the_log_escaped() {
     let server = serve("log", &[artifacts::CALC], "", &[]);
     let forged = "acme:evil\n\u{1b}[31mFORGED line";
     runtime().block_on(async {
-        let client = mcp_client(&server, ACME).await;
+        let client = http_client(&server.base, ACME).await;
         let result = mcp_call(
             &client,
             "run_python",
@@ -450,7 +429,7 @@ fn direct_calls_and_hooks_wait_in_a_bounded_queue() {
             );
         }
         runtime().block_on(async {
-            let client = mcp_client(&server, USER).await;
+            let client = http_client(&server.base, USER).await;
             let result = mcp_call(
                 &client,
                 "calculate_sum",
