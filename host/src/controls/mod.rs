@@ -168,11 +168,54 @@ pub(crate) struct Controls {
     /// ([`AgentCtx::namespace`]), so one tenant cannot spend or trip
     /// another's. Namespaces come from the embedder, never from a plugin
     /// or the code run, so the map grows with them alone.
-    plugins: RwLock<HashMap<EntryKey, Arc<PluginEntry>>>,
+    plugins: RwLock<PluginEntries>,
 }
 
-/// A plugin's entry's key: the namespace and the plugin's id.
-type EntryKey = (Option<String>, String);
+/// The plugins' entries, by namespace and plugin id: looked up by `&str`
+/// without allocating (every call looks one up), the keys made once, with
+/// the entry.
+#[derive(Default)]
+struct PluginEntries {
+    /// Calls without a namespace.
+    unscoped: HashMap<String, Arc<PluginEntry>>,
+    by_namespace: HashMap<String, HashMap<String, Arc<PluginEntry>>>,
+}
+
+impl PluginEntries {
+    fn get(&self, namespace: Option<&str>, plugin: &str) -> Option<&Arc<PluginEntry>> {
+        match namespace {
+            None => self.unscoped.get(plugin),
+            Some(ns) => self.by_namespace.get(ns)?.get(plugin),
+        }
+    }
+
+    /// The entry of `plugin` in `namespace`, made by `make` if it has none.
+    fn get_or_insert(
+        &mut self,
+        namespace: Option<&str>,
+        plugin: &str,
+        make: impl FnOnce() -> PluginEntry,
+    ) -> Arc<PluginEntry> {
+        let by_id = match namespace {
+            None => &mut self.unscoped,
+            Some(ns) => self.by_namespace.entry(ns.to_string()).or_default(),
+        };
+        by_id
+            .entry(plugin.to_string())
+            .or_insert_with(|| Arc::new(make()))
+            .clone()
+    }
+
+    /// Every entry with its namespace and plugin id.
+    fn iter(&self) -> impl Iterator<Item = (Option<&String>, &String, &Arc<PluginEntry>)> {
+        let unscoped = self.unscoped.iter().map(|(id, e)| (None, id, e));
+        let scoped = self
+            .by_namespace
+            .iter()
+            .flat_map(|(ns, by_id)| by_id.iter().map(move |(id, e)| (Some(ns), id, e)));
+        unscoped.chain(scoped)
+    }
+}
 
 /// A plugin's controls: those its `controls` set (shared by the methods
 /// that do not set their own) and each method's entry.
@@ -247,7 +290,7 @@ impl Controls {
             run_budget: policy.budgets.per_run.map(to_micros),
             chats: (policy.budgets.per_chat)
                 .map(|budget| Arc::new(ChatBudgets::new(to_micros(budget)))),
-            plugins: RwLock::new(HashMap::new()),
+            plugins: RwLock::new(PluginEntries::default()),
         }
     }
 
@@ -481,13 +524,13 @@ impl Controls {
         let now = self.clock.now();
         let plugins = self.plugins.read().unwrap_or_else(|e| e.into_inner());
         let mut methods = Vec::new();
-        for ((namespace, plugin), entry) in plugins.iter() {
+        for (namespace, plugin, entry) in plugins.iter() {
             let entries = entry.methods.read().unwrap_or_else(|e| e.into_inner());
             for (method, entry) in entries.iter() {
                 let c = &entry.counters;
                 let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
                 methods.push(MethodStats {
-                    namespace: namespace.clone(),
+                    namespace: namespace.cloned(),
                     plugin: plugin.clone(),
                     method: method.clone(),
                     calls: read(&c.calls),
@@ -522,17 +565,15 @@ impl Controls {
     /// The entry of `plugin`'s `method` in `namespace`, made on its first
     /// call there.
     fn entry(&self, namespace: Option<&str>, plugin: &str, method: &str) -> Arc<MethodEntry> {
-        let key = (namespace.map(str::to_string), plugin.to_string());
         let plugin_entry = {
             let plugins = self.plugins.read().unwrap_or_else(|e| e.into_inner());
-            plugins.get(&key).cloned()
+            plugins.get(namespace, plugin).cloned()
         };
         let plugin_entry = plugin_entry.unwrap_or_else(|| {
-            let mut plugins = self.plugins.write().unwrap_or_else(|e| e.into_inner());
-            plugins
-                .entry(key)
-                .or_insert_with(|| Arc::new(self.plugin_entry(plugin)))
-                .clone()
+            self.plugins
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .get_or_insert(namespace, plugin, || self.plugin_entry(plugin))
         });
         if let Some(entry) = plugin_entry
             .methods
