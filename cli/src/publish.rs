@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::HostArgs;
-use crate::registry_client::{Refusal, Registry, clean};
+use crate::registry_client::{Refusal, clean};
 use crate::{inspect, worker};
 
 #[derive(Args)]
@@ -29,18 +29,8 @@ pub struct SignArgs {
 pub struct PublishArgs {
     /// The plugin component (`.wasm`).
     plugin: PathBuf,
-    /// The registry's URL (https://...; http:// only to a loopback address).
-    #[arg(long, value_name = "URL")]
-    registry: String,
-    /// Your API token. Prefer $SANDWIT_REGISTRY_TOKEN: it stays out of shell
-    /// history and `ps`.
-    #[arg(
-        long,
-        env = "SANDWIT_REGISTRY_TOKEN",
-        hide_env_values = true,
-        value_name = "TOKEN"
-    )]
-    token: String,
+    #[command(flatten)]
+    login: crate::registry_client::Login,
     /// The secret key file that signs it (`sandwit keygen`). Its public key
     /// is registered for your account if it is not yet.
     #[arg(long, value_name = "FILE")]
@@ -98,7 +88,7 @@ pub fn publish(args: PublishArgs, host: &HostArgs) -> anyhow::Result<ExitCode> {
     }
     let digest = digest_of(&bytes);
     let signature = key.sign_digest(&digest)?.to_string();
-    let registry = Registry::new(&args.registry, Some(args.token.clone()))?;
+    let registry = args.login.client()?;
 
     // The key is registered with the proof that this account holds it: its
     // signature of `sandwit-key-registration-v2:<registry>:<account>:<key>`,

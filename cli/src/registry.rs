@@ -56,18 +56,8 @@ struct RevokeArgs {
     /// FILE.pub holds).
     #[arg(value_name = "KEY")]
     key: sandwit::signing::PublicKey,
-    /// The registry's URL (https://...; http:// only to a loopback address).
-    #[arg(long, value_name = "URL")]
-    registry: String,
-    /// Your API token. Prefer $SANDWIT_REGISTRY_TOKEN: it stays out of shell
-    /// history and `ps`.
-    #[arg(
-        long,
-        env = "SANDWIT_REGISTRY_TOKEN",
-        hide_env_values = true,
-        value_name = "TOKEN"
-    )]
-    token: String,
+    #[command(flatten)]
+    login: crate::registry_client::Login,
 }
 
 #[derive(Subcommand)]
@@ -172,7 +162,7 @@ fn revoke(args: RevokeArgs) -> anyhow::Result<ExitCode> {
     struct Revoked {
         revoked_at: String,
     }
-    let registry = crate::registry_client::Registry::new(&args.registry, Some(args.token))?;
+    let registry = args.login.client()?;
     let body = serde_json::json!({ "public_key": args.key.to_string() }).to_string();
     let answer =
         registry.post::<Revoked>("/v1/keys/revoke", "application/json", &[], body.as_bytes())?;

@@ -61,6 +61,31 @@ impl std::fmt::Display for Refusal {
     }
 }
 
+/// A registry and the token that acts there: the flags of the commands
+/// that act as an account (`publish`, `registry key revoke`).
+#[derive(clap::Args)]
+pub struct Login {
+    /// The registry's URL (https://...; http:// only to a loopback address).
+    #[arg(long, value_name = "URL")]
+    pub registry: String,
+    /// Your API token. Prefer $SANDWIT_REGISTRY_TOKEN: it stays out of shell
+    /// history and `ps`.
+    #[arg(
+        long,
+        env = "SANDWIT_REGISTRY_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    pub token: String,
+}
+
+impl Login {
+    /// A client of the registry acting with the token.
+    pub fn client(&self) -> anyhow::Result<Registry> {
+        Registry::new(&self.registry, Some(self.token.clone()))
+    }
+}
+
 /// What a request gave: the answer, or the registry's refusal.
 pub type Answer<T> = Result<T, Refusal>;
 

@@ -1311,6 +1311,21 @@ fn a_compressed_bomb_is_checked_as_the_bytes_it_is() {
     server.get("/healthz").expect(200, None);
 }
 
+/// An upload by `token` signed with `key` that declares 1 MB and sends
+/// four bytes of it: it holds an upload place for as long as it is open.
+fn slow_upload(server: &Server, token: &str, key: &SigningKey) -> TcpStream {
+    let mut stream = TcpStream::connect(server.authority()).unwrap();
+    write!(
+        stream,
+        "POST /v1/plugins HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\
+         Sandwit-Signature: {}\r\nContent-Type: application/wasm\r\n\
+         Content-Length: 1000000\r\n\r\n\0asm",
+        sign(key, b""),
+    )
+    .unwrap();
+    stream
+}
+
 /// Uploads whose bodies are still arriving hold their place: with one check
 /// at once the registry reads at most four uploads (two per account), and a
 /// fifth is told to come back (503) before its body is read, so slow
@@ -1338,18 +1353,7 @@ fn uploads_in_flight_are_bounded_503_beyond() {
         (&bob, &bob_key),
     ]
     .into_iter()
-    .map(|(token, key)| {
-        let mut stream = TcpStream::connect(server.authority()).unwrap();
-        write!(
-            stream,
-            "POST /v1/plugins HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\
-                 Sandwit-Signature: {}\r\nContent-Type: application/wasm\r\n\
-                 Content-Length: 1000000\r\n\r\n\0asm",
-            sign(key, b""),
-        )
-        .unwrap();
-        stream
-    })
+    .map(|(token, key)| slow_upload(&server, token, key))
     .collect();
     server.wait_for_logs("reading an upload", 4);
     // A third account, with places of its own left, finds the registry's
@@ -1563,18 +1567,7 @@ fn one_publisher_cannot_hold_every_upload_place() {
     };
     let (alice_key, bob_key, carol_key) =
         (key_of(&alice, 22), key_of(&bob, 23), key_of(&carol, 24));
-    let slow = |token: &str, key: &SigningKey| {
-        let mut stream = TcpStream::connect(server.authority()).unwrap();
-        write!(
-            stream,
-            "POST /v1/plugins HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\
-             Sandwit-Signature: {}\r\nContent-Type: application/wasm\r\n\
-             Content-Length: 1000000\r\n\r\n\0asm",
-            sign(key, b""),
-        )
-        .unwrap();
-        stream
-    };
+    let slow = |token: &str, key: &SigningKey| slow_upload(&server, token, key);
     let mut held = vec![slow(&alice, &alice_key), slow(&alice, &alice_key)];
     server.wait_for_logs("reading an upload", 2);
     let refused = server.publish(&alice, &alice_key, b"not a component");
