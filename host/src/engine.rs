@@ -67,7 +67,12 @@ pub(crate) fn new_engine(
         .consume_fuel(metering.fuel())
         .epoch_interruption(metering.epochs())
         .cranelift_opt_level(wasmtime::OptLevel::Speed)
-        .parallel_compilation(true);
+        .parallel_compilation(true)
+        // Plugins and the component interpreter are accepted without the GC
+        // proposals (and exceptions, which need them in wasmtime 48): the
+        // surface a plugin may use stays what it was before the scientific
+        // interpreter needed the `gc` feature compiled in.
+        .gc_support(false);
     match kind {
         Pool::Shared { instances } => {
             config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling(
@@ -88,6 +93,38 @@ pub(crate) fn new_engine(
                 .with_host_memory(memories);
         }
     }
+    let engine = Engine::new(&config)?;
+    if metering.epochs() {
+        start_epoch_ticker(&engine);
+    }
+    Ok(engine)
+}
+
+/// The engine of a scientific sandbox (`sandbox/scientific`): a core
+/// module that needs wasm exceptions (so wasmtime's GC runtime, with the
+/// deferred reference-counting collector, which frees the exception objects
+/// a call leaves behind), metered as `metering` says, its memories created
+/// by `memories`, and a wasm stack of `max_stack` bytes (CPython's parser
+/// and numpy's C recurse deeper than wasmtime's 512 KiB default).
+pub(crate) fn new_exceptions_engine(
+    metering: Metering,
+    memories: Arc<dyn MemoryCreator>,
+    max_stack: usize,
+) -> anyhow::Result<Engine> {
+    let mut config = Config::new();
+    config
+        .consume_fuel(metering.fuel())
+        .epoch_interruption(metering.epochs())
+        .cranelift_opt_level(wasmtime::OptLevel::Speed)
+        .parallel_compilation(true)
+        .wasm_exceptions(true)
+        .collector(wasmtime::Collector::DeferredReferenceCounting)
+        .max_wasm_stack(max_stack)
+        // Room for the host functions' own frames above the guest's.
+        .async_stack_size(max_stack + (2 << 20))
+        .allocation_strategy(InstanceAllocationStrategy::OnDemand)
+        .memory_init_cow(false)
+        .with_host_memory(memories);
     let engine = Engine::new(&config)?;
     if metering.epochs() {
         start_epoch_ticker(&engine);

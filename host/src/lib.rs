@@ -41,6 +41,7 @@ mod plugin;
 pub mod policy;
 mod python;
 mod runtime;
+mod sandbox;
 mod schema;
 pub mod signing;
 pub mod store;
@@ -60,11 +61,14 @@ pub use host::{
     HostBuilder,
 };
 pub use host_method::{HostMethod, HostMethodFuture};
-pub use limits::{Budget, LimitKind, Limits, MAX_COMPONENT_BYTES, Metering, RunLimits};
+pub use limits::{
+    Budget, LimitKind, Limits, MAX_COMPONENT_BYTES, Metering, RunLimits, SCIENTIFIC_MEMORY_BYTES,
+};
 pub use manifest::{Manifest, MethodSpec, Param};
 pub use plugin::lifecycle::{MAX_INJECTED_PROMPT_BYTES, PluginContext};
 pub use plugin::{CallReport, Plugin};
 pub use policy::Policy;
 pub use python::outcome::{Event, Handoff, LimitHit, LiveEvent, RunError, RunOutcome, RunStatus};
 pub use python::{PluginSet, PluginSetError, PythonSandbox, RunOptions, strip_code_fence};
+pub use sandbox::scientific::{DEFAULT_PRELOAD, ScientificOptions, ScientificSandbox};
 pub use types::{AgentCtx, ContentPart, Media, MethodKind, MethodResult, ServiceFuture, Value};

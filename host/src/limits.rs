@@ -176,6 +176,21 @@ impl Default for RunLimits {
     }
 }
 
+/// The memory limit of a scientific sandbox's runs by default.
+pub const SCIENTIFIC_MEMORY_BYTES: usize = 1 << 30;
+
+impl RunLimits {
+    /// The defaults of a scientific sandbox's runs: as [`RunLimits::default`]
+    /// but 1 GiB of memory (its interpreter holds over 100 MiB before any
+    /// code runs, and a chart or a large frame takes hundreds more).
+    pub fn scientific() -> Self {
+        RunLimits {
+            memory_bytes: SCIENTIFIC_MEMORY_BYTES,
+            ..RunLimits::default()
+        }
+    }
+}
+
 /// Which limit a guest ran into.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -18,4 +18,5 @@ mod loading;
 mod plugins;
 mod python;
 mod python_plugins;
+mod scientific;
 mod services;

@@ -35,7 +35,9 @@ fn main() {
         "plugins",
         "tests/fixtures",
         "python-guest/app.py",
+        "python-guest/crossing.py",
         "python-guest/build",
+        "scripts/scientific",
         "sdk/python/sandwit_plugin",
         "sdk/python/wit",
         "sdk/python/examples",
@@ -83,6 +85,22 @@ fn main() {
     code.push_str(&format!(
         "/// The CPython sandbox component.\npub const PYTHON: &str = {:?};\n",
         python.display().to_string()
+    ));
+    // The scientific interpreter: downloaded once per machine, unpacked
+    // into target/scientific.
+    let output = Command::new("bash")
+        .arg(root.join("scripts/scientific"))
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .expect("running scripts/scientific");
+    assert!(
+        output.status.success(),
+        "installing the scientific interpreter failed"
+    );
+    let dir = root.join(String::from_utf8(output.stdout).unwrap().trim());
+    code.push_str(&format!(
+        "/// The scientific interpreter's directory (scripts/scientific).\npub const SCIENTIFIC: &str = {:?};\n",
+        dir.display().to_string()
     ));
     let status = Command::new("bash")
         .arg(root.join("sdk/python/build-examples"))

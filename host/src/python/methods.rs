@@ -83,17 +83,61 @@ pub(crate) fn add_to_linker(linker: &mut Linker<RunState>) -> wasmtime::Result<(
     )
 }
 
-/// `args` stay in the interpreter's memory, where the call left them: they
+/// The store data of an interpreter whose code calls plugin methods: a
+/// run's state, in it or beside what that kind of interpreter adds.
+pub(crate) trait RunData: Send + 'static {
+    fn run_state(&mut self) -> &mut RunState;
+}
+
+impl RunData for RunState {
+    fn run_state(&mut self) -> &mut RunState {
+        self
+    }
+}
+
+/// A call's marshalled arguments, wherever the interpreter left them.
+pub(crate) trait Arguments<T: 'static> {
+    fn len(&self) -> usize;
+    fn bytes<'a>(&'a self, store: &'a StoreContextMut<'_, T>) -> &'a [u8];
+}
+
+/// In the component interpreter's memory, where the call left them: they
 /// are decoded from there, not copied out first.
-async fn call(
-    mut store: StoreContextMut<'_, RunState>,
+impl<T: 'static> Arguments<T> for WasmList<u8> {
+    fn len(&self) -> usize {
+        WasmList::len(self)
+    }
+
+    fn bytes<'a>(&'a self, store: &'a StoreContextMut<'_, T>) -> &'a [u8] {
+        self.as_le_slice(store)
+    }
+}
+
+/// Copied out of a core module's memory.
+impl<T: 'static> Arguments<T> for &[u8] {
+    fn len(&self) -> usize {
+        <[u8]>::len(self)
+    }
+
+    fn bytes<'a>(&'a self, _store: &'a StoreContextMut<'_, T>) -> &'a [u8] {
+        self
+    }
+}
+
+/// Calls `method` with `args` for the run in `store`: the run's call and
+/// event caps, the method filter of its plugin set, the arguments decoded
+/// under the method's limits, the execution controls, the plugin under the
+/// smaller of its own and the run's remaining budget (charged back), and
+/// its result kind (an agent or multimodal result ends the run: `Err`).
+pub(crate) async fn call<T: RunData>(
+    mut store: StoreContextMut<'_, T>,
     method: String,
-    args: WasmList<u8>,
+    args: impl Arguments<T>,
 ) -> wasmtime::Result<Result<Marshalled, wit::CallError>> {
     // Without fuel metering the plugin's own budget is all there is.
     let metered = store.get_fuel().ok();
     let fuel_left = metered.unwrap_or(u64::MAX);
-    let state = store.data_mut();
+    let state = store.data_mut().run_state();
     state.calls += 1;
     if state.calls > state.max_calls {
         let message = format!(
@@ -115,11 +159,11 @@ async fn call(
         Provider::Plugin(plugin) => plugin.limits().clone(),
         Provider::Host(_) => state.call_limits.clone(),
     };
-    let args = match Value::from_marshal(args.as_le_slice(&store), &limits.decode_limits()) {
+    let args = match Value::from_marshal(args.bytes(&store), &limits.decode_limits()) {
         Ok(args) => args,
         Err(e) => return Ok(Err(wit::CallError::InvalidArguments(e.to_string()))),
     };
-    let state = store.data_mut();
+    let state = store.data_mut().run_state();
     // The plugin's own limits, or what is left of the run's, whichever is less.
     let own = Budget::from_limits(&limits);
     let budget = Budget {
@@ -159,7 +203,7 @@ async fn call(
                 .call_in(&mut session, &ctx, &method, args, budget)
                 .await;
             if let Some(session) = session {
-                store.data_mut().sessions.insert(key, session);
+                store.data_mut().run_state().sessions.insert(key, session);
             }
             (kind, report)
         }
@@ -183,7 +227,7 @@ async fn call(
         store.set_fuel(fuel_left.saturating_sub(report.fuel_used))?;
     }
 
-    let state = store.data_mut();
+    let state = store.data_mut().run_state();
     // A call that ran into the run's own fuel or time is dropped
     // unfinished: it tells nothing of the method's health.
     let run_bound = matches!(

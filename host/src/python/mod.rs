@@ -256,10 +256,10 @@ impl PythonSandbox {
 /// limits, no handle, no listener.
 #[derive(Clone, Default)]
 pub struct RunOptions {
-    limits: Option<RunLimits>,
-    cancel: Option<Cancel>,
-    on_event: Option<EventListener>,
-    approver: Option<Arc<dyn Approver>>,
+    pub(crate) limits: Option<RunLimits>,
+    pub(crate) cancel: Option<Cancel>,
+    pub(crate) on_event: Option<EventListener>,
+    pub(crate) approver: Option<Arc<dyn Approver>>,
 }
 
 impl RunOptions {
@@ -322,7 +322,7 @@ enum Start<'a> {
     Instantiate(&'a PythonSandboxPre<RunState>),
 }
 
-fn finish(
+pub(crate) fn finish(
     state: &mut RunState,
     result: Result<runner::Outcome, Stopped>,
     limits: &RunLimits,

@@ -25,7 +25,7 @@
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use wasmtime::{LinearMemory, MemoryCreator, MemoryType};
 
@@ -35,14 +35,16 @@ use wasmtime::{LinearMemory, MemoryCreator, MemoryType};
 pub(crate) struct Memories {
     /// Memories created since the last [`Memories::take_created`]: only the
     /// sandbox's preparing thread instantiates on this engine, one
-    /// interpreter at a time.
-    created: Mutex<Vec<Arc<Mapping>>>,
+    /// interpreter at a time. Weak: a memory nobody took (a GC heap's) is
+    /// freed with its store.
+    created: Mutex<Vec<Weak<Mapping>>>,
 }
 
 impl Memories {
-    /// The memories created since the last call.
+    /// The memories created since the last call, and still alive.
     pub(crate) fn take_created(&self) -> Vec<Arc<Mapping>> {
-        std::mem::take(&mut *self.created.lock().unwrap_or_else(|p| p.into_inner()))
+        let created = std::mem::take(&mut *self.created.lock().unwrap_or_else(|p| p.into_inner()));
+        created.iter().filter_map(Weak::upgrade).collect()
     }
 }
 
@@ -71,7 +73,7 @@ unsafe impl MemoryCreator for Memories {
         self.created
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push(mapping.clone());
+            .push(Arc::downgrade(&mapping));
         Ok(Box::new(Memory(mapping)))
     }
 }
@@ -128,6 +130,11 @@ impl Mapping {
 
     fn byte_size(&self) -> usize {
         self.size.load(Ordering::Acquire)
+    }
+
+    /// Where the memory starts.
+    pub(crate) fn base(&self) -> *mut u8 {
+        self.base.as_ptr()
     }
 
     fn grow_to(&self, new_size: usize) -> std::io::Result<()> {
@@ -199,17 +206,47 @@ unsafe impl LinearMemory for Memory {
 /// pages written since.
 pub(crate) struct Snapshot {
     mapping: Arc<Mapping>,
-    image: Vec<u8>,
+    /// Shared by the interpreters made from one prepared memory.
+    image: Arc<[u8]>,
     tracker: Option<Tracker>,
 }
 
 impl Snapshot {
-    /// Copies `mapping` aside as it is now. `None` if that fails.
+    /// Copies `mapping` aside as it is now.
     pub(crate) fn take(mapping: Arc<Mapping>) -> Snapshot {
         let size = mapping.byte_size();
         // SAFETY: `size` bytes from the base are accessible, and nothing
         // runs in the instance while its preparer holds its store.
-        let image = unsafe { std::slice::from_raw_parts(mapping.base.as_ptr(), size) }.to_vec();
+        let image = unsafe { std::slice::from_raw_parts(mapping.base.as_ptr(), size) }.into();
+        Self::tracking(mapping, image)
+    }
+
+    /// Makes `mapping` a copy of `image` (taken from another instance of
+    /// the same module) and tracks it as [`Snapshot::take`] does. `None` if
+    /// the memory is not the image's size.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Snapshot::restore`].
+    pub(crate) unsafe fn copy_of(mapping: Arc<Mapping>, image: Arc<[u8]>) -> Option<Snapshot> {
+        if mapping.byte_size() != image.len() {
+            return None;
+        }
+        // SAFETY: the memory holds `image.len()` bytes and is the caller's
+        // alone.
+        unsafe {
+            std::ptr::copy_nonoverlapping(image.as_ptr(), mapping.base.as_ptr(), image.len());
+        }
+        Some(Self::tracking(mapping, image))
+    }
+
+    /// The image the memory is restored to.
+    pub(crate) fn image(&self) -> &Arc<[u8]> {
+        &self.image
+    }
+
+    fn tracking(mapping: Arc<Mapping>, image: Arc<[u8]>) -> Snapshot {
+        let size = image.len();
         let tracker = Tracker::new(&mapping, size)
             .inspect_err(|e| {
                 tracing::debug!("memory resets copy the whole image (no write tracking): {e}");
@@ -261,7 +298,7 @@ impl Snapshot {
         // SAFETY: `len` bytes from the base are accessible, and the memory
         // is the caller's alone.
         let now = unsafe { std::slice::from_raw_parts_mut(self.mapping.base.as_ptr(), len) };
-        for (byte, was) in now.iter_mut().zip(&self.image) {
+        for (byte, was) in now.iter_mut().zip(self.image.iter()) {
             *byte = !was;
         }
     }
@@ -276,7 +313,7 @@ impl Snapshot {
         // SAFETY: as in `take`.
         let now =
             unsafe { std::slice::from_raw_parts(self.mapping.base.as_ptr(), self.image.len()) };
-        now == self.image.as_slice()
+        now == &self.image[..]
     }
 }
 

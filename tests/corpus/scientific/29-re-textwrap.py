@@ -1,0 +1,3 @@
+# expect: ['2026', '11', '26']
+import re, textwrap
+print(re.findall(r"\d+", textwrap.dedent("  2026-11-26")))
