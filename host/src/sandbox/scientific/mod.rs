@@ -272,13 +272,19 @@ impl ScientificSandbox {
     }
 
     /// Restores `interpreter` off the run's path and keeps it for the next
-    /// run; one whose memory grew (which cannot be undone) is replaced.
+    /// run, unless enough are kept; one whose memory grew (which cannot be
+    /// undone) is replaced.
     fn give_back(&self, mut interpreter: Interpreter) {
         let sandbox = self.clone();
         tokio::task::spawn_blocking(move || {
             // SAFETY: the store is ours alone; nothing runs in it.
             if unsafe { interpreter.snapshot.restore() } {
-                sandbox.idle().push(interpreter);
+                let mut idle = sandbox.idle();
+                // Beyond what the sandbox keeps ready (runs that came
+                // together each made one), its memory goes back.
+                if idle.len() < sandbox.inner.prepared {
+                    idle.push(interpreter);
+                }
             } else {
                 tracing::debug!("a scientific interpreter's memory grew in its run: replaced");
                 drop(interpreter);
