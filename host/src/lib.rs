@@ -70,5 +70,7 @@ pub use plugin::{CallReport, Plugin};
 pub use policy::Policy;
 pub use python::outcome::{Event, Handoff, LimitHit, LiveEvent, RunError, RunOutcome, RunStatus};
 pub use python::{PluginSet, PluginSetError, PythonSandbox, RunOptions, strip_code_fence};
-pub use sandbox::scientific::{DEFAULT_PRELOAD, ScientificOptions, ScientificSandbox};
+pub use sandbox::scientific::{
+    DEFAULT_PRELOAD, ScientificOptions, ScientificSandbox, WorkspaceFile, WorkspaceOptions,
+};
 pub use types::{AgentCtx, ContentPart, Media, MethodKind, MethodResult, ServiceFuture, Value};

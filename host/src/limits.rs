@@ -220,6 +220,9 @@ pub enum LimitKind {
     /// A call's cost (`cost_per_use`) would go past the run's or the chat's
     /// budget (`[budgets]` in the policy).
     Budget,
+    /// A run's writes would take its chat's workspace past a quota (bytes,
+    /// files or path length: the message names it).
+    Workspace,
 }
 
 impl fmt::Display for LimitKind {
@@ -235,6 +238,7 @@ impl fmt::Display for LimitKind {
             LimitKind::Instances => "instances",
             LimitKind::Rate => "rate",
             LimitKind::Budget => "budget",
+            LimitKind::Workspace => "workspace",
         })
     }
 }

@@ -6,8 +6,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use sandwit::{
-    ContentPart, Event, Host, LimitKind, MethodResult, PluginSet, Policy, RunLimits, RunOptions,
-    RunOutcome, RunStatus, ScientificOptions, ScientificSandbox,
+    AgentCtx, ContentPart, Event, Host, LimitKind, MethodResult, PluginSet, Policy, RunLimits,
+    RunOptions, RunOutcome, RunStatus, ScientificOptions, ScientificSandbox, WorkspaceOptions,
 };
 use tokio::sync::OnceCell;
 
@@ -398,4 +398,169 @@ async fn a_reused_interpreter_holds_nothing_of_the_previous_run() {
             .stdout
             .starts_with("False False warn 1.5 60 False False\n")
     );
+}
+
+/// A folder of the test's own, removed when dropped.
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new() -> Self {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("sandwit-ws-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A sandbox with workspaces, under `options`' quotas.
+async fn with_workspaces(options: WorkspaceOptions) -> (Host, ScientificSandbox) {
+    let host = Host::builder().cache_dir(cache_dir()).build().unwrap();
+    let sandbox = host
+        .load_scientific(ScientificOptions::new(artifacts::SCIENTIFIC).workspaces(options))
+        .await
+        .unwrap();
+    (host, sandbox)
+}
+
+fn chat(key: &str) -> AgentCtx {
+    AgentCtx::new(key)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_chat_keeps_its_workspace_and_sees_no_other() {
+    let root = TempDir::new();
+    let (host, sandbox) = with_workspaces(WorkspaceOptions::new(root.path())).await;
+    let echo = load(&host, artifacts::ECHO).await;
+    let plugins = PluginSet::new(&[echo]).unwrap();
+    let draw = "import os, matplotlib.pyplot as plt\nprint(os.getcwd())\nfig, ax = plt.subplots()\n\
+                ax.bar(['a', 'b'], [1, 2])\nos.makedirs('charts', exist_ok=True)\n\
+                fig.savefig('charts/c.png')\nopen('notes.txt', 'w').write('kept')";
+    let outcome = sandbox
+        .run_with(&chat("a"), &plugins, draw, &RunOptions::new())
+        .await;
+    assert_ok(&outcome);
+    assert_eq!(outcome.stdout, "/workspace\n");
+    let mut names: Vec<_> = outcome.files.iter().map(|f| f.path.as_str()).collect();
+    names.sort();
+    assert_eq!(names, ["charts", "charts/c.png", "notes.txt"]);
+    let png = outcome
+        .files
+        .iter()
+        .find(|f| f.path == "charts/c.png")
+        .unwrap();
+    assert!(png.size > 1000, "{png:?}");
+    // The next run of the chat finds its files, and hands the chart to a
+    // plugin as bytes.
+    let send = "data = open('charts/c.png', 'rb').read()\nprint(open('notes.txt').read(), \
+                echo(data)[:4] == b'\\x89PNG', len(data))";
+    let outcome = sandbox
+        .run_with(&chat("a"), &plugins, send, &RunOptions::new())
+        .await;
+    assert_ok(&outcome);
+    assert_eq!(outcome.stdout, format!("kept True {}\n", png.size));
+    assert!(
+        outcome.files.is_empty(),
+        "nothing changed: {:?}",
+        outcome.files
+    );
+    // Another chat's workspace is its own.
+    let look = "import os\nprint(os.listdir('.'))";
+    let outcome = sandbox
+        .run_with(&chat("b"), &plugins, look, &RunOptions::new())
+        .await;
+    assert_ok(&outcome);
+    assert_eq!(outcome.stdout, "[]\n");
+    // So is a chat of the same key in another namespace.
+    let other = AgentCtx {
+        namespace: Some("tenant-2/".into()),
+        ..chat("a")
+    };
+    let outcome = sandbox
+        .run_with(&other, &plugins, look, &RunOptions::new())
+        .await;
+    assert_eq!(outcome.stdout, "[]\n");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_workspace_refuses_escapes() {
+    let root = TempDir::new();
+    std::fs::write(root.path().join("outside.txt"), "secret").unwrap();
+    let (_host, sandbox) = with_workspaces(WorkspaceOptions::new(root.path())).await;
+    let plugins = PluginSet::default();
+    for code in [
+        "open('../outside.txt').read()",
+        "open('/workspace/../outside.txt').read()",
+        "open('/etc/passwd').read()",
+        "open('/tmp/x', 'w')",
+        "import os\nos.symlink('/etc/passwd', 'link')",
+        "import os\nos.symlink('..', 'up')",
+        "import os\nos.link('a', 'b')",
+    ] {
+        let code = format!("open('a', 'w').write('x')\n{code}");
+        let outcome = sandbox
+            .run_with(&chat("esc"), &plugins, &code, &RunOptions::new())
+            .await;
+        assert_eq!(outcome.status, RunStatus::Error, "{code}: {outcome:?}");
+        let error = outcome.error.unwrap();
+        assert!(
+            error.type_name.ends_with("Error") && !outcome.stdout.contains("secret"),
+            "{code}: {error:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_workspace_quota_ends_the_run_and_names_itself() {
+    let root = TempDir::new();
+    let quotas = WorkspaceOptions::new(root.path())
+        .max_bytes(1 << 20)
+        .max_files(3)
+        .max_path(64);
+    let (_host, sandbox) = with_workspaces(quotas).await;
+    let plugins = PluginSet::default();
+    let cases = [
+        ("open('big', 'wb').write(b'x' * (2 << 20))", "max_bytes"),
+        (
+            "try:\n    for i in range(10):\n        open(f'f{i}', 'w').close()\nexcept OSError:\n    pass",
+            "max_files",
+        ),
+        ("open('n' * 100, 'w')", "max_path"),
+    ];
+    for (i, (code, quota)) in cases.iter().enumerate() {
+        let ctx = chat(&format!("quota-{i}"));
+        let outcome = sandbox
+            .run_with(&ctx, &plugins, code, &RunOptions::new())
+            .await;
+        assert_eq!(
+            outcome.status,
+            RunStatus::LimitExceeded,
+            "{code}: {outcome:?}"
+        );
+        let limit = outcome.limit.unwrap();
+        assert_eq!(limit.kind, LimitKind::Workspace);
+        assert!(limit.message.contains(quota), "{code}: {}", limit.message);
+    }
+    // The bytes quota holds across runs: what the chat kept counts.
+    let ctx = chat("quota-3");
+    let half = "open(f'h{__import__(\"random\").random()}', 'wb').write(b'x' * (600 << 10))";
+    let outcome = sandbox
+        .run_with(&ctx, &plugins, half, &RunOptions::new())
+        .await;
+    assert_ok(&outcome);
+    let outcome = sandbox
+        .run_with(&ctx, &plugins, half, &RunOptions::new())
+        .await;
+    assert_eq!(outcome.limit.unwrap().kind, LimitKind::Workspace);
 }

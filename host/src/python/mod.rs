@@ -399,6 +399,7 @@ pub(crate) fn finish(
         stderr,
         error,
         limit,
+        files: Vec::new(),
         events: state.events.take(),
         handoff: state.handoff.take(),
         fuel_used,

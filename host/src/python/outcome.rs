@@ -209,6 +209,9 @@ pub struct RunOutcome {
     pub error: Option<RunError>,
     /// The limit, for [`RunStatus::LimitExceeded`].
     pub limit: Option<LimitHit>,
+    /// The files of the chat's workspace the run created or changed (a
+    /// scientific sandbox with workspaces); empty otherwise.
+    pub files: Vec<crate::WorkspaceFile>,
     /// What happened, in order.
     pub events: Vec<Event>,
     /// The handoff, for [`RunStatus::AgentHandoff`].

@@ -72,7 +72,8 @@ impl Artifacts {
     /// A context that reads the standard library and matplotlib's data and
     /// nothing else, writes stdout and stderr to the run's capped buffers,
     /// and has no sockets; `/tmp` is `scratch`, writable, if given (while
-    /// preparing), else empty and read-only. The preopens are the same, in
+    /// preparing), else empty and read-only; `/workspace` is `workspace`,
+    /// writable, for sandboxes with workspaces. The preopens are the same, in
     /// the same order, every time: the interpreter's C library learned
     /// their descriptors while it was prepared, and that memory is what
     /// every run starts from.
@@ -81,6 +82,7 @@ impl Artifacts {
         stdout: CallOutput,
         stderr: CallOutput,
         scratch: Option<&Path>,
+        workspace: Option<&Path>,
     ) -> anyhow::Result<WasiP1Ctx> {
         let mut builder = WasiCtxBuilder::new();
         builder
@@ -99,6 +101,9 @@ impl Artifacts {
             Some(dir) => builder.preopened_dir(dir, TMP.1, FsPerms::ReadWrite)?,
             None => builder.preopened_dir(self.dir.join(TMP.0), TMP.1, FsPerms::ReadOnly)?,
         };
+        if let Some(folder) = workspace {
+            builder.preopened_dir(folder, super::workspace::GUEST_PATH, FsPerms::ReadWrite)?;
+        }
         Ok(builder.build_p1())
     }
 }

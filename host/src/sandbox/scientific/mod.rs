@@ -15,6 +15,7 @@ mod artifacts;
 mod host_call;
 mod state;
 mod template;
+mod workspace;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -32,6 +33,8 @@ use crate::types::{AgentCtx, Value};
 use artifacts::Artifacts;
 pub(crate) use template::is_compiled;
 use template::{Interpreter, TURN, Template, call_turn};
+use workspace::WorkspaceRun;
+pub use workspace::{WorkspaceFile, WorkspaceOptions};
 
 /// The modules a scientific interpreter imports before it is copied, unless
 /// the operator says otherwise ([`ScientificOptions::preload`]).
@@ -44,6 +47,7 @@ pub struct ScientificOptions {
     preload: Vec<String>,
     limits: RunLimits,
     prepared: usize,
+    workspaces: Option<WorkspaceOptions>,
 }
 
 impl ScientificOptions {
@@ -57,7 +61,16 @@ impl ScientificOptions {
             preload: DEFAULT_PRELOAD.iter().map(|m| m.to_string()).collect(),
             limits: RunLimits::scientific(),
             prepared: 1,
+            workspaces: None,
         }
+    }
+
+    /// A workspace per chat (see [`WorkspaceOptions`]): the code's working
+    /// directory, `/workspace`, kept across the runs of one chat. Without
+    /// it the code has no writable folder.
+    pub fn workspaces(mut self, workspaces: WorkspaceOptions) -> Self {
+        self.workspaces = Some(workspaces);
+        self
     }
 
     /// The modules imported before the interpreter is copied: a run that
@@ -94,6 +107,7 @@ struct Inner {
     /// Interpreters ready for a run, restored or new.
     idle: Mutex<Vec<Interpreter>>,
     prepared: usize,
+    workspaces: Option<WorkspaceOptions>,
 }
 
 impl ScientificSandbox {
@@ -110,7 +124,8 @@ impl ScientificSandbox {
             source,
         };
         let artifacts = Artifacts::open(&options.dir).map_err(fail)?;
-        let (template, first) = Template::build(host, artifacts, &options.preload)
+        let workspaces = options.workspaces.is_some();
+        let (template, first) = Template::build(host, artifacts, &options.preload, workspaces)
             .await
             .map_err(fail)?;
         let sandbox = ScientificSandbox {
@@ -120,6 +135,7 @@ impl ScientificSandbox {
                 limits: options.limits,
                 idle: Mutex::new(vec![first]),
                 prepared: options.prepared,
+                workspaces: options.workspaces,
             }),
         };
         for _ in 1..options.prepared {
@@ -198,14 +214,23 @@ impl ScientificSandbox {
             budget.deadline,
             options.on_event.clone(),
         );
-        match (inner.template.artifacts).wasi(
-            data.run.stdout.clone(),
-            data.run.stderr.clone(),
-            None,
-        ) {
+        let workspace = match inner.workspaces.as_ref().map(|w| {
+            let folder = w.folder(ctx)?;
+            WorkspaceRun::begin(folder, w)
+        }) {
+            None => None,
+            Some(Ok(workspace)) => Some(workspace),
+            Some(Err(e)) => {
+                return RunOutcome::failed(e.context("opening the chat's workspace"), start);
+            }
+        };
+        let (stdout, stderr) = (data.run.stdout.clone(), data.run.stderr.clone());
+        let folder = workspace.as_ref().map(|w| w.folder.as_path());
+        match (inner.template.artifacts).wasi(stdout, stderr, None, folder) {
             Ok(wasi) => data.wasi = wasi,
             Err(e) => return RunOutcome::failed(e, start),
         }
+        data.workspace = workspace;
         data.pending = Some(begin_frame(code, plugins));
         data.ended = None;
         data.run.meter.watch(options.cancel.clone());
@@ -247,7 +272,14 @@ impl ScientificSandbox {
             ))),
             (Err(stopped), _) => Err(stopped),
         };
-        let outcome = finish(
+        let workspace = data.workspace.take();
+        // A write the quotas refused ends the run with the quota, whatever
+        // the code made of the `OSError`.
+        let result = match workspace.as_ref().and_then(|w| w.hit.clone()) {
+            Some(quota) => Err(Stopped::Limit(LimitKind::Workspace, quota)),
+            None => result,
+        };
+        let mut outcome = finish(
             &mut data.run,
             result,
             limits,
@@ -257,6 +289,9 @@ impl ScientificSandbox {
         );
         data.run.end();
         data.pending = None;
+        if let Some(workspace) = workspace {
+            outcome.files = workspace.changes();
+        }
         if returned {
             interpreter.runs += 1;
             self.give_back(interpreter);
@@ -344,6 +379,7 @@ impl RunOutcome {
                 traceback: String::new(),
             }),
             limit: None,
+            files: Vec::new(),
             events: Vec::new(),
             handoff: None,
             fuel_used: 0,

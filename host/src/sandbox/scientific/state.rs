@@ -3,6 +3,8 @@
 
 use wasmtime_wasi::p1::WasiP1Ctx;
 
+use super::workspace::WorkspaceRun;
+
 use crate::bindings::python::exports::sandwit::plugin::runner;
 use crate::guard::{HostMeter, Limited};
 use crate::limits::StoreLimiter;
@@ -19,6 +21,8 @@ pub(crate) struct SciData {
     pub(crate) pending: Option<Vec<u8>>,
     /// How the code ended, as the guest said (its `e` frame).
     pub(crate) ended: Option<runner::Outcome>,
+    /// The run's chat workspace, if the sandbox has them.
+    pub(crate) workspace: Option<WorkspaceRun>,
 }
 
 impl RunData for SciData {

@@ -18,8 +18,8 @@ use anyhow::Context as _;
 use wasmtime::{Engine, InstancePre, Linker, Memory, Store, TypedFunc};
 
 use super::artifacts::Artifacts;
-use super::host_call;
 use super::state::SciData;
+use super::{host_call, workspace};
 use crate::cache::CodeSource;
 use crate::engine::new_exceptions_engine;
 use crate::guard::{apply_budget, limited_store};
@@ -105,6 +105,7 @@ impl Template {
         host: &HostInner,
         artifacts: Artifacts,
         preload: &[String],
+        workspaces: bool,
     ) -> anyhow::Result<(Template, Interpreter)> {
         let memories = Arc::new(Memories::default());
         let engine = new_exceptions_engine(host.metering, memories.clone(), MAX_STACK)?;
@@ -136,6 +137,9 @@ impl Template {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p1::add_to_linker_async(&mut linker, |data: &mut SciData| &mut data.wasi)?;
         host_call::add_to_linker(&mut linker)?;
+        if workspaces {
+            workspace::add_to_linker(&mut linker)?;
+        }
         let pre = linker
             .instantiate_pre(&module)
             .map_err(|e| anyhow::anyhow!("linking the scientific interpreter: {e:#}"))?;
@@ -157,6 +161,7 @@ impl Template {
             data.run.stdout.clone(),
             data.run.stderr.clone(),
             Some(&scratch.0),
+            workspaces.then_some(scratch.0.as_path()),
         )?;
         let (memory, turn, alloc) = exports(&mut store, &instance)?;
         let budget = Budget {
@@ -165,7 +170,7 @@ impl Template {
         };
         apply_budget(&mut store, budget, host.metering);
         store.data_mut().run.meter.reset(budget.deadline);
-        let code = prepare_code(preload);
+        let code = prepare_code(preload, workspaces);
         let rc = call_turn(&mut store, memory, &turn, &alloc, &code).await?;
         if rc != 0 {
             let stderr =
@@ -300,12 +305,13 @@ fn idle_data(artifacts: &Artifacts, limits: &Limits, memory: usize) -> anyhow::R
         deadline,
         None,
     );
-    let wasi = artifacts.wasi(run.stdout.clone(), run.stderr.clone(), None)?;
+    let wasi = artifacts.wasi(run.stdout.clone(), run.stderr.clone(), None, None)?;
     Ok(SciData {
         wasi,
         run,
         pending: None,
         ended: None,
+        workspace: None,
     })
 }
 
@@ -340,8 +346,9 @@ pub(crate) async fn call_turn(
 }
 
 /// The preparing turn: sandwit's two modules made from their texts, then
-/// `prepare` with the modules to import.
-fn prepare_code(preload: &[String]) -> String {
+/// `prepare` with the modules to import; with `workspaces`, the working
+/// directory is the workspace.
+fn prepare_code(preload: &[String], workspaces: bool) -> String {
     let module = |name: &str, text: &str| {
         let hex: String = text.bytes().map(|b| format!("{b:02x}")).collect();
         format!(
@@ -351,9 +358,14 @@ fn prepare_code(preload: &[String]) -> String {
         )
     };
     let modules: Vec<String> = preload.iter().map(|m| format!("{m:?}")).collect();
+    let chdir = if workspaces {
+        format!("import os\nos.chdir({:?})\ndel os\n", workspace::GUEST_PATH)
+    } else {
+        String::new()
+    };
     format!(
         "import sys, types\n{}{}import sandwit_scientific\n\
-         sandwit_scientific.prepare([{}], {HEADROOM})\ndel _m\n",
+         sandwit_scientific.prepare([{}], {HEADROOM})\ndel _m\n{chdir}",
         module("crossing", CROSSING),
         module("sandwit_scientific", RUNNER),
         modules.join(", ")
