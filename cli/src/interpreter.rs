@@ -11,7 +11,9 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use sandwit::{Host, Plugin, PythonSandbox, ScientificOptions, ScientificSandbox};
+use sandwit::{
+    Host, Plugin, PythonSandbox, ScientificOptions, ScientificSandbox, WorkspaceOptions,
+};
 
 use sandwit::paths::{env_path, installed_interpreter as installed_file};
 
@@ -92,6 +94,7 @@ pub async fn load(host: &Host, given: Option<PathBuf>) -> anyhow::Result<PythonS
 pub async fn load_scientific(
     host: &Host,
     given: Option<PathBuf>,
+    workspaces: Option<WorkspaceOptions>,
 ) -> anyhow::Result<ScientificSandbox> {
     let Some(dir) = given.or_else(|| env_path("SANDWIT_SCIENTIFIC")) else {
         anyhow::bail!(
@@ -103,7 +106,11 @@ pub async fn load_scientific(
     };
     let module = dir.join("python.wasm");
     let compiling = module.exists() && !host.is_scientific_compiled(&dir);
-    let load = host.load_scientific(ScientificOptions::new(&dir));
+    let mut options = ScientificOptions::new(&dir);
+    if let Some(workspaces) = workspaces {
+        options = options.workspaces(workspaces);
+    }
+    let load = host.load_scientific(options);
     let what = "the scientific interpreter";
     Ok(announced(host, compiling, what, SCIENTIFIC_COMPILE_TIME, load).await?)
 }

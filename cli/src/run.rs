@@ -9,6 +9,7 @@ use anyhow::Context;
 use clap::Args;
 use sandwit::{
     AgentCtx, Host, Plugin, PluginSet, RunOptions, RunOutcome, RunStatus, SCIENTIFIC_MEMORY_BYTES,
+    WorkspaceOptions,
 };
 
 /// The example plugins used when no --plugin or --plugins is given.
@@ -55,6 +56,12 @@ pub struct RunArgs {
     /// unpacks it [default: $SANDWIT_SCIENTIFIC].
     #[arg(long, value_name = "DIR")]
     scientific_dir: Option<PathBuf>,
+    /// With `--interpreter scientific`: keep each chat's files in a folder
+    /// of its own under DIR, the code's working directory (`/workspace`),
+    /// kept across the chat's runs (64 MiB, 1,000 files, paths of 255
+    /// bytes at most). Without it the code has no writable folder.
+    #[arg(long, value_name = "DIR")]
+    workspace: Option<PathBuf>,
     /// The chat key of the agent context.
     #[arg(long, default_value = "cli")]
     chat_key: String,
@@ -179,6 +186,10 @@ pub async fn run(host: &Host, args: RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(max_calls) = args.max_calls {
         limits.max_calls = max_calls;
     }
+    anyhow::ensure!(
+        args.workspace.is_none() || args.interpreter == InterpreterKind::Scientific,
+        "--workspace is for the scientific interpreter: add --interpreter scientific"
+    );
     let outcome = match args.interpreter {
         InterpreterKind::Small => {
             let sandbox = crate::interpreter::load(host, args.python.clone()).await?;
@@ -188,7 +199,8 @@ pub async fn run(host: &Host, args: RunArgs) -> anyhow::Result<ExitCode> {
         }
         InterpreterKind::Scientific => {
             let dir = args.scientific_dir.clone();
-            let sandbox = crate::interpreter::load_scientific(host, dir).await?;
+            let workspaces = args.workspace.clone().map(WorkspaceOptions::new);
+            let sandbox = crate::interpreter::load_scientific(host, dir, workspaces).await?;
             limits.memory_bytes = SCIENTIFIC_MEMORY_BYTES;
             let options = RunOptions::new().limits(limits);
             sandbox.run_with(&ctx, &plugins, &code, &options).await
@@ -226,6 +238,9 @@ fn print_outcome(outcome: &RunOutcome, out_dir: &Path) -> anyhow::Result<()> {
     }
     if let Some(limit) = &outcome.limit {
         outln!("limit: {} — {}", limit.kind, limit.message);
+    }
+    for file in &outcome.files {
+        outln!("file: {} ({} bytes)", file.path, file.size);
     }
     for event in &outcome.events {
         outln!("{event}");
