@@ -10,6 +10,7 @@ mod install;
 mod interpreter;
 mod keygen;
 mod mcp;
+mod prepare;
 mod project;
 mod publish;
 mod registry;
@@ -63,6 +64,11 @@ enum Command {
     /// Run Python code in the sandbox with plugin methods as functions; print
     /// its stdout, then the outcome. Exit status 0 for ok and agent handoff.
     Run(run::RunArgs),
+    /// Compile everything a host will use (the interpreter for both of its
+    /// engines, the scientific interpreter if given, the plugins) into the
+    /// cache before it serves, and say where it is: a host or replica
+    /// started on it is as fast from its first run as a warm one.
+    Prepare(prepare::PrepareArgs),
     /// Print the method listing an LLM is given: signatures, kinds and
     /// docstrings, and the prompts plugins inject for the chat.
     Prompt(run::PromptArgs),
@@ -260,6 +266,11 @@ fn run_with_host(cli: Cli) -> ExitCode {
             // prepared ahead, a pool sized for them).
             Command::Serve(args) => return serve::serve(cli.host.builder()?.build()?, args).await,
             Command::Mcp(args) => return mcp::mcp(cli.host.builder()?.build()?, args).await,
+            // As a server would be built: interpreters prepared ahead, so
+            // their own engine's code is compiled too.
+            Command::Prepare(args) => {
+                return prepare::prepare(cli.host.builder()?.build()?, args).await;
+            }
             command => command,
         };
         // One run per process: an interpreter prepared ahead of it would
@@ -289,7 +300,9 @@ fn run_with_host(cli: Cli) -> ExitCode {
             | Command::Install(_)
             | Command::Registry(_)
             | Command::Plugin(_) => unreachable!("run without a host"),
-            Command::Serve(_) | Command::Mcp(_) => unreachable!("served above"),
+            Command::Serve(_) | Command::Mcp(_) | Command::Prepare(_) => {
+                unreachable!("served above")
+            }
         }
     });
     match result {

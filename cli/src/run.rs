@@ -113,7 +113,7 @@ fn example_plugin_dir() -> Option<PathBuf> {
     env_path("SANDWIT_PLUGINS")
 }
 
-async fn load_plugins(host: &Host, args: &PluginArgs) -> anyhow::Result<Vec<Plugin>> {
+pub(crate) async fn load_plugins(host: &Host, args: &PluginArgs) -> anyhow::Result<Vec<Plugin>> {
     let mut files = args.plugins.clone();
     if let Some(dir) = &args.plugin_dir {
         let mut found: Vec<PathBuf> = std::fs::read_dir(dir)

@@ -2,7 +2,7 @@
 
 use std::process::{Command, Output, Stdio};
 
-use crate::common::{artifacts, assert_succeeded};
+use crate::common::{artifacts, assert_succeeded, tempdir};
 
 fn sandwit(args: &[&str]) -> Output {
     let tmp = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
@@ -393,4 +393,54 @@ fn prompt_lists_methods_for_the_llm() {
         text.contains("    \"\"\"Add two integers and return their sum.\n\n    Args:\n"),
         "{text}"
     );
+}
+
+/// `sandwit prepare` compiles what a host will use (here the interpreter,
+/// for both its engines, and a plugin) into a fresh cache; a later process
+/// on that cache compiles nothing.
+#[test]
+fn prepare_leaves_nothing_to_compile() {
+    let cache = tempdir("prepare", "cache");
+    let cache = cache.to_str().unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_sandwit"))
+            .args(["--cache-dir", cache])
+            .env_remove("SANDWIT_SCIENTIFIC")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["prepare", "--plugin", artifacts::CALC]);
+    assert_succeeded(&out);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("compiling the interpreter for reuse across runs"),
+        "{said}"
+    );
+    assert!(
+        stdout(&out).contains(&format!("prepared {cache}")),
+        "{}",
+        stdout(&out)
+    );
+    let out = run(&[
+        "run",
+        "--plugin",
+        artifacts::CALC,
+        "-c",
+        "print(calculate_sum(2, 3))",
+    ]);
+    assert_succeeded(&out);
+    assert!(stdout(&out).starts_with("5\n"), "{}", stdout(&out));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !said.contains("compiling"),
+        "a prepared cache compiles nothing: {said}"
+    );
+
+    let out = Command::new(env!("CARGO_BIN_EXE_sandwit"))
+        .args(["--no-cache", "prepare"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("drop --no-cache"));
 }
