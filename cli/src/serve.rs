@@ -8,7 +8,12 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use sandwit::Host;
-use sandwit_service::{Config, DEFAULT_TOKEN_RATE, McpSessionLimits, RateLimit, Service, Tokens};
+use sandwit::paths::env_path;
+use sandwit_service::{
+    Config, DEFAULT_TOKEN_RATE, Interpreters, McpSessionLimits, RateLimit, Service, Tokens,
+};
+
+use crate::run::InterpreterKind;
 
 #[derive(Args)]
 pub struct ServeArgs {
@@ -31,6 +36,17 @@ pub struct ServeArgs {
     /// The CPython component [default: as for `sandwit run`].
     #[arg(long, value_name = "FILE")]
     python: Option<PathBuf>,
+    /// The interpreter of runs that name none (`"interpreter"` in
+    /// `POST /v1/runs`): `small` or `scientific`, as for `sandwit run`.
+    /// The small one is always loaded.
+    #[arg(long, value_enum, default_value = "small")]
+    interpreter: InterpreterKind,
+    /// The scientific interpreter's directory, as `scripts/scientific`
+    /// unpacks it [default: $SANDWIT_SCIENTIFIC]. With it, or with
+    /// `--interpreter scientific`, the scientific interpreter is loaded at
+    /// start and runs may ask for it.
+    #[arg(long, value_name = "DIR")]
+    scientific_dir: Option<PathBuf>,
     #[command(flatten)]
     slots: RunSlots,
     /// On SIGINT or SIGTERM, how long runs in flight get to finish before
@@ -114,7 +130,7 @@ pub async fn serve(host: Host, args: ServeArgs) -> anyhow::Result<ExitCode> {
             tokens
         }
     };
-    let sandbox = crate::interpreter::load(&host, args.python.clone()).await?;
+    let interpreters = interpreters(&host, &args).await?;
     let config = Config {
         rate: RateLimit {
             per_minute: args.rate_per_minute,
@@ -127,7 +143,7 @@ pub async fn serve(host: Host, args: ServeArgs) -> anyhow::Result<ExitCode> {
             args.max_body_kib.saturating_mul(1024),
         )
     };
-    let mut service = Service::new(host, sandbox, config).await?;
+    let mut service = Service::new(host, interpreters, config).await?;
     if let Some(ms) = args.request_timeout_ms {
         service = service.with_request_timeout(Duration::from_millis(ms));
     }
@@ -155,6 +171,28 @@ pub async fn serve(host: Host, args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     eprintln!("sandwit: stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+/// The interpreters of `args`: the small one, and the scientific one when
+/// it is the default or its directory is given (runs may then ask for it).
+/// A scientific one that fails to load stops the start: an operator who
+/// named it expects runs to get it.
+async fn interpreters(host: &Host, args: &ServeArgs) -> anyhow::Result<Interpreters> {
+    let small = crate::interpreter::load(host, args.python.clone()).await?;
+    let interpreters = Interpreters::new(small);
+    let dir = args
+        .scientific_dir
+        .clone()
+        .or_else(|| env_path("SANDWIT_SCIENTIFIC"));
+    if args.interpreter == InterpreterKind::Small && dir.is_none() {
+        return Ok(interpreters);
+    }
+    let scientific = crate::interpreter::load_scientific(host, dir, None).await?;
+    let default = match args.interpreter {
+        InterpreterKind::Small => sandwit_service::InterpreterKind::Small,
+        InterpreterKind::Scientific => sandwit_service::InterpreterKind::Scientific,
+    };
+    Ok(interpreters.with_scientific(scientific, default))
 }
 
 /// The run slots of `sandwit serve` and `sandwit mcp`: how many runs at

@@ -16,6 +16,7 @@ use serde_json::Value as Json;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi, ToSchema};
 
+use crate::interpreters::InterpreterKind;
 use crate::{calls, health, plugins, runs, tools};
 
 /// The OpenAPI 3.1 document of the service.
@@ -33,7 +34,7 @@ use crate::{calls, health, plugins, runs, tools};
         plugins::action, plugins::reload
     ),
     components(schemas(
-        ErrorBody, Health, Ready, runs::RunRequest, runs::LimitsRequest, Outcome,
+        ErrorBody, Health, Ready, runs::RunRequest, runs::LimitsRequest, InterpreterKind, Outcome,
         calls::CallRequest, CallReport, ToolListing, ToolList, Tool, OpenAiTool, ToolSchema,
         ParamSchema, ToolMetadata, PluginRef, Breaker, PluginList, PluginInfo, Switched, Reloaded
     )),
@@ -125,7 +126,8 @@ pub struct ErrorBody {
     /// A kebab-case code: `unauthorized`, `admin-only`,
     /// `outside-namespace`, `not-found`,
     /// `unknown-plugin`, `unknown-method`, `unknown-tool`, `bad-json`,
-    /// `bad-query`, `bad-request`, `limit-too-high`, `bad-format`,
+    /// `bad-query`, `bad-request`, `limit-too-high`,
+    /// `interpreter-not-loaded`, `bad-format`,
     /// `reload-failed`, `request-timeout`,
     /// `queue-full`, `queue-timeout`, `shutting-down`, `rate-limited`.
     pub error: String,
@@ -151,6 +153,10 @@ pub struct Ready {
     pub runs_running: u64,
     /// Runs waiting for a slot now.
     pub runs_waiting: u64,
+    /// The interpreters runs may ask for (`small` always).
+    pub interpreters: Vec<InterpreterKind>,
+    /// The interpreter of runs that name none.
+    pub default_interpreter: InterpreterKind,
 }
 
 /// A run's outcome: the JSON of `sandwit run --json`, images of a handoff
@@ -428,6 +434,29 @@ mod tests {
             doc["paths"]["/v1/runs"]["post"]["responses"]["429"]["headers"]
                 .get("Retry-After")
                 .is_some()
+        );
+        // A run names its interpreter by kind; `/readyz` lists them.
+        let schemas = &doc["components"]["schemas"];
+        assert_eq!(
+            schemas["InterpreterKind"]["enum"],
+            serde_json::json!(["small", "scientific"])
+        );
+        let kind = serde_json::json!("#/components/schemas/InterpreterKind");
+        let asked = &schemas["RunRequest"]["properties"]["interpreter"];
+        assert_eq!(asked["oneOf"][0]["$ref"], kind, "{asked}");
+        assert!(
+            !schemas["RunRequest"]["required"]
+                .as_array()
+                .unwrap()
+                .contains(&serde_json::json!("interpreter"))
+        );
+        assert_eq!(
+            schemas["Ready"]["properties"]["interpreters"]["items"]["$ref"],
+            kind
+        );
+        assert_eq!(
+            schemas["Ready"]["properties"]["default_interpreter"]["$ref"],
+            kind
         );
     }
 }

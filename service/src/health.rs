@@ -19,7 +19,7 @@ pub async fn healthz() -> impl IntoResponse {
 }
 
 /// The service takes runs: not shutting down, and a slot or queue place
-/// free.
+/// free. Says which interpreters runs may ask for, and the default.
 #[utoipa::path(get, path = "/readyz", tag = "health",
     responses((status = 200, body = crate::api::Ready),
               (status = 503, description = "Shutting down", body = crate::api::ErrorBody)))]
@@ -37,6 +37,8 @@ pub async fn readyz(State(state): State<Shared>) -> Result<impl IntoResponse, Ap
         "plugins": plugins,
         "runs_running": state.queue.running(),
         "runs_waiting": state.queue.waiting(),
+        "interpreters": state.interpreters.loaded(),
+        "default_interpreter": state.interpreters.default_kind(),
     })))
 }
 
@@ -57,8 +59,8 @@ pub async fn metrics(
         state.queue.running(),
         state.queue.waiting(),
         state.queue.max_running(),
-        state.sandbox.prepared(),
-        state.sandbox.reuses_interpreters(),
+        state.interpreters.small().prepared(),
+        state.interpreters.small().reuses_interpreters(),
         &state.host.controls_snapshot(),
     );
     Ok((

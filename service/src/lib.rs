@@ -18,6 +18,7 @@ mod catalog;
 mod chat;
 mod error;
 mod health;
+mod interpreters;
 pub mod mcp;
 mod mcp_sessions;
 mod metrics;
@@ -37,10 +38,11 @@ use std::time::Duration;
 use axum::Router;
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
-use sandwit::{Cancel, Host, PythonSandbox};
+use sandwit::{Cancel, Host};
 
 pub use auth::{NAMESPACE_SEPARATORS, Role, Tokens, token_digest_hex};
 pub use error::ApiError;
+pub use interpreters::{InterpreterKind, Interpreters};
 pub use mcp_sessions::McpSessionLimits;
 pub use rate::DEFAULT_TOKEN_RATE;
 pub use sandwit_net::RateLimit;
@@ -92,7 +94,7 @@ pub const REQUEST_TIMEOUT_MARGIN: Duration = Duration::from_secs(5);
 /// What the handlers share.
 struct State {
     host: Host,
-    sandbox: PythonSandbox,
+    interpreters: Interpreters,
     config: Config,
     catalog: RwLock<Catalog>,
     queue: RunQueue,
@@ -155,19 +157,22 @@ impl State {
         (id, cancel)
     }
 
-    /// Runs the registered run `id` in `slot`, then frees the running slot,
-    /// takes the run off the list and counts its outcome; the run's place
-    /// in the queue is handed back, to be held while its answer goes out.
+    /// Runs the registered run `id` in `slot` with `interpreter`, then
+    /// frees the running slot, takes the run off the list and counts its
+    /// outcome; the run's place in the queue is handed back, to be held
+    /// while its answer goes out.
+    #[allow(clippy::too_many_arguments)]
     async fn run_registered(
         &self,
         id: u64,
         slot: queue::RunSlot,
+        interpreter: &interpreters::Interpreter,
         ctx: &sandwit::AgentCtx,
         plugins: &sandwit::PluginSet,
         code: &str,
         options: &sandwit::RunOptions,
     ) -> (sandwit::RunOutcome, queue::Answering) {
-        let outcome = self.sandbox.run_with(ctx, plugins, code, options).await;
+        let outcome = interpreter.run_with(ctx, plugins, code, options).await;
         let answering = slot.answering();
         self.in_flight.lock().expect("in-flight lock").remove(&id);
         self.metrics.record_run(&outcome);
@@ -176,9 +181,14 @@ impl State {
 }
 
 impl Service {
-    /// The service over `host`, running code in `sandbox` with the plugins
+    /// The service over `host`, running code in `interpreters` (a
+    /// `PythonSandbox` alone: the small interpreter only) with the plugins
     /// of `config.plugin_dir`.
-    pub async fn new(host: Host, sandbox: PythonSandbox, config: Config) -> anyhow::Result<Self> {
+    pub async fn new(
+        host: Host,
+        interpreters: impl Into<Interpreters>,
+        config: Config,
+    ) -> anyhow::Result<Self> {
         let plugins = Catalog::load(&host, &config.plugin_dir).await?;
         let catalog = Catalog::new(plugins, BTreeSet::new())?;
         let queue = RunQueue::new(
@@ -200,7 +210,7 @@ impl Service {
             request_timeout,
             state: Arc::new(State {
                 host,
-                sandbox,
+                interpreters: interpreters.into(),
                 catalog: RwLock::new(catalog),
                 queue,
                 calls,

@@ -5,7 +5,8 @@
 //!
 //! The tools are the enabled plugins' methods (as `GET /v1/tools?format=mcp`
 //! lists them) and `run_python`, which runs code as `POST /v1/runs` does,
-//! through the same bounded queue and limits. A call's result maps by the
+//! through the same bounded queue and limits, in the interpreter its
+//! optional `interpreter` argument names. A call's result maps by the
 //! method's kind: a tool's value is structured content (and its JSON as
 //! text), an agent's or behavior's text is text, a multimodal agent's parts
 //! are text and image content; an error (the method's, a refused control, a
@@ -51,6 +52,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::Caller;
+use crate::interpreters::InterpreterKind;
 use crate::mcp_sessions::{Manager, Sessions};
 use crate::{Service, Shared};
 
@@ -184,6 +186,8 @@ impl McpServer {
             Json::Array(tools) => tools,
             _ => Vec::new(),
         };
+        let interpreters = &self.state.interpreters;
+        let default = interpreters.default_kind().name();
         tools.push(json!({
             "name": RUN_PYTHON,
             "description": format!(
@@ -194,7 +198,19 @@ impl McpServer {
             ),
             "inputSchema": {
                 "type": "object",
-                "properties": {"code": {"type": "string", "description": "The Python code."}},
+                "properties": {
+                    "code": {"type": "string", "description": "The Python code."},
+                    "interpreter": {
+                        "type": "string",
+                        "enum": interpreters.loaded(),
+                        "description": format!(
+                            "The interpreter [default: {default}]: `small` (CPython 3.12, a \
+                             curated standard library) or `scientific` (CPython 3.15 with \
+                             numpy, pandas, matplotlib, scipy, sympy, networkx, Pillow), if \
+                             the server loaded it."
+                        ),
+                    },
+                },
                 "required": ["code"],
                 "additionalProperties": false,
             },
@@ -255,23 +271,40 @@ impl McpServer {
         })
     }
 
-    /// Runs `code` as `POST /v1/runs` does: through the queue, under the
-    /// server's run limits; `ct` cancels it.
+    /// Runs `code` as `POST /v1/runs` does: through the queue, in the
+    /// interpreter asked for (the default when none), under the server's
+    /// run limits for it; `ct` cancels it.
     async fn run_python(
         &self,
-        args: Map<String, Json>,
+        mut args: Map<String, Json>,
         who: Who,
         ct: CancellationToken,
     ) -> CallToolResult {
+        let asked = match args.remove("interpreter") {
+            None => None,
+            Some(value) => match serde_json::from_value::<InterpreterKind>(value.clone()) {
+                Ok(kind) => Some(kind),
+                Err(_) => {
+                    return error_result(format!(
+                        "`{RUN_PYTHON}`'s `interpreter` is {value}, not one of \"small\" and \
+                         \"scientific\""
+                    ));
+                }
+            },
+        };
         let code = match args.get("code") {
             Some(Json::String(code)) if args.len() == 1 => code.clone(),
             _ => {
                 return error_result(format!(
-                    "`{RUN_PYTHON}` takes one argument, `code`, a string"
+                    "`{RUN_PYTHON}` takes `code`, a string, and optionally `interpreter`"
                 ));
             }
         };
         let state = &self.state;
+        let interpreter = match state.interpreters.choose(asked) {
+            Ok(interpreter) => interpreter,
+            Err(e) => return error_result(format!("{}: {}", e.code(), e.message())),
+        };
         if state.shutting_down.load(Ordering::SeqCst) {
             return error_result("shutting-down: the server is shutting down".to_string());
         }
@@ -285,7 +318,7 @@ impl McpServer {
         let plugins = self.in_chat(&who.ctx, &slot).await.methods;
         let (id, cancel) = state.register_run(&who.caller);
         let options = RunOptions::new()
-            .limits(state.host.run_limits().clone())
+            .limits(interpreter.limits(state.host.run_limits()))
             .cancel(cancel.clone());
         tracing::info!(run = id, caller = %who.caller, chat_key = %who.ctx.chat_key.escape_debug(), "mcp run started");
         let guard = CancelOnDrop(cancel.clone());
@@ -297,7 +330,7 @@ impl McpServer {
             // The answer goes out on the POST's response stream, whose
             // place `authorize` holds until it has gone out.
             let (outcome, _answering) = task_state
-                .run_registered(id, slot, &who.ctx, &plugins, &code, &options)
+                .run_registered(id, slot, &interpreter, &who.ctx, &plugins, &code, &options)
                 .await;
             tracing::info!(run = id, caller = %caller, status = ?outcome.status, "mcp run ended");
             outcome

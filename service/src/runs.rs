@@ -23,6 +23,7 @@ use utoipa::ToSchema;
 use crate::Shared;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::interpreters::{Interpreter, InterpreterKind};
 use crate::queue::{Answering, RunSlot};
 
 /// The body of a run request.
@@ -42,6 +43,10 @@ pub struct RunRequest {
     plugins: Option<Vec<String>>,
     /// Lower limits than the server's.
     limits: Option<LimitsRequest>,
+    /// The interpreter to run in; the server's default when absent
+    /// (`GET /readyz` lists those loaded). Asking for one the server did
+    /// not load is 400 `interpreter-not-loaded`.
+    interpreter: Option<InterpreterKind>,
 }
 
 /// Limits a request may lower (never raise) below the server's.
@@ -105,6 +110,7 @@ struct Prepared {
     state: Shared,
     slot: RunSlot,
     id: u64,
+    interpreter: Interpreter,
     ctx: AgentCtx,
     plugins: sandwit::PluginSet,
     code: String,
@@ -120,6 +126,7 @@ impl Prepared {
             state,
             slot,
             id,
+            interpreter,
             ctx,
             plugins,
             code,
@@ -127,7 +134,7 @@ impl Prepared {
         } = self;
         let task = tokio::spawn(async move {
             let (outcome, answering) = state
-                .run_registered(id, slot, &ctx, &plugins, &code, &options)
+                .run_registered(id, slot, &interpreter, &ctx, &plugins, &code, &options)
                 .await;
             (render(&outcome), Some(answering))
         });
@@ -155,7 +162,8 @@ fn render(outcome: &RunOutcome) -> Json {
         (status = 200, description = "The outcome (whatever the code did)",
          content((crate::api::Outcome = "application/json"),
                  (String = "text/event-stream"))),
-        (status = 400, description = "A limit above the server's, or an empty chat key",
+        (status = 400, description = "A limit above the server's, an empty chat key, or an \
+                                      interpreter the server did not load",
          body = crate::api::ErrorBody),
         (status = 401, body = crate::api::ErrorBody),
         (status = 403, description = "A chat key or user id outside the token's namespace",
@@ -189,7 +197,8 @@ pub async fn run(
         ));
     }
     let ctx = crate::chat::agent_ctx(&caller, &request.chat_key, request.user_id, "bad-request")?;
-    let limits = limits(state.host.run_limits(), request.limits)?;
+    let interpreter = state.interpreters.choose(request.interpreter)?;
+    let limits = limits(&interpreter.limits(state.host.run_limits()), request.limits)?;
     let plugins = {
         let catalog = state.catalog.read().expect("catalog lock");
         let enabled = catalog.enabled();
@@ -221,6 +230,7 @@ pub async fn run(
         state: state.clone(),
         slot,
         id,
+        interpreter,
         ctx,
         plugins,
         code: request.code,

@@ -11,6 +11,7 @@ mod registry;
 mod registry_client;
 mod registry_fake;
 mod serve;
+mod serve_scientific;
 mod service_limits;
 mod store;
 mod tenants;

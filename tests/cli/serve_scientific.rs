@@ -1,0 +1,267 @@
+//! `sandwit serve` with the scientific interpreter beside the small one: a
+//! run asks for one with `interpreter` (`POST /v1/runs`, MCP's
+//! `run_python`) or gets the server's default (`--interpreter`), and runs
+//! the same way in either; a server that did not load the scientific one
+//! refuses runs that ask for it, saying how to load it.
+
+use std::io::BufReader;
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use crate::common::{artifacts, cache_dir, tempdir};
+use crate::mcp::{Client, http_client, runtime};
+use crate::serve::{ADMIN, Server, USER, digest, next_event, serve, serve_with};
+
+/// Prints 6 in the scientific interpreter; the small one has no numpy.
+const NUMPY: &str = "import numpy as np\nprint(np.arange(4).sum())";
+
+/// A run of `code` in `interpreter` (the server's default when `None`).
+fn run(server: &Server, code: &str, interpreter: Option<&str>) -> (u16, Value) {
+    let mut body = json!({"code": code, "chat_key": "c", "user_id": "u"});
+    if let Some(kind) = interpreter {
+        body["interpreter"] = json!(kind);
+    }
+    server.post("/v1/runs", USER, body)
+}
+
+/// Asserts that a run answered 200 with status `ok` and `stdout`.
+fn assert_printed(answer: (u16, Value), stdout: &str) {
+    let (status, outcome) = answer;
+    assert_eq!(status, 200, "{outcome}");
+    assert_eq!(outcome["status"], "ok", "{outcome}");
+    assert_eq!(outcome["stdout"], stdout, "{outcome}");
+}
+
+/// Asserts that a run went to the small interpreter: numpy is not there.
+fn assert_no_numpy(answer: (u16, Value)) {
+    let (status, outcome) = answer;
+    assert_eq!(status, 200, "{outcome}");
+    assert_eq!(outcome["status"], "error", "{outcome}");
+    assert_eq!(outcome["error"]["type"], "ModuleNotFoundError", "{outcome}");
+}
+
+/// `/readyz`'s interpreters and default.
+fn offered(server: &Server) -> (Value, Value) {
+    let (status, body) = server.get("/readyz", None);
+    assert_eq!(status, 200, "{body}");
+    let ready: Value = serde_json::from_str(&body).unwrap();
+    (
+        ready["interpreters"].clone(),
+        ready["default_interpreter"].clone(),
+    )
+}
+
+/// MCP's `run_python` with `arguments`: `content`, `structuredContent`,
+/// `isError`.
+async fn run_python(client: &Client, arguments: Value) -> Value {
+    let params = serde_json::from_value(json!({"name": "run_python", "arguments": arguments}));
+    let result = client.call_tool(params.unwrap()).await.unwrap();
+    serde_json::to_value(result).unwrap()
+}
+
+#[test]
+fn serve_runs_each_run_in_the_interpreter_it_asks_for() {
+    let server = serve(
+        "scientific",
+        &[artifacts::CALC],
+        "",
+        &["--scientific-dir", artifacts::SCIENTIFIC],
+    );
+    assert_eq!(
+        offered(&server),
+        (json!(["small", "scientific"]), json!("small"))
+    );
+
+    assert_printed(run(&server, NUMPY, Some("scientific")), "6\n");
+    // Without the field a run gets the default, the small interpreter.
+    assert_no_numpy(run(&server, NUMPY, None));
+    assert_no_numpy(run(&server, NUMPY, Some("small")));
+
+    // The enabled plugins' methods are functions there too, their calls
+    // under the policy's controls and in the outcome's events.
+    let (status, outcome) = run(&server, "print(calculate_sum(1, 2))", Some("scientific"));
+    assert_eq!(
+        (status, &outcome["stdout"]),
+        (200, &json!("3\n")),
+        "{outcome}"
+    );
+    assert_eq!(outcome["events"][0]["method"], "calculate_sum", "{outcome}");
+    // A scientific run's memory limit is its sandbox's (1 GiB), not the
+    // server's run limit (256 MiB), which a small run keeps: 300 MiB fit
+    // beside the scientific interpreter's own 100 and more.
+    let big = "a = bytearray(300 << 20)\nprint(len(a) >> 20)";
+    assert_printed(run(&server, big, Some("scientific")), "300\n");
+    let (_, outcome) = run(&server, big, None);
+    assert_eq!(outcome["limit"]["kind"], "memory", "{outcome}");
+    // The limits a request lowers apply to either.
+    let (_, outcome) = server.post(
+        "/v1/runs",
+        USER,
+        json!({"code": NUMPY, "chat_key": "c", "interpreter": "scientific",
+               "limits": {"fuel": 1000}}),
+    );
+    assert_eq!(outcome["status"], "limit_exceeded", "{outcome}");
+    assert_eq!(outcome["limit"]["kind"], "fuel", "{outcome}");
+
+    // An unknown kind is named with the ones there are.
+    let (status, error) = run(&server, NUMPY, Some("huge"));
+    assert_eq!(status, 422, "{error}");
+    assert_eq!(error["error"], "bad-json", "{error}");
+    let message = error["message"].as_str().unwrap();
+    for word in ["huge", "`small`", "`scientific`"] {
+        assert!(message.contains(word), "{message}");
+    }
+
+    // Streamed: the live events, then the outcome.
+    let response = server
+        .agent
+        .post(format!("{}/v1/runs", server.base))
+        .header("Authorization", format!("Bearer {USER}"))
+        .header("Accept", "text/event-stream")
+        .send_json(json!({"code": NUMPY, "chat_key": "c", "interpreter": "scientific"}))
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let mut events = BufReader::new(response.into_body().into_reader());
+    let stdout = next_event(&mut events, "stdout");
+    assert!(
+        stdout["text"].as_str().unwrap().starts_with('6'),
+        "{stdout}"
+    );
+    assert_eq!(next_event(&mut events, "outcome")["status"], "ok");
+
+    // MCP's `run_python` takes the same argument, and lists the kinds.
+    runtime().block_on(async {
+        let client = http_client(&server.base, USER).await;
+        let tools = serde_json::to_value(client.list_all_tools().await.unwrap()).unwrap();
+        let tool = tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == "run_python")
+            .unwrap();
+        assert_eq!(
+            tool["inputSchema"]["properties"]["interpreter"]["enum"],
+            json!(["small", "scientific"]),
+            "{tool}"
+        );
+        let result = run_python(&client, json!({"code": NUMPY, "interpreter": "scientific"})).await;
+        assert_eq!(result["isError"], false, "{result}");
+        assert_eq!(result["structuredContent"]["stdout"], "6\n", "{result}");
+        let result = run_python(&client, json!({"code": NUMPY})).await;
+        assert_eq!(result["isError"], true, "{result}");
+        assert_eq!(
+            result["structuredContent"]["error"]["type"],
+            "ModuleNotFoundError"
+        );
+        let result = run_python(&client, json!({"code": NUMPY, "interpreter": "huge"})).await;
+        assert_eq!(result["isError"], true, "{result}");
+        let text = result["content"][0]["text"].as_str().unwrap();
+        assert!(
+            text.contains("\"huge\"") && text.contains("\"scientific\""),
+            "{text}"
+        );
+    });
+    // Both kinds' runs are counted alike: the refused ones not at all.
+    assert_eq!(
+        server.metric("sandwit_runs_total{status=\"ok\"}"),
+        Some(5.0)
+    );
+    assert_eq!(
+        server.metric("sandwit_runs_total{status=\"error\"}"),
+        Some(3.0)
+    );
+    let limited = server.metric("sandwit_runs_total{status=\"limit_exceeded\"}");
+    assert_eq!(limited, Some(2.0));
+}
+
+#[test]
+fn serve_runs_in_the_scientific_interpreter_by_default_when_told() {
+    let tokens = format!("ops admin {}\napp user {}\n", digest(ADMIN), digest(USER));
+    let server = serve_with(
+        ("serve", "scientific-default"),
+        &[],
+        "",
+        &["--interpreter", "scientific"],
+        &tokens,
+        // Where the directory is, when no --scientific-dir names it.
+        &[("SANDWIT_SCIENTIFIC", artifacts::SCIENTIFIC)],
+    );
+    assert_eq!(
+        offered(&server),
+        (json!(["small", "scientific"]), json!("scientific"))
+    );
+    assert_printed(run(&server, NUMPY, None), "6\n");
+    assert_no_numpy(run(&server, NUMPY, Some("small")));
+}
+
+#[test]
+fn serve_without_the_scientific_interpreter_refuses_runs_that_ask_for_it() {
+    let server = serve("no-scientific", &[], "", &[]);
+    assert_eq!(offered(&server), (json!(["small"]), json!("small")));
+    assert_printed(run(&server, "print(1)", Some("small")), "1\n");
+
+    let (status, error) = run(&server, NUMPY, Some("scientific"));
+    assert_eq!(status, 400, "{error}");
+    assert_eq!(error["error"], "interpreter-not-loaded", "{error}");
+    let message = error["message"].as_str().unwrap();
+    for words in [
+        "`interpreter`",
+        "\"scientific\"",
+        "--scientific-dir DIR",
+        "scripts/scientific",
+    ] {
+        assert!(message.contains(words), "{message}");
+    }
+
+    runtime().block_on(async {
+        let client = http_client(&server.base, USER).await;
+        let result = run_python(&client, json!({"code": NUMPY, "interpreter": "scientific"})).await;
+        assert_eq!(result["isError"], true, "{result}");
+        let text = result["content"][0]["text"].as_str().unwrap();
+        assert!(
+            text.contains("interpreter-not-loaded") && text.contains("--scientific-dir"),
+            "{text}"
+        );
+    });
+}
+
+/// `sandwit serve` with `args` and no $SANDWIT_SCIENTIFIC, which must fail
+/// to start: its stderr.
+fn failed_start(name: &str, args: &[&str]) -> String {
+    let dir = tempdir("serve", name);
+    let out = Command::new(env!("CARGO_BIN_EXE_sandwit"))
+        .env_remove("SANDWIT_SCIENTIFIC")
+        .env_remove("SANDWIT_POLICY")
+        .arg("--cache-dir")
+        .arg(cache_dir())
+        .arg("--store")
+        .arg(dir.join("store.db"))
+        .args(["serve", "--addr", "127.0.0.1:0", "--plugins"])
+        .arg(&dir)
+        .args(args)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "it started: {stdout}");
+    assert!(!stdout.contains("listening on"), "{stdout}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn serve_does_not_start_without_the_scientific_interpreter_it_is_told_to_load() {
+    let dir = tempdir("serve", "not-a-scientific-dir");
+    let bad = dir.to_str().unwrap();
+    let err = failed_start("bad-scientific-dir", &["--scientific-dir", bad]);
+    assert!(
+        err.contains(&format!(
+            "{bad} is not a scientific interpreter's directory"
+        )) && err.contains("scripts/scientific"),
+        "{err}"
+    );
+    let err = failed_start("no-scientific-dir", &["--interpreter", "scientific"]);
+    assert!(
+        err.contains("scripts/scientific") && err.contains("--scientific-dir DIR"),
+        "{err}"
+    );
+}
