@@ -564,3 +564,46 @@ async fn a_workspace_quota_ends_the_run_and_names_itself() {
         .await;
     assert_eq!(outcome.limit.unwrap().kind, LimitKind::Workspace);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_that_wrote_every_page_leaves_the_next_run_nothing() {
+    // As the default sandbox's test of the same name: the host overwrites
+    // every byte of the memory a run leaves before the restore; the
+    // restore must put back every page, the next run sees none of the
+    // marks, and the memory is the snapshot byte for byte.
+    let host = Host::builder().cache_dir(cache_dir()).build().unwrap();
+    let sandbox = host
+        .load_scientific(ScientificOptions::new(artifacts::SCIENTIFIC))
+        .await
+        .unwrap();
+    let code = r#"
+import builtins, sys, numpy as np, random
+print(hasattr(np, "mark"), hasattr(builtins, "mark"), "mark" in sys.modules)
+np.mark = builtins.mark = 1
+sys.modules["mark"] = np
+print(random.random())
+"#;
+    let plugins = PluginSet::default();
+    let mut draws = std::collections::HashSet::new();
+    for run in 0..6 {
+        let scribbled = run == 1 || run == 4;
+        until_ready(&sandbox).await;
+        if scribbled {
+            sandbox.scribble_after_next_run();
+        }
+        let outcome = sandbox.run(&ctx(), &plugins, code).await;
+        assert_ok(&outcome);
+        assert!(
+            run == 0 || outcome.reused,
+            "run {run}: not on the reused interpreter"
+        );
+        let lines: Vec<_> = outcome.stdout.lines().collect();
+        assert_eq!(lines[0], "False False False", "run {run}");
+        assert!(draws.insert(lines[1].to_string()), "random drew again");
+        until_ready(&sandbox).await;
+        assert!(
+            sandbox.prepared_intact(),
+            "run {run} (scribbled over: {scribbled}): the restored memory differs from its snapshot"
+        );
+    }
+}

@@ -108,6 +108,10 @@ struct Inner {
     idle: Mutex<Vec<Interpreter>>,
     prepared: usize,
     workspaces: Option<WorkspaceOptions>,
+    /// Whether the next interpreter given back has its memory scribbled
+    /// over before its restore (tests, `internals`).
+    #[cfg(feature = "internals")]
+    scribble: std::sync::atomic::AtomicBool,
 }
 
 impl ScientificSandbox {
@@ -136,6 +140,8 @@ impl ScientificSandbox {
                 idle: Mutex::new(vec![first]),
                 prepared: options.prepared,
                 workspaces: options.workspaces,
+                #[cfg(feature = "internals")]
+                scribble: Default::default(),
             }),
         };
         for _ in 1..options.prepared {
@@ -302,6 +308,23 @@ impl ScientificSandbox {
         outcome
     }
 
+    /// Has the next run whose interpreter is given back end with every
+    /// byte of its memory overwritten (with its complement in the
+    /// snapshot), as by a run that wrote every page, before the memory is
+    /// restored. Only with the `internals` feature.
+    #[cfg(feature = "internals")]
+    pub fn scribble_after_next_run(&self) {
+        use std::sync::atomic::Ordering;
+        self.inner.scribble.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether every interpreter ready now has its memory exactly as it was
+    /// prepared. Only with the `internals` feature.
+    #[cfg(feature = "internals")]
+    pub fn prepared_intact(&self) -> bool {
+        self.idle().iter().all(|i| i.snapshot.intact())
+    }
+
     fn idle(&self) -> std::sync::MutexGuard<'_, Vec<Interpreter>> {
         self.inner.idle.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -312,6 +335,15 @@ impl ScientificSandbox {
     fn give_back(&self, mut interpreter: Interpreter) {
         let sandbox = self.clone();
         tokio::task::spawn_blocking(move || {
+            #[cfg(feature = "internals")]
+            if sandbox
+                .inner
+                .scribble
+                .swap(false, std::sync::atomic::Ordering::SeqCst)
+            {
+                // SAFETY: as below.
+                unsafe { interpreter.snapshot.scribble() };
+            }
             // SAFETY: the store is ours alone; nothing runs in it.
             if unsafe { interpreter.snapshot.restore() } {
                 let mut idle = sandbox.idle();
