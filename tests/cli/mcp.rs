@@ -78,6 +78,8 @@ fn sandwit(dir: &Path) -> Command {
     command
         .env("NO_COLOR", "1")
         .env("SANDWIT_LOG", "info")
+        // The small interpreter only: scripts/env.sh names the scientific one.
+        .env_remove("SANDWIT_SCIENTIFIC")
         .arg("--cache-dir")
         .arg(cache_dir())
         .arg("--store")

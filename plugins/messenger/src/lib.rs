@@ -2,10 +2,12 @@
 //! service, as a behavior: the script goes on and the confirmation is
 //! recorded as a system message.
 
-use sandwit_sdk::{AgentCtx, Error, behavior, chat};
+use sandwit_sdk::{AgentCtx, Bytes, Error, behavior, chat};
 
 /// The longest message accepted, in characters.
 const MAX_MESSAGE_CHARS: usize = 4_000;
+/// The largest image accepted, in bytes.
+const MAX_IMAGE_BYTES: usize = 4 << 20;
 
 /// Send a text message to the current chat.
 ///
@@ -40,6 +42,49 @@ fn send_channel_message(ctx: &AgentCtx, text: String) -> Result<String, Error> {
     Ok(format!("Message sent to channel {channel}: {text}"))
 }
 
+/// Post an image (PNG or JPEG bytes) with a caption to the current chat.
+///
+/// The script goes on; the confirmation is recorded as a system message.
+///
+/// Args:
+///     image: The image's bytes, e.g. `open("chart.png", "rb").read()` (at most 4 MiB).
+///     caption: A line sent with the image.
+///
+/// Returns:
+///     str: A confirmation naming the channel and the image's size.
+///
+/// Example:
+///     >>> send_channel_image(open("chart.png", "rb").read(), "Units sold")
+#[behavior]
+fn send_channel_image(ctx: &AgentCtx, image: Bytes, caption: String) -> Result<String, Error> {
+    let data = image.0;
+    let mime_type = if data.starts_with(b"\x89PNG\r\n\x1a\n") {
+        "image/png"
+    } else if data.starts_with(&[0xFF, 0xD8, 0xFF]) {
+        "image/jpeg"
+    } else {
+        return Err(Error::invalid_arguments("the image is neither a PNG nor a JPEG"));
+    };
+    if data.len() > MAX_IMAGE_BYTES {
+        return Err(Error::invalid_arguments(format!(
+            "the image has {} bytes, more than {MAX_IMAGE_BYTES}",
+            data.len()
+        )));
+    }
+    let bytes = data.len();
+    chat::send_image(mime_type, data)?;
+    if !caption.trim().is_empty() {
+        chat::send_text(&caption)?;
+    }
+    let channel = ctx
+        .channel_name
+        .as_deref()
+        .or(ctx.channel_id.as_deref())
+        .unwrap_or(&ctx.chat_key);
+    sandwit_sdk::log::info(&format!("sent a {bytes}-byte {mime_type} to {channel}"));
+    Ok(format!("Image sent to channel {channel}: {caption} ({bytes} bytes)"))
+}
+
 /// Ask the agent to follow up on something in a new round.
 ///
 /// Adds a system message to the conversation that the agent answers.
@@ -66,7 +111,7 @@ sandwit_sdk::plugin! {
     name: "Messenger",
     version: env!("CARGO_PKG_VERSION"),
     author: "sandwit",
-    description: "Sends messages to the current chat.",
+    description: "Sends messages and images to the current chat.",
     capabilities: ["chat"],
-    methods: [send_channel_message, remind_agent],
+    methods: [send_channel_message, send_channel_image, remind_agent],
 }
