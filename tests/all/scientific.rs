@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use sandwit::{
     AgentCtx, ContentPart, Event, Host, LimitKind, MethodResult, PluginSet, Policy, RunLimits,
-    RunOptions, RunOutcome, RunStatus, ScientificOptions, ScientificSandbox, WorkspaceOptions,
+    RunOptions, RunOutcome, RunStatus, ScientificOptions, ScientificSandbox, WorkspaceFile,
+    WorkspaceOptions,
 };
 use tokio::sync::OnceCell;
 
@@ -606,4 +607,50 @@ print(random.random())
             "run {run} (scribbled over: {scribbled}): the restored memory differs from its snapshot"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_workspace_is_listed_and_read_by_the_host() {
+    let root = TempDir::new();
+    let (_host, sandbox) = with_workspaces(WorkspaceOptions::new(root.path())).await;
+    let plugins = PluginSet::default();
+    let code = "import os\nos.makedirs('d', exist_ok=True)\nopen('d/a.txt', 'w').write('hello')";
+    let outcome = sandbox
+        .run_with(&chat("list"), &plugins, code, &RunOptions::new())
+        .await;
+    assert_ok(&outcome);
+    let files = sandbox.workspace_files(&chat("list")).unwrap();
+    assert_eq!(
+        files,
+        [WorkspaceFile {
+            path: "d/a.txt".into(),
+            size: 5
+        }]
+    );
+    assert_eq!(
+        sandbox
+            .read_workspace_file(&chat("list"), "d/a.txt", 100)
+            .unwrap(),
+        b"hello"
+    );
+    assert!(sandbox.workspace_files(&chat("other")).unwrap().is_empty());
+    use std::io::ErrorKind::{InvalidInput, NotFound, PermissionDenied};
+    for (path, kind) in [
+        ("../x", PermissionDenied),
+        ("/etc/passwd", InvalidInput),
+        ("d", NotFound),
+    ] {
+        let err = sandbox
+            .read_workspace_file(&chat("list"), path, 100)
+            .unwrap_err();
+        assert_eq!(err.kind(), kind, "{path}: {err}");
+    }
+    let err = sandbox
+        .read_workspace_file(&chat("list"), "d/a.txt", 2)
+        .unwrap_err();
+    assert_eq!(err.kind(), InvalidInput);
+    let err = sandbox
+        .read_workspace_file(&chat("other"), "d/a.txt", 100)
+        .unwrap_err();
+    assert_eq!(err.kind(), NotFound);
 }

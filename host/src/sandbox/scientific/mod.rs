@@ -325,6 +325,35 @@ impl ScientificSandbox {
         self.idle().iter().all(|i| i.snapshot.intact())
     }
 
+    /// The files of `ctx`'s chat's workspace (see
+    /// [`ScientificOptions::workspaces`]); `Unsupported` without workspaces.
+    pub fn workspace_files(&self, ctx: &AgentCtx) -> std::io::Result<Vec<WorkspaceFile>> {
+        self.workspaces()?.files(ctx)
+    }
+
+    /// The bytes of the file `path` (relative, `/`-separated) of `ctx`'s
+    /// chat's workspace, if it is a file (not a link or folder) of at most
+    /// `max_bytes`: `NotFound`, `InvalidInput` or (a path that leads
+    /// outside) `PermissionDenied` otherwise, `Unsupported` without
+    /// workspaces.
+    pub fn read_workspace_file(
+        &self,
+        ctx: &AgentCtx,
+        path: &str,
+        max_bytes: u64,
+    ) -> std::io::Result<Vec<u8>> {
+        self.workspaces()?.read(ctx, path, max_bytes)
+    }
+
+    fn workspaces(&self) -> std::io::Result<&WorkspaceOptions> {
+        self.inner.workspaces.as_ref().ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                "this scientific sandbox has no workspaces",
+            )
+        })
+    }
+
     fn idle(&self) -> std::sync::MutexGuard<'_, Vec<Interpreter>> {
         self.inner.idle.lock().unwrap_or_else(|p| p.into_inner())
     }

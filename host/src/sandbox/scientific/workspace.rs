@@ -79,16 +79,73 @@ impl WorkspaceOptions {
         self
     }
 
-    /// The folder of `ctx`'s chat, made if missing.
-    pub(crate) fn folder(&self, ctx: &AgentCtx) -> anyhow::Result<PathBuf> {
+    /// The name of `ctx`'s chat's folder under the root.
+    fn name(ctx: &AgentCtx) -> String {
         let mut hash = Sha256::new();
         hash.update(ctx.namespace.as_deref().unwrap_or("").as_bytes());
         hash.update([0]);
         hash.update(ctx.chat_key.as_bytes());
-        let name: String = hash.finalize()[..16]
+        hash.finalize()[..16]
             .iter()
             .map(|b| format!("{b:02x}"))
-            .collect();
+            .collect()
+    }
+
+    /// The files of `ctx`'s chat's workspace (none before its first run),
+    /// links and folders left out.
+    pub(crate) fn files(&self, ctx: &AgentCtx) -> std::io::Result<Vec<WorkspaceFile>> {
+        let folder = self.root.join(Self::name(ctx));
+        if !folder.is_dir() {
+            return Ok(Vec::new());
+        }
+        let listed = listing(&folder).map_err(std::io::Error::other)?;
+        let files = listed.into_iter().filter(|(_, (_, _, file))| *file);
+        Ok(files
+            .map(|(path, (size, _, _))| WorkspaceFile { path, size })
+            .collect())
+    }
+
+    /// The bytes of the file `path` (`/`-separated, relative) of `ctx`'s
+    /// chat's workspace, if it is a file of at most `max_bytes`: not a link,
+    /// a folder, or a path outside (`NotFound`, `InvalidInput`,
+    /// `PermissionDenied`).
+    pub(crate) fn read(
+        &self,
+        ctx: &AgentCtx,
+        path: &str,
+        max_bytes: u64,
+    ) -> std::io::Result<Vec<u8>> {
+        use std::io::{Error, ErrorKind};
+        if path.is_empty()
+            || path.starts_with('/')
+            || path.contains('\0')
+            || path.len() > self.max_path
+        {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                "not a path in a workspace",
+            ));
+        }
+        let root = Dir::open_ambient_dir(self.root.join(Self::name(ctx)), ambient_authority())
+            .map_err(|_| Error::new(ErrorKind::NotFound, "the chat has no workspace"))?;
+        // cap-std refuses `..` past the folder and links that lead out;
+        // the metadata is the path's own, not what a link names.
+        let meta = root.symlink_metadata(path)?;
+        if !meta.is_file() {
+            return Err(Error::new(ErrorKind::NotFound, "not a file"));
+        }
+        if meta.len() > max_bytes {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                "larger than the caller takes",
+            ));
+        }
+        root.read(path)
+    }
+
+    /// The folder of `ctx`'s chat, made if missing.
+    pub(crate) fn folder(&self, ctx: &AgentCtx) -> anyhow::Result<PathBuf> {
+        let name = Self::name(ctx);
         std::fs::create_dir_all(&self.root)?;
         let root = Dir::open_ambient_dir(&self.root, ambient_authority())?;
         if !root.is_dir(&name) {
@@ -112,7 +169,7 @@ pub(crate) struct WorkspaceRun {
     pub(crate) folder: PathBuf,
     options: WorkspaceOptions,
     /// What the workspace held when the run began.
-    before: BTreeMap<String, (u64, Option<SystemTime>)>,
+    before: BTreeMap<String, Entry>,
     bytes: u64,
     files: u64,
     /// Set when a call ran into a quota: the run ends with it.
@@ -123,7 +180,7 @@ impl WorkspaceRun {
     /// The run's view of `folder` under `options`.
     pub(crate) fn begin(folder: PathBuf, options: &WorkspaceOptions) -> anyhow::Result<Self> {
         let before = listing(&folder)?;
-        let bytes = before.values().map(|(size, _)| size).sum();
+        let bytes = before.values().map(|(size, _, _)| size).sum();
         let files = before.len() as u64;
         Ok(WorkspaceRun {
             folder,
@@ -141,7 +198,7 @@ impl WorkspaceRun {
         after
             .into_iter()
             .filter(|(path, now)| self.before.get(path) != Some(now))
-            .map(|(path, (size, _))| WorkspaceFile { path, size })
+            .map(|(path, (size, _, _))| WorkspaceFile { path, size })
             .collect()
     }
 
@@ -151,9 +208,12 @@ impl WorkspaceRun {
     }
 }
 
-/// Every file under `folder` (not following links), with size and
+/// A listed entry: its size, modification time and whether it is a file.
+type Entry = (u64, Option<SystemTime>, bool);
+
+/// Every entry under `folder` (not following links), with size and
 /// modification time.
-fn listing(folder: &Path) -> anyhow::Result<BTreeMap<String, (u64, Option<SystemTime>)>> {
+fn listing(folder: &Path) -> anyhow::Result<BTreeMap<String, Entry>> {
     let mut found = BTreeMap::new();
     let mut stack = vec![(
         Dir::open_ambient_dir(folder, ambient_authority())?,
@@ -169,7 +229,7 @@ fn listing(folder: &Path) -> anyhow::Result<BTreeMap<String, (u64, Option<System
             }
             let modified = meta.modified().ok().map(|t| t.into_std());
             let size = if meta.is_file() { meta.len() } else { 0 };
-            found.insert(name, (size, modified));
+            found.insert(name, (size, modified, meta.is_file()));
         }
     }
     Ok(found)
