@@ -144,19 +144,7 @@ impl CodeCache {
             "compiled a component"
         );
         if let Some(path) = path {
-            // The cache only saves time: failing to write it is not the
-            // component's fault, nor a reason to refuse it.
-            match component
-                .serialize()
-                .map_err(anyhow::Error::from)
-                .and_then(|bytes| Ok(write_atomically(&path, &bytes)?))
-            {
-                Ok(()) => self.prune(&path),
-                Err(e) => tracing::warn!(
-                    path = %path.display(),
-                    "cannot write the compiled-code cache: {e:#}"
-                ),
-            }
+            self.keep(&path, component.serialize());
         }
         self.remember(hash, &component);
         Ok(Ok((component, CodeSource::Compiled)))
@@ -190,6 +178,22 @@ impl CodeCache {
                 tracing::warn!(path = %path.display(), "ignoring a bad cache entry: {e}");
                 None
             }
+        }
+    }
+
+    /// Writes `serialized` code at `path` and keeps the cache within its
+    /// cap. The cache only saves time: failing to write it is not the
+    /// code's fault, nor a reason to refuse it.
+    fn keep(&self, path: &Path, serialized: wasmtime::Result<Vec<u8>>) {
+        match serialized
+            .map_err(anyhow::Error::from)
+            .and_then(|bytes| Ok(write_atomically(path, &bytes)?))
+        {
+            Ok(()) => self.prune(path),
+            Err(e) => tracing::warn!(
+                path = %path.display(),
+                "cannot write the compiled-code cache: {e:#}"
+            ),
         }
     }
 
@@ -228,17 +232,7 @@ impl CodeCache {
             "compiled a core module"
         );
         if let Some(path) = path {
-            match module
-                .serialize()
-                .map_err(anyhow::Error::from)
-                .and_then(|bytes| Ok(write_atomically(&path, &bytes)?))
-            {
-                Ok(()) => self.prune(&path),
-                Err(e) => tracing::warn!(
-                    path = %path.display(),
-                    "cannot write the compiled-code cache: {e:#}"
-                ),
-            }
+            self.keep(&path, module.serialize());
         }
         Ok((module, CodeSource::Compiled))
     }

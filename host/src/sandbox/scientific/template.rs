@@ -164,10 +164,7 @@ impl Template {
             workspaces.then_some(scratch.0.as_path()),
         )?;
         let (memory, turn, alloc) = exports(&mut store, &instance)?;
-        let budget = Budget {
-            fuel: u64::MAX,
-            deadline: Instant::now() + PREPARE_TIME,
-        };
+        let budget = preparing_budget();
         apply_budget(&mut store, budget, host.metering);
         store.data_mut().run.meter.reset(budget.deadline);
         let code = prepare_code(preload, workspaces);
@@ -234,10 +231,7 @@ impl Template {
     ) -> anyhow::Result<(Store<SciData>, wasmtime::Instance, Arc<Mapping>)> {
         let data = idle_data(&self.artifacts, &host.limits, memory)?;
         let mut store = limited_store(&self.engine, data);
-        let budget = Budget {
-            fuel: u64::MAX,
-            deadline: Instant::now() + PREPARE_TIME,
-        };
+        let budget = preparing_budget();
         apply_budget(&mut store, budget, host.metering);
         let _making = self.making.lock().await;
         // Drops what a failed instantiation left.
@@ -259,6 +253,15 @@ impl Template {
             .into_iter()
             .find(|mapping| mapping.base() == base)
             .context("the scientific interpreter's memory is not one sandwit made")
+    }
+}
+
+/// What preparing (or making) an interpreter may spend: no fuel bound,
+/// [`PREPARE_TIME`].
+fn preparing_budget() -> Budget {
+    Budget {
+        fuel: u64::MAX,
+        deadline: Instant::now() + PREPARE_TIME,
     }
 }
 
