@@ -9,6 +9,14 @@ const MAX_MESSAGE_CHARS: usize = 4_000;
 /// The largest image accepted, in bytes.
 const MAX_IMAGE_BYTES: usize = 4 << 20;
 
+/// What the chat is called: its channel's name, else its id, else its key.
+fn channel(ctx: &AgentCtx) -> &str {
+    ctx.channel_name
+        .as_deref()
+        .or(ctx.channel_id.as_deref())
+        .unwrap_or(&ctx.chat_key)
+}
+
 /// Send a text message to the current chat.
 ///
 /// The script goes on; the confirmation is recorded as a system message.
@@ -33,11 +41,7 @@ fn send_channel_message(ctx: &AgentCtx, text: String) -> Result<String, Error> {
         )));
     }
     chat::send_text(&text)?;
-    let channel = ctx
-        .channel_name
-        .as_deref()
-        .or(ctx.channel_id.as_deref())
-        .unwrap_or(&ctx.chat_key);
+    let channel = channel(ctx);
     sandwit_sdk::log::info(&format!("sent {chars} characters to {channel}"));
     Ok(format!("Message sent to channel {channel}: {text}"))
 }
@@ -63,7 +67,9 @@ fn send_channel_image(ctx: &AgentCtx, image: Bytes, caption: String) -> Result<S
     } else if data.starts_with(&[0xFF, 0xD8, 0xFF]) {
         "image/jpeg"
     } else {
-        return Err(Error::invalid_arguments("the image is neither a PNG nor a JPEG"));
+        return Err(Error::invalid_arguments(
+            "the image is neither a PNG nor a JPEG",
+        ));
     };
     if data.len() > MAX_IMAGE_BYTES {
         return Err(Error::invalid_arguments(format!(
@@ -76,13 +82,11 @@ fn send_channel_image(ctx: &AgentCtx, image: Bytes, caption: String) -> Result<S
     if !caption.trim().is_empty() {
         chat::send_text(&caption)?;
     }
-    let channel = ctx
-        .channel_name
-        .as_deref()
-        .or(ctx.channel_id.as_deref())
-        .unwrap_or(&ctx.chat_key);
+    let channel = channel(ctx);
     sandwit_sdk::log::info(&format!("sent a {bytes}-byte {mime_type} to {channel}"));
-    Ok(format!("Image sent to channel {channel}: {caption} ({bytes} bytes)"))
+    Ok(format!(
+        "Image sent to channel {channel}: {caption} ({bytes} bytes)"
+    ))
 }
 
 /// Ask the agent to follow up on something in a new round.
