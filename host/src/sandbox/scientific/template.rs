@@ -122,6 +122,11 @@ impl Template {
             }
         };
         let started = Instant::now();
+        // Sandboxes loading at once in one process compile once: the
+        // others wait and read the cache (a compile takes minutes and
+        // 1.8 GB at its peak).
+        static COMPILING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+        let compiling = COMPILING.lock().await;
         let (module, code_source) = cache.module(&engine, &hash, || {
             tracing::info!(
                 path = %path.display(),
@@ -129,6 +134,7 @@ impl Template {
             );
             Ok(std::fs::read(&path)?)
         })?;
+        drop(compiling);
         tracing::debug!(
             ?code_source,
             ms = started.elapsed().as_millis() as u64,
