@@ -108,6 +108,9 @@ struct Inner {
     idle: Mutex<Vec<Interpreter>>,
     prepared: usize,
     workspaces: Option<WorkspaceOptions>,
+    /// Interpreters being restored now, and the signal that one was.
+    restoring: std::sync::atomic::AtomicUsize,
+    returned: tokio::sync::Notify,
     /// Whether the next interpreter given back has its memory scribbled
     /// over before its restore (tests, `internals`).
     #[cfg(feature = "internals")]
@@ -140,6 +143,8 @@ impl ScientificSandbox {
                 idle: Mutex::new(vec![first]),
                 prepared: options.prepared,
                 workspaces: options.workspaces,
+                restoring: Default::default(),
+                returned: Default::default(),
                 #[cfg(feature = "internals")]
                 scribble: Default::default(),
             }),
@@ -201,7 +206,7 @@ impl ScientificSandbox {
             fuel: limits.fuel,
             deadline: start + limits.time,
         };
-        let taken = self.idle().pop();
+        let taken = self.take_ready().await;
         let prepared = taken.is_some();
         let mut interpreter = match taken {
             Some(interpreter) => interpreter,
@@ -358,12 +363,33 @@ impl ScientificSandbox {
         self.inner.idle.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// A ready interpreter, if one is or is about to be: a run that comes
+    /// while the last run's interpreter is being restored (a few ms) waits
+    /// for it rather than make one (a copy of the whole prepared memory).
+    async fn take_ready(&self) -> Option<Interpreter> {
+        use std::sync::atomic::Ordering;
+        let returned = self.inner.returned.notified();
+        tokio::pin!(returned);
+        returned.as_mut().enable();
+        if let Some(interpreter) = self.idle().pop() {
+            return Some(interpreter);
+        }
+        if self.inner.restoring.load(Ordering::SeqCst) == 0 {
+            return None;
+        }
+        let _ = tokio::time::timeout(RESTORE_WAIT, returned).await;
+        self.idle().pop()
+    }
+
     /// Restores `interpreter` off the run's path and keeps it for the next
     /// run, unless enough are kept; one whose memory grew (which cannot be
     /// undone) is replaced.
     fn give_back(&self, mut interpreter: Interpreter) {
+        use std::sync::atomic::Ordering;
         let sandbox = self.clone();
+        self.inner.restoring.fetch_add(1, Ordering::SeqCst);
         tokio::task::spawn_blocking(move || {
+            let _returned = Returned(&sandbox.inner);
             #[cfg(feature = "internals")]
             if sandbox
                 .inner
@@ -423,6 +449,21 @@ fn begin_frame(code: &str, plugins: &PluginSet) -> Vec<u8> {
         Value::List(methods.collect()),
     ])
     .to_marshal()
+}
+
+/// The longest a run waits for an interpreter being restored.
+const RESTORE_WAIT: Duration = Duration::from_millis(50);
+
+/// Marks a restore finished, however it ended, and wakes the runs waiting.
+struct Returned<'a>(&'a Inner);
+
+impl Drop for Returned<'_> {
+    fn drop(&mut self) {
+        self.0
+            .restoring
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        self.0.returned.notify_waiters();
+    }
 }
 
 impl RunOutcome {
