@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use sandwit::Host;
 use sandwit::paths::env_path;
+use sandwit::{Host, WorkspaceOptions};
 use sandwit_service::{
     Config, DEFAULT_TOKEN_RATE, Interpreters, McpSessionLimits, RateLimit, Service, Tokens,
 };
@@ -47,6 +47,27 @@ pub struct ServeArgs {
     /// start and runs may ask for it.
     #[arg(long, value_name = "DIR")]
     scientific_dir: Option<PathBuf>,
+    /// Gives each chat a folder of its own under DIR, the scientific
+    /// interpreter's working directory (`/workspace`), kept across the
+    /// chat's runs (a namespaced token's chats apart from another's of the
+    /// same key); `GET /v1/chats/{chat}/files` lists and reads it. Needs
+    /// the scientific interpreter.
+    #[arg(long, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    /// The most a chat's workspace may hold, in MiB; a run that writes
+    /// past it ends with the limit `workspace`.
+    #[arg(long, default_value_t = 64, value_name = "MIB",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    workspace_max_mib: u64,
+    /// The most files (and folders) a chat's workspace may hold.
+    #[arg(long, default_value_t = 1000, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    workspace_max_files: u64,
+    /// Answer 200 on /readyz at once, before the interpreter's code for
+    /// reuse across runs is compiled (once per cache; `sandwit prepare`
+    /// compiles it ahead): runs are taken either way, slower until then.
+    #[arg(long)]
+    ready_before_reuse: bool,
     #[command(flatten)]
     slots: RunSlots,
     /// On SIGINT or SIGTERM, how long runs in flight get to finish before
@@ -137,6 +158,7 @@ pub async fn serve(host: Host, args: ServeArgs) -> anyhow::Result<ExitCode> {
             burst: args.rate_burst,
         },
         mcp_sessions: args.mcp_sessions.limits(),
+        ready_before_reuse: args.ready_before_reuse,
         ..args.slots.config(
             args.plugin_dir.clone(),
             tokens,
@@ -176,23 +198,45 @@ pub async fn serve(host: Host, args: ServeArgs) -> anyhow::Result<ExitCode> {
 /// The interpreters of `args`: the small one, and the scientific one when
 /// it is the default or its directory is given (runs may then ask for it).
 /// A scientific one that fails to load stops the start: an operator who
-/// named it expects runs to get it.
+/// named it expects runs to get it. So does `--workspace` without it.
 async fn interpreters(host: &Host, args: &ServeArgs) -> anyhow::Result<Interpreters> {
-    let small = crate::interpreter::load(host, args.python.clone()).await?;
-    let interpreters = Interpreters::new(small);
     let dir = args
         .scientific_dir
         .clone()
         .or_else(|| env_path("SANDWIT_SCIENTIFIC"));
-    if args.interpreter == InterpreterKind::Small && dir.is_none() {
+    let scientific = args.interpreter == InterpreterKind::Scientific || dir.is_some();
+    if let Some(workspace) = &args.workspace
+        && !scientific
+    {
+        anyhow::bail!(
+            "--workspace {}: workspaces are the scientific interpreter's, which this server \
+             does not load; load it with --scientific-dir DIR (or $SANDWIT_SCIENTIFIC=DIR, DIR \
+             as sandwit's `scripts/scientific` makes it)",
+            workspace.display()
+        );
+    }
+    let small = crate::interpreter::load(host, args.python.clone()).await?;
+    let interpreters = Interpreters::new(small);
+    if !scientific {
         return Ok(interpreters);
     }
-    let scientific = crate::interpreter::load_scientific(host, dir, None).await?;
+    let max_bytes = args.workspace_max_mib.saturating_mul(1 << 20);
+    let workspaces = args.workspace.as_ref().map(|root| {
+        WorkspaceOptions::new(root)
+            .max_bytes(max_bytes)
+            .max_files(args.workspace_max_files)
+    });
+    let with_workspaces = workspaces.is_some();
+    let scientific = crate::interpreter::load_scientific(host, dir, workspaces).await?;
     let default = match args.interpreter {
         InterpreterKind::Small => sandwit_service::InterpreterKind::Small,
         InterpreterKind::Scientific => sandwit_service::InterpreterKind::Scientific,
     };
-    Ok(interpreters.with_scientific(scientific, default))
+    let interpreters = interpreters.with_scientific(scientific, default);
+    Ok(match with_workspaces {
+        true => interpreters.with_workspaces(max_bytes),
+        false => interpreters,
+    })
 }
 
 /// The run slots of `sandwit serve` and `sandwit mcp`: how many runs at
@@ -226,6 +270,7 @@ impl RunSlots {
             max_body_bytes,
             rate: DEFAULT_TOKEN_RATE,
             mcp_sessions: McpSessionLimits::default(),
+            ready_before_reuse: false,
         }
     }
 }

@@ -17,7 +17,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi, ToSchema};
 
 use crate::interpreters::InterpreterKind;
-use crate::{calls, health, plugins, runs, tools};
+use crate::{calls, files, health, plugins, runs, tools};
 
 /// The OpenAPI 3.1 document of the service.
 #[derive(OpenApi)]
@@ -31,12 +31,13 @@ use crate::{calls, health, plugins, runs, tools};
     paths(
         health::healthz, health::readyz, health::metrics, runs::run, calls::call,
         tools::list, tools::schema, tools::metadata, tools::prompt, plugins::list,
-        plugins::action, plugins::reload
+        plugins::action, plugins::reload, files::list, files::read
     ),
     components(schemas(
         ErrorBody, Health, Ready, runs::RunRequest, runs::LimitsRequest, InterpreterKind, Outcome,
         calls::CallRequest, CallReport, ToolListing, ToolList, Tool, OpenAiTool, ToolSchema,
-        ParamSchema, ToolMetadata, PluginRef, Breaker, PluginList, PluginInfo, Switched, Reloaded
+        ParamSchema, ToolMetadata, PluginRef, Breaker, PluginList, PluginInfo, Switched, Reloaded,
+        WorkspaceFile, ChatFiles
     )),
     modifiers(&BearerAuth, &RateLimited),
 )]
@@ -127,9 +128,10 @@ pub struct ErrorBody {
     /// `outside-namespace`, `not-found`,
     /// `unknown-plugin`, `unknown-method`, `unknown-tool`, `bad-json`,
     /// `bad-query`, `bad-request`, `limit-too-high`,
-    /// `interpreter-not-loaded`, `bad-format`,
-    /// `reload-failed`, `request-timeout`,
-    /// `queue-full`, `queue-timeout`, `shutting-down`, `rate-limited`.
+    /// `interpreter-not-loaded`, `bad-format`, `bad-path`, `no-workspaces`,
+    /// `no-such-file`, `reload-failed`, `request-timeout`,
+    /// `queue-full`, `queue-timeout`, `shutting-down`, `warming-up`,
+    /// `rate-limited`.
     pub error: String,
     /// A sentence naming what was wrong.
     pub message: String,
@@ -175,6 +177,9 @@ pub struct Outcome {
     /// The limit that stopped the run: `{kind, message}`.
     #[schema(value_type = Option<Object>)]
     pub limit: Option<Json>,
+    /// The files of the chat's workspace the run created or changed (a
+    /// scientific run on a server with `--workspace`); empty otherwise.
+    pub files: Vec<WorkspaceFile>,
     /// The run's events (calls, controls, messages), in order.
     #[schema(value_type = Vec<Object>)]
     pub events: Vec<Json>,
@@ -188,6 +193,24 @@ pub struct Outcome {
     pub cost: f64,
     /// Wall-clock milliseconds.
     pub ms: f64,
+}
+
+/// A file of a chat's workspace.
+#[derive(Serialize, ToSchema)]
+pub struct WorkspaceFile {
+    /// Its path in the workspace, `/`-separated.
+    pub path: String,
+    /// Its size in bytes.
+    pub size: u64,
+}
+
+/// `GET /v1/chats/{chat}/files`.
+#[derive(Serialize, ToSchema)]
+pub struct ChatFiles {
+    /// The chat key.
+    pub chat: String,
+    /// Its workspace's files, as its runs left them.
+    pub files: Vec<WorkspaceFile>,
 }
 
 /// A method call's report: the JSON of `sandwit call --json`.
@@ -410,6 +433,8 @@ mod tests {
             "/v1/plugins",
             "/v1/plugins/{id}:{action}",
             "/v1/plugins:reload",
+            "/v1/chats/{chat}/files",
+            "/v1/chats/{chat}/files/{path}",
         ] {
             assert!(paths.contains_key(path), "{path} is missing");
         }
@@ -457,6 +482,29 @@ mod tests {
         assert_eq!(
             schemas["Ready"]["properties"]["default_interpreter"]["$ref"],
             kind
+        );
+        // An outcome lists the workspace files its run left.
+        let file = serde_json::json!("#/components/schemas/WorkspaceFile");
+        assert_eq!(
+            schemas["Outcome"]["properties"]["files"]["items"]["$ref"],
+            file
+        );
+        assert!(
+            schemas["Outcome"]["required"]
+                .as_array()
+                .unwrap()
+                .contains(&serde_json::json!("files"))
+        );
+        assert_eq!(
+            schemas["ChatFiles"]["properties"]["files"]["items"]["$ref"],
+            file
+        );
+        let read = &doc["paths"]["/v1/chats/{chat}/files/{path}"]["get"];
+        assert!(
+            read["responses"]["200"]["content"]
+                .get("application/octet-stream")
+                .is_some(),
+            "{read}"
         );
     }
 }

@@ -18,17 +18,31 @@ pub async fn healthz() -> impl IntoResponse {
     axum::Json(json!({"status": "ok"}))
 }
 
-/// The service takes runs: not shutting down, and a slot or queue place
-/// free. Says which interpreters runs may ask for, and the default.
+/// The service takes runs at full speed: not shutting down, and the small
+/// interpreter reusing its prepared interpreters (503 `warming-up` until
+/// then, unless the server was told to be ready before; runs are taken
+/// meanwhile). Says which interpreters runs may ask for, and the default.
 #[utoipa::path(get, path = "/readyz", tag = "health",
     responses((status = 200, body = crate::api::Ready),
-              (status = 503, description = "Shutting down", body = crate::api::ErrorBody)))]
+              (status = 503, description = "Shutting down, or warming up (the interpreter's \
+                                            code for reuse across runs is being compiled)",
+               body = crate::api::ErrorBody)))]
 pub async fn readyz(State(state): State<Shared>) -> Result<impl IntoResponse, ApiError> {
     if state.shutting_down.load(Ordering::SeqCst) {
         return Err(ApiError::unavailable(
             "shutting-down",
             "the server is shutting down",
             1,
+        ));
+    }
+    if !state.config.ready_before_reuse && !state.interpreters.small().reuses_interpreters() {
+        return Err(ApiError::unavailable(
+            "warming-up",
+            "the interpreter's code for reuse across runs is being compiled (once per cache, \
+             about 10-30 s); runs are taken meanwhile, each in an interpreter of its own, \
+             several times slower. `sandwit prepare` compiles it ahead into the cache; \
+             `--ready-before-reuse` makes the server ready at once",
+            5,
         ));
     }
     let plugins = state.catalog.read().expect("catalog lock").plugins().len();

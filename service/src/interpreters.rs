@@ -46,6 +46,9 @@ pub struct Interpreters {
     small: PythonSandbox,
     scientific: Option<ScientificSandbox>,
     default: InterpreterKind,
+    /// The largest workspace file answered, when the scientific sandbox
+    /// has chat workspaces.
+    workspace_max_bytes: Option<u64>,
 }
 
 impl Interpreters {
@@ -55,6 +58,7 @@ impl Interpreters {
             small,
             scientific: None,
             default: InterpreterKind::Small,
+            workspace_max_bytes: None,
         }
     }
 
@@ -66,6 +70,24 @@ impl Interpreters {
             default,
             ..self
         }
+    }
+
+    /// Says that the scientific sandbox keeps chat workspaces
+    /// (`ScientificOptions::workspaces`): `GET /v1/chats/{chat}/files`
+    /// lists a chat's files and answers those of at most `max_bytes` (the
+    /// workspace's byte quota). Without a scientific sandbox it does
+    /// nothing.
+    pub fn with_workspaces(self, max_bytes: u64) -> Self {
+        Interpreters {
+            workspace_max_bytes: self.scientific.as_ref().map(|_| max_bytes),
+            ..self
+        }
+    }
+
+    /// The scientific sandbox with chat workspaces, and the largest file
+    /// answered, if the server keeps workspaces.
+    pub(crate) fn workspaces(&self) -> Option<(&ScientificSandbox, u64)> {
+        Some((self.scientific.as_ref()?, self.workspace_max_bytes?))
     }
 
     /// The kind of runs that name none.

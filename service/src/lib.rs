@@ -17,6 +17,7 @@ mod calls;
 mod catalog;
 mod chat;
 mod error;
+mod files;
 mod health;
 mod interpreters;
 pub mod mcp;
@@ -72,6 +73,12 @@ pub struct Config {
     pub rate: RateLimit,
     /// The bounds on MCP sessions over HTTP.
     pub mcp_sessions: McpSessionLimits,
+    /// Whether `/readyz` answers 200 before the small interpreter reuses
+    /// its prepared interpreters (`PythonSandbox::reuses_interpreters`;
+    /// until then every run instantiates one, several times slower). Set
+    /// it for a host that prepares none (`HostBuilder::prepared_interpreters(0)`):
+    /// reuse never comes there. Runs are taken either way.
+    pub ready_before_reuse: bool,
 }
 
 /// The service: its state, shared by the handlers.
@@ -257,6 +264,8 @@ impl Service {
             .route("/v1/tools/{name}/schema", get(tools::schema))
             .route("/v1/tools/{name}/metadata", get(tools::metadata))
             .route("/v1/prompt", get(tools::prompt))
+            .route("/v1/chats/{chat}/files", get(files::list))
+            .route("/v1/chats/{chat}/files/{*path}", get(files::read))
             .merge(mcp::routes(&self.state))
             .fallback(|| async {
                 ApiError::not_found("not-found", "no such endpoint; see docs/SERVICE.md")

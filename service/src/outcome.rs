@@ -60,7 +60,9 @@ pub fn call_json(report: &CallReport, result: Option<Json>) -> Json {
 }
 
 /// A run's outcome: `{"status", "stdout", "stderr", "error", "limit",
-/// "events", "handoff", "fuel_used", "cost", "ms"}`.
+/// "files", "events", "handoff", "fuel_used", "cost", "ms"}`; `files` lists
+/// the `{"path", "size"}` of each file of the chat's workspace the run
+/// created or changed (empty without workspaces).
 pub fn outcome_json(outcome: &RunOutcome, image: &mut RenderImage<'_>) -> anyhow::Result<Json> {
     let handoff = match &outcome.handoff {
         Some(h) => Some(json!({
@@ -76,6 +78,7 @@ pub fn outcome_json(outcome: &RunOutcome, image: &mut RenderImage<'_>) -> anyhow
         "stderr": outcome.stderr,
         "error": outcome.error,
         "limit": outcome.limit,
+        "files": outcome.files,
         "events": outcome.events,
         "handoff": handoff,
         "fuel_used": outcome.fuel_used,

@@ -43,9 +43,7 @@ fn assert_no_numpy(answer: (u16, Value)) {
 
 /// `/readyz`'s interpreters and default.
 fn offered(server: &Server) -> (Value, Value) {
-    let (status, body) = server.get("/readyz", None);
-    assert_eq!(status, 200, "{body}");
-    let ready: Value = serde_json::from_str(&body).unwrap();
+    let ready = server.await_ready();
     (
         ready["interpreters"].clone(),
         ready["default_interpreter"].clone(),
@@ -262,6 +260,172 @@ fn serve_does_not_start_without_the_scientific_interpreter_it_is_told_to_load() 
     let err = failed_start("no-scientific-dir", &["--interpreter", "scientific"]);
     assert!(
         err.contains("scripts/scientific") && err.contains("--scientific-dir DIR"),
+        "{err}"
+    );
+}
+
+/// The token of the tenant `acme`, whose namespace is `acme:`.
+const ACME: &str = "acme-token-for-tests";
+/// The token of the tenant `globex`, whose namespace is `globex:`.
+const GLOBEX: &str = "globex-token-for-tests";
+
+/// A GET of `path` with `token`: the status and the body's bytes.
+fn get_bytes(server: &Server, path: &str, token: &str) -> (u16, Vec<u8>) {
+    let mut response = server
+        .agent
+        .get(format!("{}{path}", server.base))
+        .header("Authorization", format!("Bearer {token}"))
+        .call()
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.body_mut().read_to_vec().unwrap())
+}
+
+/// A GET of `path` with `token` that answers JSON: the status and body.
+fn get_json(server: &Server, path: &str, token: &str) -> (u16, Value) {
+    let (status, body) = get_bytes(server, path, token);
+    (status, serde_json::from_slice(&body).unwrap())
+}
+
+#[test]
+fn serve_keeps_a_chats_workspace_and_answers_its_files_to_its_tenant_only() {
+    let dir = tempdir("serve", "workspace-root");
+    let root = dir.join("workspaces");
+    let tokens = format!(
+        "ops admin {}\napp user {}\nacme user {} acme:\nglobex user {} globex:\n",
+        digest(ADMIN),
+        digest(USER),
+        digest(ACME),
+        digest(GLOBEX)
+    );
+    let server = serve_with(
+        ("serve", "workspace"),
+        &[],
+        "",
+        &[
+            "--scientific-dir",
+            artifacts::SCIENTIFIC,
+            "--workspace",
+            root.to_str().unwrap(),
+        ],
+        &tokens,
+        &[],
+    );
+    let write = "import os\nos.makedirs('out', exist_ok=True)\n\
+                 open('out/result.txt', 'w').write('hello from acme')\nprint(os.getcwd())";
+    let (status, outcome) = server.post(
+        "/v1/runs",
+        ACME,
+        json!({"code": write, "chat_key": "acme:c", "interpreter": "scientific"}),
+    );
+    assert_eq!(status, 200, "{outcome}");
+    assert_eq!(outcome["status"], "ok", "{outcome}");
+    assert_eq!(outcome["stdout"], "/workspace\n", "{outcome}");
+    // The folder made is listed too (size 0).
+    let files = json!([{"path": "out", "size": 0}, {"path": "out/result.txt", "size": 15}]);
+    assert_eq!(outcome["files"], files, "{outcome}");
+    // The next run of the chat finds it; a small run lists no files.
+    let (_, outcome) = server.post(
+        "/v1/runs",
+        ACME,
+        json!({"code": "print(open('out/result.txt').read())", "chat_key": "acme:c",
+               "interpreter": "scientific"}),
+    );
+    assert_eq!(outcome["stdout"], "hello from acme\n", "{outcome}");
+    assert_eq!(outcome["files"], json!([]), "{outcome}");
+    let (_, outcome) = server.post(
+        "/v1/runs",
+        ACME,
+        json!({"code": "print(1)", "chat_key": "acme:c"}),
+    );
+    assert_eq!(outcome["files"], json!([]), "{outcome}");
+
+    // Listed and read by the tenant.
+    let (status, listing) = get_json(&server, "/v1/chats/acme:c/files", ACME);
+    assert_eq!(status, 200, "{listing}");
+    // The listing has files only.
+    let file = json!({"path": "out/result.txt", "size": 15});
+    assert_eq!(listing, json!({"chat": "acme:c", "files": [file]}));
+    let (status, bytes) = get_bytes(&server, "/v1/chats/acme:c/files/out/result.txt", ACME);
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&bytes));
+    assert_eq!(bytes, b"hello from acme");
+
+    // Another tenant cannot name the chat...
+    for path in [
+        "/v1/chats/acme:c/files",
+        "/v1/chats/acme:c/files/out/result.txt",
+    ] {
+        let (status, error) = get_json(&server, path, GLOBEX);
+        assert_eq!(status, 403, "{path}: {error}");
+        assert_eq!(error["error"], "outside-namespace", "{error}");
+    }
+    // ...and a token of another namespace (none) that names the same key
+    // gets a workspace of its own, empty.
+    let (status, listing) = get_json(&server, "/v1/chats/acme:c/files", USER);
+    assert_eq!(status, 200, "{listing}");
+    assert_eq!(listing["files"], json!([]), "{listing}");
+    let (status, error) = get_json(&server, "/v1/chats/acme:c/files/out/result.txt", USER);
+    assert_eq!(status, 404, "{error}");
+    assert_eq!(error["error"], "no-such-file", "{error}");
+    // So does a chat that never ran.
+    let (status, listing) = get_json(&server, "/v1/chats/globex:c/files", GLOBEX);
+    assert_eq!((status, &listing["files"]), (200, &json!([])), "{listing}");
+
+    // No path leads outside the workspace, nor to a folder or a missing file.
+    let secret = root.parent().unwrap().join("secret.txt");
+    std::fs::write(&secret, "secret").unwrap();
+    for (path, expected) in [
+        ("/v1/chats/acme:c/files/out/..%2F..%2F..%2Fsecret.txt", 400),
+        ("/v1/chats/acme:c/files/%2E%2E/%2E%2E/secret.txt", 400),
+        (
+            "/v1/chats/acme:c/files/out/%2E%2E/%2E%2E/%2E%2E/secret.txt",
+            400,
+        ),
+        ("/v1/chats/acme:c/files/%2Fetc%2Fpasswd", 400),
+        ("/v1/chats/acme:c/files/out", 404),
+        ("/v1/chats/acme:c/files/out/none.txt", 404),
+    ] {
+        let (status, body) = get_bytes(&server, path, ACME);
+        let text = String::from_utf8_lossy(&body);
+        assert_eq!(status, expected, "{path}: {text}");
+        assert!(!text.contains("secret\""), "{path}: {text}");
+        assert_ne!(body, b"secret", "{path}");
+    }
+}
+
+#[test]
+fn serve_without_workspaces_answers_404_for_a_chats_files() {
+    let server = serve(
+        "no-workspace",
+        &[],
+        "",
+        &["--scientific-dir", artifacts::SCIENTIFIC],
+    );
+    for path in ["/v1/chats/c/files", "/v1/chats/c/files/a.txt"] {
+        let (status, error) = get_json(&server, path, USER);
+        assert_eq!(status, 404, "{path}: {error}");
+        assert_eq!(error["error"], "no-workspaces", "{error}");
+        assert!(
+            error["message"]
+                .as_str()
+                .unwrap()
+                .contains("--workspace DIR"),
+            "{error}"
+        );
+    }
+    let (_, outcome) = run(&server, "open('a.txt', 'w').write('x')", Some("scientific"));
+    assert_eq!(outcome["files"], json!([]), "{outcome}");
+}
+
+#[test]
+fn serve_does_not_start_with_a_workspace_but_no_scientific_interpreter() {
+    let dir = tempdir("serve", "workspace-without-scientific");
+    let err = failed_start(
+        "workspace-without-scientific",
+        &["--workspace", dir.to_str().unwrap()],
+    );
+    assert!(
+        err.contains("--workspace") && err.contains("--scientific-dir DIR"),
         "{err}"
     );
 }

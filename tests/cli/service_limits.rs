@@ -295,6 +295,7 @@ fn a_token_past_its_rate_is_refused_with_429() {
     );
     assert_eq!(initialize(&server, USER).status, 429);
 
+    server.await_ready();
     for _ in 0..10 {
         assert_eq!(server.get("/healthz", None).0, 200);
         assert_eq!(server.get("/readyz", None).0, 200);
