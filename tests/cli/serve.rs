@@ -53,6 +53,19 @@ pub(crate) fn serve_with(
     tokens: &str,
     env: &[(&str, &str)],
 ) -> Server {
+    serve_on(&cache_dir(), dir, plugins, policy, extra, tokens, env)
+}
+
+/// As [`serve_with`], on the cache `cache`.
+pub(crate) fn serve_on(
+    cache: &Path,
+    dir: (&str, &str),
+    plugins: &[&str],
+    policy: &str,
+    extra: &[&str],
+    tokens: &str,
+    env: &[(&str, &str)],
+) -> Server {
     let dir = tempdir(dir.0, dir.1);
     let plugin_dir = dir.join("plugins");
     std::fs::create_dir_all(&plugin_dir).unwrap();
@@ -71,7 +84,7 @@ pub(crate) fn serve_with(
         .env_remove("SANDWIT_SCIENTIFIC")
         .envs(env.iter().copied())
         .arg("--cache-dir")
-        .arg(cache_dir())
+        .arg(cache)
         .arg("--store")
         .arg(dir.join("store.db"))
         .arg("--policy")

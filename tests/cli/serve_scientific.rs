@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::common::{artifacts, cache_dir, tempdir};
 use crate::mcp::{Client, http_client, runtime};
-use crate::serve::{ADMIN, Server, USER, digest, next_event, serve, serve_with};
+use crate::serve::{ADMIN, Server, USER, digest, next_event, serve, serve_on, serve_with};
 
 /// Prints 6 in the scientific interpreter; the small one has no numpy.
 const NUMPY: &str = "import numpy as np\nprint(np.arange(4).sum())";
@@ -428,4 +428,70 @@ fn serve_does_not_start_with_a_workspace_but_no_scientific_interpreter() {
         err.contains("--workspace") && err.contains("--scientific-dir DIR"),
         "{err}"
     );
+}
+
+/// Whether the server reuses its interpreters now (its metric).
+fn reuses(server: &Server) -> bool {
+    server.metric("sandwit_interpreters_reusable") == Some(1.0)
+}
+
+/// `/readyz` as it answers between two readings of whether the server
+/// reuses its interpreters: 200 if it did before, 503 `warming-up` (naming
+/// `sandwit prepare` and the flag) if it still did not after, when
+/// `waits` (no `--ready-before-reuse`); 200 always otherwise. Returns
+/// whether the answer came while the server was warming up.
+fn check_readiness(server: &Server, waits: bool) -> bool {
+    let before = reuses(server);
+    let (status, body) = server.get("/readyz", None);
+    let after = reuses(server);
+    if before || !waits {
+        assert_eq!(status, 200, "{body}");
+    }
+    if !after && waits {
+        assert_eq!(status, 503, "{body}");
+        let error: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(error["error"], "warming-up", "{error}");
+        let message = error["message"].as_str().unwrap();
+        for words in ["`sandwit prepare`", "--ready-before-reuse"] {
+            assert!(message.contains(words), "{message}");
+        }
+    }
+    !after
+}
+
+#[test]
+fn serve_is_ready_once_it_reuses_interpreters_unless_told_otherwise() {
+    // A cache of its own, which lacks the interpreter's code for reuse:
+    // the first server compiles the interpreter (its start) and then that
+    // code, on an idle thread.
+    let cache = tempdir("serve", "readiness-cache");
+    let tokens = format!("ops admin {}\napp user {}\n", digest(ADMIN), digest(USER));
+    let eager = serve_on(
+        &cache,
+        ("serve", "ready-before-reuse"),
+        &[],
+        "",
+        &["--ready-before-reuse"],
+        &tokens,
+        &[],
+    );
+    let warming = check_readiness(&eager, false);
+    assert_printed(run(&eager, "print(1)", None), "1\n");
+    // One that waits, on the same cache: warming up until it reuses
+    // interpreters (if the first has not compiled the code by then), runs
+    // taken meanwhile; then ready.
+    let waiting = serve_on(
+        &cache,
+        ("serve", "ready-after-reuse"),
+        &[],
+        "",
+        &[],
+        &tokens,
+        &[],
+    );
+    let warming_too = check_readiness(&waiting, true);
+    assert_printed(run(&waiting, "print(2)", None), "2\n");
+    assert_eq!(waiting.await_ready()["status"], "ready");
+    assert!(reuses(&waiting));
+    eprintln!("warming up when asked: {warming}, {warming_too}");
 }
