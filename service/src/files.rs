@@ -39,10 +39,10 @@ fn io_error(error: std::io::Error, chat: &str, path: Option<&str>) -> ApiError {
     };
     match error.kind() {
         ErrorKind::Unsupported => no_workspaces(),
-        ErrorKind::NotFound => {
+        ErrorKind::NotFound | ErrorKind::NotADirectory | ErrorKind::IsADirectory => {
             ApiError::not_found("no-such-file", format!("no file {what}: {error}"))
         }
-        ErrorKind::InvalidInput | ErrorKind::PermissionDenied => {
+        ErrorKind::InvalidInput | ErrorKind::InvalidFilename | ErrorKind::PermissionDenied => {
             ApiError::bad_request("bad-path", format!("{what}: {error}"))
         }
         _ => ApiError::new(
@@ -140,5 +140,10 @@ pub async fn read(
                 )
             })?
             .map_err(|e| io_error(e, &chat, Some(&path)))?;
-    Ok(([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response())
+    let headers = [
+        (header::CONTENT_TYPE, "application/octet-stream"),
+        // What a run wrote is never rendered as something else.
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+    ];
+    Ok((headers, bytes).into_response())
 }

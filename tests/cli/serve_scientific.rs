@@ -346,8 +346,20 @@ fn serve_keeps_a_chats_workspace_and_answers_its_files_to_its_tenant_only() {
     // The listing has files only.
     let file = json!({"path": "out/result.txt", "size": 15});
     assert_eq!(listing, json!({"chat": "acme:c", "files": [file]}));
-    let (status, bytes) = get_bytes(&server, "/v1/chats/acme:c/files/out/result.txt", ACME);
-    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&bytes));
+    let response = server
+        .agent
+        .get(format!(
+            "{}/v1/chats/acme:c/files/out/result.txt",
+            server.base
+        ))
+        .header("Authorization", format!("Bearer {ACME}"))
+        .call()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let headers = response.headers();
+    assert_eq!(headers["content-type"], "application/octet-stream");
+    assert_eq!(headers["x-content-type-options"], "nosniff");
+    let bytes = response.into_body().read_to_vec().unwrap();
     assert_eq!(bytes, b"hello from acme");
 
     // Another tenant cannot name the chat...
