@@ -741,6 +741,11 @@ pub struct PyRunOutcome {
     /// The events as dicts, in order (the JSON of `sandwit::Event`).
     #[pyo3(get)]
     events: Py<PyList>,
+    /// The files of the chat's workspace the run created or changed, as
+    /// dicts `{"path", "size"}` (a scientific sandbox with workspaces;
+    /// empty otherwise).
+    #[pyo3(get)]
+    files: Py<PyList>,
     #[pyo3(get)]
     fuel_used: u64,
     #[pyo3(get)]
@@ -784,6 +789,7 @@ impl PyRunOutcome {
             None => None,
         };
         let events = to_py(py, &outcome.events)?.cast_into::<PyList>()?.unbind();
+        let files = to_py(py, &outcome.files)?.cast_into::<PyList>()?.unbind();
         Ok(PyRunOutcome {
             status,
             stdout: outcome.stdout.clone(),
@@ -792,6 +798,7 @@ impl PyRunOutcome {
             limit,
             handoff,
             events,
+            files,
             fuel_used: outcome.fuel_used,
             elapsed_ms: outcome.elapsed.as_secs_f64() * 1e3,
         })
@@ -832,6 +839,7 @@ impl PyRunOutcome {
             None => None,
         };
         d.set_item("limit", limit)?;
+        d.set_item("files", self.files.bind(py))?;
         d.set_item("events", self.events.bind(py))?;
         let handoff = match &self.handoff {
             Some(h) => {

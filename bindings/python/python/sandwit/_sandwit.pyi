@@ -381,6 +381,12 @@ class RunOutcome:
         ``message``), ``chat`` (``plugin``, ``message``) or ``denied``
         (``plugin``, ``capability``, ``request``)."""
     @property
+    def files(self) -> list[dict[str, Any]]:
+        """The files of the chat's workspace the run created or changed,
+        each a dict with ``path`` (``/``-separated, in the workspace) and
+        ``size`` (bytes); empty without a workspace (the small
+        interpreter, or a scientific sandbox without workspaces)."""
+    @property
     def fuel_used(self) -> int:
         """Fuel used by the interpreter and the plugins it called."""
     @property
