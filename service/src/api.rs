@@ -131,7 +131,7 @@ pub struct ErrorBody {
     /// `interpreter-not-loaded`, `bad-format`, `bad-path`, `no-workspaces`,
     /// `no-such-file`, `reload-failed`, `request-timeout`,
     /// `queue-full`, `queue-timeout`, `shutting-down`, `warming-up`,
-    /// `rate-limited`.
+    /// `rate-limited`, `workspace-failed`.
     pub error: String,
     /// A sentence naming what was wrong.
     pub message: String,

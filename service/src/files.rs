@@ -67,6 +67,8 @@ fn io_error(error: std::io::Error, chat: &str, path: Option<&str>) -> ApiError {
          body = crate::api::ErrorBody),
         (status = 404, description = "The server keeps no workspaces",
          body = crate::api::ErrorBody),
+        (status = 500, description = "The workspace could not be read",
+         body = crate::api::ErrorBody),
     )
 )]
 pub async fn list(
@@ -115,6 +117,8 @@ pub async fn list(
         (status = 403, description = "A chat key outside the token's namespace",
          body = crate::api::ErrorBody),
         (status = 404, description = "No such file, or the server keeps no workspaces",
+         body = crate::api::ErrorBody),
+        (status = 500, description = "The workspace could not be read",
          body = crate::api::ErrorBody),
     )
 )]
