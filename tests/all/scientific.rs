@@ -455,7 +455,7 @@ async fn a_chat_keeps_its_workspace_and_sees_no_other() {
     assert_eq!(outcome.stdout, "/workspace\n");
     let mut names: Vec<_> = outcome.files.iter().map(|f| f.path.as_str()).collect();
     names.sort();
-    assert_eq!(names, ["charts", "charts/c.png", "notes.txt"]);
+    assert_eq!(names, ["charts/c.png", "notes.txt"]);
     let png = outcome
         .files
         .iter()

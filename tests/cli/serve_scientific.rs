@@ -321,8 +321,8 @@ fn serve_keeps_a_chats_workspace_and_answers_its_files_to_its_tenant_only() {
     assert_eq!(status, 200, "{outcome}");
     assert_eq!(outcome["status"], "ok", "{outcome}");
     assert_eq!(outcome["stdout"], "/workspace\n", "{outcome}");
-    // The folder made is listed too (size 0).
-    let files = json!([{"path": "out", "size": 0}, {"path": "out/result.txt", "size": 15}]);
+    // Files only: the folder made is not listed.
+    let files = json!([{"path": "out/result.txt", "size": 15}]);
     assert_eq!(outcome["files"], files, "{outcome}");
     // The next run of the chat finds it; a small run lists no files.
     let (_, outcome) = server.post(

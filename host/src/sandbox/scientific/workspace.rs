@@ -193,11 +193,13 @@ impl WorkspaceRun {
     }
 
     /// The files the run created or changed.
+    /// (Files only, as [`WorkspaceOptions::files`] lists them: a folder's
+    /// entry changes with every file made in it.)
     pub(crate) fn changes(&self) -> Vec<WorkspaceFile> {
         let after = listing(&self.folder).unwrap_or_default();
         after
             .into_iter()
-            .filter(|(path, now)| self.before.get(path) != Some(now))
+            .filter(|(path, now)| now.2 && self.before.get(path) != Some(now))
             .map(|(path, (size, _, _))| WorkspaceFile { path, size })
             .collect()
     }
