@@ -68,9 +68,11 @@ pub use manifest::{Manifest, MethodSpec, Param};
 pub use plugin::lifecycle::{MAX_INJECTED_PROMPT_BYTES, PluginContext};
 pub use plugin::{CallReport, Plugin};
 pub use policy::Policy;
-pub use python::outcome::{Event, Handoff, LimitHit, LiveEvent, RunError, RunOutcome, RunStatus};
+pub use python::outcome::{
+    Event, Handoff, LimitHit, LiveEvent, RunError, RunOutcome, RunStatus, WorkspaceFile,
+};
 pub use python::{PluginSet, PluginSetError, PythonSandbox, RunOptions, strip_code_fence};
 pub use sandbox::scientific::{
-    DEFAULT_PRELOAD, ScientificOptions, ScientificSandbox, WorkspaceFile, WorkspaceOptions,
+    DEFAULT_PRELOAD, ScientificOptions, ScientificSandbox, WorkspaceOptions,
 };
 pub use types::{AgentCtx, ContentPart, Media, MethodKind, MethodResult, ServiceFuture, Value};

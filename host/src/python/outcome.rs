@@ -195,6 +195,15 @@ impl EventSize for Event {
     }
 }
 
+/// A file of a chat's workspace (scientific sandboxes), as a run left it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct WorkspaceFile {
+    /// Its path in the workspace, `/`-separated.
+    pub path: String,
+    /// Its size in bytes.
+    pub size: u64,
+}
+
 /// Everything a run gives back.
 #[derive(Debug, Clone)]
 pub struct RunOutcome {
@@ -211,7 +220,7 @@ pub struct RunOutcome {
     pub limit: Option<LimitHit>,
     /// The files of the chat's workspace the run created or changed (a
     /// scientific sandbox with workspaces); empty otherwise.
-    pub files: Vec<crate::WorkspaceFile>,
+    pub files: Vec<WorkspaceFile>,
     /// What happened, in order.
     pub events: Vec<Event>,
     /// The handoff, for [`RunStatus::AgentHandoff`].

@@ -15,6 +15,7 @@ mod artifacts;
 mod host_call;
 mod state;
 mod template;
+mod wasi_checks;
 mod workspace;
 
 use std::path::PathBuf;
@@ -26,15 +27,15 @@ use crate::controls::RunControls;
 use crate::error::LoadError;
 use crate::guard::{Stopped, apply_budget, fuel_used, guarded_until};
 use crate::limits::{Budget, LimitKind, RunLimits};
-use crate::python::outcome::RunOutcome;
+use crate::python::outcome::{RunOutcome, WorkspaceFile};
 use crate::python::{PluginSet, RunOptions, finish, strip_code_fence};
 use crate::runtime::HostInner;
 use crate::types::{AgentCtx, Value};
 use artifacts::Artifacts;
 pub(crate) use template::is_compiled;
 use template::{Interpreter, TURN, Template, call_turn};
+pub use workspace::WorkspaceOptions;
 use workspace::WorkspaceRun;
-pub use workspace::{WorkspaceFile, WorkspaceOptions};
 
 /// The modules a scientific interpreter imports before it is copied, unless
 /// the operator says otherwise ([`ScientificOptions::preload`]).

@@ -19,7 +19,7 @@ use wasmtime::{Engine, InstancePre, Linker, Memory, Store, TypedFunc};
 
 use super::artifacts::Artifacts;
 use super::state::SciData;
-use super::{host_call, workspace};
+use super::{host_call, wasi_checks, workspace};
 use crate::cache::CodeSource;
 use crate::engine::new_exceptions_engine;
 use crate::guard::{apply_budget, limited_store};
@@ -144,7 +144,7 @@ impl Template {
         wasmtime_wasi::p1::add_to_linker_async(&mut linker, |data: &mut SciData| &mut data.wasi)?;
         host_call::add_to_linker(&mut linker)?;
         if workspaces {
-            workspace::add_to_linker(&mut linker)?;
+            wasi_checks::add_to_linker(&mut linker)?;
         }
         let pre = linker
             .instantiate_pre(&module)

@@ -16,29 +16,23 @@
 //!   `ENAMETOOLONG`; links (`path_symlink`, `path_link`) with `EPERM`.
 //!
 //! After the run, the files created or changed are listed (name, size).
+//! `wasi_checks.rs` puts these checks in front of WASI's functions.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use crate::python::outcome::WorkspaceFile;
+use crate::types::AgentCtx;
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use sha2::{Digest, Sha256};
-use wasmtime::{Caller, Extern, Linker};
-use wasmtime_wasi::p1::wasi_snapshot_preview1 as p1;
-use wiggle::GuestMemory;
-
-use super::state::SciData;
-use crate::types::AgentCtx;
 
 /// Where the code sees its workspace.
 pub(crate) const GUEST_PATH: &str = "/workspace";
 /// WASI preview 1's error numbers the quotas answer with.
 const ENAMETOOLONG: i32 = 37;
 const ENOSPC: i32 = 51;
-const EPERM: i32 = 63;
-/// `path_open`'s `O_CREAT`.
-const O_CREAT: i32 = 1;
 
 /// The operator's workspaces: where, and the quotas of each.
 #[derive(Debug, Clone)]
@@ -155,15 +149,6 @@ impl WorkspaceOptions {
     }
 }
 
-/// A file of a workspace, as a run left it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct WorkspaceFile {
-    /// Its path in the workspace, `/`-separated.
-    pub path: String,
-    /// Its size in bytes.
-    pub size: u64,
-}
-
 /// A run's use of its workspace.
 pub(crate) struct WorkspaceRun {
     pub(crate) folder: PathBuf,
@@ -208,6 +193,62 @@ impl WorkspaceRun {
         self.hit.get_or_insert(what);
         ENOSPC
     }
+
+    /// Charges a write of `bytes` to a file; the errno that refuses it, if
+    /// it passes the byte quota.
+    pub(crate) fn charge_write(&mut self, bytes: u64) -> Option<i32> {
+        if self.bytes.saturating_add(bytes) > self.options.max_bytes {
+            let max = self.options.max_bytes;
+            return Some(self.refuse(format!(
+                "the workspace's files may hold {max} bytes together (its `max_bytes` quota)"
+            )));
+        }
+        self.bytes += bytes;
+        None
+    }
+
+    /// Checks a path the code names (its length) and, when the call may
+    /// create it and it is not in the workspace yet, the file quota.
+    pub(crate) fn check_new(&mut self, name: &str, creates: bool) -> Checked {
+        if name.len() > self.options.max_path {
+            self.hit.get_or_insert(format!(
+                "a path of {} bytes is past the workspace's `max_path` quota of {} bytes",
+                name.len(),
+                self.options.max_path
+            ));
+            return Checked::Refused(ENAMETOOLONG);
+        }
+        // The interpreter names paths relative to a preopen, the
+        // workspace's for its files; a name there already is not new.
+        let exists = Dir::open_ambient_dir(&self.folder, ambient_authority())
+            .is_ok_and(|dir| dir.symlink_metadata(name).is_ok());
+        if !creates || exists {
+            return Checked::Named;
+        }
+        if self.files >= self.options.max_files {
+            let max = self.options.max_files;
+            let errno = self.refuse(format!(
+                "the workspace may hold {max} files and folders (its `max_files` quota)"
+            ));
+            return Checked::Refused(errno);
+        }
+        Checked::New
+    }
+
+    /// Counts a file or folder a call created.
+    pub(crate) fn count_new(&mut self) {
+        self.files += 1;
+    }
+}
+
+/// What [`WorkspaceRun::check_new`] found of a path.
+pub(crate) enum Checked {
+    /// Refused with this errno.
+    Refused(i32),
+    /// A file or folder the call would create.
+    New,
+    /// One there already, or a call that creates nothing.
+    Named,
 }
 
 /// A listed entry: its size, modification time and whether it is a file.
@@ -235,224 +276,4 @@ fn listing(folder: &Path) -> anyhow::Result<BTreeMap<String, Entry>> {
         }
     }
     Ok(found)
-}
-
-/// Puts the quota checks in front of WASI's `fd_write`, `fd_pwrite`,
-/// `path_open`, `path_create_directory`, `path_symlink` and `path_link`;
-/// a call they let through goes to wasmtime-wasi's own function.
-pub(crate) fn add_to_linker(linker: &mut Linker<SciData>) -> wasmtime::Result<()> {
-    linker.allow_shadowing(true);
-    let wasi = "wasi_snapshot_preview1";
-    linker.func_wrap_async(
-        wasi,
-        "fd_write",
-        |mut caller: Caller<'_, SciData>, (fd, iovs, n, out): (i32, i32, i32, i32)| {
-            Box::new(async move {
-                if let Some(errno) = charge_write(&mut caller, fd, iovs, n)? {
-                    return Ok(errno);
-                }
-                let (mut memory, data) = guest(&mut caller)?;
-                p1::fd_write(&mut data.wasi, &mut memory, fd, iovs, n, out).await
-            })
-        },
-    )?;
-    linker.func_wrap_async(
-        wasi,
-        "fd_pwrite",
-        |mut caller: Caller<'_, SciData>, (fd, iovs, n, offset, out): (i32, i32, i32, i64, i32)| {
-            Box::new(async move {
-                if let Some(errno) = charge_write(&mut caller, fd, iovs, n)? {
-                    return Ok(errno);
-                }
-                let (mut memory, data) = guest(&mut caller)?;
-                let wasi = &mut data.wasi;
-                p1::fd_pwrite(wasi, &mut memory, fd, iovs, n, offset, out).await
-            })
-        },
-    )?;
-    linker.func_wrap_async(
-        wasi,
-        "path_open",
-        |mut caller: Caller<'_, SciData>,
-         (dirfd, lookup, path, len, oflags, base, inheriting, fdflags, out): (
-            i32,
-            i32,
-            i32,
-            i32,
-            i32,
-            i64,
-            i64,
-            i32,
-            i32,
-        )| {
-            Box::new(async move {
-                let new = match check_new(&mut caller, path, len, oflags & O_CREAT != 0)? {
-                    Checked::Refused(errno) => return Ok(errno),
-                    Checked::New => true,
-                    Checked::Named => false,
-                };
-                let (mut memory, data) = guest(&mut caller)?;
-                let errno = p1::path_open(
-                    &mut data.wasi,
-                    &mut memory,
-                    dirfd,
-                    lookup,
-                    path,
-                    len,
-                    oflags,
-                    base,
-                    inheriting,
-                    fdflags,
-                    out,
-                )
-                .await?;
-                count_new(&mut caller, new && errno == 0);
-                Ok(errno)
-            })
-        },
-    )?;
-    linker.func_wrap_async(
-        wasi,
-        "path_create_directory",
-        |mut caller: Caller<'_, SciData>, (fd, path, len): (i32, i32, i32)| {
-            Box::new(async move {
-                let new = match check_new(&mut caller, path, len, true)? {
-                    Checked::Refused(errno) => return Ok(errno),
-                    Checked::New => true,
-                    Checked::Named => false,
-                };
-                let (mut memory, data) = guest(&mut caller)?;
-                let wasi = &mut data.wasi;
-                let errno = p1::path_create_directory(wasi, &mut memory, fd, path, len).await?;
-                count_new(&mut caller, new && errno == 0);
-                Ok(errno)
-            })
-        },
-    )?;
-    // Links: none in a workspace (one could point at another chat's
-    // files through a path the host would follow later).
-    linker.func_wrap(
-        wasi,
-        "path_symlink",
-        |_: i32, _: i32, _: i32, _: i32, _: i32| EPERM,
-    )?;
-    linker.func_wrap(
-        wasi,
-        "path_link",
-        |_: i32, _: i32, _: i32, _: i32, _: i32, _: i32, _: i32| EPERM,
-    )?;
-    linker.allow_shadowing(false);
-    Ok(())
-}
-
-/// The guest's memory and the store data, borrowed together, for calling
-/// wasmtime-wasi's preview 1 functions as its own linker does.
-fn guest<'a>(
-    caller: &'a mut Caller<'_, SciData>,
-) -> wasmtime::Result<(GuestMemory<'a>, &'a mut SciData)> {
-    let memory = memory(caller)?;
-    let (bytes, data) = memory.data_and_store_mut(caller);
-    Ok((GuestMemory::Unshared(bytes), data))
-}
-
-fn memory(caller: &mut Caller<'_, SciData>) -> wasmtime::Result<wasmtime::Memory> {
-    caller
-        .get_export("memory")
-        .and_then(Extern::into_memory)
-        .ok_or_else(|| wasmtime::format_err!("the interpreter has no memory"))
-}
-
-/// Charges a write of the iovecs at `iovs` to a file (descriptors past
-/// stdout and stderr: the only writable files are the workspace's); the
-/// errno that refuses it, if it passes the byte quota.
-fn charge_write(
-    caller: &mut Caller<'_, SciData>,
-    fd: i32,
-    iovs: i32,
-    n: i32,
-) -> wasmtime::Result<Option<i32>> {
-    if fd <= 2 {
-        return Ok(None);
-    }
-    let memory = memory(caller)?;
-    let data = memory.data(&*caller);
-    let mut total: u64 = 0;
-    for i in 0..n.max(0) as usize {
-        let at = (iovs as u32 as usize).saturating_add(i * 8 + 4);
-        let len = data
-            .get(at..at + 4)
-            .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
-            .unwrap_or(0);
-        total += u64::from(len);
-    }
-    let Some(run) = caller.data_mut().workspace.as_mut() else {
-        return Ok(None);
-    };
-    if run.bytes.saturating_add(total) > run.options.max_bytes {
-        let max = run.options.max_bytes;
-        return Ok(Some(run.refuse(format!(
-            "the workspace's files may hold {max} bytes together (its `max_bytes` quota)"
-        ))));
-    }
-    run.bytes += total;
-    Ok(None)
-}
-
-/// What [`check_new`] found of a path.
-enum Checked {
-    /// Refused with this errno.
-    Refused(i32),
-    /// A file or folder the call would create.
-    New,
-    /// One there already, or a call that creates nothing.
-    Named,
-}
-
-/// Checks a path the code names (its length) and, when the call may
-/// create it and it is not in the workspace yet, the file quota.
-fn check_new(
-    caller: &mut Caller<'_, SciData>,
-    path: i32,
-    len: i32,
-    creates: bool,
-) -> wasmtime::Result<Checked> {
-    let memory = memory(caller)?;
-    let start = path as u32 as usize;
-    let name = memory
-        .data(&*caller)
-        .get(start..start.saturating_add(len.max(0) as usize))
-        .map(|b| String::from_utf8_lossy(b).into_owned());
-    let (Some(run), Some(name)) = (caller.data_mut().workspace.as_mut(), name) else {
-        return Ok(Checked::Named);
-    };
-    if name.len() > run.options.max_path {
-        run.hit.get_or_insert(format!(
-            "a path of {} bytes is past the workspace's `max_path` quota of {} bytes",
-            name.len(),
-            run.options.max_path
-        ));
-        return Ok(Checked::Refused(ENAMETOOLONG));
-    }
-    // The interpreter names paths relative to a preopen, the workspace's
-    // for its files; a name there already is not new.
-    let exists = Dir::open_ambient_dir(&run.folder, ambient_authority())
-        .is_ok_and(|dir| dir.symlink_metadata(&name).is_ok());
-    if !creates || exists {
-        return Ok(Checked::Named);
-    }
-    if run.files >= run.options.max_files {
-        let max = run.options.max_files;
-        let errno = run.refuse(format!(
-            "the workspace may hold {max} files and folders (its `max_files` quota)"
-        ));
-        return Ok(Checked::Refused(errno));
-    }
-    Ok(Checked::New)
-}
-
-/// Counts a file or folder a call created.
-fn count_new(caller: &mut Caller<'_, SciData>, created: bool) {
-    if let (true, Some(run)) = (created, caller.data_mut().workspace.as_mut()) {
-        run.files += 1;
-    }
 }
