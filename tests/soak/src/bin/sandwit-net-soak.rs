@@ -140,6 +140,9 @@ impl Server {
         )?;
         let mut command = Command::new(&args.sandwit);
         command
+            // The small interpreter only: this soak is of the network
+            // bounds, and scripts/env.sh names the scientific one.
+            .env_remove("SANDWIT_SCIENTIFIC")
             .arg("--cache-dir")
             .arg(&args.cache_dir)
             .arg("--store")
