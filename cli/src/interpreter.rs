@@ -16,6 +16,9 @@ use sandwit::{
 };
 
 use sandwit::paths::{env_path, installed_interpreter as installed_file};
+use sandwit_service::Interpreters;
+
+use crate::run::InterpreterKind;
 
 /// The CPython component embedded at build time; empty without one.
 const EMBEDDED: &[u8] = include_bytes!(env!("SANDWIT_EMBEDDED_PYTHON"));
@@ -153,4 +156,85 @@ async fn announced<T, E>(
         Err(_) => eprintln!(" failed"),
     }
     loaded
+}
+
+/// The interpreters a server offers (`sandwit serve`, `sandwit mcp`).
+#[derive(clap::Args)]
+pub struct InterpreterArgs {
+    /// The CPython component [default: as for `sandwit run`].
+    #[arg(long, value_name = "FILE")]
+    pub python: Option<PathBuf>,
+    /// The interpreter of runs that name none (`"interpreter"` in
+    /// `POST /v1/runs`, `run_python`'s `interpreter`): `small` or
+    /// `scientific`, as for `sandwit run`.
+    /// The small one is always loaded.
+    #[arg(long, value_enum, default_value = "small")]
+    pub interpreter: InterpreterKind,
+    /// The scientific interpreter's directory, as `scripts/scientific`
+    /// unpacks it [default: $SANDWIT_SCIENTIFIC]. With it, or with
+    /// `--interpreter scientific`, the scientific interpreter is loaded at
+    /// start and runs may ask for it.
+    #[arg(long, value_name = "DIR")]
+    pub scientific_dir: Option<PathBuf>,
+    /// Gives each chat a folder of its own under DIR, the scientific
+    /// interpreter's working directory (`/workspace`), kept across the
+    /// chat's runs (a namespaced token's chats apart from another's of the
+    /// same key); over HTTP, `GET /v1/chats/{chat}/files` lists and reads it. Needs
+    /// the scientific interpreter.
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// The most a chat's workspace may hold, in MiB; a run that writes
+    /// past it ends with the limit `workspace`.
+    #[arg(long, default_value_t = 64, value_name = "MIB",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub workspace_max_mib: u64,
+    /// The most files (and folders) a chat's workspace may hold.
+    #[arg(long, default_value_t = 1000, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub workspace_max_files: u64,
+}
+
+/// The interpreters of `args`: the small one, and the scientific one when
+/// it is the default or its directory is given (runs may then ask for it).
+/// A scientific one that fails to load stops the start: an operator who
+/// named it expects runs to get it. So does `--workspace` without it.
+/// For `sandwit serve` and `sandwit mcp`.
+pub async fn interpreters(host: &Host, args: &InterpreterArgs) -> anyhow::Result<Interpreters> {
+    let dir = args
+        .scientific_dir
+        .clone()
+        .or_else(|| env_path("SANDWIT_SCIENTIFIC"));
+    let scientific = args.interpreter == InterpreterKind::Scientific || dir.is_some();
+    if let Some(workspace) = &args.workspace
+        && !scientific
+    {
+        anyhow::bail!(
+            "--workspace {}: workspaces are the scientific interpreter's, which this server \
+             does not load; load it with --scientific-dir DIR (or $SANDWIT_SCIENTIFIC=DIR, DIR \
+             as sandwit's `scripts/scientific` makes it)",
+            workspace.display()
+        );
+    }
+    let small = crate::interpreter::load(host, args.python.clone()).await?;
+    let interpreters = Interpreters::new(small);
+    if !scientific {
+        return Ok(interpreters);
+    }
+    let max_bytes = args.workspace_max_mib.saturating_mul(1 << 20);
+    let workspaces = args.workspace.as_ref().map(|root| {
+        WorkspaceOptions::new(root)
+            .max_bytes(max_bytes)
+            .max_files(args.workspace_max_files)
+    });
+    let with_workspaces = workspaces.is_some();
+    let scientific = crate::interpreter::load_scientific(host, dir, workspaces).await?;
+    let default = match args.interpreter {
+        InterpreterKind::Small => sandwit_service::InterpreterKind::Small,
+        InterpreterKind::Scientific => sandwit_service::InterpreterKind::Scientific,
+    };
+    let interpreters = interpreters.with_scientific(scientific, default);
+    Ok(match with_workspaces {
+        true => interpreters.with_workspaces(max_bytes),
+        false => interpreters,
+    })
 }

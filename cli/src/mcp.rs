@@ -26,9 +26,8 @@ pub struct McpArgs {
     /// (`_meta["sandwit/chat_key"]`): plugins keep a chat's state under it.
     #[arg(long, default_value = "mcp", value_name = "KEY")]
     chat_key: String,
-    /// The CPython component [default: as for `sandwit run`].
-    #[arg(long, value_name = "FILE")]
-    python: Option<PathBuf>,
+    #[command(flatten)]
+    interpreters: crate::interpreter::InterpreterArgs,
     #[command(flatten)]
     slots: RunSlots,
 }
@@ -42,12 +41,12 @@ pub async fn mcp(host: Host, args: McpArgs) -> anyhow::Result<ExitCode> {
     if args.chat_key.is_empty() {
         bail!("--chat-key is empty");
     }
-    let sandbox = crate::interpreter::load(&host, args.python.clone()).await?;
+    let interpreters = crate::interpreter::interpreters(&host, &args.interpreters).await?;
     // No HTTP is served: no token is accepted, no body read.
     let config = args
         .slots
         .config(args.plugin_dir.clone(), Tokens::default(), 0);
-    let service = Service::new(host, sandbox, config).await?;
+    let service = Service::new(host, interpreters, config).await?;
     eprintln!("sandwit: serving MCP on stdio");
     let cancelled = service.serve_mcp_stdio(&args.chat_key).await?;
     for (id, _) in cancelled {

@@ -7,13 +7,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use sandwit::paths::env_path;
-use sandwit::{Host, WorkspaceOptions};
-use sandwit_service::{
-    Config, DEFAULT_TOKEN_RATE, Interpreters, McpSessionLimits, RateLimit, Service, Tokens,
-};
-
-use crate::run::InterpreterKind;
+use sandwit::Host;
+use sandwit_service::{Config, DEFAULT_TOKEN_RATE, McpSessionLimits, RateLimit, Service, Tokens};
 
 #[derive(Args)]
 pub struct ServeArgs {
@@ -33,36 +28,8 @@ pub struct ServeArgs {
     /// admin token is generated and printed once on stderr.
     #[arg(long, value_name = "FILE")]
     token_file: Option<PathBuf>,
-    /// The CPython component [default: as for `sandwit run`].
-    #[arg(long, value_name = "FILE")]
-    python: Option<PathBuf>,
-    /// The interpreter of runs that name none (`"interpreter"` in
-    /// `POST /v1/runs`): `small` or `scientific`, as for `sandwit run`.
-    /// The small one is always loaded.
-    #[arg(long, value_enum, default_value = "small")]
-    interpreter: InterpreterKind,
-    /// The scientific interpreter's directory, as `scripts/scientific`
-    /// unpacks it [default: $SANDWIT_SCIENTIFIC]. With it, or with
-    /// `--interpreter scientific`, the scientific interpreter is loaded at
-    /// start and runs may ask for it.
-    #[arg(long, value_name = "DIR")]
-    scientific_dir: Option<PathBuf>,
-    /// Gives each chat a folder of its own under DIR, the scientific
-    /// interpreter's working directory (`/workspace`), kept across the
-    /// chat's runs (a namespaced token's chats apart from another's of the
-    /// same key); `GET /v1/chats/{chat}/files` lists and reads it. Needs
-    /// the scientific interpreter.
-    #[arg(long, value_name = "DIR")]
-    workspace: Option<PathBuf>,
-    /// The most a chat's workspace may hold, in MiB; a run that writes
-    /// past it ends with the limit `workspace`.
-    #[arg(long, default_value_t = 64, value_name = "MIB",
-          value_parser = clap::value_parser!(u64).range(1..))]
-    workspace_max_mib: u64,
-    /// The most files (and folders) a chat's workspace may hold.
-    #[arg(long, default_value_t = 1000, value_name = "N",
-          value_parser = clap::value_parser!(u64).range(1..))]
-    workspace_max_files: u64,
+    #[command(flatten)]
+    interpreters: crate::interpreter::InterpreterArgs,
     /// Answer 200 on /readyz at once, before the interpreter's code for
     /// reuse across runs is compiled (once per cache; `sandwit prepare`
     /// compiles it ahead): runs are taken either way, slower until then.
@@ -151,7 +118,7 @@ pub async fn serve(host: Host, args: ServeArgs) -> anyhow::Result<ExitCode> {
             tokens
         }
     };
-    let interpreters = interpreters(&host, &args).await?;
+    let interpreters = crate::interpreter::interpreters(&host, &args.interpreters).await?;
     let config = Config {
         rate: RateLimit {
             per_minute: args.rate_per_minute,
@@ -193,50 +160,6 @@ pub async fn serve(host: Host, args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     eprintln!("sandwit: stopped");
     Ok(ExitCode::SUCCESS)
-}
-
-/// The interpreters of `args`: the small one, and the scientific one when
-/// it is the default or its directory is given (runs may then ask for it).
-/// A scientific one that fails to load stops the start: an operator who
-/// named it expects runs to get it. So does `--workspace` without it.
-async fn interpreters(host: &Host, args: &ServeArgs) -> anyhow::Result<Interpreters> {
-    let dir = args
-        .scientific_dir
-        .clone()
-        .or_else(|| env_path("SANDWIT_SCIENTIFIC"));
-    let scientific = args.interpreter == InterpreterKind::Scientific || dir.is_some();
-    if let Some(workspace) = &args.workspace
-        && !scientific
-    {
-        anyhow::bail!(
-            "--workspace {}: workspaces are the scientific interpreter's, which this server \
-             does not load; load it with --scientific-dir DIR (or $SANDWIT_SCIENTIFIC=DIR, DIR \
-             as sandwit's `scripts/scientific` makes it)",
-            workspace.display()
-        );
-    }
-    let small = crate::interpreter::load(host, args.python.clone()).await?;
-    let interpreters = Interpreters::new(small);
-    if !scientific {
-        return Ok(interpreters);
-    }
-    let max_bytes = args.workspace_max_mib.saturating_mul(1 << 20);
-    let workspaces = args.workspace.as_ref().map(|root| {
-        WorkspaceOptions::new(root)
-            .max_bytes(max_bytes)
-            .max_files(args.workspace_max_files)
-    });
-    let with_workspaces = workspaces.is_some();
-    let scientific = crate::interpreter::load_scientific(host, dir, workspaces).await?;
-    let default = match args.interpreter {
-        InterpreterKind::Small => sandwit_service::InterpreterKind::Small,
-        InterpreterKind::Scientific => sandwit_service::InterpreterKind::Scientific,
-    };
-    let interpreters = interpreters.with_scientific(scientific, default);
-    Ok(match with_workspaces {
-        true => interpreters.with_workspaces(max_bytes),
-        false => interpreters,
-    })
 }
 
 /// The run slots of `sandwit serve` and `sandwit mcp`: how many runs at

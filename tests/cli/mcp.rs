@@ -170,12 +170,18 @@ pub(crate) async fn http_client(base: &str, token: &str) -> Client {
 
 /// `sandwit mcp --stdio` as an rmcp client's child process.
 async fn stdio_client(name: &str, plugins: &[&str]) -> (Client, Log) {
+    stdio_client_with(name, plugins, &[]).await
+}
+
+/// The same with more of `sandwit mcp`'s flags.
+async fn stdio_client_with(name: &str, plugins: &[&str], flags: &[&str]) -> (Client, Log) {
     let dir = tempdir("mcp", name);
     let plugin_dir = plugin_dir(&dir, plugins);
     let mut command = sandwit(&dir);
     command
         .args(["mcp", "--stdio", "--chat-key", "stdio-chat", "--plugins"])
-        .arg(&plugin_dir);
+        .arg(&plugin_dir)
+        .args(flags);
     let (transport, stderr) = TokioChildProcess::builder(tokio::process::Command::from(command))
         .stderr(Stdio::piped())
         .spawn()
@@ -460,6 +466,36 @@ fn mcp_over_stdio_serves_tools_runs_and_cancellation() {
             .await;
         log.wait_for(&["mcp client gone"]).await;
         assert!(spin.await.unwrap().is_err());
+    });
+}
+
+/// `sandwit mcp --stdio --scientific-dir DIR`: `run_python` may ask for the
+/// scientific interpreter, and runs that name none get the small one.
+#[test]
+fn mcp_over_stdio_offers_the_scientific_interpreter() {
+    runtime().block_on(async {
+        let flags = ["--scientific-dir", artifacts::SCIENTIFIC];
+        let (client, _log) =
+            stdio_client_with("stdio-scientific", &[artifacts::CALC], &flags).await;
+        let tools = client.list_all_tools().await.unwrap();
+        let run = tools.iter().find(|t| t.name == "run_python").unwrap();
+        let schema = serde_json::to_value(&run.input_schema).unwrap();
+        assert_eq!(
+            schema["properties"]["interpreter"]["enum"],
+            json!(["small", "scientific"]),
+            "{schema}"
+        );
+        let code = "import numpy as np\nprint(np.arange(4).sum(), calculate_sum(1, 2))";
+        let result = call(
+            &client,
+            "run_python",
+            json!({"code": code, "interpreter": "scientific"}),
+        )
+        .await;
+        assert_eq!(result["structuredContent"]["stdout"], "6 3\n", "{result}");
+        let result = call(&client, "run_python", json!({"code": code})).await;
+        let outcome = &result["structuredContent"];
+        assert_eq!(outcome["error"]["type"], "ModuleNotFoundError", "{result}");
     });
 }
 
