@@ -73,8 +73,11 @@ pub async fn metrics(
         state.queue.running(),
         state.queue.waiting(),
         state.queue.max_running(),
-        state.interpreters.small().prepared(),
-        state.interpreters.small().reuses_interpreters(),
+        crate::metrics::InterpreterGauges {
+            ready: state.interpreters.small().prepared(),
+            reused: state.interpreters.small().reuses_interpreters(),
+            scientific_ready: state.interpreters.scientific().map(|s| s.prepared()),
+        },
         &state.host.controls_snapshot(),
     );
     Ok((

@@ -110,6 +110,11 @@ impl Interpreters {
         &self.small
     }
 
+    /// The scientific interpreter, if loaded.
+    pub(crate) fn scientific(&self) -> Option<&ScientificSandbox> {
+        self.scientific.as_ref()
+    }
+
     /// The interpreter of a run that asked for `asked`, the default when
     /// it asked for none; one not loaded is a 400 naming the field, the
     /// value and how the operator loads it.

@@ -45,6 +45,16 @@ pub struct Metrics {
     counters: Mutex<Counters>,
 }
 
+/// What `/metrics` says of the interpreters.
+pub struct InterpreterGauges {
+    /// Small interpreters prepared ahead and waiting for a run.
+    pub ready: usize,
+    /// Whether small interpreters are reused across runs yet.
+    pub reused: bool,
+    /// Scientific interpreters ready, when the scientific one is loaded.
+    pub scientific_ready: Option<usize>,
+}
+
 impl Metrics {
     /// Counts a finished run: its status, its limit and its calls.
     pub fn record_run(&self, outcome: &RunOutcome) {
@@ -85,16 +95,20 @@ impl Metrics {
     }
 
     /// The Prometheus text exposition of the counters, the run pool's
-    /// occupancy and the execution controls' counters.
+    /// occupancy, the interpreters' and the execution controls' counters.
     pub fn render(
         &self,
         running: usize,
         waiting: usize,
         max_running: usize,
-        interpreters_ready: usize,
-        interpreters_reused: bool,
+        interpreters: InterpreterGauges,
         controls: &ControlsSnapshot,
     ) -> String {
+        let InterpreterGauges {
+            ready: interpreters_ready,
+            reused: interpreters_reused,
+            scientific_ready,
+        } = interpreters;
         let c = self.counters.lock().expect("metrics lock");
         let mut out = String::new();
         let _ = writeln!(out, "# HELP sandwit_runs_total Runs finished, by status.");
@@ -176,7 +190,14 @@ impl Metrics {
                 usize::from(interpreters_reused),
             ),
         ];
-        for (name, help, value) in gauges {
+        let scientific = scientific_ready.map(|ready| {
+            (
+                "sandwit_scientific_interpreters_ready",
+                "Scientific interpreters ready for a run (restored or new).",
+                ready,
+            )
+        });
+        for (name, help, value) in gauges.into_iter().chain(scientific) {
             let _ = writeln!(out, "# HELP {name} {help}");
             let _ = writeln!(out, "# TYPE {name} gauge");
             let _ = writeln!(out, "{name} {value}");

@@ -442,6 +442,11 @@ fn serve_runs_calls_and_lists_tools_for_a_token() {
         metrics.contains("sandwit_runs_total{status=\"ok\"} 1"),
         "{metrics}"
     );
+    // No scientific interpreter loaded, no gauge of it.
+    assert!(
+        !metrics.contains("sandwit_scientific_interpreters_ready"),
+        "{metrics}"
+    );
     assert!(
         metrics.contains("sandwit_runs_total{status=\"error\"} 1"),
         "{metrics}"

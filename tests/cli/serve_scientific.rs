@@ -171,6 +171,8 @@ fn serve_runs_each_run_in_the_interpreter_it_asks_for() {
     );
     let limited = server.metric("sandwit_runs_total{status=\"limit_exceeded\"}");
     assert_eq!(limited, Some(2.0));
+    // Its ready interpreter is back once the last run's is restored.
+    server.await_metric("sandwit_scientific_interpreters_ready", 1.0);
 }
 
 #[test]
