@@ -10,16 +10,36 @@ use std::io::ErrorKind;
 use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use sandwit::AgentCtx;
+use sandwit::{AgentCtx, ScientificSandbox};
 use serde_json::json;
 
 use crate::Shared;
 use crate::auth::Caller;
 use crate::error::ApiError;
 
-/// The chat's context, checked as a run's is.
-fn ctx(caller: &Caller, chat: &str) -> Result<AgentCtx, ApiError> {
-    crate::chat::agent_ctx(caller, chat, None, "bad-request")
+/// Runs `work` on the server's scientific sandbox, for `chat`'s context
+/// (checked as a run's is) and the workspace byte quota, off the async
+/// threads (it reads files).
+async fn in_workspace<T: Send + 'static>(
+    state: &Shared,
+    caller: &Caller,
+    chat: &str,
+    work: impl FnOnce(&ScientificSandbox, &AgentCtx, u64) -> std::io::Result<T> + Send + 'static,
+) -> Result<std::io::Result<T>, ApiError> {
+    let ctx = crate::chat::agent_ctx(caller, chat, None, "bad-request")?;
+    let Some((sandbox, max_bytes)) = state.interpreters.workspaces() else {
+        return Err(no_workspaces());
+    };
+    let sandbox = sandbox.clone();
+    tokio::task::spawn_blocking(move || work(&sandbox, &ctx, max_bytes))
+        .await
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "workspace-failed",
+                e.to_string(),
+            )
+        })
 }
 
 /// 404 `no-workspaces`: the server keeps none.
@@ -76,26 +96,16 @@ pub async fn list(
     caller: Caller,
     Path(chat): Path<String>,
 ) -> Result<Response, ApiError> {
-    let ctx = ctx(&caller, &chat)?;
-    let Some((sandbox, _)) = state.interpreters.workspaces() else {
-        return Err(no_workspaces());
-    };
-    let sandbox = sandbox.clone();
-    let files = tokio::task::spawn_blocking(move || sandbox.workspace_files(&ctx))
-        .await
-        .map_err(|e| {
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "workspace-failed",
-                e.to_string(),
-            )
-        })?
-        .or_else(|e| match e.kind() {
-            // A chat that has not run yet has an empty workspace.
-            ErrorKind::NotFound => Ok(Vec::new()),
-            _ => Err(e),
-        })
-        .map_err(|e| io_error(e, &chat, None))?;
+    let files = in_workspace(&state, &caller, &chat, |sandbox, ctx, _| {
+        sandbox.workspace_files(ctx)
+    })
+    .await?
+    .or_else(|e| match e.kind() {
+        // A chat that has not run yet has an empty workspace.
+        ErrorKind::NotFound => Ok(Vec::new()),
+        _ => Err(e),
+    })
+    .map_err(|e| io_error(e, &chat, None))?;
     Ok(axum::Json(json!({"chat": chat, "files": files})).into_response())
 }
 
@@ -127,23 +137,12 @@ pub async fn read(
     caller: Caller,
     Path((chat, path)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let ctx = ctx(&caller, &chat)?;
-    let Some((sandbox, max_bytes)) = state.interpreters.workspaces() else {
-        return Err(no_workspaces());
-    };
-    let sandbox = sandbox.clone();
     let asked = path.clone();
-    let bytes =
-        tokio::task::spawn_blocking(move || sandbox.read_workspace_file(&ctx, &asked, max_bytes))
-            .await
-            .map_err(|e| {
-                ApiError::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "workspace-failed",
-                    e.to_string(),
-                )
-            })?
-            .map_err(|e| io_error(e, &chat, Some(&path)))?;
+    let bytes = in_workspace(&state, &caller, &chat, move |sandbox, ctx, max_bytes| {
+        sandbox.read_workspace_file(ctx, &asked, max_bytes)
+    })
+    .await?
+    .map_err(|e| io_error(e, &chat, Some(&path)))?;
     let headers = [
         (header::CONTENT_TYPE, "application/octet-stream"),
         // What a run wrote is never rendered as something else.
