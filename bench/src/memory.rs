@@ -1,7 +1,44 @@
 //! Memory of this process, from /proc (Linux only): the private dirty total
 //! (`smaps_rollup`) and the anonymous memory per mapping (`smaps`).
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
 use anyhow::Context;
+
+/// Peak growth of private memory while `live` runs, each the future `run`
+/// makes, are alive at once, sampled every 2 ms by a thread of its own.
+/// The outer error is a failed run; the inner one, memory that could not be
+/// read.
+pub async fn peak_growth<F>(live: usize, run: impl Fn() -> F) -> anyhow::Result<anyhow::Result<u64>>
+where
+    F: Future<Output = anyhow::Result<()>> + Send + 'static,
+{
+    let base = match private_bytes() {
+        Ok(base) => base,
+        Err(e) => return Ok(Err(e)),
+    };
+    let done = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut peak = base;
+            while !done.load(Ordering::Relaxed) {
+                peak = peak.max(private_bytes()?);
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            anyhow::Ok(peak)
+        })
+    };
+    let tasks: Vec<_> = (0..live).map(|_| tokio::spawn(run())).collect();
+    for t in tasks {
+        t.await??;
+    }
+    done.store(true, Ordering::Relaxed);
+    let peak = sampler.join().expect("the memory sampler panicked");
+    Ok(peak.map(|peak| peak.saturating_sub(base)))
+}
 
 /// The private dirty memory of this process (pages it wrote: heap, and the
 /// copy-on-write copies of image pages), from /proc (Linux only).

@@ -3,14 +3,12 @@
 //! start.
 
 use std::process::{Command, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use sandwit::{AgentCtx, Metering, PluginSet, PythonSandbox, RunOutcome, RunStatus};
 
 use crate::Setup;
-use crate::memory::{Mappings, private_bytes};
+use crate::memory::Mappings;
 use crate::report::{Row, Samples, memory_row, us};
 
 /// The short script of the fresh-run rows: a function, a comprehension, a
@@ -311,44 +309,18 @@ pub async fn live_memory(setup: &Setup, rows: &mut Vec<Row>) -> anyhow::Result<(
 
 /// Peak growth of private memory while `live` runs are alive at once: each
 /// does a little work, then sleeps half a second (the sleep yields, so all
-/// are live together). Sampled by a thread of its own every 2 ms. The outer
-/// error is a failed run; the inner one, memory that could not be read.
+/// are live together).
 async fn peak_growth(
     python: &PythonSandbox,
     plugins: &PluginSet,
     live: usize,
 ) -> anyhow::Result<anyhow::Result<u64>> {
-    let base = match private_bytes() {
-        Ok(base) => base,
-        Err(e) => return Ok(Err(e)),
-    };
-    let done = Arc::new(AtomicBool::new(false));
-    let sampler = {
-        let done = done.clone();
-        std::thread::spawn(move || {
-            let mut peak = base;
-            while !done.load(Ordering::Relaxed) {
-                peak = peak.max(private_bytes()?);
-                std::thread::sleep(Duration::from_millis(2));
-            }
-            anyhow::Ok(peak)
-        })
-    };
     let code = "import time\nx = [str(i) for i in range(1000)]\nprint(1+1)\ntime.sleep(0.5)\n";
-    let tasks: Vec<_> = (0..live)
-        .map(|_| {
-            let (python, plugins) = (python.clone(), plugins.clone());
-            tokio::spawn(async move {
-                check(&python.run(&AgentCtx::new("bench"), &plugins, code).await)
-            })
-        })
-        .collect();
-    for t in tasks {
-        t.await??;
-    }
-    done.store(true, Ordering::Relaxed);
-    let peak = sampler.join().expect("the memory sampler panicked");
-    Ok(peak.map(|peak| peak.saturating_sub(base)))
+    crate::memory::peak_growth(live, || {
+        let (python, plugins) = (python.clone(), plugins.clone());
+        async move { check(&python.run(&AgentCtx::new("bench"), &plugins, code).await) }
+    })
+    .await
 }
 
 /// The cost of the limits: a CPU-bound loop in hosts that differ only in

@@ -6,13 +6,11 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use sandwit::{AgentCtx, Host, PluginSet, ScientificOptions, ScientificSandbox};
 
-use crate::memory::{Mappings, private_bytes};
+use crate::memory::Mappings;
 use crate::report::{Row, Samples, memory_row, us};
 use crate::scenarios::check;
 use crate::{Options, env_path, tree_path};
@@ -236,47 +234,23 @@ pub async fn measure(
 }
 
 /// Peak growth of private memory while `live` scientific runs are alive at
-/// once, sampled every 2 ms by a thread of its own. The outer error is a
-/// failed run; the inner one, memory that could not be read.
+/// once (each does a little numpy, then sleeps 2 s).
 async fn peak_growth(
     sandbox: &ScientificSandbox,
     live: usize,
 ) -> anyhow::Result<anyhow::Result<u64>> {
     until_ready(sandbox).await?;
-    let base = match private_bytes() {
-        Ok(base) => base,
-        Err(e) => return Ok(Err(e)),
-    };
-    let done = Arc::new(AtomicBool::new(false));
-    let sampler = {
-        let done = done.clone();
-        std::thread::spawn(move || {
-            let mut peak = base;
-            while !done.load(Ordering::Relaxed) {
-                peak = peak.max(private_bytes()?);
-                std::thread::sleep(Duration::from_millis(2));
-            }
-            anyhow::Ok(peak)
-        })
-    };
     let code = "import time\nimport numpy as np\nx = np.arange(100_000)\nprint(int(x.sum()))\ntime.sleep(2)\n";
-    let tasks: Vec<_> = (0..live)
-        .map(|_| {
-            let sandbox = sandbox.clone();
-            tokio::spawn(async move {
-                let outcome = sandbox
-                    .run(&AgentCtx::new("bench"), &PluginSet::default(), code)
-                    .await;
-                check(&outcome)
-            })
-        })
-        .collect();
-    for t in tasks {
-        t.await??;
-    }
-    done.store(true, Ordering::Relaxed);
-    let peak = sampler.join().expect("the memory sampler panicked");
-    Ok(peak.map(|peak| peak.saturating_sub(base)))
+    crate::memory::peak_growth(live, || {
+        let sandbox = sandbox.clone();
+        async move {
+            let outcome = sandbox
+                .run(&AgentCtx::new("bench"), &PluginSet::default(), code)
+                .await;
+            check(&outcome)
+        }
+    })
+    .await
 }
 
 #[cfg(test)]
