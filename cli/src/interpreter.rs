@@ -35,7 +35,7 @@ pub const VERSION: &str = concat!(
 
 /// How long compiling the interpreter takes, roughly (2 to 8 cores).
 const INTERPRETER_COMPILE_TIME: &str = "about 10-30 s";
-/// And the scientific one (104 MB of wasm; 1.8 GB of memory at its peak).
+/// And the scientific one's (104 MB of wasm, five times the small one).
 const SCIENTIFIC_COMPILE_TIME: &str = "about 1-3 min";
 
 /// Where the interpreter comes from.

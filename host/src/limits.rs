@@ -181,8 +181,9 @@ pub const SCIENTIFIC_MEMORY_BYTES: usize = 1 << 30;
 
 impl RunLimits {
     /// The defaults of a scientific sandbox's runs: as [`RunLimits::default`]
-    /// but 1 GiB of memory (its interpreter holds over 100 MiB before any
-    /// code runs, and a chart or a large frame takes hundreds more).
+    /// but 1 GiB of memory (its interpreter holds numpy, pandas and
+    /// matplotlib before any code runs, past the default's 256 MiB with
+    /// a chart or a large frame).
     pub fn scientific() -> Self {
         RunLimits {
             memory_bytes: SCIENTIFIC_MEMORY_BYTES,

@@ -151,8 +151,8 @@ pub(crate) enum Interpreter {
 impl Interpreter {
     /// The limits a run starts from, before its request lowers them: the
     /// server's run limits, but a scientific run's memory limit is its
-    /// sandbox's (its interpreter holds over 100 MiB before any code
-    /// runs, past the host's default); fuel, time and calls stay the
+    /// sandbox's (its interpreter holds numpy, pandas and matplotlib
+    /// before any code runs); fuel, time and calls stay the
     /// server's, so every run's time fits the exchange's time limit.
     pub(crate) fn limits(&self, server: &RunLimits) -> RunLimits {
         let mut limits = server.clone();

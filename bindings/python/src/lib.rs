@@ -48,7 +48,7 @@ const EMBEDDED_SHA256: &str = env!("SANDWIT_EMBEDDED_PYTHON_SHA256");
 /// How long compiling the interpreter takes, roughly (2 to 8 cores), as the
 /// CLI says.
 const INTERPRETER_COMPILE_TIME: &str = "about 10-30 s";
-/// And the scientific one (104 MB of wasm; 1.8 GB of memory at its peak).
+/// And the scientific one's (104 MB of wasm, five times the small one).
 const SCIENTIFIC_COMPILE_TIME: &str = "about 1-3 min";
 
 // ---- entering Python from the runtime's threads -------------------------------
@@ -268,8 +268,8 @@ impl Sandbox {
 /// What the tasks of a host share: the host, and its interpreters once
 /// loaded. Each is loaded at its first run (or `warmup`), not with the
 /// host: making a host stays instant, and a host that never runs scientific
-/// code never compiles (a minute or more) nor holds (over 100 MiB per
-/// interpreter) the scientific one.
+/// code never compiles nor holds the scientific one (its compile is long,
+/// and each of its interpreters holds numpy, pandas and matplotlib).
 struct Shared {
     host: Host,
     /// The interpreter of runs that ask for none.

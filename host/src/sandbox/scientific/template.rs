@@ -123,8 +123,8 @@ impl Template {
         };
         let started = Instant::now();
         // Sandboxes loading at once in one process compile once: the
-        // others wait and read the cache (a compile takes minutes and
-        // 1.8 GB at its peak).
+        // others wait and read the cache (a compile is long and takes
+        // much memory: BENCHMARKS.md).
         static COMPILING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
         let compiling = COMPILING.lock().await;
         let (module, code_source) = cache.module(&engine, &hash, || {
