@@ -19,7 +19,7 @@
 //! `wasi_checks.rs` puts these checks in front of WASI's functions.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::SystemTime;
 
 use crate::python::outcome::WorkspaceFile;
@@ -92,7 +92,7 @@ impl WorkspaceOptions {
         if !folder.is_dir() {
             return Ok(Vec::new());
         }
-        let listed = listing(&folder).map_err(std::io::Error::other)?;
+        let listed = listing(&Dir::open_ambient_dir(&folder, ambient_authority())?)?;
         let files = listed.into_iter().filter(|(_, (_, _, file))| *file);
         Ok(files
             .map(|(path, (size, _, _))| WorkspaceFile { path, size })
@@ -152,6 +152,8 @@ impl WorkspaceOptions {
 /// A run's use of its workspace.
 pub(crate) struct WorkspaceRun {
     pub(crate) folder: PathBuf,
+    /// The folder, open for the run's checks of names in it.
+    dir: Dir,
     options: WorkspaceOptions,
     /// What the workspace held when the run began.
     before: BTreeMap<String, Entry>,
@@ -164,11 +166,13 @@ pub(crate) struct WorkspaceRun {
 impl WorkspaceRun {
     /// The run's view of `folder` under `options`.
     pub(crate) fn begin(folder: PathBuf, options: &WorkspaceOptions) -> anyhow::Result<Self> {
-        let before = listing(&folder)?;
+        let dir = Dir::open_ambient_dir(&folder, ambient_authority())?;
+        let before = listing(&dir)?;
         let bytes = before.values().map(|(size, _, _)| size).sum();
         let files = before.len() as u64;
         Ok(WorkspaceRun {
             folder,
+            dir,
             options: options.clone(),
             before,
             bytes,
@@ -181,7 +185,7 @@ impl WorkspaceRun {
     /// (Files only, as [`WorkspaceOptions::files`] lists them: a folder's
     /// entry changes with every file made in it.)
     pub(crate) fn changes(&self) -> Vec<WorkspaceFile> {
-        let after = listing(&self.folder).unwrap_or_default();
+        let after = listing(&self.dir).unwrap_or_default();
         after
             .into_iter()
             .filter(|(path, now)| now.2 && self.before.get(path) != Some(now))
@@ -220,9 +224,7 @@ impl WorkspaceRun {
         }
         // The interpreter names paths relative to a preopen, the
         // workspace's for its files; a name there already is not new.
-        let exists = Dir::open_ambient_dir(&self.folder, ambient_authority())
-            .is_ok_and(|dir| dir.symlink_metadata(name).is_ok());
-        if !creates || exists {
+        if !creates || self.dir.symlink_metadata(name).is_ok() {
             return Checked::Named;
         }
         if self.files >= self.options.max_files {
@@ -256,12 +258,9 @@ type Entry = (u64, Option<SystemTime>, bool);
 
 /// Every entry under `folder` (not following links), with size and
 /// modification time.
-fn listing(folder: &Path) -> anyhow::Result<BTreeMap<String, Entry>> {
+fn listing(folder: &Dir) -> std::io::Result<BTreeMap<String, Entry>> {
     let mut found = BTreeMap::new();
-    let mut stack = vec![(
-        Dir::open_ambient_dir(folder, ambient_authority())?,
-        String::new(),
-    )];
+    let mut stack = vec![(folder.try_clone()?, String::new())];
     while let Some((dir, prefix)) = stack.pop() {
         for entry in dir.entries()? {
             let entry = entry?;
