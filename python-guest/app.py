@@ -166,17 +166,30 @@ def take_prepared():
     return functions
 
 
+def enter_workspace():
+    """Makes the chat's workspace the working directory, when the host keeps
+    workspaces (it then preopens `/workspace`): every run starts from the
+    prepared interpreter's, or a new one's, `/`."""
+    try:
+        os.chdir("/workspace")
+    except OSError:
+        pass
+
+
 class Runner(exports.Runner):
     def exec(self, code, methods):
         take_prepared()
+        enter_workspace()
         return outcome(run(code, {spec.name: function_of(spec) for spec in methods}))
 
     def prepare(self, methods):
         global prepared
         prepared = {spec.name: function_of(spec) for spec in methods}
         warm_up()
+        enter_workspace()
 
     def exec_prepared(self, code):
+        enter_workspace()
         return outcome(run(code, take_prepared()))
 
 

@@ -93,11 +93,10 @@ pub async fn load(host: &Host, given: Option<PathBuf>) -> anyhow::Result<PythonS
 
 /// Loads the scientific interpreter from `given` (`--scientific-dir`), else
 /// `$SANDWIT_SCIENTIFIC`, saying on stderr when it is compiled (the first
-/// time per cache) and while it is prepared.
+/// time per cache) and while it is prepared. It has the host's workspaces.
 pub async fn load_scientific(
     host: &Host,
     given: Option<PathBuf>,
-    workspaces: Option<WorkspaceOptions>,
 ) -> anyhow::Result<ScientificSandbox> {
     let Some(dir) = given.or_else(|| env_path("SANDWIT_SCIENTIFIC")) else {
         anyhow::bail!(
@@ -109,11 +108,7 @@ pub async fn load_scientific(
     };
     let module = dir.join("python.wasm");
     let compiling = module.exists() && !host.is_scientific_compiled(&dir);
-    let mut options = ScientificOptions::new(&dir);
-    if let Some(workspaces) = workspaces {
-        options = options.workspaces(workspaces);
-    }
-    let load = host.load_scientific(options);
+    let load = host.load_scientific(ScientificOptions::new(&dir));
     let what = "the scientific interpreter";
     Ok(announced(host, compiling, what, SCIENTIFIC_COMPILE_TIME, load).await?)
 }
@@ -176,11 +171,10 @@ pub struct InterpreterArgs {
     /// start and runs may ask for it.
     #[arg(long, value_name = "DIR")]
     pub scientific_dir: Option<PathBuf>,
-    /// Gives each chat a folder of its own under DIR, the scientific
-    /// interpreter's working directory (`/workspace`), kept across the
-    /// chat's runs (a namespaced token's chats apart from another's of the
-    /// same key); over HTTP, `GET /v1/chats/{chat}/files` lists and reads it. Needs
-    /// the scientific interpreter.
+    /// Gives each chat a folder of its own under DIR, the working directory
+    /// (`/workspace`) of either interpreter, kept across the chat's runs (a
+    /// namespaced token's chats apart from another's of the same key); over
+    /// HTTP, `GET /v1/chats/{chat}/files` lists and reads it.
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
     /// The most a chat's workspace may hold, in MiB; a run that writes
@@ -197,44 +191,39 @@ pub struct InterpreterArgs {
 /// The interpreters of `args`: the small one, and the scientific one when
 /// it is the default or its directory is given (runs may then ask for it).
 /// A scientific one that fails to load stops the start: an operator who
-/// named it expects runs to get it. So does `--workspace` without it.
-/// For `sandwit serve` and `sandwit mcp`.
+/// named it expects runs to get it. The host has the workspaces of
+/// [`InterpreterArgs::workspaces`]. For `sandwit serve` and `sandwit mcp`.
 pub async fn interpreters(host: &Host, args: &InterpreterArgs) -> anyhow::Result<Interpreters> {
     let dir = args
         .scientific_dir
         .clone()
         .or_else(|| env_path("SANDWIT_SCIENTIFIC"));
     let scientific = args.interpreter == InterpreterKind::Scientific || dir.is_some();
-    if let Some(workspace) = &args.workspace
-        && !scientific
-    {
-        anyhow::bail!(
-            "--workspace {}: workspaces are the scientific interpreter's, which this server \
-             does not load; load it with --scientific-dir DIR (or $SANDWIT_SCIENTIFIC=DIR, DIR \
-             as sandwit's `scripts/scientific` makes it)",
-            workspace.display()
-        );
-    }
     let small = crate::interpreter::load(host, args.python.clone()).await?;
-    let interpreters = Interpreters::new(small);
-    if !scientific {
-        return Ok(interpreters);
+    let mut interpreters = Interpreters::new(small);
+    if scientific {
+        let sandbox = crate::interpreter::load_scientific(host, dir).await?;
+        let default = match args.interpreter {
+            InterpreterKind::Small => sandwit_service::InterpreterKind::Small,
+            InterpreterKind::Scientific => sandwit_service::InterpreterKind::Scientific,
+        };
+        interpreters = interpreters.with_scientific(sandbox, default);
     }
-    let max_bytes = args.workspace_max_mib.saturating_mul(1 << 20);
-    let workspaces = args.workspace.as_ref().map(|root| {
-        WorkspaceOptions::new(root)
-            .max_bytes(max_bytes)
-            .max_files(args.workspace_max_files)
-    });
-    let with_workspaces = workspaces.is_some();
-    let scientific = crate::interpreter::load_scientific(host, dir, workspaces).await?;
-    let default = match args.interpreter {
-        InterpreterKind::Small => sandwit_service::InterpreterKind::Small,
-        InterpreterKind::Scientific => sandwit_service::InterpreterKind::Scientific,
-    };
-    let interpreters = interpreters.with_scientific(scientific, default);
-    Ok(match with_workspaces {
-        true => interpreters.with_workspaces(max_bytes),
-        false => interpreters,
+    Ok(match args.workspace {
+        Some(_) => interpreters.with_workspaces(args.workspace_max_mib.saturating_mul(1 << 20)),
+        None => interpreters,
     })
+}
+
+impl InterpreterArgs {
+    /// The chats' workspaces `--workspace` and its quotas ask for, for the
+    /// host's builder.
+    pub fn workspaces(&self) -> Option<WorkspaceOptions> {
+        let root = self.workspace.as_ref()?;
+        Some(
+            WorkspaceOptions::new(root)
+                .max_bytes(self.workspace_max_mib.saturating_mul(1 << 20))
+                .max_files(self.workspace_max_files),
+        )
+    }
 }

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use sandwit::paths::{data_dir, default_cache_dir, env_path};
-use sandwit::{Host, HostBuilder, Limits, Policy, RunLimits};
+use sandwit::{Host, HostBuilder, Limits, Policy, RunLimits, WorkspaceOptions};
 
 /// A WebAssembly plugin host for AI agents.
 ///
@@ -254,6 +254,14 @@ fn main() -> ExitCode {
     })
 }
 
+/// `builder` with the chats' workspaces, if asked for.
+fn with_workspaces(builder: HostBuilder, workspaces: Option<WorkspaceOptions>) -> HostBuilder {
+    match workspaces {
+        Some(workspaces) => builder.workspaces(workspaces),
+        None => builder,
+    }
+}
+
 /// Runs a command that needs a host.
 fn run_with_host(cli: Cli) -> ExitCode {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -264,8 +272,14 @@ fn run_with_host(cli: Cli) -> ExitCode {
         let command = match cli.command {
             // A server: the host's defaults for many runs (interpreters
             // prepared ahead, a pool sized for them).
-            Command::Serve(args) => return serve::serve(cli.host.builder()?.build()?, args).await,
-            Command::Mcp(args) => return mcp::mcp(cli.host.builder()?.build()?, args).await,
+            Command::Serve(args) => {
+                let builder = with_workspaces(cli.host.builder()?, args.interpreters.workspaces());
+                return serve::serve(builder.build()?, args).await;
+            }
+            Command::Mcp(args) => {
+                let builder = with_workspaces(cli.host.builder()?, args.interpreters.workspaces());
+                return mcp::mcp(builder.build()?, args).await;
+            }
             // As a server would be built: interpreters prepared ahead, so
             // their own engine's code is compiled too.
             Command::Prepare(args) => {
@@ -276,9 +290,11 @@ fn run_with_host(cli: Cli) -> ExitCode {
         // One run per process: an interpreter prepared ahead of it would
         // only compete with it for the cores, and a pool sized for a server
         // would cost the start its guard pages.
-        let host = cli
-            .host
-            .builder()?
+        let workspaces = match &command {
+            Command::Run(args) => args.workspace.clone().map(WorkspaceOptions::new),
+            _ => None,
+        };
+        let host = with_workspaces(cli.host.builder()?, workspaces)
             .prepared_interpreters(0)
             .max_instances(if matches!(command, Command::Validate(_)) {
                 // One plugin instance at a time: the worker's memory budget

@@ -27,7 +27,7 @@ pub struct McpArgs {
     #[arg(long, default_value = "mcp", value_name = "KEY")]
     chat_key: String,
     #[command(flatten)]
-    interpreters: crate::interpreter::InterpreterArgs,
+    pub interpreters: crate::interpreter::InterpreterArgs,
     #[command(flatten)]
     slots: RunSlots,
 }

@@ -53,7 +53,7 @@ pub async fn prepare(host: Host, args: PrepareArgs) -> anyhow::Result<ExitCode> 
         .scientific_dir
         .or_else(|| env_path("SANDWIT_SCIENTIFIC"))
     {
-        let scientific = crate::interpreter::load_scientific(&host, Some(dir), None).await?;
+        let scientific = crate::interpreter::load_scientific(&host, Some(dir)).await?;
         eprintln!(
             "sandwit: the scientific interpreter is ready (prepared in {:.1} s)",
             scientific.prepared_in().as_secs_f64()

@@ -9,7 +9,6 @@ use anyhow::Context;
 use clap::Args;
 use sandwit::{
     AgentCtx, Host, Plugin, PluginSet, RunOptions, RunOutcome, RunStatus, SCIENTIFIC_MEMORY_BYTES,
-    WorkspaceOptions,
 };
 
 /// The example plugins used when no --plugin or --plugins is given.
@@ -56,12 +55,12 @@ pub struct RunArgs {
     /// unpacks it [default: $SANDWIT_SCIENTIFIC].
     #[arg(long, value_name = "DIR")]
     scientific_dir: Option<PathBuf>,
-    /// With `--interpreter scientific`: keep each chat's files in a folder
-    /// of its own under DIR, the code's working directory (`/workspace`),
-    /// kept across the chat's runs (64 MiB, 1,000 files, paths of 255
-    /// bytes at most). Without it the code has no writable folder.
+    /// Keep each chat's files in a folder of its own under DIR, the code's
+    /// working directory (`/workspace`), kept across the chat's runs (64
+    /// MiB, 1,000 files, paths of 255 bytes at most), in either
+    /// interpreter. Without it the code has no writable folder.
     #[arg(long, value_name = "DIR")]
-    workspace: Option<PathBuf>,
+    pub workspace: Option<PathBuf>,
     /// The chat key of the agent context.
     #[arg(long, default_value = "cli")]
     chat_key: String,
@@ -186,10 +185,6 @@ pub async fn run(host: &Host, args: RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(max_calls) = args.max_calls {
         limits.max_calls = max_calls;
     }
-    anyhow::ensure!(
-        args.workspace.is_none() || args.interpreter == InterpreterKind::Scientific,
-        "--workspace is for the scientific interpreter: add --interpreter scientific"
-    );
     let outcome = match args.interpreter {
         InterpreterKind::Small => {
             let sandbox = crate::interpreter::load(host, args.python.clone()).await?;
@@ -199,8 +194,7 @@ pub async fn run(host: &Host, args: RunArgs) -> anyhow::Result<ExitCode> {
         }
         InterpreterKind::Scientific => {
             let dir = args.scientific_dir.clone();
-            let workspaces = args.workspace.clone().map(WorkspaceOptions::new);
-            let sandbox = crate::interpreter::load_scientific(host, dir, workspaces).await?;
+            let sandbox = crate::interpreter::load_scientific(host, dir).await?;
             limits.memory_bytes = SCIENTIFIC_MEMORY_BYTES;
             let options = RunOptions::new().limits(limits);
             sandbox.run_with(&ctx, &plugins, &code, &options).await

@@ -29,7 +29,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     token_file: Option<PathBuf>,
     #[command(flatten)]
-    interpreters: crate::interpreter::InterpreterArgs,
+    pub interpreters: crate::interpreter::InterpreterArgs,
     /// Answer 200 on /readyz at once, before the interpreter's code for
     /// reuse across runs is compiled (once per cache; `sandwit prepare`
     /// compiles it ahead): runs are taken either way, slower until then.

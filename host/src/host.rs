@@ -14,9 +14,12 @@ use crate::loader::Source;
 use crate::plugin::Plugin;
 use crate::policy::Policy;
 use crate::python::PythonSandbox;
+use crate::python::outcome::WorkspaceFile;
 use crate::runtime::{HostInner, engine};
 use crate::sandbox::scientific::{ScientificOptions, ScientificSandbox};
+use crate::sandbox::workspace::{HostWorkspaces, WorkspaceOptions};
 use crate::store::{SqliteStore, StoreBackend};
+use crate::types::AgentCtx;
 
 /// Interpreters a [`PythonSandbox`] keeps instantiated ahead of its runs
 /// unless [`HostBuilder::prepared_interpreters`] says otherwise: enough for
@@ -88,6 +91,7 @@ pub struct HostBuilder {
     chat: Option<Arc<dyn ChatSink>>,
     approver: Option<Arc<dyn Approver>>,
     clock: Option<Arc<dyn Clock>>,
+    workspaces: Option<WorkspaceOptions>,
     #[cfg(feature = "internals")]
     park: Option<(std::time::Duration, Arc<std::sync::atomic::AtomicUsize>)>,
 }
@@ -108,6 +112,19 @@ impl HostBuilder {
     /// fits; the entry just written is always kept.
     pub fn cache_max_bytes(mut self, bytes: u64) -> Self {
         self.cache_max_bytes = Some(bytes);
+        self
+    }
+
+    /// A workspace per chat (see [`WorkspaceOptions`]) for the runs of
+    /// every [`PythonSandbox`]: the code's working directory, `/workspace`,
+    /// kept across the runs of one chat and never another's. Without it
+    /// the small interpreter's code has no files at all. A
+    /// [`ScientificSandbox`](crate::ScientificSandbox) has its own
+    /// ([`ScientificOptions::workspaces`](crate::ScientificOptions::workspaces));
+    /// give both the same options and a chat finds the same files in
+    /// either.
+    pub fn workspaces(mut self, workspaces: WorkspaceOptions) -> Self {
+        self.workspaces = Some(workspaces);
         self
     }
 
@@ -269,9 +286,15 @@ impl HostBuilder {
             .clock
             .unwrap_or_else(|| Arc::new(SystemClock::default()));
         let controls = Arc::new(Controls::new(&self.policy, clock, self.approver));
+        let workspaces = self
+            .workspaces
+            .map(HostWorkspaces::new)
+            .transpose()
+            .map_err(|e| e.context("making the workspaces' folder"))?;
         Ok(Host {
             inner: Arc::new(HostInner {
                 controls,
+                workspaces,
                 engine,
                 plugin_linker,
                 cache,
@@ -420,6 +443,37 @@ impl Host {
     /// host's cache already (loading it then takes seconds, not minutes).
     pub fn is_scientific_compiled(&self, dir: impl AsRef<Path>) -> bool {
         crate::sandbox::scientific::is_compiled(&self.inner, dir.as_ref())
+    }
+
+    /// The files of `ctx`'s chat's workspace (see
+    /// [`HostBuilder::workspaces`]), links and folders left out;
+    /// `Unsupported` without workspaces.
+    pub fn workspace_files(&self, ctx: &AgentCtx) -> std::io::Result<Vec<WorkspaceFile>> {
+        self.workspaces()?.files(ctx)
+    }
+
+    /// The bytes of the file `path` (relative, `/`-separated) of `ctx`'s
+    /// chat's workspace, if it is a file (not a link or folder) of at most
+    /// `max_bytes`: `NotFound`, `InvalidInput` or (a path that leads
+    /// outside) `PermissionDenied` otherwise, `Unsupported` without
+    /// workspaces.
+    pub fn read_workspace_file(
+        &self,
+        ctx: &AgentCtx,
+        path: &str,
+        max_bytes: u64,
+    ) -> std::io::Result<Vec<u8>> {
+        self.workspaces()?.read(ctx, path, max_bytes)
+    }
+
+    fn workspaces(&self) -> std::io::Result<&WorkspaceOptions> {
+        let workspaces = self.inner.workspaces.as_ref().ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                "this host keeps no workspaces",
+            )
+        })?;
+        Ok(&workspaces.options)
     }
 
     /// Reads and loads the CPython component.

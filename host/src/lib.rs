@@ -72,7 +72,6 @@ pub use python::outcome::{
     Event, Handoff, LimitHit, LiveEvent, RunError, RunOutcome, RunStatus, WorkspaceFile,
 };
 pub use python::{PluginSet, PluginSetError, PythonSandbox, RunOptions, strip_code_fence};
-pub use sandbox::scientific::{
-    DEFAULT_PRELOAD, ScientificOptions, ScientificSandbox, WorkspaceOptions,
-};
+pub use sandbox::scientific::{DEFAULT_PRELOAD, ScientificOptions, ScientificSandbox};
+pub use sandbox::workspace::WorkspaceOptions;
 pub use types::{AgentCtx, ContentPart, Media, MethodKind, MethodResult, ServiceFuture, Value};

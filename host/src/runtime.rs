@@ -39,6 +39,8 @@ pub(crate) struct HostInner {
     pub(crate) cores: usize,
     pub(crate) policy: Policy,
     pub(crate) services: Services,
+    /// The chats' workspaces, if the host keeps them.
+    pub(crate) workspaces: Option<crate::sandbox::workspace::HostWorkspaces>,
     /// The execution controls' state, for the host's life.
     pub(crate) controls: std::sync::Arc<Controls>,
 }

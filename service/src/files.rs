@@ -1,6 +1,6 @@
 //! `GET /v1/chats/{chat}/files` and `GET /v1/chats/{chat}/files/{*path}`:
-//! the files of a chat's workspace, kept by the scientific interpreter
-//! across the chat's runs (`sandwit serve --workspace DIR`). A chat is
+//! the files of a chat's workspace, kept by either interpreter across the
+//! chat's runs (`sandwit serve --workspace DIR`). A chat is
 //! named as a run names it: a namespaced token names only its own chats,
 //! and the token's namespace chooses the folder, so two tenants' chats of
 //! the same key never share files.
@@ -10,28 +10,28 @@ use std::io::ErrorKind;
 use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use sandwit::{AgentCtx, ScientificSandbox};
+use sandwit::{AgentCtx, Host};
 use serde_json::json;
 
 use crate::Shared;
 use crate::auth::Caller;
 use crate::error::ApiError;
 
-/// Runs `work` on the server's scientific sandbox, for `chat`'s context
+/// Runs `work` on the server's host, for `chat`'s context
 /// (checked as a run's is) and the workspace byte quota, off the async
 /// threads (it reads files).
 async fn in_workspace<T: Send + 'static>(
     state: &Shared,
     caller: &Caller,
     chat: &str,
-    work: impl FnOnce(&ScientificSandbox, &AgentCtx, u64) -> std::io::Result<T> + Send + 'static,
+    work: impl FnOnce(&Host, &AgentCtx, u64) -> std::io::Result<T> + Send + 'static,
 ) -> Result<std::io::Result<T>, ApiError> {
     let ctx = crate::chat::agent_ctx(caller, chat, None, "bad-request")?;
-    let Some((sandbox, max_bytes)) = state.interpreters.workspaces() else {
+    let Some(max_bytes) = state.interpreters.workspace_max_bytes() else {
         return Err(no_workspaces());
     };
-    let sandbox = sandbox.clone();
-    tokio::task::spawn_blocking(move || work(&sandbox, &ctx, max_bytes))
+    let host = state.host.clone();
+    tokio::task::spawn_blocking(move || work(&host, &ctx, max_bytes))
         .await
         .map_err(|e| {
             ApiError::new(
@@ -47,7 +47,7 @@ fn no_workspaces() -> ApiError {
     ApiError::not_found(
         "no-workspaces",
         "this server keeps no chat workspaces; its operator starts `sandwit serve` with \
-         `--workspace DIR` (and the scientific interpreter)",
+         `--workspace DIR`",
     )
 }
 
@@ -96,8 +96,8 @@ pub async fn list(
     caller: Caller,
     Path(chat): Path<String>,
 ) -> Result<Response, ApiError> {
-    let files = in_workspace(&state, &caller, &chat, |sandbox, ctx, _| {
-        sandbox.workspace_files(ctx)
+    let files = in_workspace(&state, &caller, &chat, |host, ctx, _| {
+        host.workspace_files(ctx)
     })
     .await?
     .or_else(|e| match e.kind() {
@@ -138,8 +138,8 @@ pub async fn read(
     Path((chat, path)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let asked = path.clone();
-    let bytes = in_workspace(&state, &caller, &chat, move |sandbox, ctx, max_bytes| {
-        sandbox.read_workspace_file(ctx, &asked, max_bytes)
+    let bytes = in_workspace(&state, &caller, &chat, move |host, ctx, max_bytes| {
+        host.read_workspace_file(ctx, &asked, max_bytes)
     })
     .await?
     .map_err(|e| io_error(e, &chat, Some(&path)))?;

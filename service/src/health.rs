@@ -19,9 +19,10 @@ pub async fn healthz() -> impl IntoResponse {
 }
 
 /// The service takes runs at full speed: not shutting down, and the small
-/// interpreter reusing its prepared interpreters (503 `warming-up` until
-/// then, unless the server was told to be ready before; runs are taken
-/// meanwhile). Says which interpreters runs may ask for, and the default.
+/// interpreter not warming up (503 `warming-up` while its code for reuse
+/// across runs is being compiled, unless the server was told to be ready
+/// before; runs are taken meanwhile; a host that prepares no interpreters
+/// has nothing to wait for). Says which interpreters runs may ask for, and the default.
 #[utoipa::path(get, path = "/readyz", tag = "health",
     responses((status = 200, body = crate::api::Ready),
               (status = 503, description = "Shutting down, or warming up (the interpreter's \
@@ -35,7 +36,7 @@ pub async fn readyz(State(state): State<Shared>) -> Result<impl IntoResponse, Ap
             1,
         ));
     }
-    if !state.config.ready_before_reuse && !state.interpreters.small().reuses_interpreters() {
+    if !state.config.ready_before_reuse && state.interpreters.small().warming_up() {
         return Err(ApiError::unavailable(
             "warming-up",
             "the interpreter's code for reuse across runs is being compiled (once per cache, \

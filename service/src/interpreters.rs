@@ -46,8 +46,8 @@ pub struct Interpreters {
     small: PythonSandbox,
     scientific: Option<ScientificSandbox>,
     default: InterpreterKind,
-    /// The largest workspace file answered, when the scientific sandbox
-    /// has chat workspaces.
+    /// The largest workspace file answered, when the host keeps chat
+    /// workspaces.
     workspace_max_bytes: Option<u64>,
 }
 
@@ -72,22 +72,21 @@ impl Interpreters {
         }
     }
 
-    /// Says that the scientific sandbox keeps chat workspaces
-    /// (`ScientificOptions::workspaces`): `GET /v1/chats/{chat}/files`
-    /// lists a chat's files and answers those of at most `max_bytes` (the
-    /// workspace's byte quota). Without a scientific sandbox it does
-    /// nothing.
+    /// Says that the host keeps chat workspaces
+    /// (`HostBuilder::workspaces`): `GET /v1/chats/{chat}/files` lists a
+    /// chat's files and answers those of at most `max_bytes` (the
+    /// workspace's byte quota).
     pub fn with_workspaces(self, max_bytes: u64) -> Self {
         Interpreters {
-            workspace_max_bytes: self.scientific.as_ref().map(|_| max_bytes),
+            workspace_max_bytes: Some(max_bytes),
             ..self
         }
     }
 
-    /// The scientific sandbox with chat workspaces, and the largest file
-    /// answered, if the server keeps workspaces.
-    pub(crate) fn workspaces(&self) -> Option<(&ScientificSandbox, u64)> {
-        Some((self.scientific.as_ref()?, self.workspace_max_bytes?))
+    /// The largest workspace file answered, if the server keeps
+    /// workspaces.
+    pub(crate) fn workspace_max_bytes(&self) -> Option<u64> {
+        self.workspace_max_bytes
     }
 
     /// The kind of runs that name none.

@@ -20,3 +20,4 @@ mod python;
 mod python_plugins;
 mod scientific;
 mod services;
+mod workspaces;

@@ -921,6 +921,28 @@ async fn until_reusable(python: &PythonSandbox) {
 }
 
 #[tokio::test]
+async fn only_a_sandbox_that_will_reuse_interpreters_is_warming_up() {
+    // Preparing none, it never reuses them: nothing to wait for.
+    let host = Host::builder()
+        .cache_dir(cache_dir())
+        .prepared_interpreters(0)
+        .build()
+        .unwrap();
+    let none = host.load_python_file(artifacts::PYTHON).await.unwrap();
+    assert!(!none.warming_up());
+    assert!(!none.reuses_interpreters());
+    // Preparing one, it warms up until it reuses them, then no longer.
+    let (_host, python) = preparing(1).await;
+    let settled = || {
+        let (warming, reuses) = (python.warming_up(), python.reuses_interpreters());
+        assert!(!(warming && reuses), "warming up while reusing");
+        reuses
+    };
+    until_within(Duration::from_secs(600), settled, "reuse").await;
+    assert!(!python.warming_up());
+}
+
+#[tokio::test]
 async fn a_reused_interpreter_holds_nothing_of_the_previous_run() {
     // One prepared interpreter, given back after each run that ends with
     // its code finished: the next run is on the same instance, its memory

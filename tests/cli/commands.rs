@@ -197,6 +197,38 @@ fn every_subcommand_has_help() {
 }
 
 #[test]
+fn run_keeps_a_chats_files_in_its_workspace() {
+    let root = tempdir("run", "workspace");
+    let root = root.to_str().unwrap();
+    let run = |chat: &str, code: &str| {
+        let args = [
+            "run",
+            "--json",
+            "--python",
+            artifacts::PYTHON,
+            "--workspace",
+            root,
+        ];
+        let out = sandwit(&[&args[..], &["--chat-key", chat, "-c", code]].concat());
+        assert_succeeded(&out);
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let json = run(
+        "a",
+        "import os\nprint(os.getcwd())\nopen('n.txt', 'w').write('kept')",
+    );
+    assert_eq!(json["stdout"], "/workspace\n");
+    assert_eq!(
+        json["files"],
+        serde_json::json!([{"path": "n.txt", "size": 4}])
+    );
+    let json = run("a", "print(open('n.txt').read())");
+    assert_eq!(json["stdout"], "kept\n");
+    let json = run("b", "import os\nprint(os.listdir('.'))");
+    assert_eq!(json["stdout"], "[]\n");
+}
+
+#[test]
 fn run_prints_the_outcome_as_json_with_exit_status() {
     let python = ["--python", artifacts::PYTHON];
     let plugins = [

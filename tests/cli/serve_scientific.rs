@@ -335,11 +335,13 @@ fn serve_keeps_a_chats_workspace_and_answers_its_files_to_its_tenant_only() {
     );
     assert_eq!(outcome["stdout"], "hello from acme\n", "{outcome}");
     assert_eq!(outcome["files"], json!([]), "{outcome}");
+    // So does a run of the small interpreter: the chat's folder is one.
     let (_, outcome) = server.post(
         "/v1/runs",
         ACME,
-        json!({"code": "print(1)", "chat_key": "acme:c"}),
+        json!({"code": "print(open('out/result.txt').read())", "chat_key": "acme:c"}),
     );
+    assert_eq!(outcome["stdout"], "hello from acme\n", "{outcome}");
     assert_eq!(outcome["files"], json!([]), "{outcome}");
 
     // Listed and read by the tenant.
@@ -432,16 +434,25 @@ fn serve_without_workspaces_answers_404_for_a_chats_files() {
 }
 
 #[test]
-fn serve_does_not_start_with_a_workspace_but_no_scientific_interpreter() {
-    let dir = tempdir("serve", "workspace-without-scientific");
-    let err = failed_start(
-        "workspace-without-scientific",
+fn serve_gives_the_small_interpreter_workspaces_too() {
+    let dir = tempdir("serve", "workspace-small");
+    let server = serve(
+        "workspace-small",
+        &[],
+        "",
         &["--workspace", dir.to_str().unwrap()],
     );
-    assert!(
-        err.contains("--workspace") && err.contains("--scientific-dir DIR"),
-        "{err}"
+    let (status, outcome) = run(&server, "open('a.txt', 'w').write('small')", None);
+    assert_eq!(status, 200, "{outcome}");
+    assert_eq!(
+        outcome["files"],
+        json!([{"path": "a.txt", "size": 5}]),
+        "{outcome}"
     );
+    let (status, listing) = get_json(&server, "/v1/chats/c/files", USER);
+    assert_eq!(status, 200, "{listing}");
+    let (status, bytes) = get_bytes(&server, "/v1/chats/c/files/a.txt", USER);
+    assert_eq!((status, bytes.as_slice()), (200, &b"small"[..]));
 }
 
 /// Whether the server reuses its interpreters now (its metric).

@@ -540,7 +540,7 @@ fn result_to_py(py: Python<'_>, result: sandwit::MethodResult) -> PyResult<Py<Py
 #[pymethods]
 impl PyHost {
     #[new]
-    #[pyo3(signature = (*, cache_dir=None, policy=None, store=None, limits=None, call_limits=None, python=None, interpreter="small", scientific_dir=None, prepared_interpreters=None, prepared_plugin_instances=None, max_instances=None, cache_max_mib=None))]
+    #[pyo3(signature = (*, cache_dir=None, policy=None, store=None, limits=None, call_limits=None, python=None, interpreter="small", scientific_dir=None, workspace=None, workspace_max_mib=None, prepared_interpreters=None, prepared_plugin_instances=None, max_instances=None, cache_max_mib=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -552,6 +552,8 @@ impl PyHost {
         python: Option<&Bound<'_, PyAny>>,
         interpreter: &str,
         scientific_dir: Option<&Bound<'_, PyAny>>,
+        workspace: Option<&Bound<'_, PyAny>>,
+        workspace_max_mib: Option<u64>,
         prepared_interpreters: Option<usize>,
         prepared_plugin_instances: Option<usize>,
         max_instances: Option<u32>,
@@ -589,6 +591,13 @@ impl PyHost {
         }
         if let Some(limits) = call_limits {
             builder = builder.limits(limits.get().limits.clone());
+        }
+        if let Some(root) = workspace {
+            let mut options = sandwit::WorkspaceOptions::new(path_arg(root, "workspace")?);
+            if let Some(mib) = workspace_max_mib {
+                options = options.max_bytes(mib.saturating_mul(1 << 20));
+            }
+            builder = builder.workspaces(options);
         }
         if let Some(count) = prepared_interpreters {
             builder = builder.prepared_interpreters(count);
@@ -637,6 +646,66 @@ impl PyHost {
     #[getter]
     fn scientific_dir(&self) -> Option<PathBuf> {
         self.shared.scientific_dir.clone()
+    }
+
+    /// The files of the chat's workspace (``ctx``'s chat; the default
+    /// context's when None), as dicts ``{"path", "size"}``, links and
+    /// folders left out. Raises SandwitError when the host keeps no
+    /// workspaces (``Host(workspace=DIR)``).
+    #[pyo3(signature = (ctx=None))]
+    fn workspace_files(
+        &self,
+        py: Python<'_>,
+        ctx: Option<&Bound<'_, PyAgentCtx>>,
+    ) -> PyResult<Vec<Py<PyAny>>> {
+        let ctx = ctx_or_default(ctx);
+        let host = &self.shared.host;
+        let files = py
+            .detach(|| host.workspace_files(&ctx))
+            .map_err(|e| SandwitError::new_err(format!("the chat's workspace: {e}")))?;
+        files
+            .into_iter()
+            .map(|file| {
+                let dict = pyo3::types::PyDict::new(py);
+                dict.set_item("path", file.path)?;
+                dict.set_item("size", file.size)?;
+                Ok(dict.into_any().unbind())
+            })
+            .collect()
+    }
+
+    /// The bytes of the file ``path`` (relative, ``/``-separated) of the
+    /// chat's workspace, if it is a file of at most ``max_bytes``. Raises
+    /// FileNotFoundError for a missing file or a folder, PermissionError for
+    /// a path leading outside, ValueError for a bad path or a larger file,
+    /// SandwitError without workspaces.
+    #[pyo3(signature = (path, ctx=None, *, max_bytes=64 << 20))]
+    fn read_workspace_file(
+        &self,
+        py: Python<'_>,
+        path: &str,
+        ctx: Option<&Bound<'_, PyAgentCtx>>,
+        max_bytes: u64,
+    ) -> PyResult<Py<pyo3::types::PyBytes>> {
+        use std::io::ErrorKind;
+        let ctx = ctx_or_default(ctx);
+        let host = &self.shared.host;
+        let bytes = py.detach(|| host.read_workspace_file(&ctx, path, max_bytes));
+        match bytes {
+            Ok(bytes) => Ok(pyo3::types::PyBytes::new(py, &bytes).unbind()),
+            Err(e) => Err(match e.kind() {
+                ErrorKind::NotFound => {
+                    pyo3::exceptions::PyFileNotFoundError::new_err(format!("{path}: {e}"))
+                }
+                ErrorKind::PermissionDenied => {
+                    pyo3::exceptions::PyPermissionError::new_err(format!("{path}: {e}"))
+                }
+                ErrorKind::InvalidInput => {
+                    pyo3::exceptions::PyValueError::new_err(format!("{path}: {e}"))
+                }
+                _ => SandwitError::new_err(format!("{path} of the chat's workspace: {e}")),
+            }),
+        }
     }
 
     /// The default limits of runs (a scientific run's memory is 1 GiB
@@ -942,6 +1011,8 @@ fn warmup(
         python,
         interpreter,
         scientific_dir,
+        None,
+        None,
         Some(0),
         Some(0),
         Some(4),

@@ -17,7 +17,7 @@ def test_a_run_calls_plugin_methods(host, plugin_set, ctx):
     d = out.to_dict()
     assert d["status"] == "ok" and d["stdout"] == "3\n" and d["events"] == out.events
     assert d["fuel_used"] == out.fuel_used and d["elapsed_ms"] == out.elapsed_ms
-    # The small interpreter has no workspace: no files.
+    # A host without workspaces: no files.
     assert out.files == [] and d["files"] == []
     assert repr(out).startswith("RunOutcome(status='ok', stdout='3\\n'")
 

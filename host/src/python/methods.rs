@@ -29,6 +29,7 @@ pub(crate) fn linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<RunSt
     let mut linker = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
     note_stream_drops(&mut linker)?;
+    super::workspace::add_to_linker(&mut linker)?;
     add_to_linker(&mut linker)?;
     Ok(linker)
 }
@@ -37,12 +38,13 @@ pub(crate) fn linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<RunSt
 /// earlier 0.2 versions resolve to it).
 const STREAMS: &str = "wasi:io/streams@0.2.12";
 
-/// Redefines the stream resources of [`STREAMS`] so that dropping one also
-/// sets [`Run::dropped_stream`](super::state::Run): the interpreter's
-/// memory, restored after a run, refers to the stdout stream it opened
-/// while prepared, and a run that closed that stream (and maybe opened
-/// another, which the instance's handle table would put in its place) must
-/// not leave it to the next run. The drop itself is wasmtime-wasi's.
+/// Redefines the stream resources of [`STREAMS`] so that dropping one the
+/// interpreter held since it was prepared also sets
+/// [`Run::dropped_stream`](super::state::Run): the interpreter's memory,
+/// restored after a run, refers to the stdout stream it opened while
+/// prepared, and a run that closed that stream (and maybe opened another,
+/// which the instance's handle table would put in its place) must not
+/// leave it to the next run. The drop itself is wasmtime-wasi's.
 fn note_stream_drops(linker: &mut Linker<RunState>) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
     let mut streams = linker.instance(STREAMS)?;
@@ -51,7 +53,7 @@ fn note_stream_drops(linker: &mut Linker<RunState>) -> wasmtime::Result<()> {
         ResourceType::host::<DynOutputStream>(),
         |mut store, rep| {
             Box::new(async move {
-                store.data_mut().dropped_stream = true;
+                store.data_mut().note_drop(rep);
                 let table = store.data_mut().ctx().table;
                 HostOutputStream::drop(table, Resource::new_own(rep)).await
             })
@@ -62,7 +64,7 @@ fn note_stream_drops(linker: &mut Linker<RunState>) -> wasmtime::Result<()> {
         ResourceType::host::<DynInputStream>(),
         |mut store, rep| {
             Box::new(async move {
-                store.data_mut().dropped_stream = true;
+                store.data_mut().note_drop(rep);
                 let table = store.data_mut().ctx().table;
                 HostInputStream::drop(table, Resource::new_own(rep)).await
             })

@@ -9,6 +9,7 @@ mod prepared;
 mod reusable;
 pub(crate) mod snapshot;
 pub(crate) mod state;
+pub(crate) mod workspace;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -83,6 +84,15 @@ impl PythonSandbox {
     /// Until then every run instantiates an interpreter.
     pub fn reuses_interpreters(&self) -> bool {
         self.inner.preparer.reuses()
+    }
+
+    /// Whether its prepared interpreters will be reused across runs but are
+    /// not yet: the interpreter's code for the sandbox's own engine is being
+    /// loaded or compiled. False once they are, and for a sandbox that will
+    /// never reuse them (none prepared, or that code failed: a warning says
+    /// why), so a readiness check waits only for what will come.
+    pub fn warming_up(&self) -> bool {
+        self.inner.preparer.awaits_reuse()
     }
 
     /// Whether every interpreter prepared now, restored after a run or not,
@@ -164,7 +174,6 @@ impl PythonSandbox {
                 methods,
                 snapshot,
                 runs,
-                handles,
             }) => {
                 store.data_mut().begin(
                     ctx,
@@ -176,7 +185,7 @@ impl PythonSandbox {
                 );
                 let made = methods.as_ref().is_some_and(|m| m.same(plugins));
                 // What gives it back for the next run, if it can be.
-                let reusable = snapshot.map(|snapshot| (methods, snapshot, runs, handles));
+                let reusable = snapshot.map(|snapshot| (methods, snapshot, runs));
                 (store, Start::Prepared(interpreter), made, reusable)
             }
             None => {
@@ -189,11 +198,17 @@ impl PythonSandbox {
                     &host.limits,
                     budget.deadline,
                     listener,
+                    host.workspaces.as_ref(),
                 );
                 let store = limited_store(pre.engine(), state);
                 (store, Start::Instantiate(pre), false, None)
             }
         };
+        if let Err(e) = store.data_mut().open_workspace(ctx) {
+            store.data_mut().end();
+            preparer.retire(running, store);
+            return RunOutcome::failed(e.context("opening the chat's workspace"), start);
+        }
         apply_budget(&mut store, budget, host.metering);
         store.data_mut().meter.watch(options.cancel.clone());
         store.data_mut().controls =
@@ -222,7 +237,14 @@ impl PythonSandbox {
             Err(stopped) => (Err(stopped), None),
         };
         let fuel_used = fuel_used(&store, limits.fuel);
-        let outcome = finish(
+        let workspace = store.data_mut().close_workspace();
+        // A write the quotas refused ends the run with the quota, whatever
+        // the code made of the `OSError`.
+        let result = match workspace.as_ref().and_then(|(hit, _)| hit.clone()) {
+            Some(quota) => Err(Stopped::Limit(LimitKind::Workspace, quota)),
+            None => result,
+        };
+        let mut outcome = finish(
             store.data_mut(),
             result,
             limits,
@@ -230,18 +252,20 @@ impl PythonSandbox {
             (was_prepared, reused),
             start,
         );
+        if let Some((_, files)) = workspace {
+            outcome.files = files;
+        }
         store.data_mut().end();
         // Still counted as running: the store goes to the thread only when
         // another core is free of runs.
         match (reusable, returned) {
-            (Some((methods, snapshot, runs, handles)), Some(interpreter)) => {
+            (Some((methods, snapshot, runs)), Some(interpreter)) => {
                 let prepared = Prepared {
                     store,
                     interpreter,
                     methods,
                     snapshot: Some(snapshot),
                     runs,
-                    handles,
                 };
                 preparer.give_back(running, prepared);
             }

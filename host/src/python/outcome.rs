@@ -2,7 +2,7 @@
 //! agent handoff.
 
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
@@ -241,6 +241,36 @@ pub struct RunOutcome {
     pub reused: bool,
     /// Wall-clock time of the run.
     pub elapsed: Duration,
+}
+
+impl RunOutcome {
+    /// The outcome of a run the host could not start (no interpreter, no
+    /// workspace).
+    pub(crate) fn failed(error: anyhow::Error, start: Instant) -> RunOutcome {
+        tracing::error!("a run could not start: {error:#}");
+        RunOutcome {
+            status: RunStatus::Error,
+            stdout: String::new(),
+            stderr: String::new(),
+            error: Some(RunError {
+                type_name: "InterpreterUnavailable".into(),
+                message: format!("the host could not start the run: {error:#}"),
+                line: None,
+                traceback: String::new(),
+            }),
+            limit: None,
+            files: Vec::new(),
+            events: Vec::new(),
+            handoff: None,
+            fuel_used: 0,
+            cost: 0.0,
+            #[cfg(feature = "internals")]
+            prepared: false,
+            #[cfg(feature = "internals")]
+            reused: false,
+            elapsed: start.elapsed(),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -65,8 +65,9 @@ const PARK_AFTER: Duration = Duration::from_secs(10);
 /// Resource handles the runs of one interpreter may leave behind, all told,
 /// before it is dropped: a run may open streams or pollables it never
 /// closes, unreachable once its memory is restored but still held in the
-/// instance's and the store's tables. (Runs that close what they open,
-/// every run of sandwit's own runner, leave none.)
+/// instance's and the store's tables (with workspaces, the store's are
+/// deleted, and counted here for the instance's). (Runs that close what
+/// they open, every run of sandwit's own runner, leave none.)
 const MAX_LEFT_HANDLES: usize = 64;
 
 /// An interpreter instantiated ahead of its run.
@@ -80,8 +81,6 @@ pub(crate) struct Prepared {
     pub(crate) snapshot: Option<Snapshot>,
     /// Runs it has served.
     pub(crate) runs: u32,
-    /// The resource handles its store held once prepared.
-    pub(crate) handles: usize,
 }
 
 impl Prepared {
@@ -100,18 +99,24 @@ impl Prepared {
     /// code in it changes a table (it has no `table.set` or `table.grow`:
     /// CPython links no module at run time); the handles the run left are
     /// unreachable from the restored memory; and the handles that memory
-    /// refers to, opened while prepared, are all streams ([`prepare`]
-    /// checks), which the run did not drop.
+    /// refers to, opened while prepared, are all streams or the workspace's
+    /// preopen ([`prepare`] checks), which the run did not drop.
     pub(crate) fn reusable(mut self) -> Result<Self, Store<RunState>> {
         let data = self.store.data_mut();
         data.sessions.clear();
         let dropped = data.dropped_stream;
-        let left = data.resources();
+        // With workspaces, a resource the run left may reach its chat's
+        // folder (a file or listing it did not close): those go.
+        if data.workspaces.is_some() && !data.sever() {
+            return Err(self.store);
+        }
+        let left = data.resources() + data.severed();
+        let kept = data.prepared_handles.len();
         let Some(snapshot) = self.snapshot.as_mut() else {
             return Err(self.store);
         };
         // SAFETY: the store is ours alone and nothing runs in it.
-        if dropped || left > self.handles + MAX_LEFT_HANDLES || !unsafe { snapshot.restore() } {
+        if dropped || left > kept + MAX_LEFT_HANDLES || !unsafe { snapshot.restore() } {
             return Err(self.store);
         }
         self.runs += 1;
@@ -141,6 +146,10 @@ struct Shared {
     /// Whether the thread has the interpreter on the sandbox's own engine
     /// (its interpreters are reusable).
     reusable: AtomicBool,
+    /// Whether that interpreter is still to come: set while it is loaded or
+    /// compiled, cleared once it is there or cannot be (then runs go on in
+    /// interpreters of the host's pool, and nothing is awaited).
+    awaited: AtomicBool,
     /// Whether the next interpreter given back has its memory scribbled
     /// over before it is restored, for tests.
     #[cfg(feature = "internals")]
@@ -227,6 +236,7 @@ impl Preparer {
             parks: host.park.as_ref().map(|(_, parks)| parks.clone()),
             cores: host.cores,
             reusable: AtomicBool::new(false),
+            awaited: AtomicBool::new(target > 0 && own.is_some()),
             #[cfg(feature = "internals")]
             scribble: AtomicBool::new(false),
         });
@@ -356,6 +366,14 @@ impl Preparer {
     /// sandbox's own engine is loaded).
     pub(crate) fn reuses(&self) -> bool {
         self.shared.reusable.load(Ordering::SeqCst)
+    }
+
+    /// Whether its interpreters are not reusable yet but will be (the
+    /// interpreter's code for the sandbox's own engine is being loaded or
+    /// compiled). False for a sandbox that prepares none, or whose own
+    /// engine failed: those never reuse, and waiting would be forever.
+    pub(crate) fn awaits_reuse(&self) -> bool {
+        self.shared.awaited.load(Ordering::SeqCst)
     }
 
     /// Has the memory of the next interpreter given back overwritten, every
@@ -498,21 +516,27 @@ fn keep(
     let mut reusable = None;
     match own {
         Some(pending) if pending.compiles() => {
-            let shared = shared.clone();
+            let compiler = shared.clone();
             let compiling = std::thread::Builder::new()
                 .name("sandwit-compile".into())
                 .spawn(move || {
                     let compiled = ready(pending);
-                    shared.lock().compiled = compiled;
-                    shared.wake.notify_one();
+                    let failed = compiled.is_none();
+                    compiler.lock().compiled = compiled;
+                    if failed {
+                        compiler.awaited.store(false, Ordering::SeqCst);
+                    }
+                    compiler.wake.notify_one();
                 });
             if let Err(e) = compiling {
+                shared.awaited.store(false, Ordering::SeqCst);
                 tracing::warn!("the Python sandbox's interpreters serve one run each: {e}");
             }
         }
         Some(pending) => {
             reusable = ready(pending);
             shared.reusable.store(reusable.is_some(), Ordering::SeqCst);
+            shared.awaited.store(false, Ordering::SeqCst);
         }
         None => {}
     }
@@ -523,6 +547,7 @@ fn keep(
     {
         Ok(runtime) => runtime,
         Err(e) => {
+            shared.awaited.store(false, Ordering::SeqCst);
             tracing::warn!("no interpreters are prepared ahead of runs: {e}");
             return;
         }
@@ -563,6 +588,7 @@ fn keep(
         if let Some(compiled) = queue.compiled.take() {
             reusable = Some(compiled);
             shared.reusable.store(true, Ordering::SeqCst);
+            shared.awaited.store(false, Ordering::SeqCst);
         }
         if !shared.core_free() {
             queue = shared.idle(queue, &mut poll);
@@ -671,6 +697,7 @@ async fn prepare(
         &host.limits,
         budget.deadline,
         None,
+        host.workspaces.as_ref(),
     );
     let mut store = limited_store(pre.engine(), state);
     apply_budget(&mut store, budget, host.metering);
@@ -685,15 +712,16 @@ async fn prepare(
         .call_prepare(&mut store, specs)
         .await?;
     // The interpreter has one memory, and holds handles only to streams
-    // (the stdout it opened), whose drops a run's state notes; anything
-    // else is not restored.
+    // (the stdout it opened) and the workspace's preopen, whose drops a
+    // run's state notes; anything else is not restored.
     let memories = reusable.map(|r| r.memories.take_created());
     let snapshot = match memories.map(<[_; 1]>::try_from) {
         Some(Ok([memory])) if holds_only_streams(store.data_mut()) => Some(Snapshot::take(memory)),
         _ => None,
     };
+    let data = store.data_mut();
+    data.prepared_handles = data.occupied();
     Ok(Prepared {
-        handles: store.data_mut().resources(),
         store,
         interpreter,
         methods,
@@ -702,11 +730,14 @@ async fn prepare(
     })
 }
 
-/// Whether every resource the interpreter holds a handle to is a stream.
+/// Whether every resource the interpreter holds a handle to is a stream
+/// or a workspace preopen's descriptor.
 fn holds_only_streams(state: &mut RunState) -> bool {
-    state
-        .ctx()
-        .table
+    let preopens = state.workspaces.as_ref().map_or(0, |w| w.preopens());
+    let table = state.ctx().table;
+    let others = table
         .iter_mut()
-        .all(|entry| entry.is::<DynOutputStream>() || entry.is::<DynInputStream>())
+        .filter(|entry| !(entry.is::<DynOutputStream>() || entry.is::<DynInputStream>()))
+        .count();
+    others == preopens
 }

@@ -12,6 +12,7 @@ use crate::guard::HostMeter;
 use crate::guest::Guest;
 use crate::limits::{CappedEvents, EventsFull, LimitKind, Limits, RunLimits, StoreLimiter};
 use crate::plugin::Session;
+use crate::sandbox::workspace::{HostWorkspaces, Workspaces};
 use crate::types::AgentCtx;
 
 /// The interpreter's store data.
@@ -45,10 +46,15 @@ pub(crate) struct Run {
     /// The execution controls of its calls, and what they cost (set by the
     /// run after `begin`).
     pub(crate) controls: RunControls,
-    /// Set when the run's code dropped a stream handle (closed a file
-    /// descriptor): maybe one the prepared interpreter opened, which its
-    /// restored memory still refers to.
+    /// Set when the run's code dropped a stream or a preopen's descriptor
+    /// the prepared interpreter opened, which its restored memory still
+    /// refers to.
     pub(crate) dropped_stream: bool,
+    /// The resources the store held once its interpreter was prepared
+    /// (their reps; none for one a run instantiated).
+    pub(crate) prepared_handles: Vec<u32>,
+    /// The sandbox's workspaces, if it has them (`workspace.rs`).
+    pub(crate) workspaces: Option<Workspaces>,
 }
 
 impl Run {
@@ -73,6 +79,7 @@ impl Guest<Run> {
         plugin_limits: &Limits,
         deadline: Instant,
         listener: Option<EventListener>,
+        workspaces: Option<&HostWorkspaces>,
     ) -> RunState {
         let meter = HostMeter::new(deadline);
         let stdout = CallOutput::new(limits.max_output_bytes, meter.tab().clone());
@@ -93,6 +100,8 @@ impl Guest<Run> {
             listener: None,
             controls: RunControls::default(),
             dropped_stream: false,
+            prepared_handles: Vec::new(),
+            workspaces: workspaces.map(Workspaces::new),
         };
         let limiter = StoreLimiter::with_memory(plugin_limits, 0);
         let mut state = Guest::closed(stdout, stderr, limiter, meter, run);
@@ -140,6 +149,14 @@ impl Guest<Run> {
         run.sessions.clear();
         run.listener = listener;
         run.dropped_stream = false;
+    }
+
+    /// Notes the drop of the resource `rep` if the interpreter held it
+    /// since it was prepared.
+    pub(crate) fn note_drop(&mut self, rep: u32) {
+        if self.prepared_handles.contains(&rep) {
+            self.dropped_stream = true;
+        }
     }
 
     /// Lets go of what the run that just ended brought, but for its plugin

@@ -2,3 +2,4 @@
 //! componentize-py CPython component): one folder per kind.
 
 pub(crate) mod scientific;
+pub(crate) mod workspace;

@@ -570,6 +570,8 @@ class Host:
         python: StrPath | None = None,
         interpreter: InterpreterKind = "small",
         scientific_dir: StrPath | None = None,
+        workspace: StrPath | None = None,
+        workspace_max_mib: int | None = None,
         prepared_interpreters: int | None = None,
         prepared_plugin_instances: int | None = None,
         max_instances: int | None = None,
@@ -596,6 +598,13 @@ class Host:
                 sandwit's ``scripts/scientific`` unpacks it
                 [``$SANDWIT_SCIENTIFIC``]. Without one, a scientific run (or
                 ``interpreter="scientific"`` here) raises ``SandwitError``.
+            workspace: Gives each chat a folder of its own under this
+                directory, the working directory (``/workspace``) of runs
+                of either interpreter, kept across the chat's runs and never
+                another chat's [no files at all].
+            workspace_max_mib: The most a chat's workspace may hold [64];
+                a run that writes past it ends with the limit
+                ``workspace``.
             prepared_interpreters: Small interpreters kept instantiated
                 ahead of runs [2] (the scientific one keeps one ready).
             prepared_plugin_instances: Instances each plugin of the latest
@@ -614,6 +623,16 @@ class Host:
     @property
     def scientific_dir(self) -> pathlib.Path | None:
         """The scientific interpreter's directory, if any."""
+    def workspace_files(self, ctx: AgentCtx | None = None) -> list[dict[str, Any]]:
+        """The files of ``ctx``'s chat's workspace (the default context's
+        when None), each a dict with ``path`` and ``size``; links and
+        folders left out. Raises ``SandwitError`` without workspaces."""
+    def read_workspace_file(self, path: str, ctx: AgentCtx | None = None, *, max_bytes: int = 64 << 20) -> bytes:
+        """The bytes of the file ``path`` (relative, ``/``-separated) of
+        ``ctx``'s chat's workspace. Raises ``FileNotFoundError`` (missing,
+        or a folder), ``PermissionError`` (a path leading outside),
+        ``ValueError`` (a bad path, or larger than ``max_bytes``),
+        ``SandwitError`` without workspaces."""
     @property
     def limits(self) -> RunLimits:
         """The default limits of runs (a scientific run's memory is 1 GiB

@@ -102,7 +102,11 @@ impl Artifacts {
             None => builder.preopened_dir(self.dir.join(TMP.0), TMP.1, FsPerms::ReadOnly)?,
         };
         if let Some(folder) = workspace {
-            builder.preopened_dir(folder, super::workspace::GUEST_PATH, FsPerms::ReadWrite)?;
+            builder.preopened_dir(
+                folder,
+                crate::sandbox::workspace::GUEST_PATH,
+                FsPerms::ReadWrite,
+            )?;
         }
         Ok(builder.build_p1())
     }

@@ -16,7 +16,6 @@ mod host_call;
 mod state;
 mod template;
 mod wasi_checks;
-mod workspace;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -30,12 +29,11 @@ use crate::limits::{Budget, LimitKind, RunLimits};
 use crate::python::outcome::{RunOutcome, WorkspaceFile};
 use crate::python::{PluginSet, RunOptions, finish, strip_code_fence};
 use crate::runtime::HostInner;
+use crate::sandbox::workspace::{WorkspaceOptions, WorkspaceRun};
 use crate::types::{AgentCtx, Value};
 use artifacts::Artifacts;
 pub(crate) use template::is_compiled;
 use template::{Interpreter, TURN, Template, call_turn};
-pub use workspace::WorkspaceOptions;
-use workspace::WorkspaceRun;
 
 /// The modules a scientific interpreter imports before it is copied, unless
 /// the operator says otherwise ([`ScientificOptions::preload`]).
@@ -67,8 +65,9 @@ impl ScientificOptions {
     }
 
     /// A workspace per chat (see [`WorkspaceOptions`]): the code's working
-    /// directory, `/workspace`, kept across the runs of one chat. Without
-    /// it the code has no writable folder.
+    /// directory, `/workspace`, kept across the runs of one chat. Unless
+    /// set, the host's ([`HostBuilder::workspaces`](crate::HostBuilder::workspaces)),
+    /// if it has them; without either the code has no writable folder.
     pub fn workspaces(mut self, workspaces: WorkspaceOptions) -> Self {
         self.workspaces = Some(workspaces);
         self
@@ -132,6 +131,11 @@ impl ScientificSandbox {
             source,
         };
         let artifacts = Artifacts::open(&options.dir).map_err(fail)?;
+        let options = ScientificOptions {
+            workspaces: (options.workspaces.clone())
+                .or_else(|| host.workspaces.as_ref().map(|w| w.options.clone())),
+            ..options
+        };
         let workspaces = options.workspaces.is_some();
         let (template, first) = Template::build(host, artifacts, &options.preload, workspaces)
             .await
@@ -464,34 +468,5 @@ impl Drop for Returned<'_> {
             .restoring
             .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
         self.0.returned.notify_waiters();
-    }
-}
-
-impl RunOutcome {
-    /// The outcome of a run the host could not start (no interpreter).
-    fn failed(error: anyhow::Error, start: Instant) -> RunOutcome {
-        tracing::error!("a scientific run could not start: {error:#}");
-        RunOutcome {
-            status: crate::RunStatus::Error,
-            stdout: String::new(),
-            stderr: String::new(),
-            error: Some(crate::RunError {
-                type_name: "InterpreterUnavailable".into(),
-                message: format!("the host could not start an interpreter: {error:#}"),
-                line: None,
-                traceback: String::new(),
-            }),
-            limit: None,
-            files: Vec::new(),
-            events: Vec::new(),
-            handoff: None,
-            fuel_used: 0,
-            cost: 0.0,
-            #[cfg(feature = "internals")]
-            prepared: false,
-            #[cfg(feature = "internals")]
-            reused: false,
-            elapsed: start.elapsed(),
-        }
     }
 }

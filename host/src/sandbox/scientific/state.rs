@@ -3,7 +3,7 @@
 
 use wasmtime_wasi::p1::WasiP1Ctx;
 
-use super::workspace::WorkspaceRun;
+use crate::sandbox::workspace::WorkspaceRun;
 
 use crate::bindings::python::exports::sandwit::plugin::runner;
 use crate::guard::{HostMeter, Limited};

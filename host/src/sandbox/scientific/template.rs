@@ -19,7 +19,7 @@ use wasmtime::{Engine, InstancePre, Linker, Memory, Store, TypedFunc};
 
 use super::artifacts::Artifacts;
 use super::state::SciData;
-use super::{host_call, wasi_checks, workspace};
+use super::{host_call, wasi_checks};
 use crate::cache::CodeSource;
 use crate::engine::new_exceptions_engine;
 use crate::guard::{apply_budget, limited_store};
@@ -313,6 +313,7 @@ fn idle_data(artifacts: &Artifacts, limits: &Limits, memory: usize) -> anyhow::R
         limits,
         deadline,
         None,
+        None,
     );
     let wasi = artifacts.wasi(run.stdout.clone(), run.stderr.clone(), None, None)?;
     Ok(SciData {
@@ -368,7 +369,10 @@ fn prepare_code(preload: &[String], workspaces: bool) -> String {
     };
     let modules: Vec<String> = preload.iter().map(|m| format!("{m:?}")).collect();
     let chdir = if workspaces {
-        format!("import os\nos.chdir({:?})\ndel os\n", workspace::GUEST_PATH)
+        format!(
+            "import os\nos.chdir({:?})\ndel os\n",
+            crate::sandbox::workspace::GUEST_PATH
+        )
     } else {
         String::new()
     };

@@ -7,10 +7,12 @@ use wasmtime_wasi::p1::wasi_snapshot_preview1 as p1;
 use wiggle::GuestMemory;
 
 use super::state::SciData;
-use super::workspace::Checked;
+use crate::sandbox::workspace::{Checked, Refusal};
 
-/// WASI preview 1's `EPERM`.
+/// WASI preview 1's `EPERM`, `ENAMETOOLONG` and `ENOSPC`.
 const EPERM: i32 = 63;
+const ENAMETOOLONG: i32 = 37;
+const ENOSPC: i32 = 51;
 /// `path_open`'s `O_CREAT`.
 const O_CREAT: i32 = 1;
 
@@ -64,7 +66,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<SciData>) -> wasmtime::Result<()
         )| {
             Box::new(async move {
                 let new = match check_new(&mut caller, path, len, oflags & O_CREAT != 0)? {
-                    Checked::Refused(errno) => return Ok(errno),
+                    Checked::Refused(refusal) => return Ok(errno(refusal)),
                     Checked::New => true,
                     Checked::Named => false,
                 };
@@ -94,7 +96,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<SciData>) -> wasmtime::Result<()
         |mut caller: Caller<'_, SciData>, (fd, path, len): (i32, i32, i32)| {
             Box::new(async move {
                 let new = match check_new(&mut caller, path, len, true)? {
-                    Checked::Refused(errno) => return Ok(errno),
+                    Checked::Refused(refusal) => return Ok(errno(refusal)),
                     Checked::New => true,
                     Checked::Named => false,
                 };
@@ -120,6 +122,14 @@ pub(crate) fn add_to_linker(linker: &mut Linker<SciData>) -> wasmtime::Result<()
     )?;
     linker.allow_shadowing(false);
     Ok(())
+}
+
+/// Preview 1's error number for `refusal`.
+fn errno(refusal: Refusal) -> i32 {
+    match refusal {
+        Refusal::NoSpace => ENOSPC,
+        Refusal::NameTooLong => ENAMETOOLONG,
+    }
 }
 
 /// The guest's memory and the store data, borrowed together, for calling
@@ -166,7 +176,8 @@ fn charge_write(
         .data_mut()
         .workspace
         .as_mut()
-        .and_then(|run| run.charge_write(total)))
+        .and_then(|run| run.charge_write(total))
+        .map(errno))
 }
 
 /// The path the code names, checked by the run's workspace.

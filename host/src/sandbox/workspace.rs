@@ -7,20 +7,24 @@
 //! inside it: `..` past its top, absolute paths elsewhere and links that
 //! lead out are refused. The host adds what WASI does not have:
 //! - quotas, checked before the write that would pass them: the bytes a
-//!   run writes (`fd_write`, `fd_pwrite` on a file) on top of what the
-//!   workspace held, and the files a run creates (`path_open` with
-//!   `O_CREAT` of a name not there yet); past one, the call fails with
-//!   `ENOSPC` (Python raises `OSError`) and the run ends with the limit
-//!   kind `workspace`, naming the quota;
-//! - names: a path longer than the quota's length fails with
-//!   `ENAMETOOLONG`; links (`path_symlink`, `path_link`) with `EPERM`.
+//!   run writes to files on top of what the workspace held, and the files
+//!   a run creates (an open that creates a name not there yet); past one,
+//!   the call fails with "no space" (Python raises `OSError`) and the run
+//!   ends with the limit kind `workspace`, naming the quota;
+//! - names: a path longer than the quota's length fails with "name too
+//!   long"; links with "not permitted".
 //!
 //! After the run, the files created or changed are listed (name, size).
-//! `wasi_checks.rs` puts these checks in front of WASI's functions.
+//! Each interpreter puts these checks in front of its WASI's functions:
+//! `scientific/wasi_checks.rs` (preview 1), `python/workspace_checks.rs`
+//! (preview 2).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
+
+use wasmtime_wasi::filesystem::{Dir as PreopenDir, FsPerms, OpenMode};
 
 use crate::python::outcome::WorkspaceFile;
 use crate::types::AgentCtx;
@@ -30,9 +34,6 @@ use sha2::{Digest, Sha256};
 
 /// Where the code sees its workspace.
 pub(crate) const GUEST_PATH: &str = "/workspace";
-/// WASI preview 1's error numbers the quotas answer with.
-const ENAMETOOLONG: i32 = 37;
-const ENOSPC: i32 = 51;
 
 /// The operator's workspaces: where, and the quotas of each.
 #[derive(Debug, Clone)]
@@ -137,6 +138,15 @@ impl WorkspaceOptions {
         root.read(path)
     }
 
+    /// An empty folder beside the chats' (made if missing), which no chat
+    /// is given: what the small interpreter's preopen shows between runs.
+    pub(crate) fn placeholder(&self) -> std::io::Result<PathBuf> {
+        // Chats' folders are named in hex: no chat's is this one.
+        let path = self.root.join(".between-runs");
+        std::fs::create_dir_all(&path)?;
+        Ok(path)
+    }
+
     /// The folder of `ctx`'s chat, made if missing.
     pub(crate) fn folder(&self, ctx: &AgentCtx) -> anyhow::Result<PathBuf> {
         let name = Self::name(ctx);
@@ -147,6 +157,69 @@ impl WorkspaceOptions {
         }
         Ok(self.root.join(name))
     }
+}
+
+/// A sandbox's workspaces, as its interpreters' stores see them.
+/// (The small interpreter's, which reaches its workspace through WASI
+/// preview 2's preopens: `python/workspace.rs`.)
+pub(crate) struct Workspaces {
+    pub(crate) options: WorkspaceOptions,
+    /// The empty, read-only folder the preopens show between runs.
+    pub(crate) placeholder: PreopenDir,
+    /// The descriptors `get-directories` handed out (resource reps).
+    pub(crate) preopens: Vec<u32>,
+    /// The run's chat's folder and its use, while a run has one.
+    pub(crate) run: Option<(PreopenDir, Arc<Mutex<WorkspaceRun>>)>,
+    /// The resources runs left that were deleted: each still has a handle
+    /// in the instance's own table.
+    pub(crate) severed: usize,
+}
+
+/// A host's workspaces: their options and the placeholder folder, open.
+#[derive(Clone)]
+pub(crate) struct HostWorkspaces {
+    pub(crate) options: WorkspaceOptions,
+    placeholder: PreopenDir,
+}
+
+impl HostWorkspaces {
+    /// The workspaces `options` describe; their root and placeholder made
+    /// if missing.
+    pub(crate) fn new(options: WorkspaceOptions) -> anyhow::Result<Self> {
+        let placeholder = preopen_dir(&options.placeholder()?, FsPerms::ReadOnly)?;
+        Ok(HostWorkspaces {
+            options,
+            placeholder,
+        })
+    }
+}
+
+impl Workspaces {
+    /// The host's workspaces, for one interpreter's store.
+    pub(crate) fn new(host: &HostWorkspaces) -> Self {
+        Workspaces {
+            options: host.options.clone(),
+            placeholder: host.placeholder.clone(),
+            preopens: Vec::new(),
+            run: None,
+            severed: 0,
+        }
+    }
+
+    /// How many descriptors the store holds for the preopen.
+    pub(crate) fn preopens(&self) -> usize {
+        self.preopens.len()
+    }
+}
+
+/// Opens `folder` as a preopen's directory with `perms`.
+pub(crate) fn preopen_dir(folder: &std::path::Path, perms: FsPerms) -> anyhow::Result<PreopenDir> {
+    let file = Dir::open_ambient_dir(folder, ambient_authority())?.into_std_file();
+    let open_mode = match perms {
+        FsPerms::ReadOnly => OpenMode::READ,
+        FsPerms::ReadWrite => OpenMode::READ | OpenMode::WRITE,
+    };
+    Ok(PreopenDir::new(file, perms, open_mode, false))
 }
 
 /// A run's use of its workspace.
@@ -193,14 +266,14 @@ impl WorkspaceRun {
             .collect()
     }
 
-    fn refuse(&mut self, what: String) -> i32 {
+    fn refuse(&mut self, what: String) -> Refusal {
         self.hit.get_or_insert(what);
-        ENOSPC
+        Refusal::NoSpace
     }
 
-    /// Charges a write of `bytes` to a file; the errno that refuses it, if
-    /// it passes the byte quota.
-    pub(crate) fn charge_write(&mut self, bytes: u64) -> Option<i32> {
+    /// Charges a write of `bytes` to a file; why it is refused, if it
+    /// passes the byte quota.
+    pub(crate) fn charge_write(&mut self, bytes: u64) -> Option<Refusal> {
         if self.bytes.saturating_add(bytes) > self.options.max_bytes {
             let max = self.options.max_bytes;
             return Some(self.refuse(format!(
@@ -220,7 +293,7 @@ impl WorkspaceRun {
                 name.len(),
                 self.options.max_path
             ));
-            return Checked::Refused(ENAMETOOLONG);
+            return Checked::Refused(Refusal::NameTooLong);
         }
         // The interpreter names paths relative to a preopen, the
         // workspace's for its files; a name there already is not new.
@@ -229,10 +302,10 @@ impl WorkspaceRun {
         }
         if self.files >= self.options.max_files {
             let max = self.options.max_files;
-            let errno = self.refuse(format!(
+            let refusal = self.refuse(format!(
                 "the workspace may hold {max} files and folders (its `max_files` quota)"
             ));
-            return Checked::Refused(errno);
+            return Checked::Refused(refusal);
         }
         Checked::New
     }
@@ -243,10 +316,20 @@ impl WorkspaceRun {
     }
 }
 
+/// Why a call is refused: each interpreter's WASI answers with its own
+/// error code for it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Refusal {
+    /// A quota on bytes or files.
+    NoSpace,
+    /// A path longer than the quota's length.
+    NameTooLong,
+}
+
 /// What [`WorkspaceRun::check_new`] found of a path.
 pub(crate) enum Checked {
-    /// Refused with this errno.
-    Refused(i32),
+    /// Refused, for this reason.
+    Refused(Refusal),
     /// A file or folder the call would create.
     New,
     /// One there already, or a call that creates nothing.

@@ -1,0 +1,455 @@
+//! The small interpreter's workspace: a chat's folder at `/workspace`, with
+//! the quotas and refusals of `sandbox/workspace.rs` put in front of
+//! wasmtime-wasi's `wasi:filesystem` (preview 2, which the component's
+//! preview 1 adapter calls).
+//!
+//! An interpreter is prepared before its run's chat is known, and its
+//! adapter asks for the preopens once, while prepared: its memory, restored
+//! after every run, keeps the handles it was given. So `get-directories`
+//! hands out descriptors of an empty, read-only placeholder folder, and a
+//! run points those same descriptors at its chat's folder for the run's
+//! length, then back at the placeholder. An interpreter instantiated by its
+//! run asks during the run, and gets the chat's folder at once.
+//!
+//! Between runs no resource reaches a chat's folder: those a run left open
+//! (a file, a listing, a stream) are deleted before the interpreter serves
+//! again ([`RunState::sever`], from [`Prepared::reusable`]).
+//!
+//! [`Prepared::reusable`]: super::prepared::Prepared::reusable
+
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use wasmtime::StoreContextMut;
+use wasmtime::component::{Linker, Resource, ResourceType};
+use wasmtime_wasi::WasiView;
+use wasmtime_wasi::filesystem::{
+    Descriptor, Dir, FsPerms, WasiFilesystemCtxView, WasiFilesystemView,
+};
+use wasmtime_wasi::p2::bindings::filesystem::types::Host as _;
+use wasmtime_wasi::p2::bindings::filesystem::types::{
+    DescriptorFlags, ErrorCode, Filesize, HostDescriptor, OpenFlags, PathFlags,
+};
+use wasmtime_wasi::p2::{
+    DynInputStream, DynOutputStream, FsError, OutputStream, Pollable, ReaddirIterator, StreamError,
+};
+
+use super::state::RunState;
+use crate::python::outcome::WorkspaceFile;
+use crate::sandbox::workspace::{Checked, GUEST_PATH, Refusal, WorkspaceRun, preopen_dir};
+use crate::types::AgentCtx;
+
+/// The `wasi:filesystem` wasmtime-wasi defines (the interpreter's imports of
+/// earlier 0.2 versions resolve to it).
+const TYPES: &str = "wasi:filesystem/types@0.2.12";
+const PREOPENS: &str = "wasi:filesystem/preopens@0.2.12";
+
+impl RunState {
+    /// Points the preopens at `ctx`'s chat's folder (made if missing) for
+    /// the run about to start; nothing without workspaces.
+    pub(crate) fn open_workspace(&mut self, ctx: &AgentCtx) -> anyhow::Result<()> {
+        let Some(workspaces) = self.workspaces.as_mut() else {
+            return Ok(());
+        };
+        let folder = workspaces.options.folder(ctx)?;
+        let run = WorkspaceRun::begin(folder.clone(), &workspaces.options)?;
+        let dir = preopen_dir(&folder, FsPerms::ReadWrite)?;
+        workspaces.run = Some((dir.clone(), Arc::new(Mutex::new(run))));
+        self.point_preopens(dir);
+        Ok(())
+    }
+
+    /// Points the preopens back at the placeholder; the quota the run hit,
+    /// if one, and the files it created or changed.
+    pub(crate) fn close_workspace(&mut self) -> Option<(Option<String>, Vec<WorkspaceFile>)> {
+        let (_, run) = self.workspaces.as_mut()?.run.take()?;
+        let placeholder = self.workspaces.as_ref()?.placeholder.clone();
+        self.point_preopens(placeholder);
+        let run = run.lock().unwrap_or_else(|p| p.into_inner());
+        Some((run.hit.clone(), run.changes()))
+    }
+
+    fn point_preopens(&mut self, dir: Dir) {
+        let reps = self
+            .workspaces
+            .as_ref()
+            .map(|w| w.preopens.clone())
+            .unwrap_or_default();
+        let table = self.ctx().table;
+        for rep in reps {
+            if let Ok(descriptor) = table.get_mut(&Resource::<Descriptor>::new_own(rep)) {
+                *descriptor = Descriptor::Dir(dir.clone());
+            }
+        }
+    }
+
+    /// The reps of every resource the store holds.
+    pub(crate) fn occupied(&mut self) -> Vec<u32> {
+        let mut total = self.resources();
+        let table = self.ctx().table;
+        let mut reps = Vec::with_capacity(total);
+        let mut rep = 0;
+        while total > 0 && rep < u32::MAX {
+            if table.get_any_mut(rep).is_ok() {
+                reps.push(rep);
+                total -= 1;
+            }
+            rep += 1;
+        }
+        reps
+    }
+
+    /// Deletes the resources a run left that may reach its chat's folder
+    /// (descriptors, directory listings, streams), all but those held since
+    /// the interpreter was prepared: the next run, maybe another chat's,
+    /// cannot name them by their handles. Whether every one of them went
+    /// (one with a child, a stream's pollable, does not).
+    pub(crate) fn sever(&mut self) -> bool {
+        let kept = self.prepared_handles.clone();
+        let left: Vec<u32> = (self.occupied().into_iter())
+            .filter(|rep| !kept.contains(rep))
+            .collect();
+        let table = self.ctx().table;
+        let mut severed = 0;
+        let all = left.into_iter().all(|rep| {
+            let Ok(entry) = table.get_any_mut(rep) else {
+                return true;
+            };
+            let deleted = if entry.is::<Descriptor>() {
+                table.delete(Resource::<Descriptor>::new_own(rep)).is_ok()
+            } else if entry.is::<ReaddirIterator>() {
+                table
+                    .delete(Resource::<ReaddirIterator>::new_own(rep))
+                    .is_ok()
+            } else if entry.is::<DynOutputStream>() {
+                table
+                    .delete(Resource::<DynOutputStream>::new_own(rep))
+                    .is_ok()
+            } else if entry.is::<DynInputStream>() {
+                table
+                    .delete(Resource::<DynInputStream>::new_own(rep))
+                    .is_ok()
+            } else {
+                return true;
+            };
+            severed += usize::from(deleted);
+            deleted
+        });
+        if let Some(workspaces) = self.workspaces.as_mut() {
+            workspaces.severed += severed;
+        }
+        all
+    }
+
+    /// The resources runs left that [`RunState::sever`] deleted, all told.
+    pub(crate) fn severed(&self) -> usize {
+        self.workspaces.as_ref().map_or(0, |w| w.severed)
+    }
+
+    /// The run's workspace use, while it has one.
+    fn workspace_run(&self) -> Option<Arc<Mutex<WorkspaceRun>>> {
+        Some(self.workspaces.as_ref()?.run.as_ref()?.1.clone())
+    }
+}
+
+/// Shadows `get-directories` and the `wasi:filesystem/types` functions
+/// that write, create or link, on a linker that has wasmtime-wasi's.
+pub(crate) fn add_to_linker(linker: &mut Linker<RunState>) -> wasmtime::Result<()> {
+    linker.allow_shadowing(true);
+    linker.instance(PREOPENS)?.func_wrap(
+        "get-directories",
+        |mut store: StoreContextMut<'_, RunState>, (): ()| {
+            let data = store.data_mut();
+            let Some(workspaces) = data.workspaces.as_ref() else {
+                return Ok((Vec::new(),));
+            };
+            let dir = match &workspaces.run {
+                Some((dir, _)) => dir.clone(),
+                None => workspaces.placeholder.clone(),
+            };
+            let descriptor = data.ctx().table.push(Descriptor::Dir(dir))?;
+            let rep = descriptor.rep();
+            if let Some(workspaces) = data.workspaces.as_mut() {
+                workspaces.preopens.push(rep);
+            }
+            Ok((vec![(descriptor, GUEST_PATH.to_string())],))
+        },
+    )?;
+    let mut types = linker.instance(TYPES)?;
+    // A preopen's descriptor dropped by the code is one the restored
+    // memory still refers to: the interpreter is not reused after.
+    types.resource_async(
+        "descriptor",
+        ResourceType::host::<Descriptor>(),
+        |mut store, rep| {
+            Box::new(async move {
+                let data = store.data_mut();
+                data.note_drop(rep);
+                HostDescriptor::drop(&mut data.filesystem(), Resource::new_own(rep))
+            })
+        },
+    )?;
+    types.func_wrap_async(
+        "[method]descriptor.open-at",
+        |mut store: StoreContextMut<'_, RunState>,
+         (fd, path_flags, path, open_flags, flags): (
+            Resource<Descriptor>,
+            PathFlags,
+            String,
+            OpenFlags,
+            DescriptorFlags,
+        )| {
+            Box::new(async move {
+                let run = store.data_mut().workspace_run();
+                let new =
+                    match check_new(run.as_ref(), &path, open_flags.contains(OpenFlags::CREATE)) {
+                        Ok(new) => new,
+                        Err(code) => return Ok((Err(code),)),
+                    };
+                let mut fs = store.data_mut().filesystem();
+                let opened = fs.open_at(fd, path_flags, path, open_flags, flags).await;
+                if new && opened.is_ok() {
+                    count_new(run.as_ref());
+                }
+                Ok((answer(&mut fs, opened)?,))
+            })
+        },
+    )?;
+    types.func_wrap_async(
+        "[method]descriptor.create-directory-at",
+        |mut store: StoreContextMut<'_, RunState>, (fd, path): (Resource<Descriptor>, String)| {
+            Box::new(async move {
+                let run = store.data_mut().workspace_run();
+                let new = match check_new(run.as_ref(), &path, true) {
+                    Ok(new) => new,
+                    Err(code) => return Ok((Err(code),)),
+                };
+                let mut fs = store.data_mut().filesystem();
+                let made = fs.create_directory_at(fd, path).await;
+                if new && made.is_ok() {
+                    count_new(run.as_ref());
+                }
+                Ok((answer(&mut fs, made)?,))
+            })
+        },
+    )?;
+    types.func_wrap_async(
+        "[method]descriptor.rename-at",
+        |mut store: StoreContextMut<'_, RunState>,
+         (fd, old, new_fd, new): (Resource<Descriptor>, String, Resource<Descriptor>, String)| {
+            Box::new(async move {
+                let run = store.data_mut().workspace_run();
+                if let Err(code) = check_new(run.as_ref(), &new, false) {
+                    return Ok((Err(code),));
+                }
+                let mut fs = store.data_mut().filesystem();
+                let renamed = fs.rename_at(fd, old, new_fd, new).await;
+                Ok((answer(&mut fs, renamed)?,))
+            })
+        },
+    )?;
+    types.func_wrap_async(
+        "[method]descriptor.write",
+        |mut store: StoreContextMut<'_, RunState>,
+         (fd, buffer, offset): (Resource<Descriptor>, Vec<u8>, Filesize)| {
+            Box::new(async move {
+                let run = store.data_mut().workspace_run();
+                if let Some(refusal) = charge(run.as_ref(), buffer.len() as u64) {
+                    return Ok((Err(code(refusal)),));
+                }
+                let mut fs = store.data_mut().filesystem();
+                let written = fs.write(fd, buffer, offset).await;
+                Ok((answer(&mut fs, written)?,))
+            })
+        },
+    )?;
+    types.func_wrap_async(
+        "[method]descriptor.set-size",
+        |mut store: StoreContextMut<'_, RunState>, (fd, size): (Resource<Descriptor>, Filesize)| {
+            Box::new(async move {
+                let run = store.data_mut().workspace_run();
+                let mut fs = store.data_mut().filesystem();
+                let now = match fs.stat(Resource::new_borrow(fd.rep())).await {
+                    Ok(stat) => stat.size,
+                    Err(e) => return Ok((Err(fs.convert_error_code(e)?),)),
+                };
+                if let Some(refusal) = charge(run.as_ref(), size.saturating_sub(now)) {
+                    return Ok((Err(code(refusal)),));
+                }
+                let set = fs.set_size(fd, size).await;
+                Ok((answer(&mut fs, set)?,))
+            })
+        },
+    )?;
+    types.func_wrap_async(
+        "[method]descriptor.write-via-stream",
+        |mut store: StoreContextMut<'_, RunState>,
+         (fd, offset): (Resource<Descriptor>, Filesize)| {
+            Box::new(async move {
+                let run = store.data_mut().workspace_run();
+                let mut fs = store.data_mut().filesystem();
+                let stream = fs.write_via_stream(fd, offset);
+                Ok((charged(&mut fs, stream, run)?,))
+            })
+        },
+    )?;
+    types.func_wrap_async(
+        "[method]descriptor.append-via-stream",
+        |mut store: StoreContextMut<'_, RunState>, (fd,): (Resource<Descriptor>,)| {
+            Box::new(async move {
+                let run = store.data_mut().workspace_run();
+                let mut fs = store.data_mut().filesystem();
+                let stream = fs.append_via_stream(fd);
+                Ok((charged(&mut fs, stream, run)?,))
+            })
+        },
+    )?;
+    // Links: none in a workspace (one could point at another chat's files
+    // through a path the host would follow later).
+    types.func_wrap(
+        "[method]descriptor.symlink-at",
+        |_: StoreContextMut<'_, RunState>, _: (Resource<Descriptor>, String, String)| {
+            Ok((Err::<(), _>(ErrorCode::NotPermitted),))
+        },
+    )?;
+    types.func_wrap(
+        "[method]descriptor.link-at",
+        |_: StoreContextMut<'_, RunState>,
+         _: (
+            Resource<Descriptor>,
+            PathFlags,
+            String,
+            Resource<Descriptor>,
+            String,
+        )| { Ok((Err::<(), _>(ErrorCode::NotPermitted),)) },
+    )?;
+    linker.allow_shadowing(false);
+    Ok(())
+}
+
+/// wasmtime-wasi's answer as the guest gets it: its error code, or a trap.
+fn answer<T>(
+    fs: &mut WasiFilesystemCtxView<'_>,
+    result: Result<T, FsError>,
+) -> wasmtime::Result<Result<T, ErrorCode>> {
+    match result {
+        Ok(value) => Ok(Ok(value)),
+        Err(e) => Ok(Err(fs.convert_error_code(e)?)),
+    }
+}
+
+/// A file's output stream as the guest gets it, its writes charged to the
+/// run's workspace (under the same handle).
+fn charged(
+    fs: &mut WasiFilesystemCtxView<'_>,
+    stream: Result<Resource<DynOutputStream>, FsError>,
+    run: Option<Arc<Mutex<WorkspaceRun>>>,
+) -> wasmtime::Result<Result<Resource<DynOutputStream>, ErrorCode>> {
+    let stream = match (stream, run) {
+        (Ok(stream), Some(run)) => {
+            let inner = fs.table.delete(stream)?;
+            let charged: DynOutputStream = Box::new(Charged { inner, run });
+            Ok(fs.table.push(charged)?)
+        }
+        (stream, _) => stream,
+    };
+    answer(fs, stream)
+}
+
+/// Preview 2's error code for `refusal`.
+fn code(refusal: Refusal) -> ErrorCode {
+    match refusal {
+        Refusal::NoSpace => ErrorCode::InsufficientSpace,
+        Refusal::NameTooLong => ErrorCode::NameTooLong,
+    }
+}
+
+/// Checks a path the code names against the run's workspace: whether the
+/// call would create a file or folder, or the code that refuses it.
+fn check_new(
+    run: Option<&Arc<Mutex<WorkspaceRun>>>,
+    path: &str,
+    creates: bool,
+) -> Result<bool, ErrorCode> {
+    let Some(run) = run else { return Ok(false) };
+    match run
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .check_new(path, creates)
+    {
+        Checked::Refused(refusal) => Err(code(refusal)),
+        Checked::New => Ok(true),
+        Checked::Named => Ok(false),
+    }
+}
+
+fn count_new(run: Option<&Arc<Mutex<WorkspaceRun>>>) {
+    if let Some(run) = run {
+        run.lock().unwrap_or_else(|p| p.into_inner()).count_new();
+    }
+}
+
+fn charge(run: Option<&Arc<Mutex<WorkspaceRun>>>, bytes: u64) -> Option<Refusal> {
+    run?.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .charge_write(bytes)
+}
+
+/// A file's output stream whose writes are charged to the run's workspace
+/// before they are made.
+struct Charged {
+    inner: DynOutputStream,
+    run: Arc<Mutex<WorkspaceRun>>,
+}
+
+impl Charged {
+    fn charge(&self, bytes: usize) -> Result<(), StreamError> {
+        match charge(Some(&self.run), bytes as u64) {
+            None => Ok(()),
+            Some(_) => Err(StreamError::LastOperationFailed(wasmtime::format_err!(
+                "the workspace's quota is reached"
+            ))),
+        }
+    }
+}
+
+#[wasmtime_wasi::async_trait]
+impl Pollable for Charged {
+    async fn ready(&mut self) {
+        self.inner.ready().await
+    }
+}
+
+#[wasmtime_wasi::async_trait]
+impl OutputStream for Charged {
+    fn write(&mut self, bytes: Bytes) -> Result<(), StreamError> {
+        self.charge(bytes.len())?;
+        self.inner.write(bytes)
+    }
+
+    fn flush(&mut self) -> Result<(), StreamError> {
+        self.inner.flush()
+    }
+
+    fn check_write(&mut self) -> Result<usize, StreamError> {
+        self.inner.check_write()
+    }
+
+    async fn blocking_write_and_flush(&mut self, bytes: Bytes) -> Result<(), StreamError> {
+        self.charge(bytes.len())?;
+        self.inner.blocking_write_and_flush(bytes).await
+    }
+
+    fn write_zeroes(&mut self, nelem: usize) -> Result<(), StreamError> {
+        self.charge(nelem)?;
+        self.inner.write_zeroes(nelem)
+    }
+
+    async fn write_ready(&mut self) -> Result<usize, StreamError> {
+        self.inner.write_ready().await
+    }
+
+    async fn cancel(&mut self) {
+        self.inner.cancel().await
+    }
+}
