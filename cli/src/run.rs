@@ -216,11 +216,14 @@ pub async fn run(host: &Host, args: RunArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// The program's stdout on stdout, as it printed it (`sandwit run ... |
+/// cat` prints what the code printed); its stderr and sandwit's report
+/// (the outcome line, error, limit, files, events, handoff) on stderr.
 fn print_outcome(outcome: &RunOutcome, out_dir: &Path) -> anyhow::Result<()> {
     out!("{}", outcome.stdout);
     eprint!("{}", outcome.stderr);
     let status = serde_json::to_value(outcome.status)?;
-    outln!(
+    eprintln!(
         "\n── outcome: {} ({:.1} ms, {} fuel)",
         status.as_str().unwrap_or_default(),
         outcome.elapsed.as_secs_f64() * 1e3,
@@ -228,20 +231,20 @@ fn print_outcome(outcome: &RunOutcome, out_dir: &Path) -> anyhow::Result<()> {
     );
     if let Some(e) = &outcome.error {
         let at = e.line.map(|l| format!(" at line {l}")).unwrap_or_default();
-        outln!("error: {}{at}: {}", e.type_name, e.message);
+        eprintln!("error: {}{at}: {}", e.type_name, e.message);
     }
     if let Some(limit) = &outcome.limit {
-        outln!("limit: {} — {}", limit.kind, limit.message);
+        eprintln!("limit: {} — {}", limit.kind, limit.message);
     }
     for file in &outcome.files {
-        outln!("file: {} ({} bytes)", file.path, file.size);
+        eprintln!("file: {} ({} bytes)", file.path, file.size);
     }
     for event in &outcome.events {
-        outln!("{event}");
+        eprintln!("{event}");
     }
     if let Some(h) = &outcome.handoff {
         let result = crate::render::result_json(&h.result, out_dir)?;
-        outln!(
+        eprintln!(
             "handoff from {}.{} (for the AI, in a new round):\n{}",
             h.plugin,
             h.method,
