@@ -36,11 +36,14 @@ trap schemathesis_cleanup EXIT
 
 # schemathesis_start COMMAND...: starts a server that prints `listening on
 # URL` on stdout, its stderr in $SCHEMATHESIS_WORK/server.log, and sets
-# SCHEMATHESIS_BASE to the URL once it listens (fails if it exits first).
+# SCHEMATHESIS_BASE to the URL once it listens (fails if it exits first,
+# or does not listen within 15 minutes: a `sandwit serve` on a cold cache
+# compiles its interpreters first, the scientific one for minutes on a busy
+# 2-core machine).
 schemathesis_start() {
   "$@" >"$SCHEMATHESIS_WORK/stdout" 2>"$SCHEMATHESIS_WORK/server.log" &
   SCHEMATHESIS_SERVER=$!
-  for _ in $(seq 1 1200); do
+  for _ in $(seq 1 9000); do
     if grep -q '^listening on ' "$SCHEMATHESIS_WORK/stdout"; then break; fi
     if ! kill -0 "$SCHEMATHESIS_SERVER" 2>/dev/null; then
       cat "$SCHEMATHESIS_WORK/server.log"

@@ -87,6 +87,9 @@ fn start(args: &Args) -> anyhow::Result<Server> {
     )?;
     let max_clients = args.clients.iter().copied().max().unwrap_or(1);
     let mut command = Command::new(&args.sandwit);
+    // The load is small-interpreter runs: the scientific one (which
+    // scripts/env.sh names) would only cost the start its compile.
+    command.env_remove("SANDWIT_SCIENTIFIC");
     if let Some(cache) = &args.cache_dir {
         command.arg("--cache-dir").arg(cache);
     }
