@@ -47,6 +47,10 @@ const PYTHON_SDK: &[Embedded] = &[
         include_str!("../../sdk/python/sandwit_plugin/_ctx.py"),
     ),
     (
+        "_errors.py",
+        include_str!("../../sdk/python/sandwit_plugin/_errors.py"),
+    ),
+    (
         "_host.py",
         include_str!("../../sdk/python/sandwit_plugin/_host.py"),
     ),

@@ -144,18 +144,8 @@ pub async fn prompt(host: &Host, args: PromptArgs) -> anyhow::Result<ExitCode> {
         user_id: args.user_id.clone(),
         ..AgentCtx::new(&args.chat_key)
     };
-    out!("{}", in_context(&plugins, &ctx).await.prompt());
+    out!("{}", plugins.in_context(&ctx).await.prompt());
     Ok(ExitCode::SUCCESS)
-}
-
-/// `plugins` as the context sees them, saying on stderr which plugins'
-/// lifecycle hooks failed (their methods are withheld from the context).
-async fn in_context(plugins: &PluginSet, ctx: &AgentCtx) -> sandwit::ContextSet {
-    let seen = plugins.in_context(ctx).await;
-    for error in &seen.failed {
-        eprintln!("sandwit: {error}; its methods are left out of this chat");
-    }
-    seen
 }
 
 pub async fn run(host: &Host, args: RunArgs) -> anyhow::Result<ExitCode> {
@@ -180,7 +170,9 @@ pub async fn run(host: &Host, args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     // The methods the context sees: a plugin's lifecycle hooks may leave
     // some out of this chat.
-    let plugins = in_context(&plugins, &ctx).await.methods;
+    // A plugin whose lifecycle hook fails loses what the hook owns (its
+    // methods, or its prompt); the host warns of it on stderr.
+    let plugins = plugins.in_context(&ctx).await.methods;
     let mut limits = host.run_limits().clone();
     if let Some(max_calls) = args.max_calls {
         limits.max_calls = max_calls;

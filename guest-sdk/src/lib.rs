@@ -111,6 +111,7 @@ macro_rules! plugin {
 
         impl $crate::__private::wit::exports::sandwit::plugin::plugin::Guest for __SandwitPlugin {
             fn describe() -> $crate::__private::wit::sandwit::plugin::types::PluginManifest {
+                $crate::__private::report_panics();
                 $crate::__private::describe(
                     &$crate::__private::PluginInfo {
                         id: $id,
@@ -134,6 +135,7 @@ macro_rules! plugin {
                 $crate::__private::MethodResult,
                 $crate::__private::wit::sandwit::plugin::types::CallError,
             > {
+                $crate::__private::report_panics();
                 $crate::__private::invoke(
                     &ctx,
                     &method,
@@ -181,6 +183,7 @@ macro_rules! plugin {
                 let hook: fn(&$crate::AgentCtx) -> ::std::option::Option<::std::string::String> =
                     |_| ::std::option::Option::None;
                 $(let hook: fn(&$crate::AgentCtx) -> ::std::option::Option<::std::string::String> = $inject;)?
+                $crate::__private::report_panics();
                 hook(&ctx)
             }
 
@@ -192,6 +195,7 @@ macro_rules! plugin {
                     ),+]
                 };
                 $(let hook: fn(&$crate::AgentCtx) -> ::std::vec::Vec<::std::string::String> = $available;)?
+                $crate::__private::report_panics();
                 hook(&ctx)
             }
         }
@@ -252,6 +256,29 @@ pub mod __private {
 
     /// A method's entry point.
     pub type CallFn = fn(&AgentCtx, Args) -> Result<MethodResult, Error>;
+
+    /// Has a panic logged at error level before it traps the plugin: its
+    /// message and where (`panicked at src/lib.rs:12:5: index out of
+    /// bounds`), which the host names as the call's failure instead of the
+    /// trap. Set once, at the first export called.
+    pub fn report_panics() {
+        static SET: std::sync::Once = std::sync::Once::new();
+        SET.call_once(|| {
+            std::panic::set_hook(Box::new(|info| {
+                let payload = info.payload();
+                let message = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a panic".to_string());
+                let at = info
+                    .location()
+                    .map(|l| format!(" at {}:{}:{}", l.file(), l.line(), l.column()))
+                    .unwrap_or_default();
+                crate::log::error(&format!("panicked{at}: {message}"));
+            }));
+        });
+    }
 
     /// The manifest fields given to `plugin!`.
     pub struct PluginInfo {

@@ -96,6 +96,10 @@ impl EventSize for PluginEvent {
 /// the host's log when the call ends.
 pub(crate) struct CallEvents {
     events: CappedEvents<PluginEvent>,
+    /// The last error-level line the plugin logged (secrets hidden, cut),
+    /// kept even past the caps: the SDKs log an uncaught exception or a
+    /// panic there just before they trap, and the call's error names it.
+    last_error: Option<String>,
     logged: usize,
     dropped_logs: usize,
     denied: usize,
@@ -107,11 +111,17 @@ impl CallEvents {
     pub(crate) fn new(max_bytes: usize) -> Self {
         CallEvents {
             events: CappedEvents::new(usize::MAX, max_bytes),
+            last_error: None,
             logged: 0,
             dropped_logs: 0,
             denied: 0,
             dropped_denied: 0,
         }
+    }
+
+    /// The last error-level line the plugin logged in the call, if any.
+    pub(crate) fn last_error(&self) -> Option<&str> {
+        self.last_error.as_deref()
     }
 
     /// Empties the record for the next call of the same instance.
@@ -123,6 +133,13 @@ impl CallEvents {
     /// then cut at [`MAX_LOG_LINE_BYTES`], so no tail of a secret survives
     /// the cut) and forwards it to `tracing` within the plugin's rate.
     pub(crate) fn push_log(&mut self, env: &PluginEnv, level: &'static str, message: String) {
+        if level == "error" {
+            let said = env
+                .config
+                .redactor
+                .redact_cut(message.clone(), MAX_LOG_LINE_BYTES);
+            self.last_error = Some(said);
+        }
         if self.logged >= MAX_LOG_LINES {
             self.dropped_logs += 1;
             return;

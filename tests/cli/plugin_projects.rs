@@ -179,10 +179,11 @@ fn prompt_lists_what_a_plugin_injects_for_the_chat() {
         ],
     );
     assert_eq!(out.status.code(), Some(1));
+    // The run's report is on stderr.
     assert!(
-        text(&out.stdout).contains("NameError"),
+        text(&out.stderr).contains("NameError"),
         "{}",
-        text(&out.stdout)
+        text(&out.stderr)
     );
 }
 
@@ -302,20 +303,20 @@ fn a_nekro_style_python_plugin_builds_validates_and_reaches_a_granted_api() {
         .concat(),
     );
     assert_eq!(out.status.code(), Some(1));
-    let stdout = text(&out.stdout);
+    let report = text(&out.stderr);
     assert!(
-        stdout.contains(&format!(
+        report.contains(&format!(
             "current_weather: http: the host did not grant a capability for 127.0.0.1:{port} \
              (request one like `http:127.0.0.1:{port}`)"
         )),
-        "{stdout}"
+        "{report}"
     );
     assert!(
-        stdout.contains(&format!(
+        report.contains(&format!(
             "denied [forecast] GET http://127.0.0.1:{port}/v1/current?city=Porto: \
              capability `http:127.0.0.1:{port}` not granted"
         )),
-        "{stdout}"
+        "{report}"
     );
     assert_eq!(
         requests.load(Ordering::SeqCst),
@@ -376,5 +377,90 @@ fn a_new_rust_project_builds_and_validates() {
     assert_eq!(
         json,
         serde_json::json!({"kind": "tool", "value": "Hello, Ada!"})
+    );
+}
+
+/// A Python plugin's exceptions reach its author as Python errors: the
+/// type, the message and the plugin's own file and line, in a method's
+/// error (`sandwit call`, a run's events) and in a failing hook's warning,
+/// with no wasm backtrace; the failing prompt hook costs only its text.
+#[test]
+fn a_python_plugins_errors_name_the_exception_and_its_line() {
+    let dir = tempdir("plugin-projects", "python-errors");
+    let project = dir.join("broken");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(
+        project.join("plugin.py"),
+        r#"from sandwit_plugin import AgentCtx, NekroPlugin, SandboxMethodType
+
+plugin = NekroPlugin(name="Broken", module_name="broken", description="Fails on purpose.",
+                     version="0.1.0", author="tests", url="")
+
+
+@plugin.mount_sandbox_method(SandboxMethodType.TOOL, name="ok", description="Works")
+async def fine(_ctx: AgentCtx) -> str:
+    """Works.
+
+    Returns:
+        str: The chat key.
+    """
+    return _ctx.from_chat_key
+
+
+@plugin.mount_sandbox_method(SandboxMethodType.TOOL, name="bad", description="Fails")
+async def bad(_ctx: AgentCtx) -> str:
+    """Fails.
+
+    Returns:
+        str: Nothing.
+    """
+    return helper(_ctx)
+
+
+def helper(ctx):
+    return ctx.no_such_field
+
+
+@plugin.mount_prompt_inject_method(name="p")
+async def prompt(_ctx: AgentCtx) -> str:
+    return "chat " + _ctx.missing_in_hook
+"#,
+    )
+    .unwrap();
+    assert_succeeded(&sandwit_in(&dir, &["plugin", "build", "broken"]));
+    let wasm = "broken/target/broken.wasm";
+
+    let out = sandwit_in(&dir, &["call", "--json", wasm, "bad"]);
+    assert!(!out.status.success());
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let said = json["error"]["kind"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    for part in [
+        "AttributeError",
+        "no_such_field",
+        "File \"plugin.py\", line 24, in bad",
+        "File \"plugin.py\", line 28, in helper",
+    ] {
+        assert!(said.contains(part), "{part}: {said}");
+    }
+    assert!(!said.contains("wasm backtrace"), "{said}");
+
+    let out = sandwit_in(&dir, &["run", "--plugin", wasm, "-c", "print(fine())"]);
+    assert_succeeded(&out);
+    // The prompt hook failed: its text is lost, the methods stay.
+    assert_eq!(text(&out.stdout), "cli\n");
+    let err = text(&out.stderr);
+    for part in [
+        "prompt hook failed",
+        "AttributeError",
+        "missing_in_hook",
+        "File \"plugin.py\", line 33, in prompt",
+    ] {
+        assert!(err.contains(part), "{part}: {err}");
+    }
+    assert!(
+        !err.contains("wasm backtrace") && !err.contains("libc.so"),
+        "{err}"
     );
 }

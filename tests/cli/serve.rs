@@ -893,17 +893,30 @@ fn serve_lists_and_runs_what_the_lifecycle_hooks_offer_each_chat() {
         json!({"chat_key": "lobby", "user_id": "ada"}),
     );
     assert_eq!(status, 200, "{call}");
-    assert_eq!(call["result"], json!({"kind": "tool", "value": "ada"})); // A chat where the plugin's prompt hook traps: the plugin offers
-    // nothing there, the other plugins are served as usual.
+    assert_eq!(call["result"], json!({"kind": "tool", "value": "ada"}));
+    // A chat where the plugin's prompt hook traps: its text is lost, its
+    // methods stay.
     let (status, prompt) = server.get("/v1/prompt?chat_key=hook-traps", Some(USER));
     assert_eq!(status, 200, "{prompt}");
     assert!(prompt.contains("def calculate_sum("), "{prompt}");
-    assert!(!prompt.contains("def chat_name("), "{prompt}");
+    assert!(prompt.contains("def chat_name("), "{prompt}");
     assert!(!prompt.contains("[plugin `lifecycle`]"), "{prompt}");
-    let (status, err) = server.post(
+    let (status, call) = server.post(
         "/v1/plugins/lifecycle/methods/chat_name:call",
         USER,
         json!({"chat_key": "hook-traps"}),
+    );
+    assert_eq!(status, 200, "{call}");
+    // One where its methods hook never returns: it offers nothing there,
+    // the other plugins are served as usual.
+    let (status, prompt) = server.get("/v1/prompt?chat_key=hook-spins", Some(USER));
+    assert_eq!(status, 200, "{prompt}");
+    assert!(prompt.contains("def calculate_sum("), "{prompt}");
+    assert!(!prompt.contains("def chat_name("), "{prompt}");
+    let (status, err) = server.post(
+        "/v1/plugins/lifecycle/methods/chat_name:call",
+        USER,
+        json!({"chat_key": "hook-spins"}),
     );
     assert_eq!(
         (status, err["error"].as_str()),

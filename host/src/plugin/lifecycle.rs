@@ -3,7 +3,7 @@
 //! chat sees. A 0.1 plugin has none: no injected prompt, every method.
 
 use super::state::PluginState;
-use super::{Plugin, new_store, stopped_to_error};
+use super::{Plugin, new_store, stopped_to_error_said};
 use crate::bindings::lifecycle_api::GuestIndices;
 use crate::bindings::plugin::SandboxMethodPre;
 use crate::bindings::wit;
@@ -28,6 +28,9 @@ pub struct PluginContext {
     /// The methods the context sees, in the manifest's order; `None` when
     /// all are available.
     pub methods: Option<Vec<String>>,
+    /// Why the prompt hook gave no text, when it failed (trapped, hit a
+    /// limit, answered too much): the prompt is lost, the methods stand.
+    pub prompt_error: Option<CallError>,
 }
 
 /// The lifecycle export's indices in `compiled`, if it exports one; a
@@ -63,8 +66,11 @@ impl Plugin {
 
     /// The prompt the plugin injects and the methods it makes available in
     /// `ctx`, asked of a fresh instance under the call limits with the
-    /// plugin's grants. A plugin without lifecycle hooks answers the default
-    /// (no prompt, every method) without running.
+    /// plugin's grants: the methods first, then the prompt. A failing
+    /// methods hook is the error (the plugin is closed for the context); a
+    /// failing prompt hook costs only its text
+    /// ([`PluginContext::prompt_error`]). A plugin without lifecycle hooks
+    /// answers the default (no prompt, every method) without running.
     pub async fn in_context(&self, ctx: &AgentCtx) -> Result<PluginContext, CallError> {
         let Some(indices) = &self.inner.lifecycle else {
             return Ok(PluginContext::default());
@@ -79,32 +85,39 @@ impl Plugin {
         let mut store = new_store(&inner.host, inner.env.clone(), Some(ctx.clone()), budget);
         let wit_ctx = wit::AgentCtx::from(ctx);
         let pre = &inner.pre;
-        let (prompt, methods) = guarded(&mut store, budget, async |store| {
+        let (hooks, methods) = guarded(&mut store, budget, async |store| {
             let instance = pre.instance_pre().instantiate_async(&mut *store).await?;
             let hooks = indices.load(&mut *store, &instance)?;
-            let prompt = hooks.call_prompt_inject(&mut *store, &wit_ctx).await?;
             let methods = hooks.call_available_methods(&mut *store, &wit_ctx).await?;
-            Ok((prompt, methods))
+            Ok((hooks, methods))
         })
         .await
-        .map_err(|stopped| error(stopped_to_error(stopped)))?;
+        .map_err(|stopped| error(stopped_to_error_said(stopped, store.data().last_error())))?;
+        // The same instance, its methods answered: a trap here loses the
+        // text alone.
+        let prompt = guarded(&mut store, budget, async |store| {
+            hooks.call_prompt_inject(&mut *store, &wit_ctx).await
+        })
+        .await;
+        // What the plugin said last, before its events are taken.
+        let said = store.data().last_error();
         for event in store.data_mut().take_events() {
             tracing::debug!(event = %event.line(self.id()), "lifecycle hook");
         }
         let redactor = &inner.env.config.redactor;
-        let prompt = match prompt {
-            Some(text) if text.len() > MAX_INJECTED_PROMPT_BYTES => {
-                return Err(error(CallErrorKind::BadResult {
-                    message: format!(
-                        "the injected prompt is {} bytes, more than the limit of \
-                         {MAX_INJECTED_PROMPT_BYTES} bytes",
-                        text.len()
-                    ),
-                }));
+        let (prompt, prompt_error) = match prompt {
+            Err(stopped) => (None, Some(error(stopped_to_error_said(stopped, said)))),
+            Ok(Some(text)) if text.len() > MAX_INJECTED_PROMPT_BYTES => {
+                let message = format!(
+                    "the injected prompt is {} bytes, more than the limit of \
+                     {MAX_INJECTED_PROMPT_BYTES} bytes",
+                    text.len()
+                );
+                (None, Some(error(CallErrorKind::BadResult { message })))
             }
-            Some(text) if text.trim().is_empty() => None,
-            Some(text) => Some(redactor.redact(&text)),
-            None => None,
+            Ok(Some(text)) if text.trim().is_empty() => (None, None),
+            Ok(Some(text)) => (Some(redactor.redact(&text)), None),
+            Ok(None) => (None, None),
         };
         if let Some(unknown) = methods
             .iter()
@@ -127,6 +140,7 @@ impl Plugin {
         Ok(PluginContext {
             prompt,
             methods: Some(methods),
+            prompt_error,
         })
     }
 }

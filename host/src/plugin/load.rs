@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use super::spares::Spares;
-use super::{Plugin, PluginInner, new_store, stopped_to_error};
+use super::{Plugin, PluginInner, new_store, stopped_to_error_said};
 use super::{lifecycle, state};
 use crate::bindings::plugin::{SandboxMethod, SandboxMethodPre};
 use crate::bindings::wit;
@@ -133,5 +133,5 @@ async fn describe(
             .await
     })
     .await
-    .map_err(stopped_to_error)
+    .map_err(|stopped| stopped_to_error_said(stopped, store.data().last_error()))
 }

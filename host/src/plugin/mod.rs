@@ -346,7 +346,8 @@ impl Plugin {
             Err(stopped) => {
                 // An instance stopped mid-call is not fit to call again.
                 session.instance = None;
-                return Err(stopped_to_error(stopped));
+                let said = session.store.data().last_error();
+                return Err(stopped_to_error_said(stopped, said));
             }
         };
         let result = match returned {
@@ -381,6 +382,21 @@ pub(crate) struct Session {
     instance: Option<SandboxMethod>,
 }
 
+/// `stopped` as a call's error, a trap named by what the plugin said last
+/// at error level (`said`), if it did: the SDKs log an uncaught Python
+/// exception (type, message, the plugin's own frames) or a Rust panic's
+/// message there before they trap, which says more than the trap. The trap
+/// itself, with its backtrace, is logged at debug level.
+fn stopped_to_error_said(stopped: Stopped, said: Option<String>) -> CallErrorKind {
+    match (stopped, said) {
+        (Stopped::Trap(err), Some(said)) => {
+            tracing::debug!("the plugin trapped: {err:?}");
+            CallErrorKind::Trapped { message: said }
+        }
+        (stopped, _) => stopped_to_error(stopped),
+    }
+}
+
 fn stopped_to_error(stopped: Stopped) -> CallErrorKind {
     match stopped {
         Stopped::Limit(limit, message) => CallErrorKind::LimitExceeded { limit, message },
@@ -405,21 +421,23 @@ fn is_image_url(url: &str) -> bool {
         && url.bytes().all(|b| b.is_ascii_graphic())
 }
 
-/// What a trap says, without wasmtime's backtrace of the guest: the trap and
-/// its causes, cut to 2,000 bytes.
+/// What a trap says, without wasmtime's backtrace of the guest (logged at
+/// debug level instead): the trap and its causes, cut to 2,000 bytes.
 pub(crate) fn trap_message(err: &wasmtime::Error) -> String {
-    let mut text = err.to_string();
-    for cause in err.chain().skip(1).take(4).map(ToString::to_string) {
-        if !text.contains(&cause) {
-            text.push_str(": ");
-            text.push_str(&cause);
+    tracing::debug!("trapped: {err:?}");
+    let mut text = String::new();
+    for link in err.chain().take(5) {
+        let link = link.to_string();
+        // wasmtime's backtrace is a context whose text ends with it.
+        let link = link.split("wasm backtrace:").next().unwrap_or_default();
+        let link = link.trim().trim_end_matches(" at").trim_end_matches(':');
+        if !link.is_empty() && !text.contains(link) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(link);
         }
     }
-    let text = text
-        .split("\nwasm backtrace:")
-        .next()
-        .unwrap_or_default()
-        .to_string();
     cut(text, 2_000)
 }
 

@@ -80,6 +80,12 @@ pub(crate) fn new(
 }
 
 impl Guest<PluginCall> {
+    /// The last error-level line the plugin logged in the call, if any: an
+    /// SDK's report of the exception or panic that is about to trap it.
+    pub(crate) fn last_error(&self) -> Option<String> {
+        self.state.events.last_error().map(str::to_string)
+    }
+
     /// Makes the store ready for another call of the same instance: the
     /// call's context, the per-call caps afresh, HTTP with the new deadline.
     pub(crate) fn begin_call(&mut self, ctx: &AgentCtx, deadline: Instant) {

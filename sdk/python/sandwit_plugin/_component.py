@@ -14,6 +14,7 @@ from componentize_py_types import Err
 
 from . import _host
 from ._ctx import AgentCtx
+from ._errors import report
 from ._host import ServiceError
 from ._http import RequestError, Url, timeout_nanos
 from ._plugin import NekroPlugin, PluginError
@@ -316,7 +317,7 @@ def _call_error(e: BaseException) -> Err:
         return Err(t.CallError_Denied(e.message))
     if isinstance(e, TypeError) and "argument" in str(e):
         return Err(t.CallError_InvalidArguments(str(e)))
-    return Err(t.CallError_Failed(f"{type(e).__name__}: {e}"))
+    return Err(t.CallError_Failed(report(e)))
 
 
 _METHOD_KINDS = {
@@ -351,7 +352,11 @@ def export_classes(plugin: NekroPlugin) -> tuple[type, type]:
 
     class Plugin(exports.Plugin):
         def describe(self) -> t.PluginManifest:
-            m = plugin.manifest()
+            try:
+                m = plugin.manifest()
+            except BaseException as e:
+                _host.backend.log("error", f"describing the plugin raised {report(e)}")
+                raise
             return t.PluginManifest(
                 id=m["id"],
                 name=m["name"],
@@ -383,10 +388,20 @@ def export_classes(plugin: NekroPlugin) -> tuple[type, type]:
                 raise _call_error(e) from None
 
     class Lifecycle(exports.Lifecycle):
+        # The hooks answer no error: an exception is logged at error level,
+        # which the host names as the hook's failure, then ends the call.
         def prompt_inject(self, ctx: t.AgentCtx) -> Optional[str]:
-            return plugin.prompt_inject(_ctx(ctx))
+            try:
+                return plugin.prompt_inject(_ctx(ctx))
+            except BaseException as e:
+                _host.backend.log("error", f"the prompt-inject hook raised {report(e)}")
+                raise
 
         def available_methods(self, ctx: t.AgentCtx) -> list[str]:
-            return plugin.available_methods(_ctx(ctx))
+            try:
+                return plugin.available_methods(_ctx(ctx))
+            except BaseException as e:
+                _host.backend.log("error", f"the collect-methods hook raised {report(e)}")
+                raise
 
     return Plugin, Lifecycle

@@ -28,7 +28,18 @@ class AgentCtx:
     adapter_key: Optional[str] = None
 
     @property
+    def from_chat_key(self) -> str:
+        """Nekro's name for `chat_key` (the chat a store call or a message
+        names)."""
+        return self.chat_key
+
+    @property
     def from_user_id(self) -> Optional[str]:
+        """Nekro's (older) name for `user_id`."""
+        return self.user_id
+
+    @property
+    def from_platform_userid(self) -> Optional[str]:
         """Nekro's name for `user_id`."""
         return self.user_id
 

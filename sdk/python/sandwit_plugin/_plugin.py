@@ -264,8 +264,9 @@ class NekroPlugin:
         return decorator
 
     def mount_collect_methods(self) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """Mounts `func(plugin, _ctx) -> list` of the methods (functions or
-        names) the chat sees; without it, all."""
+        """Mounts `func(_ctx) -> list` of the methods (functions or names)
+        the chat sees, as Nekro calls it; without it, all. (The SDK's
+        earlier `func(plugin, _ctx)` is still called so.)"""
 
         def decorator(func: Callable[..., Any]) -> Callable[..., Any]:
             self._collect_methods = func
@@ -361,7 +362,9 @@ class NekroPlugin:
             return [m.name for m in self.methods]
         self.store._ctx = ctx
         try:
-            chosen = call(self._collect_methods, self, ctx)
+            takes_plugin = len(inspect.signature(self._collect_methods).parameters) >= 2
+            args = (self, ctx) if takes_plugin else (ctx,)
+            chosen = call(self._collect_methods, *args)
         finally:
             self.store._ctx = None
         names = [c if isinstance(c, str) else getattr(c, "__name__", "") for c in chosen]

@@ -185,3 +185,60 @@ def test_the_memo_example_counts_memos_in_its_prompt():
     assert host.available_methods(memo) == ["save_memo", "list_memos", "clear_memos"]
     host.ctx = AgentCtx(chat_key="c")
     assert host.available_methods(memo) == []
+
+
+def test_nekros_names_for_the_context():
+    ctx = AgentCtx(chat_key="onebot_v11-group_1", user_id="42")
+    assert ctx.from_chat_key == "onebot_v11-group_1"
+    assert ctx.from_platform_userid == ctx.from_user_id == "42"
+
+
+def test_collect_methods_is_called_as_nekro_calls_it_and_in_the_older_form():
+    for form in ("nekro", "older"):
+        plugin = new_plugin()
+
+        @plugin.mount_sandbox_method(SandboxMethodType.TOOL, name="A")
+        async def a(_ctx: AgentCtx) -> int:
+            """A."""
+            return 1
+
+        @plugin.mount_sandbox_method(SandboxMethodType.TOOL, name="B")
+        async def b(_ctx: AgentCtx) -> int:
+            """B."""
+            return 2
+
+        if form == "nekro":
+            @plugin.mount_collect_methods()
+            async def collect(_ctx: AgentCtx) -> list:
+                return [a] if _ctx.user_id else [a, b]
+        else:
+            @plugin.mount_collect_methods()
+            async def collect(_plugin: NekroPlugin, _ctx: AgentCtx) -> list:
+                return [a] if _ctx.user_id else ["b", a]
+
+        assert plugin.available_methods(AgentCtx(chat_key="c", user_id="u")) == ["a"], form
+        assert plugin.available_methods(AgentCtx(chat_key="c")) == ["a", "b"], form
+
+
+def test_an_exception_is_reported_with_the_plugins_own_frames():
+    from sandwit_plugin._errors import report
+
+    plugin = new_plugin()
+
+    def helper(ctx):
+        return ctx.no_such_field
+
+    @plugin.mount_sandbox_method(SandboxMethodType.TOOL, name="Bad")
+    async def bad(_ctx: AgentCtx) -> int:
+        """Fails."""
+        return helper(_ctx)
+
+    with pytest.raises(AttributeError) as raised:
+        plugin.invoke(AgentCtx(chat_key="c"), "bad", {})
+    text = report(raised.value)
+    lines = text.splitlines()
+    assert lines[0] == "AttributeError: 'AgentCtx' object has no attribute 'no_such_field'"
+    assert 'File "test_sdk.py"' in text and "in bad" in text and "in helper" in text
+    assert "return ctx.no_such_field" in text
+    # The SDK's frames (invoke, the coroutine runner) are left out.
+    assert "_plugin.py" not in text and "_aio.py" not in text

@@ -80,6 +80,6 @@ async def memo_count(_ctx: AgentCtx) -> str:
 
 
 @plugin.mount_collect_methods()
-async def collect(_plugin: NekroPlugin, _ctx: AgentCtx) -> list:
+async def collect(_ctx: AgentCtx) -> list:
     # Without a user there is nobody to keep memos for.
     return [save_memo, list_memos, clear_memos] if _ctx.user_id else []
