@@ -80,6 +80,44 @@ const PYTHON_SDK: &[Embedded] = &[
     ),
 ];
 
+/// Nekro Agent's import paths and the part of pydantic its plugins' config
+/// classes use (sdk/python/compat), beside the SDK: a Nekro plugin builds
+/// unchanged.
+const PYTHON_COMPAT: &[Embedded] = &[
+    (
+        "nekro_agent/__init__.py",
+        include_str!("../../sdk/python/compat/nekro_agent/__init__.py"),
+    ),
+    (
+        "nekro_agent/api/__init__.py",
+        include_str!("../../sdk/python/compat/nekro_agent/api/__init__.py"),
+    ),
+    (
+        "nekro_agent/api/core.py",
+        include_str!("../../sdk/python/compat/nekro_agent/api/core.py"),
+    ),
+    (
+        "nekro_agent/api/i18n.py",
+        include_str!("../../sdk/python/compat/nekro_agent/api/i18n.py"),
+    ),
+    (
+        "nekro_agent/api/message.py",
+        include_str!("../../sdk/python/compat/nekro_agent/api/message.py"),
+    ),
+    (
+        "nekro_agent/api/plugin.py",
+        include_str!("../../sdk/python/compat/nekro_agent/api/plugin.py"),
+    ),
+    (
+        "nekro_agent/api/schemas.py",
+        include_str!("../../sdk/python/compat/nekro_agent/api/schemas.py"),
+    ),
+    (
+        "pydantic/__init__.py",
+        include_str!("../../sdk/python/compat/pydantic/__init__.py"),
+    ),
+];
+
 /// The Python SDK's world (sdk/python/wit): the 0.2 plugin world and
 /// `wasi:http/outgoing-handler`, laid out as sdk/python/wit is (its
 /// `deps/sandwit-plugin-*` link to wit/v0.2, whose files are read from there).
@@ -390,6 +428,7 @@ fn build_python(dir: &Path, componentize_py: Option<PathBuf>) -> anyhow::Result<
     let work = dir.join("target/sandwit");
     let _ = std::fs::remove_dir_all(&work);
     write_all(&work.join("sdk/sandwit_plugin"), PYTHON_SDK, str::to_string)?;
+    write_all(&work.join("sdk"), PYTHON_COMPAT, str::to_string)?;
     write_all(&work.join("wit"), WIT, str::to_string)?;
     stage_app(dir, &work.join("app"))?;
     // The project's tests import the SDK from the virtualenv.
@@ -488,6 +527,30 @@ mod tests {
             .collect();
         files.sort();
         let embedded: Vec<&str> = PYTHON_SDK.iter().map(|(n, _)| *n).collect();
+        assert_eq!(files, embedded);
+    }
+
+    /// Every module of the compatibility packages is in the binary.
+    #[test]
+    fn the_embedded_compat_is_every_module() {
+        fn walk(dir: &Path, rel: &str, out: &mut Vec<String>) {
+            for entry in std::fs::read_dir(dir).unwrap().flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let path = format!("{rel}{name}");
+                if entry.path().is_dir() {
+                    if name != "__pycache__" {
+                        walk(&entry.path(), &format!("{path}/"), out);
+                    }
+                } else if name.ends_with(".py") {
+                    out.push(path);
+                }
+            }
+        }
+        let mut files = Vec::new();
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk/python/compat");
+        walk(&dir, "", &mut files);
+        files.sort();
+        let embedded: Vec<&str> = PYTHON_COMPAT.iter().map(|(n, _)| *n).collect();
         assert_eq!(files, embedded);
     }
 

@@ -464,3 +464,80 @@ async def prompt(_ctx: AgentCtx) -> str:
         "{err}"
     );
 }
+
+/// A plugin written as Nekro Agent's documentation shows
+/// (sdk/python/tests/nekro_style), with no edit: `sandwit plugin build`
+/// builds it with Nekro's import paths and pydantic's `Field`, and its
+/// methods, hooks, config and store work in a run.
+#[test]
+fn a_nekro_plugin_builds_and_runs_unchanged() {
+    let dir = tempdir("plugin-projects", "nekro-unchanged");
+    let project = dir.join("nekro_notes");
+    std::fs::create_dir_all(&project).unwrap();
+    let source =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk/python/tests/nekro_style/plugin.py");
+    std::fs::copy(&source, project.join("plugin.py")).unwrap();
+    let out = sandwit_in(&dir, &["plugin", "build", "nekro_notes"]);
+    assert_succeeded(&out);
+    assert!(
+        text(&out.stdout).contains("acceptable (nekro_notes 0.1.0, 4 methods"),
+        "{}",
+        text(&out.stdout)
+    );
+    let wasm = "nekro_notes/target/nekro_notes.wasm";
+    let policy = dir.join("policy.toml");
+    let pin = pin_line(project.join("target/nekro_notes.wasm").to_str().unwrap());
+    std::fs::write(
+        &policy,
+        format!(
+            "[plugins.nekro_notes]\n{pin}grant = [\"store\", \"chat\", \"config\"]\n\
+             config = {{ MAX_NOTE_LENGTH = 5 }}\n"
+        ),
+    )
+    .unwrap();
+    let policy = policy.to_str().unwrap();
+    let run = |code: &str| {
+        let args = [
+            "run",
+            "--json",
+            "--policy",
+            policy,
+            "--plugin",
+            wasm,
+            "--chat-key",
+            "g1",
+            "-c",
+            code,
+        ];
+        let out = sandwit_in(&dir, &args);
+        serde_json::from_slice::<serde_json::Value>(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", text(&out.stderr)))
+    };
+    let json = run("print(set_note('g1', 'buy milk and eggs'))\nprint(read_note('g1'))");
+    assert_eq!(json["status"], "ok", "{json}");
+    // The operator's MAX_NOTE_LENGTH, read through the module-level config.
+    assert_eq!(json["stdout"], "5\nbuy m\n", "{json}");
+    let events = json["events"].to_string();
+    assert!(
+        events.contains("note: buy m"),
+        "the message reached the chat: {events}"
+    );
+    let out = sandwit_in(
+        &dir,
+        &[
+            "prompt",
+            "--policy",
+            policy,
+            "--plugin",
+            wasm,
+            "--chat-key",
+            "g1",
+        ],
+    );
+    assert_succeeded(&out);
+    assert!(
+        text(&out.stdout).contains("The chat's note: buy m"),
+        "{}",
+        text(&out.stdout)
+    );
+}

@@ -39,7 +39,7 @@ class Backend(Protocol):
         ...
 
 
-class _Unbound:
+class Unbound:
     def __getattr__(self, name: str) -> Any:
         raise RuntimeError(
             "no host: sandwit_plugin runs inside a component built by "
@@ -48,4 +48,4 @@ class _Unbound:
 
 
 #: The backend calls go to; set by `_component` or `testing`.
-backend: Backend = _Unbound()  # type: ignore[assignment]
+backend: Backend = Unbound()  # type: ignore[assignment]

@@ -181,20 +181,122 @@ class ConfigBase:
 _SECRET = re.compile(r"key|token|secret|password", re.I)
 
 
+def _is_field(value: Any) -> bool:
+    """Whether `value` is a pydantic-style `Field(...)`."""
+    return hasattr(value, "json_schema_extra") and hasattr(value, "default")
+
+
+def field_default(value: Any) -> Any:
+    """A config field's default: the value itself, or a pydantic-style
+    `Field(default=...)`'s (`default_factory` called)."""
+    if _is_field(value):
+        factory = getattr(value, "default_factory", None)
+        return factory() if factory is not None else value.default
+    return value
+
+
 def config_schema(cls: type) -> dict[str, Any]:
-    """The JSON Schema of a config class: one property per typed field."""
+    """The JSON Schema of a config class: one property per typed field, with
+    a `Field`'s title and description; a secret (`ExtraField(is_secret=True)`
+    or a name like a key, token, secret or password) is `format: password`."""
     properties = {}
     for name, hint in _hints(cls).items():
         if name.startswith("_"):
             continue
         schema = schema_of(hint)
-        default = getattr(cls, name, None)
+        declared = getattr(cls, name, None)
+        default = field_default(declared)
         if default is not None:
             schema["default"] = default
-        if _SECRET.search(name):
+        extra = {}
+        if _is_field(declared):
+            extra = declared.json_schema_extra or {}
+            for key in ("title", "description"):
+                if getattr(declared, key, None):
+                    schema[key] = str(getattr(declared, key))
+        if _SECRET.search(name) or extra.get("is_secret"):
             schema["format"] = "password"
         properties[name] = schema
     return {"type": "object", "properties": properties, "additionalProperties": False}
+
+
+class _Config:
+    """A config class's values, read when an attribute is: the operator's
+    value during a call, else the default (so `config =
+    plugin.get_config(Cls)` works at module level, as in Nekro, where the
+    module is imported while the component is built)."""
+
+    def __init__(self, cls: type) -> None:
+        object.__setattr__(self, "_cls", cls)
+        object.__setattr__(self, "_names", set(config_schema(cls)["properties"]))
+
+    def __getattr__(self, name: str) -> Any:
+        cls = object.__getattribute__(self, "_cls")
+        if name not in object.__getattribute__(self, "_names"):
+            return getattr(cls, name)
+        default = field_default(getattr(cls, name, None))
+        if isinstance(_host.backend, _host.Unbound):
+            return default
+        value = _host.backend.config_get(name)
+        return default if value is None else value
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"the config is the operator's: `{name}` is set in the host's policy")
+
+    def __repr__(self) -> str:
+        return f"<{object.__getattribute__(self, '_cls').__name__} config>"
+
+
+class _Logger:
+    """`plugin.logger`: lines to the host's log and the call's events, with
+    loguru's method names as Nekro's logger has them."""
+
+    def _log(self, level: str, message: Any, *args: Any) -> None:
+        text = str(message)
+        if args:
+            try:
+                text = text.format(*args)
+            except (IndexError, KeyError, ValueError):
+                text = " ".join([text, *map(str, args)])
+        _host.backend.log(level, text)
+
+    def trace(self, message: Any, *args: Any) -> None:
+        self._log("trace", message, *args)
+
+    def debug(self, message: Any, *args: Any) -> None:
+        self._log("debug", message, *args)
+
+    def info(self, message: Any, *args: Any) -> None:
+        self._log("info", message, *args)
+
+    def success(self, message: Any, *args: Any) -> None:
+        self._log("info", message, *args)
+
+    def warning(self, message: Any, *args: Any) -> None:
+        self._log("warn", message, *args)
+
+    def error(self, message: Any, *args: Any) -> None:
+        self._log("error", message, *args)
+
+    def exception(self, message: Any, *args: Any) -> None:
+        self._log("error", message, *args)
+
+    def critical(self, message: Any, *args: Any) -> None:
+        self._log("error", message, *args)
+
+
+#: Nekro's hooks and mounts with no counterpart here: mounting one fails the
+#: build (the module is imported then), naming it and why.
+_UNSUPPORTED = {
+    "mount_command": "chat commands are the agent framework's, not a sandboxed plugin's",
+    "mount_command_group": "chat commands are the agent framework's, not a sandboxed plugin's",
+    "mount_router": "a plugin serves no HTTP routes (its instance lives for one call or run)",
+    "mount_webhook_method": "a plugin receives no webhooks (its instance lives for one call or run)",
+    "mount_async_task": "a plugin runs no background tasks (its instance lives for one call or run)",
+    "mount_on_user_message": "message hooks are the agent framework's; a plugin sees calls only",
+    "mount_on_system_message": "message hooks are the agent framework's; a plugin sees calls only",
+    "mount_on_channel_reset": "channel hooks are the agent framework's; a plugin sees calls only",
+}
 
 
 class NekroPlugin:
@@ -214,7 +316,17 @@ class NekroPlugin:
         author: str,
         url: str = "",
         capabilities: Optional[list[str]] = None,
+        support_adapter: Optional[list[str]] = None,
+        is_builtin: bool = False,
+        is_package: bool = False,
+        i18n_name: Optional[dict[str, str]] = None,
+        i18n_description: Optional[dict[str, str]] = None,
+        allow_sleep: Optional[bool] = None,
+        sleep_brief: str = "",
+        webui_path: Optional[str] = None,
     ) -> None:
+        # Nekro's arguments after `url` describe the plugin to Nekro's own
+        # UI and scheduler; they are kept as given and change nothing here.
         if not _PLUGIN_ID.match(module_name):
             raise ValueError(
                 f"module_name {module_name!r}: lowercase letters, digits, `-` and `_`, starting with a letter"
@@ -233,6 +345,24 @@ class NekroPlugin:
         self._config_cls: Optional[type] = None
         self._prompt_inject: Optional[Callable[..., Any]] = None
         self._collect_methods: Optional[Callable[..., Any]] = None
+        self._init: Optional[Callable[..., Any]] = None
+        self._initialised = False
+        self.support_adapter = list(support_adapter or [])
+        self.i18n_name = i18n_name
+        self.i18n_description = i18n_description
+        self.sleep_brief = sleep_brief
+        #: Log lines to the host's log and the call's events.
+        self.logger = _Logger()
+
+    def __getattr__(self, name: str) -> Any:
+        if name in _UNSUPPORTED:
+            raise NotImplementedError(f"sandwit does not support NekroPlugin.{name}: {_UNSUPPORTED[name]}")
+        raise AttributeError(f"'NekroPlugin' object has no attribute '{name}'")
+
+    @property
+    def key(self) -> str:
+        """Nekro's plugin key, `author.module_name`."""
+        return f"{self.author}.{self.module_name}"
 
     # -- mounting -----------------------------------------------------------
 
@@ -274,6 +404,33 @@ class NekroPlugin:
 
         return decorator
 
+    def mount_init_method(self) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Mounts `func()`, run once per plugin instance before its first
+        call (an instance lives for one call, or the calls of one Python
+        run), with no chat: store calls scoped to a chat or user fail."""
+
+        def decorator(func: Callable[..., Any]) -> Callable[..., Any]:
+            self._init = func
+            return func
+
+        return decorator
+
+    def mount_cleanup_method(self) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Accepts Nekro's cleanup hook, which never runs here: an instance
+        is discarded whole when its call or run ends, and nothing it made
+        outlives it (keep what must last in the store)."""
+
+        def decorator(func: Callable[..., Any]) -> Callable[..., Any]:
+            return func
+
+        return decorator
+
+    def ensure_initialised(self) -> None:
+        """Runs the init hook if this instance has not yet."""
+        if self._init is not None and not self._initialised:
+            self._initialised = True
+            call(self._init)
+
     def mount_config(self) -> Callable[[type], type]:
         """Mounts the config class (a `ConfigBase` with typed fields and
         defaults); the plugin then asks for the `config` capability."""
@@ -290,11 +447,7 @@ class NekroPlugin:
         cls = cls or self._config_cls
         if cls is None:
             raise RuntimeError("no config class is mounted (@plugin.mount_config())")
-        config = cls.__new__(cls)
-        for name in config_schema(cls)["properties"]:
-            value = _host.backend.config_get(name)
-            setattr(config, name, getattr(cls, name, None) if value is None else value)
-        return config
+        return _Config(cls)
 
     # -- what the host asks -------------------------------------------------
 
@@ -338,6 +491,7 @@ class NekroPlugin:
         found = next((m for m in self.methods if m.name == method), None)
         if found is None:
             raise PluginError(method, "unknown-method")
+        self.ensure_initialised()
         self.store._ctx = ctx
         try:
             result = call(found.func, ctx, **args)
@@ -349,6 +503,7 @@ class NekroPlugin:
         """The mounted prompt-inject method's text, if any."""
         if self._prompt_inject is None:
             return None
+        self.ensure_initialised()
         self.store._ctx = ctx
         try:
             text = call(self._prompt_inject, ctx)
@@ -360,6 +515,7 @@ class NekroPlugin:
         """The names of the methods the chat sees."""
         if self._collect_methods is None:
             return [m.name for m in self.methods]
+        self.ensure_initialised()
         self.store._ctx = ctx
         try:
             takes_plugin = len(inspect.signature(self._collect_methods).parameters) >= 2
