@@ -24,21 +24,43 @@ pub struct Embedded {
     pub hash: String,
 }
 
+/// Where a source tree keeps the interpreter once built, relative to its
+/// root: scripts/env.sh's stable copy, then python-guest/build's output.
+const IN_TREE: [&str; 2] = ["target/embed/sandbox.wasm", "target/python/sandbox.wasm"];
+
 /// Reads `SANDWIT_EMBED_PYTHON` and prepares the file to embed in
 /// `out_dir`, telling cargo when to run the build script again. A path
 /// that is relative, unreadable or not a WebAssembly component ends the
 /// build with an error naming it.
+///
+/// Without the variable, a release build (what `pip install
+/// ./bindings/python` and `cargo install --path cli` make) embeds the
+/// interpreter the source tree has built, and fails, naming the one
+/// command to run, when it has none: an installed package or binary that
+/// cannot run Python is never made. A debug build embeds none (a plain
+/// `cargo build` needs no componentize-py).
 pub fn embed(out_dir: &Path) -> Embedded {
     println!("cargo::rerun-if-env-changed={VAR}");
-    let Some(path) = std::env::var_os(VAR).filter(|v| !v.is_empty()) else {
-        let none = out_dir.join("no-python.wasm");
-        std::fs::write(&none, b"").expect("writing to OUT_DIR");
-        return Embedded {
-            file: none,
-            hash: String::new(),
-        };
+    let given = std::env::var_os(VAR)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from);
+    let release = std::env::var("PROFILE").is_ok_and(|p| p == "release");
+    let manifest_dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());
+    let path = match (given, release) {
+        (Some(path), _) => path,
+        (None, false) => {
+            let none = out_dir.join("no-python.wasm");
+            std::fs::write(&none, b"").expect("writing to OUT_DIR");
+            return Embedded {
+                file: none,
+                hash: String::new(),
+            };
+        }
+        (None, true) => match in_tree(&manifest_dir) {
+            Ok(found) => found,
+            Err(message) => fail(&message),
+        },
     };
-    let path = PathBuf::from(path);
     if !path.is_absolute() {
         fail(&format!(
             "{VAR}={} must be an absolute path (cargo builds in another directory)",
@@ -68,7 +90,70 @@ pub fn embed(out_dir: &Path) -> Embedded {
     Embedded { file, hash }
 }
 
+/// The interpreter the source tree around `manifest_dir` has built, or
+/// why there is none, naming the command that builds it.
+fn in_tree(manifest_dir: &Path) -> Result<PathBuf, String> {
+    let root = manifest_dir
+        .ancestors()
+        .find(|dir| dir.join("python-guest/build").is_file())
+        .ok_or_else(|| {
+            format!(
+                "this release build would carry no Python interpreter, and {} is not in \
+                 sandwit's source tree: set {VAR} to the absolute path of the CPython component \
+                 (target/python/sandbox.wasm after `python-guest/build`)",
+                manifest_dir.display()
+            )
+        })?;
+    for candidate in IN_TREE {
+        println!("cargo::rerun-if-changed={}", root.join(candidate).display());
+    }
+    IN_TREE
+        .iter()
+        .map(|candidate| root.join(candidate))
+        .find(|path| path.is_file())
+        .ok_or_else(|| {
+            format!(
+                "this release build would carry no Python interpreter, and none is built yet: \
+                 run `{}/python-guest/build` (it installs the pinned componentize-py into a local \
+                 virtualenv and writes target/python/sandbox.wasm), then build again",
+                root.display()
+            )
+        })
+}
+
 fn fail(message: &str) -> ! {
     eprintln!("error: {message}");
     std::process::exit(1);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::in_tree;
+
+    #[test]
+    fn a_release_build_finds_the_trees_interpreter_or_names_the_command() {
+        let root = std::env::temp_dir().join(format!("embed-python-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let crate_dir = root.join("bindings/python");
+        std::fs::create_dir_all(&crate_dir).unwrap();
+        let err = in_tree(&crate_dir).unwrap_err();
+        assert!(err.contains("not in sandwit's source tree"), "{err}");
+        std::fs::create_dir_all(root.join("python-guest")).unwrap();
+        std::fs::write(root.join("python-guest/build"), "").unwrap();
+        let err = in_tree(&crate_dir).unwrap_err();
+        assert!(err.contains("python-guest/build`"), "{err}");
+        std::fs::create_dir_all(root.join("target/python")).unwrap();
+        std::fs::write(root.join("target/python/sandbox.wasm"), "").unwrap();
+        assert_eq!(
+            in_tree(&crate_dir).unwrap(),
+            root.join("target/python/sandbox.wasm")
+        );
+        std::fs::create_dir_all(root.join("target/embed")).unwrap();
+        std::fs::write(root.join("target/embed/sandbox.wasm"), "").unwrap();
+        assert_eq!(
+            in_tree(&crate_dir).unwrap(),
+            root.join("target/embed/sandbox.wasm")
+        );
+        let _ = std::fs::remove_dir_all(&root);
+    }
 }
