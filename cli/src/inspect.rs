@@ -145,7 +145,7 @@ pub fn failed_report(file: &std::path::Path, why: String) -> serde_json::Value {
 /// Checks the plugin in this process and prints the verdict (as JSON in
 /// the worker, for the process that started it).
 pub async fn validate(host: &Host, args: ValidateArgs) -> anyhow::Result<ExitCode> {
-    let (ok, problems, plugin) = match host.load_plugin_file(&args.plugin).await {
+    let (mut ok, mut problems, plugin) = match host.load_plugin_file(&args.plugin).await {
         Ok(p) => (true, vec![], Some(p)),
         Err(LoadError::Rejected { problems, .. }) => (false, problems, None),
         Err(
@@ -156,6 +156,11 @@ pub async fn validate(host: &Host, args: ValidateArgs) -> anyhow::Result<ExitCod
         ) => (false, vec![e.to_string()], None),
         Err(e) => return Err(e.into()),
     };
+    if let Some(p) = plugin.as_ref().filter(|p| p.has_lifecycle()) {
+        let failed = run_hooks(host, p, &args.plugin).await?;
+        ok &= failed.is_empty();
+        problems.extend(failed);
+    }
     let summary = plugin.as_ref().map(|p| {
         json!({
             "id": p.id(),
@@ -170,6 +175,50 @@ pub async fn validate(host: &Host, args: ValidateArgs) -> anyhow::Result<ExitCod
         report["manifest"] = serde_json::to_value(p.manifest())?;
     }
     print_verdict(&report, args.json || in_worker())
+}
+
+/// The chat [`run_hooks`] asks the hooks about.
+const SAMPLE_CHAT: &str = "validate-sample-chat";
+
+/// Runs `plugin`'s lifecycle hooks once on a sample chat, as a host would
+/// before a run, with the capabilities it requests granted (but HTTP) over
+/// an in-memory store and its config's defaults: what each failing hook
+/// raised (for a Python plugin, the exception and its line), as problems.
+async fn run_hooks(
+    host: &Host,
+    plugin: &Plugin,
+    path: &std::path::Path,
+) -> anyhow::Result<Vec<String>> {
+    let grants: Vec<String> = (plugin.manifest().capabilities.iter())
+        .filter(|c| !matches!(c, sandwit::Capability::Http(_)))
+        .map(|c| format!("\"{c}\""))
+        .collect();
+    let digest = sandwit::component_hash(&std::fs::read(path)?);
+    let policy = sandwit::Policy::from_toml(&format!(
+        "[plugins.{:?}]\nsha256 = [\"{digest}\"]\ngrant = [{}]\n",
+        plugin.id(),
+        grants.join(", ")
+    ))?;
+    let mut builder = Host::builder().policy(policy).prepared_plugin_instances(0);
+    if let Some(dir) = host.cache_dir() {
+        builder = builder.cache_dir(dir);
+    }
+    let sample = builder.build()?;
+    let granted = sample.load_plugin_file(path).await?;
+    let ctx = sandwit::AgentCtx {
+        user_id: Some("validate-sample-user".into()),
+        channel_id: Some("validate-sample-channel".into()),
+        channel_type: Some("group".into()),
+        ..sandwit::AgentCtx::new(SAMPLE_CHAT)
+    };
+    Ok(match granted.in_context(&ctx).await {
+        Err(e) => vec![format!(
+            "its available-methods hook fails on a sample chat: {e}"
+        )],
+        Ok(seen) => (seen.prompt_error.into_iter())
+            .map(|e| format!("its prompt-inject hook fails on a sample chat: {e}"))
+            .collect(),
+    })
 }
 
 /// Whether this process is the worker another `sandwit validate` started.

@@ -57,7 +57,8 @@ enum Command {
     Inspect(inspect::InspectArgs),
     /// Check a plugin as a marketplace would: exit status 0 only when it is
     /// acceptable; otherwise every problem is listed and the status is 1.
-    /// The check runs in a worker process under a memory and CPU budget.
+    /// The check runs in a worker process under a memory and CPU budget,
+    /// and runs the plugin's lifecycle hooks once on a sample chat.
     Validate(inspect::ValidateArgs),
     /// Call one method of a plugin and print its typed result.
     Call(call::CallArgs),

@@ -427,7 +427,20 @@ async def prompt(_ctx: AgentCtx) -> str:
 "#,
     )
     .unwrap();
-    assert_succeeded(&sandwit_in(&dir, &["plugin", "build", "broken"]));
+    // The build runs the hooks once on a sample chat: the prompt hook's
+    // exception fails it, naming the exception and its line.
+    let out = sandwit_in(&dir, &["plugin", "build", "broken"]);
+    assert!(!out.status.success());
+    let said = text(&out.stdout);
+    for part in [
+        "rejected",
+        "its prompt-inject hook fails on a sample chat",
+        "AttributeError: 'AgentCtx' object has no attribute 'missing_in_hook'",
+        "File \"plugin.py\", line 33, in prompt",
+    ] {
+        assert!(said.contains(part), "{part}: {said}");
+    }
+    // The component it built, served anyway, shows the same at run time.
     let wasm = "broken/target/broken.wasm";
 
     let out = sandwit_in(&dir, &["call", "--json", wasm, "bad"]);

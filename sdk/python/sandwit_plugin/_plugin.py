@@ -222,7 +222,8 @@ def config_schema(cls: type) -> dict[str, Any]:
 
 class _Config:
     """A config class's values, read when an attribute is: the operator's
-    value during a call, else the default (so `config =
+    value during a call, else (none set) the default
+    (so `config =
     plugin.get_config(Cls)` works at module level, as in Nekro, where the
     module is imported while the component is built)."""
 
@@ -237,7 +238,15 @@ class _Config:
         default = field_default(getattr(cls, name, None))
         if isinstance(_host.backend, _host.Unbound):
             return default
-        value = _host.backend.config_get(name)
+        try:
+            value = _host.backend.config_get(name)
+        except _host.ServiceError as e:
+            if e.kind != "unavailable":
+                raise
+            # The operator set no configuration: the class's defaults are
+            # the plugin's. (Not granted is an error the author or operator
+            # should see.)
+            value = None
         return default if value is None else value
 
     def __setattr__(self, name: str, value: Any) -> None:
