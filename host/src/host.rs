@@ -117,12 +117,9 @@ impl HostBuilder {
 
     /// A workspace per chat (see [`WorkspaceOptions`]) for the runs of
     /// every [`PythonSandbox`]: the code's working directory, `/workspace`,
-    /// kept across the runs of one chat and never another's. Without it
-    /// the small interpreter's code has no files at all. A
-    /// [`ScientificSandbox`](crate::ScientificSandbox) has its own
-    /// ([`ScientificOptions::workspaces`](crate::ScientificOptions::workspaces));
-    /// give both the same options and a chat finds the same files in
-    /// either.
+    /// kept across the runs of one chat and never another's, in both
+    /// interpreters (a chat finds the same files in either). Without it
+    /// the code has no writable folder.
     pub fn workspaces(mut self, workspaces: WorkspaceOptions) -> Self {
         self.workspaces = Some(workspaces);
         self

@@ -38,6 +38,14 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// Asserts that `said` contains every one of `parts`.
+#[track_caller]
+fn assert_mentions(said: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(said.contains(part), "{part}: {said}");
+    }
+}
+
 #[test]
 fn a_new_python_project_builds_validates_and_answers() {
     let dir = tempdir("plugin-projects", "python");
@@ -432,14 +440,15 @@ async def prompt(_ctx: AgentCtx) -> str:
     let out = sandwit_in(&dir, &["plugin", "build", "broken"]);
     assert!(!out.status.success());
     let said = text(&out.stdout);
-    for part in [
-        "rejected",
-        "its prompt-inject hook fails on a sample chat",
-        "AttributeError: 'AgentCtx' object has no attribute 'missing_in_hook'",
-        "File \"plugin.py\", line 33, in prompt",
-    ] {
-        assert!(said.contains(part), "{part}: {said}");
-    }
+    assert_mentions(
+        &said,
+        &[
+            "rejected",
+            "its prompt-inject hook fails on a sample chat",
+            "AttributeError: 'AgentCtx' object has no attribute 'missing_in_hook'",
+            "File \"plugin.py\", line 33, in prompt",
+        ],
+    );
     // The component it built, served anyway, shows the same at run time.
     let wasm = "broken/target/broken.wasm";
 
@@ -449,14 +458,15 @@ async def prompt(_ctx: AgentCtx) -> str:
     let said = json["error"]["kind"]["message"]
         .as_str()
         .unwrap_or_default();
-    for part in [
-        "AttributeError",
-        "no_such_field",
-        "File \"plugin.py\", line 24, in bad",
-        "File \"plugin.py\", line 28, in helper",
-    ] {
-        assert!(said.contains(part), "{part}: {said}");
-    }
+    assert_mentions(
+        said,
+        &[
+            "AttributeError",
+            "no_such_field",
+            "File \"plugin.py\", line 24, in bad",
+            "File \"plugin.py\", line 28, in helper",
+        ],
+    );
     assert!(!said.contains("wasm backtrace"), "{said}");
 
     let out = sandwit_in(&dir, &["run", "--plugin", wasm, "-c", "print(fine())"]);
@@ -464,14 +474,15 @@ async def prompt(_ctx: AgentCtx) -> str:
     // The prompt hook failed: its text is lost, the methods stay.
     assert_eq!(text(&out.stdout), "cli\n");
     let err = text(&out.stderr);
-    for part in [
-        "prompt hook failed",
-        "AttributeError",
-        "missing_in_hook",
-        "File \"plugin.py\", line 33, in prompt",
-    ] {
-        assert!(err.contains(part), "{part}: {err}");
-    }
+    assert_mentions(
+        &err,
+        &[
+            "prompt hook failed",
+            "AttributeError",
+            "missing_in_hook",
+            "File \"plugin.py\", line 33, in prompt",
+        ],
+    );
     assert!(
         !err.contains("wasm backtrace") && !err.contains("libc.so"),
         "{err}"

@@ -26,7 +26,7 @@ use crate::controls::RunControls;
 use crate::error::LoadError;
 use crate::guard::{Stopped, apply_budget, fuel_used, guarded_until};
 use crate::limits::{Budget, LimitKind, RunLimits};
-use crate::python::outcome::{RunOutcome, WorkspaceFile};
+use crate::python::outcome::RunOutcome;
 use crate::python::{PluginSet, RunOptions, finish, strip_code_fence};
 use crate::runtime::HostInner;
 use crate::sandbox::workspace::{WorkspaceOptions, WorkspaceRun};
@@ -46,7 +46,6 @@ pub struct ScientificOptions {
     preload: Vec<String>,
     limits: RunLimits,
     prepared: usize,
-    workspaces: Option<WorkspaceOptions>,
 }
 
 impl ScientificOptions {
@@ -60,17 +59,7 @@ impl ScientificOptions {
             preload: DEFAULT_PRELOAD.iter().map(|m| m.to_string()).collect(),
             limits: RunLimits::scientific(),
             prepared: 1,
-            workspaces: None,
         }
-    }
-
-    /// A workspace per chat (see [`WorkspaceOptions`]): the code's working
-    /// directory, `/workspace`, kept across the runs of one chat. Unless
-    /// set, the host's ([`HostBuilder::workspaces`](crate::HostBuilder::workspaces)),
-    /// if it has them; without either the code has no writable folder.
-    pub fn workspaces(mut self, workspaces: WorkspaceOptions) -> Self {
-        self.workspaces = Some(workspaces);
-        self
     }
 
     /// The modules imported before the interpreter is copied: a run that
@@ -131,15 +120,13 @@ impl ScientificSandbox {
             source,
         };
         let artifacts = Artifacts::open(&options.dir).map_err(fail)?;
-        let options = ScientificOptions {
-            workspaces: (options.workspaces.clone())
-                .or_else(|| host.workspaces.as_ref().map(|w| w.options.clone())),
-            ..options
-        };
-        let workspaces = options.workspaces.is_some();
-        let (template, first) = Template::build(host, artifacts, &options.preload, workspaces)
-            .await
-            .map_err(fail)?;
+        // The host's workspaces, as the small interpreter's runs have them:
+        // a chat finds the same files in either.
+        let workspaces = host.workspaces.as_ref().map(|w| w.options.clone());
+        let (template, first) =
+            Template::build(host, artifacts, &options.preload, workspaces.is_some())
+                .await
+                .map_err(fail)?;
         let sandbox = ScientificSandbox {
             inner: Arc::new(Inner {
                 host: host.clone(),
@@ -147,7 +134,7 @@ impl ScientificSandbox {
                 limits: options.limits,
                 idle: Mutex::new(vec![first]),
                 prepared: options.prepared,
-                workspaces: options.workspaces,
+                workspaces,
                 restoring: Default::default(),
                 returned: Default::default(),
                 #[cfg(feature = "internals")]
@@ -333,35 +320,6 @@ impl ScientificSandbox {
     #[cfg(feature = "internals")]
     pub fn prepared_intact(&self) -> bool {
         self.idle().iter().all(|i| i.snapshot.intact())
-    }
-
-    /// The files of `ctx`'s chat's workspace (see
-    /// [`ScientificOptions::workspaces`]); `Unsupported` without workspaces.
-    pub fn workspace_files(&self, ctx: &AgentCtx) -> std::io::Result<Vec<WorkspaceFile>> {
-        self.workspaces()?.files(ctx)
-    }
-
-    /// The bytes of the file `path` (relative, `/`-separated) of `ctx`'s
-    /// chat's workspace, if it is a file (not a link or folder) of at most
-    /// `max_bytes`: `NotFound`, `InvalidInput` or (a path that leads
-    /// outside) `PermissionDenied` otherwise, `Unsupported` without
-    /// workspaces.
-    pub fn read_workspace_file(
-        &self,
-        ctx: &AgentCtx,
-        path: &str,
-        max_bytes: u64,
-    ) -> std::io::Result<Vec<u8>> {
-        self.workspaces()?.read(ctx, path, max_bytes)
-    }
-
-    fn workspaces(&self) -> std::io::Result<&WorkspaceOptions> {
-        self.inner.workspaces.as_ref().ok_or_else(|| {
-            std::io::Error::new(
-                std::io::ErrorKind::Unsupported,
-                "this scientific sandbox has no workspaces",
-            )
-        })
     }
 
     fn idle(&self) -> std::sync::MutexGuard<'_, Vec<Interpreter>> {
