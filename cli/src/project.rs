@@ -450,6 +450,11 @@ fn build_python(dir: &Path, componentize_py: Option<PathBuf>) -> anyhow::Result<
     run_step(
         Command::new(&componentize_py)
             .env_remove("VIRTUAL_ENV")
+            // A plugin module that raises on import is reported by its
+            // Python traceback; componentize-py's own Rust backtrace would
+            // bury it.
+            .env("RUST_BACKTRACE", "0")
+            .env("RUST_LIB_BACKTRACE", "0")
             .arg("-q")
             .arg("-d")
             .arg(work.join("wit"))

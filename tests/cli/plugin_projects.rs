@@ -565,3 +565,26 @@ fn a_nekro_plugin_builds_and_runs_unchanged() {
         text(&out.stdout)
     );
 }
+
+/// A Python plugin whose module raises on import fails its build with the
+/// Python traceback (its file and line), not componentize-py's backtrace.
+#[test]
+fn a_python_plugin_that_raises_on_import_fails_its_build_with_the_traceback() {
+    let dir = tempdir("plugin-projects", "python-import-error");
+    let project = dir.join("importerr");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(
+        project.join("plugin.py"),
+        "from sandwit_plugin import NekroPlugin\n\n\
+         plugin = NekroPlugin(name=\"x\", module_name=\"importerr\", description=\"d\", \
+         version=\"0.1.0\", author=\"t\", url=\"\")\n\
+         SETTINGS = {\"a\": 1}\n\
+         LIMIT = SETTINGS[\"missing\"]\n",
+    )
+    .unwrap();
+    let out = sandwit_in(&dir, &["plugin", "build", "importerr"]);
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert_mentions(&err, &["plugin.py\", line 5", "KeyError: 'missing'"]);
+    assert!(!err.contains("Stack backtrace"), "{err}");
+}
