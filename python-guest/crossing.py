@@ -48,6 +48,9 @@ def plugin_error(method, kind, message):
     return cls(method, kind, message)
 
 
+# The code sees them as sandwit's, wherever they are defined: a traceback
+# names `sandwit.PluginError`, not this module's.
+PluginError.__module__ = PluginArgumentError.__module__ = "sandwit"
 builtins.PluginError = PluginError
 builtins.PluginArgumentError = PluginArgumentError
 

@@ -98,6 +98,20 @@ impl CallOutput {
         (std::mem::take(&mut buffer.bytes), dropped)
     }
 
+    /// The last `lines` non-empty lines written since the last take, joined
+    /// by a space, without taking them.
+    pub(crate) fn last_lines(&self, lines: usize) -> String {
+        let buffer = self.lock();
+        let text = String::from_utf8_lossy(&buffer.bytes);
+        let mut last: Vec<&str> = (text.lines().rev())
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .take(lines)
+            .collect();
+        last.reverse();
+        last.join(" ")
+    }
+
     /// Empties the buffer, sets a new cap and a new listener.
     pub(crate) fn reset(&self, capacity: usize, listener: Option<Listener>) {
         let mut buffer = self.lock();

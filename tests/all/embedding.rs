@@ -403,3 +403,45 @@ async fn a_host_method_must_pass_a_plugins_checks_and_not_clash() {
         .unwrap();
     assert!(matches!(err, PluginSetError::Provider { .. }), "{err}");
 }
+
+/// A plugin is bound to the host that loaded it: its grants, configuration
+/// and store are that host's, so another host's run refuses it (for an
+/// embedder with a host per tenant, it would be a path between tenants).
+#[tokio::test]
+async fn a_plugin_is_refused_by_another_hosts_runs() {
+    let tenant = |policy: &str| {
+        Host::builder()
+            .cache_dir(cache_dir())
+            .policy(crate::common::pinned(
+                sandwit::Policy::from_toml(policy).unwrap(),
+            ))
+            .build()
+            .unwrap()
+    };
+    let a = tenant("[plugins.notes]\ngrant = [\"store\"]\n");
+    let b = tenant("");
+    let notes = a.load_plugin_file(artifacts::NOTES).await.unwrap();
+    let set = PluginSet::new(std::slice::from_ref(&notes)).unwrap();
+    let code = "remember('a secret of tenant a')\nprint(recall())";
+    let python_a = a.load_python_file(artifacts::PYTHON).await.unwrap();
+    let outcome = python_a.run(&ctx(), &set, code).await;
+    assert_eq!(outcome.status, RunStatus::Ok, "{outcome:?}");
+    let python_b = b.load_python_file(artifacts::PYTHON).await.unwrap();
+    let outcome = python_b.run(&ctx(), &set, "print(recall())").await;
+    assert_eq!(outcome.status, RunStatus::Error, "{outcome:?}");
+    let error = outcome.error.unwrap();
+    assert_eq!(error.type_name, "ForeignPlugin");
+    assert!(
+        error
+            .message
+            .contains("plugin `notes` was loaded by another Host"),
+        "{error:?}"
+    );
+    assert!(outcome.stdout.is_empty() && outcome.events.is_empty());
+    // Loaded by the second host itself, it has that host's (no) grants.
+    let own = b.load_plugin_file(artifacts::NOTES).await.unwrap();
+    let set = PluginSet::new(&[own]).unwrap();
+    let outcome = python_b.run(&ctx(), &set, "print(recall())").await;
+    assert_eq!(outcome.status, RunStatus::Error, "{outcome:?}");
+    assert!(!outcome.stdout.contains("secret"), "{outcome:?}");
+}

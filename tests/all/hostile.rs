@@ -42,10 +42,18 @@ async fn a_trap_is_reported_with_what_the_plugin_printed() {
     let report = call_hostile(tight_host(), "trap", json!({})).await;
     let err = report.result.unwrap_err();
     assert!(matches!(err.kind, CallErrorKind::Trapped { .. }), "{err}");
+    let message = err.to_string();
     assert!(
-        err.to_string()
-            .starts_with("plugin `hostile`, method `trap`: trapped")
+        message.starts_with("plugin `hostile`, method `trap`: trapped"),
+        "{message}"
     );
+    // One line, for the AI and the embedder: the trap and the panic the
+    // plugin printed, not a trap dump.
+    assert!(
+        !message.contains('\n') && !message.contains("wasm backtrace"),
+        "{message}"
+    );
+    assert!(message.contains("the hostile plugin panics"), "{message}");
     assert!(
         logs(&report.events)
             .iter()

@@ -183,3 +183,13 @@ def test_a_file_store_outlives_its_host(cache_dir, tmp_path, policy_file):
         out = host.run(code, ctx=ctx, plugins=[notes])
         assert (out.status, out.stdout) == ("ok", expected)
         del host, notes
+
+
+def test_a_plugin_loaded_by_another_host_is_refused(host, plugins, cache_dir):
+    # Its grants, configuration and store are the host's that loaded it: for
+    # an embedder with a host per tenant, another host's run refuses it.
+    other = sandwit.Host(cache_dir=cache_dir)
+    out = other.run("print(recall())", plugins=[plugins["notes"]])
+    assert out.status == "error" and out.error.type == "ForeignPlugin", out
+    assert "plugin `notes` was loaded by another Host" in out.error.message
+    assert host.run("print(1)", plugins=[plugins["notes"]]).status == "ok"

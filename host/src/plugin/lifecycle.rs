@@ -92,7 +92,7 @@ impl Plugin {
             Ok((hooks, methods))
         })
         .await
-        .map_err(|stopped| error(stopped_to_error_said(stopped, store.data().last_error())))?;
+        .map_err(|stopped| error(stopped_to_error_said(stopped, store.data().last_said())))?;
         // The same instance, its methods answered: a trap here loses the
         // text alone.
         let prompt = guarded(&mut store, budget, async |store| {
@@ -100,7 +100,7 @@ impl Plugin {
         })
         .await;
         // What the plugin said last, before its events are taken.
-        let said = store.data().last_error();
+        let said = store.data().last_said();
         for event in store.data_mut().take_events() {
             tracing::debug!(event = %event.line(self.id()), "lifecycle hook");
         }

@@ -133,5 +133,5 @@ async fn describe(
             .await
     })
     .await
-    .map_err(|stopped| stopped_to_error_said(stopped, store.data().last_error()))
+    .map_err(|stopped| stopped_to_error_said(stopped, store.data().last_said()))
 }

@@ -295,6 +295,12 @@ impl Plugin {
         }
     }
 
+    /// Whether `host` loaded this plugin: its grants, configuration and
+    /// store are that host's.
+    pub(crate) fn loaded_by(&self, host: &Arc<HostInner>) -> bool {
+        Arc::ptr_eq(&self.inner.host, host)
+    }
+
     /// A key that tells this loaded plugin from every other one.
     pub(crate) fn key(&self) -> usize {
         Arc::as_ptr(&self.inner) as usize
@@ -346,7 +352,7 @@ impl Plugin {
             Err(stopped) => {
                 // An instance stopped mid-call is not fit to call again.
                 session.instance = None;
-                let said = session.store.data().last_error();
+                let said = session.store.data().last_said();
                 return Err(stopped_to_error_said(stopped, said));
             }
         };
@@ -383,16 +389,20 @@ pub(crate) struct Session {
 }
 
 /// `stopped` as a call's error, a trap named by what the plugin said last
-/// at error level (`said`), if it did: the SDKs log an uncaught Python
-/// exception (type, message, the plugin's own frames) or a Rust panic's
-/// message there before they trap, which says more than the trap. The trap
-/// itself, with its backtrace, is logged at debug level.
-fn stopped_to_error_said(stopped: Stopped, said: Option<String>) -> CallErrorKind {
+/// (`said`): the SDKs log an uncaught Python exception (type, message, the
+/// plugin's own frames) or a Rust panic's message at error level before
+/// they trap, which says more than the trap; a plugin without them may have
+/// printed its panic, which goes beside the trap. The trap itself, with
+/// its backtrace, is logged at debug level.
+fn stopped_to_error_said(stopped: Stopped, said: state::Said) -> CallErrorKind {
     match (stopped, said) {
-        (Stopped::Trap(err), Some(said)) => {
+        (Stopped::Trap(err), state::Said::Error(said)) => {
             tracing::debug!("the plugin trapped: {err:?}");
             CallErrorKind::Trapped { message: said }
         }
+        (Stopped::Trap(err), state::Said::Printed(printed)) => CallErrorKind::Trapped {
+            message: format!("{}; it printed last: {printed}", trap_message(&err)),
+        },
         (stopped, _) => stopped_to_error(stopped),
     }
 }

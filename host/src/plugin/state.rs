@@ -43,6 +43,15 @@ pub(crate) struct PluginCall {
     output: CallOutput,
 }
 
+/// What a plugin said last in a call ([`Guest::last_said`]).
+pub(crate) enum Said {
+    /// An error-level log line: the SDK's report of what traps it.
+    Error(String),
+    /// The last lines it printed.
+    Printed(String),
+    Nothing,
+}
+
 /// A plugin's linker on `engine`.
 pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<PluginState>> {
     let mut linker = Linker::new(engine);
@@ -80,10 +89,20 @@ pub(crate) fn new(
 }
 
 impl Guest<PluginCall> {
-    /// The last error-level line the plugin logged in the call, if any: an
-    /// SDK's report of the exception or panic that is about to trap it.
-    pub(crate) fn last_error(&self) -> Option<String> {
-        self.state.events.last_error().map(str::to_string)
+    /// What the plugin said last in the call, for a trap that follows:
+    /// the last error-level line it logged (an SDK's report of the
+    /// exception or panic that is about to trap it), else the last two lines
+    /// it printed (where a runtime without the SDK writes a panic), secrets
+    /// hidden.
+    pub(crate) fn last_said(&self) -> Said {
+        if let Some(said) = self.state.events.last_error() {
+            return Said::Error(said.to_string());
+        }
+        let printed = self.state.output.last_lines(2);
+        if printed.is_empty() {
+            return Said::Nothing;
+        }
+        Said::Printed(self.state.env.config.redactor.redact_cut(printed, 2_000))
     }
 
     /// Makes the store ready for another call of the same instance: the

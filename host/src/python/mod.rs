@@ -155,6 +155,9 @@ impl PythonSandbox {
             .as_ref()
             .unwrap_or(&self.inner.host.run_limits);
         let start = Instant::now();
+        if let Some(refused) = plugins.refused_by(&self.inner.host, start) {
+            return refused;
+        }
         let code = strip_code_fence(code);
         let budget = Budget {
             fuel: limits.fuel,

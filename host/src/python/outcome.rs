@@ -248,13 +248,20 @@ impl RunOutcome {
     /// workspace).
     pub(crate) fn failed(error: anyhow::Error, start: Instant) -> RunOutcome {
         tracing::error!("a run could not start: {error:#}");
+        let message = format!("the host could not start the run: {error:#}");
+        RunOutcome::not_run("InterpreterUnavailable", message, start)
+    }
+
+    /// The outcome of a run refused before it started: an error of type
+    /// `type_name` saying `message`.
+    pub(crate) fn not_run(type_name: &str, message: String, start: Instant) -> RunOutcome {
         RunOutcome {
             status: RunStatus::Error,
             stdout: String::new(),
             stderr: String::new(),
             error: Some(RunError {
-                type_name: "InterpreterUnavailable".into(),
-                message: format!("the host could not start the run: {error:#}"),
+                type_name: type_name.into(),
+                message,
                 line: None,
                 traceback: String::new(),
             }),

@@ -180,6 +180,28 @@ impl PluginSet {
         plugins
     }
 
+    /// The outcome of a run of `host` refused because the set has a plugin
+    /// another host loaded, if it does: the run must not call it (it would
+    /// act with that host's grants, configuration and store: for an
+    /// embedder with a host per tenant, a path between tenants).
+    pub(crate) fn refused_by(
+        &self,
+        host: &Arc<crate::runtime::HostInner>,
+        start: std::time::Instant,
+    ) -> Option<super::outcome::RunOutcome> {
+        let plugin = self.plugins().into_iter().find(|p| !p.loaded_by(host))?;
+        let message = format!(
+            "plugin `{}` was loaded by another Host: load it with this one (its grants, \
+             configuration and store are the host's that loaded it)",
+            plugin.id()
+        );
+        Some(super::outcome::RunOutcome::not_run(
+            "ForeignPlugin",
+            message,
+            start,
+        ))
+    }
+
     /// Whether `other` is this set (a clone of it), not just equal to it.
     pub(crate) fn same(&self, other: &PluginSet) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)

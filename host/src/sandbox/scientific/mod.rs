@@ -193,6 +193,9 @@ impl ScientificSandbox {
         let host = &inner.host;
         let limits = options.limits.as_ref().unwrap_or(&inner.limits);
         let start = Instant::now();
+        if let Some(refused) = plugins.refused_by(host, start) {
+            return refused;
+        }
         let code = strip_code_fence(code);
         let budget = Budget {
             fuel: limits.fuel,
