@@ -46,6 +46,12 @@ pub(crate) struct HostInner {
 }
 
 impl HostInner {
+    /// The most memory a call or a run may have: what each instance slot of
+    /// the host's pool holds.
+    pub(crate) fn max_memory(&self) -> usize {
+        self.limits.memory_bytes.max(self.run_limits.memory_bytes)
+    }
+
     /// An engine with the host's settings and a pool of its own (its code is
     /// compatible with the host's engine).
     pub(crate) fn engine_with(&self, pool: Pool) -> anyhow::Result<Engine> {

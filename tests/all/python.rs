@@ -1296,3 +1296,37 @@ async fn a_full_pool_fails_the_call_that_needs_another_instance_and_says_so() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_run_asking_more_memory_than_the_host_holds_is_refused_not_capped() {
+    // The host's instances hold its largest memory limit; a run asking for
+    // more would be capped there silently (a MemoryError well below what
+    // it asked for), so it is refused, saying how to raise it.
+    let python = host().load_python_file(artifacts::PYTHON).await.unwrap();
+    let most = host()
+        .run_limits()
+        .memory_bytes
+        .max(host().limits().memory_bytes);
+    let limits = RunLimits {
+        memory_bytes: most + (512 << 20),
+        ..host().run_limits().clone()
+    };
+    let outcome = python
+        .run_with_limits(&ctx(), &PluginSet::default(), "print(1)", &limits)
+        .await;
+    assert_eq!(outcome.status, RunStatus::Error, "{outcome:?}");
+    let error = outcome.error.unwrap();
+    assert_eq!(error.type_name, "LimitUnavailable");
+    assert!(
+        error.message.contains("raise the host's run limits"),
+        "{error:?}"
+    );
+    let limits = RunLimits {
+        memory_bytes: most,
+        ..host().run_limits().clone()
+    };
+    let outcome = python
+        .run_with_limits(&ctx(), &PluginSet::default(), "print(1)", &limits)
+        .await;
+    assert_ok(&outcome);
+}

@@ -263,6 +263,15 @@ impl Sandbox {
             Sandbox::Scientific(sandbox) => sandbox.code_source(),
         }
     }
+
+    /// The limits of its runs that bring none: what a run's own limits
+    /// override field by field.
+    fn default_limits(&self, host: &Host) -> RunLimits {
+        match self {
+            Sandbox::Small(_) => host.run_limits().clone(),
+            Sandbox::Scientific(sandbox) => sandbox.run_limits().clone(),
+        }
+    }
 }
 
 /// What the tasks of a host share: the host, and its interpreters once
@@ -469,9 +478,7 @@ impl PyHost {
         let plugins = plugin_set_arg(plugins, ctx)?;
         let ctx = ctx_or_default(ctx);
         let mut options = RunOptions::new().cancel(cancel);
-        if let Some(limits) = limits {
-            options = options.limits(limits.get().limits.clone());
-        }
+        let limits = limits.map(|l| l.get().clone());
         if let Some(listener) = listener {
             options = options.on_event(move |event| listener(event));
         }
@@ -486,6 +493,12 @@ impl PyHost {
                         .await
                         .map_err(|e| Failure::Other(format!("loading the interpreter: {e}")))??
                 }
+            };
+            // The fields the run's limits give, over the interpreter's
+            // defaults: the rest stay the host's.
+            let options = match &limits {
+                Some(limits) => options.limits(limits.over(&sandbox.default_limits(&shared.host))),
+                None => options,
             };
             Ok(sandbox.run_with(&ctx, &plugins, &code, &options).await)
         }))
@@ -712,9 +725,7 @@ impl PyHost {
     /// unless the run gives its own limits).
     #[getter]
     fn limits(&self) -> PyRunLimits {
-        PyRunLimits {
-            limits: self.shared.host.run_limits().clone(),
-        }
+        PyRunLimits::whole(self.shared.host.run_limits().clone())
     }
 
     /// The limits of every plugin call.

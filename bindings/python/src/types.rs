@@ -171,6 +171,67 @@ pub fn ctx_or_default(ctx: Option<&Bound<'_, PyAgentCtx>>) -> sandwit::AgentCtx 
 #[derive(Clone, PartialEq)]
 pub struct PyRunLimits {
     pub limits: sandwit::RunLimits,
+    /// The fields given when it was made: a run's limits override only
+    /// those of the interpreter's defaults ([`PyRunLimits::over`]).
+    given: Given,
+}
+
+/// Which of [`PyRunLimits`]' fields were given.
+#[derive(Clone, Copy, Default, PartialEq)]
+struct Given {
+    time: bool,
+    memory: bool,
+    fuel: bool,
+    calls: bool,
+    output: bool,
+    events: bool,
+    event_bytes: bool,
+}
+
+impl PyRunLimits {
+    /// `base` with the fields this one was given.
+    pub fn over(&self, base: &sandwit::RunLimits) -> sandwit::RunLimits {
+        let (g, l) = (self.given, &self.limits);
+        sandwit::RunLimits {
+            time: if g.time { l.time } else { base.time },
+            memory_bytes: if g.memory {
+                l.memory_bytes
+            } else {
+                base.memory_bytes
+            },
+            fuel: if g.fuel { l.fuel } else { base.fuel },
+            max_calls: if g.calls { l.max_calls } else { base.max_calls },
+            max_output_bytes: if g.output {
+                l.max_output_bytes
+            } else {
+                base.max_output_bytes
+            },
+            max_events: if g.events {
+                l.max_events
+            } else {
+                base.max_events
+            },
+            max_event_bytes: if g.event_bytes {
+                l.max_event_bytes
+            } else {
+                base.max_event_bytes
+            },
+        }
+    }
+
+    /// Limits with every field given.
+    pub fn whole(limits: sandwit::RunLimits) -> Self {
+        let all = Given {
+            time: true,
+            memory: true,
+            fuel: true,
+            calls: true,
+            output: true,
+            events: true,
+            event_bytes: true,
+        };
+        PyRunLimits { limits, given: all }
+    }
 }
 
 #[pymethods]
@@ -187,7 +248,17 @@ impl PyRunLimits {
         max_event_bytes: Option<usize>,
     ) -> PyResult<Self> {
         let d = sandwit::RunLimits::default();
+        let given = Given {
+            time: timeout_s.is_some(),
+            memory: memory_mib.is_some(),
+            fuel: fuel.is_some(),
+            calls: max_calls.is_some(),
+            output: max_output_bytes.is_some(),
+            events: max_events.is_some(),
+            event_bytes: max_event_bytes.is_some(),
+        };
         Ok(PyRunLimits {
+            given,
             limits: sandwit::RunLimits {
                 fuel: fuel.unwrap_or(d.fuel),
                 time: timeout_s.map_or(Ok(d.time), |s| seconds("timeout_s", s))?,

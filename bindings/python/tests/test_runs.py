@@ -193,3 +193,16 @@ def test_a_plugin_loaded_by_another_host_is_refused(host, plugins, cache_dir):
     assert out.status == "error" and out.error.type == "ForeignPlugin", out
     assert "plugin `notes` was loaded by another Host" in out.error.message
     assert host.run("print(1)", plugins=[plugins["notes"]]).status == "ok"
+
+
+def test_a_runs_limits_override_only_the_fields_they_give(cache_dir):
+    host = sandwit.Host(cache_dir=cache_dir, limits=sandwit.RunLimits(memory_mib=512))
+    grow = "b = bytearray(300 << 20)\nprint(len(b) >> 20)"
+    # The run gives a time limit only: the memory stays the host's 512 MiB.
+    out = host.run(grow, limits=sandwit.RunLimits(timeout_s=20))
+    assert (out.status, out.stdout) == ("ok", "300\n"), out
+    # Asking for more memory than the host's instances hold is refused,
+    # not capped where the run would not expect it.
+    out = host.run("print(1)", limits=sandwit.RunLimits(memory_mib=4096))
+    assert out.status == "error" and out.error.type == "LimitUnavailable", out
+    assert "raise the host's run limits" in out.error.message

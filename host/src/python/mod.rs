@@ -158,6 +158,18 @@ impl PythonSandbox {
         if let Some(refused) = plugins.refused_by(&self.inner.host, start) {
             return refused;
         }
+        let most = self.inner.host.max_memory();
+        if limits.memory_bytes > most {
+            // Granting it would cap it at the pool's slots silently.
+            let message = format!(
+                "the run asks for {} MiB of memory, more than the {} MiB this host's instances \
+                 hold: raise the host's run limits (HostBuilder::run_limits, \
+                 Host(limits=RunLimits(memory_mib=...)), --memory-mib)",
+                limits.memory_bytes >> 20,
+                most >> 20
+            );
+            return RunOutcome::not_run("LimitUnavailable", message, start);
+        }
         let code = strip_code_fence(code);
         let budget = Budget {
             fuel: limits.fuel,

@@ -164,9 +164,10 @@ class AgentCtx:
 
 @final
 class RunLimits:
-    """Limits on one Python run; what is not given has its default. A
-    plugin call made by the run draws on the run's remaining fuel and
-    time."""
+    """Limits on one Python run. Given to `Host`, what is not given has
+    its default; given to a run, only the fields given override the
+    interpreter's defaults. A plugin call made by the run draws on the
+    run's remaining fuel and time."""
 
     def __init__(
         self,
