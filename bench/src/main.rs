@@ -208,6 +208,24 @@ pub struct Setup {
     pub ctx: AgentCtx,
 }
 
+/// The plugins the scenarios call (echo and calc, beside `echo_path`),
+/// loaded by `host`: a host's runs call only plugins it loaded.
+async fn bench_plugins(host: &Host, echo_path: &Path) -> anyhow::Result<PluginSet> {
+    let echo = host.load_plugin_file(echo_path).await?;
+    let calc = host
+        .load_plugin_file(echo_path.with_file_name("calc.wasm"))
+        .await?;
+    Ok(PluginSet::new(&[echo, calc])?)
+}
+
+impl Setup {
+    /// The scenarios' plugins, loaded by `host` (another host than the
+    /// setup's).
+    pub async fn plugins_in(&self, host: &Host) -> anyhow::Result<PluginSet> {
+        bench_plugins(host, &self.echo_path).await
+    }
+}
+
 async fn bench(options: Options) -> anyhow::Result<()> {
     if options.scientific_only {
         return scientific_only(options).await;
@@ -216,11 +234,7 @@ async fn bench(options: Options) -> anyhow::Result<()> {
     let python_path = options.python_path();
     let echo_path = options.echo_path();
     let python = host.load_python_file(&python_path).await?;
-    let echo = host.load_plugin_file(&echo_path).await?;
-    let calc = host
-        .load_plugin_file(echo_path.with_file_name("calc.wasm"))
-        .await?;
-    let plugins = PluginSet::new(&[echo, calc])?;
+    let plugins = bench_plugins(&host, &echo_path).await?;
     let setup = Setup {
         options,
         host,

@@ -63,19 +63,29 @@ pub async fn fresh_runs(setup: &Setup, rows: &mut Vec<Row>) -> anyhow::Result<()
         check(&python.run(ctx, plugins, "print(1+1)").await)?;
     }
     let runs = options.reps(options.runs);
-    let unprepared = options.builder().prepared_interpreters(0).build()?;
-    let unprepared = unprepared.load_python_file(&setup.python_path).await?;
-    for (python, how, wait, what, code) in [
+    let unprepared_host = options.builder().prepared_interpreters(0).build()?;
+    let unprepared = unprepared_host.load_python_file(&setup.python_path).await?;
+    let unprepared_plugins = setup.plugins_in(&unprepared_host).await?;
+    for (python, plugins, how, wait, what, code) in [
         (
             python,
+            plugins,
             "prepared interpreter",
             true,
             "print(1+1)",
             "print(1+1)",
         ),
-        (python, "prepared interpreter", true, "short script", SCRIPT),
+        (
+            python,
+            plugins,
+            "prepared interpreter",
+            true,
+            "short script",
+            SCRIPT,
+        ),
         (
             &unprepared,
+            &unprepared_plugins,
             "instantiated by the run",
             false,
             "print(1+1)",
@@ -451,17 +461,18 @@ pub async fn first_seconds(setup: &Setup, rows: &mut Vec<Row>) -> anyhow::Result
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let back_to_back = async |python: &PythonSandbox| -> anyhow::Result<Samples> {
-        let start = Instant::now();
-        let mut times = Vec::new();
-        while start.elapsed() < window {
-            let run = Instant::now();
-            check(&python.run(ctx, plugins, "print(1+1)").await)?;
-            times.push(run.elapsed());
-        }
-        Ok(Samples::new(times))
-    };
-    let warm = back_to_back(python).await?;
+    let back_to_back =
+        async |python: &PythonSandbox, plugins: &PluginSet| -> anyhow::Result<Samples> {
+            let start = Instant::now();
+            let mut times = Vec::new();
+            while start.elapsed() < window {
+                let run = Instant::now();
+                check(&python.run(ctx, plugins, "print(1+1)").await)?;
+                times.push(run.elapsed());
+            }
+            Ok(Samples::new(times))
+        };
+    let warm = back_to_back(python, plugins).await?;
     let warm_p50 = us(warm.at(0.5));
     rows.push(Row::new(
         "new host: back-to-back print(1+1), a warm host's, p50",
@@ -482,7 +493,8 @@ pub async fn first_seconds(setup: &Setup, rows: &mut Vec<Row>) -> anyhow::Result
         let load = Instant::now();
         let new = host.load_python_file(&setup.python_path).await?;
         let loaded = load.elapsed();
-        let times = back_to_back(&new).await?;
+        let new_plugins = setup.plugins_in(&host).await?;
+        let times = back_to_back(&new, &new_plugins).await?;
         let p50 = us(times.at(0.5));
         rows.push(Row::new(
             format!("new host: back-to-back print(1+1) in its first {} s, on {cache}, p50", window.as_secs()),
