@@ -168,7 +168,7 @@ pub fn ctx_or_default(ctx: Option<&Bound<'_, PyAgentCtx>>) -> sandwit::AgentCtx 
 
 /// Limits on one Python run.
 #[pyclass(frozen, eq, module = "sandwit", name = "RunLimits")]
-#[derive(Clone, PartialEq)]
+#[derive(Clone)]
 pub struct PyRunLimits {
     pub limits: sandwit::RunLimits,
     /// The fields given when it was made: a run's limits override only
@@ -177,7 +177,7 @@ pub struct PyRunLimits {
 }
 
 /// Which of [`PyRunLimits`]' fields were given.
-#[derive(Clone, Copy, Default, PartialEq)]
+#[derive(Clone, Copy, Default)]
 struct Given {
     time: bool,
     memory: bool,
@@ -186,6 +186,13 @@ struct Given {
     output: bool,
     events: bool,
     event_bytes: bool,
+}
+
+/// Limits are equal when their values are, whichever fields were given.
+impl PartialEq for PyRunLimits {
+    fn eq(&self, other: &Self) -> bool {
+        self.limits == other.limits
+    }
 }
 
 impl PyRunLimits {
