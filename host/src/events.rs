@@ -133,18 +133,19 @@ impl CallEvents {
     /// then cut at [`MAX_LOG_LINE_BYTES`], so no tail of a secret survives
     /// the cut) and forwards it to `tracing` within the plugin's rate.
     pub(crate) fn push_log(&mut self, env: &PluginEnv, level: &'static str, message: String) {
-        if level == "error" {
-            let said = env
-                .config
-                .redactor
-                .redact_cut(message.clone(), MAX_LOG_LINE_BYTES);
-            self.last_error = Some(said);
+        let redact = |message| env.config.redactor.redact_cut(message, MAX_LOG_LINE_BYTES);
+        // An error line is kept past the caps, so it is redacted first; the
+        // others only once they are to be recorded.
+        let error = level == "error";
+        let message = if error { redact(message) } else { message };
+        if error {
+            self.last_error = Some(message.clone());
         }
         if self.logged >= MAX_LOG_LINES {
             self.dropped_logs += 1;
             return;
         }
-        let message = env.config.redactor.redact_cut(message, MAX_LOG_LINE_BYTES);
+        let message = if error { message } else { redact(message) };
         let line = PluginEvent::Log(LogLine {
             level,
             message: message.clone(),

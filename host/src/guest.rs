@@ -54,6 +54,21 @@ impl<S> Guest<S> {
         self.table.iter_mut().count()
     }
 
+    /// The reps of the resources the guest holds handles to.
+    pub(crate) fn occupied(&mut self) -> Vec<u32> {
+        let mut left = self.resources();
+        let mut reps = Vec::with_capacity(left);
+        let mut rep = 0;
+        while left > 0 && rep < u32::MAX {
+            if self.table.get_any_mut(rep).is_ok() {
+                reps.push(rep);
+                left -= 1;
+            }
+            rep += 1;
+        }
+        reps
+    }
+
     /// The resource table and the guest's own state, borrowed together (for
     /// views such as `wasi:http`'s that need both).
     pub(crate) fn table_and_state(&mut self) -> (&mut ResourceTable, &mut S) {

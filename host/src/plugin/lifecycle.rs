@@ -93,36 +93,16 @@ impl Plugin {
         })
         .await
         .map_err(|stopped| error(stopped_to_error_said(stopped, store.data().last_said())))?;
-        // The same instance, its methods answered: a trap here loses the
-        // text alone.
-        let prompt = guarded(&mut store, budget, async |store| {
-            hooks.call_prompt_inject(&mut *store, &wit_ctx).await
-        })
-        .await;
-        // What the plugin said last, before its events are taken.
-        let said = store.data().last_said();
-        for event in store.data_mut().take_events() {
-            tracing::debug!(event = %event.line(self.id()), "lifecycle hook");
-        }
-        let redactor = &inner.env.config.redactor;
-        let (prompt, prompt_error) = match prompt {
-            Err(stopped) => (None, Some(error(stopped_to_error_said(stopped, said)))),
-            Ok(Some(text)) if text.len() > MAX_INJECTED_PROMPT_BYTES => {
-                let message = format!(
-                    "the injected prompt is {} bytes, more than the limit of \
-                     {MAX_INJECTED_PROMPT_BYTES} bytes",
-                    text.len()
-                );
-                (None, Some(error(CallErrorKind::BadResult { message })))
+        let log_events = |store: &mut wasmtime::Store<PluginState>| {
+            for event in store.data_mut().take_events() {
+                tracing::debug!(event = %event.line(self.id()), "lifecycle hook");
             }
-            Ok(Some(text)) if text.trim().is_empty() => (None, None),
-            Ok(Some(text)) => (Some(redactor.redact(&text)), None),
-            Ok(None) => (None, None),
         };
         if let Some(unknown) = methods
             .iter()
             .find(|name| inner.manifest.method(name).is_none())
         {
+            log_events(&mut store);
             return Err(error(CallErrorKind::BadResult {
                 message: format!(
                     "available-methods names {}, which the plugin does not offer",
@@ -137,6 +117,30 @@ impl Plugin {
             .filter(|spec| methods.contains(&spec.name))
             .map(|spec| spec.name.clone())
             .collect();
+        // The same instance, its methods answered: a trap here loses the
+        // text alone. What the plugin said is read before its events are
+        // taken.
+        let prompt = guarded(&mut store, budget, async |store| {
+            hooks.call_prompt_inject(&mut *store, &wit_ctx).await
+        })
+        .await
+        .map_err(|stopped| error(stopped_to_error_said(stopped, store.data().last_said())));
+        log_events(&mut store);
+        let redactor = &inner.env.config.redactor;
+        let (prompt, prompt_error) = match prompt {
+            Err(e) => (None, Some(e)),
+            Ok(Some(text)) if text.len() > MAX_INJECTED_PROMPT_BYTES => {
+                let message = format!(
+                    "the injected prompt is {} bytes, more than the limit of \
+                     {MAX_INJECTED_PROMPT_BYTES} bytes",
+                    text.len()
+                );
+                (None, Some(error(CallErrorKind::BadResult { message })))
+            }
+            Ok(Some(text)) if text.trim().is_empty() => (None, None),
+            Ok(Some(text)) => (Some(redactor.redact(&text)), None),
+            Ok(None) => (None, None),
+        };
         Ok(PluginContext {
             prompt,
             methods: Some(methods),

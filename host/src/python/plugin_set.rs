@@ -189,7 +189,15 @@ impl PluginSet {
         host: &Arc<crate::runtime::HostInner>,
         start: std::time::Instant,
     ) -> Option<super::outcome::RunOutcome> {
-        let plugin = self.plugins().into_iter().find(|p| !p.loaded_by(host))?;
+        // Per run: by the methods, with no list of plugins made.
+        let plugin =
+            self.inner
+                .specs
+                .iter()
+                .find_map(|spec| match &self.inner.by_method[&spec.name] {
+                    Provider::Plugin(plugin) if !plugin.loaded_by(host) => Some(plugin),
+                    _ => None,
+                })?;
         let message = format!(
             "plugin `{}` was loaded by another Host: load it with this one (its grants, \
              configuration and store are the host's that loaded it)",

@@ -83,22 +83,6 @@ impl RunState {
         }
     }
 
-    /// The reps of every resource the store holds.
-    pub(crate) fn occupied(&mut self) -> Vec<u32> {
-        let mut total = self.resources();
-        let table = self.ctx().table;
-        let mut reps = Vec::with_capacity(total);
-        let mut rep = 0;
-        while total > 0 && rep < u32::MAX {
-            if table.get_any_mut(rep).is_ok() {
-                reps.push(rep);
-                total -= 1;
-            }
-            rep += 1;
-        }
-        reps
-    }
-
     /// Deletes the resources a run left that may reach its chat's folder
     /// (descriptors, directory listings, streams), all but those held since
     /// the interpreter was prepared: the next run, maybe another chat's,
