@@ -210,7 +210,7 @@ pub async fn interpreters(host: &Host, args: &InterpreterArgs) -> anyhow::Result
         interpreters = interpreters.with_scientific(sandbox, default);
     }
     Ok(match args.workspace {
-        Some(_) => interpreters.with_workspaces(args.workspace_max_mib.saturating_mul(1 << 20)),
+        Some(_) => interpreters.with_workspaces(args.workspace_max_bytes()),
         None => interpreters,
     })
 }
@@ -222,8 +222,13 @@ impl InterpreterArgs {
         let root = self.workspace.as_ref()?;
         Some(
             WorkspaceOptions::new(root)
-                .max_bytes(self.workspace_max_mib.saturating_mul(1 << 20))
+                .max_bytes(self.workspace_max_bytes())
                 .max_files(self.workspace_max_files),
         )
+    }
+
+    /// `--workspace-max-mib` in bytes.
+    fn workspace_max_bytes(&self) -> u64 {
+        self.workspace_max_mib.saturating_mul(1 << 20)
     }
 }

@@ -38,6 +38,22 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// A Python project `name` in a folder of the test's own (`case`), its
+/// `plugin.py` being `source`: the folder, to build and run in.
+fn python_project(case: &str, name: &str, source: &str) -> std::path::PathBuf {
+    let dir = tempdir("plugin-projects", case);
+    let project = dir.join(name);
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(project.join("plugin.py"), source).unwrap();
+    dir
+}
+
+/// The text of a file of sdk/python.
+fn sdk_file(path: &str) -> String {
+    let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk/python");
+    std::fs::read_to_string(sdk.join(path)).unwrap()
+}
+
 /// Asserts that `said` contains every one of `parts`.
 #[track_caller]
 fn assert_mentions(said: &str, parts: &[&str]) {
@@ -230,14 +246,9 @@ fn weather_api() -> (u16, Arc<AtomicUsize>) {
 /// refused the API when HTTP is not granted.
 #[test]
 fn a_nekro_style_python_plugin_builds_validates_and_reaches_a_granted_api() {
-    let dir = tempdir("plugin-projects", "forecast");
+    let source = sdk_file("examples/forecast/plugin.py");
+    let dir = python_project("forecast", "forecast", &source);
     let project = dir.join("forecast");
-    std::fs::create_dir_all(&project).unwrap();
-    std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk/python/examples/forecast/plugin.py"),
-        project.join("plugin.py"),
-    )
-    .unwrap();
     let out = sandwit_in(&dir, &["plugin", "build", "forecast"]);
     assert_succeeded(&out);
     assert!(
@@ -394,11 +405,9 @@ fn a_new_rust_project_builds_and_validates() {
 /// with no wasm backtrace; the failing prompt hook costs only its text.
 #[test]
 fn a_python_plugins_errors_name_the_exception_and_its_line() {
-    let dir = tempdir("plugin-projects", "python-errors");
-    let project = dir.join("broken");
-    std::fs::create_dir_all(&project).unwrap();
-    std::fs::write(
-        project.join("plugin.py"),
+    let dir = python_project(
+        "python-errors",
+        "broken",
         r#"from sandwit_plugin import AgentCtx, NekroPlugin, SandboxMethodType
 
 plugin = NekroPlugin(name="Broken", module_name="broken", description="Fails on purpose.",
@@ -433,8 +442,7 @@ def helper(ctx):
 async def prompt(_ctx: AgentCtx) -> str:
     return "chat " + _ctx.missing_in_hook
 "#,
-    )
-    .unwrap();
+    );
     // The build runs the hooks once on a sample chat: the prompt hook's
     // exception fails it, naming the exception and its line.
     let out = sandwit_in(&dir, &["plugin", "build", "broken"]);
@@ -495,12 +503,9 @@ async def prompt(_ctx: AgentCtx) -> str:
 /// methods, hooks, config and store work in a run.
 #[test]
 fn a_nekro_plugin_builds_and_runs_unchanged() {
-    let dir = tempdir("plugin-projects", "nekro-unchanged");
+    let source = sdk_file("tests/nekro_style/plugin.py");
+    let dir = python_project("nekro-unchanged", "nekro_notes", &source);
     let project = dir.join("nekro_notes");
-    std::fs::create_dir_all(&project).unwrap();
-    let source =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk/python/tests/nekro_style/plugin.py");
-    std::fs::copy(&source, project.join("plugin.py")).unwrap();
     let out = sandwit_in(&dir, &["plugin", "build", "nekro_notes"]);
     assert_succeeded(&out);
     assert!(
@@ -570,18 +575,15 @@ fn a_nekro_plugin_builds_and_runs_unchanged() {
 /// Python traceback (its file and line), not componentize-py's backtrace.
 #[test]
 fn a_python_plugin_that_raises_on_import_fails_its_build_with_the_traceback() {
-    let dir = tempdir("plugin-projects", "python-import-error");
-    let project = dir.join("importerr");
-    std::fs::create_dir_all(&project).unwrap();
-    std::fs::write(
-        project.join("plugin.py"),
+    let dir = python_project(
+        "python-import-error",
+        "importerr",
         "from sandwit_plugin import NekroPlugin\n\n\
          plugin = NekroPlugin(name=\"x\", module_name=\"importerr\", description=\"d\", \
          version=\"0.1.0\", author=\"t\", url=\"\")\n\
          SETTINGS = {\"a\": 1}\n\
          LIMIT = SETTINGS[\"missing\"]\n",
-    )
-    .unwrap();
+    );
     let out = sandwit_in(&dir, &["plugin", "build", "importerr"]);
     assert!(!out.status.success());
     let err = text(&out.stderr);

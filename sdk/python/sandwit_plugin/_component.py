@@ -346,17 +346,24 @@ def _method_result(kind: str, result: Any) -> t.MethodResult:
     return t.MethodResult_MultimodalAgent(parts)
 
 
+def _reported(what: str, call: Any, *args: Any) -> Any:
+    """`call(*args)`, for an export that answers no error (describe, the
+    hooks): an exception is logged at error level, which the host names as
+    the call's failure, then ends the call."""
+    try:
+        return call(*args)
+    except BaseException as e:
+        _host.backend.log("error", f"{what} raised {report(e)}")
+        raise
+
+
 def export_classes(plugin: NekroPlugin) -> tuple[type, type]:
     """The `Plugin` and `Lifecycle` export classes for `plugin`."""
     _host.backend = _Host()
 
     class Plugin(exports.Plugin):
         def describe(self) -> t.PluginManifest:
-            try:
-                m = plugin.manifest()
-            except BaseException as e:
-                _host.backend.log("error", f"describing the plugin raised {report(e)}")
-                raise
+            m = _reported("describing the plugin", plugin.manifest)
             return t.PluginManifest(
                 id=m["id"],
                 name=m["name"],
@@ -388,20 +395,10 @@ def export_classes(plugin: NekroPlugin) -> tuple[type, type]:
                 raise _call_error(e) from None
 
     class Lifecycle(exports.Lifecycle):
-        # The hooks answer no error: an exception is logged at error level,
-        # which the host names as the hook's failure, then ends the call.
         def prompt_inject(self, ctx: t.AgentCtx) -> Optional[str]:
-            try:
-                return plugin.prompt_inject(_ctx(ctx))
-            except BaseException as e:
-                _host.backend.log("error", f"the prompt-inject hook raised {report(e)}")
-                raise
+            return _reported("the prompt-inject hook", plugin.prompt_inject, _ctx(ctx))
 
         def available_methods(self, ctx: t.AgentCtx) -> list[str]:
-            try:
-                return plugin.available_methods(_ctx(ctx))
-            except BaseException as e:
-                _host.backend.log("error", f"the collect-methods hook raised {report(e)}")
-                raise
+            return _reported("the collect-methods hook", plugin.available_methods, _ctx(ctx))
 
     return Plugin, Lifecycle
