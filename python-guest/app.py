@@ -78,7 +78,7 @@ from wit_world.imports import methods as host_methods
 from wit_world.imports import types as t
 
 import crossing
-from crossing import make_function, plugin_error, run
+from crossing import inputs_of, make_function, plugin_error, run
 
 AVAILABLE_MODULES = sorted(
     name
@@ -135,10 +135,11 @@ def function_of(spec):
     return make_function(spec.name, spec.docstring, params)
 
 
-def outcome(error):
-    """The WIT outcome of `crossing.run`'s result."""
+def outcome(ended):
+    """The WIT outcome of `crossing.run`'s `(error, result)`."""
+    error, result = ended
     if error is None:
-        return runner.Outcome_Ok()
+        return runner.Outcome_Ok(result)
     return runner.Outcome_Error(runner.ErrorInfo(*error))
 
 
@@ -177,10 +178,11 @@ def enter_workspace():
 
 
 class Runner(exports.Runner):
-    def exec(self, code, methods):
+    def exec(self, code, inputs, methods):
         take_prepared()
         enter_workspace()
-        return outcome(run(code, {spec.name: function_of(spec) for spec in methods}))
+        functions = {spec.name: function_of(spec) for spec in methods}
+        return outcome(run(code, functions, inputs_of(inputs)))
 
     def prepare(self, methods):
         global prepared
@@ -188,9 +190,9 @@ class Runner(exports.Runner):
         warm_up()
         enter_workspace()
 
-    def exec_prepared(self, code):
+    def exec_prepared(self, code, inputs):
         enter_workspace()
-        return outcome(run(code, take_prepared()))
+        return outcome(run(code, take_prepared(), inputs_of(inputs)))
 
 
 # Everything above is the snapshot every run starts from: move it out of the

@@ -69,6 +69,11 @@ class BadValue(Exception):
         path = "".join(reversed(self.path))
         raise self.error(f"argument {name!r}{path}: {self.message}") from None
 
+    def raise_for_result(self, source):
+        path = "".join(reversed(self.path))
+        message = self.message.replace(UNSUPPORTED, RESULT_UNSUPPORTED)
+        raise self.error(f"the run's result ({source}){path}: {message}") from None
+
 
 # The marshal format a value crosses in (`marshalled` in wit/python.wit):
 # version 2 has no back-references, so the host reads every object where it
@@ -80,6 +85,10 @@ MARSHAL_VERSION = 2
 RUN_MIN = 8
 UNSUPPORTED = (
     "cannot be passed to a plugin method "
+    "(use None, bool, int, float, str, bytes, list, tuple or dict)"
+)
+RESULT_UNSUPPORTED = (
+    "cannot be returned from the sandbox "
     "(use None, bool, int, float, str, bytes, list, tuple or dict)"
 )
 
@@ -310,25 +319,96 @@ def error_info(exc):
 SEED_BYTES = 32
 
 
-def run(code, functions, namespace=None):
-    """Runs `code` in a fresh namespace (or `namespace`) holding `functions`,
-    `random` seeded from the host's entropy: the host restores a reused
-    interpreter's memory to its state before its first run, the generator's
-    included. Returns None, or `error_info` of the exception that escaped
-    (a `SystemExit` with a code other than 0 or None among them)."""
+# How many of the code's last lines that start at column 0 are tried as the
+# start of its last statement: a multi-line string's or call's closing line
+# starts there too.
+MAX_TAIL_TRIES = 4
+# What a line that starts no statement starts with.
+NOT_A_START = ("", " ", "\t", "\r", "\f", "#")
+
+
+def compile_keeping_last_value(code):
+    """`code` compiled as `(body, last)` when its last statement is an
+    expression: `last` that statement compiled as an expression (`eval`),
+    `body` the statements before it; else `(whole, None)`.
+
+    Without a syntax tree (converting one to Python objects and back
+    tripled a short run's compile time): the last statement starts a line
+    at column 0, so each of the last few such lines is tried as the start of
+    an expression running to the end. The compiler checks both halves: a
+    tail that is one expression and a head that is whole statements cannot
+    mean anything but the code's own split, so a wrong guess is refused,
+    never run (at worst the result is missed and `result` serves). Line
+    numbers stay the code's."""
+    lines = code.split("\n")
+    tries = 0
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i][:1] in NOT_A_START:
+            continue
+        tries += 1
+        if tries > MAX_TAIL_TRIES:
+            break
+        try:
+            last = compile("\n" * i + "\n".join(lines[i:]), CODE_FILE, "eval")
+        except SyntaxError:
+            continue
+        try:
+            return compile("\n".join(lines[:i]), CODE_FILE, "exec"), last
+        except SyntaxError:
+            # The whole code's error is the one to report.
+            break
+    return compile(code, CODE_FILE, "exec"), None
+
+
+def result_of(namespace, last_value):
+    """The run's result, marshalled: the last statement's value if it is not
+    None, else the `result` variable's if the code set one; None if neither.
+    Raises TypeError (or OverflowError, ValueError) for a value that cannot
+    cross, naming where in it the culprit is."""
+    value, source = last_value, "the last expression"
+    if value is None:
+        value, source = namespace.get("result"), "the `result` variable"
+    if value is None:
+        return None
+    try:
+        return dumps(plain(value, 1), MARSHAL_VERSION)
+    except BadValue as e:
+        e.raise_for_result(source)
+
+
+def inputs_of(marshalled):
+    """The inputs the host gave a run: empty bytes for none, else the
+    marshalled dict of names to values (the host checked the names)."""
+    return loads(marshalled) if marshalled else None
+
+
+def run(code, functions, inputs=None, namespace=None):
+    """Runs `code` in a fresh namespace (or `namespace`) holding `functions`
+    and `inputs` (a dict of names to values, given as variables), `random`
+    seeded from the host's entropy: the host restores a reused interpreter's
+    memory to its state before its first run, the generator's included.
+    Returns `(error, result)`: None or `error_info` of the exception that
+    escaped (a `SystemExit` with a code other than 0 or None among them, or
+    the error of a result that cannot cross), and None or the marshalled
+    result (`result_of`)."""
     random.seed(int.from_bytes(os.urandom(SEED_BYTES)))
     linecache.cache[CODE_FILE] = (len(code), None, code.splitlines(True), CODE_FILE)
     if namespace is None:
         namespace = {"__name__": "__main__", "__builtins__": builtins}
+    if inputs:
+        namespace.update(inputs)
     namespace.update(functions)
+    value = None
     try:
-        compiled = compile(code, CODE_FILE, "exec")
-        exec(compiled, namespace)
+        body, last = compile_keeping_last_value(code)
+        exec(body, namespace)
+        if last is not None:
+            value = eval(last, namespace)
     except SystemExit as e:
         if e.code not in (None, 0):
-            return error_info(e)
+            return error_info(e), None
     except BaseException as e:  # noqa: BLE001: everything goes to the outcome
-        return error_info(e)
+        return error_info(e), None
     finally:
         try:
             sys.stdout.flush()
@@ -336,4 +416,7 @@ def run(code, functions, namespace=None):
         except OSError:
             # A full output pipe: the host reports the output limit.
             pass
-    return None
+    try:
+        return None, result_of(namespace, value)
+    except Exception as e:  # noqa: BLE001: a result that cannot cross
+        return error_info(e), None

@@ -9,12 +9,15 @@ it asks the host for the code and the run's methods, runs the code, and
 reports how it ended, all through the one import the module has,
 `_host.call(bytes) -> bytes`. The frames, by their first byte:
 
-- `b` (begin): the answer is `marshal` of `(code, methods)`, each method a
-  `(name, docstring, params)` with params `(name, required)` pairs;
+- `b` (begin): the answer is `marshal` of `(code, methods, inputs)`, each
+  method a `(name, docstring, params)` with params `(name, required)`
+  pairs, and `inputs` the marshalled dict of the run's inputs (empty bytes
+  for none);
 - `c` (call): `c<method>\\0<marshalled arguments>`; the answer is `\\0` and
   the marshalled result, or a kind byte (`KINDS`) and the error's message;
-- `e` (end): `e` and `marshal` of `None` or of the escaped exception's
-  `(type, message, line, traceback)`.
+- `e` (end): `e` and `marshal` of `(error, result)`: `None` or the escaped
+  exception's `(type, message, line, traceback)`, and `None` or the
+  marshalled result (bytes).
 """
 
 import gc
@@ -24,7 +27,7 @@ import sys
 
 import _host
 import crossing
-from crossing import make_function, plugin_error, run
+from crossing import inputs_of, make_function, plugin_error, run
 
 host_call = _host.call
 KINDS = {1: "invalid_arguments", 2: "unknown_method", 3: "failed", 4: "denied", 5: "limit_exceeded"}
@@ -52,14 +55,14 @@ def seed_numpy():
 
 def turn():
     """One run."""
-    code, methods = marshal.loads(host_call(b"b"))
+    code, methods, inputs = marshal.loads(host_call(b"b"))
     functions = {
         name: make_function(name, docstring, tuple(tuple(p) for p in params))
         for name, docstring, params in methods
     }
     seed_numpy()
-    error = run(code, functions)
-    host_call(b"e" + marshal.dumps(error, 2))
+    ended = run(code, functions, inputs_of(inputs))
+    host_call(b"e" + marshal.dumps(ended, 2))
 
 
 def without_self_pipe():

@@ -206,7 +206,7 @@ async fn per_call(
         max_calls: n as u32 + 1,
         max_events: n + 100,
         time: Duration::from_secs(120),
-        fuel: u64::MAX / 4,
+        fuel: None,
         ..sandwit::RunLimits::default()
     };
     let timed = async |body: &str| {

@@ -120,8 +120,9 @@ pub struct HostArgs {
     /// Compile in memory only; read and write no cache.
     #[arg(long, global = true)]
     no_cache: bool,
-    /// Fuel per call, and per run for `run` (roughly wasm instructions)
-    /// [default: 2000000000 per call, 10000000000 per run].
+    /// Fuel per call, and per run for `run`: a deterministic CPU budget of
+    /// roughly wasm instructions, about 8000000000 a CPU-second of Python
+    /// [default: none; the time limit bounds busy code].
     #[arg(long, global = true)]
     fuel: Option<u64>,
     /// Wall-clock limit per call, and per run for `run`, in milliseconds
@@ -147,14 +148,14 @@ impl HostArgs {
     pub fn builder(&self) -> anyhow::Result<HostBuilder> {
         let defaults = Limits::default();
         let limits = Limits {
-            fuel: self.fuel.unwrap_or(defaults.fuel),
+            fuel: self.fuel.or(defaults.fuel),
             time: self.timeout_ms.map_or(defaults.time, Duration::from_millis),
             memory_bytes: self.memory_mib.map_or(defaults.memory_bytes, |m| m << 20),
             ..defaults
         };
         let run_defaults = RunLimits::default();
         let run_limits = RunLimits {
-            fuel: self.fuel.unwrap_or(run_defaults.fuel),
+            fuel: self.fuel.or(run_defaults.fuel),
             time: limits.time,
             ..run_defaults
         };
@@ -275,10 +276,12 @@ fn run_with_host(cli: Cli) -> ExitCode {
             // prepared ahead, a pool sized for them).
             Command::Serve(args) => {
                 let builder = with_workspaces(cli.host.builder()?, args.interpreters.workspaces());
+                let builder = builder.run_slots(args.slots.host());
                 return serve::serve(builder.build()?, args).await;
             }
             Command::Mcp(args) => {
                 let builder = with_workspaces(cli.host.builder()?, args.interpreters.workspaces());
+                let builder = builder.run_slots(args.slots.host());
                 return mcp::mcp(builder.build()?, args).await;
             }
             // As a server would be built: interpreters prepared ahead, so

@@ -29,7 +29,7 @@ pub struct McpArgs {
     #[command(flatten)]
     pub interpreters: crate::interpreter::InterpreterArgs,
     #[command(flatten)]
-    slots: RunSlots,
+    pub slots: RunSlots,
 }
 
 pub async fn mcp(host: Host, args: McpArgs) -> anyhow::Result<ExitCode> {

@@ -9,6 +9,7 @@ use anyhow::Context;
 use clap::Args;
 use sandwit::{
     AgentCtx, Host, Plugin, PluginSet, RunOptions, RunOutcome, RunStatus, SCIENTIFIC_MEMORY_BYTES,
+    Value,
 };
 
 /// The example plugins used when no --plugin or --plugins is given.
@@ -70,12 +71,19 @@ pub struct RunArgs {
     /// Method calls allowed per run [default: 1000].
     #[arg(long)]
     max_calls: Option<u32>,
+    /// Give the code a variable NAME (a Python identifier) holding VALUE:
+    /// JSON if VALUE parses as JSON (`n=5`, `xs=[1,2]`, `s='"5"'`), else the
+    /// text itself (`city=Paris`). Repeat for more.
+    #[arg(long = "input", value_name = "NAME=VALUE", value_parser = parse_input)]
+    inputs: Vec<(String, Value)>,
     /// Where images of a multimodal handoff are written
     /// [default: <temp dir>/sandwit-out-<uid>, private to the user].
     #[arg(long, value_name = "DIR")]
     out_dir: Option<PathBuf>,
-    /// Print one JSON object: {"status", "stdout", "stderr", "error", "limit",
-    /// "events", "handoff", "fuel_used", "cost", "ms"}.
+    /// Print one JSON object: {"status", "result", "stdout", "stderr",
+    /// "error", "limit", "files", "events", "handoff", "fuel_used", "cost",
+    /// "ms", "queued_ms"}; `result` is the value of the code's last
+    /// expression, or of its `result` variable (null for none).
     #[arg(long)]
     json: bool,
     /// The code to run.
@@ -84,6 +92,18 @@ pub struct RunArgs {
     /// A file of code to run, or `-` for standard input.
     #[arg(value_name = "FILE", required_unless_present = "code")]
     file: Option<PathBuf>,
+}
+
+/// `NAME=VALUE` of `--input`: VALUE as JSON, else as text.
+fn parse_input(arg: &str) -> Result<(String, Value), String> {
+    let (name, value) = arg
+        .split_once('=')
+        .ok_or_else(|| format!("`{arg}` is not NAME=VALUE"))?;
+    let value = match serde_json::from_str(value) {
+        Ok(json) => sandwit::json::value_from_json(json),
+        Err(_) => Value::Text(value.to_string()),
+    };
+    Ok((name.to_string(), value))
 }
 
 /// Which interpreter a run uses.
@@ -177,18 +197,18 @@ pub async fn run(host: &Host, args: RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(max_calls) = args.max_calls {
         limits.max_calls = max_calls;
     }
+    let options = RunOptions::new().inputs(args.inputs.clone());
     let outcome = match args.interpreter {
         InterpreterKind::Small => {
             let sandbox = crate::interpreter::load(host, args.python.clone()).await?;
-            sandbox
-                .run_with_limits(&ctx, &plugins, &code, &limits)
-                .await
+            let options = options.limits(limits);
+            sandbox.run_with(&ctx, &plugins, &code, &options).await
         }
         InterpreterKind::Scientific => {
             let dir = args.scientific_dir.clone();
             let sandbox = crate::interpreter::load_scientific(host, dir).await?;
             limits.memory_bytes = SCIENTIFIC_MEMORY_BYTES;
-            let options = RunOptions::new().limits(limits);
+            let options = options.limits(limits);
             sandbox.run_with(&ctx, &plugins, &code, &options).await
         }
     };
@@ -221,6 +241,10 @@ fn print_outcome(outcome: &RunOutcome, out_dir: &Path) -> anyhow::Result<()> {
         outcome.elapsed.as_secs_f64() * 1e3,
         outcome.fuel_used
     );
+    if let Some(result) = &outcome.result {
+        let json = sandwit::json::value_to_json(result, sandwit::json::BytesAs::Base64);
+        eprintln!("result: {json}");
+    }
     if let Some(e) = &outcome.error {
         let at = e.line.map(|l| format!(" at line {l}")).unwrap_or_default();
         eprintln!("error: {}{at}: {}", e.type_name, e.message);

@@ -36,7 +36,7 @@ pub struct ServeArgs {
     #[arg(long)]
     ready_before_reuse: bool,
     #[command(flatten)]
-    slots: RunSlots,
+    pub slots: RunSlots,
     /// On SIGINT or SIGTERM, how long runs in flight get to finish before
     /// they are cancelled, in milliseconds.
     #[arg(long, default_value_t = 10_000, value_name = "MS")]
@@ -180,14 +180,28 @@ pub struct RunSlots {
 }
 
 impl RunSlots {
+    fn max_running(&self) -> usize {
+        self.max_runs
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    }
+
+    /// The host's run slots: the same, so that a run the service admitted
+    /// finds one free (the service's slots also hold answers being sent,
+    /// and MCP requests, so it admits no more runs than these).
+    pub fn host(&self) -> sandwit::RunSlots {
+        sandwit::RunSlots {
+            running: self.max_running(),
+            waiting: self.queue,
+            max_wait: Duration::from_millis(self.queue_wait_ms),
+        }
+    }
+
     /// The service's configuration with these slots.
     pub fn config(&self, plugin_dir: PathBuf, tokens: Tokens, max_body_bytes: usize) -> Config {
         Config {
             plugin_dir,
             tokens,
-            max_running: self
-                .max_runs
-                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+            max_running: self.max_running(),
             max_waiting: self.queue,
             max_wait: Duration::from_millis(self.queue_wait_ms),
             max_body_bytes,

@@ -98,15 +98,25 @@ pub enum LoadError {
     },
 }
 
+/// "plugin `id`, " for a call's provider; nothing for none.
+fn provider(id: &str) -> String {
+    if id.is_empty() {
+        String::new()
+    } else {
+        format!("plugin `{id}`, ")
+    }
+}
+
 fn list(problems: &[String]) -> String {
     problems.iter().map(|p| format!("\n  - {p}")).collect()
 }
 
 /// Why a method call returned no result.
 #[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize)]
-#[error("plugin `{plugin}`, method `{method}`: {kind}")]
+#[error("{}method `{method}`: {kind}", provider(.plugin))]
 pub struct CallError {
-    /// The plugin's id.
+    /// The plugin's id (or a host method's provider); empty for a method
+    /// no provider offers.
     pub plugin: String,
     /// The method called.
     pub method: String,

@@ -1245,7 +1245,7 @@ pub fn component(data: &[u8]) {
 /// `describe` that spins ends within a second.
 pub fn component_limits() -> Limits {
     Limits {
-        fuel: 100_000_000,
+        fuel: Some(100_000_000),
         time: Duration::from_secs(1),
         ..Limits::default()
     }

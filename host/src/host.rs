@@ -16,6 +16,7 @@ use crate::policy::Policy;
 use crate::python::PythonSandbox;
 use crate::python::outcome::WorkspaceFile;
 use crate::runtime::{HostInner, engine};
+use crate::sandbox::admission::{Admission, RunSlots};
 use crate::sandbox::scientific::{ScientificOptions, ScientificSandbox};
 use crate::sandbox::workspace::{HostWorkspaces, WorkspaceOptions};
 use crate::store::{SqliteStore, StoreBackend};
@@ -92,6 +93,7 @@ pub struct HostBuilder {
     approver: Option<Arc<dyn Approver>>,
     clock: Option<Arc<dyn Clock>>,
     workspaces: Option<WorkspaceOptions>,
+    run_slots: Option<RunSlots>,
     #[cfg(feature = "internals")]
     park: Option<(std::time::Duration, Arc<std::sync::atomic::AtomicUsize>)>,
 }
@@ -122,6 +124,16 @@ impl HostBuilder {
     /// the code has no writable folder.
     pub fn workspaces(mut self, workspaces: WorkspaceOptions) -> Self {
         self.workspaces = Some(workspaces);
+        self
+    }
+
+    /// How many runs execute at once, in all the host's sandboxes together,
+    /// and how many may wait for a slot, for how long (default
+    /// [`RunSlots::per_core`]). A run's time limit counts from when it gets
+    /// its slot; a run that gets none ends with
+    /// [`LimitKind::Queue`](crate::LimitKind::Queue), its code not run.
+    pub fn run_slots(mut self, slots: RunSlots) -> Self {
+        self.run_slots = Some(slots);
         self
     }
 
@@ -263,6 +275,8 @@ impl HostBuilder {
             "max_instances is {instances}: it must be 1 to {MAX_INSTANCES} (a call needs an \
              instance, and each reserves ~8 GiB of address space)"
         );
+        let run_slots = self.run_slots.unwrap_or_default();
+        run_slots.check()?;
         let pool = Pool::Shared { instances };
         let engine = engine(&self.limits, &self.run_limits, self.metering, pool)?;
         let plugin_linker = crate::plugin::state::linker(&engine)?;
@@ -292,6 +306,7 @@ impl HostBuilder {
             inner: Arc::new(HostInner {
                 controls,
                 workspaces,
+                admission: Admission::new(run_slots),
                 engine,
                 plugin_linker,
                 cache,
@@ -366,6 +381,17 @@ impl Host {
     /// The default limits of Python runs.
     pub fn run_limits(&self) -> &RunLimits {
         &self.inner.run_limits
+    }
+
+    /// Its run slots' settings.
+    pub fn run_slots(&self) -> RunSlots {
+        self.inner.admission.settings()
+    }
+
+    /// Runs executing now, and runs waiting for a slot.
+    pub fn runs_now(&self) -> (usize, usize) {
+        let admission = &self.inner.admission;
+        (admission.running(), admission.waiting())
     }
 
     /// Loads the CPython component (built from `python-guest/`) from its bytes.

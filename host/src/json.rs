@@ -13,6 +13,9 @@ pub enum BytesAs {
     String,
     /// As `{"bytes": N}`: the size only, for printing.
     Summary,
+    /// As `{"base64": "..."}`, standard base64: every byte, for a value
+    /// handed back whole (a run's result).
+    Base64,
 }
 
 /// A JSON value as a [`Value`]: integers that fit in 64 bits stay integers,
@@ -46,6 +49,11 @@ pub fn value_to_json(value: &Value, bytes: BytesAs) -> Json {
         Value::Bytes(b) => match bytes {
             BytesAs::String => Json::String(String::from_utf8_lossy(b).into_owned()),
             BytesAs::Summary => serde_json::json!({ "bytes": b.len() }),
+            BytesAs::Base64 => {
+                use base64::Engine;
+                let data = base64::engine::general_purpose::STANDARD.encode(b);
+                serde_json::json!({ "base64": data })
+            }
         },
         Value::List(items) => Json::Array(items.iter().map(|v| value_to_json(v, bytes)).collect()),
         Value::Object(entries) => Json::Object(

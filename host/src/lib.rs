@@ -8,6 +8,12 @@
 //! after.
 #![deny(missing_docs)]
 
+/// The README's Rust snippets, compiled (`no_run`) by `cargo test`'s
+/// doctests, so that they keep up with the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeSnippets;
+
 mod args;
 mod bindings;
 mod cache;
@@ -62,7 +68,8 @@ pub use host::{
 };
 pub use host_method::{HostMethod, HostMethodFuture};
 pub use limits::{
-    Budget, LimitKind, Limits, MAX_COMPONENT_BYTES, Metering, RunLimits, SCIENTIFIC_MEMORY_BYTES,
+    Budget, FUEL_PER_CPU_SECOND, LimitKind, Limits, MAX_COMPONENT_BYTES, Metering, RunLimits,
+    SCIENTIFIC_MEMORY_BYTES,
 };
 pub use manifest::{Manifest, MethodSpec, Param};
 pub use plugin::lifecycle::{MAX_INJECTED_PROMPT_BYTES, PluginContext};
@@ -72,6 +79,7 @@ pub use python::outcome::{
     Event, Handoff, LimitHit, LiveEvent, RunError, RunOutcome, RunStatus, WorkspaceFile,
 };
 pub use python::{PluginSet, PluginSetError, PythonSandbox, RunOptions, strip_code_fence};
+pub use sandbox::admission::{DEFAULT_MAX_WAIT, DEFAULT_WAITING_RUNS, RunSlots};
 pub use sandbox::scientific::{DEFAULT_PRELOAD, ScientificOptions, ScientificSandbox};
 pub use sandbox::workspace::WorkspaceOptions;
 pub use types::{AgentCtx, ContentPart, Media, MethodKind, MethodResult, ServiceFuture, Value};

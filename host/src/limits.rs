@@ -52,6 +52,17 @@ impl Metering {
     }
 }
 
+/// Fuel units a core burns in a second of interpreted Python, about: the
+/// rate to turn a CPU-time budget into [`RunLimits::fuel`] or
+/// [`Limits::fuel`]. It varies with the code and the core (BENCHMARKS.md,
+/// "Fuel and CPU time", has the measurement), which is why the time limit,
+/// not fuel, bounds busy code by default.
+pub const FUEL_PER_CPU_SECOND: u64 = 8_000_000_000;
+
+/// The fuel a store holds when its limits give it no budget of its own:
+/// more than any deadline lets it burn.
+pub(crate) const UNBUDGETED_FUEL: u64 = i64::MAX as u64;
+
 /// Fuel a metered guest uses between two yields to the host, where a passed
 /// deadline ends it: a deadline is kept to within the time this much fuel
 /// takes, and a yield's cost is paid once per this much fuel.
@@ -66,7 +77,7 @@ pub const MAX_COMPONENT_BYTES: usize = 64 << 20;
 ///
 /// | limit | default |
 /// | --- | --- |
-/// | `fuel` | 2,000,000,000 units (roughly that many wasm instructions) |
+/// | `fuel` | none: the time limit bounds busy code |
 /// | `time` | 10 s wall clock |
 /// | `memory_bytes` | 64 MiB for all the memories of an instance together |
 /// | `table_elements` | 20,000 per table |
@@ -77,8 +88,11 @@ pub const MAX_COMPONENT_BYTES: usize = 64 << 20;
 /// | `max_event_bytes` | 16 MiB of events (logs, chat messages, refusals) per call |
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
-    /// Deterministic CPU budget.
-    pub fuel: u64,
+    /// A deterministic CPU budget in fuel units (one per wasm instruction,
+    /// roughly; [`FUEL_PER_CPU_SECOND`] in CPU-time terms), or `None` for
+    /// none of its own: then [`Limits::time`] alone bounds busy code, and
+    /// running into it is reported as [`LimitKind::Time`].
+    pub fuel: Option<u64>,
     /// Wall-clock deadline.
     pub time: Duration,
     /// Linear memory of an instance: all of its memories together (a
@@ -104,7 +118,7 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            fuel: 2_000_000_000,
+            fuel: None,
             time: Duration::from_secs(10),
             memory_bytes: 64 << 20,
             table_elements: 20_000,
@@ -136,8 +150,8 @@ impl Limits {
 ///
 /// | limit | default |
 /// | --- | --- |
-/// | `fuel` | 10,000,000,000 units |
-/// | `time` | 10 s wall clock |
+/// | `fuel` | none: the time limit bounds busy code |
+/// | `time` | 10 s wall clock, counted from when the run gets a slot ([`RunSlots`](crate::RunSlots)) |
 /// | `memory_bytes` | 256 MiB for the interpreter |
 /// | `max_output_bytes` | 1 MiB each for stdout and stderr |
 /// | `max_calls` | 1,000 method calls |
@@ -145,9 +159,14 @@ impl Limits {
 /// | `max_event_bytes` | 64 MiB of events |
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunLimits {
-    /// Deterministic CPU budget for the interpreter and the plugins it calls.
-    pub fuel: u64,
-    /// Wall-clock deadline for the whole run.
+    /// A deterministic CPU budget for the interpreter and the plugins it
+    /// calls, in fuel units ([`FUEL_PER_CPU_SECOND`] in CPU-time terms), or
+    /// `None` for none of its own: then [`RunLimits::time`] alone bounds
+    /// busy code, and running into it is reported as [`LimitKind::Time`].
+    pub fuel: Option<u64>,
+    /// Wall-clock deadline for the whole run, counted from when it starts
+    /// executing: the time it waited for one of the host's run slots is
+    /// bounded on its own ([`RunSlots::max_wait`](crate::RunSlots)).
     pub time: Duration,
     /// Linear memory of the interpreter.
     pub memory_bytes: usize,
@@ -165,7 +184,7 @@ pub struct RunLimits {
 impl Default for RunLimits {
     fn default() -> Self {
         RunLimits {
-            fuel: 10_000_000_000,
+            fuel: None,
             time: Duration::from_secs(10),
             memory_bytes: 256 << 20,
             max_output_bytes: 1 << 20,
@@ -224,6 +243,11 @@ pub enum LimitKind {
     /// A run's writes would take its chat's workspace past a quota (bytes,
     /// files or path length: the message names it).
     Workspace,
+    /// The run got none of the host's run slots
+    /// ([`RunSlots`](crate::RunSlots)): too many runs waited for one
+    /// already, or it waited the most a run may. The host is busy; the
+    /// code never ran, and a later run may.
+    Queue,
 }
 
 impl fmt::Display for LimitKind {
@@ -240,6 +264,7 @@ impl fmt::Display for LimitKind {
             LimitKind::Rate => "rate",
             LimitKind::Budget => "budget",
             LimitKind::Workspace => "workspace",
+            LimitKind::Queue => "queue",
         })
     }
 }
@@ -422,7 +447,7 @@ impl ResourceLimiter for StoreLimiter {
 /// The fuel and time a call may use.
 #[derive(Debug, Clone, Copy)]
 pub struct Budget {
-    /// Fuel units.
+    /// Fuel units ([`UNBUDGETED_FUEL`] for limits with none).
     pub fuel: u64,
     /// When the call must have finished.
     pub deadline: Instant,
@@ -431,9 +456,14 @@ pub struct Budget {
 impl Budget {
     /// The budget the limits give a call starting now.
     pub fn from_limits(limits: &Limits) -> Self {
+        Budget::new(limits.fuel, limits.time, Instant::now())
+    }
+
+    /// The budget of `fuel` (none: [`UNBUDGETED_FUEL`]) and `time` from `start`.
+    pub(crate) fn new(fuel: Option<u64>, time: Duration, start: Instant) -> Self {
         Budget {
-            fuel: limits.fuel,
-            deadline: Instant::now() + limits.time,
+            fuel: fuel.unwrap_or(UNBUDGETED_FUEL),
+            deadline: start + time,
         }
     }
 }

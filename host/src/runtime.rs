@@ -13,6 +13,7 @@ use crate::env::Services;
 use crate::limits::{Limits, Metering, RunLimits};
 use crate::plugin::state::PluginState;
 use crate::policy::Policy;
+use crate::sandbox::admission::Admission;
 
 /// The shared state of a host.
 pub(crate) struct HostInner {
@@ -43,6 +44,8 @@ pub(crate) struct HostInner {
     pub(crate) workspaces: Option<crate::sandbox::workspace::HostWorkspaces>,
     /// The execution controls' state, for the host's life.
     pub(crate) controls: std::sync::Arc<Controls>,
+    /// The run slots all its sandboxes' runs take turns in.
+    pub(crate) admission: Admission,
 }
 
 impl HostInner {

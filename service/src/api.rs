@@ -167,6 +167,11 @@ pub struct Ready {
 pub struct Outcome {
     /// `ok`, `error`, `agent_handoff`, `limit_exceeded` or `cancelled`.
     pub status: String,
+    /// For `ok`, the value of the code's last statement if it is an
+    /// expression whose value is not None, else of its `result` variable;
+    /// `null` for none. Bytes are `{"base64": ...}`.
+    #[schema(value_type = Option<Object>)]
+    pub result: Option<Json>,
     /// What the code printed (capped).
     pub stdout: String,
     /// What the code printed to stderr (capped).
@@ -191,8 +196,10 @@ pub struct Outcome {
     pub fuel_used: u64,
     /// What the calls cost (`cost_per_use`).
     pub cost: f64,
-    /// Wall-clock milliseconds.
+    /// Wall-clock milliseconds, from when the run got a run slot.
     pub ms: f64,
+    /// Milliseconds it waited for a run slot before that.
+    pub queued_ms: f64,
 }
 
 /// A file of a chat's workspace.

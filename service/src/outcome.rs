@@ -59,10 +59,12 @@ pub fn call_json(report: &CallReport, result: Option<Json>) -> Json {
     })
 }
 
-/// A run's outcome: `{"status", "stdout", "stderr", "error", "limit",
-/// "files", "events", "handoff", "fuel_used", "cost", "ms"}`; `files` lists
-/// the `{"path", "size"}` of each file of the chat's workspace the run
-/// created or changed (empty without workspaces).
+/// A run's outcome: `{"status", "result", "stdout", "stderr", "error",
+/// "limit", "files", "events", "handoff", "fuel_used", "cost", "ms",
+/// "queued_ms"}`; `result` is the code's last expression's value or its
+/// `result` variable's, as JSON (bytes as `{"base64": ...}`), `null` for
+/// none; `files` lists the `{"path", "size"}` of each file of the chat's
+/// workspace the run created or changed (empty without workspaces).
 pub fn outcome_json(outcome: &RunOutcome, image: &mut RenderImage<'_>) -> anyhow::Result<Json> {
     let handoff = match &outcome.handoff {
         Some(h) => Some(json!({
@@ -72,8 +74,10 @@ pub fn outcome_json(outcome: &RunOutcome, image: &mut RenderImage<'_>) -> anyhow
         })),
         None => None,
     };
+    let result = (outcome.result.as_ref()).map(|v| value_to_json(v, BytesAs::Base64));
     Ok(json!({
         "status": outcome.status,
+        "result": result,
         "stdout": outcome.stdout,
         "stderr": outcome.stderr,
         "error": outcome.error,
@@ -84,5 +88,6 @@ pub fn outcome_json(outcome: &RunOutcome, image: &mut RenderImage<'_>) -> anyhow
         "fuel_used": outcome.fuel_used,
         "cost": outcome.cost,
         "ms": outcome.elapsed.as_secs_f64() * 1e3,
+        "queued_ms": outcome.queued.as_secs_f64() * 1e3,
     }))
 }

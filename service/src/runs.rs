@@ -14,6 +14,7 @@ use axum::http::{HeaderMap, header};
 use axum::response::sse::{Event as SseEvent, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, Stream};
+use sandwit::json::value_from_json;
 use sandwit::{AgentCtx, Cancel, LiveEvent, RunLimits, RunOptions, RunOutcome};
 use serde::Deserialize;
 use serde_json::Value as Json;
@@ -43,6 +44,12 @@ pub struct RunRequest {
     plugins: Option<Vec<String>>,
     /// Lower limits than the server's.
     limits: Option<LimitsRequest>,
+    /// Values the code finds as variables of these names (Python
+    /// identifiers, not a method's name): JSON values, as Python's `None`,
+    /// `bool`, `int`, `float`, `str`, `list` and `dict`. Bad names or values
+    /// past the server's value limits make an `InvalidInput` error outcome.
+    #[schema(value_type = Option<Object>)]
+    inputs: Option<serde_json::Map<String, Json>>,
     /// The interpreter to run in; the server's default when absent
     /// (`GET /readyz` lists those loaded). Asking for one the server did
     /// not load is 400 `interpreter-not-loaded`.
@@ -53,7 +60,9 @@ pub struct RunRequest {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct LimitsRequest {
-    /// Fuel for the run.
+    /// Fuel for the run: a deterministic CPU budget, about
+    /// `FUEL_PER_CPU_SECOND` (8e9) units a CPU-second. The server's has none
+    /// unless `--fuel` set one: the time limit bounds busy code.
     fuel: Option<u64>,
     /// Wall-clock milliseconds for the run.
     time_ms: Option<u64>,
@@ -75,10 +84,10 @@ fn limits(server: &RunLimits, asked: Option<LimitsRequest>) -> Result<RunLimits,
         )
     };
     if let Some(fuel) = asked.fuel {
-        if fuel > server.fuel {
-            return Err(over("fuel", fuel.into(), server.fuel.into()));
+        if let Some(max) = server.fuel.filter(|&max| fuel > max) {
+            return Err(over("fuel", fuel.into(), max.into()));
         }
-        limits.fuel = fuel;
+        limits.fuel = Some(fuel);
     }
     if let Some(ms) = asked.time_ms {
         if u128::from(ms) > server.time.as_millis() {
@@ -221,7 +230,11 @@ pub async fn run(
     // the hooks' instances are bounded as runs are.
     let plugins = plugins.in_context(&ctx).await.methods;
     let (id, cancel) = state.register_run(&caller.name);
-    let options = RunOptions::new().limits(limits).cancel(cancel.clone());
+    let inputs = request.inputs.unwrap_or_default().into_iter();
+    let options = RunOptions::new()
+        .limits(limits)
+        .cancel(cancel.clone())
+        .inputs(inputs.map(|(name, json)| (name, value_from_json(json))));
     let streaming = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())

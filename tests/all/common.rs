@@ -79,7 +79,7 @@ pub fn logs(events: &[PluginEvent]) -> Vec<&LogLine> {
 /// Limits small enough that hostile plugins hit them quickly.
 pub fn tight_limits() -> Limits {
     Limits {
-        fuel: 300_000_000,
+        fuel: Some(300_000_000),
         time: Duration::from_secs(5),
         memory_bytes: 32 << 20,
         max_value_bytes: 1 << 20,

@@ -63,7 +63,7 @@ async fn time_spent_in_host_calls_counts_against_the_deadline() {
     // a quick host call that never yields to the timer).
     let deadline = Duration::from_millis(500);
     let host = host_with(Limits {
-        fuel: u64::MAX / 2,
+        fuel: None,
         time: deadline,
         ..Limits::default()
     });
@@ -105,7 +105,7 @@ async fn bytes_copied_through_the_host_cost_fuel() {
 async fn a_python_run_ends_at_its_deadline_inside_plugin_host_calls() {
     let (python, plugins) = crate::python::sandbox().await;
     let limits = RunLimits {
-        fuel: u64::MAX / 2,
+        fuel: None,
         time: Duration::from_millis(500),
         ..RunLimits::default()
     };

@@ -445,3 +445,158 @@ async fn a_plugin_is_refused_by_another_hosts_runs() {
     assert_eq!(outcome.status, RunStatus::Error, "{outcome:?}");
     assert!(!outcome.stdout.contains("secret"), "{outcome:?}");
 }
+
+/// Runs `code` in the shared sandbox with `inputs`.
+async fn run_with_inputs(code: &str, inputs: Vec<(&str, Value)>) -> sandwit::RunOutcome {
+    let (python, plugins) = sandbox().await;
+    let inputs = inputs.into_iter().map(|(k, v)| (k.to_string(), v));
+    let options = RunOptions::new().inputs(inputs);
+    python.run_with(&ctx(), plugins, code, &options).await
+}
+
+#[tokio::test]
+async fn inputs_go_in_as_variables_and_the_result_comes_out() {
+    let rows = Value::List(vec![Value::Int(3), Value::Int(4)]);
+    let code = "total = sum(rows) * scale\nprint('total', total)\n{'total': total, 'who': who}";
+    let inputs = vec![
+        ("rows", rows),
+        ("scale", Value::Float(0.5)),
+        ("who", Value::Text("ada".into())),
+    ];
+    let outcome = run_with_inputs(code, inputs).await;
+    assert_eq!(outcome.status, RunStatus::Ok, "{outcome:?}");
+    assert_eq!(outcome.stdout, "total 3.5\n");
+    let expected = Value::Object(vec![
+        ("total".into(), Value::Float(3.5)),
+        ("who".into(), Value::Text("ada".into())),
+    ]);
+    assert_eq!(outcome.result, Some(expected));
+    // The last expression wins; a `result` variable serves when there is
+    // none (or it is None, as `print(...)` is); otherwise nothing.
+    for (code, result) in [
+        ("result = 1\n2 + 2", Some(Value::Int(4))),
+        (
+            "result = [1, b'x']\nprint('done')",
+            Some(Value::List(vec![
+                Value::Int(1),
+                Value::Bytes(b"x".to_vec()),
+            ])),
+        ),
+        ("x = 1", None),
+        ("None", None),
+        ("calculate_sum(20, 22)", Some(Value::Int(42))),
+        ("if True:\n    7", None),
+        ("len('''\nab\n''')", Some(Value::Int(4))),
+        (
+            "xs = [\n    1,\n]\nfor x in xs:\n    pass\nxs",
+            Some(Value::List(vec![Value::Int(1)])),
+        ),
+    ] {
+        let outcome = run_with_inputs(code, vec![]).await;
+        assert_eq!(outcome.status, RunStatus::Ok, "{code}: {outcome:?}");
+        assert_eq!(outcome.result, result, "{code}");
+    }
+    // The next run of the (reused) interpreter has none of them.
+    let outcome = run_with_inputs("'rows' in globals() or 'scale' in globals()", vec![]).await;
+    assert_eq!(outcome.result, Some(Value::Bool(false)));
+}
+
+#[tokio::test]
+async fn a_result_that_cannot_cross_and_bad_inputs_are_errors_naming_them() {
+    let outcome = run_with_inputs("x = 1\n{'a': [object()]}", vec![]).await;
+    assert_eq!(outcome.status, RunStatus::Error, "{outcome:?}");
+    let error = outcome.error.unwrap();
+    assert_eq!(error.type_name, "TypeError");
+    assert!(
+        error
+            .message
+            .contains("the run's result (the last expression)['a'][0]")
+            && error
+                .message
+                .contains("cannot be returned from the sandbox"),
+        "{error:?}"
+    );
+    assert_eq!(outcome.result, None);
+    for (name, why) in [
+        ("1x", "not a Python identifier"),
+        ("__builtins__", "starts with `__`"),
+        ("calculate_sum", "the name of a method of the run"),
+    ] {
+        let outcome = run_with_inputs("print('ran')", vec![(name, Value::Int(1))]).await;
+        assert_eq!(outcome.status, RunStatus::Error, "{name}: {outcome:?}");
+        let error = outcome.error.unwrap();
+        assert_eq!(error.type_name, "InvalidInput");
+        assert!(error.message.contains(why), "{name}: {error:?}");
+        assert_eq!(outcome.stdout, "", "the code did not run");
+    }
+    // Past the host's value limits.
+    let big = Value::Text("x".repeat(17 << 20));
+    let outcome = run_with_inputs("print('ran')", vec![("big", big)]).await;
+    let error = outcome.error.unwrap();
+    assert!(error.message.contains("max_value_bytes"), "{error:?}");
+}
+
+#[tokio::test]
+async fn a_plugin_set_calls_a_method_by_name_without_a_run() {
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    let (_, plugins) = sandbox().await;
+    let calc = plugins.plugin_for("calculate_sum").unwrap().clone();
+    let set = PluginSet::with_host_methods(&[calc], &host_methods(sent.clone())).unwrap();
+    let sum = set
+        .call(
+            &ctx(),
+            "calculate_sum",
+            crate::common::args(json!({"num1": 20, "num2": 22})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(sum, MethodResult::Tool(Value::Int(42)));
+    let said = set
+        .call(
+            &ctx(),
+            "send_message",
+            crate::common::args(json!({"text": "hi"})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(said, MethodResult::Behavior("sent \"hi\"".into()));
+    assert_eq!(sent.lock().unwrap().len(), 1);
+    // Checked as in a run: a bad argument, a host method's failure, a
+    // method the set does not offer.
+    let err = set
+        .call(
+            &ctx(),
+            "calculate_sum",
+            crate::common::args(json!({"num1": "x", "num2": 1})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (err.plugin.as_str(), err.method.as_str()),
+        ("calc", "calculate_sum")
+    );
+    assert!(
+        matches!(err.kind, sandwit::CallErrorKind::InvalidArguments { .. }),
+        "{err}"
+    );
+    let err = set
+        .call(
+            &ctx(),
+            "lookup",
+            crate::common::args(json!({"key": "nope"})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "plugin `app`, method `lookup`: failed: no such key"
+    );
+    let err = set
+        .call(&ctx(), "search_knowledge_base", Value::Object(vec![]))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "method `search_knowledge_base`: no such method"
+    );
+}

@@ -88,7 +88,7 @@ fn slow_host_metered(metering: Metering) -> Host {
         .cache_dir(cache_dir())
         .metering(metering)
         .limits(Limits {
-            fuel: u64::MAX / 2,
+            fuel: None,
             time: SLOW_DEADLINE,
             ..Limits::default()
         })

@@ -3,6 +3,7 @@
 //! most modules build hosts of their own with the limits and policy they
 //! test, `common::host()` is the shared one.
 
+mod admission;
 mod bad_input;
 mod cache;
 mod caps;

@@ -54,7 +54,7 @@ async fn run(code: &str) -> RunOutcome {
 
 fn tight() -> RunLimits {
     RunLimits {
-        fuel: 1_000_000_000,
+        fuel: Some(1_000_000_000),
         time: Duration::from_secs(3),
         memory_bytes: 128 << 20,
         max_output_bytes: 64 << 10,
@@ -581,15 +581,19 @@ async fn sleeping_hits_the_deadline() {
 }
 
 #[tokio::test]
-async fn a_busy_loop_with_fuel_to_spare_hits_the_deadline() {
+async fn busy_code_under_the_default_fuel_runs_until_the_time_limit_set() {
+    // No fuel budget by default: the time limit the user set decides how
+    // long busy code runs, and it is the limit reported.
+    assert_eq!(RunLimits::default().fuel, None);
     let limits = RunLimits {
-        fuel: u64::MAX / 2,
-        time: Duration::from_millis(500),
-        ..tight()
+        time: Duration::from_millis(1500),
+        ..RunLimits::default()
     };
     let outcome = run_tight("while True: pass", &limits).await;
     assert_ended_soon_after(outcome.elapsed, limits.time);
-    assert_limit(outcome, LimitKind::Time).await;
+    assert!(outcome.elapsed >= limits.time, "{:?}", outcome.elapsed);
+    let outcome = assert_limit(outcome, LimitKind::Time).await;
+    assert!(outcome.fuel_used > 0);
 }
 
 #[tokio::test]
@@ -639,10 +643,15 @@ async fn a_print_flood_hits_the_output_cap() {
 }
 
 #[tokio::test]
-async fn unbounded_recursion_is_stopped() {
+async fn unbounded_recursion_is_a_recursion_error_not_a_limit() {
     let outcome = run_tight("def f(n):\n    return f(n + 1)\nf(0)", &tight()).await;
-    let outcome = assert_limit(outcome, LimitKind::Memory).await;
+    assert_eq!((outcome.status, &outcome.limit), (RunStatus::Error, &None));
     assert_eq!(outcome.error.unwrap().type_name, "RecursionError");
+    // The code can catch it, as in CPython, and go on.
+    let code = "def f(n):\n    return f(n + 1)\ntry:\n    f(0)\nexcept RecursionError:\n    print('caught')";
+    let outcome = run_tight(code, &tight()).await;
+    assert_ok(&outcome);
+    assert_eq!(outcome.stdout, "caught\n");
 }
 
 #[tokio::test]
@@ -675,7 +684,7 @@ async fn a_plugin_call_draws_on_what_is_left_of_the_run() {
         _ => None,
     });
     assert!(
-        spun.unwrap() < tight().fuel,
+        spun.unwrap() < tight().fuel.unwrap(),
         "the plugin had less than a full budget"
     );
 
@@ -1163,7 +1172,7 @@ async fn an_interpreter_whose_run_grew_its_memory_or_stopped_is_not_reused() {
     let grows = "import functools\nfunctools.mark = bytes(range(256)) * (1 << 16)\nprint(len(functools.mark))";
     let traps = "while True: pass";
     let limits = RunLimits {
-        fuel: 50_000_000,
+        fuel: Some(50_000_000),
         ..RunLimits::default()
     };
     for (code, status) in [(grows, RunStatus::Ok), (traps, RunStatus::LimitExceeded)] {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use sandwit::{
     ContentPart, Event, Host, LimitKind, MethodResult, PluginSet, Policy, RunLimits, RunOptions,
-    RunOutcome, RunStatus, ScientificOptions, ScientificSandbox,
+    RunOutcome, RunStatus, ScientificOptions, ScientificSandbox, Value,
 };
 use tokio::sync::OnceCell;
 
@@ -65,7 +65,7 @@ async fn prints_and_calls_a_plugin() {
 
 fn tight() -> RunLimits {
     RunLimits {
-        fuel: 2_000_000_000,
+        fuel: Some(2_000_000_000),
         time: Duration::from_secs(5),
         memory_bytes: 256 << 20,
         max_output_bytes: 64 << 10,
@@ -177,6 +177,31 @@ async fn the_four_kinds() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn inputs_go_in_and_a_numpy_result_comes_out() {
+    let (sandbox, plugins) = sandbox().await;
+    let xs = Value::List((1..=4).map(Value::Int).collect());
+    let options = RunOptions::new().inputs([("xs".to_string(), xs)]);
+    let code = "import numpy as np\na = np.array(xs) * 2\n{'sum': a.sum(), 'doubled': a}";
+    let outcome = sandbox.run_with(&ctx(), plugins, code, &options).await;
+    assert_ok(&outcome);
+    let doubled = Value::List([2, 4, 6, 8].into_iter().map(Value::Int).collect());
+    let expected = Value::Object(vec![
+        ("sum".into(), Value::Int(20)),
+        ("doubled".into(), doubled),
+    ]);
+    assert_eq!(outcome.result, Some(expected));
+    let outcome = run("import pandas as pd\npd.DataFrame({'a': [1]})").await;
+    assert_eq!(outcome.status, RunStatus::Error, "{outcome:?}");
+    let error = outcome.error.unwrap();
+    assert!(
+        error
+            .message
+            .contains("values of type DataFrame cannot be returned"),
+        "{error:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn arguments_are_checked_and_failures_raise() {
     let outcome = run(
         "try:\n    calculate_sum('a', 1)\nexcept PluginArgumentError as e:\n    print(e.kind)\n\
@@ -217,7 +242,7 @@ async fn limits_stop_numpy_inside_its_c_loops() {
     assert_limit(run_tight(loop_, &tight()).await, LimitKind::Fuel).await;
     // So does the deadline, with fuel to spare.
     let limits = RunLimits {
-        fuel: u64::MAX / 2,
+        fuel: None,
         time: Duration::from_millis(700),
         ..tight()
     };

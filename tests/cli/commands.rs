@@ -241,16 +241,18 @@ fn run_prints_the_outcome_as_json_with_exit_status() {
         "--plugin",
         artifacts::KNOWLEDGE,
     ];
-    let run = |code: &str| {
+    let run_with = |code: &str, extra: &[&str]| {
         let mut args = vec!["run", "--json"];
         args.extend(python);
         args.extend(plugins);
+        args.extend(extra);
         args.extend(["-c", code]);
         let out = sandwit(&args);
         let json: serde_json::Value = serde_json::from_slice(&out.stdout)
             .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
         (out.status.code(), json)
     };
+    let run = |code: &str| run_with(code, &[]);
     let (code, json) = run("print(calculate_sum(1, 2))");
     assert_eq!(code, Some(0));
     assert_eq!(json["status"], "ok");
@@ -271,10 +273,37 @@ fn run_prints_the_outcome_as_json_with_exit_status() {
     assert_eq!(json["error"]["type"], "ZeroDivisionError");
     assert_eq!(json["error"]["line"], 2);
 
-    let (code, json) = run("while True: pass");
+    // Busy code runs until the time limit set, unless a fuel budget is set.
+    let (code, json) = run_with("while True: pass", &["--timeout-ms", "700"]);
     assert_eq!(code, Some(1));
     assert_eq!(json["status"], "limit_exceeded");
+    assert_eq!(json["limit"]["kind"], "time");
+    assert!(json["ms"].as_f64().unwrap() >= 700.0, "{json}");
+    let (_, json) = run_with("while True: pass", &["--fuel", "50000000"]);
     assert_eq!(json["limit"]["kind"], "fuel");
+
+    // Inputs in, the result out.
+    let inputs = [
+        "--input",
+        "n=20",
+        "--input",
+        "xs=[1, 2]",
+        "--input",
+        "who=Ada Lovelace",
+    ];
+    let (code, json) = run_with("calculate_sum(n, sum(xs)), who", &inputs);
+    assert_eq!(code, Some(0), "{json}");
+    assert_eq!(json["result"], serde_json::json!([23, "Ada Lovelace"]));
+    assert!(json["queued_ms"].as_f64().is_some(), "{json}");
+    let (_, json) = run("x = 1");
+    assert_eq!(json["result"], serde_json::Value::Null);
+    let out = sandwit(&["run", "--input", "no-equals", "-c", "1"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("`no-equals` is not NAME=VALUE"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]

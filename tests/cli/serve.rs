@@ -468,6 +468,25 @@ fn serve_runs_calls_and_lists_tools_for_a_token() {
         "{metrics}"
     );
     assert_eq!(server.get("/metrics", None).0, 401);
+    // Inputs in as variables, the last expression's value out.
+    let (status, outcome) = server.post(
+        "/v1/runs",
+        USER,
+        json!({"code": "{'sum': calculate_sum(a, b), 'raw': raw}", "chat_key": "c",
+               "inputs": {"a": 40, "b": 2, "raw": null}}),
+    );
+    assert_eq!(status, 200, "{outcome}");
+    assert_eq!(
+        outcome["result"],
+        json!({"sum": 42, "raw": null}),
+        "{outcome}"
+    );
+    let (_, outcome) = server.post(
+        "/v1/runs",
+        USER,
+        json!({"code": "print(1)", "chat_key": "c", "inputs": {"not a name": 1}}),
+    );
+    assert_eq!(outcome["error"]["type"], "InvalidInput", "{outcome}");
 }
 
 #[test]

@@ -176,6 +176,11 @@ pub struct PyRunLimits {
     given: Given,
 }
 
+/// A fuel budget as Python writes it: `None` for none.
+fn fuel_lit(fuel: Option<u64>) -> String {
+    fuel.map_or_else(|| "None".to_string(), |f| f.to_string())
+}
+
 /// Which of [`PyRunLimits`]' fields were given.
 #[derive(Clone, Copy, Default)]
 struct Given {
@@ -267,7 +272,7 @@ impl PyRunLimits {
         Ok(PyRunLimits {
             given,
             limits: sandwit::RunLimits {
-                fuel: fuel.unwrap_or(d.fuel),
+                fuel: fuel.or(d.fuel),
                 time: timeout_s.map_or(Ok(d.time), |s| seconds("timeout_s", s))?,
                 memory_bytes: memory_mib.map_or(Ok(d.memory_bytes), |m| mib("memory_mib", m))?,
                 max_output_bytes: max_output_bytes.unwrap_or(d.max_output_bytes),
@@ -289,7 +294,7 @@ impl PyRunLimits {
     }
 
     #[getter]
-    fn fuel(&self) -> u64 {
+    fn fuel(&self) -> Option<u64> {
         self.limits.fuel
     }
 
@@ -320,7 +325,7 @@ impl PyRunLimits {
              max_events={}, max_event_bytes={})",
             float_lit(self.timeout_s()),
             float_lit(self.memory_mib()),
-            l.fuel,
+            fuel_lit(l.fuel),
             l.max_calls,
             l.max_output_bytes,
             l.max_events,
@@ -358,7 +363,7 @@ impl PyCallLimits {
         let d = sandwit::Limits::default();
         Ok(PyCallLimits {
             limits: sandwit::Limits {
-                fuel: fuel.unwrap_or(d.fuel),
+                fuel: fuel.or(d.fuel),
                 time: timeout_s.map_or(Ok(d.time), |s| seconds("timeout_s", s))?,
                 memory_bytes: memory_mib.map_or(Ok(d.memory_bytes), |m| mib("memory_mib", m))?,
                 table_elements: table_elements.unwrap_or(d.table_elements),
@@ -382,7 +387,7 @@ impl PyCallLimits {
     }
 
     #[getter]
-    fn fuel(&self) -> u64 {
+    fn fuel(&self) -> Option<u64> {
         self.limits.fuel
     }
 
@@ -424,7 +429,7 @@ impl PyCallLimits {
              max_value_depth={}, max_event_bytes={})",
             float_lit(self.timeout_s()),
             float_lit(self.memory_mib()),
-            l.fuel,
+            fuel_lit(l.fuel),
             l.table_elements,
             l.max_core_instances,
             l.max_value_bytes,

@@ -12,7 +12,7 @@ pub(crate) mod state;
 pub(crate) mod workspace;
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::bindings::python::{
     PythonSandbox as Interpreter, PythonSandboxPre, exports::sandwit::plugin::runner,
@@ -23,12 +23,13 @@ use crate::controls::{Approver, RunControls};
 use crate::error::{LoadError, cut};
 use crate::guard::{Stopped, guarded_until, limited_store};
 use crate::guard::{apply_budget, fuel_used};
-use crate::limits::Budget;
-use crate::limits::{LimitKind, RunLimits};
+use crate::limits::{Budget, LimitKind, RunLimits};
 use crate::loader::{self, Source, World};
 use crate::plugin::trap_message;
 use crate::runtime::HostInner;
-use crate::types::AgentCtx;
+use crate::sandbox::admission::Slot;
+use crate::sandbox::values::{decode_result, marshal_inputs};
+use crate::types::{AgentCtx, Value};
 use outcome::{LimitHit, LiveEvent, RunError, RunOutcome, RunStatus};
 use prepared::{Prepared, Preparer};
 use reusable::Pending;
@@ -150,15 +151,9 @@ impl PythonSandbox {
         code: &str,
         options: &RunOptions,
     ) -> RunOutcome {
-        let limits = options
-            .limits
-            .as_ref()
-            .unwrap_or(&self.inner.host.run_limits);
-        let start = Instant::now();
-        if let Some(refused) = plugins.refused_by(&self.inner.host, start) {
-            return refused;
-        }
-        let most = self.inner.host.max_memory();
+        let host = &self.inner.host;
+        let limits = options.limits.as_ref().unwrap_or(&host.run_limits);
+        let most = host.max_memory();
         if limits.memory_bytes > most {
             // Granting it would cap it at the pool's slots silently.
             let message = format!(
@@ -168,14 +163,18 @@ impl PythonSandbox {
                 limits.memory_bytes >> 20,
                 most >> 20
             );
-            return RunOutcome::not_run("LimitUnavailable", message, start);
+            return RunOutcome::not_run("LimitUnavailable", message, Instant::now());
         }
-        let code = strip_code_fence(code);
-        let budget = Budget {
-            fuel: limits.fuel,
-            deadline: start + limits.time,
+        let Admitted {
+            slot,
+            inputs,
+            budget,
+        } = match admit(host, plugins, limits, options).await {
+            Ok(admitted) => admitted,
+            Err(refused) => return refused,
         };
-        let host = &self.inner.host;
+        let start = slot.start;
+        let code = strip_code_fence(code);
         let preparer = &self.inner.preparer;
         let mut running = preparer.running();
         let prepared = preparer.take(&mut running, limits.memory_bytes, plugins);
@@ -237,9 +236,11 @@ impl PythonSandbox {
             };
             let runner = interpreter.sandwit_plugin_runner();
             let outcome = if functions_made {
-                runner.call_exec_prepared(&mut *store, code).await?
+                runner
+                    .call_exec_prepared(&mut *store, code, &inputs)
+                    .await?
             } else {
-                runner.call_exec(&mut *store, code, specs).await?
+                runner.call_exec(&mut *store, code, &inputs, specs).await?
             };
             Ok((outcome, interpreter))
         })
@@ -251,7 +252,7 @@ impl PythonSandbox {
             Ok((outcome, interpreter)) => (Ok(outcome), Some(interpreter)),
             Err(stopped) => (Err(stopped), None),
         };
-        let fuel_used = fuel_used(&store, limits.fuel);
+        let fuel_used = fuel_used(&store, budget.fuel);
         let workspace = store.data_mut().close_workspace();
         // A write the quotas refused ends the run with the quota, whatever
         // the code made of the `OSError`.
@@ -270,6 +271,7 @@ impl PythonSandbox {
         if let Some((_, files)) = workspace {
             outcome.files = files;
         }
+        outcome.queued = slot.waited;
         store.data_mut().end();
         // Still counted as running: the store goes to the thread only when
         // another core is free of runs.
@@ -299,6 +301,7 @@ pub struct RunOptions {
     pub(crate) cancel: Option<Cancel>,
     pub(crate) on_event: Option<EventListener>,
     pub(crate) approver: Option<Arc<dyn Approver>>,
+    pub(crate) inputs: Vec<(String, Value)>,
 }
 
 impl RunOptions {
@@ -310,6 +313,18 @@ impl RunOptions {
     /// Limits for this run instead of the host's [`RunLimits`].
     pub fn limits(mut self, limits: RunLimits) -> Self {
         self.limits = Some(limits);
+        self
+    }
+
+    /// Values the code finds as variables of these names (Python
+    /// identifiers, not a method's name nor `__`-prefixed), as a method's
+    /// result would be: `None`, `bool`, `int`, `float`, `str`, `bytes`,
+    /// `list` and `dict`. All together within the host's value limits
+    /// ([`Limits::max_value_bytes`](crate::Limits), and the node and depth
+    /// caps); a run whose inputs are not ends with an `InvalidInput` error,
+    /// its code not run.
+    pub fn inputs(mut self, inputs: impl IntoIterator<Item = (String, Value)>) -> Self {
+        self.inputs = inputs.into_iter().collect();
         self
     }
 
@@ -353,6 +368,47 @@ impl RunOptions {
     }
 }
 
+/// What a run has once it may execute.
+pub(crate) struct Admitted<'h> {
+    /// Its run slot, held until it ends.
+    pub(crate) slot: Slot<'h>,
+    /// Its inputs, marshalled (empty for none).
+    pub(crate) inputs: Vec<u8>,
+    /// Its fuel and deadline, counted from when it got the slot.
+    pub(crate) budget: Budget,
+}
+
+/// What every run of either interpreter goes through before its code runs:
+/// its plugins must be `host`'s and its inputs good; then it waits for a run
+/// slot (the host's [`RunSlots`](crate::RunSlots)). The outcome of a run
+/// refused on the way.
+pub(crate) async fn admit<'h>(
+    host: &'h Arc<HostInner>,
+    plugins: &PluginSet,
+    limits: &RunLimits,
+    options: &RunOptions,
+) -> Result<Admitted<'h>, RunOutcome> {
+    let asked = Instant::now();
+    if let Some(refused) = plugins.refused_by(host, asked) {
+        return Err(refused);
+    }
+    let inputs = match options.inputs.as_slice() {
+        [] => Vec::new(),
+        given => marshal_inputs(given, |name| plugins.provider(name).is_some(), &host.limits)
+            .map_err(|message| RunOutcome::not_run("InvalidInput", message, asked))?,
+    };
+    let slot = (host.admission)
+        .slot(asked, options.cancel.as_ref())
+        .await
+        .map_err(|refused| RunOutcome::no_slot(refused, asked))?;
+    let budget = Budget::new(limits.fuel, limits.time, slot.start);
+    Ok(Admitted {
+        slot,
+        inputs,
+        budget,
+    })
+}
+
 /// Where a run's interpreter comes from.
 enum Start<'a> {
     /// Prepared ahead of the run.
@@ -385,10 +441,24 @@ pub(crate) fn finish(
             ),
         )
     };
+    let mut value = None;
     let (status, error, limit) = match result {
         _ if state.handoff.is_some() => (RunStatus::AgentHandoff, None, None),
-        Ok(runner::Outcome::Ok) if output_full => (RunStatus::LimitExceeded, None, output_limit()),
-        Ok(runner::Outcome::Ok) => (RunStatus::Ok, None, None),
+        Ok(runner::Outcome::Ok(_)) if output_full => {
+            (RunStatus::LimitExceeded, None, output_limit())
+        }
+        Ok(runner::Outcome::Ok(None)) => (RunStatus::Ok, None, None),
+        Ok(runner::Outcome::Ok(Some(bytes))) => match decode_result(&bytes, &state.call_limits) {
+            Ok(result) => {
+                value = Some(result);
+                (RunStatus::Ok, None, None)
+            }
+            Err(message) => (
+                RunStatus::LimitExceeded,
+                None,
+                limit(LimitKind::ValueSize, message),
+            ),
+        },
         Ok(runner::Outcome::Error(info)) => {
             // The exception is the code's output too: under the same cap.
             let max = limits.max_output_bytes;
@@ -401,13 +471,6 @@ pub(crate) fn finish(
             match error.type_name.as_str() {
                 "MemoryError" => {
                     let hit = limit(LimitKind::Memory, "Python ran out of memory".into());
-                    (RunStatus::LimitExceeded, Some(error), hit)
-                }
-                "RecursionError" => {
-                    let hit = limit(
-                        LimitKind::Memory,
-                        "Python's recursion limit guards the call stack".into(),
-                    );
                     (RunStatus::LimitExceeded, Some(error), hit)
                 }
                 _ if output_full => (RunStatus::LimitExceeded, Some(error), output_limit()),
@@ -441,6 +504,7 @@ pub(crate) fn finish(
         files: Vec::new(),
         events: state.events.take(),
         handoff: state.handoff.take(),
+        result: value,
         fuel_used,
         cost: state.controls.spent(),
         #[cfg(feature = "internals")]
@@ -448,6 +512,7 @@ pub(crate) fn finish(
         #[cfg(feature = "internals")]
         reused,
         elapsed: start.elapsed(),
+        queued: Duration::ZERO,
     }
 }
 

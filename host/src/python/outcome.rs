@@ -9,7 +9,8 @@ use serde::Serialize;
 use crate::controls::ControlEvent;
 use crate::events::PluginEvent;
 use crate::limits::{EventSize, LimitKind};
-use crate::types::{MethodKind, MethodResult};
+use crate::sandbox::admission::Refused;
+use crate::types::{MethodKind, MethodResult, Value};
 
 /// How a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -214,7 +215,7 @@ pub struct RunOutcome {
     /// What it printed to stderr (up to the cap).
     pub stderr: String,
     /// The exception, for [`RunStatus::Error`] (and for a limit that Python
-    /// reported as an exception, such as `MemoryError` or `RecursionError`).
+    /// reported as an exception, `MemoryError`).
     pub error: Option<RunError>,
     /// The limit, for [`RunStatus::LimitExceeded`].
     pub limit: Option<LimitHit>,
@@ -225,6 +226,10 @@ pub struct RunOutcome {
     pub events: Vec<Event>,
     /// The handoff, for [`RunStatus::AgentHandoff`].
     pub handoff: Option<Handoff>,
+    /// For [`RunStatus::Ok`], the value of the code's last statement if it
+    /// is an expression whose value is not `None`, else of its `result`
+    /// variable if it set one; `None` otherwise (and for any other status).
+    pub result: Option<Value>,
     /// Fuel used by the interpreter and the plugins it called.
     pub fuel_used: u64,
     /// What its successful method calls cost in all (`cost_per_use` in the
@@ -239,8 +244,11 @@ pub struct RunOutcome {
     /// restored. Only with the `internals` feature.
     #[cfg(feature = "internals")]
     pub reused: bool,
-    /// Wall-clock time of the run.
+    /// Wall-clock time of the run, from when it got its run slot.
     pub elapsed: Duration,
+    /// How long it waited for a run slot ([`RunSlots`](crate::RunSlots))
+    /// before that.
+    pub queued: Duration,
 }
 
 impl RunOutcome {
@@ -269,6 +277,7 @@ impl RunOutcome {
             files: Vec::new(),
             events: Vec::new(),
             handoff: None,
+            result: None,
             fuel_used: 0,
             cost: 0.0,
             #[cfg(feature = "internals")]
@@ -276,7 +285,28 @@ impl RunOutcome {
             #[cfg(feature = "internals")]
             reused: false,
             elapsed: start.elapsed(),
+            queued: Duration::ZERO,
         }
+    }
+
+    /// The outcome of a run that got no run slot: cancelled, or the
+    /// [`LimitKind::Queue`] limit; `queued` is the time it waited.
+    pub(crate) fn no_slot(refused: Refused, asked: Instant) -> RunOutcome {
+        let mut outcome = RunOutcome::not_run("", String::new(), asked);
+        outcome.error = None;
+        outcome.queued = outcome.elapsed;
+        outcome.elapsed = Duration::ZERO;
+        match refused.limit() {
+            Some((kind, message)) => {
+                outcome.status = RunStatus::LimitExceeded;
+                outcome.limit = Some(LimitHit {
+                    kind,
+                    message: message.to_string(),
+                });
+            }
+            None => outcome.status = RunStatus::Cancelled,
+        }
+        outcome
     }
 }
 

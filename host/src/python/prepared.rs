@@ -686,10 +686,7 @@ async fn prepare(
 ) -> anyhow::Result<Prepared> {
     let pre = reusable.map_or(pre, |r| &r.pre);
     let limits = &host.run_limits;
-    let budget = Budget {
-        fuel: limits.fuel,
-        deadline: Instant::now() + limits.time,
-    };
+    let budget = Budget::new(limits.fuel, limits.time, Instant::now());
     let state = RunState::new(
         &AgentCtx::default(),
         &Default::default(),

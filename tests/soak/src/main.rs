@@ -262,7 +262,7 @@ fn host(cache_dir: &Path, store: &Path, tasks: usize, port: u16) -> anyhow::Resu
         .store_path(store)
         .policy(policy)
         .limits(Limits {
-            fuel: 50_000_000,
+            fuel: Some(50_000_000),
             time: Duration::from_secs(20),
             ..Limits::default()
         })
@@ -303,7 +303,7 @@ async fn settled(python: &PythonSandbox, plugins: &[Plugin]) {
 
 fn run_limits() -> RunLimits {
     RunLimits {
-        fuel: 200_000_000,
+        fuel: Some(200_000_000),
         time: Duration::from_secs(30),
         memory_bytes: 96 << 20,
         max_output_bytes: 64 << 10,

@@ -124,19 +124,24 @@ async fn write_answer(
     Ok(())
 }
 
-/// The code's outcome from an `e` frame: marshal of `None`, or of the
-/// escaped exception's `(type, message, line, traceback)`.
+/// The code's outcome from an `e` frame: marshal of `(error, result)`,
+/// `error` None or the escaped exception's `(type, message, line,
+/// traceback)` and `result` None or the marshalled result.
 fn outcome(bytes: &[u8]) -> wasmtime::Result<runner::Outcome> {
     let limits = DecodeLimits {
-        max_nodes: 8,
-        max_depth: 2,
+        max_nodes: 12,
+        max_depth: 3,
         max_bytes: 64 << 20,
     };
     let value = Value::from_marshal(bytes, &limits).context("an end frame that is not marshal")?;
-    let items = match value {
-        Value::Null => return Ok(runner::Outcome::Ok),
-        Value::List(items) => items,
-        _ => wasmtime::bail!("an end frame that is not None or a tuple"),
+    let Value::List(ended) = value else {
+        wasmtime::bail!("an end frame that is not a tuple");
+    };
+    let items = match <[Value; 2]>::try_from(ended) {
+        Ok([Value::Null, Value::Null]) => return Ok(runner::Outcome::Ok(None)),
+        Ok([Value::Null, Value::Bytes(result)]) => return Ok(runner::Outcome::Ok(Some(result))),
+        Ok([Value::List(items), Value::Null]) => items,
+        _ => wasmtime::bail!("an end frame that is not (None, result) or (error, None)"),
     };
     let text = |v: &Value| match v {
         Value::Text(t) => Ok(t.clone()),

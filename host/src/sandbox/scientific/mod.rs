@@ -19,15 +19,15 @@ mod wasi_checks;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::cache::CodeSource;
 use crate::controls::RunControls;
 use crate::error::LoadError;
 use crate::guard::{Stopped, apply_budget, fuel_used, guarded_until};
-use crate::limits::{Budget, LimitKind, RunLimits};
+use crate::limits::{LimitKind, RunLimits};
 use crate::python::outcome::RunOutcome;
-use crate::python::{PluginSet, RunOptions, finish, strip_code_fence};
+use crate::python::{Admitted, PluginSet, RunOptions, admit, finish, strip_code_fence};
 use crate::runtime::HostInner;
 use crate::sandbox::workspace::{WorkspaceOptions, WorkspaceRun};
 use crate::types::{AgentCtx, Value};
@@ -192,15 +192,16 @@ impl ScientificSandbox {
         let inner = &*self.inner;
         let host = &inner.host;
         let limits = options.limits.as_ref().unwrap_or(&inner.limits);
-        let start = Instant::now();
-        if let Some(refused) = plugins.refused_by(host, start) {
-            return refused;
-        }
-        let code = strip_code_fence(code);
-        let budget = Budget {
-            fuel: limits.fuel,
-            deadline: start + limits.time,
+        let Admitted {
+            slot,
+            inputs,
+            budget,
+        } = match admit(host, plugins, limits, options).await {
+            Ok(admitted) => admitted,
+            Err(refused) => return refused,
         };
+        let start = slot.start;
+        let code = strip_code_fence(code);
         let taken = self.take_ready().await;
         let prepared = taken.is_some();
         let mut interpreter = match taken {
@@ -237,7 +238,7 @@ impl ScientificSandbox {
             Err(e) => return RunOutcome::failed(e, start),
         }
         data.workspace = workspace;
-        data.pending = Some(begin_frame(code, plugins));
+        data.pending = Some(begin_frame(code, plugins, inputs));
         data.ended = None;
         data.run.meter.watch(options.cancel.clone());
         data.run.controls = RunControls::new(host.controls.clone(), options.approver.clone());
@@ -265,7 +266,7 @@ impl ScientificSandbox {
             })
             .await
         };
-        let fuel_used = fuel_used(&interpreter.store, limits.fuel);
+        let fuel_used = fuel_used(&interpreter.store, budget.fuel);
         let data = interpreter.store.data_mut();
         let ended = data.ended.take();
         // The export returned after the code's outcome was said: the
@@ -298,6 +299,7 @@ impl ScientificSandbox {
         if let Some(workspace) = workspace {
             outcome.files = workspace.changes();
         }
+        outcome.queued = slot.waited;
         if returned {
             interpreter.runs += 1;
             self.give_back(interpreter);
@@ -398,7 +400,7 @@ impl ScientificSandbox {
 
 /// The answer to the guest's `b` frame: `(code, methods)`, each method a
 /// `(name, docstring, params)` with params `(name, required)`.
-fn begin_frame(code: &str, plugins: &PluginSet) -> Vec<u8> {
+fn begin_frame(code: &str, plugins: &PluginSet, inputs: Vec<u8>) -> Vec<u8> {
     let methods = plugins.specs().iter().map(|spec| {
         let params = spec
             .params
@@ -413,6 +415,7 @@ fn begin_frame(code: &str, plugins: &PluginSet) -> Vec<u8> {
     Value::List(vec![
         Value::Text(code.to_string()),
         Value::List(methods.collect()),
+        Value::Bytes(inputs),
     ])
     .to_marshal()
 }

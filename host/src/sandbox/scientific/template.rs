@@ -265,10 +265,7 @@ impl Template {
 /// What preparing (or making) an interpreter may spend: no fuel bound,
 /// [`PREPARE_TIME`].
 fn preparing_budget() -> Budget {
-    Budget {
-        fuel: u64::MAX,
-        deadline: Instant::now() + PREPARE_TIME,
-    }
+    Budget::new(None, PREPARE_TIME, Instant::now())
 }
 
 /// A folder of its own under the system's temporary directory, removed

@@ -1,0 +1,121 @@
+//! Values into and out of a run: its inputs, which the code finds as
+//! variables, and its result, the value of the code's last expression (or
+//! of its `result` variable). Both cross as `marshal` bytes, as a method's
+//! arguments and results do, and are held to the host's value limits.
+
+use crate::limits::Limits;
+use crate::types::Value;
+
+/// A run's inputs, checked, as the interpreter reads them: `marshal` of
+/// an object of names to values. `is_method` says whether a name is one of
+/// the run's methods, which an input must not hide.
+pub(crate) fn marshal_inputs(
+    inputs: &[(String, Value)],
+    is_method: impl Fn(&str) -> bool,
+    limits: &Limits,
+) -> Result<Vec<u8>, String> {
+    for (i, (name, _)) in inputs.iter().enumerate() {
+        if !is_identifier(name) {
+            return Err(format!(
+                "input `{name}` is not a Python identifier: an input becomes a variable of the \
+                 code"
+            ));
+        }
+        if name.starts_with("__") {
+            return Err(format!(
+                "input `{name}` starts with `__`: those names are Python's own"
+            ));
+        }
+        if is_method(name) {
+            return Err(format!(
+                "input `{name}` has the name of a method of the run, which it would hide"
+            ));
+        }
+        if inputs[..i].iter().any(|(other, _)| other == name) {
+            return Err(format!("input `{name}` is given twice"));
+        }
+    }
+    let object = Value::Object(inputs.to_vec());
+    let nodes = object.node_count();
+    let decode = limits.decode_limits();
+    if nodes > decode.max_nodes {
+        return Err(format!(
+            "the inputs hold {nodes} values, more than the {} a value may (the host's \
+             max_value_nodes)",
+            decode.max_nodes
+        ));
+    }
+    let bytes = object.to_marshal();
+    if bytes.len() > decode.max_bytes {
+        return Err(format!(
+            "the inputs take {} bytes, more than the {} a value may (the host's max_value_bytes)",
+            bytes.len(),
+            decode.max_bytes
+        ));
+    }
+    // Depth past the limit is refused as the interpreter's decoding would.
+    Value::from_marshal(&bytes, &decode).map_err(|e| format!("the inputs cannot be given: {e}"))?;
+    Ok(bytes)
+}
+
+/// A run's result from the interpreter's `marshal` bytes, within the host's
+/// value limits; the error says which it broke.
+pub(crate) fn decode_result(bytes: &[u8], limits: &Limits) -> Result<Value, String> {
+    Value::from_marshal(bytes, &limits.decode_limits())
+        .map_err(|e| format!("the run's result cannot be returned: {e}"))
+}
+
+/// Whether `name` is a Python identifier (ASCII letters, digits and `_`,
+/// or Unicode letters and digits; not starting with a digit).
+fn is_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c == '_' || c.is_alphabetic())
+        && chars.all(|c| c == '_' || c.is_alphanumeric())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inputs(pairs: &[(&str, Value)]) -> Vec<(String, Value)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn inputs_are_checked_names_within_the_value_limits() {
+        let set = |name: &str| name == "calculate_sum";
+        let limits = Limits::default();
+        let ok = inputs(&[("x", Value::Int(1)), ("ünï_2", Value::Text("a".into()))]);
+        let bytes = marshal_inputs(&ok, set, &limits).unwrap();
+        assert_eq!(
+            Value::from_marshal(&bytes, &limits.decode_limits()).unwrap(),
+            Value::Object(ok)
+        );
+        for (name, why) in [
+            ("2x", "not a Python identifier"),
+            ("a-b", "not a Python identifier"),
+            ("", "not a Python identifier"),
+            ("__builtins__", "starts with `__`"),
+            ("calculate_sum", "the name of a method of the run"),
+        ] {
+            let err = marshal_inputs(&inputs(&[(name, Value::Null)]), set, &limits).unwrap_err();
+            assert!(err.contains(why), "{name}: {err}");
+        }
+        let twice = inputs(&[("x", Value::Null), ("x", Value::Null)]);
+        assert!(
+            marshal_inputs(&twice, set, &limits)
+                .unwrap_err()
+                .contains("twice")
+        );
+        let small = Limits {
+            max_value_bytes: 100,
+            ..Limits::default()
+        };
+        let big = inputs(&[("x", Value::Text("y".repeat(200)))]);
+        let err = marshal_inputs(&big, set, &small).unwrap_err();
+        assert!(err.contains("max_value_bytes"), "{err}");
+    }
+}
