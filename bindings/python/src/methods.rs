@@ -82,9 +82,15 @@ impl PyHostMethod {
             Some(schema) => Some(json_from_py(schema, "returns")?),
             None => None,
         };
+        // The docstring's first line when not given. A blank docstring
+        // has none, and is refused for itself: a stand-in keeps that one
+        // problem from being reported again as the description's.
         let description = description.unwrap_or_else(|| {
             let first = docstring.trim().lines().next().unwrap_or_default();
-            first.trim().to_string()
+            match first.trim() {
+                "" => format!("{name} (no docstring)"),
+                first => first.to_string(),
+            }
         });
         let spec = MethodSpec {
             name: name.clone(),
