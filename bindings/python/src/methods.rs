@@ -117,6 +117,19 @@ impl PyHostMethod {
         })
     }
 
+    /// `HostMethod[P, R]`: generic, for annotations, in the function's
+    /// parameters and result (the stubs' `Generic[P, R]`).
+    #[classmethod]
+    fn __class_getitem__<'py>(
+        cls: &Bound<'py, pyo3::types::PyType>,
+        item: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = cls.py();
+        py.import("types")?
+            .getattr("GenericAlias")?
+            .call1((cls, item))
+    }
+
     /// The name the AI calls it by.
     #[getter]
     fn name(&self) -> &str {
