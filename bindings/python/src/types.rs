@@ -1104,7 +1104,7 @@ fn reduce<'py>(
 
 /// `a.state() == b.state()` when `other` is of `a`'s class, else
 /// `NotImplemented`.
-fn state_eq<'py, T: pyo3::PyClass>(
+fn state_eq<'py, T>(
     py: Python<'py>,
     state: impl Fn(&T) -> PyResult<Bound<'py, PyTuple>>,
     this: &T,
