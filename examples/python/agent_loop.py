@@ -19,6 +19,7 @@ import asyncio
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import sandwit
 
@@ -49,7 +50,7 @@ async def send_channel_message(ctx: sandwit.AgentCtx, text: str) -> str:
 
 
 @sandwit.method
-def lookup_user(ctx: sandwit.AgentCtx, name: str) -> dict:
+def lookup_user(ctx: sandwit.AgentCtx, name: str) -> dict[str, Any]:
     """Look up a member of this chat.
 
     Args:
@@ -100,11 +101,11 @@ lookup_user("mallory")
 
 def feedback(out: sandwit.RunOutcome) -> str:
     """What the framework tells the AI about a run, as Nekro does."""
-    if out.status == "agent_handoff":
+    if out.status == "agent_handoff" and out.handoff:
         return f"[{out.handoff.method}] {out.handoff.result.text}"
-    if out.status == "error":
+    if out.status == "error" and out.error:
         return f"your code failed: {out.error.type}: {out.error.message}"
-    if out.status == "limit_exceeded":
+    if out.status == "limit_exceeded" and out.limit:
         return f"your code was stopped: {out.limit.message}"
     return f"your code printed: {out.stdout!r}"
 
@@ -123,9 +124,9 @@ async def main(calc_path: Path) -> None:
     for turn, answer in enumerate(ANSWERS, 1):
         code = sandwit.strip_code_fence(answer)
         print(f"\nround {turn}: running {len(code.splitlines())} lines")
-        system_messages = []
+        system_messages: list[str] = []
 
-        def on_event(event):
+        def on_event(event: sandwit.LiveEvent) -> None:
             if event["type"] == "system_message":
                 system_messages.append(event["text"])
 

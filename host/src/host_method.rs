@@ -52,12 +52,14 @@ impl HostMethod {
         F: Fn(AgentCtx, Value) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<MethodResult, String>> + Send + 'static,
     {
+        // The wrapping manifest's own fields are fixed: the spec's problems
+        // are reported once, as the method's, not again as the manifest's.
         let raw = wit::PluginManifest {
             id: provider.to_string(),
-            name: provider.to_string(),
+            name: "host methods".to_string(),
             version: "0.1.0".to_string(),
             author: "the host".to_string(),
-            description: spec.description.clone(),
+            description: "Methods the host offers.".to_string(),
             methods: vec![spec.to_wit()],
             config_schema: None,
             capabilities: Vec::new(),

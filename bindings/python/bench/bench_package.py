@@ -37,30 +37,31 @@ LOOP = "for _ in range(%d):\n    {}\n" % CALLS
 
 
 @sandwit.method(name="nop")
-def nop(ctx) -> None:
+def nop(ctx: sandwit.AgentCtx) -> None:
     """Does nothing."""
 
 
 @sandwit.method(name="nop")
-async def async_nop(ctx) -> None:
+async def async_nop(ctx: sandwit.AgentCtx) -> None:
     """Does nothing, as a coroutine."""
 
 
-def p50(samples):
+def p50(samples: list[float]) -> float:
     return statistics.median(samples)
 
 
-def timed(host, code, **kwargs):
+def timed(host: sandwit.Host, code: str, plugins: sandwit.PluginSet | None = None,
+          limits: sandwit.RunLimits | None = None) -> float:
     """Seconds a run of `code` takes, checked to succeed."""
     start = time.perf_counter()
-    out = host.run(code, **kwargs)
+    out = host.run(code, plugins=plugins, limits=limits)
     elapsed = time.perf_counter() - start
     if out.status != "ok":
         sys.exit(f"bench run failed: {out!r}")
     return elapsed
 
 
-def fresh_runs(host, runs, pause):
+def fresh_runs(host: sandwit.Host, runs: int, pause: float) -> float:
     samples = []
     for _ in range(runs):
         samples.append(timed(host, "print(1+1)"))
@@ -69,11 +70,13 @@ def fresh_runs(host, runs, pause):
     return p50(samples)
 
 
-def per_call(host, sets, runs):
+def per_call(host: sandwit.Host, sets: dict[str, sandwit.PluginSet],
+             runs: int) -> dict[str, float]:
     """The p50 cost of one `nop()` call in each set, from runs with and
     without the calls, interleaved so that drift hits them alike."""
     limits = sandwit.RunLimits(max_calls=CALLS + 1, timeout_s=60)
-    empty, calls = [], {name: [] for name in sets}
+    empty: list[float] = []
+    calls: dict[str, list[float]] = {name: [] for name in sets}
     for _ in range(runs):
         empty.append(timed(host, LOOP.format("pass"), limits=limits))
         for name, plugin_set in sets.items():
@@ -83,12 +86,12 @@ def per_call(host, sets, runs):
     return {name: (p50(samples) - base) / CALLS for name, samples in calls.items()}
 
 
-def us(seconds):
+def us(seconds: float) -> str:
     return f"{seconds * 1e6:,.1f} µs"
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a few runs, to see that it works")
     parser.add_argument("--runs", type=int, help="runs per row [200; --quick: 10]")
     parser.add_argument("--cache-dir", type=Path, default=CACHE,

@@ -15,14 +15,15 @@ use crate::types::lit;
 const MAX_DEPTH: usize = 64;
 
 /// A call's arguments: a dict of parameter names to values, or `None` for
-/// none.
-pub fn args_from_py(args: Option<&Bound<'_, PyAny>>) -> PyResult<Value> {
+/// none. `call` names the call in errors (`plugin `calc`, method
+/// `calculate_sum``), which name the parameter too.
+pub fn args_from_py(args: Option<&Bound<'_, PyAny>>, call: &str) -> PyResult<Value> {
     let Some(args) = args.filter(|a| !a.is_none()) else {
         return Ok(Value::Object(Vec::new()));
     };
     let dict = args.cast::<PyDict>().map_err(|_| {
         PyTypeError::new_err(format!(
-            "args must be a dict of parameter names to values, not {}",
+            "{call}: args must be a dict of parameter names to values, not {}",
             type_name(args)
         ))
     })?;
@@ -30,12 +31,14 @@ pub fn args_from_py(args: Option<&Bound<'_, PyAny>>) -> PyResult<Value> {
     for (key, value) in dict.iter() {
         let name = key.cast::<PyString>().map_err(|_| {
             PyTypeError::new_err(format!(
-                "args: parameter names must be str, not {}",
+                "{call}: args: parameter names must be str, not {}",
                 type_name(&key)
             ))
         })?;
-        let name = text(name, &mut || "args: a parameter name".to_string())?;
-        let mut path = Path::new(&name);
+        let name = text(name, &mut || format!("{call}: args: a parameter name"))?;
+        let mut path = Path {
+            text: format!("{call}: parameter {}", lit(&name)),
+        };
         let value = value_from_py(&value, &mut path, 1)?;
         entries.push((name, value));
     }
@@ -50,18 +53,13 @@ pub fn result_from_py(value: &Bound<'_, PyAny>) -> PyResult<Value> {
     value_from_py(value, &mut path, 1)
 }
 
-/// Where in an argument a value is, for errors: `argument 'rows'[3]['id']`.
+/// Where in an argument a value is, for errors: `plugin `db`, method
+/// `insert`: parameter 'rows'[3]['id']`.
 struct Path {
     text: String,
 }
 
 impl Path {
-    fn new(argument: &str) -> Self {
-        Path {
-            text: format!("argument {}", lit(argument)),
-        }
-    }
-
     fn with<R>(&mut self, step: String, f: impl FnOnce(&mut Self) -> R) -> R {
         let len = self.text.len();
         self.text.push_str(&step);

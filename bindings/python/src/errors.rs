@@ -204,8 +204,46 @@ pub enum Failure {
     Load(sandwit::LoadError),
     /// A call failed.
     Call(sandwit::CallError),
+    /// A file the host was told to use is not there.
+    File(FileProblem),
     /// Anything else, as a [`SandwitError`].
     Other(String),
+}
+
+/// A file that is missing or a directory: raised as `FileNotFoundError` or
+/// `IsADirectoryError` with `.filename` set and a message saying which file
+/// it is.
+#[derive(Debug)]
+pub struct FileProblem {
+    errno: i32,
+    what: String,
+    path: String,
+}
+
+impl FileProblem {
+    pub fn not_found(what: String, path: &std::path::Path) -> Self {
+        FileProblem {
+            errno: 2,
+            what,
+            path: path.display().to_string(),
+        }
+    }
+
+    pub fn is_a_directory(what: String, path: &std::path::Path) -> Self {
+        FileProblem {
+            errno: 21,
+            what,
+            path: path.display().to_string(),
+        }
+    }
+
+    pub fn into_pyerr(self) -> PyErr {
+        let FileProblem { errno, what, path } = self;
+        match errno {
+            21 => pyo3::exceptions::PyIsADirectoryError::new_err((errno, what, path)),
+            _ => pyo3::exceptions::PyFileNotFoundError::new_err((errno, what, path)),
+        }
+    }
 }
 
 impl Failure {
@@ -214,6 +252,7 @@ impl Failure {
         match self {
             Failure::Load(e) => load_error(py, &e),
             Failure::Call(e) => call_error(py, &e),
+            Failure::File(problem) => problem.into_pyerr(),
             Failure::Other(message) => SandwitError::new_err(message),
         }
     }

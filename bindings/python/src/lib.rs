@@ -17,6 +17,7 @@ mod types;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
@@ -183,19 +184,69 @@ enum Interpreter {
 
 impl Interpreter {
     /// `given`, else `$SANDWIT_PYTHON`, else the embedded one, else the
-    /// installed file (the CLI's order).
-    fn find(given: Option<PathBuf>) -> Self {
-        if let Some(path) = given.or_else(|| env_path("SANDWIT_PYTHON")) {
-            return Interpreter::File(path);
+    /// installed file (the CLI's order). A file named that is not there
+    /// is a `FileNotFoundError` now, not at the first run.
+    fn find(given: Option<PathBuf>) -> PyResult<Self> {
+        let named = match given {
+            Some(path) => Some((path, "that Host(python=...) names")),
+            None => env_path("SANDWIT_PYTHON").map(|path| (path, "that $SANDWIT_PYTHON names")),
+        };
+        if let Some((path, from)) = named {
+            return match interpreter_file_missing(&path, from) {
+                Some(missing) => Err(missing.into_pyerr()),
+                None => Ok(Interpreter::File(path)),
+            };
         }
         if !EMBEDDED.is_empty() {
-            return Interpreter::Embedded;
+            return Ok(Interpreter::Embedded);
         }
-        match installed_interpreter().filter(|p| p.exists()) {
+        Ok(match installed_interpreter().filter(|p| p.exists()) {
             Some(path) => Interpreter::File(path),
             None => Interpreter::Missing,
-        }
+        })
     }
+}
+
+/// Why `path`, the small interpreter's CPython component that `from`
+/// names, cannot be loaded, if it is not a file.
+fn interpreter_file_missing(path: &Path, from: &str) -> Option<errors::FileProblem> {
+    let what = format!("the Python interpreter's CPython component (sandbox.wasm) {from}");
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => Some(errors::FileProblem::is_a_directory(
+            format!("{what} is a directory, not a file"),
+            path,
+        )),
+        Ok(_) => None,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(errors::FileProblem::not_found(
+            format!("{what} does not exist"),
+            path,
+        )),
+        // Unreadable otherwise: loading it says why.
+        Err(_) => None,
+    }
+}
+
+/// The `store` argument: the plugin store's SQLite file, made if missing,
+/// in a directory that must exist.
+fn store_arg(obj: &Bound<'_, PyAny>) -> PyResult<PathBuf> {
+    let path = path_arg(obj, "store")?;
+    if path.is_dir() {
+        let what = "Host(store=...) names a directory: it takes the plugin store's SQLite file";
+        return Err(errors::FileProblem::is_a_directory(what.to_string(), &path).into_pyerr());
+    }
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        let what = format!(
+            "the directory of the plugin store {} does not exist (Host(store=...) makes the \
+             SQLite file, not its directory)",
+            path.display()
+        );
+        return Err(errors::FileProblem::not_found(what, dir).into_pyerr());
+    }
+    Ok(path)
 }
 
 /// Which interpreter a run uses: `small` (componentize-py's CPython with a
@@ -288,6 +339,8 @@ struct Shared {
     /// The scientific interpreter's directory, if any.
     scientific_dir: Option<PathBuf>,
     scientific: Mutex<Option<ScientificSandbox>>,
+    /// Set by `close()`: no interpreter is loaded any more.
+    closed: AtomicBool,
 }
 
 impl Shared {
@@ -320,9 +373,17 @@ impl Shared {
         if let Some(sandbox) = &*sandbox {
             return Ok(sandbox.clone());
         }
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(Failure::Other(CLOSED.into()));
+        }
         let host = &self.host;
         let compiling = match &self.interpreter {
-            Interpreter::File(path) => path.exists() && !host.is_file_compiled(path),
+            Interpreter::File(path) => {
+                if let Some(missing) = interpreter_file_missing(path, "the host was given") {
+                    return Err(Failure::File(missing));
+                }
+                !host.is_file_compiled(path)
+            }
             Interpreter::Embedded => !host.is_compiled(EMBEDDED_SHA256),
             Interpreter::Missing => {
                 return Err(Failure::Other(format!(
@@ -363,6 +424,9 @@ impl Shared {
         let mut sandbox = self.scientific.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(sandbox) = &*sandbox {
             return Ok(sandbox.clone());
+        }
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(Failure::Other(CLOSED.into()));
         }
         let Some(dir) = &self.scientific_dir else {
             return Err(Failure::Other(NO_SCIENTIFIC_DIR.into()));
@@ -418,30 +482,113 @@ fn announced<T, E>(
 
 // ---- Host --------------------------------------------------------------------------
 
+/// What using a closed host raises.
+const CLOSED: &str = "this Host is closed (its close() or aclose() was called, or its \
+    `with` block ended): make a new Host";
+
+/// A host's runtime, and the jobs running on it: `close()` shuts the
+/// runtime down at once if none runs, else when the last one ends.
+struct Life {
+    state: Mutex<LifeState>,
+}
+
+struct LifeState {
+    /// None once shut down.
+    runtime: Option<tokio::runtime::Runtime>,
+    closed: bool,
+    /// Jobs started and not ended.
+    running: usize,
+}
+
+impl Life {
+    fn lock(&self) -> std::sync::MutexGuard<'_, LifeState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The runtime's handle, unless the host is closed.
+    fn handle(&self) -> PyResult<tokio::runtime::Handle> {
+        let state = self.lock();
+        match (&state.runtime, state.closed) {
+            (Some(runtime), false) => Ok(runtime.handle().clone()),
+            _ => Err(SandwitError::new_err(CLOSED)),
+        }
+    }
+
+    /// The runtime's handle and the job's place among those running,
+    /// unless the host is closed.
+    fn start(self: &Arc<Self>) -> PyResult<(tokio::runtime::Handle, Running)> {
+        let mut state = self.lock();
+        let handle = match (&state.runtime, state.closed) {
+            (Some(runtime), false) => runtime.handle().clone(),
+            _ => return Err(SandwitError::new_err(CLOSED)),
+        };
+        state.running += 1;
+        Ok((handle, Running(self.clone())))
+    }
+
+    /// Closes the host: no job starts any more, and the runtime is shut
+    /// down now if none runs.
+    fn close(&self) {
+        let mut state = self.lock();
+        state.closed = true;
+        let runtime = match state.running {
+            0 => state.runtime.take(),
+            _ => None,
+        };
+        drop(state);
+        // Not waiting: a worker may be waiting for the GIL this thread holds.
+        if let Some(runtime) = runtime {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+/// A job running on a host's runtime, until dropped (with the job).
+pub(crate) struct Running(Arc<Life>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let mut state = self.0.lock();
+        state.running -= 1;
+        if state.closed
+            && state.running == 0
+            && let Some(runtime) = state.runtime.take()
+        {
+            drop(state);
+            // Maybe on one of the runtime's own threads, which cannot shut
+            // it down.
+            std::thread::spawn(move || runtime.shutdown_background());
+        }
+    }
+}
+
 /// A plugin host: loads plugins, runs Python code in the sandbox, calls
 /// methods. Thread-safe; every method that runs guest code releases the
 /// GIL.
 #[pyclass(frozen, module = "sandwit", name = "Host")]
 struct PyHost {
     shared: Arc<Shared>,
-    /// Taken (and shut down in the background) when the host is dropped.
-    runtime: Option<tokio::runtime::Runtime>,
+    /// The runtime, shut down in the background when the host is closed
+    /// or dropped.
+    life: Arc<Life>,
 }
 
 impl Drop for PyHost {
     fn drop(&mut self) {
-        // Not waiting: a worker may be waiting for the GIL this thread holds.
-        if let Some(runtime) = self.runtime.take() {
+        self.life.close();
+        // Jobs still running (their coroutines hold the host, so only
+        // synchronous ones a signal gave up on) end with the runtime.
+        let runtime = self.life.lock().runtime.take();
+        if let Some(runtime) = runtime {
             runtime.shutdown_background();
         }
     }
 }
 
 impl PyHost {
-    fn runtime(&self) -> &tokio::runtime::Runtime {
-        self.runtime
-            .as_ref()
-            .expect("the runtime lives as long as the host")
+    /// Raises the closed host's error once it is closed.
+    fn check_open(&self) -> PyResult<()> {
+        self.life.handle().map(drop)
     }
 
     /// Runs `work` on the runtime and waits for it with the GIL released;
@@ -451,8 +598,24 @@ impl PyHost {
         py: Python<'_>,
         work: impl Future<Output = T> + Send + 'static,
     ) -> PyResult<T> {
-        let handle = self.runtime().handle();
-        Waiter::default().wait(py, handle, work, None, Stop::Abort)
+        self.wait_with(py, Waiter::default(), work, None, Stop::Abort)
+    }
+
+    /// [`Waiter::wait`] on the runtime, counted as running meanwhile.
+    fn wait_with<T: Send + 'static>(
+        &self,
+        py: Python<'_>,
+        waiter: Waiter<T>,
+        work: impl Future<Output = T> + Send + 'static,
+        on_event: Option<&Bound<'_, PyAny>>,
+        stop: Stop,
+    ) -> PyResult<T> {
+        let (handle, running) = self.life.start()?;
+        let work = async move {
+            let _running = running;
+            work.await
+        };
+        waiter.wait(py, &handle, work, on_event, stop)
     }
 
     /// The `interpreter` argument of a run or `warmup`: the host's kind
@@ -483,7 +646,7 @@ impl PyHost {
             options = options.on_event(move |event| listener(event));
         }
         let shared = self.shared.clone();
-        let handle = self.runtime().handle().clone();
+        let handle = self.life.handle()?;
         Ok(Box::pin(async move {
             let sandbox = match shared.loaded(kind) {
                 Some(sandbox) => sandbox,
@@ -505,9 +668,12 @@ impl PyHost {
     }
 }
 
-/// The runtime of `host`, for a coroutine that keeps it alive.
-fn runtime_of(host: Py<PyHost>) -> impl Fn() -> tokio::runtime::Handle + Send + Sync {
-    move || host.get().runtime().handle().clone()
+/// The runtime of `host`, for a coroutine that keeps it alive, and the
+/// job's place among those running; an error once the host is closed.
+fn runtime_of(
+    host: Py<PyHost>,
+) -> impl Fn() -> PyResult<(tokio::runtime::Handle, Running)> + Send + Sync {
+    move || host.get().life.start()
 }
 
 /// The `on_event` argument: a callable or None.
@@ -597,7 +763,7 @@ impl PyHost {
             builder = builder.policy(policy);
         }
         if let Some(store) = store {
-            builder = builder.store_path(path_arg(store, "store")?);
+            builder = builder.store_path(store_arg(store)?);
         }
         if let Some(limits) = limits {
             builder = builder.run_limits(limits.get().limits.clone());
@@ -622,6 +788,7 @@ impl PyHost {
             builder = builder.max_instances(count);
         }
         let given = python.map(|p| path_arg(p, "python")).transpose()?;
+        let interpreter = Interpreter::find(given)?;
         let host = py
             .detach(|| builder.build())
             .map_err(|e| SandwitError::new_err(format!("{e:#}")))?;
@@ -634,13 +801,84 @@ impl PyHost {
             shared: Arc::new(Shared {
                 host,
                 kind,
-                interpreter: Interpreter::find(given),
+                interpreter,
                 sandbox: Mutex::new(None),
                 scientific_dir,
                 scientific: Mutex::new(None),
+                closed: AtomicBool::new(false),
             }),
-            runtime: Some(runtime),
+            life: Arc::new(Life {
+                state: Mutex::new(LifeState {
+                    runtime: Some(runtime),
+                    closed: false,
+                    running: 0,
+                }),
+            }),
         })
+    }
+
+    /// Closes the host: later runs, calls, loads and warmups raise
+    /// `SandwitError`, its interpreters (and those prepared ahead of runs)
+    /// are dropped, and its runtime's threads end once the runs and calls
+    /// in flight (which go on to their end) have ended. Closing twice does
+    /// nothing.
+    fn close(&self, py: Python<'_>) {
+        self.shared.closed.store(true, Ordering::SeqCst);
+        let small = self
+            .shared
+            .sandbox
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let scientific = self
+            .shared
+            .scientific
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        self.life.close();
+        py.detach(move || drop((small, scientific)));
+    }
+
+    /// `close()`, as a coroutine.
+    fn aclose<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        call_helper(slf.py(), "_aclose", (slf,))
+    }
+
+    fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    /// Closes the host.
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        _exc_type: &Bound<'_, PyAny>,
+        _exc_value: &Bound<'_, PyAny>,
+        _traceback: &Bound<'_, PyAny>,
+    ) -> bool {
+        self.close(py);
+        false
+    }
+
+    fn __aenter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        call_helper(slf.py(), "_aenter", (slf,))
+    }
+
+    /// Closes the host.
+    fn __aexit__<'py>(
+        slf: &Bound<'py, Self>,
+        _exc_type: &Bound<'py, PyAny>,
+        _exc_value: &Bound<'py, PyAny>,
+        _traceback: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        call_helper(slf.py(), "_aexit", (slf,))
+    }
+
+    /// Whether `close()` was called.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.shared.closed.load(Ordering::SeqCst)
     }
 
     /// The directory compiled code is cached in, or None.
@@ -671,6 +909,7 @@ impl PyHost {
         py: Python<'_>,
         ctx: Option<&Bound<'_, PyAgentCtx>>,
     ) -> PyResult<Vec<Py<PyAny>>> {
+        self.check_open()?;
         let ctx = ctx_or_default(ctx);
         let host = &self.shared.host;
         let files = py
@@ -701,6 +940,7 @@ impl PyHost {
         max_bytes: u64,
     ) -> PyResult<Py<pyo3::types::PyBytes>> {
         use std::io::ErrorKind;
+        self.check_open()?;
         let ctx = ctx_or_default(ctx);
         let host = &self.shared.host;
         let bytes = py.detach(|| host.read_workspace_file(&ctx, path, max_bytes));
@@ -744,8 +984,9 @@ impl PyHost {
     fn warmup(&self, py: Python<'_>, interpreter: Option<&str>) -> PyResult<String> {
         let kind = self.kind(interpreter)?;
         let shared = self.shared.clone();
-        let handle = self.runtime().handle().clone();
+        let (handle, running) = self.life.start()?;
         let loaded = py.detach(|| shared.sandbox(kind, &handle));
+        drop(running);
         let sandbox = loaded.map_err(|f| f.into_pyerr(py))?;
         Ok(code_source(sandbox.code_source()).to_string())
     }
@@ -832,8 +1073,7 @@ impl PyHost {
         let waiter = Waiter::default();
         let listener = on_event.map(|_| waiter.listener());
         let job = self.run_job(code, ctx, plugins, limits, interpreter, cancel, listener)?;
-        let handle = self.runtime().handle();
-        let outcome = waiter.wait(py, handle, job, on_event, stop)?;
+        let outcome = self.wait_with(py, waiter, job, on_event, stop)?;
         PyRunOutcome::new(py, &outcome.map_err(|f| f.into_pyerr(py))?)
     }
 
@@ -897,7 +1137,8 @@ impl PyPlugin {
         args: Option<&Bound<'_, PyAny>>,
         ctx: Option<&Bound<'_, PyAgentCtx>>,
     ) -> PyResult<Job<sandwit::MethodResult>> {
-        let args = args_from_py(args)?;
+        let call = format!("plugin `{}`, method `{method}`", self.plugin.id());
+        let args = args_from_py(args, &call)?;
         let ctx = ctx_or_default(ctx);
         let plugin = self.plugin.clone();
         Ok(Box::pin(async move {
@@ -1000,6 +1241,37 @@ impl PyPlugin {
 
 // ---- module ------------------------------------------------------------------------
 
+/// The coroutines of `run_async` and `call_async` (`_lazy`, see
+/// `tasks::coroutine`) and of a host's `aclose()` and `async with`.
+const AIO_CODE: &std::ffi::CStr = c"async def _lazy(start):
+    return await start()
+
+async def _aclose(host):
+    host.close()
+
+async def _aenter(host):
+    return host
+
+async def _aexit(host):
+    host.close()
+    return False
+";
+
+/// The module made of [`AIO_CODE`].
+static AIO: pyo3::sync::PyOnceLock<Py<PyModule>> = pyo3::sync::PyOnceLock::new();
+
+/// Calls the function `name` of [`AIO_CODE`], making a coroutine.
+fn call_helper<'py>(
+    py: Python<'py>,
+    name: &str,
+    args: impl pyo3::call::PyCallArgs<'py>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let aio = AIO
+        .get(py)
+        .ok_or_else(|| SandwitError::new_err("the module is not initialised"))?;
+    aio.bind(py).getattr(name)?.call1(args)
+}
+
 /// Loads (compiling into the cache the first time, and saying so on stderr)
 /// the Python interpreter `interpreter`, so that later hosts with the same
 /// cache start at once. Returns `compiled`, `disk_cache` or `memory_cache`.
@@ -1071,13 +1343,10 @@ fn _sandwit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(component_hash, m)?)?;
     m.add_function(wrap_pyfunction!(strip_code_fence, m)?)?;
     m.add_function(wrap_pyfunction!(_at_exit, m)?)?;
-    let aio = PyModule::from_code(
-        py,
-        c"async def _lazy(start):\n    return await start()\n",
-        c"sandwit/_aio.py",
-        c"sandwit._aio",
-    )?;
+    m.add_function(wrap_pyfunction!(types::_restore, m)?)?;
+    let aio = PyModule::from_code(py, AIO_CODE, c"sandwit/_aio.py", c"sandwit._aio")?;
     let _ = tasks::LAZY.set(py, aio.getattr("_lazy")?.unbind());
+    let _ = AIO.set(py, aio.unbind());
     m.add(
         "EMBEDDED_PYTHON_SHA256",
         (!EMBEDDED.is_empty()).then_some(EMBEDDED_SHA256),

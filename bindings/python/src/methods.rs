@@ -82,9 +82,15 @@ impl PyHostMethod {
             Some(schema) => Some(json_from_py(schema, "returns")?),
             None => None,
         };
+        // The docstring's first line when not given. A blank docstring
+        // has none, and is refused for itself: a stand-in keeps that one
+        // problem from being reported again as the description's.
         let description = description.unwrap_or_else(|| {
             let first = docstring.trim().lines().next().unwrap_or_default();
-            first.trim().to_string()
+            match first.trim() {
+                "" => format!("{name} (no docstring)"),
+                first => first.to_string(),
+            }
         });
         let spec = MethodSpec {
             name: name.clone(),
@@ -109,6 +115,19 @@ impl PyHostMethod {
             method,
             func: func.clone().unbind(),
         })
+    }
+
+    /// `HostMethod[P, R]`: generic, for annotations, in the function's
+    /// parameters and result (the stubs' `Generic[P, R]`).
+    #[classmethod]
+    fn __class_getitem__<'py>(
+        cls: &Bound<'py, pyo3::types::PyType>,
+        item: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = cls.py();
+        py.import("types")?
+            .getattr("GenericAlias")?
+            .call1((cls, item))
     }
 
     /// The name the AI calls it by.

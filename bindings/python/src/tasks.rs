@@ -23,7 +23,7 @@ use tokio::runtime::Handle;
 
 use crate::convert::to_py;
 use crate::errors::{Failure, SandwitError};
-use crate::with_python_kept;
+use crate::{Running, with_python_kept};
 
 /// A job for a host's runtime, not started yet.
 pub type Job<T> = Pin<Box<dyn Future<Output = Result<T, Failure>> + Send>>;
@@ -363,13 +363,15 @@ pub type Convert<T> = fn(Python<'_>, T) -> PyResult<Py<PyAny>>;
 pub static LAZY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 /// A coroutine that, once awaited, starts `work` on the runtime of `handle`
-/// (got from `runtime` then, so the host lives while it is awaited) and
+/// (got from `runtime` then, so the host lives while it is awaited, with
+/// the job's place among the host's running ones, or the error of a closed
+/// host) and
 /// returns its result (made Python by `convert`), showing `on_event` the
 /// events of `feed` on the loop's thread first. Cancelling it (its task)
 /// stops the job as `stop` says; a coroutine never awaited never starts it.
 pub fn coroutine<'py, T: Send + 'static>(
     py: Python<'py>,
-    runtime: impl Fn() -> Handle + Send + Sync + 'static,
+    runtime: impl Fn() -> PyResult<(Handle, Running)> + Send + Sync + 'static,
     work: Job<T>,
     convert: Convert<T>,
     stop: Stop,
@@ -389,7 +391,11 @@ pub fn coroutine<'py, T: Send + 'static>(
                 .unwrap_or_else(|e| e.into_inner())
                 .take()
                 .ok_or_else(|| PyRuntimeError::new_err("this coroutine was awaited already"))?;
-            let handle = runtime();
+            let (handle, running) = runtime()?;
+            let work: Job<T> = Box::pin(async move {
+                let _running = running;
+                work.await
+            });
             Ok(spawn_future(py, &handle, work, convert, stop, feed, on_event)?.unbind())
         },
     )?;

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PyTuple};
 
 use crate::convert::{to_py, value_to_py};
 
@@ -84,6 +84,11 @@ pub struct PyAgentCtx {
 
 #[pymethods]
 impl PyAgentCtx {
+    /// Pickles it (and copies it) by value.
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        reduce(py, "AgentCtx", self.state(py)?)
+    }
+
     #[new]
     #[pyo3(signature = (chat_key, user_id=None, *, channel_id=None, channel_name=None, channel_type=None, adapter_key=None))]
     fn new(
@@ -248,6 +253,11 @@ impl PyRunLimits {
 
 #[pymethods]
 impl PyRunLimits {
+    /// Pickles it (and copies it) by value.
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        reduce(py, "RunLimits", self.state(py)?)
+    }
+
     #[new]
     #[pyo3(signature = (*, timeout_s=None, memory_mib=None, fuel=None, max_calls=None, max_output_bytes=None, max_events=None, max_event_bytes=None))]
     fn new(
@@ -346,6 +356,11 @@ pub struct PyCallLimits {
 
 #[pymethods]
 impl PyCallLimits {
+    /// Pickles it (and copies it) by value.
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        reduce(py, "CallLimits", self.state(py)?)
+    }
+
     #[new]
     #[pyo3(signature = (*, timeout_s=None, memory_mib=None, fuel=None, table_elements=None, max_core_instances=None, max_value_bytes=None, max_value_nodes=None, max_value_depth=None, max_event_bytes=None))]
     #[allow(clippy::too_many_arguments)]
@@ -590,6 +605,16 @@ impl PyContentPart {
 
 #[pymethods]
 impl PyContentPart {
+    /// Pickles it (and copies it) by value.
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        reduce(py, "ContentPart", self.state(py)?)
+    }
+
+    /// Equal to another of its class with equal fields.
+    fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        state_eq(py, |v: &PyContentPart| v.state(py), self, other)
+    }
+
     /// A part for a multimodal agent's result: `ContentPart("text",
     /// text=...)`, `ContentPart("image", mime_type=..., data=...)` or
     /// `ContentPart("image_url", url=...)`.
@@ -700,6 +725,16 @@ impl PyMethodResult {
 
 #[pymethods]
 impl PyMethodResult {
+    /// Pickles it (and copies it) by value.
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        reduce(py, "MethodResult", self.state(py)?)
+    }
+
+    /// Equal to another of its class with equal fields.
+    fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        state_eq(py, |v: &PyMethodResult| v.state(py), self, other)
+    }
+
     /// The result as a dict: `{"kind": "tool", "value": ...}`, `{"kind":
     /// "agent" or "behavior", "text": ...}` or `{"kind":
     /// "multimodal-agent", "parts": [part dicts]}`.
@@ -750,6 +785,16 @@ pub struct PyRunError {
 
 #[pymethods]
 impl PyRunError {
+    /// Pickles it (and copies it) by value.
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        reduce(py, "RunError", self.state(py)?)
+    }
+
+    /// Equal to another of its class with equal fields.
+    fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        state_eq(py, |v: &PyRunError| v.state(py), self, other)
+    }
+
     fn __repr__(&self) -> String {
         format!(
             "RunError(type={}, message={}, line={})",
@@ -773,6 +818,16 @@ pub struct PyLimitHit {
 
 #[pymethods]
 impl PyLimitHit {
+    /// Pickles it (and copies it) by value.
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        reduce(py, "LimitHit", self.state(py)?)
+    }
+
+    /// Equal to another of its class with equal fields.
+    fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        state_eq(py, |v: &PyLimitHit| v.state(py), self, other)
+    }
+
     fn __repr__(&self) -> String {
         format!(
             "LimitHit(kind={}, message={})",
@@ -795,6 +850,16 @@ pub struct PyHandoff {
 
 #[pymethods]
 impl PyHandoff {
+    /// Pickles it (and copies it) by value.
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        reduce(py, "Handoff", self.state(py)?)
+    }
+
+    /// Equal to another of its class with equal fields.
+    fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        state_eq(py, |v: &PyHandoff| v.state(py), self, other)
+    }
+
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         Ok(format!(
             "Handoff(plugin={}, method={}, result={})",
@@ -890,6 +955,16 @@ impl PyRunOutcome {
 
 #[pymethods]
 impl PyRunOutcome {
+    /// Pickles it (and copies it) by value.
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        reduce(py, "RunOutcome", self.state(py)?)
+    }
+
+    /// Equal to another of its class with equal fields.
+    fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        state_eq(py, |v: &PyRunOutcome| v.state(py), self, other)
+    }
+
     /// The outcome as a dict of plain values (what `sandwit run --json`
     /// prints, with `elapsed_ms` for `ms` and a multimodal handoff's image
     /// data as bytes).
@@ -1016,5 +1091,317 @@ impl PyCancel {
                 "False"
             }
         )
+    }
+}
+
+// ---- pickling and equality ---------------------------------------------------
+
+/// What `__reduce__` returns: `sandwit._sandwit._restore(name, state)`
+/// makes the value again.
+fn reduce<'py>(
+    py: Python<'py>,
+    name: &str,
+    state: Bound<'py, PyTuple>,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let restore = py.import("sandwit._sandwit")?.getattr("_restore")?;
+    (restore, (name, state)).into_pyobject(py)
+}
+
+/// `a.state() == b.state()` when `other` is of `a`'s class, else
+/// `NotImplemented`.
+fn state_eq<'py, T>(
+    py: Python<'py>,
+    state: impl Fn(&T) -> PyResult<Bound<'py, PyTuple>>,
+    this: &T,
+    other: &Bound<'py, PyAny>,
+) -> PyResult<Py<PyAny>>
+where
+    T: pyo3::PyClass<Frozen = pyo3::pyclass::boolean_struct::True> + Sync,
+{
+    match other.cast::<T>() {
+        Ok(other) => {
+            let equal = state(this)?.eq(state(other.get())?)?;
+            Ok(PyBool::new(py, equal).to_owned().into_any().unbind())
+        }
+        Err(_) => Ok(py.NotImplemented()),
+    }
+}
+
+/// A state's field `i`.
+fn item<'py, T: FromPyObjectOwned<'py>>(state: &Bound<'py, PyTuple>, i: usize) -> PyResult<T> {
+    state.get_item(i)?.extract().map_err(Into::into)
+}
+
+/// Makes a value of the class `name` again from its `__reduce__` state
+/// (pickling).
+#[pyfunction]
+pub fn _restore(py: Python<'_>, name: &str, state: &Bound<'_, PyTuple>) -> PyResult<Py<PyAny>> {
+    let s = state;
+    let duration = |i: usize| -> PyResult<Duration> {
+        let (secs, nanos): (u64, u32) = item(s, i)?;
+        Ok(Duration::new(secs, nanos))
+    };
+    Ok(match name {
+        "AgentCtx" => Py::new(
+            py,
+            PyAgentCtx {
+                ctx: sandwit::AgentCtx {
+                    chat_key: item(s, 0)?,
+                    user_id: item(s, 1)?,
+                    channel_id: item(s, 2)?,
+                    channel_name: item(s, 3)?,
+                    channel_type: item(s, 4)?,
+                    adapter_key: item(s, 5)?,
+                    namespace: item(s, 6)?,
+                },
+            },
+        )?
+        .into_any(),
+        "RunLimits" => {
+            let g: [bool; 7] = item(s, 7)?;
+            Py::new(
+                py,
+                PyRunLimits {
+                    limits: sandwit::RunLimits {
+                        time: duration(0)?,
+                        memory_bytes: item(s, 1)?,
+                        fuel: item(s, 2)?,
+                        max_calls: item(s, 3)?,
+                        max_output_bytes: item(s, 4)?,
+                        max_events: item(s, 5)?,
+                        max_event_bytes: item(s, 6)?,
+                    },
+                    given: Given {
+                        time: g[0],
+                        memory: g[1],
+                        fuel: g[2],
+                        calls: g[3],
+                        output: g[4],
+                        events: g[5],
+                        event_bytes: g[6],
+                    },
+                },
+            )?
+            .into_any()
+        }
+        "CallLimits" => Py::new(
+            py,
+            PyCallLimits {
+                limits: sandwit::Limits {
+                    time: duration(0)?,
+                    memory_bytes: item(s, 1)?,
+                    fuel: item(s, 2)?,
+                    table_elements: item(s, 3)?,
+                    max_core_instances: item(s, 4)?,
+                    max_value_bytes: item(s, 5)?,
+                    max_value_nodes: item(s, 6)?,
+                    max_value_depth: item(s, 7)?,
+                    max_event_bytes: item(s, 8)?,
+                },
+            },
+        )?
+        .into_any(),
+        "ContentPart" => {
+            let kind: String = item(s, 0)?;
+            let data: Option<Vec<u8>> = item(s, 3)?;
+            Py::new(
+                py,
+                PyContentPart::make(py, &kind, item(s, 1)?, item(s, 2)?, data, item(s, 4)?)?,
+            )?
+            .into_any()
+        }
+        "MethodResult" => {
+            let kind: String = item(s, 0)?;
+            let kind = match kind.as_str() {
+                "tool" => "tool",
+                "agent" => "agent",
+                "behavior" => "behavior",
+                "multimodal-agent" => "multimodal-agent",
+                other => {
+                    return Err(PyValueError::new_err(format!(
+                        "not a method's kind: {}",
+                        lit(other)
+                    )));
+                }
+            };
+            Py::new(
+                py,
+                PyMethodResult {
+                    kind,
+                    value: item(s, 1)?,
+                    text: item(s, 2)?,
+                    parts: item(s, 3)?,
+                },
+            )?
+            .into_any()
+        }
+        "RunError" => Py::new(
+            py,
+            PyRunError {
+                type_name: item(s, 0)?,
+                message: item(s, 1)?,
+                line: item(s, 2)?,
+                traceback: item(s, 3)?,
+            },
+        )?
+        .into_any(),
+        "LimitHit" => Py::new(
+            py,
+            PyLimitHit {
+                kind: item(s, 0)?,
+                message: item(s, 1)?,
+            },
+        )?
+        .into_any(),
+        "Handoff" => Py::new(
+            py,
+            PyHandoff {
+                plugin: item(s, 0)?,
+                method: item(s, 1)?,
+                result: item(s, 2)?,
+            },
+        )?
+        .into_any(),
+        "RunOutcome" => Py::new(
+            py,
+            PyRunOutcome {
+                status: item(s, 0)?,
+                stdout: item(s, 1)?,
+                stderr: item(s, 2)?,
+                error: item(s, 3)?,
+                limit: item(s, 4)?,
+                handoff: item(s, 5)?,
+                events: item(s, 6)?,
+                files: item(s, 7)?,
+                fuel_used: item(s, 8)?,
+                elapsed_ms: item(s, 9)?,
+            },
+        )?
+        .into_any(),
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "sandwit has no class {} to restore",
+                lit(other)
+            )));
+        }
+    })
+}
+
+fn duration_state(d: Duration) -> (u64, u32) {
+    (d.as_secs(), d.subsec_nanos())
+}
+
+impl PyAgentCtx {
+    fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let c = &self.ctx;
+        (
+            &c.chat_key,
+            &c.user_id,
+            &c.channel_id,
+            &c.channel_name,
+            &c.channel_type,
+            &c.adapter_key,
+            &c.namespace,
+        )
+            .into_pyobject(py)
+    }
+}
+
+impl PyRunLimits {
+    fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let (l, g) = (&self.limits, self.given);
+        let given = [
+            g.time,
+            g.memory,
+            g.fuel,
+            g.calls,
+            g.output,
+            g.events,
+            g.event_bytes,
+        ];
+        (
+            duration_state(l.time),
+            l.memory_bytes,
+            l.fuel,
+            l.max_calls,
+            l.max_output_bytes,
+            l.max_events,
+            l.max_event_bytes,
+            given,
+        )
+            .into_pyobject(py)
+    }
+}
+
+impl PyCallLimits {
+    fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let l = &self.limits;
+        (
+            duration_state(l.time),
+            l.memory_bytes,
+            l.fuel,
+            l.table_elements,
+            l.max_core_instances,
+            l.max_value_bytes,
+            l.max_value_nodes,
+            l.max_value_depth,
+            l.max_event_bytes,
+        )
+            .into_pyobject(py)
+    }
+}
+
+impl PyContentPart {
+    fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        (
+            self.kind,
+            &self.text,
+            &self.mime_type,
+            &self.data,
+            &self.url,
+        )
+            .into_pyobject(py)
+    }
+}
+
+impl PyMethodResult {
+    fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        (self.kind, &self.value, &self.text, &self.parts).into_pyobject(py)
+    }
+}
+
+impl PyRunError {
+    fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        (&self.type_name, &self.message, self.line, &self.traceback).into_pyobject(py)
+    }
+}
+
+impl PyLimitHit {
+    fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        (&self.kind, &self.message).into_pyobject(py)
+    }
+}
+
+impl PyHandoff {
+    fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        (&self.plugin, &self.method, &self.result).into_pyobject(py)
+    }
+}
+
+impl PyRunOutcome {
+    fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        (
+            &self.status,
+            &self.stdout,
+            &self.stderr,
+            &self.error,
+            &self.limit,
+            &self.handoff,
+            &self.events,
+            &self.files,
+            self.fuel_used,
+            self.elapsed_ms,
+        )
+            .into_pyobject(py)
     }
 }

@@ -145,7 +145,9 @@ def test_the_host_refuses_a_bad_spec():
     with pytest.raises(sandwit.MethodSpecError) as e:
         sandwit.method(undocumented)
     assert (e.value.method, e.value.provider) == ("undocumented", "host")
-    assert any("docstring is empty" in p for p in e.value.problems), e.value.problems
+    # Once: not again as the description taken from it, nor as the
+    # description of the manifest the method is checked in.
+    assert e.value.problems == ['method "undocumented": docstring is empty'], e.value.problems
     assert isinstance(e.value, sandwit.SandwitError)
 
     def documented(ctx) -> str:
@@ -156,7 +158,12 @@ def test_the_host_refuses_a_bad_spec():
     assert "builtin" in str(e.value)
     with pytest.raises(sandwit.MethodSpecError) as e:
         sandwit.method(documented, provider="Not An Id")
-    assert e.value.provider == "Not An Id" and e.value.problems
+    assert e.value.provider == "Not An Id" and len(e.value.problems) == 1, e.value.problems
+    with pytest.raises(sandwit.MethodSpecError) as e:
+        sandwit.HostMethod(documented, name="documented", kind="tool", docstring="Doc.",
+                           description="", provider="")
+    # The empty provider and the empty description given, each once.
+    assert len(e.value.problems) == 2, e.value.problems
 
 
 def test_a_host_method_made_from_json_schemas(host):

