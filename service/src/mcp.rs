@@ -191,15 +191,21 @@ impl McpServer {
         tools.push(json!({
             "name": RUN_PYTHON,
             "description": format!(
-                "Run Python code in a sandbox and get its outcome: stdout, stderr, the \
-                 exception or limit that stopped it, the method calls it made and, when an \
-                 agent method stopped it, that method's result.\n\n{}",
+                "Run Python code in a sandbox and get its outcome: its result (the value of \
+                 its last expression), stdout, stderr, the exception or limit that stopped \
+                 it, the method calls it made and, when an agent method stopped it, that \
+                 method's result.\n\n{}",
                 seen.prompt()
             ),
             "inputSchema": {
                 "type": "object",
                 "properties": {
                     "code": {"type": "string", "description": "The Python code."},
+                    "inputs": {
+                        "type": "object",
+                        "description": "Variables the code finds set: names (Python \
+                                        identifiers) to JSON values.",
+                    },
                     "interpreter": {
                         "type": "string",
                         "enum": interpreters.loaded(),
@@ -292,11 +298,21 @@ impl McpServer {
                 }
             },
         };
+        let inputs = match args.remove("inputs") {
+            None => Map::new(),
+            Some(Json::Object(inputs)) => inputs,
+            Some(other) => {
+                return error_result(format!(
+                    "`{RUN_PYTHON}`'s `inputs` is {other}, not an object of names to values"
+                ));
+            }
+        };
         let code = match args.get("code") {
             Some(Json::String(code)) if args.len() == 1 => code.clone(),
             _ => {
                 return error_result(format!(
-                    "`{RUN_PYTHON}` takes `code`, a string, and optionally `interpreter`"
+                    "`{RUN_PYTHON}` takes `code`, a string, and optionally `inputs` and \
+                     `interpreter`"
                 ));
             }
         };
@@ -317,9 +333,13 @@ impl McpServer {
         };
         let plugins = self.in_chat(&who.ctx, &slot).await.methods;
         let (id, cancel) = state.register_run(&who.caller);
+        let inputs = inputs
+            .into_iter()
+            .map(|(name, json)| (name, value_from_json(json)));
         let options = RunOptions::new()
             .limits(interpreter.limits(state.host.run_limits()))
-            .cancel(cancel.clone());
+            .cancel(cancel.clone())
+            .inputs(inputs);
         tracing::info!(run = id, caller = %who.caller, chat_key = %who.ctx.chat_key.escape_debug(), "mcp run started");
         let guard = CancelOnDrop(cancel.clone());
         // The run has a task of its own, so that it ends, and is counted,

@@ -329,6 +329,13 @@ async fn exercise(client: &Client, log: &mut Log, default_chat_key: &str) {
     );
     let result = call(client, "run_python", json!({"source": "1"})).await;
     assert_eq!(result["isError"], true, "{result}");
+    // Inputs in, the last expression's value out.
+    let args = json!({"code": "calculate_sum(a, b)", "inputs": {"a": 40, "b": 2}});
+    let result = call(client, "run_python", args).await;
+    assert_eq!(result["structuredContent"]["result"], 42, "{result}");
+    let args = json!({"code": "1", "inputs": [1]});
+    let result = call(client, "run_python", args).await;
+    assert_eq!(result["isError"], true, "{result}");
     // A chat key past the bound is refused, naming it.
     let long: CallToolRequestParams = serde_json::from_value(json!({
         "name": "run_python",

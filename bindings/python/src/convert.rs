@@ -18,31 +18,48 @@ const MAX_DEPTH: usize = 64;
 /// none. `call` names the call in errors (`plugin `calc`, method
 /// `calculate_sum``), which name the parameter too.
 pub fn args_from_py(args: Option<&Bound<'_, PyAny>>, call: &str) -> PyResult<Value> {
-    let Some(args) = args.filter(|a| !a.is_none()) else {
-        return Ok(Value::Object(Vec::new()));
+    let entries = named_from_py(args, call, ("args", "parameter"))?;
+    Ok(Value::Object(entries))
+}
+
+/// A run's inputs: a dict of variable names to values, or `None` for none.
+/// Errors name the input.
+pub fn inputs_from_py(inputs: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<(String, Value)>> {
+    named_from_py(inputs, "the run's inputs", ("inputs", "input"))
+}
+
+/// A dict of names to values (`None` for none); `what` names the argument
+/// and its items in errors, after `call`.
+fn named_from_py(
+    dict: Option<&Bound<'_, PyAny>>,
+    call: &str,
+    (arg, item): (&str, &str),
+) -> PyResult<Vec<(String, Value)>> {
+    let Some(dict) = dict.filter(|a| !a.is_none()) else {
+        return Ok(Vec::new());
     };
-    let dict = args.cast::<PyDict>().map_err(|_| {
+    let dict = dict.cast::<PyDict>().map_err(|_| {
         PyTypeError::new_err(format!(
-            "{call}: args must be a dict of parameter names to values, not {}",
-            type_name(args)
+            "{call}: {arg} must be a dict of {item} names to values, not {}",
+            type_name(dict)
         ))
     })?;
     let mut entries = Vec::with_capacity(dict.len());
     for (key, value) in dict.iter() {
         let name = key.cast::<PyString>().map_err(|_| {
             PyTypeError::new_err(format!(
-                "{call}: args: parameter names must be str, not {}",
+                "{call}: {arg}: {item} names must be str, not {}",
                 type_name(&key)
             ))
         })?;
-        let name = text(name, &mut || format!("{call}: args: a parameter name"))?;
+        let name = text(name, &mut || format!("{call}: {arg}: a {item} name"))?;
         let mut path = Path {
-            text: format!("{call}: parameter {}", lit(&name)),
+            text: format!("{call}: {item} {}", lit(&name)),
         };
         let value = value_from_py(&value, &mut path, 1)?;
         entries.push((name, value));
     }
-    Ok(Value::Object(entries))
+    Ok(entries)
 }
 
 /// A host method's result (a tool's value), with the rules arguments have.

@@ -37,7 +37,7 @@ use plugin_set::{PyPluginSet, plugins_arg};
 use tasks::{Feed, Job, Listener, Stop, Waiter};
 use types::{
     PyAgentCtx, PyCallLimits, PyCancel, PyContentPart, PyHandoff, PyLimitHit, PyMethodResult,
-    PyRunError, PyRunLimits, PyRunOutcome, ctx_or_default, lit,
+    PyRunError, PyRunLimits, PyRunOutcome, ctx_or_default, lit, seconds,
 };
 
 /// The CPython component embedded at build time (build.rs); empty without
@@ -543,6 +543,67 @@ impl Life {
     }
 }
 
+/// The runtime of `PluginSet.call`s of host methods, which no host's
+/// runtime serves (a set may have no plugins): one worker, made on first
+/// use, never closed.
+fn direct_life() -> PyResult<&'static Arc<Life>> {
+    static DIRECT: std::sync::OnceLock<Arc<Life>> = std::sync::OnceLock::new();
+    if let Some(life) = DIRECT.get() {
+        return Ok(life);
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("sandwit-direct")
+        .enable_all()
+        .build()
+        .map_err(|e| SandwitError::new_err(format!("cannot start a runtime: {e}")))?;
+    let life = Arc::new(Life {
+        state: Mutex::new(LifeState {
+            runtime: Some(runtime),
+            closed: false,
+            running: 0,
+        }),
+    });
+    // Another thread's, if it was first: this one's runtime is dropped.
+    Ok(DIRECT.get_or_init(|| life))
+}
+
+/// Waits for `work` on `host`'s runtime, else on the direct one.
+pub(crate) fn wait_on<T: Send + 'static>(
+    py: Python<'_>,
+    host: Option<&Py<PyHost>>,
+    work: impl Future<Output = T> + Send + 'static,
+) -> PyResult<T> {
+    match host {
+        Some(host) => host.get().wait(py, work),
+        None => {
+            let (handle, running) = direct_life()?.start()?;
+            let work = async move {
+                let _running = running;
+                work.await
+            };
+            Waiter::default().wait(py, &handle, work, None, Stop::Abort)
+        }
+    }
+}
+
+/// `work` as a coroutine on `host`'s runtime, else on the direct one,
+/// returning a `MethodResult`.
+pub(crate) fn call_coroutine<'py>(
+    py: Python<'py>,
+    host: Option<Py<PyHost>>,
+    work: Job<sandwit::MethodResult>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let (stop, feed) = (Stop::Abort, Feed::default());
+    match host {
+        Some(host) => tasks::coroutine(py, runtime_of(host), work, result_to_py, stop, feed, None),
+        None => {
+            let runtime = || direct_life()?.start();
+            tasks::coroutine(py, runtime, work, result_to_py, stop, feed, None)
+        }
+    }
+}
+
 /// A job running on a host's runtime, until dropped (with the job).
 pub(crate) struct Running(Arc<Life>);
 
@@ -633,6 +694,7 @@ impl PyHost {
         ctx: Option<&Bound<'_, PyAgentCtx>>,
         plugins: Option<&Bound<'_, PyAny>>,
         limits: Option<&Bound<'_, PyRunLimits>>,
+        inputs: Option<&Bound<'_, PyAny>>,
         interpreter: Option<&str>,
         cancel: sandwit::Cancel,
         listener: Option<Listener>,
@@ -640,7 +702,8 @@ impl PyHost {
         let kind = self.kind(interpreter)?;
         let plugins = plugin_set_arg(plugins, ctx)?;
         let ctx = ctx_or_default(ctx);
-        let mut options = RunOptions::new().cancel(cancel);
+        let inputs = convert::inputs_from_py(inputs)?;
+        let mut options = RunOptions::new().cancel(cancel).inputs(inputs);
         let limits = limits.map(|l| l.get().clone());
         if let Some(listener) = listener {
             options = options.on_event(move |event| listener(event));
@@ -719,7 +782,7 @@ fn result_to_py(py: Python<'_>, result: sandwit::MethodResult) -> PyResult<Py<Py
 #[pymethods]
 impl PyHost {
     #[new]
-    #[pyo3(signature = (*, cache_dir=None, policy=None, store=None, limits=None, call_limits=None, python=None, interpreter="small", scientific_dir=None, workspace=None, workspace_max_mib=None, prepared_interpreters=None, prepared_plugin_instances=None, max_instances=None, cache_max_mib=None))]
+    #[pyo3(signature = (*, cache_dir=None, policy=None, store=None, limits=None, call_limits=None, python=None, interpreter="small", scientific_dir=None, workspace=None, workspace_max_mib=None, prepared_interpreters=None, prepared_plugin_instances=None, max_instances=None, cache_max_mib=None, max_running=None, max_waiting=None, max_wait_s=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -737,6 +800,9 @@ impl PyHost {
         prepared_plugin_instances: Option<usize>,
         max_instances: Option<u32>,
         cache_max_mib: Option<u64>,
+        max_running: Option<usize>,
+        max_waiting: Option<usize>,
+        max_wait_s: Option<f64>,
     ) -> PyResult<Self> {
         let kind = Kind::arg(interpreter)?;
         let scientific_dir = match scientific_dir {
@@ -787,6 +853,12 @@ impl PyHost {
         if let Some(count) = max_instances {
             builder = builder.max_instances(count);
         }
+        let defaults = sandwit::RunSlots::default();
+        builder = builder.run_slots(sandwit::RunSlots {
+            running: max_running.unwrap_or(defaults.running),
+            waiting: max_waiting.unwrap_or(defaults.waiting),
+            max_wait: max_wait_s.map_or(Ok(defaults.max_wait), |s| seconds("max_wait_s", s))?,
+        });
         let given = python.map(|p| path_arg(p, "python")).transpose()?;
         let interpreter = Interpreter::find(given)?;
         let host = py
@@ -1055,7 +1127,7 @@ impl PyHost {
     /// as functions, and returns the outcome. The GIL is released
     /// meanwhile; `on_event` is shown the run's live events on this thread
     /// as they happen; `cancel` ends the run from another thread.
-    #[pyo3(signature = (code, *, ctx=None, plugins=None, limits=None, interpreter=None, on_event=None, cancel=None))]
+    #[pyo3(signature = (code, *, ctx=None, plugins=None, limits=None, inputs=None, interpreter=None, on_event=None, cancel=None))]
     #[allow(clippy::too_many_arguments)]
     fn run(
         &self,
@@ -1064,6 +1136,7 @@ impl PyHost {
         ctx: Option<&Bound<'_, PyAgentCtx>>,
         plugins: Option<&Bound<'_, PyAny>>,
         limits: Option<&Bound<'_, PyRunLimits>>,
+        inputs: Option<&Bound<'_, PyAny>>,
         interpreter: Option<&str>,
         on_event: Option<&Bound<'_, PyAny>>,
         cancel: Option<&Bound<'_, PyCancel>>,
@@ -1072,7 +1145,16 @@ impl PyHost {
         let (cancel, stop) = Stop::for_run(cancel.map(|c| &c.get().cancel));
         let waiter = Waiter::default();
         let listener = on_event.map(|_| waiter.listener());
-        let job = self.run_job(code, ctx, plugins, limits, interpreter, cancel, listener)?;
+        let job = self.run_job(
+            code,
+            ctx,
+            plugins,
+            limits,
+            inputs,
+            interpreter,
+            cancel,
+            listener,
+        )?;
         let outcome = self.wait_with(py, waiter, job, on_event, stop)?;
         PyRunOutcome::new(py, &outcome.map_err(|f| f.into_pyerr(py))?)
     }
@@ -1081,7 +1163,7 @@ impl PyHost {
     /// completes the returned future; `on_event` is shown its live events
     /// on the loop's thread. Cancelling it (`task.cancel()`,
     /// `asyncio.wait_for`) ends the run.
-    #[pyo3(signature = (code, *, ctx=None, plugins=None, limits=None, interpreter=None, on_event=None, cancel=None))]
+    #[pyo3(signature = (code, *, ctx=None, plugins=None, limits=None, inputs=None, interpreter=None, on_event=None, cancel=None))]
     #[allow(clippy::too_many_arguments)]
     fn run_async<'py>(
         slf: &Bound<'py, Self>,
@@ -1090,6 +1172,7 @@ impl PyHost {
         ctx: Option<&Bound<'_, PyAgentCtx>>,
         plugins: Option<&Bound<'_, PyAny>>,
         limits: Option<&Bound<'_, PyRunLimits>>,
+        inputs: Option<&Bound<'_, PyAny>>,
         interpreter: Option<&str>,
         on_event: Option<&Bound<'py, PyAny>>,
         cancel: Option<&Bound<'_, PyCancel>>,
@@ -1098,9 +1181,16 @@ impl PyHost {
         let (cancel, stop) = Stop::for_run(cancel.map(|c| &c.get().cancel));
         let feed = Feed::default();
         let listener = on_event.map(|_| feed.listener());
-        let job = slf
-            .get()
-            .run_job(code, ctx, plugins, limits, interpreter, cancel, listener)?;
+        let job = slf.get().run_job(
+            code,
+            ctx,
+            plugins,
+            limits,
+            inputs,
+            interpreter,
+            cancel,
+            listener,
+        )?;
         let runtime = runtime_of(slf.clone().unbind());
         tasks::coroutine(py, runtime, job, outcome_to_py, stop, feed, on_event)
     }
@@ -1299,6 +1389,9 @@ fn warmup(
         Some(0),
         Some(0),
         Some(4),
+        None,
+        None,
+        None,
         None,
     )?;
     host.warmup(py, None)

@@ -9,11 +9,17 @@ use pyo3::prelude::*;
 use pyo3::types::PyString;
 use sandwit::{Plugin, PluginSet};
 
-use crate::PyPlugin;
-use crate::convert::{self, to_py, type_name};
+use crate::convert::{self, args_from_py, to_py, type_name};
 use crate::errors;
+use crate::errors::Failure;
 use crate::methods::PyHostMethod;
+use crate::tasks::Job;
 use crate::types::{PyAgentCtx, lit};
+use crate::types::{PyMethodResult, ctx_or_default};
+use crate::{PyHost, PyPlugin};
+
+/// The `Host` that loaded each plugin of a set, by the plugin's id.
+type Hosts = HashMap<String, Py<PyHost>>;
 
 /// How many per-context sets a set with a `filter` rule keeps: a context
 /// whose rule keeps the same methods as an earlier one's gets the same set,
@@ -27,6 +33,9 @@ const MAX_CONTEXT_SETS: usize = 64;
 pub struct PyPluginSet {
     set: PluginSet,
     plugins: Vec<Plugin>,
+    /// The `Host` that loaded each plugin, by id: its runtime serves the
+    /// plugin's direct calls.
+    hosts: Hosts,
     methods: Vec<Py<PyHostMethod>>,
     /// Each method's provider and spec (a read-only mapping), in order, as
     /// filters are given them.
@@ -42,6 +51,7 @@ impl PyPluginSet {
         py: Python<'_>,
         set: PluginSet,
         plugins: Vec<Plugin>,
+        hosts: Hosts,
         methods: Vec<Py<PyHostMethod>>,
         rule: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
@@ -56,6 +66,7 @@ impl PyPluginSet {
         Ok(PyPluginSet {
             set,
             plugins,
+            hosts,
             methods,
             specs,
             rule,
@@ -123,9 +134,9 @@ impl PyPluginSet {
         methods: Option<&Bound<'_, PyAny>>,
         filter: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let list = match plugins.filter(|p| !p.is_none()) {
-            Some(plugins) => plugins_arg(plugins)?,
-            None => Vec::new(),
+        let (list, hosts) = match plugins.filter(|p| !p.is_none()) {
+            Some(plugins) => plugins_and_hosts(plugins)?,
+            None => (Vec::new(), HashMap::new()),
         };
         let methods = match methods.filter(|m| !m.is_none()) {
             Some(methods) => methods_arg(methods)?,
@@ -144,7 +155,7 @@ impl PyPluginSet {
             methods.iter().map(|m| m.get().method.clone()).collect();
         let set = PluginSet::with_host_methods(&list, &host_methods)
             .map_err(|e| errors::plugin_set_error(py, &e))?;
-        Self::make(py, set, list, methods, rule)
+        Self::make(py, set, list, hosts, methods, rule)
     }
 
     /// The set of the methods `keep(provider, method) -> bool` keeps: the
@@ -172,7 +183,45 @@ impl PyPluginSet {
             .map(|m| m.clone_ref(py))
             .collect();
         let rule = self.rule.as_ref().map(|r| r.clone_ref(py));
-        Self::make(py, set, plugins, methods, rule)
+        let hosts = (self.hosts.iter())
+            .map(|(id, host)| (id.clone(), host.clone_ref(py)))
+            .collect();
+        Self::make(py, set, plugins, hosts, methods, rule)
+    }
+
+    /// Calls `method` (of the methods `ctx` sees) with `args` (a dict of
+    /// parameter names to values) directly, with no Python run: for an
+    /// application whose model asks for a tool by name, as in an
+    /// OpenAI-style tool-call loop (`openai_tools` lists them). A plugin's
+    /// method is called as `Plugin.call` calls it, under its host's call
+    /// limits, grants and controls; a host method's function is called
+    /// with its arguments checked. Returns the typed result; raises
+    /// `CallError` (kind `unknown_method` for a method the set does not
+    /// offer `ctx`).
+    #[pyo3(signature = (method, args=None, *, ctx=None))]
+    fn call(
+        &self,
+        py: Python<'_>,
+        method: String,
+        args: Option<&Bound<'_, PyAny>>,
+        ctx: Option<&Bound<'_, PyAgentCtx>>,
+    ) -> PyResult<PyMethodResult> {
+        let (job, host) = self.call_job(py, method, args, ctx)?;
+        let result = crate::wait_on(py, host.as_ref(), job)?;
+        PyMethodResult::new(py, &result.map_err(|f| f.into_pyerr(py))?)
+    }
+
+    /// `call`, awaitable (cancelling it ends the call).
+    #[pyo3(signature = (method, args=None, *, ctx=None))]
+    fn call_async<'py>(
+        &self,
+        py: Python<'py>,
+        method: String,
+        args: Option<&Bound<'_, PyAny>>,
+        ctx: Option<&Bound<'_, PyAgentCtx>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (job, host) = self.call_job(py, method, args, ctx)?;
+        crate::call_coroutine(py, host, job)
     }
 
     /// The plugins' ids, in order.
@@ -229,12 +278,45 @@ impl PyPluginSet {
     }
 }
 
+impl PyPluginSet {
+    /// A direct call's job, and the host whose runtime serves it (none for
+    /// a host method).
+    fn call_job(
+        &self,
+        py: Python<'_>,
+        method: String,
+        args: Option<&Bound<'_, PyAny>>,
+        ctx: Option<&Bound<'_, PyAgentCtx>>,
+    ) -> PyResult<(Job<sandwit::MethodResult>, Option<Py<PyHost>>)> {
+        let set = self.for_ctx(py, ctx)?;
+        let plugin = set.plugin_for(&method);
+        let call = match plugin {
+            Some(plugin) => format!("plugin `{}`, method `{method}`", plugin.id()),
+            None => format!("method `{method}`"),
+        };
+        let args = args_from_py(args, &call)?;
+        let host = plugin
+            .and_then(|plugin| self.hosts.get(plugin.id()))
+            .map(|host| host.clone_ref(py));
+        let ctx = ctx_or_default(ctx);
+        let job: Job<sandwit::MethodResult> =
+            Box::pin(async move { set.call(&ctx, &method, args).await.map_err(Failure::Call) });
+        Ok((job, host))
+    }
+}
+
 /// A list (or other iterable) of `Plugin`s.
 pub fn plugins_arg(plugins: &Bound<'_, PyAny>) -> PyResult<Vec<Plugin>> {
+    plugins_and_hosts(plugins).map(|(list, _)| list)
+}
+
+/// A list (or other iterable, read once) of `Plugin`s, and the `Host` that
+/// loaded each, by the plugin's id.
+fn plugins_and_hosts(plugins: &Bound<'_, PyAny>) -> PyResult<(Vec<Plugin>, Hosts)> {
     if plugins.is_instance_of::<PyString>() {
         return Err(PyTypeError::new_err("plugins must be a list of Plugins"));
     }
-    let mut list = Vec::new();
+    let (mut list, mut hosts) = (Vec::new(), HashMap::new());
     for item in plugins.try_iter()? {
         let item = item?;
         let plugin = item.cast::<PyPlugin>().map_err(|_| {
@@ -243,9 +325,12 @@ pub fn plugins_arg(plugins: &Bound<'_, PyAny>) -> PyResult<Vec<Plugin>> {
                 type_name(&item)
             ))
         })?;
-        list.push(plugin.get().plugin.clone());
+        let plugin = plugin.get();
+        let host = plugin.host.clone_ref(plugins.py());
+        hosts.insert(plugin.plugin.id().to_string(), host);
+        list.push(plugin.plugin.clone());
     }
-    Ok(list)
+    Ok((list, hosts))
 }
 
 /// A list (or other iterable) of `HostMethod`s.

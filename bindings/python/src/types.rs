@@ -52,7 +52,7 @@ fn opt_lit(s: &Option<String>) -> String {
 }
 
 /// A duration from seconds given in Python.
-fn seconds(what: &str, s: f64) -> PyResult<Duration> {
+pub(crate) fn seconds(what: &str, s: f64) -> PyResult<Duration> {
     if s > 0.0
         && let Ok(d) = Duration::try_from_secs_f64(s)
     {
@@ -894,10 +894,18 @@ pub struct PyRunOutcome {
     /// empty otherwise).
     #[pyo3(get)]
     files: Py<PyList>,
+    /// The value of the code's last expression, else of its `result`
+    /// variable; None for none (and for any status but `ok`).
+    #[pyo3(get)]
+    result: Py<PyAny>,
     #[pyo3(get)]
     fuel_used: u64,
+    /// Milliseconds from when the run got a run slot to its end.
     #[pyo3(get)]
     elapsed_ms: f64,
+    /// Milliseconds it waited for a run slot before that.
+    #[pyo3(get)]
+    queued_ms: f64,
 }
 
 impl PyRunOutcome {
@@ -947,8 +955,13 @@ impl PyRunOutcome {
             handoff,
             events,
             files,
+            result: match &outcome.result {
+                Some(value) => value_to_py(py, value)?.unbind(),
+                None => py.None(),
+            },
             fuel_used: outcome.fuel_used,
             elapsed_ms: outcome.elapsed.as_secs_f64() * 1e3,
+            queued_ms: outcome.queued.as_secs_f64() * 1e3,
         })
     }
 }
@@ -971,6 +984,7 @@ impl PyRunOutcome {
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
         d.set_item("status", &self.status)?;
+        d.set_item("result", self.result.bind(py))?;
         d.set_item("stdout", &self.stdout)?;
         d.set_item("stderr", &self.stderr)?;
         let error = match &self.error {
@@ -1013,6 +1027,7 @@ impl PyRunOutcome {
         d.set_item("handoff", handoff)?;
         d.set_item("fuel_used", self.fuel_used)?;
         d.set_item("elapsed_ms", self.elapsed_ms)?;
+        d.set_item("queued_ms", self.queued_ms)?;
         Ok(d)
     }
 
@@ -1033,6 +1048,9 @@ impl PyRunOutcome {
         }
         if let Some(h) = &self.handoff {
             out.push_str(&format!(", handoff={}", h.bind(py).repr()?));
+        }
+        if !self.result.is_none(py) {
+            out.push_str(&format!(", result={}", self.result.bind(py).repr()?));
         }
         out.push_str(&format!(
             ", events=<{}>, fuel_used={}, elapsed_ms={:.3})",
@@ -1273,8 +1291,10 @@ pub fn _restore(py: Python<'_>, name: &str, state: &Bound<'_, PyTuple>) -> PyRes
                 handoff: item(s, 5)?,
                 events: item(s, 6)?,
                 files: item(s, 7)?,
-                fuel_used: item(s, 8)?,
-                elapsed_ms: item(s, 9)?,
+                result: item(s, 8)?,
+                fuel_used: item(s, 9)?,
+                elapsed_ms: item(s, 10)?,
+                queued_ms: item(s, 11)?,
             },
         )?
         .into_any(),
@@ -1399,8 +1419,10 @@ impl PyRunOutcome {
             &self.handoff,
             &self.events,
             &self.files,
+            &self.result,
             self.fuel_used,
             self.elapsed_ms,
+            self.queued_ms,
         )
             .into_pyobject(py)
     }

@@ -294,6 +294,38 @@ def test_host_methods_are_listed_beside_plugins(mixed, methods, ctx):
     assert only.ids == [] and "def lookup(" in only.prompt()
 
 
+def test_a_set_calls_a_method_by_name_without_a_run(host, plugins, mixed, methods, ctx):
+    """The tool call of an OpenAI-style loop: the model names a tool of
+    `openai_tools`, the application calls it."""
+    assert {t["function"]["name"] for t in mixed.openai_tools(ctx)} >= {"calculate_sum", "lookup"}
+    sum_ = mixed.call("calculate_sum", {"num1": 40, "num2": 2}, ctx=ctx)
+    assert (sum_.kind, sum_.value) == ("tool", 42)
+    assert mixed.call("lookup", {"key": "a"}).value == 1
+    said = mixed.call("send_channel_message_py", {"text": "hi"}, ctx=ctx)
+    assert (said.kind, said.text) == ("behavior", "sent to chat-1: hi")
+    # Checked as in a run, and failures raised as CallError.
+    with pytest.raises(sandwit.CallError) as e:
+        mixed.call("calculate_sum", {"num1": "x", "num2": 1})
+    assert (e.value.plugin, e.value.kind) == ("calc", "invalid_arguments")
+    with pytest.raises(sandwit.CallError) as e:
+        mixed.call("fail", {"what": "bob"})
+    assert e.value.kind == "failed" and "no such user: bob" in str(e.value)
+    with pytest.raises(sandwit.CallError) as e:
+        mixed.call("search_knowledge_base", {"query": "x"})
+    assert (e.value.kind, str(e.value)) == ("unknown_method",
+                                            "method `search_knowledge_base`: no such method")
+    with pytest.raises(TypeError, match="plugin `calc`, method `calculate_sum`: parameter 'num1'"):
+        mixed.call("calculate_sum", {"num1": {1}, "num2": 1})
+    # Host methods alone (no plugin, no host), and awaited.
+    only = sandwit.PluginSet(methods=methods)
+    assert only.call("lookup", {"key": "b", "default": 5}).value == 5
+
+    async def main():
+        return await mixed.call_async("calculate_sum", {"num1": 1, "num2": 2})
+
+    assert asyncio.run(main()).value == 3
+
+
 def test_a_run_calls_host_methods_with_checked_arguments(host, mixed, ctx, recorded):
     code = """
 print(lookup("a"), lookup("b"), lookup("b", 7), lookup(key="b", default=8))

@@ -1,4 +1,7 @@
-"""Python runs: outcomes of every status, events, limits, bad input."""
+"""Python runs: outcomes of every status, events, limits, bad input, values in
+and out, run slots."""
+
+import asyncio
 
 import pytest
 
@@ -123,8 +126,9 @@ def test_limits_end_runs(host, plugin_set):
     out = host.run("x = bytearray(100 * 1024 * 1024)", limits=sandwit.RunLimits(memory_mib=64))
     assert (out.status, out.limit.kind) == ("limit_exceeded", "memory")
 
+    # An ordinary exception, not a limit.
     out = host.run("def f(): f()\nf()")
-    assert (out.status, out.limit.kind, out.error.type) == ("limit_exceeded", "memory", "RecursionError")
+    assert (out.status, out.limit, out.error.type) == ("error", None, "RecursionError")
 
     # The host's own limits apply when none are given.
     strict = sandwit.Host(cache_dir=host.cache_dir, limits=sandwit.RunLimits(fuel=20_000_000),
@@ -206,3 +210,53 @@ def test_a_runs_limits_override_only_the_fields_they_give(cache_dir):
     out = host.run("print(1)", limits=sandwit.RunLimits(memory_mib=4096))
     assert out.status == "error" and out.error.type == "LimitUnavailable", out
     assert "raise the host's run limits" in out.error.message
+
+
+def test_busy_code_runs_until_the_time_limit_set_not_a_fuel_default(host):
+    assert sandwit.RunLimits().fuel is None and host.limits.fuel is None
+    out = host.run("while True: pass", limits=sandwit.RunLimits(timeout_s=1.5))
+    assert (out.status, out.limit.kind) == ("limit_exceeded", "time")
+    assert out.elapsed_ms >= 1500 and out.fuel_used > 0
+
+
+def test_inputs_go_in_and_the_result_comes_out(host, plugin_set):
+    out = host.run("calculate_sum(a, len(rows)), {'who': who, 'raw': raw}", plugins=plugin_set,
+                   inputs={"a": 40, "rows": [1, 2], "who": "Ada", "raw": b"\x00"})
+    assert out.status == "ok", out
+    assert out.result == [42, {"who": "Ada", "raw": b"\x00"}]
+    assert out.to_dict()["result"] == out.result and "result=[42" in repr(out)
+    # The `result` variable when the last statement is not an expression.
+    assert host.run("result = {'n': n * 2}\nprint('done')", inputs={"n": 21}).result == {"n": 42}
+    assert host.run("x = 1").result is None
+    # What cannot cross is named, going in and coming out.
+    with pytest.raises(TypeError, match="the run's inputs: input 'bad'.*set"):
+        host.run("1", inputs={"bad": {1}})
+    out = host.run("object()")
+    assert (out.status, out.error.type) == ("error", "TypeError")
+    assert "the run's result (the last expression)" in out.error.message
+    out = host.run("print('ran')", inputs={"1x": 1})
+    assert (out.status, out.error.type, out.stdout) == ("error", "InvalidInput", "")
+
+
+def test_run_slots_queue_runs_and_count_time_from_the_slot(cache_dir):
+    host = sandwit.Host(cache_dir=cache_dir, prepared_interpreters=0, max_running=1,
+                        max_waiting=1, max_wait_s=30)
+
+    async def main():
+        code = "import time\ntime.sleep(0.6)\nprint('done')"
+        limits = sandwit.RunLimits(timeout_s=1.0)
+        first = asyncio.create_task(host.run_async(code, limits=limits))
+        await asyncio.sleep(0.1)
+        second = asyncio.create_task(host.run_async(code, limits=limits))
+        await asyncio.sleep(0.1)
+        # One runs, one waits: a third finds the queue full.
+        third = await host.run_async("print('never')")
+        return await first, await second, third
+
+    first, second, third = asyncio.run(main())
+    # The second waited ~0.5 s, then had its whole second: both finish.
+    assert (first.status, second.status) == ("ok", "ok"), (first, second)
+    assert second.queued_ms >= 300 and second.queued_ms + second.elapsed_ms > 1000
+    assert (third.status, third.limit.kind, third.stdout) == ("limit_exceeded", "queue", "")
+    with pytest.raises(ValueError, match="max_wait_s"):
+        sandwit.Host(cache_dir=cache_dir, max_wait_s=-1)

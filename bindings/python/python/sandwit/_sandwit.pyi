@@ -124,7 +124,7 @@ class CallError(SandwitError):
     plugin's message for the AI."""
     limit: str | None
     """For ``limit_exceeded``: ``fuel``, ``time``, ``memory``,
-    ``value_size``, ``output``, ``calls``, ``events`` or ``instances``."""
+    ``value_size``, ``events``, ``instances``, ``rate`` or ``budget``."""
 
 class PluginSetError(SandwitError):
     """Plugins cannot make one set."""
@@ -204,7 +204,8 @@ class RunLimits:
     """Limits on one Python run. Given to `Host`, what is not given has
     its default; given to a run, only the fields given override the
     interpreter's defaults. A plugin call made by the run draws on the
-    run's remaining fuel and time."""
+    run's remaining fuel and time. The README's limits table says what each
+    bounds and how it ends a run."""
 
     def __new__(
         cls,
@@ -219,14 +220,19 @@ class RunLimits:
     ) -> Self: ...
     @property
     def timeout_s(self) -> float:
-        """Wall-clock deadline of the whole run [10 s]."""
+        """Wall-clock deadline of the whole run, from when it gets a run
+        slot (``Host(max_running=...)``) [10 s]. Busy code, sleeping code
+        and plugin calls all stop there (limit ``time``)."""
     @property
     def memory_mib(self) -> float:
         """The interpreter's memory [256 MiB]."""
     @property
-    def fuel(self) -> int:
-        """Deterministic CPU budget for the interpreter and the plugins it
-        calls [10,000,000,000]."""
+    def fuel(self) -> int | None:
+        """A deterministic CPU budget for the interpreter and the plugins
+        it calls, in fuel units (one per wasm instruction, roughly: about
+        8,000,000,000 a CPU-second of Python, ``FUEL_PER_CPU_SECOND`` in the
+        Rust library), or None for none: then the time limit alone bounds
+        busy code [None]. Running out is the limit ``fuel``."""
     @property
     def max_calls(self) -> int:
         """Method calls per run [1,000]."""
@@ -264,8 +270,10 @@ class CallLimits:
     def memory_mib(self) -> float:
         """Memory of an instance, all its memories together [64 MiB]."""
     @property
-    def fuel(self) -> int:
-        """Deterministic CPU budget [2,000,000,000]."""
+    def fuel(self) -> int | None:
+        """A deterministic CPU budget in fuel units (about 8,000,000,000 a
+        CPU-second), or None for none: the time limit bounds busy code
+        [None]."""
     @property
     def table_elements(self) -> int:
         """Elements per table [20,000]."""
@@ -400,8 +408,16 @@ class RunOutcome:
     def stderr(self) -> str: ...
     @property
     def error(self) -> RunError | None:
-        """For ``error`` (and a limit Python reported as an exception, such
-        as ``MemoryError`` or ``RecursionError``)."""
+        """For ``error`` (and a limit Python reported as an exception,
+        ``MemoryError``)."""
+    @property
+    def result(self) -> Any:
+        """For ``ok``: the value of the code's last statement if it is an
+        expression whose value is not None (the statement must start its
+        own line), else of its ``result`` variable; None otherwise. A value
+        as a method's result is (None, bool, int, float, str, bytes, list,
+        dict; numpy arrays and scalars as their ``tolist()``): one that is
+        not makes the run an ``error`` (``TypeError`` naming where in it)."""
     @property
     def limit(self) -> LimitHit | None:
         """For ``limit_exceeded``."""
@@ -429,7 +445,10 @@ class RunOutcome:
         """Fuel used by the interpreter and the plugins it called."""
     @property
     def elapsed_ms(self) -> float:
-        """Wall-clock time of the run."""
+        """Wall-clock time of the run, from when it got a run slot."""
+    @property
+    def queued_ms(self) -> float:
+        """How long it waited for a run slot before that."""
     def to_dict(self) -> dict[str, Any]:
         """The outcome as plain values (as ``sandwit run --json`` prints
         it)."""
@@ -599,6 +618,20 @@ class PluginSet:
         (``{"type": "function", "function": {"name", "description",
         "parameters"}}``), from their names, docstrings and JSON
         Schemas."""
+    def call(
+        self, method: str, args: dict[str, Any] | None = None, *, ctx: AgentCtx | None = None
+    ) -> MethodResult:
+        """Calls ``method`` (of those ``ctx`` sees) with ``args`` directly,
+        with no Python run: the tool call of an OpenAI-style loop, the
+        model having asked for a tool by name. A plugin's method is called
+        as ``Plugin.call`` calls it (its host's call limits, grants and
+        controls); a host method's function with its arguments checked
+        against its schemas. Raises ``CallError`` (kind
+        ``unknown_method`` for a method the set does not offer ``ctx``)."""
+    def call_async(
+        self, method: str, args: dict[str, Any] | None = None, *, ctx: AgentCtx | None = None
+    ) -> Coroutine[Any, Any, MethodResult]:
+        """``call`` as a coroutine (cancelling its task ends the call)."""
     def __len__(self) -> int:
         """How many methods."""
 
@@ -628,6 +661,9 @@ class Host:
         prepared_plugin_instances: int | None = None,
         max_instances: int | None = None,
         cache_max_mib: int | None = None,
+        max_running: int | None = None,
+        max_waiting: int | None = None,
+        max_wait_s: float | None = None,
     ) -> Self:
         """
         Args:
@@ -671,6 +707,14 @@ class Host:
             max_instances: Component instances the host's pool holds at
                 once [400].
             cache_max_mib: The most compiled code the cache keeps [1024].
+            max_running: Runs executing at once, of either interpreter
+                [the cores]: more wait for a slot, and a run's time limit
+                counts from when it gets one. Raise it for runs that mostly
+                wait on async host methods.
+            max_waiting: Runs waiting for a slot at once; one past them ends
+                at once with the limit ``queue``, its code not run [256].
+            max_wait_s: How long a run waits for a slot before it ends with
+                the limit ``queue`` [60 s].
         """
     def close(self) -> None:
         """Closes the host: its interpreters (and those prepared ahead of
@@ -744,6 +788,7 @@ class Host:
         ctx: AgentCtx | None = None,
         plugins: PluginSet | Iterable[Plugin] | None = None,
         limits: RunLimits | None = None,
+        inputs: dict[str, Any] | None = None,
         interpreter: InterpreterKind | None = None,
         on_event: Callable[[LiveEvent], object] | None = None,
         cancel: Cancel | None = None,
@@ -753,7 +798,11 @@ class Host:
         released, and returns the outcome (a markdown fence around the
         whole code is stripped). ``ctx`` defaults to
         ``AgentCtx("default")``, ``limits`` to the host's (with 1 GiB of
-        memory for a scientific run), ``interpreter`` to the host's. What
+        memory for a scientific run), ``interpreter`` to the host's.
+        ``inputs`` become variables of the code (names that are Python
+        identifiers, not a method's; values as a method's arguments are: a
+        bad one is a ``TypeError``, a bad name an ``InvalidInput`` error
+        outcome); the outcome's ``result`` is what the code gives back. What
         the code does wrong is in the outcome, not raised; raises
         ``LoadError`` if the interpreter cannot be loaded, ``SandwitError``
         if a scientific run has no directory (``scientific_dir``).
@@ -771,6 +820,7 @@ class Host:
         ctx: AgentCtx | None = None,
         plugins: PluginSet | Iterable[Plugin] | None = None,
         limits: RunLimits | None = None,
+        inputs: dict[str, Any] | None = None,
         interpreter: InterpreterKind | None = None,
         on_event: Callable[[LiveEvent], object] | None = None,
         cancel: Cancel | None = None,

@@ -44,6 +44,7 @@ LimitKind = Literal[
     "rate",
     "budget",
     "workspace",
+    "queue",
 ]
 """Which limit a run or call ran into."""
 MethodSpec = MappingProxyType[str, Any]
