@@ -89,7 +89,7 @@ impl ArgChecker {
             ));
         };
         for (i, (name, _)) in entries.iter().enumerate() {
-            let shown = crate::error::quote(name, 80);
+            let shown = crate::text::quote(name, 80);
             if !self.params.iter().any(|(p, _, _)| p == name) {
                 return invalid(format!("unexpected argument {shown}"));
             }
@@ -109,7 +109,7 @@ impl ArgChecker {
                     let json = value_to_json(value, BytesAs::String);
                     if let Err(e) = compiled.validator.validate(&json) {
                         let got = value.type_name();
-                        let e = crate::error::cut(e.to_string(), 500);
+                        let e = crate::text::cut(e.to_string(), 500);
                         return invalid(format!("argument `{name}` ({got}): {e}"));
                     }
                 }

@@ -14,7 +14,7 @@
 use jsonschema::Validator;
 use serde_json::{Map, Value as Json};
 
-use crate::error::cut;
+use crate::text::cut;
 use crate::types::{ContentPart, Media, MethodResult, Value};
 
 /// What replaces a secret.
@@ -169,7 +169,7 @@ impl Redactor {
     /// that can survive the cut is searched, so a huge text costs no more
     /// than a short one, and a secret across the cut is hidden whole.
     pub(crate) fn redact_cut(&self, mut text: String, max: usize) -> String {
-        crate::error::truncate(&mut text, max + self.longest());
+        crate::text::truncate(&mut text, max + self.longest());
         self.redact_in_place(&mut text);
         cut(text, max)
     }

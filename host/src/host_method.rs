@@ -12,7 +12,7 @@ use crate::bindings::wit;
 use crate::error::CallErrorKind;
 use crate::limits::{LimitKind, Limits};
 use crate::manifest::{self, MethodSpec};
-use crate::plugin::{check_kind, check_parts, parts_bytes};
+use crate::results::{check_kind, check_parts, parts_bytes};
 use crate::types::{AgentCtx, MethodResult, Value};
 
 /// What a host method's handler returns: its result, or a message for the

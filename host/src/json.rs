@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Number, Value as Json};
 
-use crate::error::cut;
+use crate::text::cut;
 use crate::types::Value;
 
 /// How bytes appear in JSON, which has no bytes type.

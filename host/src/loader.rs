@@ -9,10 +9,11 @@ use wasmtime::component::types::ComponentItem;
 use wasmtime::component::{Component, InstancePre, Linker};
 
 use crate::cache::{CodeSource, component_hash};
-use crate::error::{LoadError, cut, quote};
+use crate::error::LoadError;
 use crate::limits::MAX_COMPONENT_BYTES;
 use crate::manifest;
 use crate::runtime::HostInner;
+use crate::text::{cut, quote};
 
 /// Where a component comes from.
 #[derive(Clone, Copy)]

@@ -8,8 +8,8 @@ use serde::Serialize;
 use crate::args::ArgChecker;
 use crate::bindings::wit;
 use crate::capability::Capability;
-use crate::error::quote;
 use crate::schema;
+use crate::text::quote;
 use crate::types::MethodKind;
 
 /// Method names starting with this are reserved for the host.

@@ -56,7 +56,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::capability::{Capability, CapabilityError};
-use crate::controls::settings::{Approval, Budgets, ControlSettings, is_method_name};
+use crate::control_settings::{Approval, Budgets, ControlSettings, is_method_name};
 use crate::manifest::is_plugin_id;
 use crate::signing::PublicKey;
 
@@ -145,7 +145,7 @@ impl<'de> Deserialize<'de> for Digest {
         Digest::parse(&text).ok_or_else(|| {
             serde::de::Error::custom(format!(
                 "`{}` is not a SHA-256 digest (64 hex digits)",
-                crate::error::cut(text, 80)
+                crate::text::cut(text, 80)
             ))
         })
     }

@@ -47,7 +47,7 @@ pub(crate) fn compile(schema: &Json) -> Result<Compiled, String> {
     if let Err(e) = jsonschema::meta::validate(schema) {
         return Err(format!(
             "is not a valid JSON Schema: {}",
-            crate::error::cut(e.to_string(), 300)
+            crate::text::cut(e.to_string(), 300)
         ));
     }
     let validator = validator(schema).map_err(|e| format!("cannot be used: {e}"))?;
@@ -65,7 +65,7 @@ fn validator(schema: &Json) -> Result<Validator, String> {
         .should_validate_formats(false)
         .with_pattern_options(PatternOptions::regex().size_limit(MAX_REGEX_BYTES))
         .build(schema)
-        .map_err(|e| crate::error::cut(e.to_string(), 300))
+        .map_err(|e| crate::text::cut(e.to_string(), 300))
 }
 
 /// Whether checking a value of `value_nodes` nodes against a schema of
@@ -171,7 +171,7 @@ impl<'a> Walk<'a> {
 
     /// The target of a `$ref` found `expanded` levels down, expanded.
     fn reference(&mut self, target: &str, expanded: usize) -> Result<Measure, String> {
-        let shown = crate::error::quote(target, 64);
+        let shown = crate::text::quote(target, 64);
         let Some(pointer) = target.strip_prefix('#') else {
             return Err(format!(
                 "refers to {shown}: only references within the schema (`#/...`) are allowed"

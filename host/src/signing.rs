@@ -26,7 +26,7 @@ use ed25519_dalek::Signer;
 use ed25519_dalek::pkcs8::spki::der::pem::LineEnding;
 use ed25519_dalek::pkcs8::{DecodePrivateKey, EncodePrivateKey, KeypairBytes};
 
-use crate::error::quote;
+use crate::text::quote;
 
 /// What a signed message starts with, before the digest.
 pub const SIGNATURE_DOMAIN: &str = "sandwit-plugin-signature-v1:";

@@ -17,7 +17,6 @@ mod breaker;
 mod budget;
 mod clock;
 mod rate;
-pub(crate) mod settings;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::control_settings::{from_micros, to_micros};
 use crate::error::CallErrorKind;
 use crate::limits::LimitKind;
 use crate::policy::Policy;
@@ -33,11 +33,12 @@ use crate::types::{AgentCtx, ServiceFuture, Value};
 use breaker::{Breaker, Ticket};
 use budget::ChatBudgets;
 use rate::RateLimiter;
-use settings::{from_micros, to_micros};
 
+pub use crate::control_settings::{
+    Approval, BreakerSettings, Budgets, ControlSettings, Flag, RateScope,
+};
 pub use breaker::BreakerState;
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use settings::{Approval, BreakerSettings, Budgets, ControlSettings, Flag, RateScope};
 
 /// A call of a flagged method, for the approver to decide.
 #[derive(Debug, Clone, Copy)]

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use super::settings::RateScope;
+use crate::control_settings::RateScope;
 use crate::types::AgentCtx;
 
 /// The most buckets one limiter keeps for chats or users. Past it, full

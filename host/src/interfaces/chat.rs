@@ -8,8 +8,9 @@ use crate::bindings::chat_api::{self, Host};
 use crate::bindings::wit::{Media as WitMedia, ServiceError};
 use crate::capability::Capability;
 use crate::chat::{ChatMessage, MAX_IMAGE_BYTES, MAX_MESSAGE_BYTES, MAX_MESSAGES_PER_CALL};
-use crate::error::{cut, quote};
 use crate::events::PluginEvent;
+use crate::results::check_image_mime_type;
+use crate::text::cut;
 use crate::types::Media;
 
 type Answer = wasmtime::Result<Result<(), ServiceError>>;
@@ -93,28 +94,6 @@ impl ChatCtx<'_> {
                 .map_err(|e| ServiceError::Unavailable(cut(e, 500)))?;
         }
         call.events.push(event).map_err(full)
-    }
-}
-
-/// Ok if `mime` is `image/` and a subtype of token characters (RFC 6838),
-/// optionally with parameters: what a chat client may be handed as is;
-/// otherwise what is wrong, quoting at most 80 bytes of it.
-pub(crate) fn check_image_mime_type(mime: &str) -> Result<(), String> {
-    let essence = mime.split(';').next().unwrap_or_default().trim();
-    let subtype = essence.strip_prefix("image/").unwrap_or_default();
-    let ok = mime.len() <= 255
-        && !subtype.is_empty()
-        && subtype
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&b))
-        && mime.bytes().all(|b| (0x20..0x7f).contains(&b));
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "{} is not an image MIME type (`image/` and a subtype)",
-            quote(mime, 80)
-        ))
     }
 }
 

@@ -8,8 +8,8 @@ use crate::bindings::config_api::{self, Host};
 use crate::bindings::wit::{ServiceError, Value};
 use crate::capability::Capability;
 use crate::env::MAX_REQUEST_TEXT;
-use crate::error::quote;
 use crate::json::value_from_json;
+use crate::text::quote;
 use crate::types;
 
 /// The context of `config`: the call's scope.

@@ -8,8 +8,8 @@ use crate::bindings::store_api::{self, Entry as WitEntry, Host, Scope as WitScop
 use crate::bindings::wit::ServiceError;
 use crate::capability::Capability;
 use crate::env::MAX_REQUEST_TEXT;
-use crate::error::quote;
 use crate::store::{Entry, Namespace, Scope, StoreError};
+use crate::text::quote;
 
 type Answer<T> = wasmtime::Result<Result<T, ServiceError>>;
 

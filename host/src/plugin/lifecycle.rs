@@ -7,11 +7,12 @@ use super::{Plugin, new_store, stopped_to_error_said};
 use crate::bindings::lifecycle_api::GuestIndices;
 use crate::bindings::plugin::SandboxMethodPre;
 use crate::bindings::wit;
-use crate::error::{CallError, CallErrorKind, LoadError, cut, quote};
+use crate::error::{CallError, CallErrorKind, LoadError};
 use crate::guard::guarded;
 use crate::limits::Budget;
 use crate::loader::Compiled;
 use crate::runtime::HostInner;
+use crate::text::{cut, quote};
 use crate::types::AgentCtx;
 
 /// The lifecycle export, by its name up to the version's minor.

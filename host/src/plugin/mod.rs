@@ -19,14 +19,15 @@ use crate::bindings::wit;
 use crate::cache::CodeSource;
 use crate::capability::Grants;
 use crate::env::PluginEnv;
-use crate::error::{CallError, CallErrorKind, cut, quote};
+use crate::error::{CallError, CallErrorKind};
 use crate::events::PluginEvent;
 use crate::guard::{Stopped, apply_budget, fuel_used, guarded, limited_store};
-use crate::interfaces::chat::check_image_mime_type;
 use crate::limits::{Budget, LimitKind, Limits};
 use crate::manifest::Manifest;
+use crate::results::{check_kind, check_parts, parts_bytes};
 use crate::runtime::HostInner;
-use crate::types::{self, AgentCtx, ContentPart, MethodKind, MethodResult, Value};
+use crate::text::cut;
+use crate::types::{self, AgentCtx, ContentPart, MethodResult, Value};
 use state::PluginState;
 
 /// A loaded, checked plugin, ready to call. Cheap to clone.
@@ -421,16 +422,6 @@ fn stopped_to_error(stopped: Stopped) -> CallErrorKind {
     }
 }
 
-/// Whether `url` is one a chat client may be handed as an image: `http`,
-/// `https` or `data:image/`, printable ASCII with no spaces.
-fn is_image_url(url: &str) -> bool {
-    let lower = url.get(..11).unwrap_or(url).to_ascii_lowercase();
-    (lower.starts_with("http://")
-        || lower.starts_with("https://")
-        || lower.starts_with("data:image/"))
-        && url.bytes().all(|b| b.is_ascii_graphic())
-}
-
 /// What a trap says, without wasmtime's backtrace of the guest (logged at
 /// debug level instead): the trap and its causes, cut to 2,000 bytes.
 pub(crate) fn trap_message(err: &wasmtime::Error) -> String {
@@ -503,82 +494,4 @@ fn check_result(result: wit::MethodResult, limits: &Limits) -> Result<MethodResu
             MethodResult::MultimodalAgent(parts)
         }
     })
-}
-
-/// The bytes of a multimodal result's text and images.
-pub(crate) fn parts_bytes(parts: &[ContentPart]) -> usize {
-    parts
-        .iter()
-        .map(|part| match part {
-            ContentPart::Text(text) | ContentPart::ImageUrl(text) => text.len(),
-            ContentPart::Image(media) => media.data.len() + media.mime_type.len(),
-        })
-        .sum()
-}
-
-/// Ok if a chat client may be handed every image of `parts`: URLs that
-/// [`is_image_url`] accepts, image MIME types.
-pub(crate) fn check_parts(parts: &[ContentPart]) -> Result<(), CallErrorKind> {
-    for part in parts {
-        match part {
-            ContentPart::ImageUrl(url) if !is_image_url(url) => {
-                return Err(CallErrorKind::BadResult {
-                    message: format!(
-                        "image URL {} is not an http, https or data:image URL of printable ASCII",
-                        quote(url, 80)
-                    ),
-                });
-            }
-            ContentPart::Image(media) => check_image_mime_type(&media.mime_type)
-                .map_err(|message| CallErrorKind::BadResult { message })?,
-            _ => {}
-        }
-    }
-    Ok(())
-}
-
-/// Ok if a result of kind `got` answers a method declared as `declared`.
-pub(crate) fn check_kind(got: MethodKind, declared: MethodKind) -> Result<(), CallErrorKind> {
-    if got == declared {
-        return Ok(());
-    }
-    Err(CallErrorKind::BadResult {
-        message: format!("a result of kind {got} from a method declared as {declared}"),
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn image_urls_and_types() {
-        for ok in [
-            "https://x.org/a.png",
-            "HTTP://x",
-            "data:image/png;base64,AAAA",
-        ] {
-            assert!(is_image_url(ok), "{ok}");
-        }
-        for bad in [
-            "javascript:alert(1)",
-            "file:///etc/passwd",
-            "https://x.org/a b",
-            "https://x\n",
-        ] {
-            assert!(!is_image_url(bad), "{bad}");
-        }
-        for ok in ["image/png", "image/svg+xml", "image/jpeg; q=1"] {
-            assert!(check_image_mime_type(ok).is_ok(), "{ok}");
-        }
-        for bad in [
-            "text/html",
-            "image/",
-            "image/png\n",
-            "image/p g",
-            "imagex/png",
-        ] {
-            assert!(check_image_mime_type(bad).is_err(), "{bad}");
-        }
-    }
 }

@@ -13,7 +13,7 @@ use wasmtime_wasi::p2::{DynInputStream, DynOutputStream};
 use crate::bindings::python::sandwit::plugin::methods::Marshalled;
 use crate::bindings::wit;
 use crate::controls::{ControlEvent, Refused};
-use crate::error::{CallError, CallErrorKind, cut};
+use crate::error::{CallError, CallErrorKind};
 use crate::json::summary;
 use crate::limits::Budget;
 use crate::limits::LimitKind;
@@ -21,6 +21,7 @@ use crate::plugin::CallReport;
 use crate::python::outcome::{Event, Handoff};
 use crate::python::plugin_set::Provider;
 use crate::python::state::RunState;
+use crate::text::cut;
 use crate::types::{ContentPart, MethodKind, MethodResult, Value};
 
 /// A linker for the interpreter on `engine`: WASI, its streams' drops

@@ -20,7 +20,7 @@ use crate::bindings::python::{
 use crate::cache::CodeSource;
 use crate::cancel::Cancel;
 use crate::controls::{Approver, RunControls};
-use crate::error::{LoadError, cut};
+use crate::error::LoadError;
 use crate::guard::{Stopped, guarded_until, limited_store};
 use crate::guard::{apply_budget, fuel_used};
 use crate::limits::{Budget, LimitKind, RunLimits};
@@ -29,6 +29,7 @@ use crate::plugin::trap_message;
 use crate::runtime::HostInner;
 use crate::sandbox::admission::Slot;
 use crate::sandbox::values::{decode_result, marshal_inputs};
+use crate::text::cut;
 use crate::types::{AgentCtx, Value};
 use outcome::{LimitHit, LiveEvent, RunError, RunOutcome, RunStatus};
 use prepared::{Prepared, Preparer};

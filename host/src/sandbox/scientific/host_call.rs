@@ -14,8 +14,8 @@ use wasmtime::{AsContextMut, Caller, Extern, Linker, Memory};
 use super::state::SciData;
 use crate::bindings::python::exports::sandwit::plugin::runner;
 use crate::bindings::wit;
-use crate::error::cut;
 use crate::python::methods;
+use crate::text::cut;
 use crate::types::Value;
 use sandwit_value::DecodeLimits;
 

@@ -181,7 +181,7 @@ impl Template {
             anyhow::bail!(
                 "preparing the scientific interpreter failed (importing {}): {}",
                 preload.join(", "),
-                crate::error::cut(stderr, 4000)
+                crate::text::cut(stderr, 4000)
             );
         }
         let snapshot = Snapshot::take(mapping);
