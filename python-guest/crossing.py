@@ -69,11 +69,6 @@ class BadValue(Exception):
         path = "".join(reversed(self.path))
         raise self.error(f"argument {name!r}{path}: {self.message}") from None
 
-    def raise_for_result(self, source):
-        path = "".join(reversed(self.path))
-        message = self.message.replace(UNSUPPORTED, RESULT_UNSUPPORTED)
-        raise self.error(f"the run's result ({source}){path}: {message}") from None
-
 
 # The marshal format a value crosses in (`marshalled` in wit/python.wit):
 # version 2 has no back-references, so the host reads every object where it
@@ -85,10 +80,6 @@ MARSHAL_VERSION = 2
 RUN_MIN = 8
 UNSUPPORTED = (
     "cannot be passed to a plugin method "
-    "(use None, bool, int, float, str, bytes, list, tuple or dict)"
-)
-RESULT_UNSUPPORTED = (
-    "cannot be returned from the sandbox "
     "(use None, bool, int, float, str, bytes, list, tuple or dict)"
 )
 
@@ -361,19 +352,19 @@ def compile_keeping_last_value(code):
 
 
 def result_of(namespace, last_value):
-    """The run's result, marshalled: the last statement's value if it is not
-    None, else the `result` variable's if the code set one; None if neither.
-    Raises TypeError (or OverflowError, ValueError) for a value that cannot
-    cross, naming where in it the culprit is."""
-    value, source = last_value, "the last expression"
-    if value is None:
-        value, source = namespace.get("result"), "the `result` variable"
-    if value is None:
-        return None
-    try:
-        return dumps(plain(value, 1), MARSHAL_VERSION)
-    except BadValue as e:
-        e.raise_for_result(source)
+    """The run's result, marshalled: the last statement's value, else the
+    `result` variable's, the first of them that is not None and can cross;
+    None if neither. Both are incidental more often than not (`plt.title()`
+    returns a `Text`, `result = re.match(...)` a match), so a value that
+    cannot cross is no result, never a failure of the code that ran."""
+    for value in (last_value, namespace.get("result")):
+        if value is None:
+            continue
+        try:
+            return dumps(plain(value, 1), MARSHAL_VERSION)
+        except BaseException:  # noqa: BLE001: whatever converting it raised
+            continue
+    return None
 
 
 def inputs_of(marshalled):
@@ -382,19 +373,17 @@ def inputs_of(marshalled):
     return loads(marshalled) if marshalled else None
 
 
-def run(code, functions, inputs=None, namespace=None):
-    """Runs `code` in a fresh namespace (or `namespace`) holding `functions`
-    and `inputs` (a dict of names to values, given as variables), `random`
-    seeded from the host's entropy: the host restores a reused interpreter's
-    memory to its state before its first run, the generator's included.
-    Returns `(error, result)`: None or `error_info` of the exception that
-    escaped (a `SystemExit` with a code other than 0 or None among them, or
-    the error of a result that cannot cross), and None or the marshalled
-    result (`result_of`)."""
+def run(code, functions, inputs=None):
+    """Runs `code` in a fresh namespace holding `functions` and `inputs` (a
+    dict of names to values, given as variables), `random` seeded from the
+    host's entropy: the host restores a reused interpreter's memory to its
+    state before its first run, the generator's included. Returns
+    `(error, result)`: None or `error_info` of the exception that escaped (a
+    `SystemExit` with a code other than 0 or None among them), and None or
+    the marshalled result (`result_of`)."""
     random.seed(int.from_bytes(os.urandom(SEED_BYTES)))
     linecache.cache[CODE_FILE] = (len(code), None, code.splitlines(True), CODE_FILE)
-    if namespace is None:
-        namespace = {"__name__": "__main__", "__builtins__": builtins}
+    namespace = {"__name__": "__main__", "__builtins__": builtins}
     if inputs:
         namespace.update(inputs)
     namespace.update(functions)
@@ -416,7 +405,4 @@ def run(code, functions, inputs=None, namespace=None):
         except OSError:
             # A full output pipe: the host reports the output limit.
             pass
-    try:
-        return None, result_of(namespace, value)
-    except Exception as e:  # noqa: BLE001: a result that cannot cross
-        return error_info(e), None
+    return None, result_of(namespace, value)

@@ -18,7 +18,12 @@ use sandwit::{
 use sandwit::paths::{env_path, installed_interpreter as installed_file};
 use sandwit_service::Interpreters;
 
-use crate::run::InterpreterKind;
+/// Which interpreter a run uses.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum InterpreterKind {
+    Small,
+    Scientific,
+}
 
 /// The CPython component embedded at build time; empty without one.
 const EMBEDDED: &[u8] = include_bytes!(env!("SANDWIT_EMBEDDED_PYTHON"));

@@ -1,5 +1,6 @@
 //! `sandwit run` and `sandwit prompt`.
 
+use crate::interpreter::InterpreterKind;
 use sandwit::paths::env_path;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -71,7 +72,7 @@ pub struct RunArgs {
     /// Method calls allowed per run [default: 1000].
     #[arg(long)]
     max_calls: Option<u32>,
-    /// Give the code a variable NAME (a Python identifier) holding VALUE:
+    /// Give the code a variable NAME (an ASCII identifier) holding VALUE:
     /// JSON if VALUE parses as JSON (`n=5`, `xs=[1,2]`, `s='"5"'`), else the
     /// text itself (`city=Paris`). Repeat for more.
     #[arg(long = "input", value_name = "NAME=VALUE", value_parser = parse_input)]
@@ -104,13 +105,6 @@ fn parse_input(arg: &str) -> Result<(String, Value), String> {
         Err(_) => Value::Text(value.to_string()),
     };
     Ok((name.to_string(), value))
-}
-
-/// Which interpreter a run uses.
-#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum InterpreterKind {
-    Small,
-    Scientific,
 }
 
 #[derive(Args)]

@@ -182,7 +182,7 @@ pub struct RunSlots {
 impl RunSlots {
     fn max_running(&self) -> usize {
         self.max_runs
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+            .unwrap_or_else(|| sandwit::RunSlots::per_core().running)
     }
 
     /// The host's run slots: the same, so that a run the service admitted

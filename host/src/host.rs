@@ -2,25 +2,27 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Instant;
 
 use crate::cache::{CodeCache, DEFAULT_CACHE_MAX_BYTES};
 use crate::chat::ChatSink;
 use crate::controls::{Approver, Clock, Controls, ControlsSnapshot, SystemClock};
 use crate::engine::Pool;
 use crate::env::Services;
-use crate::error::LoadError;
+use crate::error::{CallError, CallErrorKind, LoadError};
 use crate::limits::{Limits, Metering, RunLimits};
 use crate::loader::Source;
 use crate::plugin::Plugin;
 use crate::policy::Policy;
-use crate::python::PythonSandbox;
 use crate::python::outcome::WorkspaceFile;
+use crate::python::plugin_set::Provider;
+use crate::python::{PluginSet, PythonSandbox};
 use crate::runtime::{HostInner, engine};
 use crate::sandbox::admission::{Admission, RunSlots};
 use crate::sandbox::scientific::{ScientificOptions, ScientificSandbox};
 use crate::sandbox::workspace::{HostWorkspaces, WorkspaceOptions};
 use crate::store::{SqliteStore, StoreBackend};
-use crate::types::AgentCtx;
+use crate::types::{AgentCtx, MethodResult, Value};
 
 /// Interpreters a [`PythonSandbox`] keeps instantiated ahead of its runs
 /// unless [`HostBuilder::prepared_interpreters`] says otherwise: enough for
@@ -381,6 +383,60 @@ impl Host {
     /// The default limits of Python runs.
     pub fn run_limits(&self) -> &RunLimits {
         &self.inner.run_limits
+    }
+
+    /// Calls `method` of `plugins` with `args` (an object of parameter
+    /// names to values) for `ctx`, directly, with no Python run: for an
+    /// application whose model asks for a tool by name (an OpenAI-style
+    /// tool call). A plugin's method is called as [`Plugin::call`] calls it;
+    /// a host method under this host's call limits and execution controls
+    /// (rate limits, breakers, budgets, approval), as in a run. A method
+    /// the set does not offer fails with
+    /// [`CallErrorKind::UnknownMethod`](crate::CallErrorKind) (its
+    /// `plugin` empty); a plugin another host loaded is refused
+    /// ([`CallErrorKind::Denied`](crate::CallErrorKind)), as a run refuses
+    /// it.
+    pub async fn call(
+        &self,
+        plugins: &PluginSet,
+        ctx: &AgentCtx,
+        method: &str,
+        args: Value,
+    ) -> Result<MethodResult, CallError> {
+        let error = |plugin: &str, kind| CallError {
+            plugin: plugin.to_string(),
+            method: method.to_string(),
+            kind,
+        };
+        let host_method = match plugins.provider(method) {
+            None => return Err(error("", CallErrorKind::UnknownMethod)),
+            Some(Provider::Plugin(plugin)) if !plugin.loaded_by(&self.inner) => {
+                let message = format!(
+                    "plugin `{}` was loaded by another Host: load it with this one",
+                    plugin.id()
+                );
+                return Err(error(plugin.id(), CallErrorKind::Denied { message }));
+            }
+            Some(Provider::Plugin(plugin)) => return plugin.call(ctx, method, args).await,
+            Some(Provider::Host(host_method)) => host_method,
+        };
+        let provider = host_method.provider();
+        let limits = &self.inner.limits;
+        let deadline = Instant::now() + limits.time;
+        let controls = &self.inner.controls;
+        let permit = match controls
+            .admit(provider, method, ctx, &args, None, deadline)
+            .await
+        {
+            Ok((permit, _)) => permit,
+            Err(refused) => return Err(error(provider, refused.kind)),
+        };
+        let (result, _) = host_method.call(ctx.clone(), args, deadline, limits).await;
+        let result = result.map_err(|kind| error(provider, kind));
+        if let (_, Some(tripped)) = controls.finish(permit, &result) {
+            tracing::warn!(provider, method, "{tripped}");
+        }
+        result
     }
 
     /// Its run slots' settings.

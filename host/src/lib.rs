@@ -71,8 +71,8 @@ pub use host::{
 };
 pub use host_method::{HostMethod, HostMethodFuture};
 pub use limits::{
-    Budget, FUEL_PER_CPU_SECOND, LimitKind, Limits, MAX_COMPONENT_BYTES, Metering, RunLimits,
-    SCIENTIFIC_MEMORY_BYTES,
+    Budget, FUEL_PER_CPU_SECOND, HOOK_FUEL, LimitKind, Limits, MAX_COMPONENT_BYTES, Metering,
+    RunLimits, SCIENTIFIC_MEMORY_BYTES,
 };
 pub use manifest::{Manifest, MethodSpec, Param};
 pub use plugin::lifecycle::{MAX_INJECTED_PROMPT_BYTES, PluginContext};

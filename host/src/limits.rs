@@ -59,6 +59,12 @@ impl Metering {
 /// not fuel, bounds busy code by default.
 pub const FUEL_PER_CPU_SECOND: u64 = 8_000_000_000;
 
+/// The most fuel `describe` and a lifecycle hook may burn, whatever the
+/// limits say (about a quarter of a CPU-second): a plugin that spins there
+/// would otherwise cost every load, or every run's context, its whole time
+/// limit of CPU.
+pub const HOOK_FUEL: u64 = 2_000_000_000;
+
 /// The fuel a store holds when its limits give it no budget of its own:
 /// more than any deadline lets it burn.
 pub(crate) const UNBUDGETED_FUEL: u64 = i64::MAX as u64;
@@ -457,6 +463,14 @@ impl Budget {
     /// The budget the limits give a call starting now.
     pub fn from_limits(limits: &Limits) -> Self {
         Budget::new(limits.fuel, limits.time, Instant::now())
+    }
+
+    /// The budget of the host's own calls into a plugin (`describe`, the
+    /// lifecycle hooks), which run for every load, and every run's context,
+    /// on no user's behalf: the limits', with at most [`HOOK_FUEL`] fuel.
+    pub(crate) fn for_hooks(limits: &Limits) -> Self {
+        let fuel = limits.fuel.map_or(HOOK_FUEL, |fuel| fuel.min(HOOK_FUEL));
+        Budget::new(Some(fuel), limits.time, Instant::now())
     }
 
     /// The budget of `fuel` (none: [`UNBUDGETED_FUEL`]) and `time` from `start`.

@@ -179,7 +179,9 @@ impl State {
         code: &str,
         options: &sandwit::RunOptions,
     ) -> (sandwit::RunOutcome, queue::Answering) {
-        let outcome = interpreter.run_with(ctx, plugins, code, options).await;
+        let mut outcome = interpreter.run_with(ctx, plugins, code, options).await;
+        // The wait for the service's slot, before the host's.
+        outcome.queued += slot.waited;
         let answering = slot.answering();
         self.in_flight.lock().expect("in-flight lock").remove(&id);
         self.metrics.record_run(&outcome);

@@ -31,6 +31,8 @@ pub struct RunQueue {
 pub struct RunSlot {
     admitted: OwnedSemaphorePermit,
     _running: OwnedSemaphorePermit,
+    /// How long it was waited for.
+    pub(crate) waited: std::time::Duration,
 }
 
 /// A finished run's place in the queue, kept while its answer goes out
@@ -85,6 +87,7 @@ impl RunQueue {
                 ),
             })?;
         self.waiting.fetch_add(1, Ordering::Relaxed);
+        let asked = std::time::Instant::now();
         let running =
             tokio::time::timeout(self.max_wait, self.running.clone().acquire_owned()).await;
         self.waiting.fetch_sub(1, Ordering::Relaxed);
@@ -92,6 +95,7 @@ impl RunQueue {
             Ok(Ok(running)) => Ok(RunSlot {
                 admitted,
                 _running: running,
+                waited: asked.elapsed(),
             }),
             Ok(Err(_)) => Err(ApiError::unavailable(
                 "shutting-down",

@@ -44,8 +44,8 @@ pub struct RunRequest {
     plugins: Option<Vec<String>>,
     /// Lower limits than the server's.
     limits: Option<LimitsRequest>,
-    /// Values the code finds as variables of these names (Python
-    /// identifiers, not a method's name): JSON values, as Python's `None`,
+    /// Values the code finds as variables of these names (ASCII
+    /// identifiers, not keywords nor a method's name): JSON values, as Python's `None`,
     /// `bool`, `int`, `float`, `str`, `list` and `dict`. Bad names or values
     /// past the server's value limits make an `InvalidInput` error outcome.
     #[schema(value_type = Option<Object>)]

@@ -9,7 +9,7 @@ use sandwit::{
     RunStatus,
 };
 
-use crate::common::{artifacts, cache_dir, ctx};
+use crate::common::{artifacts, cache_dir, ctx, until};
 
 /// A sandbox on a host of one run slot, `waiting` runs waiting for it at
 /// most `max_wait` each.
@@ -28,77 +28,76 @@ async fn one_slot(waiting: usize, max_wait: Duration) -> (Host, PythonSandbox) {
     (host, python)
 }
 
-/// Runs `code` with a time limit of `time`, and `cancel` if given.
-async fn run(
+/// Runs `code` with a time limit of `time`, and `cancel` if given, on a
+/// task of its own.
+fn spawn_run(
     python: &PythonSandbox,
     code: &str,
     time: Duration,
     cancel: Option<Cancel>,
-) -> RunOutcome {
-    let limits = RunLimits {
-        time,
-        ..RunLimits::default()
-    };
-    let mut options = RunOptions::new().limits(limits);
-    if let Some(cancel) = cancel {
-        options = options.cancel(cancel);
-    }
-    python
-        .run_with(&ctx(), &PluginSet::default(), code, &options)
-        .await
+) -> tokio::task::JoinHandle<RunOutcome> {
+    let (python, code) = (python.clone(), code.to_string());
+    tokio::spawn(async move {
+        let limits = RunLimits {
+            time,
+            ..RunLimits::default()
+        };
+        let mut options = RunOptions::new().limits(limits);
+        if let Some(cancel) = cancel {
+            options = options.cancel(cancel);
+        }
+        python
+            .run_with(&ctx(), &PluginSet::default(), &code, &options)
+            .await
+    })
+}
+
+/// Waits until `host` has `running` runs executing and `waiting` waiting.
+async fn until_runs(host: &Host, running: usize, waiting: usize) {
+    let what = format!("{running} running and {waiting} waiting");
+    until(|| host.runs_now() == (running, waiting), &what).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_runs_time_limit_counts_from_its_slot_not_from_its_wait() {
     let (host, python) = one_slot(4, Duration::from_secs(60)).await;
     let code = "import time\ntime.sleep(0.8)\nprint('done')";
-    let limit = Duration::from_millis(1200);
-    // Two runs of 0.8 s each under a 1.2 s limit, one slot: the second
-    // waits for the first, then has its whole 1.2 s.
-    let (first, second) = tokio::join!(run(&python, code, limit, None), async {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        assert_eq!(host.runs_now(), (1, 0), "the first runs alone");
-        run(&python, code, limit, None).await
-    });
+    let limit = Duration::from_millis(1500);
+    // Two runs of 0.8 s each under a 1.5 s limit, one slot: the second
+    // waits for the first, then has its whole limit.
+    let first = spawn_run(&python, code, limit, None);
+    until_runs(&host, 1, 0).await;
+    let second = spawn_run(&python, code, limit, None);
+    until_runs(&host, 1, 1).await;
+    let (first, second) = (first.await.unwrap(), second.await.unwrap());
     for outcome in [&first, &second] {
         assert_eq!(outcome.status, RunStatus::Ok, "{outcome:?}");
         assert_eq!(outcome.stdout, "done\n");
         assert!(outcome.elapsed < limit, "{:?}", outcome.elapsed);
     }
+    // It waited for the rest of the first run's 0.8 s: together more than
+    // the limit, which it would have run out of counted from its start.
     assert!(
-        first.queued < Duration::from_millis(100),
-        "{:?}",
-        first.queued
-    );
-    // It waited for the rest of the first run's 0.8 s.
-    assert!(
-        second.queued >= Duration::from_millis(500),
+        second.queued >= Duration::from_millis(400),
         "{:?}",
         second.queued
     );
-    assert!(second.queued + second.elapsed > limit);
+    assert!(second.queued + second.elapsed > limit, "{second:?}");
     assert_eq!(host.runs_now(), (0, 0));
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn runs_past_the_queue_or_the_wait_are_refused_with_the_queue_limit() {
     let (host, python) = one_slot(1, Duration::from_millis(400)).await;
-    let busy = "import time\ntime.sleep(1.5)";
-    let long = Duration::from_secs(5);
-    let (held, waited, refused) = tokio::join!(
-        run(&python, busy, long, None),
-        async {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            run(&python, "print('never')", long, None).await
-        },
-        async {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            assert_eq!(host.runs_now(), (1, 1));
-            run(&python, "print('never')", long, None).await
-        },
-    );
-    assert_eq!(held.status, RunStatus::Ok, "{held:?}");
-    // The queue of one was full: refused at once.
+    let long = Duration::from_secs(10);
+    let held = spawn_run(&python, "import time\ntime.sleep(2)", long, None);
+    until_runs(&host, 1, 0).await;
+    let waited = spawn_run(&python, "print('never')", long, None);
+    until_runs(&host, 1, 1).await;
+    // The queue of one is full: refused at once.
+    let refused = spawn_run(&python, "print('never')", long, None)
+        .await
+        .unwrap();
     let limit = refused.limit.as_ref().expect("a limit");
     assert_eq!(
         (refused.status, limit.kind),
@@ -109,12 +108,8 @@ async fn runs_past_the_queue_or_the_wait_are_refused_with_the_queue_limit() {
         "{}",
         limit.message
     );
-    assert!(
-        refused.queued < Duration::from_millis(100),
-        "{:?}",
-        refused.queued
-    );
-    // The one in the queue waited its 0.4 s, then gave up; neither ran.
+    // The one in the queue waits its 0.4 s, then gives up; neither ran.
+    let waited = waited.await.unwrap();
     let limit = waited.limit.as_ref().expect("a limit");
     assert_eq!(
         (waited.status, limit.kind),
@@ -132,43 +127,34 @@ async fn runs_past_the_queue_or_the_wait_are_refused_with_the_queue_limit() {
             ("", Duration::ZERO)
         );
     }
+    assert_eq!(held.await.unwrap().status, RunStatus::Ok);
     assert_eq!(host.runs_now(), (0, 0));
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_run_cancelled_while_it_waits_for_a_slot_ends_cancelled() {
-    let (_host, python) = one_slot(4, Duration::from_secs(60)).await;
-    let cancel = Cancel::new();
-    let (_, cancelled) = tokio::join!(
-        run(
-            &python,
-            "import time\ntime.sleep(1)",
-            Duration::from_secs(5),
-            None
-        ),
-        async {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            let canceller = cancel.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                canceller.cancel();
-            });
-            run(
-                &python,
-                "print('never')",
-                Duration::from_secs(5),
-                Some(cancel.clone()),
-            )
-            .await
-        }
+    let (host, python) = one_slot(4, Duration::from_secs(60)).await;
+    let held = spawn_run(
+        &python,
+        "import time\ntime.sleep(1)",
+        Duration::from_secs(10),
+        None,
     );
+    until_runs(&host, 1, 0).await;
+    let cancel = Cancel::new();
+    let waiting = spawn_run(
+        &python,
+        "print('never')",
+        Duration::from_secs(10),
+        Some(cancel.clone()),
+    );
+    until_runs(&host, 1, 1).await;
+    cancel.cancel();
+    let cancelled = waiting.await.unwrap();
     assert_eq!(cancelled.status, RunStatus::Cancelled, "{cancelled:?}");
     assert_eq!(cancelled.stdout, "");
-    assert!(
-        cancelled.queued < Duration::from_millis(800),
-        "{:?}",
-        cancelled.queued
-    );
+    assert_eq!(host.runs_now().1, 0, "it left the queue");
+    assert_eq!(held.await.unwrap().status, RunStatus::Ok);
 }
 
 #[test]

@@ -5,7 +5,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use sandwit::json::value_from_json;
-use sandwit::{AgentCtx, Host, Limits, LogLine, Plugin, PluginEvent, Policy, Value};
+use sandwit::{AgentCtx, Host, Limits, LogLine, Plugin, PluginEvent, Policy, RunSlots, Value};
 
 pub use sandwit_test_artifacts as artifacts;
 
@@ -60,6 +60,13 @@ pub fn host() -> &'static Host {
         Host::builder()
             .cache_dir(cache_dir())
             .policy(example_policy())
+            // Tests run at once share it: a run of one must not wait for a
+            // slot behind another's (the time limits count from the slot,
+            // but the tests' own clocks do not).
+            .run_slots(RunSlots {
+                running: 64,
+                ..RunSlots::default()
+            })
             .build()
             .unwrap()
     })

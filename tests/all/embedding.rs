@@ -502,25 +502,27 @@ async fn inputs_go_in_as_variables_and_the_result_comes_out() {
 }
 
 #[tokio::test]
-async fn a_result_that_cannot_cross_and_bad_inputs_are_errors_naming_them() {
-    let outcome = run_with_inputs("x = 1\n{'a': [object()]}", vec![]).await;
-    assert_eq!(outcome.status, RunStatus::Error, "{outcome:?}");
-    let error = outcome.error.unwrap();
-    assert_eq!(error.type_name, "TypeError");
-    assert!(
-        error
-            .message
-            .contains("the run's result (the last expression)['a'][0]")
-            && error
-                .message
-                .contains("cannot be returned from the sandbox"),
-        "{error:?}"
-    );
-    assert_eq!(outcome.result, None);
+async fn a_result_that_cannot_cross_is_none_and_bad_inputs_are_errors_naming_them() {
+    // A value that cannot leave the sandbox is no result (the `result`
+    // variable is tried next), never a failure of the code that ran.
+    for (code, result) in [
+        ("x = 1\n{'a': [object()]}", None),
+        ("result = 7\n{1, 2}", Some(Value::Int(7))),
+        (
+            "import re\nresult = re.match('a', 'a')\nprint(result.group(0))",
+            None,
+        ),
+    ] {
+        let outcome = run_with_inputs(code, vec![]).await;
+        assert_eq!(outcome.status, RunStatus::Ok, "{code}: {outcome:?}");
+        assert_eq!(outcome.result, result, "{code}");
+    }
     for (name, why) in [
-        ("1x", "not a Python identifier"),
+        ("1x", "not an ASCII identifier"),
         ("__builtins__", "starts with `__`"),
         ("calculate_sum", "the name of a method of the run"),
+        ("class", "a Python keyword"),
+        ("ℌ", "not an ASCII identifier"),
     ] {
         let outcome = run_with_inputs("print('ran')", vec![(name, Value::Int(1))]).await;
         assert_eq!(outcome.status, RunStatus::Error, "{name}: {outcome:?}");
@@ -537,13 +539,14 @@ async fn a_result_that_cannot_cross_and_bad_inputs_are_errors_naming_them() {
 }
 
 #[tokio::test]
-async fn a_plugin_set_calls_a_method_by_name_without_a_run() {
+async fn a_host_calls_a_method_of_a_set_by_name_without_a_run() {
     let sent = Arc::new(Mutex::new(Vec::new()));
     let (_, plugins) = sandbox().await;
     let calc = plugins.plugin_for("calculate_sum").unwrap().clone();
     let set = PluginSet::with_host_methods(&[calc], &host_methods(sent.clone())).unwrap();
-    let sum = set
+    let sum = host()
         .call(
+            &set,
             &ctx(),
             "calculate_sum",
             crate::common::args(json!({"num1": 20, "num2": 22})),
@@ -551,8 +554,9 @@ async fn a_plugin_set_calls_a_method_by_name_without_a_run() {
         .await
         .unwrap();
     assert_eq!(sum, MethodResult::Tool(Value::Int(42)));
-    let said = set
+    let said = host()
         .call(
+            &set,
             &ctx(),
             "send_message",
             crate::common::args(json!({"text": "hi"})),
@@ -563,8 +567,9 @@ async fn a_plugin_set_calls_a_method_by_name_without_a_run() {
     assert_eq!(sent.lock().unwrap().len(), 1);
     // Checked as in a run: a bad argument, a host method's failure, a
     // method the set does not offer.
-    let err = set
+    let err = host()
         .call(
+            &set,
             &ctx(),
             "calculate_sum",
             crate::common::args(json!({"num1": "x", "num2": 1})),
@@ -579,8 +584,9 @@ async fn a_plugin_set_calls_a_method_by_name_without_a_run() {
         matches!(err.kind, sandwit::CallErrorKind::InvalidArguments { .. }),
         "{err}"
     );
-    let err = set
+    let err = host()
         .call(
+            &set,
             &ctx(),
             "lookup",
             crate::common::args(json!({"key": "nope"})),
@@ -591,12 +597,40 @@ async fn a_plugin_set_calls_a_method_by_name_without_a_run() {
         err.to_string(),
         "plugin `app`, method `lookup`: failed: no such key"
     );
-    let err = set
-        .call(&ctx(), "search_knowledge_base", Value::Object(vec![]))
+    let err = host()
+        .call(&set, &ctx(), "search_knowledge_base", Value::Object(vec![]))
         .await
         .unwrap_err();
     assert_eq!(
         err.to_string(),
         "method `search_knowledge_base`: no such method"
     );
+    // The host's controls apply to host methods: a rate limit of one call a
+    // minute refuses the second.
+    let policy = "[plugins.app.methods.lookup]\nrate_limit = 1\n";
+    let limited = Host::builder()
+        .cache_dir(cache_dir())
+        .policy(sandwit::Policy::from_toml(policy).unwrap())
+        .build()
+        .unwrap();
+    let only = PluginSet::with_host_methods(&[], &host_methods(sent.clone())).unwrap();
+    let half = crate::common::args(json!({"key": "half"}));
+    let first = limited.call(&only, &ctx(), "lookup", half.clone()).await;
+    assert_eq!(first.unwrap(), MethodResult::Tool(Value::Float(2.5)));
+    let second = limited
+        .call(&only, &ctx(), "lookup", half)
+        .await
+        .unwrap_err();
+    assert!(second.to_string().contains("rate"), "{second}");
+    // A plugin another host loaded is refused, as a run refuses it.
+    let err = limited
+        .call(
+            &set,
+            &ctx(),
+            "calculate_sum",
+            crate::common::args(json!({"num1": 1, "num2": 2})),
+        )
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("loaded by another Host"), "{err}");
 }

@@ -30,14 +30,14 @@ use sandwit::{
     SCIENTIFIC_MEMORY_BYTES, ScientificOptions, ScientificSandbox,
 };
 
-use convert::{args_from_py, to_py, type_name};
+use convert::{args_from_py, lit, to_py, type_name};
 use errors::{Failure, SandwitError};
 use methods::PyHostMethod;
 use plugin_set::{PyPluginSet, plugins_arg};
 use tasks::{Feed, Job, Listener, Stop, Waiter};
 use types::{
     PyAgentCtx, PyCallLimits, PyCancel, PyContentPart, PyHandoff, PyLimitHit, PyMethodResult,
-    PyRunError, PyRunLimits, PyRunOutcome, ctx_or_default, lit, seconds,
+    PyRunError, PyRunLimits, PyRunOutcome, ctx_or_default, seconds,
 };
 
 /// The CPython component embedded at build time (build.rs); empty without
@@ -543,67 +543,6 @@ impl Life {
     }
 }
 
-/// The runtime of `PluginSet.call`s of host methods, which no host's
-/// runtime serves (a set may have no plugins): one worker, made on first
-/// use, never closed.
-fn direct_life() -> PyResult<&'static Arc<Life>> {
-    static DIRECT: std::sync::OnceLock<Arc<Life>> = std::sync::OnceLock::new();
-    if let Some(life) = DIRECT.get() {
-        return Ok(life);
-    }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .thread_name("sandwit-direct")
-        .enable_all()
-        .build()
-        .map_err(|e| SandwitError::new_err(format!("cannot start a runtime: {e}")))?;
-    let life = Arc::new(Life {
-        state: Mutex::new(LifeState {
-            runtime: Some(runtime),
-            closed: false,
-            running: 0,
-        }),
-    });
-    // Another thread's, if it was first: this one's runtime is dropped.
-    Ok(DIRECT.get_or_init(|| life))
-}
-
-/// Waits for `work` on `host`'s runtime, else on the direct one.
-pub(crate) fn wait_on<T: Send + 'static>(
-    py: Python<'_>,
-    host: Option<&Py<PyHost>>,
-    work: impl Future<Output = T> + Send + 'static,
-) -> PyResult<T> {
-    match host {
-        Some(host) => host.get().wait(py, work),
-        None => {
-            let (handle, running) = direct_life()?.start()?;
-            let work = async move {
-                let _running = running;
-                work.await
-            };
-            Waiter::default().wait(py, &handle, work, None, Stop::Abort)
-        }
-    }
-}
-
-/// `work` as a coroutine on `host`'s runtime, else on the direct one,
-/// returning a `MethodResult`.
-pub(crate) fn call_coroutine<'py>(
-    py: Python<'py>,
-    host: Option<Py<PyHost>>,
-    work: Job<sandwit::MethodResult>,
-) -> PyResult<Bound<'py, PyAny>> {
-    let (stop, feed) = (Stop::Abort, Feed::default());
-    match host {
-        Some(host) => tasks::coroutine(py, runtime_of(host), work, result_to_py, stop, feed, None),
-        None => {
-            let runtime = || direct_life()?.start();
-            tasks::coroutine(py, runtime, work, result_to_py, stop, feed, None)
-        }
-    }
-}
-
 /// A job running on a host's runtime, until dropped (with the job).
 pub(crate) struct Running(Arc<Life>);
 
@@ -647,6 +586,11 @@ impl Drop for PyHost {
 }
 
 impl PyHost {
+    /// The library's host.
+    fn core(&self) -> Host {
+        self.shared.host.clone()
+    }
+
     /// Raises the closed host's error once it is closed.
     fn check_open(&self) -> PyResult<()> {
         self.life.handle().map(drop)
@@ -733,7 +677,7 @@ impl PyHost {
 
 /// The runtime of `host`, for a coroutine that keeps it alive, and the
 /// job's place among those running; an error once the host is closed.
-fn runtime_of(
+pub(crate) fn runtime_of(
     host: Py<PyHost>,
 ) -> impl Fn() -> PyResult<(tokio::runtime::Handle, Running)> + Send + Sync {
     move || host.get().life.start()
@@ -775,7 +719,7 @@ fn outcome_to_py(py: Python<'_>, outcome: sandwit::RunOutcome) -> PyResult<Py<Py
     Ok(Py::new(py, PyRunOutcome::new(py, &outcome)?)?.into_any())
 }
 
-fn result_to_py(py: Python<'_>, result: sandwit::MethodResult) -> PyResult<Py<PyAny>> {
+pub(crate) fn result_to_py(py: Python<'_>, result: sandwit::MethodResult) -> PyResult<Py<PyAny>> {
     Ok(Py::new(py, PyMethodResult::new(py, &result)?)?.into_any())
 }
 
@@ -947,6 +891,12 @@ impl PyHost {
         call_helper(slf.py(), "_aexit", (slf,))
     }
 
+    /// Runs executing now and runs waiting for a run slot, as a pair.
+    #[getter]
+    fn runs_now(&self) -> (usize, usize) {
+        self.shared.host.runs_now()
+    }
+
     /// Whether `close()` was called.
     #[getter]
     fn closed(&self) -> bool {
@@ -1113,13 +1063,13 @@ impl PyHost {
     /// `PluginSetError` when two offer a method of the same name.
     #[pyo3(signature = (plugins=None, *, methods=None, filter=None))]
     fn plugin_set(
-        &self,
-        py: Python<'_>,
+        slf: &Bound<'_, Self>,
         plugins: Option<&Bound<'_, PyAny>>,
         methods: Option<&Bound<'_, PyAny>>,
         filter: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyPluginSet> {
-        PyPluginSet::new(py, plugins, methods, filter)
+        let set = PyPluginSet::new(slf.py(), plugins, methods, filter)?;
+        Ok(set.served_by(slf.clone().unbind()))
     }
 
     /// Runs `code` in a fresh sandboxed interpreter (`interpreter`, the

@@ -19,10 +19,11 @@ use pyo3::types::{PyCFunction, PyDict, PyList, PyModule, PyString, PyTuple};
 use sandwit::{AgentCtx, ContentPart, MethodKind, MethodResult, MethodSpec, Param, Value};
 use tokio::sync::oneshot;
 
+use crate::convert::lit;
 use crate::convert::{json_from_py, result_from_py, to_py, type_name, value_to_py};
 use crate::errors;
 use crate::tasks::RUN_LOOP;
-use crate::types::{PyAgentCtx, PyContentPart, lit};
+use crate::types::{PyAgentCtx, PyContentPart};
 use crate::with_python_kept;
 
 /// `sandwit._methods`: the Python side of host methods.

@@ -9,17 +9,15 @@ use pyo3::prelude::*;
 use pyo3::types::PyString;
 use sandwit::{Plugin, PluginSet};
 
+use crate::convert::lit;
 use crate::convert::{self, args_from_py, to_py, type_name};
 use crate::errors;
-use crate::errors::Failure;
+use crate::errors::{Failure, SandwitError};
 use crate::methods::PyHostMethod;
-use crate::tasks::Job;
-use crate::types::{PyAgentCtx, lit};
+use crate::tasks::{self, Feed, Job, Stop};
+use crate::types::PyAgentCtx;
 use crate::types::{PyMethodResult, ctx_or_default};
 use crate::{PyHost, PyPlugin};
-
-/// The `Host` that loaded each plugin of a set, by the plugin's id.
-type Hosts = HashMap<String, Py<PyHost>>;
 
 /// How many per-context sets a set with a `filter` rule keeps: a context
 /// whose rule keeps the same methods as an earlier one's gets the same set,
@@ -33,9 +31,10 @@ const MAX_CONTEXT_SETS: usize = 64;
 pub struct PyPluginSet {
     set: PluginSet,
     plugins: Vec<Plugin>,
-    /// The `Host` that loaded each plugin, by id: its runtime serves the
-    /// plugin's direct calls.
-    hosts: Hosts,
+    /// The `Host` whose limits, controls and runtime serve the set's direct
+    /// calls (`call`): the one that made it (`Host.plugin_set`), else the
+    /// one that loaded its first plugin.
+    host: Option<Py<PyHost>>,
     methods: Vec<Py<PyHostMethod>>,
     /// Each method's provider and spec (a read-only mapping), in order, as
     /// filters are given them.
@@ -51,7 +50,7 @@ impl PyPluginSet {
         py: Python<'_>,
         set: PluginSet,
         plugins: Vec<Plugin>,
-        hosts: Hosts,
+        host: Option<Py<PyHost>>,
         methods: Vec<Py<PyHostMethod>>,
         rule: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
@@ -66,7 +65,7 @@ impl PyPluginSet {
         Ok(PyPluginSet {
             set,
             plugins,
-            hosts,
+            host,
             methods,
             specs,
             rule,
@@ -134,9 +133,9 @@ impl PyPluginSet {
         methods: Option<&Bound<'_, PyAny>>,
         filter: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let (list, hosts) = match plugins.filter(|p| !p.is_none()) {
-            Some(plugins) => plugins_and_hosts(plugins)?,
-            None => (Vec::new(), HashMap::new()),
+        let (list, host) = match plugins.filter(|p| !p.is_none()) {
+            Some(plugins) => plugins_and_host(plugins)?,
+            None => (Vec::new(), None),
         };
         let methods = match methods.filter(|m| !m.is_none()) {
             Some(methods) => methods_arg(methods)?,
@@ -155,7 +154,7 @@ impl PyPluginSet {
             methods.iter().map(|m| m.get().method.clone()).collect();
         let set = PluginSet::with_host_methods(&list, &host_methods)
             .map_err(|e| errors::plugin_set_error(py, &e))?;
-        Self::make(py, set, list, hosts, methods, rule)
+        Self::make(py, set, list, host, methods, rule)
     }
 
     /// The set of the methods `keep(provider, method) -> bool` keeps: the
@@ -183,10 +182,8 @@ impl PyPluginSet {
             .map(|m| m.clone_ref(py))
             .collect();
         let rule = self.rule.as_ref().map(|r| r.clone_ref(py));
-        let hosts = (self.hosts.iter())
-            .map(|(id, host)| (id.clone(), host.clone_ref(py)))
-            .collect();
-        Self::make(py, set, plugins, hosts, methods, rule)
+        let host = self.host.as_ref().map(|h| h.clone_ref(py));
+        Self::make(py, set, plugins, host, methods, rule)
     }
 
     /// Calls `method` (of the methods `ctx` sees) with `args` (a dict of
@@ -207,7 +204,7 @@ impl PyPluginSet {
         ctx: Option<&Bound<'_, PyAgentCtx>>,
     ) -> PyResult<PyMethodResult> {
         let (job, host) = self.call_job(py, method, args, ctx)?;
-        let result = crate::wait_on(py, host.as_ref(), job)?;
+        let result = host.get().wait(py, job)?;
         PyMethodResult::new(py, &result.map_err(|f| f.into_pyerr(py))?)
     }
 
@@ -221,7 +218,9 @@ impl PyPluginSet {
         ctx: Option<&Bound<'_, PyAgentCtx>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let (job, host) = self.call_job(py, method, args, ctx)?;
-        crate::call_coroutine(py, host, job)
+        let runtime = crate::runtime_of(host);
+        let (stop, feed) = (Stop::Abort, Feed::default());
+        tasks::coroutine(py, runtime, job, crate::result_to_py, stop, feed, None)
     }
 
     /// The plugins' ids, in order.
@@ -279,44 +278,55 @@ impl PyPluginSet {
 }
 
 impl PyPluginSet {
-    /// A direct call's job, and the host whose runtime serves it (none for
-    /// a host method).
+    /// The set with `host` serving its direct calls.
+    pub(crate) fn served_by(mut self, host: Py<PyHost>) -> Self {
+        self.host = Some(host);
+        self
+    }
+
+    /// A direct call's job, and the host that serves it.
     fn call_job(
         &self,
         py: Python<'_>,
         method: String,
         args: Option<&Bound<'_, PyAny>>,
         ctx: Option<&Bound<'_, PyAgentCtx>>,
-    ) -> PyResult<(Job<sandwit::MethodResult>, Option<Py<PyHost>>)> {
+    ) -> PyResult<(Job<sandwit::MethodResult>, Py<PyHost>)> {
+        let host = self.host.as_ref().ok_or_else(|| {
+            SandwitError::new_err(
+                "this PluginSet has no Host to call its methods under (their limits and \
+                 controls are a host's): make it with host.plugin_set(...)",
+            )
+        })?;
         let set = self.for_ctx(py, ctx)?;
-        let plugin = set.plugin_for(&method);
-        let call = match plugin {
+        let call = match set.plugin_for(&method) {
             Some(plugin) => format!("plugin `{}`, method `{method}`", plugin.id()),
             None => format!("method `{method}`"),
         };
         let args = args_from_py(args, &call)?;
-        let host = plugin
-            .and_then(|plugin| self.hosts.get(plugin.id()))
-            .map(|host| host.clone_ref(py));
         let ctx = ctx_or_default(ctx);
-        let job: Job<sandwit::MethodResult> =
-            Box::pin(async move { set.call(&ctx, &method, args).await.map_err(Failure::Call) });
-        Ok((job, host))
+        let core = host.get().core();
+        let job: Job<sandwit::MethodResult> = Box::pin(async move {
+            core.call(&set, &ctx, &method, args)
+                .await
+                .map_err(Failure::Call)
+        });
+        Ok((job, host.clone_ref(py)))
     }
 }
 
 /// A list (or other iterable) of `Plugin`s.
 pub fn plugins_arg(plugins: &Bound<'_, PyAny>) -> PyResult<Vec<Plugin>> {
-    plugins_and_hosts(plugins).map(|(list, _)| list)
+    plugins_and_host(plugins).map(|(list, _)| list)
 }
 
 /// A list (or other iterable, read once) of `Plugin`s, and the `Host` that
-/// loaded each, by the plugin's id.
-fn plugins_and_hosts(plugins: &Bound<'_, PyAny>) -> PyResult<(Vec<Plugin>, Hosts)> {
+/// loaded the first.
+fn plugins_and_host(plugins: &Bound<'_, PyAny>) -> PyResult<(Vec<Plugin>, Option<Py<PyHost>>)> {
     if plugins.is_instance_of::<PyString>() {
         return Err(PyTypeError::new_err("plugins must be a list of Plugins"));
     }
-    let (mut list, mut hosts) = (Vec::new(), HashMap::new());
+    let (mut list, mut host) = (Vec::new(), None);
     for item in plugins.try_iter()? {
         let item = item?;
         let plugin = item.cast::<PyPlugin>().map_err(|_| {
@@ -326,11 +336,12 @@ fn plugins_and_hosts(plugins: &Bound<'_, PyAny>) -> PyResult<(Vec<Plugin>, Hosts
             ))
         })?;
         let plugin = plugin.get();
-        let host = plugin.host.clone_ref(plugins.py());
-        hosts.insert(plugin.plugin.id().to_string(), host);
+        if host.is_none() {
+            host = Some(plugin.host.clone_ref(plugins.py()));
+        }
         list.push(plugin.plugin.clone());
     }
-    Ok((list, hosts))
+    Ok((list, host))
 }
 
 /// A list (or other iterable) of `HostMethod`s.

@@ -7,36 +7,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PyTuple};
 
-use crate::convert::{to_py, value_to_py};
-
-/// `s` as Python's `repr` writes it, for reprs.
-pub fn lit(s: &str) -> String {
-    let quote = if s.contains('\'') && !s.contains('"') {
-        '"'
-    } else {
-        '\''
-    };
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push(quote);
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c == quote => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push(quote);
-    out
-}
+use crate::convert::{lit, to_py, value_to_py};
 
 /// `x` as Python's `repr` writes a float.
 pub fn float_lit(x: f64) -> String {
@@ -808,8 +779,8 @@ impl PyRunError {
 /// The limit that stopped a run.
 #[pyclass(frozen, module = "sandwit", name = "LimitHit")]
 pub struct PyLimitHit {
-    /// `fuel`, `time`, `memory`, `value_size`, `output`, `calls`, `events`
-    /// or `instances`.
+    /// `fuel`, `time`, `memory`, `value_size`, `output`, `calls`, `events`,
+    /// `instances`, `rate`, `budget`, `workspace` or `queue`.
     #[pyo3(get)]
     kind: String,
     #[pyo3(get)]

@@ -316,9 +316,12 @@ def test_a_set_calls_a_method_by_name_without_a_run(host, plugins, mixed, method
                                             "method `search_knowledge_base`: no such method")
     with pytest.raises(TypeError, match="plugin `calc`, method `calculate_sum`: parameter 'num1'"):
         mixed.call("calculate_sum", {"num1": {1}, "num2": 1})
-    # Host methods alone (no plugin, no host), and awaited.
-    only = sandwit.PluginSet(methods=methods)
+    # Host methods alone: under the host that made the set; a set no host
+    # made, with no plugin, has no limits or controls to call them under.
+    only = host.plugin_set(methods=methods)
     assert only.call("lookup", {"key": "b", "default": 5}).value == 5
+    with pytest.raises(sandwit.SandwitError, match="no Host"):
+        sandwit.PluginSet(methods=methods).call("lookup", {"key": "b"})
 
     async def main():
         return await mixed.call_async("calculate_sum", {"num1": 1, "num2": 2})

@@ -82,7 +82,7 @@ impl Plugin {
             kind,
         };
         let inner = &self.inner;
-        let budget = Budget::from_limits(&inner.host.limits);
+        let budget = Budget::for_hooks(&inner.host.limits);
         let mut store = new_store(&inner.host, inner.env.clone(), Some(ctx.clone()), budget);
         let wit_ctx = wit::AgentCtx::from(ctx);
         let pre = &inner.pre;

@@ -117,7 +117,7 @@ async fn describe(
     label: &str,
     pre: &SandboxMethodPre<state::PluginState>,
 ) -> Result<wit::PluginManifest, CallErrorKind> {
-    let budget = Budget::from_limits(&host.limits);
+    let budget = Budget::for_hooks(&host.limits);
     let env = PluginEnv::new(
         label,
         Grants::default(),

@@ -256,7 +256,7 @@ impl Plugin {
             return false;
         };
         let host = &inner.host;
-        let budget = Budget::from_limits(&host.limits);
+        let budget = Budget::for_hooks(&host.limits);
         let nothing_granted = PluginEnv::new(
             self.id(),
             Grants::default(),

@@ -4,7 +4,7 @@
 mod listing;
 pub(crate) mod methods;
 pub(crate) mod outcome;
-mod plugin_set;
+pub(crate) mod plugin_set;
 mod prepared;
 mod reusable;
 pub(crate) mod snapshot;
@@ -317,8 +317,8 @@ impl RunOptions {
         self
     }
 
-    /// Values the code finds as variables of these names (Python
-    /// identifiers, not a method's name nor `__`-prefixed), as a method's
+    /// Values the code finds as variables of these names (ASCII
+    /// identifiers, not keywords, a method's name nor `__`-prefixed), as a method's
     /// result would be: `None`, `bool`, `int`, `float`, `str`, `bytes`,
     /// `list` and `dict`. All together within the host's value limits
     /// ([`Limits::max_value_bytes`](crate::Limits), and the node and depth

@@ -3,15 +3,12 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Instant;
 
 use crate::bindings::wit;
-use crate::error::{CallError, CallErrorKind};
 use crate::host_method::HostMethod;
-use crate::limits::Limits;
 use crate::manifest::MethodSpec;
 use crate::plugin::Plugin;
-use crate::types::{AgentCtx, MethodKind, MethodResult, Value};
+use crate::types::MethodKind;
 
 /// The methods a run may call: of plugins, and host methods the embedder
 /// defines ([`HostMethod`]), indexed by name. Cheap to clone.
@@ -223,41 +220,6 @@ impl PluginSet {
         match self.inner.by_method.get(method)? {
             Provider::Plugin(plugin) => Some(plugin),
             Provider::Host(_) => None,
-        }
-    }
-
-    /// Calls `method` with `args` (an object of parameter names to values)
-    /// for `ctx`, directly, with no Python run: for an application whose
-    /// model asks for a tool by name (an OpenAI-style tool call). A plugin's
-    /// method is called as [`Plugin::call`] calls it, under its host's
-    /// limits, grants and execution controls; a host method under
-    /// [`Limits::default`]'s time and value size. A method the set does not
-    /// offer fails with [`CallErrorKind::UnknownMethod`] (its `plugin`
-    /// empty), whatever a plugin of the set offers outside it
-    /// ([`PluginSet::filter`]).
-    pub async fn call(
-        &self,
-        ctx: &AgentCtx,
-        method: &str,
-        args: Value,
-    ) -> Result<MethodResult, CallError> {
-        match self.inner.by_method.get(method) {
-            Some(Provider::Plugin(plugin)) => plugin.call(ctx, method, args).await,
-            Some(Provider::Host(host_method)) => {
-                let limits = Limits::default();
-                let deadline = Instant::now() + limits.time;
-                let (result, _) = host_method.call(ctx.clone(), args, deadline, &limits).await;
-                result.map_err(|kind| CallError {
-                    plugin: host_method.provider().to_string(),
-                    method: method.to_string(),
-                    kind,
-                })
-            }
-            None => Err(CallError {
-                plugin: String::new(),
-                method: method.to_string(),
-                kind: CallErrorKind::UnknownMethod,
-            }),
         }
     }
 

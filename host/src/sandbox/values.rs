@@ -17,8 +17,13 @@ pub(crate) fn marshal_inputs(
     for (i, (name, _)) in inputs.iter().enumerate() {
         if !is_identifier(name) {
             return Err(format!(
-                "input `{name}` is not a Python identifier: an input becomes a variable of the \
+                "input `{name}` is not an ASCII identifier: an input becomes a variable of the \
                  code"
+            ));
+        }
+        if KEYWORDS.contains(&name.as_str()) {
+            return Err(format!(
+                "input `{name}` is a Python keyword, which no code can name as a variable"
             ));
         }
         if name.starts_with("__") {
@@ -65,13 +70,24 @@ pub(crate) fn decode_result(bytes: &[u8], limits: &Limits) -> Result<Value, Stri
         .map_err(|e| format!("the run's result cannot be returned: {e}"))
 }
 
-/// Whether `name` is a Python identifier (ASCII letters, digits and `_`,
-/// or Unicode letters and digits; not starting with a digit).
+/// Whether `name` is an ASCII identifier (letters, digits and `_`, not
+/// starting with a digit). Python takes Unicode ones too, but normalises
+/// them (NFKC): an input named `ℌ` would be a variable the code names `H`.
 fn is_identifier(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars.next().is_some_and(|c| c == '_' || c.is_alphabetic())
-        && chars.all(|c| c == '_' || c.is_alphanumeric())
+    let mut bytes = name.bytes();
+    bytes
+        .next()
+        .is_some_and(|b| b == b'_' || b.is_ascii_alphabetic())
+        && bytes.all(|b| b == b'_' || b.is_ascii_alphanumeric())
 }
+
+/// Python's keywords: identifiers no code can use as a variable.
+const KEYWORDS: &[&str] = &[
+    "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue",
+    "def", "del", "elif", "else", "except", "finally", "for", "from", "global", "if", "import",
+    "in", "is", "lambda", "nonlocal", "not", "or", "pass", "raise", "return", "try", "while",
+    "with", "yield",
+];
 
 #[cfg(test)]
 mod tests {
@@ -88,16 +104,18 @@ mod tests {
     fn inputs_are_checked_names_within_the_value_limits() {
         let set = |name: &str| name == "calculate_sum";
         let limits = Limits::default();
-        let ok = inputs(&[("x", Value::Int(1)), ("ünï_2", Value::Text("a".into()))]);
+        let ok = inputs(&[("x", Value::Int(1)), ("_n2", Value::Text("a".into()))]);
         let bytes = marshal_inputs(&ok, set, &limits).unwrap();
         assert_eq!(
             Value::from_marshal(&bytes, &limits.decode_limits()).unwrap(),
             Value::Object(ok)
         );
         for (name, why) in [
-            ("2x", "not a Python identifier"),
-            ("a-b", "not a Python identifier"),
-            ("", "not a Python identifier"),
+            ("2x", "not an ASCII identifier"),
+            ("a-b", "not an ASCII identifier"),
+            ("", "not an ASCII identifier"),
+            ("ünï", "not an ASCII identifier"),
+            ("lambda", "a Python keyword"),
             ("__builtins__", "starts with `__`"),
             ("calculate_sum", "the name of a method of the run"),
         ] {

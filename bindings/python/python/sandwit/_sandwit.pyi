@@ -416,8 +416,9 @@ class RunOutcome:
         expression whose value is not None (the statement must start its
         own line), else of its ``result`` variable; None otherwise. A value
         as a method's result is (None, bool, int, float, str, bytes, list,
-        dict; numpy arrays and scalars as their ``tolist()``): one that is
-        not makes the run an ``error`` (``TypeError`` naming where in it)."""
+        dict; numpy arrays and scalars as their ``tolist()``): one that
+        cannot leave the sandbox (a set, a plot, a DataFrame) is no result,
+        and the ``result`` variable is tried next."""
     @property
     def limit(self) -> LimitHit | None:
         """For ``limit_exceeded``."""
@@ -623,11 +624,14 @@ class PluginSet:
     ) -> MethodResult:
         """Calls ``method`` (of those ``ctx`` sees) with ``args`` directly,
         with no Python run: the tool call of an OpenAI-style loop, the
-        model having asked for a tool by name. A plugin's method is called
-        as ``Plugin.call`` calls it (its host's call limits, grants and
-        controls); a host method's function with its arguments checked
-        against its schemas. Raises ``CallError`` (kind
-        ``unknown_method`` for a method the set does not offer ``ctx``)."""
+        model having asked for a tool by name. Under the set's host (the
+        ``Host`` whose ``plugin_set`` made it, else the one that loaded its
+        first plugin): a plugin's method as ``Plugin.call`` calls it, a host
+        method's function with its arguments checked against its schemas,
+        both under the host's call limits and execution controls. Raises
+        ``CallError`` (kind ``unknown_method`` for a method the set does not
+        offer ``ctx``, ``denied`` for a plugin another host loaded), or
+        ``SandwitError`` for a set with neither."""
     def call_async(
         self, method: str, args: dict[str, Any] | None = None, *, ctx: AgentCtx | None = None
     ) -> Coroutine[Any, Any, MethodResult]:
@@ -728,6 +732,9 @@ class Host:
     @property
     def closed(self) -> bool:
         """Whether ``close()`` was called."""
+    @property
+    def runs_now(self) -> tuple[int, int]:
+        """Runs executing now, and runs waiting for a run slot."""
     def __enter__(self) -> Host: ...
     def __exit__(self, exc_type: object, exc_value: object, traceback: object) -> bool:
         """Closes the host; exceptions propagate."""
@@ -799,8 +806,8 @@ class Host:
         whole code is stripped). ``ctx`` defaults to
         ``AgentCtx("default")``, ``limits`` to the host's (with 1 GiB of
         memory for a scientific run), ``interpreter`` to the host's.
-        ``inputs`` become variables of the code (names that are Python
-        identifiers, not a method's; values as a method's arguments are: a
+        ``inputs`` become variables of the code (names that are ASCII
+        identifiers, not keywords nor a method's; values as a method's arguments are: a
         bad one is a ``TypeError``, a bad name an ``InvalidInput`` error
         outcome); the outcome's ``result`` is what the code gives back. What
         the code does wrong is in the outcome, not raised; raises
