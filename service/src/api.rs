@@ -169,8 +169,8 @@ pub struct Outcome {
     pub status: String,
     /// For `ok`, the value of the code's last statement if it is an
     /// expression whose value is not None, else of its `result` variable;
-    /// `null` for none. Bytes are `{"base64": ...}`.
-    #[schema(value_type = Option<Object>)]
+    /// `null` for none. Bytes are `{"base64": ...}`. Any JSON value.
+    #[schema(value_type = Option<serde_json::Value>)]
     pub result: Option<Json>,
     /// What the code printed (capped).
     pub stdout: String,

@@ -301,6 +301,12 @@ fn serve_runs_calls_and_lists_tools_for_a_token() {
     let doc: Value = serde_json::from_str(&doc).unwrap();
     assert!(doc["openapi"].as_str().unwrap().starts_with("3.1"), "{doc}");
     assert!(doc["paths"]["/v1/runs"]["post"].is_object(), "{doc}");
+    // A run's result is any JSON value, not only an object.
+    let result = &doc["components"]["schemas"]["Outcome"]["properties"]["result"];
+    assert!(
+        result.is_object() && !result.to_string().contains("\"object\""),
+        "{result}"
+    );
 
     // No token, a wrong one: 401 in the JSON error shape, the token not echoed.
     let (status, body) = server.get("/v1/tools", None);
