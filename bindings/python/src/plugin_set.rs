@@ -189,12 +189,13 @@ impl PyPluginSet {
     /// Calls `method` (of the methods `ctx` sees) with `args` (a dict of
     /// parameter names to values) directly, with no Python run: for an
     /// application whose model asks for a tool by name, as in an
-    /// OpenAI-style tool-call loop (`openai_tools` lists them). A plugin's
-    /// method is called as `Plugin.call` calls it, under its host's call
-    /// limits, grants and controls; a host method's function is called
+    /// OpenAI-style tool-call loop (`openai_tools` lists them). Under the
+    /// set's host (the one whose `plugin_set` made it, else the one that
+    /// loaded its first plugin): its call limits and execution controls, a
+    /// plugin's method as `Plugin.call` calls it, a host method's function
     /// with its arguments checked. Returns the typed result; raises
     /// `CallError` (kind `unknown_method` for a method the set does not
-    /// offer `ctx`).
+    /// offer `ctx`), or `SandwitError` for a set with no host.
     #[pyo3(signature = (method, args=None, *, ctx=None))]
     fn call(
         &self,
