@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 
-use super::WebError;
+use super::error::WebError;
 use super::html::{Esc, Page, Url, plugin_path};
 use crate::error::Error;
 use crate::{Registry, SearchPage, SearchQuery};
@@ -28,7 +28,7 @@ pub(super) async fn listing(
     let results = match registry.search(query.clone()).await {
         Ok(results) => results,
         // A bad search shows its error above the form, to be corrected.
-        Err(e @ Error::BadRequest { .. }) => return Ok(super::error_page(&e, form)),
+        Err(e @ Error::BadRequest { .. }) => return Ok(super::error::error_page(&e, form)),
         Err(e) => return Err(e.into()),
     };
     let mut main = String::from("<h1>Plugins</h1>\n");

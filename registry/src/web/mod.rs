@@ -10,6 +10,7 @@
 //! upload form).
 
 mod allowance;
+mod error;
 mod html;
 mod listing;
 mod plugin;
@@ -23,8 +24,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
 use crate::Registry;
-use crate::error::Error;
-use html::{Esc, Page};
 
 /// What every page may load: its stylesheet; forms post back here; no
 /// script, frame or plugin anywhere.
@@ -88,41 +87,4 @@ async fn security_headers(mut response: Response) -> Response {
         HeaderValue::from_static("same-origin"),
     );
     response
-}
-
-/// A registry error as a page: its status, its message, and `Retry-After`
-/// for 429 and 503.
-pub(crate) struct WebError(pub Error);
-
-impl From<Error> for WebError {
-    fn from(e: Error) -> Self {
-        WebError(e)
-    }
-}
-
-impl IntoResponse for WebError {
-    fn into_response(self) -> Response {
-        error_page(&self.0, String::new()).into_response()
-    }
-}
-
-/// The page for `error`, followed by `more` (HTML).
-fn error_page(error: &Error, more: String) -> Page {
-    if let Error::Internal(e) = error {
-        tracing::error!("internal error: {e:#}");
-    }
-    let status = error.status();
-    let title = status.canonical_reason().unwrap_or("Error");
-    Page {
-        status,
-        title: title.to_string(),
-        main: format!(
-            "<h1>{}</h1>\n<p class=\"error\" role=\"alert\">{}</p>\n{more}",
-            Esc(title),
-            Esc(&error.to_string())
-        ),
-        retry_after: error
-            .retry_after()
-            .map(|after| (after.as_secs() + u64::from(after.subsec_nanos() > 0)).max(1)),
-    }
 }

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use axum::extract::{Path, State};
 use serde_json::Value;
 
-use super::WebError;
+use super::error::WebError;
 use super::html::{Esc, Page, plugin_path};
 use crate::error::Error;
 use crate::{PluginInfo, Registry, VersionDetail};

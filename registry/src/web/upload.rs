@@ -16,8 +16,8 @@ use axum::extract::multipart::{Field, MultipartError};
 use axum::extract::{FromRequest, Multipart, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 
-use super::WebError;
 use super::allowance::{Allowance, CappedBody};
+use super::error::WebError;
 use super::html::{Esc, Page, plugin_path};
 use crate::error::Error;
 use crate::server::Tokens;
@@ -75,7 +75,7 @@ pub(super) async fn upload(
     tokens: Option<axum::Extension<Tokens>>,
     request: Request,
 ) -> Result<Page, WebError> {
-    let refused = |e: Error| super::error_page(&e, again());
+    let refused = |e: Error| super::error::error_page(&e, again());
     if let Err(e) = same_origin(request.headers()) {
         return Ok(refused(e));
     }
@@ -319,7 +319,7 @@ fn published_page(p: &Published) -> Page {
 /// A plugin the load check refused: every problem of its report.
 fn rejected_page(e: &Error) -> Page {
     let Error::InvalidPlugin { report, .. } = e else {
-        return super::error_page(e, again());
+        return super::error::error_page(e, again());
     };
     let problems: Vec<&str> = report["problems"]
         .as_array()
