@@ -12,7 +12,7 @@ use sandwit::manifest::is_plugin_id;
 use sandwit::signing::{PublicKey, Signature, digest_of};
 use serde::Deserialize;
 
-use crate::HostArgs;
+use crate::host_args::HostArgs;
 use crate::registry_client::{Registry, clean};
 
 #[derive(Args)]

@@ -15,7 +15,7 @@ use std::process::{Command, ExitCode, Stdio};
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
 
-use crate::HostArgs;
+use crate::host_args::HostArgs;
 
 /// The componentize-py a Python project is built with.
 pub const COMPONENTIZE_PY_VERSION: &str = "0.25.1";

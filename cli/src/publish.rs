@@ -12,7 +12,7 @@ use sandwit::signing::{SigningKey, digest_of};
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::HostArgs;
+use crate::host_args::HostArgs;
 use crate::registry_client::{Refusal, clean};
 use crate::{inspect, worker};
 

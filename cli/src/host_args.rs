@@ -1,0 +1,116 @@
+//! The options every command takes for its host: the cache, the limits,
+//! the policy and the store.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use sandwit::paths::{data_dir, default_cache_dir, env_path};
+use sandwit::{Host, HostBuilder, Limits, Policy, RunLimits};
+
+/// Options for the host, before or after the subcommand.
+#[derive(Args)]
+pub struct HostArgs {
+    /// Where compiled code is cached [default: $SANDWIT_CACHE_DIR, else
+    /// $XDG_CACHE_HOME/sandwit, else ~/.cache/sandwit].
+    #[arg(long, global = true, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+    /// The most compiled code the cache keeps, in MiB: a new entry deletes
+    /// the least recently used ones beyond it [default: 1024].
+    #[arg(long, global = true, value_name = "MIB")]
+    cache_max_mib: Option<u64>,
+    /// Compile in memory only; read and write no cache.
+    #[arg(long, global = true)]
+    no_cache: bool,
+    /// Fuel per call, and per run for `run`: a deterministic CPU budget of
+    /// roughly wasm instructions, about 8000000000 a CPU-second of Python
+    /// [default: none; the time limit bounds busy code].
+    #[arg(long, global = true)]
+    fuel: Option<u64>,
+    /// Wall-clock limit per call, and per run for `run`, in milliseconds
+    /// [default: 10000].
+    #[arg(long, global = true, value_name = "MS")]
+    timeout_ms: Option<u64>,
+    /// Memory per instance, in MiB [default: 64].
+    #[arg(long, global = true, value_name = "MIB")]
+    memory_mib: Option<usize>,
+    /// The operator's policy (TOML): capabilities granted and configuration
+    /// per plugin, caps of the store and of HTTP. See docs/POLICY.md
+    /// [default: $SANDWIT_POLICY, else nothing is granted].
+    #[arg(long, global = true, value_name = "FILE")]
+    policy: Option<PathBuf>,
+    /// The plugin store's SQLite file [default: $SANDWIT_STORE, else
+    /// $XDG_DATA_HOME/sandwit/store.db, else ~/.local/share/sandwit/store.db].
+    #[arg(long, global = true, value_name = "FILE")]
+    store: Option<PathBuf>,
+}
+
+impl HostArgs {
+    /// A host builder with these settings.
+    pub fn builder(&self) -> anyhow::Result<HostBuilder> {
+        let defaults = Limits::default();
+        let limits = Limits {
+            fuel: self.fuel.or(defaults.fuel),
+            time: self.timeout_ms.map_or(defaults.time, Duration::from_millis),
+            memory_bytes: self.memory_mib.map_or(defaults.memory_bytes, |m| m << 20),
+            ..defaults
+        };
+        let run_defaults = RunLimits::default();
+        let run_limits = RunLimits {
+            fuel: self.fuel.or(run_defaults.fuel),
+            time: limits.time,
+            ..run_defaults
+        };
+        let policy = self.policy()?;
+        let mut builder = Host::builder()
+            .limits(limits)
+            .run_limits(run_limits)
+            .policy(policy);
+        if let Some(store) = self.store.clone().or_else(default_store) {
+            builder = builder.store_path(store);
+        }
+        if !self.no_cache
+            && let Some(dir) = self.cache_dir.clone().or_else(default_cache_dir)
+        {
+            builder = builder.cache_dir(dir);
+        }
+        if let Some(mib) = self.cache_max_mib {
+            builder = builder.cache_max_bytes(mib.saturating_mul(1 << 20));
+        }
+        Ok(builder)
+    }
+
+    /// The options that give a child `sandwit` the same cache and store as
+    /// this one.
+    pub fn shared_args(&self) -> Vec<std::ffi::OsString> {
+        let mut args: Vec<std::ffi::OsString> = Vec::new();
+        if let Some(dir) = &self.cache_dir {
+            args.extend(["--cache-dir".into(), dir.into()]);
+        }
+        if let Some(mib) = self.cache_max_mib {
+            args.extend(["--cache-max-mib".into(), mib.to_string().into()]);
+        }
+        if self.no_cache {
+            args.push("--no-cache".into());
+        }
+        if let Some(store) = &self.store {
+            args.extend(["--store".into(), store.into()]);
+        }
+        args
+    }
+
+    /// The operator's policy: --policy, else $SANDWIT_POLICY, else the
+    /// default (nothing granted).
+    pub fn policy(&self) -> anyhow::Result<Policy> {
+        Ok(
+            match self.policy.clone().or_else(|| env_path("SANDWIT_POLICY")) {
+                Some(path) => Policy::load(path)?,
+                None => Policy::default(),
+            },
+        )
+    }
+}
+
+fn default_store() -> Option<PathBuf> {
+    env_path("SANDWIT_STORE").or_else(|| data_dir().map(|d| d.join("store.db")))
+}
