@@ -13,8 +13,9 @@ use std::time::Instant;
 use crate::report::{Row, Samples, not_run, ratio_text, script_scenario, us};
 use crate::scenarios::run_process;
 use crate::scientific;
-use crate::scripts::{CALCULATE_SUM, PACES, SCRIPTS, WARM_UP, pace_note, paced, script_row};
-use crate::{Options, env_path, tree_path};
+use crate::scripts::{WARM_UP, pace_note, paced, script_row};
+use crate::setup::{Options, env_path, tree_path};
+use crate::workloads::{CALCULATE_SUM, PACES, SCRIPTS};
 use serde_json::json;
 
 /// Which sandwit row each peer row is compared with; a peer's agent-script

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 use serde_json::json;
 
-use crate::scripts::{PACES, SCRIPTS};
+use crate::workloads::{PACES, SCRIPTS};
 
 /// One row of the table.
 pub struct Row {

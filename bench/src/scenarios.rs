@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 
 use sandwit::{AgentCtx, Metering, PluginSet, PythonSandbox, RunOutcome, RunStatus};
 
-use crate::Setup;
 use crate::memory::Mappings;
 use crate::report::{Row, Samples, memory_row, us};
+use crate::setup::Setup;
 
 /// The short script of the fresh-run rows: a function, a comprehension, a
 /// dict, `json.dumps`, `print`.

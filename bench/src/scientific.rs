@@ -13,7 +13,7 @@ use sandwit::{AgentCtx, Host, PluginSet, ScientificOptions, ScientificSandbox};
 use crate::memory::Mappings;
 use crate::report::{Row, Samples, memory_row, us};
 use crate::scenarios::check;
-use crate::{Options, env_path, tree_path};
+use crate::setup::{Options, env_path, tree_path};
 
 /// One code of the scientific rows, with the p50 its issue asks for on a
 /// ready sandbox.

@@ -2,62 +2,12 @@
 //! each run at two paces, by sandwit here and by the peers (peers.rs).
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use crate::Setup;
 use crate::report::{Row, Samples, script_scenario, us};
 use crate::scenarios::check;
-
-/// One agent script.
-pub struct Script {
-    /// Its name in the table and in bench/workloads.
-    pub name: &'static str,
-    pub code: &'static str,
-}
-
-pub const SCRIPTS: [Script; 4] = [
-    Script {
-        name: "data",
-        code: include_str!("../workloads/data.py"),
-    },
-    Script {
-        name: "text",
-        code: include_str!("../workloads/text.py"),
-    },
-    Script {
-        name: "tool loop",
-        code: include_str!("../workloads/tool_loop.py"),
-    },
-    Script {
-        name: "compute",
-        code: include_str!("../workloads/compute.py"),
-    },
-];
-
-/// `calculate_sum` as plain Python (the calc plugin's semantics), for the
-/// peers that have no plugin.
-pub const CALCULATE_SUM: &str = include_str!("../workloads/calculate_sum.py");
-
-/// How runs follow each other.
-pub struct Pace {
-    pub label: &'static str,
-    /// Start to start, or none: each run starts when the last one ended.
-    pub period: Option<Duration>,
-}
-
-/// One run every 20 ms, as an agent's turns come (the machine idles
-/// between them; a run longer than that is followed at once), and back to
-/// back, as under load.
-pub const PACES: [Pace; 2] = [
-    Pace {
-        label: "spaced 20 ms",
-        period: Some(Duration::from_millis(20)),
-    },
-    Pace {
-        label: "back to back",
-        period: None,
-    },
-];
+use crate::setup::Setup;
+use crate::workloads::{PACES, Pace, SCRIPTS};
 
 /// Untimed runs before each script and pace's timed ones.
 pub const WARM_UP: usize = 2;
@@ -157,6 +107,8 @@ pub fn pace_note(pace: &Pace) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[tokio::test]
