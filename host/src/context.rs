@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::error::CallError;
-use crate::python::PluginSet;
+use crate::sandbox::small::PluginSet;
 use crate::types::AgentCtx;
 
 /// The methods of a [`PluginSet`] available in one context, and what its

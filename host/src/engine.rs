@@ -35,9 +35,9 @@ pub(crate) enum Pool {
         /// Component instances the pool holds.
         instances: u32,
     },
-    /// A Python sandbox's own (`python/reusable.rs`): instances allocated
+    /// A Python sandbox's own (`sandbox/small/reusable.rs`): instances allocated
     /// one by one, their memories created by `memories`
-    /// (`python/snapshot.rs`), which sandwit restores itself so an instance
+    /// (`sandbox/small/snapshot.rs`), which sandwit restores itself so an instance
     /// serves many runs.
     Owned { memories: Arc<dyn MemoryCreator> },
 }
@@ -190,7 +190,7 @@ mod tests {
         let small = engine(Pool::Shared { instances: 4 });
         let shared = engine(Pool::Shared { instances: 400 });
         let owned = engine(Pool::Owned {
-            memories: Arc::new(crate::python::snapshot::Memories::default()),
+            memories: Arc::new(crate::sandbox::small::snapshot::Memories::default()),
         });
         let key = |engine: &Engine| {
             use std::hash::{Hash, Hasher};

@@ -46,7 +46,6 @@ mod outbound;
 pub mod paths;
 mod plugin;
 pub mod policy;
-mod python;
 mod results;
 mod runtime;
 mod sandbox;
@@ -78,11 +77,11 @@ pub use manifest::{Manifest, MethodSpec, Param};
 pub use plugin::lifecycle::{MAX_INJECTED_PROMPT_BYTES, PluginContext};
 pub use plugin::{CallReport, Plugin};
 pub use policy::Policy;
-pub use python::outcome::{
-    Event, Handoff, LimitHit, LiveEvent, RunError, RunOutcome, RunStatus, WorkspaceFile,
-};
-pub use python::{PluginSet, PluginSetError, PythonSandbox, RunOptions, strip_code_fence};
 pub use sandbox::admission::{DEFAULT_MAX_WAIT, DEFAULT_WAITING_RUNS, RunSlots};
 pub use sandbox::scientific::{DEFAULT_PRELOAD, ScientificOptions, ScientificSandbox};
+pub use sandbox::small::outcome::{
+    Event, Handoff, LimitHit, LiveEvent, RunError, RunOutcome, RunStatus, WorkspaceFile,
+};
+pub use sandbox::small::{PluginSet, PluginSetError, PythonSandbox, RunOptions, strip_code_fence};
 pub use sandbox::workspace::WorkspaceOptions;
 pub use types::{AgentCtx, ContentPart, Media, MethodKind, MethodResult, ServiceFuture, Value};

@@ -1,7 +1,7 @@
 //! What every plugin and run of a host shares: the engine, the plugin
 //! linker, the compiled-code cache, the limits, the policy and the services.
 //! Loading and calling plugins (`plugin.rs`) and the Python sandbox
-//! (`python/`) build on it; the [`Host`](crate::Host) facade owns it.
+//! (`sandbox/small/`) build on it; the [`Host`](crate::Host) facade owns it.
 
 use wasmtime::Engine;
 use wasmtime::component::Linker;

@@ -2,7 +2,7 @@
 //! each, each with its own context type implementing the generated `Host`
 //! trait (as wasmtime's WASI crates do), lent by the store data through
 //! [`scope::CallData`] and [`chat::ChatData`]. (The interpreter's one import,
-//! `methods`, is the Python sandbox's: `python/methods.rs`.)
+//! `methods`, is the Python sandbox's: `sandbox/small/methods.rs`.)
 
 pub(crate) mod chat;
 pub(crate) mod config;

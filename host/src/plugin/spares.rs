@@ -13,7 +13,7 @@
 //! what a run can learn of earlier runs through a plugin is what it could
 //! without spares: nothing.
 //!
-//! The preparing thread of a Python sandbox makes them (`python/prepared.rs`,
+//! The preparing thread of a Python sandbox makes them (`sandbox/small/prepared.rs`,
 //! for the plugins of its latest run, while a core is free of runs): this
 //! module only keeps them and counts those on the way, so that several
 //! sandboxes' threads do not make more than wanted, and the spares of all

@@ -16,7 +16,7 @@
 //!
 //! After the run, the files created or changed are listed (name, size).
 //! Each interpreter puts these checks in front of its WASI's functions:
-//! `scientific/wasi_checks.rs` (preview 1), `python/workspace_checks.rs`
+//! `scientific/wasi_checks.rs` (preview 1), `sandbox/small/workspace_checks.rs`
 //! (preview 2).
 
 use std::collections::BTreeMap;
@@ -26,7 +26,7 @@ use std::time::SystemTime;
 
 use wasmtime_wasi::filesystem::{Dir as PreopenDir, FsPerms, OpenMode};
 
-use crate::python::outcome::WorkspaceFile;
+use crate::sandbox::small::outcome::WorkspaceFile;
 use crate::types::AgentCtx;
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
@@ -161,7 +161,7 @@ impl WorkspaceOptions {
 
 /// A sandbox's workspaces, as its interpreters' stores see them.
 /// (The small interpreter's, which reaches its workspace through WASI
-/// preview 2's preopens: `python/workspace.rs`.)
+/// preview 2's preopens: `sandbox/small/workspace.rs`.)
 pub(crate) struct Workspaces {
     pub(crate) options: WorkspaceOptions,
     /// The empty, read-only folder the preopens show between runs.

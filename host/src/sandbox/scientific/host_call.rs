@@ -5,7 +5,7 @@
 //! and the host answers with bytes it writes into memory the guest's
 //! `host_alloc` export allocates, storing their address and length at the
 //! two out-pointers. A method call goes through the same dispatch as the
-//! component interpreter's (`python/methods.rs`): everything a call is
+//! component interpreter's (`sandbox/small/methods.rs`): everything a call is
 //! checked for there, it is here.
 
 use wasmtime::error::Context as _;
@@ -14,7 +14,7 @@ use wasmtime::{AsContextMut, Caller, Extern, Linker, Memory};
 use super::state::SciData;
 use crate::bindings::python::exports::sandwit::plugin::runner;
 use crate::bindings::wit;
-use crate::python::methods;
+use crate::sandbox::small::methods;
 use crate::text::cut;
 use crate::types::Value;
 use sandwit_value::DecodeLimits;

@@ -6,7 +6,7 @@
 //! (`template.rs`); every run starts from a copy of its memory, either a
 //! new instance made a copy of it or a reused one whose written pages were
 //! put back after its last run (the default sandbox's snapshot core,
-//! `python/snapshot.rs`). Its runs share nothing: the memory is restored
+//! `sandbox/small/snapshot.rs`). Its runs share nothing: the memory is restored
 //! byte for byte, WASI's descriptors are made afresh per run, and an
 //! interpreter whose run trapped, hit a limit, handed off, was cancelled or
 //! grew its memory is dropped, not restored.
@@ -26,9 +26,9 @@ use crate::controls::RunControls;
 use crate::error::LoadError;
 use crate::guard::{Stopped, apply_budget, fuel_used, guarded_until};
 use crate::limits::{LimitKind, RunLimits};
-use crate::python::outcome::RunOutcome;
-use crate::python::{Admitted, PluginSet, RunOptions, admit, finish, strip_code_fence};
 use crate::runtime::HostInner;
+use crate::sandbox::small::outcome::RunOutcome;
+use crate::sandbox::small::{Admitted, PluginSet, RunOptions, admit, finish, strip_code_fence};
 use crate::sandbox::workspace::{WorkspaceOptions, WorkspaceRun};
 use crate::types::{AgentCtx, Value};
 use artifacts::Artifacts;

@@ -8,8 +8,8 @@ use crate::sandbox::workspace::WorkspaceRun;
 use crate::bindings::python::exports::sandwit::plugin::runner;
 use crate::guard::{HostMeter, Limited};
 use crate::limits::StoreLimiter;
-use crate::python::methods::RunData;
-use crate::python::state::RunState;
+use crate::sandbox::small::methods::RunData;
+use crate::sandbox::small::state::RunState;
 
 pub(crate) struct SciData {
     /// Made afresh for every run (`Artifacts::wasi`): files a run left

@@ -24,10 +24,10 @@ use crate::cache::CodeSource;
 use crate::engine::new_exceptions_engine;
 use crate::guard::{apply_budget, limited_store};
 use crate::limits::{Budget, Limits};
-use crate::python::PluginSet;
-use crate::python::snapshot::{Mapping, Memories, Snapshot};
-use crate::python::state::RunState;
 use crate::runtime::HostInner;
+use crate::sandbox::small::PluginSet;
+use crate::sandbox::small::snapshot::{Mapping, Memories, Snapshot};
+use crate::sandbox::small::state::RunState;
 use crate::types::AgentCtx;
 
 /// The guest's wasm stack: CPython's parser and numpy's C code recurse

@@ -35,7 +35,7 @@ use wasmtime_wasi::p2::{
 };
 
 use super::state::RunState;
-use crate::python::outcome::WorkspaceFile;
+use crate::sandbox::small::outcome::WorkspaceFile;
 use crate::sandbox::workspace::{Checked, GUEST_PATH, Refusal, WorkspaceRun, preopen_dir};
 use crate::types::AgentCtx;
 

@@ -18,9 +18,9 @@ use crate::json::summary;
 use crate::limits::Budget;
 use crate::limits::LimitKind;
 use crate::plugin::CallReport;
-use crate::python::outcome::{Event, Handoff};
-use crate::python::plugin_set::Provider;
-use crate::python::state::RunState;
+use crate::sandbox::small::outcome::{Event, Handoff};
+use crate::sandbox::small::plugin_set::Provider;
+use crate::sandbox::small::state::RunState;
 use crate::text::cut;
 use crate::types::{ContentPart, MethodKind, MethodResult, Value};
 

@@ -5,7 +5,7 @@
 use serde_json::{Map, Value as Json, json};
 
 use crate::manifest::MethodSpec;
-use crate::python::PluginSet;
+use crate::sandbox::small::PluginSet;
 
 impl PluginSet {
     /// OpenAI function-calling definitions of the methods:
