@@ -159,11 +159,18 @@ impl Graph {
         if module.is_empty()
             && let Some(first) = named.first()
             && let Some(target) = self.reexports.get(first.as_str())
-            && target.first().map(String::as_str) != Some("crate")
         {
-            let mut target = target.clone();
-            target.insert(0, "crate".to_string());
-            return self.resolve_once(&Vec::new(), &target);
+            // `pub use crate::a::X`, `pub use a::X`, or another crate's item
+            // (no module of this one).
+            return match target.first().map(String::as_str) {
+                Some("crate" | "self") => self.resolve_once(&Vec::new(), target),
+                Some(top) if self.modules.contains_key(&vec![top.to_string()]) => {
+                    let mut target = target.clone();
+                    target.insert(0, "crate".to_string());
+                    self.resolve_once(&Vec::new(), &target)
+                }
+                _ => None,
+            };
         }
         Some(module)
     }

@@ -138,9 +138,13 @@ fn the_roots_re_exports_are_its_facade_not_its_code() {
         &[
             (
                 "lib.rs",
-                "mod a;\nmod b;\npub use a::A;\npub use b::{B, B as Bee};\n",
+                "mod a;\nmod b;\npub use a::A;\npub use b::{B, B as Bee};\n\
+                 pub use crate::b::B as Bb;\npub use std::time::Duration;\n",
             ),
-            ("a.rs", "pub struct A(crate::B, crate::Bee);\n"),
+            (
+                "a.rs",
+                "pub struct A(crate::B, crate::Bee, crate::Bb, crate::Duration);\n",
+            ),
             ("b.rs", "pub struct B;\n"),
         ],
     );
