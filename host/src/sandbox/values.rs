@@ -3,18 +3,28 @@
 //! of its `result` variable). Both cross as `marshal` bytes, as a method's
 //! arguments and results do, and are held to the host's value limits.
 
+use std::collections::HashSet;
+
 use crate::limits::Limits;
 use crate::types::Value;
 
-/// A run's inputs, checked, as the interpreter reads them: `marshal` of
-/// an object of names to values. `is_method` says whether a name is one of
-/// the run's methods, which an input must not hide.
+/// A run's inputs, `object` (a [`Value::Object`] of names to values),
+/// checked, as the interpreter reads them: `marshal` of the object.
+/// `is_method` says whether a name is one of the run's methods, which an
+/// input must not hide.
 pub(crate) fn marshal_inputs(
-    inputs: &[(String, Value)],
+    object: &Value,
     is_method: impl Fn(&str) -> bool,
     limits: &Limits,
 ) -> Result<Vec<u8>, String> {
-    for (i, (name, _)) in inputs.iter().enumerate() {
+    let Value::Object(inputs) = object else {
+        return Err(format!(
+            "the inputs are a {}, not an object",
+            object.type_name()
+        ));
+    };
+    let mut seen = HashSet::with_capacity(inputs.len());
+    for (name, _) in inputs {
         if !is_identifier(name) {
             return Err(format!(
                 "input `{name}` is not an ASCII identifier: an input becomes a variable of the \
@@ -36,11 +46,10 @@ pub(crate) fn marshal_inputs(
                 "input `{name}` has the name of a method of the run, which it would hide"
             ));
         }
-        if inputs[..i].iter().any(|(other, _)| other == name) {
+        if !seen.insert(name.as_str()) {
             return Err(format!("input `{name}` is given twice"));
         }
     }
-    let object = Value::Object(inputs.to_vec());
     let nodes = object.node_count();
     let decode = limits.decode_limits();
     if nodes > decode.max_nodes {
@@ -93,11 +102,13 @@ const KEYWORDS: &[&str] = &[
 mod tests {
     use super::*;
 
-    fn inputs(pairs: &[(&str, Value)]) -> Vec<(String, Value)> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect()
+    fn inputs(pairs: &[(&str, Value)]) -> Value {
+        Value::Object(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
+        )
     }
 
     #[test]
@@ -108,7 +119,7 @@ mod tests {
         let bytes = marshal_inputs(&ok, set, &limits).unwrap();
         assert_eq!(
             Value::from_marshal(&bytes, &limits.decode_limits()).unwrap(),
-            Value::Object(ok)
+            ok
         );
         for (name, why) in [
             ("2x", "not an ASCII identifier"),

@@ -302,7 +302,8 @@ pub struct RunOptions {
     pub(crate) cancel: Option<Cancel>,
     pub(crate) on_event: Option<EventListener>,
     pub(crate) approver: Option<Arc<dyn Approver>>,
-    pub(crate) inputs: Vec<(String, Value)>,
+    /// A [`Value::Object`] of the inputs' names to their values, if any.
+    pub(crate) inputs: Option<Value>,
 }
 
 impl RunOptions {
@@ -325,7 +326,7 @@ impl RunOptions {
     /// caps); a run whose inputs are not ends with an `InvalidInput` error,
     /// its code not run.
     pub fn inputs(mut self, inputs: impl IntoIterator<Item = (String, Value)>) -> Self {
-        self.inputs = inputs.into_iter().collect();
+        self.inputs = Some(Value::Object(inputs.into_iter().collect()));
         self
     }
 
@@ -393,10 +394,12 @@ pub(crate) async fn admit<'h>(
     if let Some(refused) = plugins.refused_by(host, asked) {
         return Err(refused);
     }
-    let inputs = match options.inputs.as_slice() {
-        [] => Vec::new(),
-        given => marshal_inputs(given, |name| plugins.provider(name).is_some(), &host.limits)
-            .map_err(|message| RunOutcome::not_run("InvalidInput", message, asked))?,
+    let inputs = match &options.inputs {
+        Some(given @ Value::Object(entries)) if !entries.is_empty() => {
+            marshal_inputs(given, |name| plugins.provider(name).is_some(), &host.limits)
+                .map_err(|message| RunOutcome::not_run("InvalidInput", message, asked))?
+        }
+        _ => Vec::new(),
     };
     let slot = (host.admission)
         .slot(asked, options.cancel.as_ref())
