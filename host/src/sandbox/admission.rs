@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Semaphore, SemaphorePermit};
 
 use crate::cancel::Cancel;
-use crate::limits::LimitKind;
 
 /// How many of a host's runs execute at once and how many may wait for a
 /// slot ([`HostBuilder::run_slots`](crate::HostBuilder::run_slots)).
@@ -21,10 +20,10 @@ pub struct RunSlots {
     /// to itself and its time limit measures its own work.
     pub running: usize,
     /// Runs waiting for a slot at once; a run past them is refused at once
-    /// ([`LimitKind::Queue`]). Default [`DEFAULT_WAITING_RUNS`].
+    /// ([`LimitKind::Queue`](crate::LimitKind::Queue)). Default [`DEFAULT_WAITING_RUNS`].
     pub waiting: usize,
     /// How long a run waits for a slot before it is refused
-    /// ([`LimitKind::Queue`]). Default [`DEFAULT_MAX_WAIT`].
+    /// ([`LimitKind::Queue`](crate::LimitKind::Queue)). Default [`DEFAULT_MAX_WAIT`].
     pub max_wait: Duration,
 }
 
@@ -84,18 +83,8 @@ pub(crate) enum Refused {
     /// Its cancel handle was cancelled while it waited.
     Cancelled,
     /// The queue was full, or the run waited past the most it may: a
-    /// [`LimitKind::Queue`] with this message.
+    /// [`LimitKind::Queue`](crate::LimitKind::Queue) with this message.
     Queue(String),
-}
-
-impl Refused {
-    /// The limit it stands for, if any.
-    pub(crate) fn limit(&self) -> Option<(LimitKind, &str)> {
-        match self {
-            Refused::Cancelled => None,
-            Refused::Queue(message) => Some((LimitKind::Queue, message)),
-        }
-    }
 }
 
 /// Undoes a waiter's count however its wait ends (a dropped future too).

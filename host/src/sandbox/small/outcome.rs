@@ -263,17 +263,44 @@ impl RunOutcome {
     /// The outcome of a run refused before it started: an error of type
     /// `type_name` saying `message`.
     pub(crate) fn not_run(type_name: &str, message: String, start: Instant) -> RunOutcome {
+        let error = RunError {
+            type_name: type_name.into(),
+            message,
+            line: None,
+            traceback: String::new(),
+        };
+        RunOutcome::unrun(RunStatus::Error, Some(error), None, start.elapsed())
+    }
+
+    /// The outcome of a run that got no run slot: cancelled, or the
+    /// [`LimitKind::Queue`] limit; `queued` is the time it waited.
+    pub(crate) fn no_slot(refused: Refused, asked: Instant) -> RunOutcome {
+        let (status, limit) = match refused {
+            Refused::Cancelled => (RunStatus::Cancelled, None),
+            Refused::Queue(message) => {
+                let kind = LimitKind::Queue;
+                (RunStatus::LimitExceeded, Some(LimitHit { kind, message }))
+            }
+        };
+        let mut outcome = RunOutcome::unrun(status, None, limit, Duration::ZERO);
+        outcome.queued = asked.elapsed();
+        outcome
+    }
+
+    /// The outcome of a run whose code never ran, `elapsed` after it was
+    /// asked for.
+    fn unrun(
+        status: RunStatus,
+        error: Option<RunError>,
+        limit: Option<LimitHit>,
+        elapsed: Duration,
+    ) -> RunOutcome {
         RunOutcome {
-            status: RunStatus::Error,
+            status,
             stdout: String::new(),
             stderr: String::new(),
-            error: Some(RunError {
-                type_name: type_name.into(),
-                message,
-                line: None,
-                traceback: String::new(),
-            }),
-            limit: None,
+            error,
+            limit,
             files: Vec::new(),
             events: Vec::new(),
             handoff: None,
@@ -284,29 +311,9 @@ impl RunOutcome {
             prepared: false,
             #[cfg(feature = "internals")]
             reused: false,
-            elapsed: start.elapsed(),
+            elapsed,
             queued: Duration::ZERO,
         }
-    }
-
-    /// The outcome of a run that got no run slot: cancelled, or the
-    /// [`LimitKind::Queue`] limit; `queued` is the time it waited.
-    pub(crate) fn no_slot(refused: Refused, asked: Instant) -> RunOutcome {
-        let mut outcome = RunOutcome::not_run("", String::new(), asked);
-        outcome.error = None;
-        outcome.queued = outcome.elapsed;
-        outcome.elapsed = Duration::ZERO;
-        match refused.limit() {
-            Some((kind, message)) => {
-                outcome.status = RunStatus::LimitExceeded;
-                outcome.limit = Some(LimitHit {
-                    kind,
-                    message: message.to_string(),
-                });
-            }
-            None => outcome.status = RunStatus::Cancelled,
-        }
-        outcome
     }
 }
 
