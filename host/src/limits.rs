@@ -453,7 +453,8 @@ impl ResourceLimiter for StoreLimiter {
 /// The fuel and time a call may use.
 #[derive(Debug, Clone, Copy)]
 pub struct Budget {
-    /// Fuel units ([`UNBUDGETED_FUEL`] for limits with none).
+    /// Fuel units (for limits with none, `i64::MAX`: more than any deadline
+    /// lets a guest burn).
     pub fuel: u64,
     /// When the call must have finished.
     pub deadline: Instant,
