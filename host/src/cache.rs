@@ -30,7 +30,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use sha2::{Digest, Sha256};
+use sandwit_contract::signing::component_hash;
 use wasmtime::component::Component;
 use wasmtime::{Engine, Module};
 
@@ -50,18 +50,6 @@ pub enum CodeSource {
 /// cache: 1 GiB (sandwit's interpreter compiles to ~41 MB; a plugin to
 /// ~0.3 MB).
 pub const DEFAULT_CACHE_MAX_BYTES: u64 = 1 << 30;
-
-/// The SHA-256 of a component, hex-encoded: what [`Plugin::hash`] reports
-/// and what a policy pins (`sha256 = [...]`, [`Policy::pin`]).
-///
-/// [`Plugin::hash`]: crate::Plugin::hash
-/// [`Policy::pin`]: crate::Policy::pin
-pub fn component_hash(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
 
 pub(crate) struct CodeCache {
     /// The cache's directory, and in it this engine's.

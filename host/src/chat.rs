@@ -4,7 +4,7 @@
 use serde::ser::SerializeStruct;
 use serde::{Serialize, Serializer};
 
-use crate::types::{AgentCtx, Media, ServiceFuture};
+use sandwit_contract::types::{AgentCtx, Media, ServiceFuture};
 
 /// The most messages one call may send.
 pub const MAX_MESSAGES_PER_CALL: usize = 32;

@@ -14,8 +14,8 @@
 use jsonschema::Validator;
 use serde_json::{Map, Value as Json};
 
-use crate::text::cut;
-use crate::types::{ContentPart, Media, MethodResult, Value};
+use sandwit_contract::text::cut;
+use sandwit_contract::types::{ContentPart, Media, MethodResult, Value};
 
 /// What replaces a secret.
 pub const REDACTED: &str = "[secret]";
@@ -169,7 +169,7 @@ impl Redactor {
     /// that can survive the cut is searched, so a huge text costs no more
     /// than a short one, and a secret across the cut is hidden whole.
     pub(crate) fn redact_cut(&self, mut text: String, max: usize) -> String {
-        crate::text::truncate(&mut text, max + self.longest());
+        sandwit_contract::text::truncate(&mut text, max + self.longest());
         self.redact_in_place(&mut text);
         cut(text, max)
     }
@@ -281,7 +281,7 @@ mod tests {
         supplied: Option<&Map<String, Json>>,
         secrets: &[String],
     ) -> Result<PluginConfig, Vec<String>> {
-        let validator = schema.map(|s| crate::schema::compile(s).unwrap().validator);
+        let validator = schema.map(|s| sandwit_contract::schema::compile(s).unwrap().validator);
         PluginConfig::bind(schema.zip(validator.as_ref()), supplied, secrets)
     }
 

@@ -6,9 +6,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::error::CallError;
 use crate::sandbox::small::PluginSet;
-use crate::types::AgentCtx;
+use sandwit_contract::error::CallError;
+use sandwit_contract::types::AgentCtx;
 
 /// The methods of a [`PluginSet`] available in one context, and what its
 /// plugins inject into that context's listing.
@@ -148,7 +148,7 @@ impl ContextSet {
 #[cfg(test)]
 mod tests {
     use super::warn_now;
-    use crate::types::AgentCtx;
+    use sandwit_contract::types::AgentCtx;
 
     #[test]
     fn a_failing_hook_is_warned_of_once_a_minute_per_plugin_and_chat() {

@@ -5,11 +5,11 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crate::capability::Grants;
 use crate::chat::ChatSink;
 use crate::config::PluginConfig;
-use crate::policy::{HttpLimits, StoreLimits};
 use crate::store::StoreBackend;
+use sandwit_contract::capability::Grants;
+use sandwit_contract::policy::{HttpLimits, StoreLimits};
 
 /// The most refused requests recorded per call; later ones are counted.
 pub(crate) const MAX_DENIED_PER_CALL: usize = 100;

@@ -8,7 +8,8 @@ use wasmtime::{CallHook, Engine, Store, StoreContextMut};
 
 use crate::cancel::Cancel;
 use crate::engine::deadline_ticks;
-use crate::limits::{Budget, LimitKind, Metering, StoreLimiter, YIELD_FUEL};
+use crate::limits::{Budget, Metering, StoreLimiter, YIELD_FUEL};
+use sandwit_contract::limits::LimitKind;
 
 /// Store data whose memory and table caps are enforced by a [`StoreLimiter`]
 /// and whose host calls are metered by a [`HostMeter`].

@@ -9,11 +9,9 @@ use crate::chat::ChatSink;
 use crate::controls::{Approver, Clock, Controls, ControlsSnapshot, SystemClock};
 use crate::engine::Pool;
 use crate::env::Services;
-use crate::error::{CallError, CallErrorKind, LoadError};
-use crate::limits::{Limits, Metering, RunLimits};
+use crate::limits::Metering;
 use crate::loader::Source;
 use crate::plugin::Plugin;
-use crate::policy::Policy;
 use crate::runtime::{HostInner, engine};
 use crate::sandbox::admission::{Admission, RunSlots};
 use crate::sandbox::scientific::{ScientificOptions, ScientificSandbox};
@@ -22,7 +20,10 @@ use crate::sandbox::small::plugin_set::Provider;
 use crate::sandbox::small::{PluginSet, PythonSandbox};
 use crate::sandbox::workspace::{HostWorkspaces, WorkspaceOptions};
 use crate::store::{SqliteStore, StoreBackend};
-use crate::types::{AgentCtx, MethodResult, Value};
+use sandwit_contract::error::{CallError, CallErrorKind, LoadError};
+use sandwit_contract::limits::{Limits, RunLimits};
+use sandwit_contract::policy::Policy;
+use sandwit_contract::types::{AgentCtx, MethodResult, Value};
 
 /// Interpreters a [`PythonSandbox`] keeps instantiated ahead of its runs
 /// unless [`HostBuilder::prepared_interpreters`] says otherwise: enough for
@@ -353,7 +354,7 @@ impl Host {
 
     /// Reads, loads and checks a plugin file.
     ///
-    /// A file listed in its folder's lock file ([`crate::lock`], written by
+    /// A file listed in its folder's lock file ([`sandwit_contract::lock`], written by
     /// `sandwit install`) must have the digest recorded there
     /// ([`LoadError::Tampered`] otherwise), checked before it is compiled;
     /// with the policy's `[registry] require_signature`, a file must be
@@ -478,9 +479,10 @@ impl Host {
         if let Some(hash) = cache.file_hash(path, &meta) {
             return cache.contains(&hash);
         }
-        meta.len() <= crate::limits::MAX_COMPONENT_BYTES as u64
-            && std::fs::read(path)
-                .is_ok_and(|bytes| cache.contains(&crate::cache::component_hash(&bytes)))
+        meta.len() <= sandwit_contract::limits::MAX_COMPONENT_BYTES as u64
+            && std::fs::read(path).is_ok_and(|bytes| {
+                cache.contains(&sandwit_contract::signing::component_hash(&bytes))
+            })
     }
 
     /// The directory compiled code is cached in, if the host has one

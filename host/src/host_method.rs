@@ -7,13 +7,12 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::args::ArgChecker;
-use crate::bindings::wit;
-use crate::error::CallErrorKind;
-use crate::limits::{LimitKind, Limits};
-use crate::manifest::{self, MethodSpec};
-use crate::results::{check_kind, check_parts, parts_bytes};
-use crate::types::{AgentCtx, MethodResult, Value};
+use sandwit_contract::args::ArgChecker;
+use sandwit_contract::error::CallErrorKind;
+use sandwit_contract::limits::{LimitKind, Limits};
+use sandwit_contract::manifest::{self, MethodSpec, RawManifest, RawMethod};
+use sandwit_contract::results::{check_kind, check_parts, parts_bytes};
+use sandwit_contract::types::{AgentCtx, MethodResult, Value};
 
 /// What a host method's handler returns: its result, or a message for the
 /// calling code (raised there as a `PluginError`).
@@ -54,13 +53,13 @@ impl HostMethod {
     {
         // The wrapping manifest's own fields are fixed: the spec's problems
         // are reported once, as the method's, not again as the manifest's.
-        let raw = wit::PluginManifest {
+        let raw = RawManifest {
             id: provider.to_string(),
             name: "host methods".to_string(),
             version: "0.1.0".to_string(),
             author: "the host".to_string(),
             description: "Methods the host offers.".to_string(),
-            methods: vec![spec.to_wit()],
+            methods: vec![RawMethod::from(&spec)],
             config_schema: None,
             capabilities: Vec::new(),
         };

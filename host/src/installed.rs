@@ -1,5 +1,5 @@
 //! The check of a plugin file against its folder's lock file
-//! ([`crate::lock`]) and the policy's `[registry]`, made when the file is
+//! ([`sandwit_contract::lock`]) and the policy's `[registry]`, made when the file is
 //! loaded, before its bytes are compiled.
 //!
 //! It belongs to loading a file ([`Host::load_plugin_file`]), not to a front
@@ -14,9 +14,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::LoadError;
-use crate::lock::{LockEntry, LockFile};
-use crate::policy::RegistryPolicy;
+use sandwit_contract::error::LoadError;
+use sandwit_contract::lock::{LockEntry, LockFile};
+use sandwit_contract::policy::RegistryPolicy;
 
 /// A plugin file's entry in its folder's lock file.
 pub(crate) struct Installed {

@@ -14,69 +14,47 @@
 #[doc = include_str!("../../README.md")]
 struct ReadmeSnippets;
 
-mod args;
 mod bindings;
 mod cache;
 mod cancel;
-pub mod capability;
 mod capture;
 pub mod chat;
 mod config;
 mod context;
-mod control_settings;
 pub mod controls;
 mod engine;
 mod env;
-mod error;
 mod events;
-#[cfg(feature = "fuzzing")]
-pub mod fuzzing;
 mod guard;
 mod guest;
 mod host;
 mod host_method;
 mod installed;
 mod interfaces;
-pub mod json;
 mod limits;
 mod loader;
-pub mod lock;
-pub mod manifest;
 mod outbound;
 pub mod paths;
 mod plugin;
-pub mod policy;
-mod results;
 mod runtime;
 mod sandbox;
-mod schema;
-pub mod signing;
 pub mod store;
-mod text;
-mod types;
 
-pub use cache::{CodeSource, DEFAULT_CACHE_MAX_BYTES, component_hash};
+pub use cache::{CodeSource, DEFAULT_CACHE_MAX_BYTES};
 pub use cancel::Cancel;
-pub use capability::{Capability, Grants};
 pub use chat::{ChatMessage, ChatSink};
 pub use config::REDACTED;
 pub use context::ContextSet;
 pub use controls::{ApprovalRequest, Approver, ControlEvent, ControlsSnapshot};
-pub use error::{CallError, CallErrorKind, LoadError};
 pub use events::{LogLine, PluginEvent};
 pub use host::{
     DEFAULT_MAX_INSTANCES, DEFAULT_PREPARED_INTERPRETERS, DEFAULT_PREPARED_PLUGIN_INSTANCES, Host,
     HostBuilder,
 };
 pub use host_method::{HostMethod, HostMethodFuture};
-pub use limits::{
-    Budget, FUEL_PER_CPU_SECOND, HOOK_FUEL, LimitKind, Limits, MAX_COMPONENT_BYTES, Metering,
-    RunLimits, SCIENTIFIC_MEMORY_BYTES,
-};
-pub use manifest::{Manifest, MethodSpec, Param};
+pub use limits::{Budget, Metering};
 pub use plugin::lifecycle::{MAX_INJECTED_PROMPT_BYTES, PluginContext};
 pub use plugin::{CallReport, Plugin};
-pub use policy::Policy;
 pub use sandbox::admission::{DEFAULT_MAX_WAIT, DEFAULT_WAITING_RUNS, RunSlots};
 pub use sandbox::scientific::{DEFAULT_PRELOAD, ScientificOptions, ScientificSandbox};
 pub use sandbox::small::outcome::{
@@ -84,4 +62,14 @@ pub use sandbox::small::outcome::{
 };
 pub use sandbox::small::{PluginSet, PluginSetError, PythonSandbox, RunOptions, strip_code_fence};
 pub use sandbox::workspace::WorkspaceOptions;
-pub use types::{AgentCtx, ContentPart, Media, MethodKind, MethodResult, ServiceFuture, Value};
+
+// The plugin contract (crate `sandwit-contract`), re-exported: the host's API
+// speaks its types.
+pub use sandwit_contract::signing::component_hash;
+pub use sandwit_contract::{
+    AgentCtx, CallError, CallErrorKind, Capability, ContentPart, FUEL_PER_CPU_SECOND, Grants,
+    HOOK_FUEL, LimitKind, Limits, LoadError, MAX_COMPONENT_BYTES, Manifest, Media, MethodKind,
+    MethodResult, MethodSpec, Param, Policy, RunLimits, SCIENTIFIC_MEMORY_BYTES, ServiceFuture,
+    Value,
+};
+pub use sandwit_contract::{capability, json, lock, manifest, policy, signing};

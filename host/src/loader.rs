@@ -8,12 +8,14 @@ use std::path::Path;
 use wasmtime::component::types::ComponentItem;
 use wasmtime::component::{Component, InstancePre, Linker};
 
-use crate::cache::{CodeSource, component_hash};
-use crate::error::LoadError;
-use crate::limits::MAX_COMPONENT_BYTES;
-use crate::manifest;
+use sandwit_contract::signing::component_hash;
+
+use crate::cache::CodeSource;
 use crate::runtime::HostInner;
-use crate::text::{cut, quote};
+use sandwit_contract::error::LoadError;
+use sandwit_contract::limits::MAX_COMPONENT_BYTES;
+use sandwit_contract::manifest;
+use sandwit_contract::text::{cut, quote};
 
 /// Where a component comes from.
 #[derive(Clone, Copy)]

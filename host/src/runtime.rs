@@ -10,10 +10,11 @@ use crate::cache::CodeCache;
 use crate::controls::Controls;
 use crate::engine::{Pool, new_engine};
 use crate::env::Services;
-use crate::limits::{Limits, Metering, RunLimits};
+use crate::limits::Metering;
 use crate::plugin::state::PluginState;
-use crate::policy::Policy;
 use crate::sandbox::admission::Admission;
+use sandwit_contract::limits::{Limits, RunLimits};
+use sandwit_contract::policy::Policy;
 
 /// The shared state of a host.
 pub(crate) struct HostInner {

@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
 use crate::{KeyRegistered, KeyRevoked, Registry, db, names};
-use sandwit::signing::{PublicKey, Signature};
+use sandwit_contract::signing::{PublicKey, Signature};
 
 /// The prefix of every token (so a leaked one is recognisable).
 const TOKEN_PREFIX: &str = "swr_";

@@ -330,7 +330,7 @@ async fn publish(
     if signature.is_none() {
         return Err(Error::MissingSignature);
     }
-    let max = sandwit::MAX_COMPONENT_BYTES;
+    let max = sandwit_contract::MAX_COMPONENT_BYTES;
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())

@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 
 /// A plugin id, checked with the manifest's rules.
 pub fn plugin_id(id: &str) -> Result<&str> {
-    if sandwit::manifest::is_plugin_id(id) {
+    if sandwit_contract::manifest::is_plugin_id(id) {
         Ok(id)
     } else {
         Err(Error::bad_request(
@@ -14,7 +14,7 @@ pub fn plugin_id(id: &str) -> Result<&str> {
             format!(
                 "plugin id {} is not 1 to {} lowercase letters, digits, `-` or `_` starting with a letter",
                 quote(id),
-                sandwit::manifest::MAX_NAME_LEN
+                sandwit_contract::manifest::MAX_NAME_LEN
             ),
         ))
     }

@@ -7,34 +7,15 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use rusqlite::{OptionalExtension, params};
-use serde::Deserialize;
 
 use crate::error::{Error, Result};
 use crate::validate::{Validator, Verdict};
 use crate::{Account, Published, Registry, db, names};
-use sandwit::signing::{PublicKey, Signature, digest_of};
+use sandwit_contract::Manifest;
+use sandwit_contract::signing::{PublicKey, Signature, digest_of};
 
 /// What a client busy-refused should wait: about one check's time.
 const BUSY_RETRY: Duration = Duration::from_secs(10);
-
-/// The parts of a checked manifest the registry indexes.
-#[derive(Deserialize)]
-struct Indexed {
-    id: String,
-    name: String,
-    version: String,
-    description: String,
-    methods: Vec<IndexedMethod>,
-    #[serde(default)]
-    capabilities: Vec<String>,
-}
-
-#[derive(Deserialize)]
-struct IndexedMethod {
-    name: String,
-    kind: String,
-    docstring: String,
-}
 
 impl Registry {
     /// A place for `account`'s upload to be read and checked, taken before
@@ -139,7 +120,7 @@ impl Registry {
         // (which runs on if the request is dropped) and the blob writer.
         let slot = Arc::new(slot);
         let manifest = self.check(&component, &digest, slot.clone()).await?;
-        let indexed: Indexed = serde_json::from_value(manifest.clone()).map_err(|e| {
+        let indexed: Manifest = serde_json::from_value(manifest.clone()).map_err(|e| {
             Error::Internal(anyhow::anyhow!(
                 "the validator accepted {digest} with a manifest the registry cannot read: {e}"
             ))
@@ -464,7 +445,7 @@ fn within_quota(
 }
 
 /// The lowercased text a search matches against.
-fn search_text(m: &Indexed) -> String {
+fn search_text(m: &Manifest) -> String {
     let mut text = format!("{}\n{}\n{}\n", m.id, m.name, m.description);
     for method in &m.methods {
         text.push_str(&method.name);
@@ -480,7 +461,7 @@ mod tests {
     use super::*;
     use crate::Role;
     use axum::body::Bytes;
-    use sandwit::signing::SigningKey;
+    use sandwit_contract::signing::SigningKey;
 
     /// Accepts everything as `race` 1.0.0.
     struct AcceptAll;
@@ -489,8 +470,9 @@ mod tests {
         fn validate(&self, _: &[u8], _: &str) -> anyhow::Result<Verdict> {
             Ok(Verdict::Accepted {
                 manifest: serde_json::json!({
-                    "id": "race", "name": "Race", "version": "1.0.0", "description": "",
-                    "methods": [{"name": "go", "kind": "tool", "docstring": "Go."}],
+                    "id": "race", "name": "Race", "version": "1.0.0", "author": "a", "description": "",
+                    "methods": [{"name": "go", "kind": "tool", "description": "Go.", "docstring": "Go.", "params": [], "returns": null}],
+                    "config_schema": null, "capabilities": [],
                 }),
             })
         }
@@ -615,8 +597,9 @@ mod tests {
 
     fn manifest(description: &str) -> serde_json::Value {
         serde_json::json!({
-            "id": "big", "name": "Big", "version": "1.0.0", "description": description,
-            "methods": [{"name": "go", "kind": "tool", "docstring": "Go."}],
+            "id": "big", "name": "Big", "version": "1.0.0", "author": "a", "description": description,
+            "methods": [{"name": "go", "kind": "tool", "description": "Go.", "docstring": "Go.", "params": [], "returns": null}],
+            "config_schema": null, "capabilities": [],
         })
     }
 

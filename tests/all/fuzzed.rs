@@ -22,7 +22,7 @@ fn inputs(target: &str) -> Vec<PathBuf> {
 /// Runs every input of `target` and fails naming each one that panicked
 /// (a hang shows as a test that does not end).
 fn replay(target: &str) {
-    let (_, run) = sandwit::fuzzing::TARGETS
+    let (_, run) = sandwit_fuzz::TARGETS
         .iter()
         .find(|(name, _)| *name == target)
         .unwrap_or_else(|| panic!("no fuzz target {target}"));
@@ -41,7 +41,7 @@ fn replay(target: &str) {
 
 #[test]
 fn every_target_has_its_regression_directory() {
-    for (target, _) in sandwit::fuzzing::TARGETS {
+    for (target, _) in sandwit_fuzz::TARGETS {
         assert!(!inputs(target).is_empty(), "{target}");
     }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::control_settings::BreakerSettings;
+use sandwit_contract::control_settings::BreakerSettings;
 
 /// Slots the error-rate window is counted in: a call leaves the window
 /// within a slot's length (a tenth of the window) of when it should.

@@ -25,20 +25,20 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::control_settings::{from_micros, to_micros};
-use crate::error::CallErrorKind;
-use crate::limits::LimitKind;
-use crate::policy::Policy;
-use crate::types::{AgentCtx, ServiceFuture, Value};
 use breaker::{Breaker, Ticket};
 use budget::ChatBudgets;
 use rate::RateLimiter;
+use sandwit_contract::control_settings::{from_micros, to_micros};
+use sandwit_contract::error::CallErrorKind;
+use sandwit_contract::limits::LimitKind;
+use sandwit_contract::policy::Policy;
+use sandwit_contract::types::{AgentCtx, ServiceFuture, Value};
 
-pub use crate::control_settings::{
-    Approval, BreakerSettings, Budgets, ControlSettings, Flag, RateScope,
-};
 pub use breaker::BreakerState;
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use sandwit_contract::control_settings::{
+    Approval, BreakerSettings, Budgets, ControlSettings, Flag, RateScope,
+};
 
 /// A call of a flagged method, for the approver to decide.
 #[derive(Debug, Clone, Copy)]

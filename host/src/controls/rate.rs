@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::control_settings::RateScope;
-use crate::types::AgentCtx;
+use sandwit_contract::control_settings::RateScope;
+use sandwit_contract::types::AgentCtx;
 
 /// The most buckets one limiter keeps for chats or users. Past it, full
 /// buckets (which a new bucket equals) are dropped, and if none is full, the

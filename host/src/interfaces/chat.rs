@@ -6,12 +6,12 @@ use wasmtime::component::{HasData, Linker};
 use super::scope::CallScope;
 use crate::bindings::chat_api::{self, Host};
 use crate::bindings::wit::{Media as WitMedia, ServiceError};
-use crate::capability::Capability;
 use crate::chat::{ChatMessage, MAX_IMAGE_BYTES, MAX_MESSAGE_BYTES, MAX_MESSAGES_PER_CALL};
 use crate::events::PluginEvent;
-use crate::results::check_image_mime_type;
-use crate::text::cut;
-use crate::types::Media;
+use sandwit_contract::capability::Capability;
+use sandwit_contract::results::check_image_mime_type;
+use sandwit_contract::text::cut;
+use sandwit_contract::types::Media;
 
 type Answer = wasmtime::Result<Result<(), ServiceError>>;
 

@@ -6,11 +6,10 @@ use wasmtime::component::{HasData, Linker};
 use super::scope::{CallData, CallScope};
 use crate::bindings::config_api::{self, Host};
 use crate::bindings::wit::{ServiceError, Value};
-use crate::capability::Capability;
 use crate::env::MAX_REQUEST_TEXT;
-use crate::json::value_from_json;
-use crate::text::quote;
-use crate::types;
+use sandwit_contract::capability::Capability;
+use sandwit_contract::json::value_from_json;
+use sandwit_contract::text::quote;
 
 /// The context of `config`: the call's scope.
 pub(crate) struct ConfigCtx<'a>(CallScope<'a>);
@@ -44,6 +43,6 @@ impl Host for ConfigCtx<'_> {
             .map(|v| value_from_json(v.clone()).into_nodes());
         call.meter
             .charge(value.as_deref().map_or(0, sandwit_value::encoded_size));
-        Ok(Ok(value.map(types::nodes_to_wit)))
+        Ok(Ok(value.map(crate::bindings::convert::nodes_to_wit)))
     }
 }

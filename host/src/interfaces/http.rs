@@ -95,13 +95,13 @@ impl Denied {
         let scheme = &scheme[..scheme.floor_char_boundary(10)];
         let mut text = format!(
             "{} {scheme}://{authority_kept}{path_kept}",
-            crate::text::cut(request.method().to_string(), 20)
+            sandwit_contract::text::cut(request.method().to_string(), 20)
         );
         let whole = scheme.len() + 3 + authority.len() + path.len();
         if authority_kept.len() + path_kept.len() < authority.len() + path.len() {
             text.push_str(&format!("… ({whole} bytes)"));
         }
-        let capability = crate::text::cut(capability, MAX_REQUEST_TEXT / 2 + 20);
+        let capability = sandwit_contract::text::cut(capability, MAX_REQUEST_TEXT / 2 + 20);
         self.recorded.push((capability, text));
     }
 }
@@ -168,8 +168,9 @@ impl WasiHttpHooks for HttpGate {
         // Cut before anything is copied. No grant matches a host this long
         // (DNS names are at most 253 bytes).
         let host = uri.host().unwrap_or_default();
-        let host = crate::text::cut(host[..host.floor_char_boundary(260)].to_string(), 259)
-            .to_ascii_lowercase();
+        let host =
+            sandwit_contract::text::cut(host[..host.floor_char_boundary(260)].to_string(), 259)
+                .to_ascii_lowercase();
         let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
         if !self.env.grants.allows_http(&host, port) {
             let mut denied = self.denied.lock().unwrap_or_else(|e| e.into_inner());
@@ -229,9 +230,9 @@ fn charged(body: WasiBody, tab: FuelTab) -> WasiBody {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::capability::Grants;
     use crate::config::PluginConfig;
     use crate::env::Services;
+    use sandwit_contract::capability::Grants;
 
     fn gate(grants: &[&str]) -> HttpGate {
         let services = Services::for_tests();

@@ -4,11 +4,11 @@
 use wasmtime::component::{HasData, Linker};
 
 use crate::bindings::wit::{self, ServiceError};
-use crate::capability::Capability;
 use crate::env::PluginEnv;
 use crate::events::CallEvents;
 use crate::guard::HostMeter;
-use crate::types::AgentCtx;
+use sandwit_contract::capability::Capability;
+use sandwit_contract::types::AgentCtx;
 
 /// What every capability's host functions need of the current call.
 pub(crate) struct CallScope<'a> {

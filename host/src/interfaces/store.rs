@@ -6,10 +6,10 @@ use wasmtime::component::{HasData, Linker};
 use super::scope::{CallData, CallScope};
 use crate::bindings::store_api::{self, Entry as WitEntry, Host, Scope as WitScope};
 use crate::bindings::wit::ServiceError;
-use crate::capability::Capability;
 use crate::env::MAX_REQUEST_TEXT;
 use crate::store::{Entry, Namespace, Scope, StoreError};
-use crate::text::quote;
+use sandwit_contract::capability::Capability;
+use sandwit_contract::text::quote;
 
 type Answer<T> = wasmtime::Result<Result<T, ServiceError>>;
 

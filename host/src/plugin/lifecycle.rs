@@ -7,13 +7,13 @@ use super::{Plugin, new_store, stopped_to_error_said};
 use crate::bindings::lifecycle_api::GuestIndices;
 use crate::bindings::plugin::SandboxMethodPre;
 use crate::bindings::wit;
-use crate::error::{CallError, CallErrorKind, LoadError};
 use crate::guard::guarded;
 use crate::limits::Budget;
 use crate::loader::Compiled;
 use crate::runtime::HostInner;
-use crate::text::{cut, quote};
-use crate::types::AgentCtx;
+use sandwit_contract::error::{CallError, CallErrorKind, LoadError};
+use sandwit_contract::text::{cut, quote};
+use sandwit_contract::types::AgentCtx;
 
 /// The lifecycle export, by its name up to the version's minor.
 const LIFECYCLE_EXPORT_PREFIX: &str = "sandwit:plugin/lifecycle@0.2.";

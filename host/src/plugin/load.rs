@@ -10,16 +10,16 @@ use super::{Plugin, PluginInner, new_store, stopped_to_error_said};
 use super::{lifecycle, state};
 use crate::bindings::plugin::{SandboxMethod, SandboxMethodPre};
 use crate::bindings::wit;
-use crate::capability::Grants;
 use crate::config::PluginConfig;
 use crate::env::PluginEnv;
-use crate::error::{CallErrorKind, LoadError};
 use crate::guard::guarded;
 use crate::installed;
 use crate::limits::Budget;
 use crate::loader::{self, Compiled, Source, World};
-use crate::manifest;
 use crate::runtime::HostInner;
+use sandwit_contract::capability::Grants;
+use sandwit_contract::error::{CallErrorKind, LoadError};
+use sandwit_contract::manifest;
 
 /// The world plugins implement: any 0.1.x version of the plugin export;
 /// beyond WASI, `wasi:http` through the gate and sandwit's own interfaces.
@@ -62,7 +62,7 @@ impl Plugin {
             manifest,
             checkers,
             config_validator,
-        } = manifest::check(raw).map_err(|problems| compiled.rejected(problems))?;
+        } = manifest::check(raw.into()).map_err(|problems| compiled.rejected(problems))?;
         if let Some(installed) = &installed {
             installed.check_manifest(&manifest.id, &manifest.version)?;
         }

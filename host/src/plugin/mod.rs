@@ -13,21 +13,22 @@ use std::time::{Duration, Instant};
 
 use wasmtime::Store;
 
-use crate::args::ArgChecker;
 use crate::bindings::plugin::{SandboxMethod, SandboxMethodPre};
 use crate::bindings::wit;
 use crate::cache::CodeSource;
-use crate::capability::Grants;
 use crate::env::PluginEnv;
-use crate::error::{CallError, CallErrorKind};
 use crate::events::PluginEvent;
 use crate::guard::{Stopped, apply_budget, fuel_used, guarded, limited_store};
-use crate::limits::{Budget, LimitKind, Limits};
-use crate::manifest::Manifest;
-use crate::results::{check_kind, check_parts, parts_bytes};
+use crate::limits::Budget;
 use crate::runtime::HostInner;
-use crate::text::cut;
-use crate::types::{self, AgentCtx, ContentPart, MethodResult, Value};
+use sandwit_contract::args::ArgChecker;
+use sandwit_contract::capability::Grants;
+use sandwit_contract::error::{CallError, CallErrorKind};
+use sandwit_contract::limits::{LimitKind, Limits};
+use sandwit_contract::manifest::Manifest;
+use sandwit_contract::results::{check_kind, check_parts, parts_bytes};
+use sandwit_contract::text::cut;
+use sandwit_contract::types::{AgentCtx, ContentPart, MethodResult, Value};
 use state::PluginState;
 
 /// A loaded, checked plugin, ready to call. Cheap to clone.
@@ -333,7 +334,7 @@ impl Plugin {
                 ),
             });
         }
-        let args = types::nodes_to_wit(nodes);
+        let args = crate::bindings::convert::nodes_to_wit(nodes);
         let ctx = wit::AgentCtx::from(ctx);
         let pre = &inner.pre;
         let instance = &mut session.instance;
@@ -470,8 +471,8 @@ fn check_result(result: wit::MethodResult, limits: &Limits) -> Result<MethodResu
     };
     Ok(match result {
         wit::MethodResult::Tool(value) => {
-            let value =
-                types::value_from_wit(value, &limits.decode_limits()).map_err(|e| match e {
+            let value = crate::bindings::convert::value_from_wit(value, &limits.decode_limits())
+                .map_err(|e| match e {
                     sandwit_value::DecodeError::TooLarge { bytes, .. } => too_large(bytes),
                     other => CallErrorKind::BadResult {
                         message: format!("malformed value: {other}"),

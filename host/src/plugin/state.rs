@@ -18,8 +18,9 @@ use crate::interfaces;
 use crate::interfaces::chat::{ChatCtx, ChatData, Sent};
 use crate::interfaces::http::PluginHttp;
 use crate::interfaces::scope::{CallData, CallScope};
-use crate::limits::{Limits, StoreLimiter};
-use crate::types::AgentCtx;
+use crate::limits::StoreLimiter;
+use sandwit_contract::limits::Limits;
+use sandwit_contract::types::AgentCtx;
 
 /// The most a plugin's stdout and stderr keep of one call, together; the
 /// text goes to the log, and what is printed past it is dropped (and said
@@ -182,9 +183,9 @@ impl WasiHttpView for Guest<PluginCall> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::capability::Grants;
     use crate::config::PluginConfig;
     use crate::env::Services;
+    use sandwit_contract::capability::Grants;
 
     #[test]
     fn wasi_output_and_http_bodies_charge_the_meter_of_their_store() {

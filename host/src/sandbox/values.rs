@@ -5,8 +5,8 @@
 
 use std::collections::HashSet;
 
-use crate::limits::Limits;
-use crate::types::Value;
+use sandwit_contract::limits::Limits;
+use sandwit_contract::types::Value;
 
 /// A run's inputs, `object` (a [`Value::Object`] of names to values),
 /// checked, as the interpreter reads them: `marshal` of the object.

@@ -27,9 +27,9 @@ use std::time::SystemTime;
 use wasmtime_wasi::filesystem::{Dir as PreopenDir, FsPerms, OpenMode};
 
 use crate::sandbox::small::outcome::WorkspaceFile;
-use crate::types::AgentCtx;
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
+use sandwit_contract::types::AgentCtx;
 use sha2::{Digest, Sha256};
 
 /// Where the code sees its workspace.

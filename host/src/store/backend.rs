@@ -3,8 +3,8 @@
 
 use std::fmt;
 
-use crate::policy::StoreLimits;
-use crate::types::ServiceFuture;
+use sandwit_contract::policy::StoreLimits;
+use sandwit_contract::types::ServiceFuture;
 
 /// Where a key lives. The owner of a scope comes from the agent context of
 /// the call, never from the plugin.

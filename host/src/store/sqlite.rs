@@ -9,8 +9,8 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::backend::{Entry, Namespace, StoreBackend, StoreError};
-use crate::policy::StoreLimits;
-use crate::types::ServiceFuture;
+use sandwit_contract::policy::StoreLimits;
+use sandwit_contract::types::ServiceFuture;
 
 // An entry records the tenant whose quota it counts against (the writer's
 // namespace, `''` without one); `tenant_usage` sums each tenant's entries

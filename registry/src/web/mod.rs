@@ -50,7 +50,7 @@ pub fn router(registry: Registry) -> Router {
             get(upload::form)
                 .post(upload::upload)
                 .layer(DefaultBodyLimit::max(
-                    sandwit::MAX_COMPONENT_BYTES + FORM_OVERHEAD,
+                    sandwit_contract::MAX_COMPONENT_BYTES + FORM_OVERHEAD,
                 )),
         )
         .route("/style.css", get(style))

@@ -196,11 +196,12 @@ impl Form {
                         return Err(no_token());
                     }
                     self.allowance
-                        .allow_more(sandwit::MAX_COMPONENT_BYTES + MAX_FORM_HEAD_BYTES);
+                        .allow_more(sandwit_contract::MAX_COMPONENT_BYTES + MAX_FORM_HEAD_BYTES);
                     // The allowance has room for the largest component: a
                     // larger one is refused by its cap, not left waiting.
                     let read = self.allowance.bounded(read_component(field)).await;
-                    component = Some(read.ok_or(Error::TooLarge(sandwit::MAX_COMPONENT_BYTES))??);
+                    component =
+                        Some(read.ok_or(Error::TooLarge(sandwit_contract::MAX_COMPONENT_BYTES))??);
                 }
                 _ => {
                     return Err(Error::bad_request(
@@ -254,7 +255,7 @@ fn head_too_large(account: &Option<Account>) -> Error {
 /// A form that could not be read.
 fn field_error(e: MultipartError) -> Error {
     if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        Error::TooLarge(sandwit::MAX_COMPONENT_BYTES)
+        Error::TooLarge(sandwit_contract::MAX_COMPONENT_BYTES)
     } else {
         Error::bad_request("invalid-form", e.body_text())
     }
@@ -282,7 +283,7 @@ async fn read_text(mut field: Field<'_>, name: &str, max: usize) -> Result<Strin
 
 /// The component field, at most the host's component size cap.
 async fn read_component(mut field: Field<'_>) -> Result<axum::body::Bytes, Error> {
-    let max = sandwit::MAX_COMPONENT_BYTES;
+    let max = sandwit_contract::MAX_COMPONENT_BYTES;
     let mut bytes = Vec::new();
     while let Some(chunk) = field.chunk().await.map_err(field_error)? {
         if bytes.len() + chunk.len() > max {

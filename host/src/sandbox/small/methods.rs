@@ -13,16 +13,16 @@ use wasmtime_wasi::p2::{DynInputStream, DynOutputStream};
 use crate::bindings::python::sandwit::plugin::methods::Marshalled;
 use crate::bindings::wit;
 use crate::controls::{ControlEvent, Refused};
-use crate::error::{CallError, CallErrorKind};
-use crate::json::summary;
 use crate::limits::Budget;
-use crate::limits::LimitKind;
 use crate::plugin::CallReport;
 use crate::sandbox::small::outcome::{Event, Handoff};
 use crate::sandbox::small::plugin_set::Provider;
 use crate::sandbox::small::state::RunState;
-use crate::text::cut;
-use crate::types::{ContentPart, MethodKind, MethodResult, Value};
+use sandwit_contract::error::{CallError, CallErrorKind};
+use sandwit_contract::json::summary;
+use sandwit_contract::limits::LimitKind;
+use sandwit_contract::text::cut;
+use sandwit_contract::types::{ContentPart, MethodKind, MethodResult, Value};
 
 /// A linker for the interpreter on `engine`: WASI, its streams' drops
 /// noted in the run's state, and the plugin methods.

@@ -20,20 +20,21 @@ use crate::bindings::python::{
 use crate::cache::CodeSource;
 use crate::cancel::Cancel;
 use crate::controls::{Approver, RunControls};
-use crate::error::LoadError;
 use crate::guard::{Stopped, guarded_until, limited_store};
 use crate::guard::{apply_budget, fuel_used};
-use crate::limits::{Budget, LimitKind, RunLimits};
+use crate::limits::Budget;
 use crate::loader::{self, Source, World};
 use crate::plugin::trap_message;
 use crate::runtime::HostInner;
 use crate::sandbox::admission::Slot;
 use crate::sandbox::values::{decode_result, marshal_inputs};
-use crate::text::cut;
-use crate::types::{AgentCtx, Value};
 use outcome::{LimitHit, LiveEvent, RunError, RunOutcome, RunStatus};
 use prepared::{Prepared, Preparer};
 use reusable::Pending;
+use sandwit_contract::error::LoadError;
+use sandwit_contract::limits::{LimitKind, RunLimits};
+use sandwit_contract::text::cut;
+use sandwit_contract::types::{AgentCtx, Value};
 use state::{EventListener, RunState};
 
 pub use plugin_set::{PluginSet, PluginSetError};

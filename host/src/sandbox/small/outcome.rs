@@ -8,9 +8,10 @@ use serde::Serialize;
 
 use crate::controls::ControlEvent;
 use crate::events::PluginEvent;
-use crate::limits::{EventSize, LimitKind};
+use crate::limits::EventSize;
 use crate::sandbox::admission::Refused;
-use crate::types::{MethodKind, MethodResult, Value};
+use sandwit_contract::limits::LimitKind;
+use sandwit_contract::types::{MethodKind, MethodResult, Value};
 
 /// How a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

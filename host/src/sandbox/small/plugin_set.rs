@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use crate::bindings::wit;
 use crate::host_method::HostMethod;
-use crate::manifest::MethodSpec;
 use crate::plugin::Plugin;
-use crate::types::MethodKind;
+use sandwit_contract::manifest::MethodSpec;
+use sandwit_contract::types::MethodKind;
 
 /// The methods a run may call: of plugins, and host methods the embedder
 /// defines ([`HostMethod`]), indexed by name. Cheap to clone.
@@ -134,7 +134,7 @@ impl PluginSet {
                     second: provider.id().to_string(),
                 });
             }
-            inner.specs.push(method.to_wit());
+            inner.specs.push(method.into());
             inner.by_method.insert(method.name.clone(), provider);
         }
         Ok(PluginSet {

@@ -44,7 +44,7 @@ use crate::guard::apply_budget;
 use crate::guard::limited_store;
 use crate::limits::Budget;
 use crate::runtime::HostInner;
-use crate::types::AgentCtx;
+use sandwit_contract::types::AgentCtx;
 
 /// Finished stores waiting to be dropped beyond which a run drops its own,
 /// so a busy host does not hold slots for runs that are over.

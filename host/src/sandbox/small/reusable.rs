@@ -18,7 +18,9 @@ use super::methods::linker;
 use super::snapshot::Memories;
 use super::state::RunState;
 use crate::bindings::python::PythonSandboxPre;
-use crate::cache::{CodeCache, component_hash};
+use sandwit_contract::signing::component_hash;
+
+use crate::cache::CodeCache;
 use crate::engine::Pool;
 use crate::loader::Source;
 use crate::runtime::HostInner;

@@ -10,10 +10,11 @@ use crate::capture::CallOutput;
 use crate::controls::RunControls;
 use crate::guard::HostMeter;
 use crate::guest::Guest;
-use crate::limits::{CappedEvents, EventsFull, LimitKind, Limits, RunLimits, StoreLimiter};
+use crate::limits::{CappedEvents, EventsFull, StoreLimiter};
 use crate::plugin::Session;
 use crate::sandbox::workspace::{HostWorkspaces, Workspaces};
-use crate::types::AgentCtx;
+use sandwit_contract::limits::{LimitKind, Limits, RunLimits};
+use sandwit_contract::types::AgentCtx;
 
 /// The interpreter's store data.
 pub(crate) type RunState = Guest<Run>;

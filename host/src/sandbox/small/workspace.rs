@@ -37,7 +37,7 @@ use wasmtime_wasi::p2::{
 use super::state::RunState;
 use crate::sandbox::small::outcome::WorkspaceFile;
 use crate::sandbox::workspace::{Checked, GUEST_PATH, Refusal, WorkspaceRun, preopen_dir};
-use crate::types::AgentCtx;
+use sandwit_contract::types::AgentCtx;
 
 /// The `wasi:filesystem` wasmtime-wasi defines (the interpreter's imports of
 /// earlier 0.2 versions resolve to it).

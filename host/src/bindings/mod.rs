@@ -49,6 +49,8 @@ pub mod python {
     });
 }
 
+pub mod convert;
+
 pub use plugin::sandwit::plugin::chat as chat_api;
 pub use plugin::sandwit::plugin::config as config_api;
 pub use plugin::sandwit::plugin::log as log_api;

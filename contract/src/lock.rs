@@ -16,7 +16,7 @@
 //! ```
 //!
 //! A host loading a file of the folder checks it against its entry (see
-//! [`Host::load_plugin_file`](crate::Host::load_plugin_file)): bytes that
+//! the host's `Host::load_plugin_file`): bytes that
 //! do not have the recorded digest are refused, and with the policy's
 //! `[registry] require_signature`, so is a file without an entry signed by a
 //! trusted key.

@@ -4,7 +4,7 @@
 
 /// Cuts `s` to at most `max` bytes (on a character boundary), marking the cut
 /// with `…`. A cut string gives back the memory it no longer uses.
-pub(crate) fn cut(mut s: String, max: usize) -> String {
+pub fn cut(mut s: String, max: usize) -> String {
     if s.len() > max {
         truncate(&mut s, max);
         s.push('…');
@@ -14,7 +14,7 @@ pub(crate) fn cut(mut s: String, max: usize) -> String {
 }
 
 /// Cuts `s` to at most `max` bytes, on a character boundary, unmarked.
-pub(crate) fn truncate(s: &mut String, max: usize) {
+pub fn truncate(s: &mut String, max: usize) {
     if s.len() > max {
         let mut at = max;
         while !s.is_char_boundary(at) {
@@ -26,7 +26,7 @@ pub(crate) fn truncate(s: &mut String, max: usize) {
 
 /// `text` quoted as Rust's `{:?}` does, from at most its first `max` bytes:
 /// describing a huge name or key costs no more than a short one.
-pub(crate) fn quote(text: &str, max: usize) -> String {
+pub fn quote(text: &str, max: usize) -> String {
     let mut at = max.min(text.len());
     while !text.is_char_boundary(at) {
         at -= 1;

@@ -20,7 +20,7 @@ fn is_image_url(url: &str) -> bool {
 /// Ok if `mime` is `image/` and a subtype of token characters (RFC 6838),
 /// optionally with parameters: what a chat client may be handed as is;
 /// otherwise what is wrong, quoting at most 80 bytes of it.
-pub(crate) fn check_image_mime_type(mime: &str) -> Result<(), String> {
+pub fn check_image_mime_type(mime: &str) -> Result<(), String> {
     let essence = mime.split(';').next().unwrap_or_default().trim();
     let subtype = essence.strip_prefix("image/").unwrap_or_default();
     let ok = mime.len() <= 255
@@ -40,7 +40,7 @@ pub(crate) fn check_image_mime_type(mime: &str) -> Result<(), String> {
 }
 
 /// The bytes of a multimodal result's text and images.
-pub(crate) fn parts_bytes(parts: &[ContentPart]) -> usize {
+pub fn parts_bytes(parts: &[ContentPart]) -> usize {
     parts
         .iter()
         .map(|part| match part {
@@ -51,8 +51,8 @@ pub(crate) fn parts_bytes(parts: &[ContentPart]) -> usize {
 }
 
 /// Ok if a chat client may be handed every image of `parts`: URLs that
-/// [`is_image_url`] accepts, image MIME types.
-pub(crate) fn check_parts(parts: &[ContentPart]) -> Result<(), CallErrorKind> {
+/// `is_image_url` accepts, image MIME types.
+pub fn check_parts(parts: &[ContentPart]) -> Result<(), CallErrorKind> {
     for part in parts {
         match part {
             ContentPart::ImageUrl(url) if !is_image_url(url) => {
@@ -72,7 +72,7 @@ pub(crate) fn check_parts(parts: &[ContentPart]) -> Result<(), CallErrorKind> {
 }
 
 /// Ok if a result of kind `got` answers a method declared as `declared`.
-pub(crate) fn check_kind(got: MethodKind, declared: MethodKind) -> Result<(), CallErrorKind> {
+pub fn check_kind(got: MethodKind, declared: MethodKind) -> Result<(), CallErrorKind> {
     if got == declared {
         return Ok(());
     }

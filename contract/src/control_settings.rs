@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Costs are kept in millionths, so that sums are exact.
-pub(crate) const MICROS: f64 = 1e6;
+pub const MICROS: f64 = 1e6;
 
 /// The largest cost or budget the policy accepts (so that millionths of any
 /// number of them fit a `u64`).
@@ -73,13 +73,13 @@ pub struct BreakerSettings {
     pub failures: Option<u32>,
     /// The share of failed calls in the window (0 to 1) that opens it.
     pub error_rate: Option<f64>,
-    /// The window the error rate is measured over, in seconds [60].
+    /// The window the error rate is measured over, in seconds (default 60).
     #[serde(default = "default_window_s")]
     pub window_s: u64,
-    /// Calls the window must hold before its error rate counts [10].
+    /// Calls the window must hold before its error rate counts (default 10).
     #[serde(default = "default_min_calls")]
     pub min_calls: u32,
-    /// Seconds an open breaker refuses calls before a probe [30].
+    /// Seconds an open breaker refuses calls before a probe (default 30).
     #[serde(default = "default_recovery_s")]
     pub recovery_s: u64,
 }
@@ -144,7 +144,7 @@ impl ControlSettings {
 
     /// The problem with a value, named by its key under `path` (e.g.
     /// `plugins.weather.methods.forecast`).
-    pub(crate) fn check(&self, path: &str) -> Result<(), String> {
+    pub fn check(&self, path: &str) -> Result<(), String> {
         if let Some(rate) = self.rate_limit
             && !(1..=MAX_RATE).contains(&rate)
         {
@@ -162,7 +162,7 @@ impl ControlSettings {
     }
 
     /// These settings with `over`'s keys in place of theirs.
-    pub(crate) fn overridden_by(&self, over: &ControlSettings) -> ControlSettings {
+    pub fn overridden_by(&self, over: &ControlSettings) -> ControlSettings {
         ControlSettings {
             rate_limit: over.rate_limit.or(self.rate_limit),
             rate_limit_scope: over.rate_limit_scope.or(self.rate_limit_scope),
@@ -174,7 +174,7 @@ impl ControlSettings {
     }
 
     /// The flags set.
-    pub(crate) fn flags(&self) -> impl Iterator<Item = Flag> {
+    pub fn flags(&self) -> impl Iterator<Item = Flag> {
         [
             (self.dangerous, Flag::Dangerous),
             (self.requires_auth, Flag::RequiresAuth),
@@ -184,7 +184,7 @@ impl ControlSettings {
     }
 
     /// The cost of a call, in millionths.
-    pub(crate) fn cost_micros(&self) -> u64 {
+    pub fn cost_micros(&self) -> u64 {
         self.cost_per_use.map_or(0, to_micros)
     }
 }
@@ -221,7 +221,8 @@ impl BreakerSettings {
 }
 
 impl Budgets {
-    pub(crate) fn check(&self) -> Result<(), String> {
+    /// Ok if each budget is a finite amount within the bounds, else what is wrong.
+    pub fn check(&self) -> Result<(), String> {
         for (key, amount) in [("per_run", self.per_run), ("per_chat", self.per_chat)] {
             if let Some(amount) = amount {
                 check_amount(&format!("budgets.{key}"), amount)?;
@@ -241,18 +242,18 @@ fn check_amount(path: &str, amount: f64) -> Result<(), String> {
     }
 }
 
-/// An amount in millionths (checked to be 0 to [`MAX_COST`]).
-pub(crate) fn to_micros(amount: f64) -> u64 {
+/// An amount in millionths (checked to be 0 to `MAX_COST`).
+pub fn to_micros(amount: f64) -> u64 {
     (amount * MICROS).round() as u64
 }
 
 /// Millionths as an amount.
-pub(crate) fn from_micros(micros: u64) -> f64 {
+pub fn from_micros(micros: u64) -> f64 {
     micros as f64 / MICROS
 }
 
 /// Whether `name` could be a method's name: a Python identifier.
-pub(crate) fn is_method_name(name: &str) -> bool {
+pub fn is_method_name(name: &str) -> bool {
     let mut chars = name.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')

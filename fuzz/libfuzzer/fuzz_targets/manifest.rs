@@ -2,4 +2,4 @@
 //! as a plugin's is.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| sandwit::fuzzing::manifest(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| sandwit_fuzz::manifest(data));

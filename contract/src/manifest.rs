@@ -3,10 +3,9 @@
 
 use std::collections::{HashMap, HashSet};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::args::ArgChecker;
-use crate::bindings::wit;
 use crate::capability::Capability;
 use crate::schema;
 use crate::text::quote;
@@ -201,8 +200,81 @@ const PYTHON_KEYWORDS: &[&str] = &[
     "with", "yield",
 ];
 
+/// A plugin manifest as a plugin's `describe` returns it, not yet checked;
+/// mirrors the WIT record `plugin-manifest`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RawManifest {
+    /// `id`.
+    pub id: String,
+    /// `name`.
+    pub name: String,
+    /// `version`.
+    pub version: String,
+    /// `author`.
+    pub author: String,
+    /// `description`.
+    pub description: String,
+    /// `methods`.
+    pub methods: Vec<RawMethod>,
+    /// `config-schema`: JSON Schema text.
+    pub config_schema: Option<String>,
+    /// `capabilities`.
+    pub capabilities: Vec<String>,
+}
+
+/// A method as a manifest declares it; mirrors the WIT record `method-spec`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RawMethod {
+    /// `name`.
+    pub name: String,
+    /// `kind`.
+    pub kind: MethodKind,
+    /// `description`.
+    pub description: String,
+    /// `docstring`.
+    pub docstring: String,
+    /// `params`.
+    pub params: Vec<RawParam>,
+    /// `returns`: JSON Schema text.
+    pub returns: Option<String>,
+}
+
+/// A parameter as a manifest declares it; mirrors the WIT record `param`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RawParam {
+    /// `name`.
+    pub name: String,
+    /// `schema`: JSON Schema text.
+    pub schema: String,
+    /// `required`.
+    pub required: bool,
+}
+
+impl From<&MethodSpec> for RawMethod {
+    /// A checked spec as a manifest declares it, schemas as text: checking
+    /// it again gives the spec back.
+    fn from(spec: &MethodSpec) -> Self {
+        RawMethod {
+            name: spec.name.clone(),
+            kind: spec.kind,
+            description: spec.description.clone(),
+            docstring: spec.docstring.clone(),
+            params: spec
+                .params
+                .iter()
+                .map(|p| RawParam {
+                    name: p.name.clone(),
+                    schema: p.schema.to_string(),
+                    required: p.required,
+                })
+                .collect(),
+            returns: spec.returns.as_ref().map(|r| r.to_string()),
+        }
+    }
+}
+
 /// What a plugin says about itself, checked.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
     /// A stable id: lowercase letters, digits, `-` and `_`, starting with a letter.
     pub id: String,
@@ -224,7 +296,7 @@ pub struct Manifest {
 }
 
 /// One method, checked.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MethodSpec {
     /// A Python identifier.
     pub name: String,
@@ -241,27 +313,6 @@ pub struct MethodSpec {
 }
 
 impl MethodSpec {
-    /// The spec as the WIT spells it (the interpreter's `prepare` and `exec`
-    /// take it so).
-    pub(crate) fn to_wit(&self) -> wit::MethodSpec {
-        wit::MethodSpec {
-            name: self.name.clone(),
-            kind: self.kind.into(),
-            description: self.description.clone(),
-            docstring: self.docstring.clone(),
-            params: self
-                .params
-                .iter()
-                .map(|p| wit::Param {
-                    name: p.name.clone(),
-                    schema: p.schema.to_string(),
-                    required: p.required,
-                })
-                .collect(),
-            returns: self.returns.as_ref().map(|r| r.to_string()),
-        }
-    }
-
     /// `name(a, b=None)`, as Python shows the function the AI calls.
     pub fn signature(&self) -> String {
         let params: Vec<String> = self
@@ -280,7 +331,7 @@ impl MethodSpec {
 }
 
 /// One parameter, checked.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Param {
     /// A Python identifier.
     pub name: String,
@@ -299,14 +350,17 @@ impl Manifest {
 
 /// A checked manifest, its methods' compiled argument checks and its
 /// config schema's validator.
-pub(crate) struct Checked {
-    pub(crate) manifest: Manifest,
-    pub(crate) checkers: HashMap<String, ArgChecker>,
-    pub(crate) config_validator: Option<jsonschema::Validator>,
+pub struct Checked {
+    /// The manifest in the contract's types.
+    pub manifest: Manifest,
+    /// Each method's argument check, by method name.
+    pub checkers: HashMap<String, ArgChecker>,
+    /// The config schema, compiled.
+    pub config_validator: Option<jsonschema::Validator>,
 }
 
 /// The bytes of text a manifest holds, all strings together.
-fn text_bytes(raw: &wit::PluginManifest) -> usize {
+fn text_bytes(raw: &RawManifest) -> usize {
     let strings = [
         &raw.id,
         &raw.name,
@@ -364,7 +418,7 @@ struct SchemaBudget(usize);
 /// Checks a manifest as the plugin described itself, returning it in the
 /// host's types with its schemas compiled, or every problem found (at most
 /// [`MAX_PROBLEMS`]). Each schema is parsed, bounded and compiled once.
-pub(crate) fn check(raw: wit::PluginManifest) -> Result<Checked, Vec<String>> {
+pub fn check(raw: RawManifest) -> Result<Checked, Vec<String>> {
     let bytes = text_bytes(&raw);
     if bytes > MAX_MANIFEST_BYTES {
         return Err(vec![format!(
@@ -464,7 +518,7 @@ pub(crate) fn check(raw: wit::PluginManifest) -> Result<Checked, Vec<String>> {
 }
 
 fn check_method(
-    m: wit::MethodSpec,
+    m: RawMethod,
     budget: &mut SchemaBudget,
     p: &mut impl FnMut(String),
 ) -> (MethodSpec, ArgChecker) {
@@ -533,7 +587,7 @@ fn check_method(
     let checker = ArgChecker::new(params.iter().map(|p| &p.schema).zip(compiled));
     let spec = MethodSpec {
         name: m.name,
-        kind: m.kind.into(),
+        kind: m.kind,
         description: m.description,
         docstring: m.docstring,
         params,
@@ -621,13 +675,13 @@ pub fn is_plugin_id(id: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn method(name: &str) -> wit::MethodSpec {
-        wit::MethodSpec {
+    fn method(name: &str) -> RawMethod {
+        RawMethod {
             name: name.into(),
-            kind: wit::MethodKind::Tool,
+            kind: MethodKind::Tool,
             description: "Does it.".into(),
             docstring: "Does it.\n\nArgs:\n    x: a number".into(),
-            params: vec![wit::Param {
+            params: vec![RawParam {
                 name: "x".into(),
                 schema: r#"{"type":"integer"}"#.into(),
                 required: true,
@@ -636,8 +690,8 @@ mod tests {
         }
     }
 
-    fn manifest(methods: Vec<wit::MethodSpec>) -> wit::PluginManifest {
-        wit::PluginManifest {
+    fn manifest(methods: Vec<RawMethod>) -> RawManifest {
+        RawManifest {
             id: "demo".into(),
             name: "Demo".into(),
             version: "1.0.0".into(),
@@ -693,7 +747,7 @@ mod tests {
         let mut m = method("f");
         m.params.insert(
             0,
-            wit::Param {
+            RawParam {
                 name: "opt".into(),
                 schema: "{}".into(),
                 required: false,

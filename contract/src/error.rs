@@ -190,7 +190,7 @@ pub enum CallErrorKind {
 
 impl CallErrorKind {
     /// The message, if the kind carries one.
-    pub(crate) fn message_mut(&mut self) -> Option<&mut String> {
+    pub fn message_mut(&mut self) -> Option<&mut String> {
         match self {
             CallErrorKind::UnknownMethod => None,
             CallErrorKind::InvalidArguments { message }
@@ -208,7 +208,7 @@ impl CallErrorKind {
     /// counts), rather than the caller (bad arguments, a capability not
     /// granted), the run (its own fuel, time or caps) or the host's
     /// controls.
-    pub(crate) fn is_failure(&self) -> bool {
+    pub fn is_failure(&self) -> bool {
         match self {
             CallErrorKind::Failed { .. }
             | CallErrorKind::Trapped { .. }

@@ -69,7 +69,7 @@ pub fn value_to_json(value: &Value, bytes: BytesAs) -> Json {
 /// where longer (bytes as `{"bytes":N}`, objects in insertion order). The
 /// work is bounded by `max`, not by the size of the value: a call's events
 /// summarize every result, megabytes included.
-pub(crate) fn summary(value: &Value, max: usize) -> String {
+pub fn summary(value: &Value, max: usize) -> String {
     let mut out = String::new();
     write_summary(value, max, &mut out);
     cut(out, max)

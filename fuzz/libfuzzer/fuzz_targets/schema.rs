@@ -2,4 +2,4 @@
 //! against it within the work bound.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| sandwit::fuzzing::schema(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| sandwit_fuzz::schema(data));

@@ -1,6 +1,8 @@
-//! Entry points for fuzzing, compiled only with the cargo feature `fuzzing`.
+//! The fuzz targets' entry functions and input generators, outside the
+//! shipped library: they reach sandwit through its public API and the
+//! contract crate's.
 //!
-//! Each fuzz target of `fuzz/` (run by `scripts/fuzz`) is one call to a
+//! Each fuzz target of `fuzz/libfuzzer/` (run by `scripts/fuzz`) is one call to a
 //! function here that takes the fuzzer's raw input, so the integration test
 //! that replays the committed inputs of `fuzz/regressions/<target>/` runs
 //! exactly what the fuzzer ran. [`TARGETS`] lists them by target name.
@@ -25,11 +27,10 @@ use std::time::Duration;
 use arbitrary::{Result as Arb, Unstructured};
 use serde_json::{Map, Value as Json, json};
 
-use crate::args::{ArgChecker, Refused};
-use crate::bindings::wit;
-use crate::manifest::{self, Manifest};
-use crate::types::{MethodKind, Value};
-use crate::{Host, Limits, LoadError, Policy};
+use sandwit::{Host, Limits, LoadError, Policy};
+use sandwit_contract::args::{ArgChecker, Refused};
+use sandwit_contract::manifest::{self, Manifest, RawManifest, RawMethod, RawParam};
+use sandwit_contract::types::{MethodKind, Value};
 use sandwit_value::{DecodeError, DecodeLimits, Node, code};
 
 /// The stack tokio gives its worker threads, where a plugin's load (and so
@@ -55,7 +56,7 @@ fn on_worker_stack<T: Send>(f: impl FnOnce() -> T + Send) -> T {
 pub type Target = fn(&[u8]);
 
 /// The fuzz targets by name (the directory names under `fuzz/regressions/`
-/// and the binaries of `fuzz/fuzz_targets/`), with their entry functions.
+/// and the binaries of `fuzz/libfuzzer/fuzz_targets/`), with their entry functions.
 pub const TARGETS: &[(&str, Target)] = &[
     ("value_nodes", value_nodes),
     ("value_marshal", value_marshal),
@@ -385,90 +386,6 @@ fn arbitrary_marshal(u: &mut Unstructured) -> Arb<Vec<u8>> {
 // ---------------------------------------------------------------------------
 // Manifests.
 
-/// A plugin manifest as a plugin's `describe` returns it, not yet checked;
-/// mirrors the WIT record `plugin-manifest`.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct RawManifest {
-    /// `id`.
-    pub id: String,
-    /// `name`.
-    pub name: String,
-    /// `version`.
-    pub version: String,
-    /// `author`.
-    pub author: String,
-    /// `description`.
-    pub description: String,
-    /// `methods`.
-    pub methods: Vec<RawMethod>,
-    /// `config-schema`: JSON Schema text.
-    pub config_schema: Option<String>,
-    /// `capabilities`.
-    pub capabilities: Vec<String>,
-}
-
-/// A method as a manifest declares it; mirrors the WIT record `method-spec`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RawMethod {
-    /// `name`.
-    pub name: String,
-    /// `kind`.
-    pub kind: MethodKind,
-    /// `description`.
-    pub description: String,
-    /// `docstring`.
-    pub docstring: String,
-    /// `params`.
-    pub params: Vec<RawParam>,
-    /// `returns`: JSON Schema text.
-    pub returns: Option<String>,
-}
-
-/// A parameter as a manifest declares it; mirrors the WIT record `param`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RawParam {
-    /// `name`.
-    pub name: String,
-    /// `schema`: JSON Schema text.
-    pub schema: String,
-    /// `required`.
-    pub required: bool,
-}
-
-impl From<RawManifest> for wit::PluginManifest {
-    fn from(m: RawManifest) -> Self {
-        wit::PluginManifest {
-            id: m.id,
-            name: m.name,
-            version: m.version,
-            author: m.author,
-            description: m.description,
-            methods: m
-                .methods
-                .into_iter()
-                .map(|m| wit::MethodSpec {
-                    name: m.name,
-                    kind: m.kind.into(),
-                    description: m.description,
-                    docstring: m.docstring,
-                    params: m
-                        .params
-                        .into_iter()
-                        .map(|p| wit::Param {
-                            name: p.name,
-                            schema: p.schema,
-                            required: p.required,
-                        })
-                        .collect(),
-                    returns: m.returns,
-                })
-                .collect(),
-            config_schema: m.config_schema,
-            capabilities: m.capabilities,
-        }
-    }
-}
-
 /// The longest problem a refused manifest may list: names and values are
 /// quoted from at most 80 bytes, error messages cut to a few hundred.
 pub const MAX_PROBLEM_LEN: usize = 2_000;
@@ -549,7 +466,7 @@ pub fn raw_manifest_from_json(json: &Json) -> RawManifest {
 /// counting the rest, each at most [`MAX_PROBLEM_LEN`] bytes; an accepted
 /// manifest within the limits, with a compiled check per method.
 pub fn check_manifest(raw: RawManifest) -> Result<Manifest, Vec<String>> {
-    match manifest::check(raw.into()) {
+    match manifest::check(raw) {
         Ok(checked) => {
             let m = &checked.manifest;
             assert!(manifest::is_plugin_id(&m.id));
@@ -1170,7 +1087,7 @@ pub fn schema(data: &[u8]) {
 
 /// Checks `schema` as a parameter's schema is checked when a plugin loads
 /// (at most [`manifest::MAX_SCHEMA_LEN`] bytes, JSON, within
-/// [`crate::schema`]'s bounds, a valid JSON Schema) and, if it passes, checks
+/// [`sandwit_contract::schema`]'s bounds, a valid JSON Schema) and, if it passes, checks
 /// `value` against it as an argument is checked before a call: decoded
 /// within [`Limits::default`]'s value limits, refused before the check
 /// starts if the work would pass the bound, else validated. `Err` says why
@@ -1180,8 +1097,8 @@ pub fn check_schema(schema: &str, value: &Json) -> Result<(), String> {
         return Err("too long".to_string());
     }
     let json: Json = serde_json::from_str(schema).map_err(|e| e.to_string())?;
-    let compiled = crate::schema::compile(&json)?;
-    assert!(compiled.expanded <= crate::schema::MAX_EXPANDED_NODES);
+    let compiled = sandwit_contract::schema::compile(&json)?;
+    assert!(compiled.expanded <= sandwit_contract::schema::MAX_EXPANDED_NODES);
     let expanded = compiled.expanded;
     let checker = ArgChecker::new(std::iter::once((
         &json,
@@ -1191,7 +1108,7 @@ pub fn check_schema(schema: &str, value: &Json) -> Result<(), String> {
     // (16 MiB, 1,000,000 nodes, 64 levels by default): so do these. (The
     // work bound counts nodes, not bytes; a string keyword's check is linear
     // in the string's bytes, which only these limits bound.)
-    let value = crate::json::value_from_json(value.clone());
+    let value = sandwit_contract::json::value_from_json(value.clone());
     let value = Value::from_nodes(value.into_nodes(), &Limits::default().decode_limits())
         .map_err(|e| e.to_string())?;
     let nodes = value.node_count();
@@ -1200,7 +1117,7 @@ pub fn check_schema(schema: &str, value: &Json) -> Result<(), String> {
         Ok(()) => Ok(()),
         Err(Refused::TooCostly(m)) => {
             assert!(
-                expanded.saturating_mul(nodes as u64) > crate::schema::MAX_CHECK_WORK,
+                expanded.saturating_mul(nodes as u64) > sandwit_contract::schema::MAX_CHECK_WORK,
                 "refused as too costly within the bound: {m}"
             );
             Err(m)
@@ -1221,7 +1138,7 @@ pub fn policy(data: &[u8]) {
 }
 
 /// Parses `text` as an operator's policy file is parsed.
-pub fn parse_policy(text: &str) -> Result<Policy, crate::policy::PolicyError> {
+pub fn parse_policy(text: &str) -> Result<Policy, sandwit_contract::policy::PolicyError> {
     Policy::from_toml(text)
 }
 

@@ -9,13 +9,13 @@ use crate::types::Value;
 
 /// A method's parameters with their schemas compiled; none for a schema that
 /// accepts any value, so such an argument is not copied into JSON to check.
-pub(crate) struct ArgChecker {
+pub struct ArgChecker {
     params: Vec<(String, bool, Option<Compiled>)>,
 }
 
 /// Why arguments were refused.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Refused {
+pub enum Refused {
     /// They do not match the parameters; the message names the argument.
     Invalid(String),
     /// Checking one would take more work than a check may.
@@ -65,7 +65,7 @@ impl ArgChecker {
     /// The checker of parameters given as (schema, (name, required, its
     /// compiled schema)); a parameter whose schema did not compile (the
     /// manifest is then refused) or accepts anything is not checked.
-    pub(crate) fn new<'a>(
+    pub fn new<'a>(
         params: impl Iterator<Item = (&'a serde_json::Value, (String, bool, Option<Compiled>))>,
     ) -> Self {
         let params = params
@@ -80,7 +80,7 @@ impl ArgChecker {
     /// repeated names, every required one present, each value valid for its
     /// schema, each check within [`schema::MAX_CHECK_WORK`]. The message
     /// names the argument.
-    pub(crate) fn check(&self, args: &Value) -> Result<(), Refused> {
+    pub fn check(&self, args: &Value) -> Result<(), Refused> {
         let invalid = |m: String| Err(Refused::Invalid(m));
         let Value::Object(entries) = args else {
             return invalid(format!(

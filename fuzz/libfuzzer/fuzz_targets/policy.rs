@@ -1,4 +1,4 @@
 //! The operator's policy file: arbitrary text parsed as TOML.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| sandwit::fuzzing::policy(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| sandwit_fuzz::policy(data));

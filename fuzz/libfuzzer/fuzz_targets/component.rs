@@ -2,4 +2,4 @@
 //! a plugin.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| sandwit::fuzzing::component(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| sandwit_fuzz::component(data));

@@ -2,4 +2,4 @@
 //! decoded, and round-tripped when it is one.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| sandwit::fuzzing::value_marshal(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| sandwit_fuzz::value_marshal(data));

@@ -2,4 +2,4 @@
 //! value.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| sandwit::fuzzing::value_nodes(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| sandwit_fuzz::value_nodes(data));

@@ -36,13 +36,15 @@ pub const MAX_CHECK_WORK: u64 = 20_000_000;
 const MAX_REGEX_BYTES: usize = 1 << 20;
 
 /// A compiled schema and its expanded size.
-pub(crate) struct Compiled {
-    pub(crate) validator: Validator,
-    pub(crate) expanded: u64,
+pub struct Compiled {
+    /// The compiled validator.
+    pub validator: Validator,
+    /// The schema's size with every `$ref` expanded, in nodes.
+    pub expanded: u64,
 }
 
 /// Bounds, meta-checks and compiles a schema, or says what is wrong with it.
-pub(crate) fn compile(schema: &Json) -> Result<Compiled, String> {
+pub fn compile(schema: &Json) -> Result<Compiled, String> {
     let expanded = expanded_size(schema)?;
     if let Err(e) = jsonschema::meta::validate(schema) {
         return Err(format!(
@@ -70,7 +72,7 @@ fn validator(schema: &Json) -> Result<Validator, String> {
 
 /// Whether checking a value of `value_nodes` nodes against a schema of
 /// `expanded` nodes stays within [`MAX_CHECK_WORK`]; if not, why.
-pub(crate) fn check_work(expanded: u64, value_nodes: usize) -> Result<(), String> {
+pub fn check_work(expanded: u64, value_nodes: usize) -> Result<(), String> {
     let work = expanded.saturating_mul(value_nodes as u64);
     if work > MAX_CHECK_WORK {
         return Err(format!(
@@ -85,7 +87,7 @@ pub(crate) fn check_work(expanded: u64, value_nodes: usize) -> Result<(), String
 /// [`MAX_EXPANDED_NODES`]. Only references within the document by JSON
 /// pointer (`#`, `#/$defs/x`) are allowed: a schema reaches nothing outside
 /// itself, and its cost can be known here.
-pub(crate) fn expanded_size(schema: &Json) -> Result<u64, String> {
+pub fn expanded_size(schema: &Json) -> Result<u64, String> {
     let mut walk = Walk {
         root: schema,
         memo: HashMap::new(),

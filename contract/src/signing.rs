@@ -14,7 +14,6 @@
 //! Verification is strict ([`ed25519_dalek::VerifyingKey::verify_strict`]):
 //! weak keys and malleable signatures are refused.
 //!
-//! [`component_hash`]: crate::component_hash
 
 use std::fmt;
 use std::io::Write;
@@ -38,12 +37,24 @@ pub const SIGNATURE_DOMAIN: &str = "sandwit-plugin-signature-v1:";
 /// replay them to another; none is accepted.)
 pub const KEY_REGISTRATION_DOMAIN: &str = "sandwit-key-registration-v2:";
 
+/// The SHA-256 of a component, hex-encoded: what the host's `Plugin::hash`
+/// reports and what a policy pins (`sha256 = [...]`, [`Policy::pin`]).
+///
+/// [`Policy::pin`]: crate::policy::Policy::pin
+pub fn component_hash(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// What a public key's text starts with.
 const KEY_PREFIX: &str = "ed25519:";
 
 /// The digest of a component's bytes: `sha256:<64 lowercase hex>`.
 pub fn digest_of(bytes: &[u8]) -> String {
-    format!("sha256:{}", crate::cache::component_hash(bytes))
+    format!("sha256:{}", component_hash(bytes))
 }
 
 /// Checks that `digest` is `sha256:` and 64 lowercase hex digits.
