@@ -4,22 +4,25 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::cache::{CodeCache, DEFAULT_CACHE_MAX_BYTES};
-use crate::chat::ChatSink;
+use crate::capabilities::chat::ChatSink;
+use crate::capabilities::env::Services;
+use crate::capabilities::store::{SqliteStore, StoreBackend};
 use crate::controls::{Approver, Clock, Controls, ControlsSnapshot, SystemClock};
-use crate::engine::Pool;
-use crate::env::Services;
-use crate::limits::Metering;
-use crate::loader::Source;
 use crate::plugin::Plugin;
-use crate::runtime::{HostInner, engine};
+use crate::plugin::shared::PluginHost;
+use crate::runtime::cache::{CodeCache, DEFAULT_CACHE_MAX_BYTES};
+use crate::runtime::engine::Pool;
+use crate::runtime::limits::Metering;
+use crate::runtime::loader::Source;
+use crate::runtime::{Runtime, engine};
+use crate::sandbox::SandboxHost;
 use crate::sandbox::admission::{Admission, RunSlots};
 use crate::sandbox::scientific::{ScientificOptions, ScientificSandbox};
+use crate::sandbox::small::PythonSandbox;
 use crate::sandbox::small::outcome::WorkspaceFile;
-use crate::sandbox::small::plugin_set::Provider;
-use crate::sandbox::small::{PluginSet, PythonSandbox};
 use crate::sandbox::workspace::{HostWorkspaces, WorkspaceOptions};
-use crate::store::{SqliteStore, StoreBackend};
+use crate::toolbox::PluginSet;
+use crate::toolbox::plugin_set::Provider;
 use sandwit_contract::error::{CallError, CallErrorKind, LoadError};
 use sandwit_contract::limits::{Limits, RunLimits};
 use sandwit_contract::policy::Policy;
@@ -65,7 +68,7 @@ const MAX_INSTANCES: u32 = 10_000;
 /// ```
 #[derive(Clone)]
 pub struct Host {
-    inner: Arc<HostInner>,
+    inner: Arc<SandboxHost>,
 }
 
 /// Configures a [`Host`].
@@ -306,28 +309,32 @@ impl HostBuilder {
             .transpose()
             .map_err(|e| e.context("making the workspaces' folder"))?;
         Ok(Host {
-            inner: Arc::new(HostInner {
-                controls,
-                workspaces,
-                admission: Admission::new(run_slots),
-                engine,
-                plugin_linker,
-                cache,
-                limits: self.limits,
-                run_limits: self.run_limits,
-                metering: self.metering,
+            inner: Arc::new(SandboxHost {
+                plugins: Arc::new(PluginHost {
+                    runtime: Runtime {
+                        engine,
+                        cache,
+                        limits: self.limits,
+                        run_limits: self.run_limits,
+                        metering: self.metering,
+                        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+                    },
+                    linker: plugin_linker,
+                    prepared_plugin_instances: self
+                        .prepared_plugin_instances
+                        .unwrap_or(DEFAULT_PREPARED_PLUGIN_INSTANCES),
+                    spare_room: crate::plugin::spares::Room::of_pool(instances as usize),
+                    policy: self.policy,
+                    services,
+                    controls,
+                }),
                 prepared_interpreters: self
                     .prepared_interpreters
                     .unwrap_or(DEFAULT_PREPARED_INTERPRETERS),
-                prepared_plugin_instances: self
-                    .prepared_plugin_instances
-                    .unwrap_or(DEFAULT_PREPARED_PLUGIN_INSTANCES),
-                spare_room: crate::plugin::spares::Room::of_pool(instances as usize),
-                cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
                 #[cfg(feature = "internals")]
                 park: self.park,
-                policy: self.policy,
-                services,
+                workspaces,
+                admission: Admission::new(run_slots),
             }),
         })
     }
@@ -341,7 +348,7 @@ impl Host {
 
     /// The limits every call gets.
     pub fn limits(&self) -> &Limits {
-        &self.inner.limits
+        &self.inner.runtime().limits
     }
 
     /// Loads and checks a plugin from its bytes; `name` (e.g. the file name)
@@ -349,7 +356,7 @@ impl Host {
     /// policy requires signatures: bytes have no lock file to be listed in.
     pub async fn load_plugin(&self, name: &str, bytes: &[u8]) -> Result<Plugin, LoadError> {
         let source = Source::Bytes { label: name, bytes };
-        Plugin::load(&self.inner, source).await
+        Plugin::load(&self.inner.plugins, source).await
     }
 
     /// Reads, loads and checks a plugin file.
@@ -361,29 +368,29 @@ impl Host {
     /// listed there with a signature from one of the policy's trusted keys
     /// ([`LoadError::Unsigned`] otherwise).
     pub async fn load_plugin_file(&self, path: impl AsRef<Path>) -> Result<Plugin, LoadError> {
-        Plugin::load(&self.inner, Source::File(path.as_ref())).await
+        Plugin::load(&self.inner.plugins, Source::File(path.as_ref())).await
     }
 
     /// The operator's policy.
     pub fn policy(&self) -> &Policy {
-        &self.inner.policy
+        &self.inner.plugins.policy
     }
 
     /// The execution controls' counters and breaker states, per method
     /// called so far (for an exporter of metrics).
     pub fn controls_snapshot(&self) -> ControlsSnapshot {
-        self.inner.controls.snapshot()
+        self.inner.plugins.controls.snapshot()
     }
 
     /// What the calls made for `chat` have cost so far, against the
     /// policy's `budgets.per_chat` (0 without one).
     pub fn chat_spent(&self, chat: &str) -> f64 {
-        self.inner.controls.chat_spent(chat)
+        self.inner.plugins.controls.chat_spent(chat)
     }
 
     /// The default limits of Python runs.
     pub fn run_limits(&self) -> &RunLimits {
-        &self.inner.run_limits
+        &self.inner.runtime().run_limits
     }
 
     /// Calls `method` of `plugins` with `args` (an object of parameter
@@ -411,7 +418,7 @@ impl Host {
         };
         let host_method = match plugins.provider(method) {
             None => return Err(error("", CallErrorKind::UnknownMethod)),
-            Some(Provider::Plugin(plugin)) if !plugin.loaded_by(&self.inner) => {
+            Some(Provider::Plugin(plugin)) if !plugin.loaded_by(&self.inner.plugins) => {
                 let message = format!(
                     "plugin `{}` was loaded by another Host: load it with this one",
                     plugin.id()
@@ -422,22 +429,17 @@ impl Host {
             Some(Provider::Host(host_method)) => host_method,
         };
         let provider = host_method.provider();
-        let limits = &self.inner.limits;
+        let limits = &self.inner.runtime().limits;
         let deadline = Instant::now() + limits.time;
-        let controls = &self.inner.controls;
-        let permit = match controls
-            .admit(provider, method, ctx, &args, None, deadline)
-            .await
-        {
-            Ok((permit, _)) => permit,
-            Err(refused) => return Err(error(provider, refused.kind)),
+        let controls = &self.inner.plugins.controls;
+        let call = async |args| {
+            let (result, _) = host_method.call(ctx.clone(), args, deadline, limits).await;
+            result.map_err(|kind| error(provider, kind))
         };
-        let (result, _) = host_method.call(ctx.clone(), args, deadline, limits).await;
-        let result = result.map_err(|kind| error(provider, kind));
-        if let (_, Some(tripped)) = controls.finish(permit, &result) {
-            tracing::warn!(provider, method, "{tripped}");
-        }
-        result
+        controls
+            .call_outside_run((provider, method), ctx, args, deadline, call, |r| r)
+            .await
+            .unwrap_or_else(|refused| Err(error(provider, refused.kind)))
     }
 
     /// Its run slots' settings.
@@ -465,14 +467,14 @@ impl Host {
     ///
     /// [`component_hash`]: crate::component_hash
     pub fn is_compiled(&self, hash: &str) -> bool {
-        self.inner.cache.contains(hash)
+        self.inner.runtime().cache.contains(hash)
     }
 
     /// [`Host::is_compiled`] for the component file at `path`: without
     /// reading it when it is unchanged since this cache last loaded it, else
     /// read and hashed. False when it cannot be read.
     pub fn is_file_compiled(&self, path: impl AsRef<Path>) -> bool {
-        let (path, cache) = (path.as_ref(), &self.inner.cache);
+        let (path, cache) = (path.as_ref(), &self.inner.runtime().cache);
         let Ok(meta) = std::fs::metadata(path) else {
             return false;
         };
@@ -488,7 +490,7 @@ impl Host {
     /// The directory compiled code is cached in, if the host has one
     /// ([`HostBuilder::cache_dir`]).
     pub fn cache_dir(&self) -> Option<&Path> {
-        self.inner.cache.root()
+        self.inner.runtime().cache.root()
     }
 
     /// Loads the CPython component from bytes whose SHA-256 (hex) was

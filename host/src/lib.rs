@@ -15,53 +15,39 @@
 struct ReadmeSnippets;
 
 mod bindings;
-mod cache;
-mod cancel;
-mod capture;
-pub mod chat;
-mod config;
-mod context;
+mod capabilities;
 pub mod controls;
-mod engine;
-mod env;
-mod events;
-mod guard;
-mod guest;
 mod host;
-mod host_method;
-mod installed;
-mod interfaces;
-mod limits;
-mod loader;
-mod outbound;
 pub mod paths;
 mod plugin;
 mod runtime;
 mod sandbox;
-pub mod store;
+mod toolbox;
 
-pub use cache::{CodeSource, DEFAULT_CACHE_MAX_BYTES};
-pub use cancel::Cancel;
-pub use chat::{ChatMessage, ChatSink};
-pub use config::REDACTED;
-pub use context::ContextSet;
+pub use capabilities::chat::{ChatMessage, ChatSink};
+pub use capabilities::config::REDACTED;
+pub use capabilities::events::{LogLine, PluginEvent};
+pub use capabilities::{chat, store};
 pub use controls::{ApprovalRequest, Approver, ControlEvent, ControlsSnapshot};
-pub use events::{LogLine, PluginEvent};
 pub use host::{
     DEFAULT_MAX_INSTANCES, DEFAULT_PREPARED_INTERPRETERS, DEFAULT_PREPARED_PLUGIN_INSTANCES, Host,
     HostBuilder,
 };
-pub use host_method::{HostMethod, HostMethodFuture};
-pub use limits::{Budget, Metering};
 pub use plugin::lifecycle::{MAX_INJECTED_PROMPT_BYTES, PluginContext};
 pub use plugin::{CallReport, Plugin};
+pub use runtime::cache::{CodeSource, DEFAULT_CACHE_MAX_BYTES};
+pub use runtime::cancel::Cancel;
+pub use runtime::limits::{Budget, Metering};
 pub use sandbox::admission::{DEFAULT_MAX_WAIT, DEFAULT_WAITING_RUNS, RunSlots};
 pub use sandbox::scientific::{DEFAULT_PRELOAD, ScientificOptions, ScientificSandbox};
 pub use sandbox::small::outcome::{
     Event, Handoff, LimitHit, LiveEvent, RunError, RunOutcome, RunStatus, WorkspaceFile,
 };
-pub use sandbox::small::{PluginSet, PluginSetError, PythonSandbox, RunOptions, strip_code_fence};
+pub use sandbox::small::{PythonSandbox, RunOptions, strip_code_fence};
 pub use sandbox::workspace::WorkspaceOptions;
+pub use toolbox::context::ContextSet;
+pub use toolbox::host_method::{HostMethod, HostMethodFuture};
+pub use toolbox::plugin_set::{PluginSet, PluginSetError};
 
 // The plugin contract (crate `sandwit-contract`), re-exported: the host's API
 // speaks its types.

@@ -474,6 +474,30 @@ impl Controls {
         }
     }
 
+    /// A call outside a run (`Plugin::call`, `Host::call`): admitted for
+    /// `ctx` by `deadline` (refused: the refusal, and `call` is not made),
+    /// made with `args`, and finished with its result (`result_of` finds it
+    /// in what `call` returns). A breaker it trips is logged: there is no
+    /// run to record it in.
+    pub(crate) async fn call_outside_run<T, R>(
+        &self,
+        (provider, method): (&str, &str),
+        ctx: &AgentCtx,
+        args: Value,
+        deadline: Instant,
+        call: impl AsyncFnOnce(Value) -> R,
+        result_of: impl Fn(&R) -> &Result<T, crate::CallError>,
+    ) -> Result<R, Refused> {
+        let (permit, _) = self
+            .admit(provider, method, ctx, &args, None, deadline)
+            .await?;
+        let answer = call(args).await;
+        if let (_, Some(tripped)) = self.finish(permit, result_of(&answer)) {
+            tracing::warn!(provider, method, "{tripped}");
+        }
+        Ok(answer)
+    }
+
     /// Records the outcome of a call `permit` let through: a success is
     /// charged its cost, a failure gets its cost back, and a failure of the
     /// method or its plugin (not the caller's) counts towards the breaker.

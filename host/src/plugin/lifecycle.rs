@@ -7,10 +7,10 @@ use super::{Plugin, new_store, stopped_to_error_said};
 use crate::bindings::lifecycle_api::GuestIndices;
 use crate::bindings::plugin::SandboxMethodPre;
 use crate::bindings::wit;
-use crate::guard::guarded;
-use crate::limits::Budget;
-use crate::loader::Compiled;
-use crate::runtime::HostInner;
+use crate::plugin::shared::PluginHost;
+use crate::runtime::guard::guarded;
+use crate::runtime::limits::Budget;
+use crate::runtime::loader::Compiled;
 use sandwit_contract::error::{CallError, CallErrorKind, LoadError};
 use sandwit_contract::text::{cut, quote};
 use sandwit_contract::types::AgentCtx;
@@ -38,13 +38,13 @@ pub struct PluginContext {
 /// lifecycle export of another shape rejects the plugin.
 pub(super) fn indices(
     compiled: &Compiled,
-    host: &HostInner,
+    host: &PluginHost,
     pre: &SandboxMethodPre<PluginState>,
 ) -> Result<Option<GuestIndices>, LoadError> {
     let exported = compiled
         .component
         .component_type()
-        .exports(&host.engine)
+        .exports(&host.runtime.engine)
         .any(|(name, _)| name.starts_with(LIFECYCLE_EXPORT_PREFIX));
     if !exported {
         return Ok(None);
@@ -82,7 +82,7 @@ impl Plugin {
             kind,
         };
         let inner = &self.inner;
-        let budget = Budget::for_hooks(&inner.host.limits);
+        let budget = Budget::for_hooks(&inner.host.runtime.limits);
         let mut store = new_store(&inner.host, inner.env.clone(), Some(ctx.clone()), budget);
         let wit_ctx = wit::AgentCtx::from(ctx);
         let pre = &inner.pre;

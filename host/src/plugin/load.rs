@@ -10,13 +10,13 @@ use super::{Plugin, PluginInner, new_store, stopped_to_error_said};
 use super::{lifecycle, state};
 use crate::bindings::plugin::{SandboxMethod, SandboxMethodPre};
 use crate::bindings::wit;
-use crate::config::PluginConfig;
-use crate::env::PluginEnv;
-use crate::guard::guarded;
-use crate::installed;
-use crate::limits::Budget;
-use crate::loader::{self, Compiled, Source, World};
-use crate::runtime::HostInner;
+use crate::capabilities::config::PluginConfig;
+use crate::capabilities::env::PluginEnv;
+use crate::plugin::installed;
+use crate::plugin::shared::PluginHost;
+use crate::runtime::guard::guarded;
+use crate::runtime::limits::Budget;
+use crate::runtime::loader::{self, Compiled, Source, World};
 use sandwit_contract::capability::Grants;
 use sandwit_contract::error::{CallErrorKind, LoadError};
 use sandwit_contract::manifest;
@@ -39,19 +39,25 @@ const SANDBOX_METHOD: World = World {
 
 impl Plugin {
     /// Loads and checks the plugin from `source`.
-    pub(crate) async fn load(host: &Arc<HostInner>, source: Source<'_>) -> Result<Self, LoadError> {
+    pub(crate) async fn load(
+        host: &Arc<PluginHost>,
+        source: Source<'_>,
+    ) -> Result<Self, LoadError> {
         let (compiled, installed) = match source {
             Source::File(path) => {
                 let installed = installed::lookup(&host.policy.registry, path)?;
                 let check = |hash: &str| installed.as_ref().map_or(Ok(()), |i| i.check_hash(hash));
-                (loader::compile_file(host, path, &check)?, installed)
+                (
+                    loader::compile_file(&host.runtime, path, &check)?,
+                    installed,
+                )
             }
             Source::Bytes { label, .. } | Source::Hashed { label, .. } => {
                 installed::check_bytes(&host.policy.registry, label)?;
-                (loader::compile(host, source)?, None)
+                (loader::compile(&host.runtime, source)?, None)
             }
         };
-        let pre = compiled.link(host, &SANDBOX_METHOD, &host.plugin_linker, |pre| {
+        let pre = compiled.link(&host.runtime, &SANDBOX_METHOD, &host.linker, |pre| {
             SandboxMethodPre::new(pre)
         })?;
         let lifecycle = lifecycle::indices(&compiled, host, &pre)?;
@@ -101,7 +107,7 @@ impl Plugin {
                 checkers,
                 pre,
                 lifecycle,
-                imports: compiled.imports(host),
+                imports: compiled.imports(&host.runtime),
                 code_source: *code_source,
                 hash: hash.clone(),
                 spares: Spares::new(host.prepared_plugin_instances, host.spare_room.clone()),
@@ -113,11 +119,11 @@ impl Plugin {
 /// The manifest the plugin gives of itself, asked of a fresh instance with
 /// nothing granted, under the call limits.
 async fn describe(
-    host: &HostInner,
+    host: &PluginHost,
     label: &str,
     pre: &SandboxMethodPre<state::PluginState>,
 ) -> Result<wit::PluginManifest, CallErrorKind> {
-    let budget = Budget::for_hooks(&host.limits);
+    let budget = Budget::for_hooks(&host.runtime.limits);
     let env = PluginEnv::new(
         label,
         Grants::default(),

@@ -2,8 +2,10 @@
 //! against the declared schemas before the plugin runs, the result's kind and
 //! size after.
 
+pub(crate) mod installed;
 pub(crate) mod lifecycle;
 mod load;
+pub(crate) mod shared;
 pub(crate) mod spares;
 pub(crate) mod state;
 
@@ -15,12 +17,12 @@ use wasmtime::Store;
 
 use crate::bindings::plugin::{SandboxMethod, SandboxMethodPre};
 use crate::bindings::wit;
-use crate::cache::CodeSource;
-use crate::env::PluginEnv;
-use crate::events::PluginEvent;
-use crate::guard::{Stopped, apply_budget, fuel_used, guarded, limited_store};
-use crate::limits::Budget;
-use crate::runtime::HostInner;
+use crate::capabilities::env::PluginEnv;
+use crate::capabilities::events::PluginEvent;
+use crate::plugin::shared::PluginHost;
+use crate::runtime::cache::CodeSource;
+use crate::runtime::guard::{Stopped, apply_budget, fuel_used, guarded, limited_store};
+use crate::runtime::limits::Budget;
 use sandwit_contract::args::ArgChecker;
 use sandwit_contract::capability::Grants;
 use sandwit_contract::error::{CallError, CallErrorKind};
@@ -38,7 +40,7 @@ pub struct Plugin {
 }
 
 struct PluginInner {
-    host: Arc<HostInner>,
+    host: Arc<PluginHost>,
     manifest: Manifest,
     env: Arc<PluginEnv>,
     checkers: HashMap<String, ArgChecker>,
@@ -95,7 +97,7 @@ impl Plugin {
 
     /// The limits its calls run under.
     pub fn limits(&self) -> &Limits {
-        &self.inner.host.limits
+        &self.inner.host.runtime.limits
     }
 
     /// The SHA-256 of the component, hex-encoded.
@@ -111,7 +113,7 @@ impl Plugin {
         method: &str,
         args: Value,
     ) -> Result<MethodResult, CallError> {
-        let budget = Budget::from_limits(&self.inner.host.limits);
+        let budget = Budget::from_limits(&self.inner.host.runtime.limits);
         self.call_within(ctx, method, args, budget).await.result
     }
 
@@ -131,29 +133,27 @@ impl Plugin {
         if self.manifest().method(method).is_none() {
             return self.call_in(&mut None, ctx, method, args, budget).await;
         }
+        let call = async |args| self.call_in(&mut None, ctx, method, args, budget).await;
         let admitted = controls
-            .admit(self.id(), method, ctx, &args, None, budget.deadline)
+            .call_outside_run(
+                (self.id(), method),
+                ctx,
+                args,
+                budget.deadline,
+                call,
+                |report: &CallReport| &report.result,
+            )
             .await;
-        let permit = match admitted {
-            Ok((permit, _)) => permit,
-            Err(refused) => {
-                return CallReport {
-                    result: Err(CallError {
-                        plugin: self.id().to_string(),
-                        method: method.to_string(),
-                        kind: refused.kind,
-                    }),
-                    events: Vec::new(),
-                    fuel_used: 0,
-                    elapsed: Duration::ZERO,
-                };
-            }
-        };
-        let report = self.call_in(&mut None, ctx, method, args, budget).await;
-        if let (_, Some(tripped)) = controls.finish(permit, &report.result) {
-            tracing::warn!(plugin = %self.id(), method, "{tripped}");
-        }
-        report
+        admitted.unwrap_or_else(|refused| CallReport {
+            result: Err(CallError {
+                plugin: self.id().to_string(),
+                method: method.to_string(),
+                kind: refused.kind,
+            }),
+            events: Vec::new(),
+            fuel_used: 0,
+            elapsed: Duration::ZERO,
+        })
     }
 
     /// Calls `method` in `session`'s instance, or in a new one (left in
@@ -183,7 +183,7 @@ impl Plugin {
         let mut current = match kept {
             Some(mut kept) => {
                 kept.store.data_mut().begin_call(ctx, budget.deadline);
-                apply_budget(&mut kept.store, budget, host.metering);
+                apply_budget(&mut kept.store, budget, host.runtime.metering);
                 kept
             }
             None => Session {
@@ -257,11 +257,11 @@ impl Plugin {
             return false;
         };
         let host = &inner.host;
-        let budget = Budget::for_hooks(&host.limits);
+        let budget = Budget::for_hooks(&host.runtime.limits);
         let nothing_granted = PluginEnv::new(
             self.id(),
             Grants::default(),
-            crate::config::PluginConfig::default(),
+            crate::capabilities::config::PluginConfig::default(),
             host.services.clone(),
         );
         let mut store = new_store(host, nothing_granted, None, budget);
@@ -299,7 +299,7 @@ impl Plugin {
 
     /// Whether `host` loaded this plugin: its grants, configuration and
     /// store are that host's.
-    pub(crate) fn loaded_by(&self, host: &Arc<HostInner>) -> bool {
+    pub(crate) fn loaded_by(&self, host: &Arc<PluginHost>) -> bool {
         Arc::ptr_eq(&self.inner.host, host)
     }
 
@@ -317,7 +317,7 @@ impl Plugin {
         budget: Budget,
     ) -> Result<MethodResult, CallErrorKind> {
         let inner = &self.inner;
-        let limits = &inner.host.limits;
+        let limits = &inner.host.runtime.limits;
         let spec = inner
             .manifest
             .method(method)
@@ -370,14 +370,14 @@ impl Plugin {
 /// A store for one plugin instance with the call limits and `budget`
 /// applied.
 pub(crate) fn new_store(
-    host: &HostInner,
+    host: &PluginHost,
     env: Arc<PluginEnv>,
     ctx: Option<AgentCtx>,
     budget: Budget,
 ) -> Store<PluginState> {
-    let state = state::new(env, ctx, &host.limits, budget.deadline);
-    let mut store = limited_store(&host.engine, state);
-    apply_budget(&mut store, budget, host.metering);
+    let state = state::new(env, ctx, &host.runtime.limits, budget.deadline);
+    let mut store = limited_store(&host.runtime.engine, state);
+    apply_budget(&mut store, budget, host.runtime.metering);
     store
 }
 

@@ -9,16 +9,16 @@ use wasmtime::Engine;
 use wasmtime::component::Linker;
 use wasmtime_wasi_http::{WasiHttpCtxView, WasiHttpView};
 
-use crate::capture::CallOutput;
-use crate::env::PluginEnv;
-use crate::events::{CallEvents, PluginEvent};
-use crate::guard::HostMeter;
-use crate::guest::Guest;
-use crate::interfaces;
-use crate::interfaces::chat::{ChatCtx, ChatData, Sent};
-use crate::interfaces::http::PluginHttp;
-use crate::interfaces::scope::{CallData, CallScope};
-use crate::limits::StoreLimiter;
+use crate::capabilities;
+use crate::capabilities::chat::interface::{ChatCtx, ChatData, Sent};
+use crate::capabilities::env::PluginEnv;
+use crate::capabilities::events::{CallEvents, PluginEvent};
+use crate::capabilities::http::interface::PluginHttp;
+use crate::capabilities::scope::{CallData, CallScope};
+use crate::runtime::capture::CallOutput;
+use crate::runtime::guard::HostMeter;
+use crate::runtime::guest::Guest;
+use crate::runtime::limits::StoreLimiter;
 use sandwit_contract::limits::Limits;
 use sandwit_contract::types::AgentCtx;
 
@@ -57,8 +57,8 @@ pub(crate) enum Said {
 pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<PluginState>> {
     let mut linker = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-    interfaces::http::add_to_linker(&mut linker)?;
-    interfaces::add_to_linker(&mut linker)?;
+    capabilities::http::interface::add_to_linker(&mut linker)?;
+    capabilities::add_to_linker(&mut linker)?;
     Ok(linker)
 }
 
@@ -183,8 +183,8 @@ impl WasiHttpView for Guest<PluginCall> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::PluginConfig;
-    use crate::env::Services;
+    use crate::capabilities::config::PluginConfig;
+    use crate::capabilities::env::Services;
     use sandwit_contract::capability::Grants;
 
     #[test]

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{Semaphore, SemaphorePermit};
 
-use crate::cancel::Cancel;
+use crate::runtime::cancel::Cancel;
 
 /// How many of a host's runs execute at once and how many may wait for a
 /// slot ([`HostBuilder::run_slots`](crate::HostBuilder::run_slots)).

@@ -9,3 +9,37 @@ pub(crate) mod scientific;
 pub(crate) mod small;
 pub(crate) mod values;
 pub(crate) mod workspace;
+
+use std::sync::Arc;
+
+use crate::plugin::shared::PluginHost;
+use crate::runtime::Runtime;
+use crate::sandbox::admission::Admission;
+use crate::sandbox::workspace::HostWorkspaces;
+
+/// What a host's sandboxes share: its plugins' state (runs call plugins,
+/// under the same runtime and controls), the run slots, the chats'
+/// workspaces and how many interpreters to keep prepared.
+pub(crate) struct SandboxHost {
+    pub(crate) plugins: Arc<PluginHost>,
+    pub(crate) prepared_interpreters: usize,
+    /// How long a Python sandbox's preparing thread polls with nothing to
+    /// do before it sleeps until a run wakes it, and a count of those
+    /// sleeps (`HostBuilder::park_after`); the thread's default otherwise.
+    #[cfg(feature = "internals")]
+    pub(crate) park: Option<(
+        std::time::Duration,
+        std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    )>,
+    /// The chats' workspaces, if the host keeps them.
+    pub(crate) workspaces: Option<HostWorkspaces>,
+    /// The run slots all its sandboxes' runs take turns in.
+    pub(crate) admission: Admission,
+}
+
+impl SandboxHost {
+    /// The runtime under the host's plugins and sandboxes.
+    pub(crate) fn runtime(&self) -> &Runtime {
+        &self.plugins.runtime
+    }
+}

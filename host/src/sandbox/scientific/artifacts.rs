@@ -13,7 +13,7 @@ use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::p2::pipe::MemoryInputPipe;
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
-use crate::capture::CallOutput;
+use crate::runtime::capture::CallOutput;
 
 /// The module, relative to the directory.
 const MODULE: &str = "python.wasm";

@@ -21,13 +21,14 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::cache::CodeSource;
 use crate::controls::RunControls;
-use crate::guard::{Stopped, apply_budget, fuel_used, guarded_until};
-use crate::runtime::HostInner;
+use crate::runtime::cache::CodeSource;
+use crate::runtime::guard::{Stopped, apply_budget, fuel_used, guarded_until};
+use crate::sandbox::SandboxHost;
 use crate::sandbox::small::outcome::RunOutcome;
-use crate::sandbox::small::{Admitted, PluginSet, RunOptions, admit, finish, strip_code_fence};
+use crate::sandbox::small::{Admitted, RunOptions, admit, finish, strip_code_fence};
 use crate::sandbox::workspace::{WorkspaceOptions, WorkspaceRun};
+use crate::toolbox::PluginSet;
 use artifacts::Artifacts;
 use sandwit_contract::error::LoadError;
 use sandwit_contract::limits::{LimitKind, RunLimits};
@@ -90,7 +91,7 @@ pub struct ScientificSandbox {
 }
 
 struct Inner {
-    host: Arc<HostInner>,
+    host: Arc<SandboxHost>,
     template: Template,
     limits: RunLimits,
     /// Interpreters ready for a run, restored or new.
@@ -111,7 +112,7 @@ impl ScientificSandbox {
     /// a minute; later loads read the cache), then prepared with its
     /// modules imported (a second or two).
     pub(crate) async fn load(
-        host: &Arc<HostInner>,
+        host: &Arc<SandboxHost>,
         options: ScientificOptions,
     ) -> Result<Self, LoadError> {
         let label = options.dir.display().to_string();
@@ -217,7 +218,7 @@ impl ScientificSandbox {
             ctx,
             plugins,
             limits,
-            &host.limits,
+            &host.runtime().limits,
             budget.deadline,
             options.on_event.clone(),
         );
@@ -241,8 +242,9 @@ impl ScientificSandbox {
         data.pending = Some(begin_frame(code, plugins, inputs));
         data.ended = None;
         data.run.meter.watch(options.cancel.clone());
-        data.run.controls = RunControls::new(host.controls.clone(), options.approver.clone());
-        apply_budget(&mut interpreter.store, budget, host.metering);
+        data.run.controls =
+            RunControls::new(host.plugins.controls.clone(), options.approver.clone());
+        apply_budget(&mut interpreter.store, budget, host.runtime().metering);
         let held = inner.template.memory_bytes();
         let result = if held > limits.memory_bytes {
             let message = format!(

@@ -6,8 +6,8 @@ use wasmtime_wasi::p1::WasiP1Ctx;
 use crate::sandbox::workspace::WorkspaceRun;
 
 use crate::bindings::python::exports::sandwit::plugin::runner;
-use crate::guard::{HostMeter, Limited};
-use crate::limits::StoreLimiter;
+use crate::runtime::guard::{HostMeter, Limited};
+use crate::runtime::limits::StoreLimiter;
 use crate::sandbox::small::methods::RunData;
 use crate::sandbox::small::state::RunState;
 

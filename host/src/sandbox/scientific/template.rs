@@ -20,14 +20,14 @@ use wasmtime::{Engine, InstancePre, Linker, Memory, Store, TypedFunc};
 use super::artifacts::Artifacts;
 use super::state::SciData;
 use super::{host_call, wasi_checks};
-use crate::cache::CodeSource;
-use crate::engine::new_exceptions_engine;
-use crate::guard::{apply_budget, limited_store};
-use crate::limits::Budget;
-use crate::runtime::HostInner;
-use crate::sandbox::small::PluginSet;
+use crate::runtime::cache::CodeSource;
+use crate::runtime::engine::new_exceptions_engine;
+use crate::runtime::guard::{apply_budget, limited_store};
+use crate::runtime::limits::Budget;
+use crate::sandbox::SandboxHost;
 use crate::sandbox::small::snapshot::{Mapping, Memories, Snapshot};
 use crate::sandbox::small::state::RunState;
+use crate::toolbox::PluginSet;
 use sandwit_contract::limits::Limits;
 use sandwit_contract::types::AgentCtx;
 
@@ -52,12 +52,15 @@ const RUNNER: &str = include_str!("../../../../python-guest/scientific.py");
 
 /// Whether the module in `dir` has compiled code in the host's cache (a
 /// load then takes seconds, not minutes).
-pub(crate) fn is_compiled(host: &HostInner, dir: &std::path::Path) -> bool {
+pub(crate) fn is_compiled(host: &SandboxHost, dir: &std::path::Path) -> bool {
     let path = dir.join("python.wasm");
     let found = || -> anyhow::Result<bool> {
-        let engine =
-            new_exceptions_engine(host.metering, Arc::new(Memories::default()), MAX_STACK)?;
-        let cache = host.cache.for_engine(&engine)?;
+        let engine = new_exceptions_engine(
+            host.runtime().metering,
+            Arc::new(Memories::default()),
+            MAX_STACK,
+        )?;
+        let cache = host.runtime().cache.for_engine(&engine)?;
         let meta = std::fs::metadata(&path)?;
         Ok(cache
             .file_hash(&path, &meta)
@@ -103,17 +106,17 @@ impl Template {
     /// instantiates it and prepares it with `preload` imported; returns the
     /// template and the prepared interpreter itself, the first to serve.
     pub(crate) async fn build(
-        host: &HostInner,
+        host: &SandboxHost,
         artifacts: Artifacts,
         preload: &[String],
         workspaces: bool,
     ) -> anyhow::Result<(Template, Interpreter)> {
         let memories = Arc::new(Memories::default());
-        let engine = new_exceptions_engine(host.metering, memories.clone(), MAX_STACK)?;
+        let engine = new_exceptions_engine(host.runtime().metering, memories.clone(), MAX_STACK)?;
         let path = artifacts.module();
         let meta =
             std::fs::metadata(&path).with_context(|| format!("reading {}", path.display()))?;
-        let cache = host.cache.for_engine(&engine)?;
+        let cache = host.runtime().cache.for_engine(&engine)?;
         let hash = match cache.file_hash(&path, &meta) {
             Some(hash) => hash,
             None => {
@@ -172,7 +175,7 @@ impl Template {
         )?;
         let (memory, turn, alloc) = exports(&mut store, &instance)?;
         let budget = preparing_budget();
-        apply_budget(&mut store, budget, host.metering);
+        apply_budget(&mut store, budget, host.runtime().metering);
         store.data_mut().run.meter.reset(budget.deadline);
         let code = prepare_code(preload, workspaces);
         let rc = call_turn(&mut store, memory, &turn, &alloc, &code).await?;
@@ -211,7 +214,7 @@ impl Template {
     }
 
     /// A new interpreter whose memory is a copy of the prepared one.
-    pub(crate) async fn make(&self, host: &HostInner) -> anyhow::Result<Interpreter> {
+    pub(crate) async fn make(&self, host: &SandboxHost) -> anyhow::Result<Interpreter> {
         let (mut store, instance, mapping) = self.instantiate(host, self.image.len()).await?;
         let (memory, turn, alloc) = exports(&mut store, &instance)?;
         let pages = (self.image.len() - memory.data_size(&store)) as u64 / 65536;
@@ -233,13 +236,13 @@ impl Template {
     /// `memory`), an instance of the module in it, and its memory's mapping.
     async fn instantiate(
         &self,
-        host: &HostInner,
+        host: &SandboxHost,
         memory: usize,
     ) -> anyhow::Result<(Store<SciData>, wasmtime::Instance, Arc<Mapping>)> {
-        let data = idle_data(&self.artifacts, &host.limits, memory)?;
+        let data = idle_data(&self.artifacts, &host.runtime().limits, memory)?;
         let mut store = limited_store(&self.engine, data);
         let budget = preparing_budget();
-        apply_budget(&mut store, budget, host.metering);
+        apply_budget(&mut store, budget, host.runtime().metering);
         let _making = self.making.lock().await;
         // Drops what a failed instantiation left.
         self.memories.take_created();

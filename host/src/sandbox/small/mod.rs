@@ -1,10 +1,8 @@
 //! The Python sandbox: AI-written code runs in a CPython component and calls
 //! plugin methods through the `sandwit:plugin/methods` import.
 
-mod listing;
 pub(crate) mod methods;
 pub(crate) mod outcome;
-pub(crate) mod plugin_set;
 mod prepared;
 mod reusable;
 pub(crate) mod snapshot;
@@ -17,17 +15,18 @@ use std::time::{Duration, Instant};
 use crate::bindings::python::{
     PythonSandbox as Interpreter, PythonSandboxPre, exports::sandwit::plugin::runner,
 };
-use crate::cache::CodeSource;
-use crate::cancel::Cancel;
 use crate::controls::{Approver, RunControls};
-use crate::guard::{Stopped, guarded_until, limited_store};
-use crate::guard::{apply_budget, fuel_used};
-use crate::limits::Budget;
-use crate::loader::{self, Source, World};
 use crate::plugin::trap_message;
-use crate::runtime::HostInner;
+use crate::runtime::cache::CodeSource;
+use crate::runtime::cancel::Cancel;
+use crate::runtime::guard::{Stopped, guarded_until, limited_store};
+use crate::runtime::guard::{apply_budget, fuel_used};
+use crate::runtime::limits::Budget;
+use crate::runtime::loader::{self, Source, World};
+use crate::sandbox::SandboxHost;
 use crate::sandbox::admission::Slot;
 use crate::sandbox::values::{decode_result, marshal_inputs};
+use crate::toolbox::PluginSet;
 use outcome::{LimitHit, LiveEvent, RunError, RunOutcome, RunStatus};
 use prepared::{Prepared, Preparer};
 use reusable::Pending;
@@ -36,8 +35,6 @@ use sandwit_contract::limits::{LimitKind, RunLimits};
 use sandwit_contract::text::cut;
 use sandwit_contract::types::{AgentCtx, Value};
 use state::{EventListener, RunState};
-
-pub use plugin_set::{PluginSet, PluginSetError};
 
 /// The world of the interpreter component: it runs code (the `runner`
 /// export) with WASI, linked closed, and the plugin methods of the run.
@@ -67,7 +64,7 @@ pub struct PythonSandbox {
 }
 
 struct PythonInner {
-    host: Arc<HostInner>,
+    host: Arc<SandboxHost>,
     /// The interpreter in the host's pool.
     pre: PythonSandboxPre<RunState>,
     code_source: CodeSource,
@@ -125,7 +122,7 @@ impl PythonSandbox {
     /// Runs `code` for `ctx` with the methods of `plugins`, under the host's
     /// [`RunLimits`].
     pub async fn run(&self, ctx: &AgentCtx, plugins: &PluginSet, code: &str) -> RunOutcome {
-        let limits = self.inner.host.run_limits.clone();
+        let limits = self.inner.host.runtime().run_limits.clone();
         self.run_with_limits(ctx, plugins, code, &limits).await
     }
 
@@ -154,8 +151,11 @@ impl PythonSandbox {
         options: &RunOptions,
     ) -> RunOutcome {
         let host = &self.inner.host;
-        let limits = options.limits.as_ref().unwrap_or(&host.run_limits);
-        let most = host.max_memory();
+        let limits = options
+            .limits
+            .as_ref()
+            .unwrap_or(&host.runtime().run_limits);
+        let most = host.runtime().max_memory();
         if limits.memory_bytes > most {
             // Granting it would cap it at the pool's slots silently.
             let message = format!(
@@ -195,7 +195,7 @@ impl PythonSandbox {
                     ctx,
                     plugins,
                     limits,
-                    &host.limits,
+                    &host.runtime().limits,
                     budget.deadline,
                     options.on_event.clone(),
                 );
@@ -211,7 +211,7 @@ impl PythonSandbox {
                     ctx,
                     plugins,
                     limits,
-                    &host.limits,
+                    &host.runtime().limits,
                     budget.deadline,
                     listener,
                     host.workspaces.as_ref(),
@@ -225,10 +225,10 @@ impl PythonSandbox {
             preparer.retire(running, store);
             return RunOutcome::failed(e.context("opening the chat's workspace"), start);
         }
-        apply_budget(&mut store, budget, host.metering);
+        apply_budget(&mut store, budget, host.runtime().metering);
         store.data_mut().meter.watch(options.cancel.clone());
         store.data_mut().controls =
-            RunControls::new(host.controls.clone(), options.approver.clone());
+            RunControls::new(host.plugins.controls.clone(), options.approver.clone());
         let specs = plugins.specs();
         let cancel = options.cancel.as_ref();
         let result = guarded_until(&mut store, budget, cancel, async |store| {
@@ -386,20 +386,27 @@ pub(crate) struct Admitted<'h> {
 /// slot (the host's [`RunSlots`](crate::RunSlots)). The outcome of a run
 /// refused on the way.
 pub(crate) async fn admit<'h>(
-    host: &'h Arc<HostInner>,
+    host: &'h Arc<SandboxHost>,
     plugins: &PluginSet,
     limits: &RunLimits,
     options: &RunOptions,
 ) -> Result<Admitted<'h>, RunOutcome> {
     let asked = Instant::now();
-    if let Some(refused) = plugins.refused_by(host, asked) {
-        return Err(refused);
+    if let Some(plugin) = plugins.foreign_plugin(&host.plugins) {
+        let message = format!(
+            "plugin `{}` was loaded by another Host: load it with this one (its grants, \
+             configuration and store are the host's that loaded it)",
+            plugin.id()
+        );
+        return Err(RunOutcome::not_run("ForeignPlugin", message, asked));
     }
     let inputs = match &options.inputs {
-        Some(given @ Value::Object(entries)) if !entries.is_empty() => {
-            marshal_inputs(given, |name| plugins.provider(name).is_some(), &host.limits)
-                .map_err(|message| RunOutcome::not_run("InvalidInput", message, asked))?
-        }
+        Some(given @ Value::Object(entries)) if !entries.is_empty() => marshal_inputs(
+            given,
+            |name| plugins.provider(name).is_some(),
+            &host.runtime().limits,
+        )
+        .map_err(|message| RunOutcome::not_run("InvalidInput", message, asked))?,
         _ => Vec::new(),
     };
     let slot = (host.admission)
@@ -541,11 +548,16 @@ pub fn strip_code_fence(code: &str) -> &str {
 impl PythonSandbox {
     /// Loads and checks the interpreter component from `source`, and starts
     /// preparing interpreters ahead of runs.
-    pub(crate) fn load(host: &Arc<HostInner>, source: Source<'_>) -> Result<Self, LoadError> {
-        let compiled = loader::compile(host, source)?;
-        let linker = methods::linker(&host.engine)
+    pub(crate) fn load(host: &Arc<SandboxHost>, source: Source<'_>) -> Result<Self, LoadError> {
+        let compiled = loader::compile(host.runtime(), source)?;
+        let linker = methods::linker(&host.runtime().engine)
             .map_err(|e| compiled.rejected(vec![format!("cannot be linked: {e:#}")]))?;
-        let pre = compiled.link(host, &PYTHON_SANDBOX, &linker, PythonSandboxPre::new)?;
+        let pre = compiled.link(
+            host.runtime(),
+            &PYTHON_SANDBOX,
+            &linker,
+            PythonSandboxPre::new,
+        )?;
         let target = host.prepared_interpreters;
         // Without it (an engine it cannot make, say) runs are only slower:
         // prepared interpreters come from the host's pool, one per run.

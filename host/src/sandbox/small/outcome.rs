@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::capabilities::events::PluginEvent;
 use crate::controls::ControlEvent;
-use crate::events::PluginEvent;
-use crate::limits::EventSize;
+use crate::runtime::limits::EventSize;
 use crate::sandbox::admission::Refused;
 use sandwit_contract::limits::LimitKind;
 use sandwit_contract::types::{MethodKind, MethodResult, Value};
@@ -321,8 +321,8 @@ impl RunOutcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chat::ChatMessage;
-    use crate::events::LogLine;
+    use crate::capabilities::chat::ChatMessage;
+    use crate::capabilities::events::LogLine;
 
     #[test]
     fn a_plugin_event_is_its_own_fields_with_the_plugin_in_json_and_text() {

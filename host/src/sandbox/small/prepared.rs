@@ -35,15 +35,15 @@ use wasmtime::Store;
 use wasmtime_wasi::WasiView;
 use wasmtime_wasi::p2::{DynInputStream, DynOutputStream};
 
-use super::plugin_set::PluginSet;
 use super::reusable::{Pending, Reusable};
 use super::snapshot::Snapshot;
 use super::state::RunState;
 use crate::bindings::python::{PythonSandbox as Interpreter, PythonSandboxPre};
-use crate::guard::apply_budget;
-use crate::guard::limited_store;
-use crate::limits::Budget;
-use crate::runtime::HostInner;
+use crate::runtime::guard::apply_budget;
+use crate::runtime::guard::limited_store;
+use crate::runtime::limits::Budget;
+use crate::sandbox::SandboxHost;
+use crate::toolbox::PluginSet;
 use sandwit_contract::types::AgentCtx;
 
 /// Finished stores waiting to be dropped beyond which a run drops its own,
@@ -215,7 +215,7 @@ impl Preparer {
     /// the thread when it has nothing else to do), else of `pre`, in the
     /// host's pool.
     pub(crate) fn start(
-        host: Arc<HostInner>,
+        host: Arc<SandboxHost>,
         pre: PythonSandboxPre<RunState>,
         own: Option<Pending>,
         target: usize,
@@ -234,7 +234,7 @@ impl Preparer {
             park_after: host.park.as_ref().map_or(PARK_AFTER, |(after, _)| *after),
             #[cfg(feature = "internals")]
             parks: host.park.as_ref().map(|(_, parks)| parks.clone()),
-            cores: host.cores,
+            cores: host.runtime().cores,
             reusable: AtomicBool::new(false),
             awaited: AtomicBool::new(target > 0 && own.is_some()),
             #[cfg(feature = "internals")]
@@ -496,7 +496,7 @@ impl Shared {
 /// their own: preparing would only slow the runs down.
 fn keep(
     shared: &Arc<Shared>,
-    host: &HostInner,
+    host: &SandboxHost,
     pre: &PythonSandboxPre<RunState>,
     own: Option<Pending>,
     target: usize,
@@ -679,25 +679,25 @@ fn yield_to_runs() {
 /// memory then copied aside, if there is one; else of `pre`, in the host's
 /// pool.
 async fn prepare(
-    host: &HostInner,
+    host: &SandboxHost,
     pre: &PythonSandboxPre<RunState>,
     reusable: Option<&Reusable>,
     methods: Option<PluginSet>,
 ) -> anyhow::Result<Prepared> {
     let pre = reusable.map_or(pre, |r| &r.pre);
-    let limits = &host.run_limits;
+    let limits = &host.runtime().run_limits;
     let budget = Budget::new(limits.fuel, limits.time, Instant::now());
     let state = RunState::new(
         &AgentCtx::default(),
         &Default::default(),
         limits,
-        &host.limits,
+        &host.runtime().limits,
         budget.deadline,
         None,
         host.workspaces.as_ref(),
     );
     let mut store = limited_store(pre.engine(), state);
-    apply_budget(&mut store, budget, host.metering);
+    apply_budget(&mut store, budget, host.runtime().metering);
     if let Some(reusable) = reusable {
         // Those of an instantiation that failed.
         drop(reusable.memories.take_created());

@@ -20,10 +20,10 @@ use super::state::RunState;
 use crate::bindings::python::PythonSandboxPre;
 use sandwit_contract::signing::component_hash;
 
-use crate::cache::CodeCache;
-use crate::engine::Pool;
-use crate::loader::Source;
-use crate::runtime::HostInner;
+use crate::runtime::cache::CodeCache;
+use crate::runtime::engine::Pool;
+use crate::runtime::loader::Source;
+use crate::sandbox::SandboxHost;
 
 /// The interpreter on the sandbox's own engine.
 pub(crate) struct Reusable {
@@ -56,12 +56,12 @@ static COMPILING: Mutex<()> = Mutex::new(());
 impl Pending {
     /// The sandbox's own engine for the interpreter `source`, whose hash is
     /// `hash`, with the host's settings.
-    pub(crate) fn new(host: &HostInner, source: &Source<'_>, hash: &str) -> anyhow::Result<Self> {
+    pub(crate) fn new(host: &SandboxHost, source: &Source<'_>, hash: &str) -> anyhow::Result<Self> {
         let memories = Arc::new(Memories::default());
-        let engine = host.engine_with(Pool::Owned {
+        let engine = host.runtime().engine_with(Pool::Owned {
             memories: memories.clone(),
         })?;
-        let cache = host.cache.for_engine(&engine)?;
+        let cache = host.runtime().cache.for_engine(&engine)?;
         let origin = (!cache.contains(hash)).then(|| match source {
             Source::Bytes { bytes, .. } | Source::Hashed { bytes, .. } => {
                 Origin::Bytes(Arc::from(*bytes))

@@ -5,14 +5,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::outcome::{Event, Handoff, LiveEvent};
-use super::plugin_set::PluginSet;
-use crate::capture::CallOutput;
 use crate::controls::RunControls;
-use crate::guard::HostMeter;
-use crate::guest::Guest;
-use crate::limits::{CappedEvents, EventsFull, StoreLimiter};
 use crate::plugin::Session;
+use crate::runtime::capture::CallOutput;
+use crate::runtime::guard::HostMeter;
+use crate::runtime::guest::Guest;
+use crate::runtime::limits::{CappedEvents, EventsFull, StoreLimiter};
 use crate::sandbox::workspace::{HostWorkspaces, Workspaces};
+use crate::toolbox::PluginSet;
 use sandwit_contract::limits::{LimitKind, Limits, RunLimits};
 use sandwit_contract::types::AgentCtx;
 
@@ -70,6 +70,125 @@ impl Run {
     }
 }
 
+/// What an interpreter keeps from run to run, whatever the runs: its output
+/// buffers (the WASI context's streams write into them), the handles its
+/// prepared state holds and its workspaces' bookkeeping.
+struct Kept {
+    stdout: CallOutput,
+    stderr: CallOutput,
+    prepared_handles: Vec<u32>,
+    workspaces: Option<Workspaces>,
+}
+
+impl Run {
+    /// Moves out what the interpreter keeps between runs, leaving this
+    /// state to be replaced.
+    fn kept(&mut self) -> Kept {
+        Kept {
+            stdout: self.stdout.clone(),
+            stderr: self.stderr.clone(),
+            prepared_handles: std::mem::take(&mut self.prepared_handles),
+            workspaces: self.workspaces.take(),
+        }
+    }
+
+    /// The state of an interpreter between runs: what it keeps, the plugin
+    /// instances the last run called (`sessions`: dropping them takes
+    /// longer, so [`Prepared::reusable`] does) and whether that run dropped
+    /// a handle of the prepared state (`dropped_stream`, which the same
+    /// check reads). Nothing of the embedder's (context, plugins, listener,
+    /// approver) is kept alive.
+    ///
+    /// A run's state is a whole value, made here or in [`Run::for_run`],
+    /// never reset field by field: a new field must be given in both, so no
+    /// part of one run's state can reach the next by being forgotten.
+    ///
+    /// [`Prepared::reusable`]: super::prepared::Prepared::reusable
+    fn idle(
+        kept: Kept,
+        call_limits: Limits,
+        sessions: HashMap<usize, Session>,
+        dropped_stream: bool,
+    ) -> Run {
+        let Kept {
+            stdout,
+            stderr,
+            prepared_handles,
+            workspaces,
+        } = kept;
+        stdout.reset(0, None);
+        stderr.reset(0, None);
+        Run {
+            stdout,
+            stderr,
+            ctx: AgentCtx::default(),
+            plugins: PluginSet::default(),
+            call_limits,
+            calls: 0,
+            max_calls: 0,
+            events: CappedEvents::new(0, 0),
+            handoff: None,
+            stop: None,
+            sessions,
+            listener: None,
+            controls: RunControls::default(),
+            dropped_stream,
+            prepared_handles,
+            workspaces,
+        }
+    }
+
+    /// The state of a run of `ctx` with `plugins` under `limits`, showing
+    /// `listener` what it does, in an interpreter that keeps `kept`. Its
+    /// controls are set by the run after `begin`.
+    fn for_run(
+        kept: Kept,
+        ctx: &AgentCtx,
+        plugins: &PluginSet,
+        limits: &RunLimits,
+        plugin_limits: &Limits,
+        listener: Option<EventListener>,
+    ) -> Run {
+        let Kept {
+            stdout,
+            stderr,
+            prepared_handles,
+            workspaces,
+        } = kept;
+        let tap = |wrap: fn(String) -> LiveEvent| {
+            listener.clone().map(|listener| {
+                Arc::new(move |text| listener(&wrap(text))) as crate::runtime::capture::Listener
+            })
+        };
+        stdout.reset(
+            limits.max_output_bytes,
+            tap(|text| LiveEvent::Stdout { text }),
+        );
+        stderr.reset(
+            limits.max_output_bytes,
+            tap(|text| LiveEvent::Stderr { text }),
+        );
+        Run {
+            stdout,
+            stderr,
+            ctx: ctx.clone(),
+            plugins: plugins.clone(),
+            call_limits: plugin_limits.clone(),
+            calls: 0,
+            max_calls: limits.max_calls,
+            events: CappedEvents::new(limits.max_events, limits.max_event_bytes),
+            handoff: None,
+            stop: None,
+            sessions: HashMap::new(),
+            listener,
+            controls: RunControls::default(),
+            dropped_stream: false,
+            prepared_handles,
+            workspaces,
+        }
+    }
+}
+
 impl Guest<Run> {
     /// The store data of a run of `ctx` with `plugins` under `limits`,
     /// showing `listener` what it does.
@@ -85,25 +204,13 @@ impl Guest<Run> {
         let meter = HostMeter::new(deadline);
         let stdout = CallOutput::new(limits.max_output_bytes, meter.tab().clone());
         let stderr = CallOutput::new(limits.max_output_bytes, meter.tab().clone());
-        // The run's own fields are set by `begin`.
-        let run = Run {
+        let kept = Kept {
             stdout: stdout.clone(),
             stderr: stderr.clone(),
-            ctx: AgentCtx::default(),
-            plugins: PluginSet::default(),
-            call_limits: plugin_limits.clone(),
-            calls: 0,
-            max_calls: 0,
-            events: CappedEvents::new(0, 0),
-            handoff: None,
-            stop: None,
-            sessions: HashMap::new(),
-            listener: None,
-            controls: RunControls::default(),
-            dropped_stream: false,
             prepared_handles: Vec::new(),
             workspaces: workspaces.map(Workspaces::new),
         };
+        let run = Run::idle(kept, plugin_limits.clone(), HashMap::new(), false);
         let limiter = StoreLimiter::with_memory(plugin_limits, 0);
         let mut state = Guest::closed(stdout, stderr, limiter, meter, run);
         state.begin(ctx, plugins, limits, plugin_limits, deadline, listener);
@@ -113,7 +220,8 @@ impl Guest<Run> {
     /// Makes a prepared interpreter's store data the run's, keeping its WASI
     /// context, resource table and output buffers (emptied, with the run's
     /// cap): the guest may hold handles to what preparing opened, and a run
-    /// need not pay for building a new WASI context.
+    /// need not pay for building a new WASI context. The plugin instances
+    /// of the last run are dropped here if [`Run::idle`] still held them.
     pub(crate) fn begin(
         &mut self,
         ctx: &AgentCtx,
@@ -125,31 +233,8 @@ impl Guest<Run> {
     ) {
         self.limiter = self.limiter.recapped(plugin_limits, limits.memory_bytes);
         self.meter.reset(deadline);
-        let run = &mut self.state;
-        let tap = |wrap: fn(String) -> LiveEvent| {
-            listener.clone().map(|listener| {
-                Arc::new(move |text| listener(&wrap(text))) as crate::capture::Listener
-            })
-        };
-        run.stdout.reset(
-            limits.max_output_bytes,
-            tap(|text| LiveEvent::Stdout { text }),
-        );
-        run.stderr.reset(
-            limits.max_output_bytes,
-            tap(|text| LiveEvent::Stderr { text }),
-        );
-        run.ctx = ctx.clone();
-        run.plugins = plugins.clone();
-        run.call_limits = plugin_limits.clone();
-        run.calls = 0;
-        run.max_calls = limits.max_calls;
-        run.events = CappedEvents::new(limits.max_events, limits.max_event_bytes);
-        run.handoff = None;
-        run.stop = None;
-        run.sessions.clear();
-        run.listener = listener;
-        run.dropped_stream = false;
+        let kept = self.state.kept();
+        self.state = Run::for_run(kept, ctx, plugins, limits, plugin_limits, listener);
     }
 
     /// Notes the drop of the resource `rep` if the interpreter held it
@@ -161,21 +246,15 @@ impl Guest<Run> {
     }
 
     /// Lets go of what the run that just ended brought, but for its plugin
-    /// instances (dropping those takes longer: see [`Prepared::reusable`]),
-    /// so an interpreter waiting for its next run keeps none of it alive:
-    /// the embedder's listener (also in the output taps) and cancel handle,
-    /// the context, the plugins and the run's controls (with the embedder's
-    /// approver).
-    ///
-    /// [`Prepared::reusable`]: super::prepared::Prepared::reusable
+    /// instances (see [`Run::idle`]), so an interpreter waiting for its next
+    /// run keeps none of it alive: the embedder's listener (also in the
+    /// output taps) and cancel handle, the context, the plugins and the
+    /// run's controls (with the embedder's approver).
     pub(crate) fn end(&mut self) {
         self.meter.watch(None);
         let run = &mut self.state;
-        run.stdout.reset(0, None);
-        run.stderr.reset(0, None);
-        run.listener = None;
-        run.ctx = AgentCtx::default();
-        run.plugins = PluginSet::default();
-        run.controls = RunControls::default();
+        let (kept, sessions) = (run.kept(), std::mem::take(&mut run.sessions));
+        let (call_limits, dropped_stream) = (run.call_limits.clone(), run.dropped_stream);
+        self.state = Run::idle(kept, call_limits, sessions, dropped_stream);
     }
 }

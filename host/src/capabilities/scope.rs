@@ -4,9 +4,9 @@
 use wasmtime::component::{HasData, Linker};
 
 use crate::bindings::wit::{self, ServiceError};
-use crate::env::PluginEnv;
-use crate::events::CallEvents;
-use crate::guard::HostMeter;
+use crate::capabilities::env::PluginEnv;
+use crate::capabilities::events::CallEvents;
+use crate::runtime::guard::HostMeter;
 use sandwit_contract::capability::Capability;
 use sandwit_contract::types::AgentCtx;
 

@@ -3,11 +3,13 @@
 
 use wasmtime::component::{HasData, Linker};
 
-use super::scope::CallScope;
 use crate::bindings::chat_api::{self, Host};
 use crate::bindings::wit::{Media as WitMedia, ServiceError};
-use crate::chat::{ChatMessage, MAX_IMAGE_BYTES, MAX_MESSAGE_BYTES, MAX_MESSAGES_PER_CALL};
-use crate::events::PluginEvent;
+use crate::capabilities::chat::{
+    ChatMessage, MAX_IMAGE_BYTES, MAX_MESSAGE_BYTES, MAX_MESSAGES_PER_CALL,
+};
+use crate::capabilities::events::PluginEvent;
+use crate::capabilities::scope::CallScope;
 use sandwit_contract::capability::Capability;
 use sandwit_contract::results::check_image_mime_type;
 use sandwit_contract::text::cut;

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::sandbox::small::PluginSet;
+use crate::toolbox::PluginSet;
 use sandwit_contract::error::CallError;
 use sandwit_contract::types::AgentCtx;
 

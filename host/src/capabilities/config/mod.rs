@@ -11,6 +11,8 @@
 //! boolean inside it is searched for, in text and in bytes, and a number
 //! equal to a secret number is replaced as a whole.
 
+pub(crate) mod interface;
+
 use jsonschema::Validator;
 use serde_json::{Map, Value as Json};
 

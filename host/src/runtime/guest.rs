@@ -7,9 +7,9 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::p2::pipe::MemoryInputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use crate::capture::CallOutput;
-use crate::guard::{HostMeter, Limited};
-use crate::limits::StoreLimiter;
+use crate::runtime::capture::CallOutput;
+use crate::runtime::guard::{HostMeter, Limited};
+use crate::runtime::limits::StoreLimiter;
 
 /// A store's data: what every guest gets, and its own state `S`.
 pub(crate) struct Guest<S> {

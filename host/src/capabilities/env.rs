@@ -5,9 +5,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crate::chat::ChatSink;
-use crate::config::PluginConfig;
-use crate::store::StoreBackend;
+use crate::capabilities::chat::ChatSink;
+use crate::capabilities::config::PluginConfig;
+use crate::capabilities::store::StoreBackend;
 use sandwit_contract::capability::Grants;
 use sandwit_contract::policy::{HttpLimits, StoreLimits};
 
@@ -34,7 +34,9 @@ impl Services {
     /// An in-memory store, the default caps, no chat sink.
     pub(crate) fn for_tests() -> Self {
         Services {
-            store: Arc::new(crate::store::SqliteStore::in_memory().expect("an in-memory store")),
+            store: Arc::new(
+                crate::capabilities::store::SqliteStore::in_memory().expect("an in-memory store"),
+            ),
             store_limits: StoreLimits::default(),
             http_limits: HttpLimits::default(),
             chat: None,

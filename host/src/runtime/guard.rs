@@ -6,9 +6,9 @@ use std::time::Instant;
 
 use wasmtime::{CallHook, Engine, Store, StoreContextMut};
 
-use crate::cancel::Cancel;
-use crate::engine::deadline_ticks;
-use crate::limits::{Budget, Metering, StoreLimiter, YIELD_FUEL};
+use crate::runtime::cancel::Cancel;
+use crate::runtime::engine::deadline_ticks;
+use crate::runtime::limits::{Budget, Metering, StoreLimiter, YIELD_FUEL};
 use sandwit_contract::limits::LimitKind;
 
 /// Store data whose memory and table caps are enforced by a [`StoreLimiter`]
@@ -183,7 +183,7 @@ pub(crate) enum Stopped {
 
 /// Runs `call` on `store` with the budget's deadline enforced by a timer,
 /// which ends code blocked in the host and running code at its next yield
-/// (every [`YIELD_FUEL`](crate::limits::YIELD_FUEL) units of fuel; under
+/// (every [`YIELD_FUEL`](crate::runtime::limits::YIELD_FUEL) units of fuel; under
 /// [`Metering::DeadlineOnly`](crate::Metering::DeadlineOnly) epoch
 /// interruption traps it), and turns traps into the limit they stand for
 /// where they stand for one.

@@ -10,8 +10,8 @@ use wasmtime::component::{Component, InstancePre, Linker};
 
 use sandwit_contract::signing::component_hash;
 
-use crate::cache::CodeSource;
-use crate::runtime::HostInner;
+use crate::runtime::Runtime;
+use crate::runtime::cache::CodeSource;
 use sandwit_contract::error::LoadError;
 use sandwit_contract::limits::MAX_COMPONENT_BYTES;
 use sandwit_contract::manifest;
@@ -77,7 +77,7 @@ fn any_hash(_: &str) -> Result<(), LoadError> {
 /// The component from `source`, compiled: from the cache without reading a
 /// file unchanged since it was last loaded, else read, checked and compiled
 /// (or found in the cache by its hash).
-pub(crate) fn compile(host: &HostInner, source: Source<'_>) -> Result<Compiled, LoadError> {
+pub(crate) fn compile(host: &Runtime, source: Source<'_>) -> Result<Compiled, LoadError> {
     match source {
         Source::Bytes { label, bytes } => compile_bytes(host, label, bytes, &any_hash),
         Source::Hashed {
@@ -113,7 +113,7 @@ pub(crate) fn compile(host: &HostInner, source: Source<'_>) -> Result<Compiled, 
 /// The component file at `path`, compiled as [`compile`] does, once
 /// `check` has accepted its SHA-256.
 pub(crate) fn compile_file(
-    host: &HostInner,
+    host: &Runtime,
     path: &Path,
     check: HashCheck<'_>,
 ) -> Result<Compiled, LoadError> {
@@ -145,7 +145,7 @@ pub(crate) fn compile_file(
 }
 
 fn compile_bytes(
-    host: &HostInner,
+    host: &Runtime,
     label: &str,
     bytes: &[u8],
     check: HashCheck<'_>,
@@ -186,7 +186,7 @@ impl Compiled {
     }
 
     /// The component's imports, by name.
-    pub(crate) fn imports(&self, host: &HostInner) -> Vec<String> {
+    pub(crate) fn imports(&self, host: &Runtime) -> Vec<String> {
         self.component
             .component_type()
             .imports(&host.engine)
@@ -199,7 +199,7 @@ impl Compiled {
     /// makes the world's typed instance-pre of it.
     pub(crate) fn link<T: 'static, P>(
         &self,
-        host: &HostInner,
+        host: &Runtime,
         world: &World,
         linker: &Linker<T>,
         typed: impl FnOnce(InstancePre<T>) -> wasmtime::Result<P>,

@@ -3,11 +3,11 @@
 
 use wasmtime::component::{HasData, Linker};
 
-use super::scope::{CallData, CallScope};
 use crate::bindings::store_api::{self, Entry as WitEntry, Host, Scope as WitScope};
 use crate::bindings::wit::ServiceError;
-use crate::env::MAX_REQUEST_TEXT;
-use crate::store::{Entry, Namespace, Scope, StoreError};
+use crate::capabilities::env::MAX_REQUEST_TEXT;
+use crate::capabilities::scope::{CallData, CallScope};
+use crate::capabilities::store::{Entry, Namespace, Scope, StoreError};
 use sandwit_contract::capability::Capability;
 use sandwit_contract::text::quote;
 

@@ -10,7 +10,7 @@ use wasmtime_wasi::async_trait;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError, StreamResult};
 
-use crate::guard::FuelTab;
+use crate::runtime::guard::FuelTab;
 
 /// A capped in-memory output. Clones share the buffer and the cap; the
 /// bytes written are charged to the store's [`FuelTab`], kept or not.

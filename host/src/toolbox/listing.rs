@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value as Json, json};
 
-use crate::sandbox::small::PluginSet;
+use crate::toolbox::PluginSet;
 use sandwit_contract::manifest::MethodSpec;
 
 impl PluginSet {

@@ -3,6 +3,7 @@
 //! application can put any [`StoreBackend`] behind the host.
 
 mod backend;
+pub(crate) mod interface;
 mod sqlite;
 
 pub use backend::{Entry, Namespace, Scope, StoreBackend, StoreError};

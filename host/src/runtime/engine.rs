@@ -10,7 +10,7 @@ use wasmtime::{
     Config, Engine, InstanceAllocationStrategy, MemoryCreator, PoolingAllocationConfig,
 };
 
-use crate::limits::Metering;
+use crate::runtime::limits::Metering;
 
 /// How often the shared ticker advances the engine's epoch; deadlines are
 /// accurate to about this much.

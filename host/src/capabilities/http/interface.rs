@@ -1,7 +1,7 @@
 //! `wasi:http/outgoing-handler` through sandwit's gate: only the hosts and
 //! ports granted to the plugin, a timeout that never passes the call's
 //! deadline, and a capped response body; a name granted must not resolve to
-//! an internal address ([`crate::outbound`] connects). wasmtime-wasi-http
+//! an internal address ([`crate::capabilities::http::outbound`] connects). wasmtime-wasi-http
 //! does the rest.
 
 use std::net::IpAddr;
@@ -14,9 +14,9 @@ use wasmtime_wasi_http::{
     Error, RequestOptions, WasiBody, WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView,
 };
 
-use crate::env::{MAX_DENIED_PER_CALL, MAX_REQUEST_TEXT, PluginEnv};
-use crate::guard::FuelTab;
-use crate::outbound::{self, Internal, Target, Timeouts};
+use crate::capabilities::env::{MAX_DENIED_PER_CALL, MAX_REQUEST_TEXT, PluginEnv};
+use crate::capabilities::http::outbound::{self, Internal, Target, Timeouts};
+use crate::runtime::guard::FuelTab;
 
 /// The context of `wasi:http` in a plugin's store: wasmtime's HTTP context
 /// and sandwit's gate for the current call.
@@ -230,8 +230,8 @@ fn charged(body: WasiBody, tab: FuelTab) -> WasiBody {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::PluginConfig;
-    use crate::env::Services;
+    use crate::capabilities::config::PluginConfig;
+    use crate::capabilities::env::Services;
     use sandwit_contract::capability::Grants;
 
     fn gate(grants: &[&str]) -> HttpGate {

@@ -381,7 +381,7 @@ impl Db {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Scope;
+    use crate::capabilities::store::Scope;
 
     fn ns(plugin: &str, scope: Scope, owner: &str) -> Namespace {
         Namespace {

@@ -1,6 +1,8 @@
 //! Messages plugins send to the current chat, and the [`ChatSink`] through
 //! which the embedding application delivers them.
 
+pub(crate) mod interface;
+
 use serde::ser::SerializeStruct;
 use serde::{Serialize, Serializer};
 

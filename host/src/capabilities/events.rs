@@ -6,9 +6,9 @@ use std::fmt;
 
 use serde::Serialize;
 
-use crate::chat::ChatMessage;
-use crate::env::{MAX_DENIED_PER_CALL, MAX_REQUEST_TEXT, PluginEnv};
-use crate::limits::{CappedEvents, EventSize, EventsFull};
+use crate::capabilities::chat::ChatMessage;
+use crate::capabilities::env::{MAX_DENIED_PER_CALL, MAX_REQUEST_TEXT, PluginEnv};
+use crate::runtime::limits::{CappedEvents, EventSize, EventsFull};
 
 /// The most log lines a plugin may write in one call; later ones are dropped.
 pub(crate) const MAX_LOG_LINES: usize = 1_000;

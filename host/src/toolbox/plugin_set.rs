@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::bindings::wit;
-use crate::host_method::HostMethod;
 use crate::plugin::Plugin;
+use crate::toolbox::host_method::HostMethod;
 use sandwit_contract::manifest::MethodSpec;
 use sandwit_contract::types::MethodKind;
 
@@ -180,34 +180,22 @@ impl PluginSet {
         plugins
     }
 
-    /// The outcome of a run of `host` refused because the set has a plugin
-    /// another host loaded, if it does: the run must not call it (it would
-    /// act with that host's grants, configuration and store: for an
-    /// embedder with a host per tenant, a path between tenants).
-    pub(crate) fn refused_by(
+    /// A plugin of the set that another host than `host` loaded, if any: a
+    /// run or call of `host` must not call it (it would act with that host's
+    /// grants, configuration and store: for an embedder with a host per
+    /// tenant, a path between tenants).
+    pub(crate) fn foreign_plugin(
         &self,
-        host: &Arc<crate::runtime::HostInner>,
-        start: std::time::Instant,
-    ) -> Option<super::outcome::RunOutcome> {
+        host: &Arc<crate::plugin::shared::PluginHost>,
+    ) -> Option<&Plugin> {
         // Per run: by the methods, with no list of plugins made.
-        let plugin =
-            self.inner
-                .specs
-                .iter()
-                .find_map(|spec| match &self.inner.by_method[&spec.name] {
-                    Provider::Plugin(plugin) if !plugin.loaded_by(host) => Some(plugin),
-                    _ => None,
-                })?;
-        let message = format!(
-            "plugin `{}` was loaded by another Host: load it with this one (its grants, \
-             configuration and store are the host's that loaded it)",
-            plugin.id()
-        );
-        Some(super::outcome::RunOutcome::not_run(
-            "ForeignPlugin",
-            message,
-            start,
-        ))
+        self.inner
+            .specs
+            .iter()
+            .find_map(|spec| match &self.inner.by_method[&spec.name] {
+                Provider::Plugin(plugin) if !plugin.loaded_by(host) => Some(plugin),
+                _ => None,
+            })
     }
 
     /// Whether `other` is this set (a clone of it), not just equal to it.

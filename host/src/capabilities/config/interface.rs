@@ -3,10 +3,10 @@
 
 use wasmtime::component::{HasData, Linker};
 
-use super::scope::{CallData, CallScope};
 use crate::bindings::config_api::{self, Host};
 use crate::bindings::wit::{ServiceError, Value};
-use crate::env::MAX_REQUEST_TEXT;
+use crate::capabilities::env::MAX_REQUEST_TEXT;
+use crate::capabilities::scope::{CallData, CallScope};
 use sandwit_contract::capability::Capability;
 use sandwit_contract::json::value_from_json;
 use sandwit_contract::text::quote;

@@ -1,0 +1,6 @@
+//! Outbound HTTP for plugins granted `http:<host>`: `wasi:http` with
+//! sandwit's allowlist, caps and deadline (`interface`), over connections the
+//! host makes itself to the address it resolved and checked (`outbound`).
+
+pub(crate) mod interface;
+pub(crate) mod outbound;
