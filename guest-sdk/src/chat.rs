@@ -1,9 +1,9 @@
 //! Messages to the current chat. Needs the `chat` capability. The host
 //! records each one as an event of the run and hands it to the application.
 
-use crate::__private::wit::sandwit::plugin::chat as api;
-use crate::__private::wit::sandwit::plugin::types::Media;
 use crate::Error;
+use crate::bindings::wit::sandwit::plugin::chat as api;
+use crate::bindings::wit::sandwit::plugin::types::Media;
 use crate::services::to_error;
 
 /// Sends a text message.

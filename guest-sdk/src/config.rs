@@ -3,7 +3,7 @@
 //! Needs the `config` capability. Mark a property `"secret": true` in the
 //! schema and the host keeps its value out of every log, event and result.
 
-use crate::__private::wit::sandwit::plugin::config as api;
+use crate::bindings::wit::sandwit::plugin::config as api;
 use crate::convert::nodes_from_wit;
 use crate::services::to_error;
 use crate::{Error, FromValue, Value};

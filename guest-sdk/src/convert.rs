@@ -2,8 +2,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::__private::wit::sandwit::plugin::types as t;
 use crate::Value;
+use crate::bindings::wit::sandwit::plugin::types as t;
 use sandwit_value::Node;
 
 /// A type a parameter can have: decoded from the argument's value.

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::__private::wit::sandwit::plugin::types::CallError;
+use crate::bindings::wit::sandwit::plugin::types::CallError;
 
 /// A method's failure, with a message for the AI.
 ///

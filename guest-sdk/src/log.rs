@@ -1,7 +1,7 @@
 //! Logging to the host: lines go to the host's log with the plugin's id and to
 //! the run's events. The host caps their size and number.
 
-use crate::__private::wit::sandwit::plugin::log::{Level, log};
+use crate::bindings::wit::sandwit::plugin::log::{Level, log};
 
 /// Logs a debugging line.
 pub fn debug(message: &str) {

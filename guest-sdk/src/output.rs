@@ -1,7 +1,9 @@
 //! What each kind of method may return, and how it is encoded.
 
-use crate::__private::{MethodResult, tool_result};
-use crate::{ContentPart, Error, IntoValue, Schema};
+use crate::bindings::wit::sandwit::plugin::types as t;
+use crate::bindings::wit::sandwit::plugin::types::{ContentPart, MethodResult};
+use crate::convert::{IntoValue, Schema, to_wit};
+use crate::error::Error;
 
 /// Marker: a tool.
 pub struct Tool;
@@ -11,6 +13,25 @@ pub struct Agent;
 pub struct Behavior;
 /// Marker: a multimodal agent method.
 pub struct MultimodalAgent;
+
+/// A method kind's marker type.
+pub trait Kind {
+    /// The WIT kind.
+    const KIND: t::MethodKind;
+}
+
+impl Kind for Tool {
+    const KIND: t::MethodKind = t::MethodKind::Tool;
+}
+impl Kind for Agent {
+    const KIND: t::MethodKind = t::MethodKind::Agent;
+}
+impl Kind for Behavior {
+    const KIND: t::MethodKind = t::MethodKind::Behavior;
+}
+impl Kind for MultimodalAgent {
+    const KIND: t::MethodKind = t::MethodKind::MultimodalAgent;
+}
 
 /// A return type allowed for methods of kind `K`.
 #[diagnostic::on_unimplemented(
@@ -31,7 +52,7 @@ pub trait Output<K> {
 
 impl<T: IntoValue + Schema> Output<Tool> for T {
     fn into_result(self) -> Result<MethodResult, Error> {
-        Ok(tool_result(self.into_value()))
+        Ok(MethodResult::Tool(to_wit(self.into_value())))
     }
     fn returns() -> Option<String> {
         Some(T::schema())

@@ -1,7 +1,7 @@
 //! The conversion of a host service's refusal into a method's [`Error`].
 
-use crate::__private::wit::sandwit::plugin::types::ServiceError;
 use crate::Error;
+use crate::bindings::wit::sandwit::plugin::types::ServiceError;
 
 /// `denied` stays `denied` (naming the capability), the rest are failures
 /// whose message says which service answered.

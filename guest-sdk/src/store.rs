@@ -10,8 +10,8 @@
 //! # Ok(()) }
 //! ```
 
-use crate::__private::wit::sandwit::plugin::store as api;
 use crate::Error;
+use crate::bindings::wit::sandwit::plugin::store as api;
 use crate::services::to_error;
 
 /// A stored value: text or bytes.
