@@ -1,11 +1,31 @@
 //! The checks a method's result passes before it reaches the code or the
 //! AI, whoever answered the method (a plugin or a host method): its kind is
-//! the declared one, and a multimodal result's images are ones a chat
-//! client may be handed.
+//! the declared one, it is within the value size limit, and a multimodal
+//! result's images are ones a chat client may be handed.
 
 use crate::error::CallErrorKind;
+use crate::limits::LimitKind;
 use crate::text::quote;
 use crate::types::{ContentPart, MethodKind};
+
+/// Ok if a value of `size` bytes, as [`sandwit_value::encoded_size`] counts
+/// them, is within `max`; else the `value_size` limit it exceeds. `what`
+/// names the value with its verb: "the result takes", "the arguments take".
+pub fn check_size(what: &str, size: usize, max: usize) -> Result<(), CallErrorKind> {
+    if size > max {
+        return Err(too_large(what, size, max));
+    }
+    Ok(())
+}
+
+/// The `value_size` limit a value of `size` bytes exceeds: more than `max`
+/// (`what` as for [`check_size`]).
+pub fn too_large(what: &str, size: usize, max: usize) -> CallErrorKind {
+    CallErrorKind::LimitExceeded {
+        limit: LimitKind::ValueSize,
+        message: format!("{what} {size} bytes, more than the limit of {max} bytes"),
+    }
+}
 
 /// Whether `url` is one a chat client may be handed as an image: `http`,
 /// `https` or `data:image/`, printable ASCII with no spaces.
@@ -114,5 +134,20 @@ mod tests {
         ] {
             assert!(check_image_mime_type(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_value_over_the_size_limit_names_it_and_the_limit() {
+        assert!(check_size("the result takes", 100, 100).is_ok());
+        let Err(CallErrorKind::LimitExceeded { limit, message }) =
+            check_size("the arguments take", 101, 100)
+        else {
+            panic!("101 bytes pass a limit of 100");
+        };
+        assert_eq!(limit, LimitKind::ValueSize);
+        assert_eq!(
+            message,
+            "the arguments take 101 bytes, more than the limit of 100 bytes"
+        );
     }
 }

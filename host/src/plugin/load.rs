@@ -5,6 +5,8 @@
 
 use std::sync::Arc;
 
+use wasmtime::Store;
+
 use super::spares::Spares;
 use super::{Plugin, PluginInner, new_store, stopped_to_error_said};
 use super::{lifecycle, state};
@@ -14,7 +16,7 @@ use crate::capabilities::config::PluginConfig;
 use crate::capabilities::env::PluginEnv;
 use crate::plugin::installed;
 use crate::plugin::shared::PluginHost;
-use crate::runtime::guard::guarded;
+use crate::runtime::guard::{Stopped, guarded};
 use crate::runtime::limits::Budget;
 use crate::runtime::loader::{self, Compiled, Source, World};
 use sandwit_contract::capability::Grants;
@@ -117,27 +119,47 @@ impl Plugin {
 }
 
 /// The manifest the plugin gives of itself, asked of a fresh instance with
-/// nothing granted, under the call limits.
+/// nothing granted, under the hooks' budget.
 async fn describe(
     host: &PluginHost,
     label: &str,
     pre: &SandboxMethodPre<state::PluginState>,
 ) -> Result<wit::PluginManifest, CallErrorKind> {
+    let (store, described) = described_instance(host, label, pre).await;
+    described
+        .map(|(_, manifest)| manifest)
+        .map_err(|stopped| stopped_to_error_said(stopped, store.data().last_said()))
+}
+
+/// A fresh instance of `plugin`'s `pre` that has described itself, in a
+/// store of its own with no context and nothing granted, under the hooks'
+/// budget: what loading asks, and what an instance made ahead of calls
+/// does first. The store, and the instance with its manifest or how it
+/// stopped.
+pub(crate) async fn described_instance(
+    host: &PluginHost,
+    plugin: &str,
+    pre: &SandboxMethodPre<state::PluginState>,
+) -> (
+    Store<state::PluginState>,
+    Result<(SandboxMethod, wit::PluginManifest), Stopped>,
+) {
     let budget = Budget::for_hooks(&host.runtime.limits);
     let env = PluginEnv::new(
-        label,
+        plugin,
         Grants::default(),
         PluginConfig::default(),
         host.services.clone(),
     );
     let mut store = new_store(host, env, None, budget);
-    guarded(&mut store, budget, async |store| {
+    let described = guarded(&mut store, budget, async |store| {
         let instance: SandboxMethod = pre.instantiate_async(&mut *store).await?;
-        instance
+        let manifest = instance
             .sandwit_plugin_plugin()
             .call_describe(&mut *store)
-            .await
+            .await?;
+        Ok((instance, manifest))
     })
-    .await
-    .map_err(|stopped| stopped_to_error_said(stopped, store.data().last_said()))
+    .await;
+    (store, described)
 }

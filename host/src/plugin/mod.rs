@@ -28,7 +28,7 @@ use sandwit_contract::capability::Grants;
 use sandwit_contract::error::{CallError, CallErrorKind};
 use sandwit_contract::limits::{LimitKind, Limits};
 use sandwit_contract::manifest::Manifest;
-use sandwit_contract::results::{check_kind, check_parts, parts_bytes};
+use sandwit_contract::results::{check_kind, check_parts, check_size, parts_bytes, too_large};
 use sandwit_contract::text::cut;
 use sandwit_contract::types::{AgentCtx, ContentPart, MethodResult, Value};
 use state::PluginState;
@@ -256,27 +256,9 @@ impl Plugin {
         let Some(making) = inner.spares.start() else {
             return false;
         };
-        let host = &inner.host;
-        let budget = Budget::for_hooks(&host.runtime.limits);
-        let nothing_granted = PluginEnv::new(
-            self.id(),
-            Grants::default(),
-            crate::capabilities::config::PluginConfig::default(),
-            host.services.clone(),
-        );
-        let mut store = new_store(host, nothing_granted, None, budget);
-        let pre = &inner.pre;
-        let made = guarded(&mut store, budget, async |store| {
-            let instance = pre.instantiate_async(&mut *store).await?;
-            instance
-                .sandwit_plugin_plugin()
-                .call_describe(&mut *store)
-                .await?;
-            Ok(instance)
-        })
-        .await;
+        let (store, made) = load::described_instance(&inner.host, self.id(), &inner.pre).await;
         match made {
-            Ok(instance) => {
+            Ok((instance, _)) => {
                 making.fill(Session {
                     store,
                     instance: Some(instance),
@@ -325,15 +307,7 @@ impl Plugin {
         inner.checkers[method].check(&args)?;
         let nodes = args.into_nodes();
         let size = sandwit_value::encoded_size(&nodes);
-        if size > limits.max_value_bytes {
-            return Err(CallErrorKind::LimitExceeded {
-                limit: LimitKind::ValueSize,
-                message: format!(
-                    "the arguments take {size} bytes, more than the limit of {} bytes",
-                    limits.max_value_bytes
-                ),
-            });
-        }
+        check_size("the arguments take", size, limits.max_value_bytes)?;
         let args = crate::bindings::convert::nodes_to_wit(nodes);
         let ctx = wit::AgentCtx::from(ctx);
         let pre = &inner.pre;
@@ -455,25 +429,15 @@ fn plugin_error(e: wit::CallError) -> CallErrorKind {
 }
 
 fn check_result(result: wit::MethodResult, limits: &Limits) -> Result<MethodResult, CallErrorKind> {
-    let too_large = |size: usize| CallErrorKind::LimitExceeded {
-        limit: LimitKind::ValueSize,
-        message: format!(
-            "the result takes {size} bytes, more than the limit of {} bytes",
-            limits.max_value_bytes
-        ),
-    };
-    let check_size = |size: usize| {
-        if size > limits.max_value_bytes {
-            Err(too_large(size))
-        } else {
-            Ok(())
-        }
-    };
+    let max = limits.max_value_bytes;
+    let result_size = |size: usize| check_size("the result takes", size, max);
     Ok(match result {
         wit::MethodResult::Tool(value) => {
             let value = crate::bindings::convert::value_from_wit(value, &limits.decode_limits())
                 .map_err(|e| match e {
-                    sandwit_value::DecodeError::TooLarge { bytes, .. } => too_large(bytes),
+                    sandwit_value::DecodeError::TooLarge { bytes, max } => {
+                        too_large("the result takes", bytes, max)
+                    }
                     other => CallErrorKind::BadResult {
                         message: format!("malformed value: {other}"),
                     },
@@ -481,16 +445,16 @@ fn check_result(result: wit::MethodResult, limits: &Limits) -> Result<MethodResu
             MethodResult::Tool(value)
         }
         wit::MethodResult::Agent(text) => {
-            check_size(text.len())?;
+            result_size(text.len())?;
             MethodResult::Agent(text)
         }
         wit::MethodResult::Behavior(text) => {
-            check_size(text.len())?;
+            result_size(text.len())?;
             MethodResult::Behavior(text)
         }
         wit::MethodResult::MultimodalAgent(parts) => {
             let parts: Vec<ContentPart> = parts.into_iter().map(ContentPart::from).collect();
-            check_size(parts_bytes(&parts))?;
+            result_size(parts_bytes(&parts))?;
             check_parts(&parts)?;
             MethodResult::MultimodalAgent(parts)
         }

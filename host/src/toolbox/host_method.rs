@@ -11,7 +11,7 @@ use sandwit_contract::args::ArgChecker;
 use sandwit_contract::error::CallErrorKind;
 use sandwit_contract::limits::{LimitKind, Limits};
 use sandwit_contract::manifest::{self, MethodSpec, RawManifest, RawMethod};
-use sandwit_contract::results::{check_kind, check_parts, parts_bytes};
+use sandwit_contract::results::{check_kind, check_parts, check_size, parts_bytes};
 use sandwit_contract::types::{AgentCtx, MethodResult, Value};
 
 /// What a host method's handler returns: its result, or a message for the
@@ -129,15 +129,7 @@ impl HostMethod {
             MethodResult::Agent(text) | MethodResult::Behavior(text) => text.len(),
             MethodResult::MultimodalAgent(parts) => parts_bytes(parts),
         };
-        if size > limits.max_value_bytes {
-            return Err(CallErrorKind::LimitExceeded {
-                limit: LimitKind::ValueSize,
-                message: format!(
-                    "the result takes {size} bytes, more than the limit of {} bytes",
-                    limits.max_value_bytes
-                ),
-            });
-        }
+        check_size("the result takes", size, limits.max_value_bytes)?;
         if let MethodResult::MultimodalAgent(parts) = &result {
             check_parts(parts)?;
         }

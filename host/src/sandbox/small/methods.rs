@@ -260,20 +260,13 @@ pub(crate) async fn call<T: RunData>(
         plugin: id.clone(),
         event,
     });
-    // Past the run's event caps, the run ends.
-    let record = |state: &mut RunState, event| {
-        state.record(event).map_err(|full| {
-            let message = format!("plugin `{id}`, method `{method}`: the run recorded {full}");
-            stop(state, LimitKind::Events, message)
-        })
-    };
     let tripped = tripped.map(|event| Event::Control {
         plugin: id.clone(),
         method: method.clone(),
         event,
     });
     for event in events.chain([call]).chain(tripped) {
-        record(state, event)?;
+        record(state, &id, &method, event)?;
     }
     match report.result {
         Ok(MethodResult::Tool(value)) => {
@@ -288,7 +281,7 @@ pub(crate) async fn call<T: RunData>(
                 method: method.clone(),
                 text: text.clone(),
             };
-            record(state, message)?;
+            record(state, &id, &method, message)?;
             Ok(Ok(Value::Text(text).to_marshal()))
         }
         Ok(result) => {
@@ -317,8 +310,16 @@ pub(crate) async fn call<T: RunData>(
     }
 }
 
-/// Records a control's event of a call of the run; past the run's event
-/// caps, the run ends.
+/// Records `event` of a call of `id`'s `method` in the run; past the run's
+/// event caps, the run ends (the error returned ends it).
+fn record(state: &mut RunState, id: &str, method: &str, event: Event) -> wasmtime::Result<()> {
+    state.record(event).map_err(|full| {
+        let message = format!("plugin `{id}`, method `{method}`: the run recorded {full}");
+        stop(state, LimitKind::Events, message)
+    })
+}
+
+/// Records a control's event of a call of the run, as [`record`] does.
 fn record_control(
     state: &mut RunState,
     id: &str,
@@ -330,10 +331,7 @@ fn record_control(
         method: method.to_string(),
         event,
     };
-    state.record(event).map_err(|full| {
-        let message = format!("plugin `{id}`, method `{method}`: the run recorded {full}");
-        stop(state, LimitKind::Events, message)
-    })
+    record(state, id, method, event)
 }
 
 /// Fails a call a control refused: its event and the call's are recorded,
@@ -353,10 +351,7 @@ fn refuse(
         ok: false,
         summary: cut(refused.kind.to_string(), 200),
     };
-    state.record(call).map_err(|full| {
-        let message = format!("plugin `{id}`, method `{method}`: the run recorded {full}");
-        stop(state, LimitKind::Events, message)
-    })?;
+    record(state, &id, &method, call)?;
     Ok(Err(to_wit_error(refused.kind)))
 }
 
