@@ -22,6 +22,7 @@ pub mod paths;
 mod plugin;
 mod runtime;
 mod sandbox;
+mod sys;
 mod toolbox;
 
 pub use capabilities::chat::{ChatMessage, ChatSink};

@@ -22,12 +22,15 @@
 //! pointer; the rest are addresses set at instantiation) are back to their
 //! values, and its tables are what instantiation made them.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use wasmtime::{LinearMemory, MemoryCreator, MemoryType};
+
+use crate::sys::linux::page_size;
+use crate::sys::linux::pagemap::PagemapScan;
+use crate::sys::linux::userfaultfd::WriteProtection;
 
 /// Creates the memories of a sandbox's own engine, and hands the one an
 /// instantiation made to the snapshot taken next.
@@ -328,9 +331,8 @@ impl Snapshot {
 /// protected again. `PAGEMAP_SCAN` reports unprotected pages as written, so
 /// every page that may differ from the image is looked at.
 struct Tracker {
-    uffd: OwnedFd,
-    pagemap: std::fs::File,
-    regions: Vec<PageRegion>,
+    protection: WriteProtection,
+    scan: PagemapScan,
     /// Runs of written pages the last scan found, as offsets.
     written: Vec<(usize, usize)>,
     /// Runs of pages to protect again, as offsets.
@@ -349,140 +351,25 @@ struct Tracker {
 /// protected again.
 const QUIET_RESTORES: u8 = 4;
 
-// The kernel's ABI (include/uapi/linux/userfaultfd.h and fs.h), which the
-// libc crate does not carry yet.
-const UFFD_USER_MODE_ONLY: libc::c_int = 1;
-const UFFD_API: u64 = 0xAA;
-const UFFD_FEATURE_WP_UNPOPULATED: u64 = 1 << 13;
-const UFFD_FEATURE_WP_ASYNC: u64 = 1 << 15;
-const UFFDIO_API: libc::c_ulong = 0xC018_AA3F;
-const UFFDIO_REGISTER: libc::c_ulong = 0xC020_AA00;
-const UFFDIO_REGISTER_MODE_WP: u64 = 1 << 1;
-const UFFDIO_WRITEPROTECT: libc::c_ulong = 0xC018_AA06;
-const UFFDIO_WRITEPROTECT_MODE_WP: u64 = 1 << 0;
-const PAGEMAP_SCAN: libc::c_ulong = 0xC060_6610;
-const PAGE_IS_WRITTEN: u64 = 1 << 1;
-
-#[repr(C)]
-struct UffdioApi {
-    api: u64,
-    features: u64,
-    ioctls: u64,
-}
-
-#[repr(C)]
-struct UffdioRange {
-    start: u64,
-    len: u64,
-}
-
-#[repr(C)]
-struct UffdioRegister {
-    range: UffdioRange,
-    mode: u64,
-    ioctls: u64,
-}
-
-#[repr(C)]
-struct UffdioWriteprotect {
-    range: UffdioRange,
-    mode: u64,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct PageRegion {
-    start: u64,
-    end: u64,
-    categories: u64,
-}
-
-#[repr(C)]
-struct PmScanArg {
-    size: u64,
-    flags: u64,
-    start: u64,
-    end: u64,
-    walk_end: u64,
-    vec: u64,
-    vec_len: u64,
-    max_pages: u64,
-    category_inverted: u64,
-    category_mask: u64,
-    category_anyof_mask: u64,
-    return_mask: u64,
-}
-
-/// Regions one `PAGEMAP_SCAN` call reports at most; a scan that fills them
-/// goes on from where it stopped.
-const REGIONS: usize = 256;
-
 impl Tracker {
     /// Registers the first `len` bytes of `mapping` with a new userfaultfd
     /// and write-protects them, so `PAGEMAP_SCAN` reports what is written
     /// from now on.
     fn new(mapping: &Mapping, len: usize) -> std::io::Result<Self> {
-        let fail = |what: &str| {
-            let e = std::io::Error::last_os_error();
-            std::io::Error::new(e.kind(), format!("{what}: {e}"))
-        };
-        // SAFETY: the userfaultfd syscall takes flags only; user-mode-only
-        // needs no privilege (faults from the kernel are not handled).
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_userfaultfd,
-                libc::O_CLOEXEC | libc::O_NONBLOCK | UFFD_USER_MODE_ONLY,
-            )
-        };
-        if fd < 0 {
-            return Err(fail("userfaultfd"));
-        }
-        // SAFETY: a new descriptor that nothing else owns.
-        let uffd = unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) };
-        let mut api = UffdioApi {
-            api: UFFD_API,
-            features: UFFD_FEATURE_WP_ASYNC | UFFD_FEATURE_WP_UNPOPULATED,
-            ioctls: 0,
-        };
-        let base = mapping.base.as_ptr() as u64;
-        let range = || UffdioRange {
-            start: base,
-            len: len as u64,
-        };
-        let mut register = UffdioRegister {
-            range: range(),
-            mode: UFFDIO_REGISTER_MODE_WP,
-            ioctls: 0,
-        };
-        let mut protect = UffdioWriteprotect {
-            range: range(),
-            mode: UFFDIO_WRITEPROTECT_MODE_WP,
-        };
-        // SAFETY: each ioctl gets the structure its number names, alive for
-        // the call; the range is this mapping's accessible part.
-        unsafe {
-            if libc::ioctl(uffd.as_raw_fd(), UFFDIO_API, &mut api) != 0 {
-                return Err(fail("UFFDIO_API with asynchronous write-protect"));
-            }
-            if libc::ioctl(uffd.as_raw_fd(), UFFDIO_REGISTER, &mut register) != 0 {
-                return Err(fail("UFFDIO_REGISTER"));
-            }
-            if libc::ioctl(uffd.as_raw_fd(), UFFDIO_WRITEPROTECT, &mut protect) != 0 {
-                return Err(fail("UFFDIO_WRITEPROTECT"));
-            }
-        }
-        let pagemap = std::fs::File::open("/proc/self/pagemap")?;
+        let base = mapping.base.as_ptr();
+        // SAFETY: `base..base + len` is the mapping's accessible part, which
+        // stays mapped as long as the tracker (the snapshot holds both).
+        let protection = unsafe { WriteProtection::new(base, len)? };
         let mut tracker = Tracker {
-            uffd,
-            pagemap,
-            regions: vec![PageRegion::default(); REGIONS],
+            protection,
+            scan: PagemapScan::open()?,
             written: Vec::new(),
             quiet: Vec::new(),
             unchanged: vec![0; len.div_ceil(page_size())],
             pid: std::process::id(),
         };
         // Checks the scan works here before relying on it.
-        tracker.scan(mapping.base.as_ptr(), len)?;
+        tracker.scan.written(base, len, &mut tracker.written)?;
         Ok(tracker)
     }
 
@@ -500,7 +387,7 @@ impl Tracker {
             ));
         }
         let page = page_size();
-        self.scan(base, image.len())?;
+        self.scan.written(base, image.len(), &mut self.written)?;
         self.quiet.clear();
         for &(start, end) in &self.written {
             for at in (start..end).step_by(page) {
@@ -526,69 +413,11 @@ impl Tracker {
             }
         }
         for &(start, end) in &self.quiet {
-            let mut protect = UffdioWriteprotect {
-                range: UffdioRange {
-                    start: base as u64 + start as u64,
-                    len: (end - start) as u64,
-                },
-                mode: UFFDIO_WRITEPROTECT_MODE_WP,
-            };
-            // SAFETY: the ioctl's structure, alive for the call, over pages
-            // of the registered range.
-            if unsafe { libc::ioctl(self.uffd.as_raw_fd(), UFFDIO_WRITEPROTECT, &mut protect) } != 0
-            {
-                return Err(std::io::Error::last_os_error());
-            }
+            // SAFETY: pages of the registered range.
+            unsafe { self.protection.protect(base.add(start), end - start)? };
         }
         Ok(())
     }
-
-    /// Finds the runs of pages of `base..base + len` that are not
-    /// protected (written since they last were) into `written`, as offsets.
-    fn scan(&mut self, base: *mut u8, len: usize) -> std::io::Result<()> {
-        self.written.clear();
-        let (start, end) = (base as u64, base as u64 + len as u64);
-        let mut from = start;
-        while from < end {
-            let mut arg = PmScanArg {
-                size: size_of::<PmScanArg>() as u64,
-                flags: 0,
-                start: from,
-                end,
-                walk_end: 0,
-                vec: self.regions.as_mut_ptr() as u64,
-                vec_len: self.regions.len() as u64,
-                max_pages: 0,
-                category_inverted: 0,
-                category_mask: PAGE_IS_WRITTEN,
-                category_anyof_mask: 0,
-                return_mask: PAGE_IS_WRITTEN,
-            };
-            // SAFETY: `arg` is the ioctl's structure, `vec` points to
-            // `vec_len` regions the kernel may fill, and the range is
-            // memory this process maps.
-            let found = unsafe { libc::ioctl(self.pagemap.as_raw_fd(), PAGEMAP_SCAN, &mut arg) };
-            if found < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            for region in &self.regions[..found as usize] {
-                self.written.push((
-                    (region.start - start) as usize,
-                    (region.end - start) as usize,
-                ));
-            }
-            if arg.walk_end <= from {
-                return Err(std::io::Error::other("PAGEMAP_SCAN made no progress"));
-            }
-            from = arg.walk_end;
-        }
-        Ok(())
-    }
-}
-
-fn page_size() -> usize {
-    // SAFETY: sysconf with a valid name has no preconditions.
-    usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096)
 }
 
 #[cfg(test)]
@@ -646,8 +475,11 @@ mod tests {
         );
         let unprotected = |snapshot: &mut Snapshot| {
             let tracker = snapshot.tracker.as_mut().unwrap();
-            tracker.scan(mapping.base.as_ptr(), 16 * page).unwrap();
-            tracker.written.clone()
+            let mut written = Vec::new();
+            let scan = &mut tracker.scan;
+            scan.written(mapping.base.as_ptr(), 16 * page, &mut written)
+                .unwrap();
+            written
         };
         assert_eq!(unprotected(&mut snapshot), []);
         bytes(&mapping)[3 * page] = 1;
@@ -670,42 +502,6 @@ mod tests {
         assert_eq!(unprotected(&mut snapshot), [(4 * page, 5 * page)]);
         assert!(unsafe { snapshot.restore() });
         assert_eq!(unprotected(&mut snapshot), []);
-    }
-
-    #[test]
-    fn the_ioctl_numbers_encode_the_structures_they_take() {
-        // _IOWR(type, nr, size) on Linux (asm-generic/ioctl.h): the
-        // direction (read | write) in bits 30-31, the size in 16-29, the
-        // type in 8-15 and the number in 0-7.
-        fn iowr(ty: u8, nr: u8, size: usize) -> libc::c_ulong {
-            (3 << 30)
-                | ((size as libc::c_ulong) << 16)
-                | (libc::c_ulong::from(ty) << 8)
-                | libc::c_ulong::from(nr)
-        }
-        assert_eq!(UFFDIO_API, iowr(0xAA, 0x3F, size_of::<UffdioApi>()));
-        assert_eq!(
-            UFFDIO_REGISTER,
-            iowr(0xAA, 0x00, size_of::<UffdioRegister>())
-        );
-        assert_eq!(
-            UFFDIO_WRITEPROTECT,
-            iowr(0xAA, 0x06, size_of::<UffdioWriteprotect>())
-        );
-        assert_eq!(PAGEMAP_SCAN, iowr(b'f', 16, size_of::<PmScanArg>()));
-        // The kernel's structures are of u64 fields only.
-        assert_eq!(
-            (size_of::<UffdioApi>(), size_of::<UffdioRegister>()),
-            (24, 32)
-        );
-        assert_eq!(
-            (
-                size_of::<UffdioWriteprotect>(),
-                size_of::<PmScanArg>(),
-                size_of::<PageRegion>()
-            ),
-            (24, 96, 24)
-        );
     }
 
     #[test]
