@@ -5,19 +5,15 @@
 
 use std::sync::Arc;
 
-use wasmtime::Store;
-
 use super::spares::Spares;
-use super::{Plugin, PluginInner, new_store, stopped_to_error_said};
+use super::{Plugin, PluginInner, stopped_to_error_said};
 use super::{lifecycle, state};
-use crate::bindings::plugin::{SandboxMethod, SandboxMethodPre};
+use crate::bindings::plugin::SandboxMethodPre;
 use crate::bindings::wit;
 use crate::capabilities::config::PluginConfig;
 use crate::capabilities::env::PluginEnv;
 use crate::plugin::installed;
 use crate::plugin::shared::PluginHost;
-use crate::runtime::guard::{Stopped, guarded};
-use crate::runtime::limits::Budget;
 use crate::runtime::loader::{self, Compiled, Source, World};
 use sandwit_contract::capability::Grants;
 use sandwit_contract::error::{CallErrorKind, LoadError};
@@ -125,41 +121,8 @@ async fn describe(
     label: &str,
     pre: &SandboxMethodPre<state::PluginState>,
 ) -> Result<wit::PluginManifest, CallErrorKind> {
-    let (store, described) = described_instance(host, label, pre).await;
+    let (store, described) = super::described_instance(host, label, pre).await;
     described
         .map(|(_, manifest)| manifest)
         .map_err(|stopped| stopped_to_error_said(stopped, store.data().last_said()))
-}
-
-/// A fresh instance of `plugin`'s `pre` that has described itself, in a
-/// store of its own with no context and nothing granted, under the hooks'
-/// budget: what loading asks, and what an instance made ahead of calls
-/// does first. The store, and the instance with its manifest or how it
-/// stopped.
-pub(crate) async fn described_instance(
-    host: &PluginHost,
-    plugin: &str,
-    pre: &SandboxMethodPre<state::PluginState>,
-) -> (
-    Store<state::PluginState>,
-    Result<(SandboxMethod, wit::PluginManifest), Stopped>,
-) {
-    let budget = Budget::for_hooks(&host.runtime.limits);
-    let env = PluginEnv::new(
-        plugin,
-        Grants::default(),
-        PluginConfig::default(),
-        host.services.clone(),
-    );
-    let mut store = new_store(host, env, None, budget);
-    let described = guarded(&mut store, budget, async |store| {
-        let instance: SandboxMethod = pre.instantiate_async(&mut *store).await?;
-        let manifest = instance
-            .sandwit_plugin_plugin()
-            .call_describe(&mut *store)
-            .await?;
-        Ok((instance, manifest))
-    })
-    .await;
-    (store, described)
 }

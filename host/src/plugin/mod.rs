@@ -17,6 +17,7 @@ use wasmtime::Store;
 
 use crate::bindings::plugin::{SandboxMethod, SandboxMethodPre};
 use crate::bindings::wit;
+use crate::capabilities::config::PluginConfig;
 use crate::capabilities::env::PluginEnv;
 use crate::capabilities::events::PluginEvent;
 use crate::plugin::shared::PluginHost;
@@ -256,7 +257,7 @@ impl Plugin {
         let Some(making) = inner.spares.start() else {
             return false;
         };
-        let (store, made) = load::described_instance(&inner.host, self.id(), &inner.pre).await;
+        let (store, made) = described_instance(&inner.host, self.id(), &inner.pre).await;
         match made {
             Ok((instance, _)) => {
                 making.fill(Session {
@@ -459,4 +460,37 @@ fn check_result(result: wit::MethodResult, limits: &Limits) -> Result<MethodResu
             MethodResult::MultimodalAgent(parts)
         }
     })
+}
+
+/// A fresh instance of `plugin`'s `pre` that has described itself, in a
+/// store of its own with no context and nothing granted, under the hooks'
+/// budget: what loading asks, and what an instance made ahead of calls
+/// does first. The store, and the instance with its manifest or how it
+/// stopped.
+pub(crate) async fn described_instance(
+    host: &PluginHost,
+    plugin: &str,
+    pre: &SandboxMethodPre<state::PluginState>,
+) -> (
+    Store<state::PluginState>,
+    Result<(SandboxMethod, wit::PluginManifest), Stopped>,
+) {
+    let budget = Budget::for_hooks(&host.runtime.limits);
+    let env = PluginEnv::new(
+        plugin,
+        Grants::default(),
+        PluginConfig::default(),
+        host.services.clone(),
+    );
+    let mut store = new_store(host, env, None, budget);
+    let described = guarded(&mut store, budget, async |store| {
+        let instance: SandboxMethod = pre.instantiate_async(&mut *store).await?;
+        let manifest = instance
+            .sandwit_plugin_plugin()
+            .call_describe(&mut *store)
+            .await?;
+        Ok((instance, manifest))
+    })
+    .await;
+    (store, described)
 }
