@@ -1,6 +1,6 @@
 //! Embeds the CPython component in the `sandwit` binary when
 //! `SANDWIT_EMBED_PYTHON` names it (an absolute path, e.g.
-//! `$PWD/target/python/sandbox.wasm` after `python-guest/build`), so an
+//! `$PWD/target/python/sandbox.wasm` after `interpreter/build`), so an
 //! installed binary runs Python with nothing beside it. Without it the binary
 //! is built without one (a plain `cargo build` needs no componentize-py) and
 //! `sandwit run` looks for the component elsewhere (cli/src/interpreter.rs).

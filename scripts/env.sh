@@ -7,7 +7,7 @@ GUEST_PACKAGES="-p sandwit-sdk -p calc -p knowledge -p messenger -p imagegen -p 
 GUEST_TARGET_DIR="target/guests"
 GUEST_OUT="$GUEST_TARGET_DIR/wasm32-wasip2/guest"
 # The CPython component the `sandwit` binary embeds (host/build.rs reads
-# SANDWIT_EMBED_PYTHON): a copy of python-guest/build's output, remade only
+# SANDWIT_EMBED_PYTHON): a copy of interpreter/build's output, remade only
 # when app.py, the build script or the WIT changed. componentize-py's output
 # differs from build to build, and tests/artifacts/build.rs rebuilds
 # target/python/sandbox.wasm, so embedding that file itself would relink the
@@ -16,10 +16,10 @@ EMBEDDED_PYTHON="$PWD/target/embed/sandbox.wasm"
 # Brings $EMBEDDED_PYTHON up to date (building the interpreter if need be)
 # and exports SANDWIT_EMBED_PYTHON: call it before building the host.
 embed_python() {
-  local sources=(python-guest/app.py python-guest/crossing.py python-guest/build wit) built=target/python/sandbox.wasm
+  local sources=(interpreter/app.py interpreter/crossing.py interpreter/build wit) built=target/python/sandbox.wasm
   python_stale() { [[ ! -f "$1" || -n "$(find "${sources[@]}" -newer "$1" -print -quit)" ]]; }
   if python_stale "$EMBEDDED_PYTHON"; then
-    if python_stale "$built"; then python-guest/build; fi
+    if python_stale "$built"; then interpreter/build; fi
     mkdir -p "$(dirname "$EMBEDDED_PYTHON")"
     cp "$built" "$EMBEDDED_PYTHON.tmp"
     mv "$EMBEDDED_PYTHON.tmp" "$EMBEDDED_PYTHON"

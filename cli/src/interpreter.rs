@@ -69,7 +69,7 @@ fn find(given: Option<PathBuf>) -> anyhow::Result<Interpreter> {
     );
     anyhow::bail!(
         "no Python interpreter: this sandwit binary was built without one embedded, and there \
-         is none at {installed}. To get one, in sandwit's source tree run `python-guest/build` \
+         is none at {installed}. To get one, in sandwit's source tree run `interpreter/build` \
          (needs Python 3.11; it installs componentize-py into .venv and writes \
          target/python/sandbox.wasm), then either\n  \
          - install sandwit with it embedded: \

@@ -189,7 +189,7 @@ const PYTHON_TEMPLATE: &[Embedded] = &[
 ];
 
 /// Where the Rust SDK is when this binary was built from a sandwit tree.
-const SDK_SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../guest-sdk");
+const SDK_SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sdk/rust");
 
 #[derive(Subcommand)]
 pub enum PluginCommand {
@@ -224,7 +224,7 @@ pub struct NewArgs {
     #[arg(long, value_enum)]
     lang: Lang,
     /// The Rust SDK (sandwit-sdk) as a path dependency [default: the
-    /// guest-sdk/ of the tree this binary was built from, if it is there].
+    /// sdk/rust/ of the tree this binary was built from, if it is there].
     #[arg(long, value_name = "DIR")]
     sdk: Option<PathBuf>,
 }
@@ -286,7 +286,7 @@ fn new(args: NewArgs) -> anyhow::Result<ExitCode> {
                     PathBuf::from(SDK_SOURCE)
                 }
                 None => bail!(
-                    "this binary was not built from a sandwit tree: give the Rust SDK with --sdk DIR (sandwit's guest-sdk/)"
+                    "this binary was not built from a sandwit tree: give the Rust SDK with --sdk DIR (sandwit's sdk/rust/)"
                 ),
             };
             let sdk = std::fs::canonicalize(&sdk)

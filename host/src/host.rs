@@ -453,7 +453,7 @@ impl Host {
         (admission.running(), admission.waiting())
     }
 
-    /// Loads the CPython component (built from `python-guest/`) from its bytes.
+    /// Loads the CPython component (built from `interpreter/`) from its bytes.
     pub async fn load_python(&self, name: &str, bytes: &[u8]) -> Result<PythonSandbox, LoadError> {
         PythonSandbox::load(&self.inner, Source::Bytes { label: name, bytes })
     }

@@ -1,7 +1,7 @@
 //! Builds every guest component (example plugins and test fixtures) with a
 //! nested `cargo build --target wasm32-wasip2`, into its own target directory
 //! so it does not wait on the outer build's lock, builds the CPython sandbox
-//! with `python-guest/build` and the example Python plugins with
+//! with `interpreter/build` and the example Python plugins with
 //! `sdk/python/build-examples`, and writes their paths as constants.
 
 use std::path::{Path, PathBuf};
@@ -31,12 +31,12 @@ fn main() {
     for dir in [
         "wit",
         "value",
-        "guest-sdk",
+        "sdk/rust",
         "plugins",
         "tests/fixtures",
-        "python-guest/app.py",
-        "python-guest/crossing.py",
-        "python-guest/build",
+        "interpreter/app.py",
+        "interpreter/crossing.py",
+        "interpreter/build",
         "scripts/scientific",
         "sdk/python/sandwit_plugin",
         "sdk/python/wit",
@@ -77,9 +77,9 @@ fn main() {
         ));
     }
     let status = Command::new("bash")
-        .arg(root.join("python-guest/build"))
+        .arg(root.join("interpreter/build"))
         .status()
-        .expect("running python-guest/build");
+        .expect("running interpreter/build");
     assert!(status.success(), "building the Python sandbox failed");
     let python = root.join("target/python/sandbox.wasm");
     code.push_str(&format!(

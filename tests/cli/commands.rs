@@ -406,7 +406,7 @@ fn a_copied_binary_runs_python_and_says_when_it_compiles() {
         assert_eq!(out.status.code(), Some(1));
         let installed = home.join(".local/share/sandwit/python/sandbox.wasm");
         let err = stderr(&out);
-        assert!(err.contains("python-guest/build"), "{err}");
+        assert!(err.contains("interpreter/build"), "{err}");
         assert!(err.contains("SANDWIT_EMBED_PYTHON="), "{err}");
         assert!(err.contains(installed.to_str().unwrap()), "{err}");
         std::fs::create_dir_all(installed.parent().unwrap()).unwrap();

@@ -22,7 +22,7 @@ fn sandwit_with(dir: &Path, args: &[&str], env: &[(&str, &OsStr)]) -> Output {
         .arg("--cache-dir")
         .arg(tmp.join("cli-cache"))
         .env("SANDWIT_STORE", dir.join("store.db"))
-        // The pinned componentize-py python-guest/build installed: the test
+        // The pinned componentize-py interpreter/build installed: the test
         // downloads nothing.
         .env(
             "SANDWIT_COMPONENTIZE_PY",
@@ -345,7 +345,7 @@ fn a_nekro_style_python_plugin_builds_validates_and_reaches_a_granted_api() {
 }
 
 /// `sandwit plugin new --lang rust` and `plugin build`: the project depends
-/// on this tree's guest-sdk by path and builds offline, in the guests'
+/// on this tree's sdk/rust by path and builds offline, in the guests'
 /// target directory (tests/artifacts builds there) so the SDK's
 /// dependencies are compiled once.
 #[test]
@@ -357,7 +357,7 @@ fn a_new_rust_project_builds_and_validates() {
     ));
     let manifest = std::fs::read_to_string(dir.join("adder/Cargo.toml")).unwrap();
     let sdk =
-        std::fs::canonicalize(Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk")).unwrap();
+        std::fs::canonicalize(Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk/rust")).unwrap();
     assert!(
         manifest.contains(&format!(
             "sandwit-sdk = {{ path = {:?} }}",

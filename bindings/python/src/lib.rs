@@ -390,7 +390,7 @@ impl Shared {
                     "no Python interpreter: this build of the sandwit package carries none \
                      (it was built without SANDWIT_EMBED_PYTHON), $SANDWIT_PYTHON is not set \
                      and there is none at {}. Pass Host(python=PATH) with a sandbox.wasm built \
-                     by sandwit's python-guest/build",
+                     by sandwit's interpreter/build",
                     installed_interpreter().map_or_else(
                         || "$XDG_DATA_HOME/sandwit/python/sandbox.wasm".into(),
                         |p| p.display().to_string()

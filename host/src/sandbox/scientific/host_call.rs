@@ -1,7 +1,7 @@
 //! `host.call`: the scientific interpreter's one import besides WASI, the
 //! way its runs get their code and call plugin methods.
 //!
-//! The guest passes a frame (`python-guest/scientific.py` describes them)
+//! The guest passes a frame (`interpreter/scientific.py` describes them)
 //! and the host answers with bytes it writes into memory the guest's
 //! `host_alloc` export allocates, storing their address and length at the
 //! two out-pointers. A method call goes through the same dispatch as the

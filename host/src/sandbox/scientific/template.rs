@@ -47,8 +47,8 @@ const PREPARE_MEMORY: usize = 1 << 30;
 /// What every run's turn runs: the runner asks the host for the rest.
 pub(crate) const TURN: &str = "import sandwit_scientific\nsandwit_scientific.turn()\n";
 /// sandwit's runner, as the interpreter is given it while prepared.
-const CROSSING: &str = include_str!("../../../../python-guest/crossing.py");
-const RUNNER: &str = include_str!("../../../../python-guest/scientific.py");
+const CROSSING: &str = include_str!("../../../../interpreter/crossing.py");
+const RUNNER: &str = include_str!("../../../../interpreter/scientific.py");
 
 /// Whether the module in `dir` has compiled code in the host's cache (a
 /// load then takes seconds, not minutes).

@@ -25,7 +25,7 @@ pub struct Embedded {
 }
 
 /// Where a source tree keeps the interpreter once built, relative to its
-/// root: scripts/env.sh's stable copy, then python-guest/build's output.
+/// root: scripts/env.sh's stable copy, then interpreter/build's output.
 const IN_TREE: [&str; 2] = ["target/embed/sandbox.wasm", "target/python/sandbox.wasm"];
 
 /// Reads `SANDWIT_EMBED_PYTHON` and prepares the file to embed in
@@ -70,7 +70,7 @@ pub fn embed(out_dir: &Path) -> Embedded {
     println!("cargo::rerun-if-changed={}", path.display());
     let bytes = std::fs::read(&path).unwrap_or_else(|e| {
         fail(&format!(
-            "{VAR}={}: cannot read it ({e}); build it with python-guest/build",
+            "{VAR}={}: cannot read it ({e}); build it with interpreter/build",
             path.display()
         ))
     });
@@ -95,12 +95,12 @@ pub fn embed(out_dir: &Path) -> Embedded {
 fn in_tree(manifest_dir: &Path) -> Result<PathBuf, String> {
     let root = manifest_dir
         .ancestors()
-        .find(|dir| dir.join("python-guest/build").is_file())
+        .find(|dir| dir.join("interpreter/build").is_file())
         .ok_or_else(|| {
             format!(
                 "this release build would carry no Python interpreter, and {} is not in \
                  sandwit's source tree: set {VAR} to the absolute path of the CPython component \
-                 (target/python/sandbox.wasm after `python-guest/build`)",
+                 (target/python/sandbox.wasm after `interpreter/build`)",
                 manifest_dir.display()
             )
         })?;
@@ -114,7 +114,7 @@ fn in_tree(manifest_dir: &Path) -> Result<PathBuf, String> {
         .ok_or_else(|| {
             format!(
                 "this release build would carry no Python interpreter, and none is built yet: \
-                 run `{}/python-guest/build` (it installs the pinned componentize-py into a local \
+                 run `{}/interpreter/build` (it installs the pinned componentize-py into a local \
                  virtualenv and writes target/python/sandbox.wasm), then build again",
                 root.display()
             )
@@ -138,10 +138,10 @@ mod tests {
         std::fs::create_dir_all(&crate_dir).unwrap();
         let err = in_tree(&crate_dir).unwrap_err();
         assert!(err.contains("not in sandwit's source tree"), "{err}");
-        std::fs::create_dir_all(root.join("python-guest")).unwrap();
-        std::fs::write(root.join("python-guest/build"), "").unwrap();
+        std::fs::create_dir_all(root.join("interpreter")).unwrap();
+        std::fs::write(root.join("interpreter/build"), "").unwrap();
         let err = in_tree(&crate_dir).unwrap_err();
-        assert!(err.contains("python-guest/build`"), "{err}");
+        assert!(err.contains("interpreter/build`"), "{err}");
         std::fs::create_dir_all(root.join("target/python")).unwrap();
         std::fs::write(root.join("target/python/sandbox.wasm"), "").unwrap();
         assert_eq!(
