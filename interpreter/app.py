@@ -7,7 +7,7 @@ instantiates a fresh copy of that snapshot for every run.
 
 `Runner.exec` runs the AI's code in a fresh namespace where each plugin method
 is a plain Python function; a call checks the bound arguments, writes them
-with `marshal` (format 2) and goes through the `sandwit:plugin/methods` import
+with `marshal` (format 2) and goes through the `sandwit:interpreter/methods` import
 to the host, which answers in the same format.
 """
 
@@ -118,7 +118,7 @@ call_methods = host_methods.call
 
 
 def call_host(method, marshalled):
-    """The crossing to the host: `sandwit:plugin/methods.call`."""
+    """The crossing to the host: `sandwit:interpreter/methods.call`."""
     try:
         return call_methods(method, marshalled)
     except Err as e:

@@ -70,7 +70,7 @@ class BadValue(Exception):
         raise self.error(f"argument {name!r}{path}: {self.message}") from None
 
 
-# The marshal format a value crosses in (`marshalled` in wit/python.wit):
+# The marshal format a value crosses in (`marshalled` in wit/interpreter/python.wit):
 # version 2 has no back-references, so the host reads every object where it
 # occurs.
 MARSHAL_VERSION = 2

@@ -120,24 +120,24 @@ const PYTHON_COMPAT: &[Embedded] = &[
 
 /// The Python SDK's world (sdk/python/wit): the 0.2 plugin world and
 /// `wasi:http/outgoing-handler`, laid out as sdk/python/wit is (its
-/// `deps/sandwit-plugin-*` link to wit/v0.2, whose files are read from there).
+/// `deps/sandwit-plugin-*` link to wit/plugin@0.2.0, whose files are read from there).
 const WIT: &[Embedded] = &[
     ("world.wit", include_str!("../../sdk/python/wit/world.wit")),
     (
         "deps/sandwit-plugin-0.2.0/lifecycle.wit",
-        include_str!("../../wit/v0.2/lifecycle.wit"),
+        include_str!("../../wit/plugin@0.2.0/lifecycle.wit"),
     ),
     (
         "deps/sandwit-plugin-0.1.0/world.wit",
-        include_str!("../../wit/v0.2/deps/plugin-0.1.0/world.wit"),
+        include_str!("../../wit/plugin@0.2.0/deps/plugin-0.1.0/world.wit"),
     ),
     (
         "deps/sandwit-plugin-0.1.0/types.wit",
-        include_str!("../../wit/v0.2/deps/plugin-0.1.0/types.wit"),
+        include_str!("../../wit/plugin@0.2.0/deps/plugin-0.1.0/types.wit"),
     ),
     (
         "deps/sandwit-plugin-0.1.0/services.wit",
-        include_str!("../../wit/v0.2/deps/plugin-0.1.0/services.wit"),
+        include_str!("../../wit/plugin@0.2.0/deps/plugin-0.1.0/services.wit"),
     ),
     (
         "deps/wasi-cli-0.2.12/cli.wit",
@@ -560,7 +560,7 @@ mod tests {
     }
 
     /// Every WIT file of sdk/python/wit is in the binary, as it is there
-    /// (following its links to wit/v0.2 but not that directory's own deps,
+    /// (following its links to wit/plugin@0.2.0 but not that directory's own deps,
     /// which componentize-py does not read either).
     #[test]
     fn the_embedded_wit_is_the_sdk_world() {

@@ -1265,7 +1265,7 @@ async fn a_bad_interpreter_component_is_refused() {
     assert!(problems(err).contains("not a WebAssembly binary"));
     let calc = std::fs::read(artifacts::CALC).unwrap();
     let err = host().load_python("calc.wasm", &calc).await.err().unwrap();
-    assert!(problems(err).contains("does not export `sandwit:plugin/runner@0.1.x`"));
+    assert!(problems(err).contains("does not export `sandwit:interpreter/runner@0.1.x`"));
 }
 
 #[tokio::test]

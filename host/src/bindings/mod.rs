@@ -3,7 +3,7 @@
 /// The `sandbox-method` world that plugins implement.
 pub mod plugin {
     wasmtime::component::bindgen!({
-        path: "../wit",
+        path: "../wit/plugin@0.1.0",
         world: "sandbox-method",
         // The store and chat call the embedder's services, which may wait
         // on I/O (`StoreBackend`, `ChatSink`).
@@ -22,7 +22,7 @@ pub mod plugin {
 /// export bindings are used.
 pub mod plugin_v0_2 {
     wasmtime::component::bindgen!({
-        path: "../wit/v0.2",
+        path: "../wit/plugin@0.2.0",
         world: "sandwit:plugin/sandbox-method@0.2.0",
         imports: { default: trappable },
         exports: { default: async },
@@ -41,11 +41,11 @@ pub mod plugin_v0_2 {
 /// store's fuel; only the export bindings are used.
 pub mod python {
     wasmtime::component::bindgen!({
-        path: "../wit",
+        path: "../wit/interpreter",
         world: "python-sandbox",
         imports: { default: async | trappable },
         exports: { default: async },
-        with: { "sandwit:plugin/types": super::plugin::sandwit::plugin::types },
+        with: { "sandwit:plugin/types@0.1.0": super::plugin::sandwit::plugin::types },
     });
 }
 
@@ -60,15 +60,20 @@ pub use plugin_v0_2::exports::sandwit::plugin0_2_0::lifecycle as lifecycle_api;
 
 #[cfg(test)]
 mod tests {
-    /// `wit/v0.2/deps/plugin-0.1.0` is 0.1 as released: the files of `wit/`
-    /// that define the plugin world, unchanged.
+    /// `wit/plugin@0.2.0/deps/plugin-0.1.0` is 0.1 as released: the files
+    /// of `wit/plugin@0.1.0`, unchanged.
     #[test]
     fn the_0_2_world_depends_on_0_1_as_released() {
         let wit = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit");
         for file in ["world.wit", "types.wit", "services.wit"] {
-            let released = std::fs::read_to_string(wit.join(file)).unwrap();
-            let copy = std::fs::read_to_string(wit.join("v0.2/deps/plugin-0.1.0").join(file));
-            assert_eq!(copy.unwrap(), released, "wit/{file} and its copy differ");
+            let released = std::fs::read_to_string(wit.join("plugin@0.1.0").join(file)).unwrap();
+            let copy =
+                std::fs::read_to_string(wit.join("plugin@0.2.0/deps/plugin-0.1.0").join(file));
+            assert_eq!(
+                copy.unwrap(),
+                released,
+                "wit/plugin@0.1.0/{file} and its copy differ"
+            );
         }
     }
 }

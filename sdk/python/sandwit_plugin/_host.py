@@ -21,7 +21,7 @@ class ServiceError(Exception):
 
 class Backend(Protocol):
     """What the SDK asks of the host. Scopes: "chat", "user", "chat-user",
-    "global" (`wit/services.wit`)."""
+    "global" (`wit/plugin@0.1.0/services.wit`)."""
 
     def store_get(self, scope: str, key: str) -> Optional[str | bytes]: ...
     def store_set(self, scope: str, key: str, value: str | bytes) -> None: ...

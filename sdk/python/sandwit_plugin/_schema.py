@@ -13,7 +13,7 @@ _SCALARS: dict[Any, dict[str, Any]] = {
     float: {"type": "number"},
     str: {"type": "string"},
     bool: {"type": "boolean"},
-    # Bytes validate as strings (wit/types.wit, `param`).
+    # Bytes validate as strings (wit/plugin@0.1.0/types.wit, `param`).
     bytes: {"type": "string"},
     type(None): {"type": "null"},
 }

@@ -1,7 +1,7 @@
 """Python values to and from sandwit's value tree, as (kind, payload) nodes.
 
 A tree is a list of nodes, root first; containers name their children by
-index (`wit/types.wit`, `value`). Kinds: "null", "bool", "int", "float",
+index (`wit/plugin@0.1.0/types.wit`, `value`). Kinds: "null", "bool", "int", "float",
 "text", "bytes", "array" (child indices), "object" ((key, index) pairs).
 """
 

@@ -6,7 +6,7 @@
 #[allow(missing_docs)]
 pub mod wit {
     wit_bindgen::generate!({
-        path: "../../wit",
+        path: "../../wit/plugin@0.1.0",
         world: "sandbox-method",
         pub_export_macro: true,
         export_macro_name: "export",
@@ -20,7 +20,7 @@ pub mod wit {
 #[allow(missing_docs)]
 pub mod wit_v0_2 {
     wit_bindgen::generate!({
-        path: "../../wit/v0.2",
+        path: "../../wit/plugin@0.2.0",
         world: "sandwit:plugin/lifecycle-hooks@0.2.0",
         pub_export_macro: true,
         export_macro_name: "export_lifecycle",

@@ -12,7 +12,7 @@ use wasmtime::error::Context as _;
 use wasmtime::{AsContextMut, Caller, Extern, Linker, Memory};
 
 use super::state::SciData;
-use crate::bindings::python::exports::sandwit::plugin::runner;
+use crate::bindings::python::exports::sandwit::interpreter::runner;
 use crate::bindings::wit;
 use crate::sandbox::small::methods;
 use sandwit_contract::text::cut;

@@ -5,7 +5,7 @@ use wasmtime_wasi::p1::WasiP1Ctx;
 
 use crate::sandbox::workspace::WorkspaceRun;
 
-use crate::bindings::python::exports::sandwit::plugin::runner;
+use crate::bindings::python::exports::sandwit::interpreter::runner;
 use crate::runtime::guard::{HostMeter, Limited};
 use crate::runtime::limits::StoreLimiter;
 use crate::sandbox::small::methods::RunData;

@@ -1,4 +1,4 @@
-//! `sandwit:plugin/methods`: the Python sandbox's calls to plugin methods.
+//! `sandwit:interpreter/methods`: the Python sandbox's calls to plugin methods.
 //!
 //! Linked by hand rather than through a generated `Host` trait because a call
 //! needs the store itself: the plugin runs on the run's remaining fuel, which
@@ -10,7 +10,7 @@ use wasmtime_wasi::WasiView;
 use wasmtime_wasi::p2::bindings::io::streams::{HostInputStream, HostOutputStream};
 use wasmtime_wasi::p2::{DynInputStream, DynOutputStream};
 
-use crate::bindings::python::sandwit::plugin::methods::Marshalled;
+use crate::bindings::python::sandwit::interpreter::methods::Marshalled;
 use crate::bindings::wit;
 use crate::controls::{ControlEvent, Refused};
 use crate::plugin::CallReport;
@@ -75,9 +75,9 @@ fn note_stream_drops(linker: &mut Linker<RunState>) -> wasmtime::Result<()> {
     Ok(())
 }
 
-/// Adds `sandwit:plugin/methods@0.1.0` to a Python run's linker.
+/// Adds `sandwit:interpreter/methods@0.1.0` to a Python run's linker.
 pub(crate) fn add_to_linker(linker: &mut Linker<RunState>) -> wasmtime::Result<()> {
-    let mut methods = linker.instance("sandwit:plugin/methods@0.1.0")?;
+    let mut methods = linker.instance("sandwit:interpreter/methods@0.1.0")?;
     methods.func_wrap_async(
         "call",
         |store: StoreContextMut<'_, RunState>, (method, args): (String, WasmList<u8>)| {

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::bindings::python::{
-    PythonSandbox as Interpreter, PythonSandboxPre, exports::sandwit::plugin::runner,
+    PythonSandbox as Interpreter, PythonSandboxPre, exports::sandwit::interpreter::runner,
 };
 use crate::controls::{Approver, RunControls};
 use crate::plugin::trap_message;
@@ -41,8 +41,11 @@ use state::{EventListener, RunState};
 const PYTHON_SANDBOX: World = World {
     name: "python-sandbox",
     what: "a sandwit Python sandbox",
-    export_prefix: "sandwit:plugin/runner@0.1.",
-    imports: &["sandwit:plugin/types@0.1.", "sandwit:plugin/methods@0.1."],
+    export_prefix: "sandwit:interpreter/runner@0.1.",
+    imports: &[
+        "sandwit:plugin/types@0.1.",
+        "sandwit:interpreter/methods@0.1.",
+    ],
 };
 /// The error type of a run whose interpreter trapped (a bug, not the code).
 const TRAP_TYPE: &str = "InterpreterTrap";
@@ -236,7 +239,7 @@ impl PythonSandbox {
                 Start::Prepared(interpreter) => interpreter,
                 Start::Instantiate(pre) => pre.instantiate_async(&mut *store).await?,
             };
-            let runner = interpreter.sandwit_plugin_runner();
+            let runner = interpreter.sandwit_interpreter_runner();
             let outcome = if functions_made {
                 runner
                     .call_exec_prepared(&mut *store, code, &inputs)

@@ -705,7 +705,7 @@ async fn prepare(
     let interpreter = pre.instantiate_async(&mut store).await?;
     let specs = methods.as_ref().map_or(&[][..], |m| m.specs());
     interpreter
-        .sandwit_plugin_runner()
+        .sandwit_interpreter_runner()
         .call_prepare(&mut store, specs)
         .await?;
     // The interpreter has one memory, and holds handles only to streams
