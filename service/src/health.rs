@@ -81,11 +81,11 @@ pub async fn metrics(
             reused: state.interpreters.small().reuses_interpreters(),
             scientific_ready: state.interpreters.scientific().map(|s| s.prepared()),
         },
-        &state.host.controls_snapshot(),
+        state.host.controls_snapshot(),
     );
     Ok((
         StatusCode::OK,
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        [(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
         text,
     ))
 }
