@@ -10,6 +10,8 @@
 //! past them new runs are refused (503 `queue-full`) instead of memory
 //! growing.
 //!
+//! [`Holding`] is such an answer, typed by its body.
+//!
 //! [`Chunked`] hands the body to hyper in frames of at most
 //! [`FRAME_BYTES`]: hyper asks for the next frame only once its write
 //! buffer (bounded by the connection layer) has room, so a body handed out
@@ -19,7 +21,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use axum::body::{Body, Bytes, HttpBody};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use http_body::{Frame, SizeHint};
 
 /// The largest frame handed to the connection.
@@ -36,6 +38,20 @@ pub fn holding<T: Send + Sync + Unpin + 'static>(response: Response, hold: T) ->
             hold: Some(hold),
         })
     })
+}
+
+/// The answer `body`, holding `hold` until it has gone out ([`holding`]).
+pub struct Holding<B, H> {
+    /// What is answered.
+    pub body: B,
+    /// What is held meanwhile (a run's place in its queue).
+    pub hold: H,
+}
+
+impl<B: IntoResponse, H: Send + Sync + Unpin + 'static> IntoResponse for Holding<B, H> {
+    fn into_response(self) -> Response {
+        holding(self.body.into_response(), self.hold)
+    }
 }
 
 /// A body re-cut into frames of at most [`FRAME_BYTES`], holding `hold`

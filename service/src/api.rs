@@ -3,20 +3,23 @@
 //! below. Served without a token, like `/healthz` (as the registry does):
 //! it describes the API and holds nothing secret.
 //!
-//! The handlers build most answers with `serde_json::json!` (the outcome and
-//! call JSON are shared with `sandwit run --json` and `sandwit call --json`,
-//! `service::outcome`); the schemas here describe those shapes, and
-//! `scripts/test-service` checks every answer against them with
-//! schemathesis.
+//! The schemas are the types the handlers answer with (`crate::wire`) and
+//! take (`RunRequest`, `CallRequest`): the document is generated from the
+//! code it describes. `scripts/test-service` also checks every answer of a
+//! real server against it with schemathesis.
 
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
-use serde_json::Value as Json;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::{Modify, OpenApi, ToSchema};
+use utoipa::{Modify, OpenApi};
 
+use crate::error::ErrorBody;
 use crate::interpreters::InterpreterKind;
+use crate::wire::{
+    Breaker, CallReport, ChatFiles, Handoff, Health, OpenAiTool, Outcome, ParamSchema, PluginInfo,
+    PluginList, PluginRef, Ready, Reloaded, Switched, Tool, ToolList, ToolListing, ToolMetadata,
+    ToolSchema, WorkspaceFile,
+};
 use crate::{calls, files, health, plugins, runs, tools};
 
 /// The OpenAPI 3.1 document of the service.
@@ -35,9 +38,9 @@ use crate::{calls, files, health, plugins, runs, tools};
     ),
     components(schemas(
         ErrorBody, Health, Ready, runs::RunRequest, runs::LimitsRequest, InterpreterKind, Outcome,
-        calls::CallRequest, CallReport, ToolListing, ToolList, Tool, OpenAiTool, ToolSchema,
-        ParamSchema, ToolMetadata, PluginRef, Breaker, PluginList, PluginInfo, Switched, Reloaded,
-        WorkspaceFile, ChatFiles
+        Handoff, calls::CallRequest, CallReport, ToolListing, ToolList, Tool, OpenAiTool,
+        ToolSchema, ParamSchema, ToolMetadata, PluginRef, Breaker, PluginList, PluginInfo,
+        Switched, Reloaded, WorkspaceFile, ChatFiles
     )),
     modifiers(&BearerAuth, &RateLimited),
 )]
@@ -121,303 +124,10 @@ pub async fn openapi_json() -> Response {
         .into_response()
 }
 
-/// Every error: a status and this body (`Retry-After` with 503 and 429).
-#[derive(Serialize, ToSchema)]
-pub struct ErrorBody {
-    /// A kebab-case code: `unauthorized`, `admin-only`,
-    /// `outside-namespace`, `not-found`,
-    /// `unknown-plugin`, `unknown-method`, `unknown-tool`, `bad-json`,
-    /// `bad-query`, `bad-request`, `limit-too-high`,
-    /// `interpreter-not-loaded`, `bad-format`, `bad-path`, `no-workspaces`,
-    /// `no-such-file`, `reload-failed`, `request-timeout`,
-    /// `queue-full`, `queue-timeout`, `shutting-down`, `warming-up`,
-    /// `rate-limited`, `workspace-failed`.
-    pub error: String,
-    /// A sentence naming what was wrong.
-    pub message: String,
-}
-
-/// `GET /healthz`.
-#[derive(Serialize, ToSchema)]
-pub struct Health {
-    /// Always `ok`.
-    pub status: String,
-}
-
-/// `GET /readyz` while the service takes runs.
-#[derive(Serialize, ToSchema)]
-pub struct Ready {
-    /// Always `ready`.
-    pub status: String,
-    /// Plugins loaded, enabled or not.
-    pub plugins: u64,
-    /// Runs running now.
-    pub runs_running: u64,
-    /// Runs waiting for a slot now.
-    pub runs_waiting: u64,
-    /// The interpreters runs may ask for (`small` always).
-    pub interpreters: Vec<InterpreterKind>,
-    /// The interpreter of runs that name none.
-    pub default_interpreter: InterpreterKind,
-}
-
-/// A run's outcome: the JSON of `sandwit run --json`, images of a handoff
-/// inline (`data`, base64).
-#[derive(Serialize, ToSchema)]
-pub struct Outcome {
-    /// `ok`, `error`, `agent_handoff`, `limit_exceeded` or `cancelled`.
-    pub status: String,
-    /// For `ok`, the value of the code's last statement if it is an
-    /// expression whose value is not None, else of its `result` variable;
-    /// `null` for none. Bytes are `{"base64": ...}`. Any JSON value.
-    #[schema(value_type = Option<serde_json::Value>)]
-    pub result: Option<Json>,
-    /// What the code printed (capped).
-    pub stdout: String,
-    /// What the code printed to stderr (capped).
-    pub stderr: String,
-    /// The exception that escaped the code: `{type, message, line?, ...}`.
-    #[schema(value_type = Option<Object>)]
-    pub error: Option<Json>,
-    /// The limit that stopped the run: `{kind, message}`.
-    #[schema(value_type = Option<Object>)]
-    pub limit: Option<Json>,
-    /// The files of the chat's workspace the run created or changed (a
-    /// scientific run on a server with `--workspace`); empty otherwise.
-    pub files: Vec<WorkspaceFile>,
-    /// The run's events (calls, controls, messages), in order.
-    #[schema(value_type = Vec<Object>)]
-    pub events: Vec<Json>,
-    /// The agent method's result that ended the run: `{plugin, method,
-    /// result}`.
-    #[schema(value_type = Option<Object>)]
-    pub handoff: Option<Json>,
-    /// Fuel the run used.
-    pub fuel_used: u64,
-    /// What the calls cost (`cost_per_use`).
-    pub cost: f64,
-    /// Wall-clock milliseconds, from when the run got a run slot.
-    pub ms: f64,
-    /// Milliseconds it waited for a run slot before that.
-    pub queued_ms: f64,
-}
-
-/// A file of a chat's workspace.
-#[derive(Serialize, ToSchema)]
-pub struct WorkspaceFile {
-    /// Its path in the workspace, `/`-separated.
-    pub path: String,
-    /// Its size in bytes.
-    pub size: u64,
-}
-
-/// `GET /v1/chats/{chat}/files`.
-#[derive(Serialize, ToSchema)]
-pub struct ChatFiles {
-    /// The chat key.
-    pub chat: String,
-    /// Its workspace's files, as its runs left them.
-    pub files: Vec<WorkspaceFile>,
-}
-
-/// A method call's report: the JSON of `sandwit call --json`.
-#[derive(Serialize, ToSchema)]
-pub struct CallReport {
-    /// Whether the method succeeded.
-    pub ok: bool,
-    /// Its result: `{kind: "tool", value}`, `{kind: "agent" | "behavior",
-    /// text}` or `{kind: "multimodal-agent", parts}`.
-    #[schema(value_type = Option<Object>)]
-    pub result: Option<Json>,
-    /// Why it failed: `{kind, message, ...}`.
-    #[schema(value_type = Option<Object>)]
-    pub error: Option<Json>,
-    /// The call's events.
-    #[schema(value_type = Vec<Object>)]
-    pub events: Vec<Json>,
-    /// Fuel the call used.
-    pub fuel_used: u64,
-    /// Wall-clock milliseconds.
-    pub ms: f64,
-}
-
-/// `GET /v1/tools`: an object with `tools` (the sandwit and MCP formats)
-/// or an array of OpenAI function definitions (`?format=openai`).
-#[derive(Serialize, ToSchema)]
-#[serde(untagged)]
-// Describes the handler's `json!` answer: never built itself.
-#[allow(dead_code)]
-pub enum ToolListing {
-    /// `?format=sandwit` (the default) or `?format=mcp`.
-    Tools(ToolList),
-    /// `?format=openai`.
-    OpenAi(Vec<OpenAiTool>),
-}
-
-/// The tools, in the sandwit or MCP format.
-#[derive(Serialize, ToSchema)]
-pub struct ToolList {
-    /// One per enabled method (available in the chat, with `chat_key`).
-    pub tools: Vec<Tool>,
-}
-
-/// A tool: a method of an enabled plugin.
-#[derive(Serialize, ToSchema)]
-pub struct Tool {
-    /// The method's name.
-    pub name: String,
-    /// Its summary (sandwit format), or its docstring without `Args:`
-    /// (MCP).
-    pub description: String,
-    /// The plugin's id (sandwit format).
-    #[schema(required = false)]
-    pub category: Option<String>,
-    /// `tool`, `agent`, `behavior` or `multimodal-agent` (sandwit format).
-    #[schema(required = false)]
-    pub kind: Option<String>,
-    /// The JSON Schema of its arguments object (MCP format).
-    #[serde(rename = "inputSchema")]
-    #[schema(value_type = Option<Object>, required = false)]
-    pub input_schema: Option<Json>,
-}
-
-/// An OpenAI function-calling definition.
-#[derive(Serialize, ToSchema)]
-pub struct OpenAiTool {
-    /// Always `function`.
-    #[serde(rename = "type")]
-    pub kind: String,
-    /// `{name, description, parameters}`.
-    #[schema(value_type = Object)]
-    pub function: Json,
-}
-
-/// `GET /v1/tools/{name}/schema`.
-#[derive(Serialize, ToSchema)]
-pub struct ToolSchema {
-    /// The method's name.
-    pub name: String,
-    /// Its kind.
-    pub kind: String,
-    /// Its Python signature.
-    pub signature: String,
-    /// Its parameters, in positional order.
-    pub parameters: Vec<ParamSchema>,
-    /// The JSON Schema of a tool's result, if declared.
-    #[schema(value_type = Option<Object>)]
-    pub returns: Option<Json>,
-}
-
-/// A parameter of a method.
-#[derive(Serialize, ToSchema)]
-pub struct ParamSchema {
-    /// Its name.
-    pub name: String,
-    /// Whether a call must give it.
-    pub required: bool,
-    /// Its JSON Schema.
-    #[schema(value_type = Value)]
-    pub schema: Json,
-}
-
-/// `GET /v1/tools/{name}/metadata`: the tool and the policy's execution
-/// controls on it.
-#[derive(Serialize, ToSchema)]
-pub struct ToolMetadata {
-    /// The method's name.
-    pub name: String,
-    /// The plugin's id.
-    pub category: String,
-    /// The plugin.
-    pub plugin: PluginRef,
-    /// Its kind.
-    pub kind: String,
-    /// Its summary.
-    pub description: String,
-    /// Calls a minute, if limited.
-    pub rate_limit: Option<u32>,
-    /// `plugin`, `chat` or `user`, if set.
-    pub rate_limit_scope: Option<String>,
-    /// What a successful call costs, if set.
-    pub cost_per_use: Option<f64>,
-    /// The method has effects that are hard to undo.
-    pub dangerous: bool,
-    /// The method acts with the user's authority.
-    pub requires_auth: bool,
-    /// The circuit breaker, if any.
-    pub breaker: Option<Breaker>,
-}
-
-/// A plugin, as a tool's metadata names it.
-#[derive(Serialize, ToSchema)]
-pub struct PluginRef {
-    /// Its id.
-    pub id: String,
-    /// Its name.
-    pub name: String,
-    /// Its version.
-    pub version: String,
-}
-
-/// A circuit breaker's settings.
-#[derive(Serialize, ToSchema)]
-pub struct Breaker {
-    /// Consecutive failures that open it.
-    pub failures: Option<u32>,
-    /// The share of failed calls in the window that opens it.
-    pub error_rate: Option<f64>,
-    /// The window, in seconds.
-    pub window_s: u64,
-    /// Calls the window must hold before its error rate counts.
-    pub min_calls: u32,
-    /// Seconds open before a probe.
-    pub recovery_s: u64,
-}
-
-/// `GET /v1/plugins`.
-#[derive(Serialize, ToSchema)]
-pub struct PluginList {
-    /// Every loaded plugin, in file-name order.
-    pub plugins: Vec<PluginInfo>,
-}
-
-/// A loaded plugin.
-#[derive(Serialize, ToSchema)]
-pub struct PluginInfo {
-    /// Its id.
-    pub id: String,
-    /// Its name.
-    pub name: String,
-    /// Its version.
-    pub version: String,
-    /// What it does.
-    pub description: String,
-    /// Its methods' names.
-    pub methods: Vec<String>,
-    /// The SHA-256 of its component, hex.
-    pub sha256: String,
-    /// Whether runs and listings offer it.
-    pub enabled: bool,
-}
-
-/// `POST /v1/plugins/{id}:enable` or `:disable`.
-#[derive(Serialize, ToSchema)]
-pub struct Switched {
-    /// The plugin's id.
-    pub id: String,
-    /// Whether it is now enabled.
-    pub enabled: bool,
-}
-
-/// `POST /v1/plugins:reload`.
-#[derive(Serialize, ToSchema)]
-pub struct Reloaded {
-    /// The ids loaded, in file-name order.
-    pub plugins: Vec<String>,
-}
-
 #[cfg(test)]
 mod tests {
+    use serde_json::Value as Json;
+
     use super::*;
 
     /// Every route of the router is in the document, with bearer auth on
@@ -513,5 +223,313 @@ mod tests {
                 .is_some(),
             "{read}"
         );
+    }
+
+    /// The document as JSON.
+    fn document() -> Json {
+        serde_json::from_str(&ApiDoc::openapi().to_json().unwrap()).unwrap()
+    }
+
+    /// Every `$ref` written anywhere under `value`.
+    fn refs<'a>(value: &'a Json, out: &mut Vec<&'a str>) {
+        match value {
+            Json::Object(map) => {
+                for (key, value) in map {
+                    match (key.as_str(), value) {
+                        ("$ref", Json::String(target)) => out.push(target),
+                        _ => refs(value, out),
+                    }
+                }
+            }
+            Json::Array(items) => items.iter().for_each(|v| refs(v, out)),
+            _ => {}
+        }
+    }
+
+    /// Every `$ref` names a schema the document defines, and every schema
+    /// it defines is reached from an operation (directly or through other
+    /// schemas): a type no endpoint takes or answers any more would linger
+    /// in the document otherwise.
+    #[test]
+    fn every_schema_is_defined_and_reached_from_an_endpoint() {
+        let doc = document();
+        let schemas = doc["components"]["schemas"].as_object().unwrap();
+        let name = |target: &str| {
+            target
+                .strip_prefix("#/components/schemas/")
+                .unwrap_or_else(|| panic!("{target} is not a schema of the document"))
+                .to_string()
+        };
+        let mut reached = std::collections::BTreeSet::new();
+        let mut todo: Vec<String> = {
+            let mut found = Vec::new();
+            refs(&doc["paths"], &mut found);
+            found.into_iter().map(name).collect()
+        };
+        while let Some(schema) = todo.pop() {
+            let Some(definition) = schemas.get(&schema) else {
+                panic!("`{schema}` is referred to but not defined");
+            };
+            if reached.insert(schema) {
+                let mut found = Vec::new();
+                refs(definition, &mut found);
+                todo.extend(found.into_iter().map(name));
+            }
+        }
+        let defined: std::collections::BTreeSet<String> = schemas.keys().cloned().collect();
+        assert_eq!(defined, reached, "schemas no endpoint reaches");
+        // The answers of the endpoints that answer JSON name their types.
+        for (path, method, status, schema) in [
+            ("/healthz", "get", "200", "Health"),
+            ("/readyz", "get", "200", "Ready"),
+            ("/v1/runs", "post", "200", "Outcome"),
+            (
+                "/v1/plugins/{id}/methods/{method}:call",
+                "post",
+                "200",
+                "CallReport",
+            ),
+            ("/v1/tools", "get", "200", "ToolListing"),
+            ("/v1/tools/{name}/schema", "get", "200", "ToolSchema"),
+            ("/v1/tools/{name}/metadata", "get", "200", "ToolMetadata"),
+            ("/v1/plugins", "get", "200", "PluginList"),
+            ("/v1/plugins/{id}:{action}", "post", "200", "Switched"),
+            ("/v1/plugins:reload", "post", "200", "Reloaded"),
+            ("/v1/chats/{chat}/files", "get", "200", "ChatFiles"),
+            ("/v1/runs", "post", "503", "ErrorBody"),
+        ] {
+            let content = &doc["paths"][path][method]["responses"][status]["content"];
+            assert_eq!(
+                content["application/json"]["schema"]["$ref"],
+                format!("#/components/schemas/{schema}"),
+                "{method} {path} {status}: {content}"
+            );
+        }
+    }
+
+    /// Checks `instance`, serialized as a handler's answer is, against the
+    /// schema `name` of the document; the errors, if it does not match.
+    fn mismatches(doc: &Json, name: &str, instance: &impl serde::Serialize) -> Vec<String> {
+        let schema = serde_json::json!({
+            "$ref": format!("#/components/schemas/{name}"),
+            "components": doc["components"],
+        });
+        let validator = jsonschema::draft202012::new(&schema).unwrap();
+        let value = serde_json::to_value(instance).unwrap();
+        validator
+            .iter_errors(&value)
+            .map(|e| format!("{e} at {}", e.instance_path()))
+            .collect()
+    }
+
+    /// What the handlers answer, as axum serializes it, matches the schema
+    /// the document gives it, every optional part present and absent.
+    #[test]
+    fn the_answers_match_their_schemas() {
+        use sandwit::controls::RateScope;
+        use sandwit::{LimitHit, LimitKind, MethodKind, RunError, RunStatus};
+        use serde_json::json;
+
+        use crate::error::ErrorBody;
+        use crate::wire::*;
+
+        let doc = document();
+        let mut failed = Vec::new();
+        macro_rules! check {
+            ($name:expr, $answer:expr $(,)?) => {
+                for problem in mismatches(&doc, $name, $answer) {
+                    failed.push(format!("{}: {problem}", $name));
+                }
+            };
+        }
+        let outcome = |status, handoff: Option<Handoff>, full: bool| Outcome {
+            status,
+            result: full.then(|| json!({"answer": [1, 2.5, null, "x"]})),
+            stdout: "out".into(),
+            stderr: String::new(),
+            error: full.then(|| RunError {
+                type_name: "ZeroDivisionError".into(),
+                message: "division by zero".into(),
+                line: Some(3),
+                traceback: "Traceback".into(),
+            }),
+            limit: full.then(|| LimitHit {
+                kind: LimitKind::Time,
+                message: "the run took more than 1000 ms".into(),
+            }),
+            files: if full {
+                vec![WorkspaceFile {
+                    path: "out/plot.png".into(),
+                    size: 12,
+                }]
+            } else {
+                Vec::new()
+            },
+            events: Vec::new(),
+            handoff,
+            fuel_used: 1,
+            cost: 0.5,
+            ms: 2.0,
+            queued_ms: 0.0,
+        };
+        let handoff = Handoff {
+            plugin: "messenger".into(),
+            method: "reply".into(),
+            result: json!({"kind": "agent", "text": "hello"}),
+        };
+        check!("Outcome", &outcome(RunStatus::Ok, None, false));
+        check!("Outcome", &outcome(RunStatus::Error, Some(handoff), true));
+        check!(
+            "ErrorBody",
+            &ErrorBody {
+                error: "queue-full".into(),
+                message: "every run slot is taken".into(),
+            },
+        );
+        check!(
+            "Health",
+            &Health {
+                status: "ok".into(),
+            },
+        );
+        check!(
+            "Ready",
+            &Ready {
+                status: "ready".into(),
+                plugins: 2,
+                runs_running: 1,
+                runs_waiting: 0,
+                interpreters: vec![InterpreterKind::Small, InterpreterKind::Scientific],
+                default_interpreter: InterpreterKind::Small,
+            },
+        );
+        for ok in [true, false] {
+            check!(
+                "CallReport",
+                &CallReport {
+                    ok,
+                    result: ok.then(|| json!({"kind": "tool", "value": 3})),
+                    error: None,
+                    events: Vec::new(),
+                    fuel_used: 10,
+                    ms: 1.5,
+                },
+            );
+        }
+        check!(
+            "ToolListing",
+            &ToolListing::Tools(ToolList {
+                tools: vec![
+                    Tool {
+                        name: "calculate_sum".into(),
+                        description: "Adds".into(),
+                        category: Some("calc".into()),
+                        kind: Some(MethodKind::MultimodalAgent),
+                        input_schema: None,
+                    },
+                    Tool {
+                        name: "calculate_sum".into(),
+                        description: "Adds".into(),
+                        category: None,
+                        kind: None,
+                        input_schema: Some(json!({"type": "object"})),
+                    },
+                ],
+            }),
+        );
+        check!(
+            "ToolListing",
+            &ToolListing::OpenAi(vec![OpenAiTool {
+                kind: "function".into(),
+                function: json!({"name": "calculate_sum", "parameters": {}}),
+            }]),
+        );
+        for returns in [None, Some(json!({"type": "integer"}))] {
+            check!(
+                "ToolSchema",
+                &ToolSchema {
+                    name: "calculate_sum".into(),
+                    kind: MethodKind::Tool,
+                    signature: "calculate_sum(a: int, b: int) -> int".into(),
+                    parameters: vec![ParamSchema {
+                        name: "a".into(),
+                        required: true,
+                        schema: json!(true),
+                    }],
+                    returns: returns.clone(),
+                },
+            );
+        }
+        for set in [true, false] {
+            check!(
+                "ToolMetadata",
+                &ToolMetadata {
+                    name: "calculate_sum".into(),
+                    category: "calc".into(),
+                    plugin: PluginRef {
+                        id: "calc".into(),
+                        name: "Calc".into(),
+                        version: "1.0.0".into(),
+                    },
+                    kind: MethodKind::Tool,
+                    description: "Adds".into(),
+                    rate_limit: set.then_some(60),
+                    rate_limit_scope: set.then_some(RateScope::Chat),
+                    cost_per_use: set.then_some(0.5),
+                    dangerous: set,
+                    requires_auth: false,
+                    breaker: set.then_some(Breaker {
+                        failures: Some(3),
+                        error_rate: None,
+                        window_s: 60,
+                        min_calls: 10,
+                        recovery_s: 30,
+                    }),
+                },
+            );
+        }
+        check!(
+            "PluginList",
+            &PluginList {
+                plugins: vec![PluginInfo {
+                    id: "calc".into(),
+                    name: "Calc".into(),
+                    version: "1.0.0".into(),
+                    description: "Adds".into(),
+                    methods: vec!["calculate_sum".into()],
+                    sha256: "00".repeat(32),
+                    enabled: true,
+                }],
+            },
+        );
+        check!(
+            "Switched",
+            &Switched {
+                id: "calc".into(),
+                enabled: false,
+            },
+        );
+        check!(
+            "Reloaded",
+            &Reloaded {
+                plugins: vec!["calc".into()],
+            },
+        );
+        check!(
+            "ChatFiles",
+            &ChatFiles {
+                chat: "c".into(),
+                files: vec![WorkspaceFile {
+                    path: "a.txt".into(),
+                    size: 1,
+                }],
+            },
+        );
+        assert!(failed.is_empty(), "{failed:#?}");
+
+        // The check can fail: a body without a required field, or with a
+        // field of the wrong type, does not match.
+        assert!(!mismatches(&doc, "Health", &json!({})).is_empty());
+        assert!(!mismatches(&doc, "Switched", &json!({"id": "calc", "enabled": "yes"})).is_empty());
     }
 }

@@ -5,16 +5,18 @@ use std::time::Instant;
 
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
-use axum::response::IntoResponse;
 use sandwit::Budget;
 use sandwit::json::value_from_json;
 use serde::Deserialize;
 use serde_json::{Map, Value as Json};
 use utoipa::ToSchema;
 
-use crate::Shared;
+use crate::answer::Holding;
 use crate::auth::Caller;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
+use crate::queue::Answering;
+use crate::state::Shared;
+use crate::wire::CallReport;
 
 /// The body of a call.
 #[derive(Deserialize, ToSchema)]
@@ -44,24 +46,24 @@ pub struct CallRequest {
            ("method" = String, Path, description = "The method's name")),
     responses(
         (status = 200, description = "The call's report, whether the method succeeded or not",
-         body = crate::api::CallReport),
+         body = CallReport),
         (status = 400, description = "An empty or too long chat key or user id, or a result \
                                       that cannot be rendered",
-         body = crate::api::ErrorBody),
-        (status = 401, body = crate::api::ErrorBody),
+         body = ErrorBody),
+        (status = 401, body = ErrorBody),
         (status = 403, description = "A chat key or user id outside the token's namespace",
-         body = crate::api::ErrorBody),
+         body = ErrorBody),
         (status = 404, description = "No such enabled plugin, or no such method in the chat",
-         body = crate::api::ErrorBody),
-        (status = 408, body = crate::api::ErrorBody),
-        (status = 413, body = crate::api::ErrorBody),
-        (status = 415, body = crate::api::ErrorBody),
+         body = ErrorBody),
+        (status = 408, body = ErrorBody),
+        (status = 413, body = ErrorBody),
+        (status = 415, body = ErrorBody),
         (status = 422, description = "The body is not a call request",
-         body = crate::api::ErrorBody),
+         body = ErrorBody),
         (status = 500, description = "The plugin's lifecycle hook failed",
-         body = crate::api::ErrorBody),
+         body = ErrorBody),
         (status = 503, description = "Queue full, no slot in time, or shutting down",
-         body = crate::api::ErrorBody),
+         body = ErrorBody),
     )
 )]
 pub async fn call(
@@ -69,7 +71,7 @@ pub async fn call(
     caller: Caller,
     Path((id, target)): Path<(String, String)>,
     body: Result<axum::Json<CallRequest>, JsonRejection>,
-) -> Result<impl IntoResponse, ApiError> {
+) -> Result<Holding<axum::Json<CallReport>, Answering>, ApiError> {
     let Some(method) = target.strip_suffix(":call") else {
         return Err(ApiError::not_found(
             "not-found",
@@ -138,8 +140,8 @@ pub async fn call(
         .map(|r| crate::outcome::result_json(r, &mut crate::outcome::inline_image))
         .transpose()
         .map_err(|e| ApiError::bad_request("bad-result", e.to_string()))?;
-    Ok(crate::answer::holding(
-        axum::Json(crate::outcome::call_json(&report, result)).into_response(),
-        slot.answering(),
-    ))
+    Ok(Holding {
+        body: axum::Json(crate::outcome::call_report(&report, result)),
+        hold: slot.answering(),
+    })
 }

@@ -3,7 +3,24 @@
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// Every error: a status and this body (`Retry-After` with 503 and 429).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// A kebab-case code: `unauthorized`, `admin-only`,
+    /// `outside-namespace`, `not-found`,
+    /// `unknown-plugin`, `unknown-method`, `unknown-tool`, `bad-json`,
+    /// `bad-query`, `bad-request`, `bad-body`, `bad-result`,
+    /// `limit-too-high`, `interpreter-not-loaded`, `bad-format`,
+    /// `bad-path`, `no-workspaces`, `no-such-file`, `reload-failed`,
+    /// `request-timeout`, `queue-full`, `queue-timeout`, `shutting-down`,
+    /// `warming-up`, `rate-limited`, `workspace-failed`, `bad-listing`.
+    pub error: String,
+    /// A sentence naming what was wrong.
+    pub message: String,
+}
 
 /// An error answer.
 #[derive(Debug)]
@@ -56,7 +73,10 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = json!({"error": self.code, "message": self.message});
+        let body = ErrorBody {
+            error: self.code.to_string(),
+            message: self.message,
+        };
         let mut response = (self.status, axum::Json(body)).into_response();
         if let Some(seconds) = self.retry_after {
             response

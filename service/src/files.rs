@@ -11,11 +11,11 @@ use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use sandwit::{AgentCtx, Host};
-use serde_json::json;
 
-use crate::Shared;
 use crate::auth::Caller;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
+use crate::state::Shared;
+use crate::wire::{ChatFiles, WorkspaceFile};
 
 /// Runs `work` on the server's host, for `chat`'s context
 /// (checked as a run's is) and the workspace byte quota, off the async
@@ -80,22 +80,22 @@ fn io_error(error: std::io::Error, chat: &str, path: Option<&str>) -> ApiError {
     params(("chat" = String, Path, description = "The chat key, as runs name it")),
     security(("token" = [])),
     responses(
-        (status = 200, body = crate::api::ChatFiles),
-        (status = 400, description = "An empty or too long chat key", body = crate::api::ErrorBody),
-        (status = 401, body = crate::api::ErrorBody),
+        (status = 200, body = ChatFiles),
+        (status = 400, description = "An empty or too long chat key", body = ErrorBody),
+        (status = 401, body = ErrorBody),
         (status = 403, description = "A chat key outside the token's namespace",
-         body = crate::api::ErrorBody),
+         body = ErrorBody),
         (status = 404, description = "The server keeps no workspaces",
-         body = crate::api::ErrorBody),
+         body = ErrorBody),
         (status = 500, description = "The workspace could not be read",
-         body = crate::api::ErrorBody),
+         body = ErrorBody),
     )
 )]
 pub async fn list(
     State(state): State<Shared>,
     caller: Caller,
     Path(chat): Path<String>,
-) -> Result<Response, ApiError> {
+) -> Result<axum::Json<ChatFiles>, ApiError> {
     let files = in_workspace(&state, &caller, &chat, |host, ctx, _| {
         host.workspace_files(ctx)
     })
@@ -106,7 +106,10 @@ pub async fn list(
         _ => Err(e),
     })
     .map_err(|e| io_error(e, &chat, None))?;
-    Ok(axum::Json(json!({"chat": chat, "files": files})).into_response())
+    Ok(axum::Json(ChatFiles {
+        files: files.iter().map(WorkspaceFile::from).collect(),
+        chat,
+    }))
 }
 
 /// The bytes of a file of a chat's workspace, up to the workspace's byte
@@ -122,14 +125,14 @@ pub async fn list(
          body = Vec<u8>),
         (status = 400, description = "A bad path (one leading outside the workspace among \
                                       them), a file over the limit, or an empty or too long \
-                                      chat key", body = crate::api::ErrorBody),
-        (status = 401, body = crate::api::ErrorBody),
+                                      chat key", body = ErrorBody),
+        (status = 401, body = ErrorBody),
         (status = 403, description = "A chat key outside the token's namespace",
-         body = crate::api::ErrorBody),
+         body = ErrorBody),
         (status = 404, description = "No such file, or the server keeps no workspaces",
-         body = crate::api::ErrorBody),
+         body = ErrorBody),
         (status = 500, description = "The workspace could not be read",
-         body = crate::api::ErrorBody),
+         body = ErrorBody),
     )
 )]
 pub async fn read(

@@ -5,17 +5,19 @@ use std::sync::atomic::Ordering;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
-use serde_json::json;
 
-use crate::Shared;
 use crate::auth::Caller;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
+use crate::state::Shared;
+use crate::wire::{Health, Ready};
 
 /// The process serves.
 #[utoipa::path(get, path = "/healthz", tag = "health",
-    responses((status = 200, body = crate::api::Health)))]
-pub async fn healthz() -> impl IntoResponse {
-    axum::Json(json!({"status": "ok"}))
+    responses((status = 200, body = Health)))]
+pub async fn healthz() -> axum::Json<Health> {
+    axum::Json(Health {
+        status: "ok".to_string(),
+    })
 }
 
 /// The service takes runs at full speed: not shutting down, and the small
@@ -24,11 +26,11 @@ pub async fn healthz() -> impl IntoResponse {
 /// before; runs are taken meanwhile; a host that prepares no interpreters
 /// has nothing to wait for). Says which interpreters runs may ask for, and the default.
 #[utoipa::path(get, path = "/readyz", tag = "health",
-    responses((status = 200, body = crate::api::Ready),
+    responses((status = 200, body = Ready),
               (status = 503, description = "Shutting down, or warming up (the interpreter's \
                                             code for reuse across runs is being compiled)",
-               body = crate::api::ErrorBody)))]
-pub async fn readyz(State(state): State<Shared>) -> Result<impl IntoResponse, ApiError> {
+               body = ErrorBody)))]
+pub async fn readyz(State(state): State<Shared>) -> Result<axum::Json<Ready>, ApiError> {
     if state.shutting_down.load(Ordering::SeqCst) {
         return Err(ApiError::unavailable(
             "shutting-down",
@@ -47,14 +49,14 @@ pub async fn readyz(State(state): State<Shared>) -> Result<impl IntoResponse, Ap
         ));
     }
     let plugins = state.catalog.read().expect("catalog lock").plugins().len();
-    Ok(axum::Json(json!({
-        "status": "ready",
-        "plugins": plugins,
-        "runs_running": state.queue.running(),
-        "runs_waiting": state.queue.waiting(),
-        "interpreters": state.interpreters.loaded(),
-        "default_interpreter": state.interpreters.default_kind(),
-    })))
+    Ok(axum::Json(Ready {
+        status: "ready".to_string(),
+        plugins: plugins as u64,
+        runs_running: state.queue.running() as u64,
+        runs_waiting: state.queue.waiting() as u64,
+        interpreters: state.interpreters.loaded(),
+        default_interpreter: state.interpreters.default_kind(),
+    }))
 }
 
 /// The Prometheus text exposition, for admins: it counts every caller's
@@ -62,9 +64,9 @@ pub async fn readyz(State(state): State<Shared>) -> Result<impl IntoResponse, Ap
 #[utoipa::path(get, path = "/metrics", tag = "health", security(("token" = [])),
     responses((status = 200, description = "Prometheus text", content_type = "text/plain",
                body = String),
-              (status = 401, body = crate::api::ErrorBody),
+              (status = 401, body = ErrorBody),
               (status = 403, description = "A user token: the metrics are an admin's",
-               body = crate::api::ErrorBody)))]
+               body = ErrorBody)))]
 pub async fn metrics(
     State(state): State<Shared>,
     caller: Caller,
@@ -79,11 +81,11 @@ pub async fn metrics(
             reused: state.interpreters.small().reuses_interpreters(),
             scientific_ready: state.interpreters.scientific().map(|s| s.prepared()),
         },
-        &state.host.controls_snapshot(),
+        state.host.controls_snapshot(),
     );
     Ok((
         StatusCode::OK,
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        [(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
         text,
     ))
 }

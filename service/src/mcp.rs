@@ -54,7 +54,7 @@ use tokio_util::sync::CancellationToken;
 use crate::auth::Caller;
 use crate::interpreters::InterpreterKind;
 use crate::mcp_sessions::{Manager, Sessions};
-use crate::{Service, Shared};
+use crate::state::Shared;
 
 /// The tool that runs Python code.
 pub const RUN_PYTHON: &str = "run_python";
@@ -595,7 +595,7 @@ pub(crate) fn routes(state: &Shared) -> Router<Shared> {
 /// Cancels `token` once the service is shutting down and no run is left
 /// in flight (so runs of MCP sessions get the grace that other runs get);
 /// checked every 50 ms, the task ends with the service.
-fn watch_shutdown(state: Weak<crate::State>, token: CancellationToken) {
+fn watch_shutdown(state: Weak<crate::state::State>, token: CancellationToken) {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         return;
     };
@@ -603,9 +603,7 @@ fn watch_shutdown(state: Weak<crate::State>, token: CancellationToken) {
         loop {
             tokio::time::sleep(Duration::from_millis(50)).await;
             let Some(state) = state.upgrade() else { break };
-            if state.shutting_down.load(Ordering::SeqCst)
-                && state.in_flight.lock().expect("in-flight lock").is_empty()
-            {
+            if state.shutting_down.load(Ordering::SeqCst) && state.runs_in_flight() == 0 {
                 break;
             }
         }
@@ -613,33 +611,29 @@ fn watch_shutdown(state: Weak<crate::State>, token: CancellationToken) {
     });
 }
 
-impl Service {
-    /// Serves MCP over stdin and stdout until the client closes stdin;
-    /// then cancels the runs still in flight and returns them (id and
-    /// caller). Calls that name no chat key use `chat_key`.
-    pub async fn serve_mcp_stdio(&self, chat_key: &str) -> anyhow::Result<Vec<(u64, String)>> {
-        let server = McpServer {
-            state: self.state.clone(),
-            chat_key: Some(chat_key.to_string()),
-        };
-        // On end of input, the runs in flight are cancelled at once (rmcp
-        // would wait for their answers for 5 s first).
-        let state = Arc::downgrade(&self.state);
-        let stdin = EofSignal {
-            inner: tokio::io::stdin(),
-            on_eof: Some(Box::new(move || {
-                if let Some(state) = state.upgrade() {
-                    for run in state.in_flight.lock().expect("in-flight lock").values() {
-                        run.cancel.cancel();
-                    }
-                }
-            })),
-        };
-        let running = server.serve((stdin, tokio::io::stdout())).await?;
-        let reason = running.waiting().await?;
-        tracing::info!(?reason, "mcp client gone");
-        Ok(self.shut_down(Duration::ZERO).await)
-    }
+/// Serves MCP over stdin and stdout, over `state`, until the client closes
+/// stdin; the runs in flight are cancelled then. Calls that name no chat
+/// key use `chat_key`.
+pub(crate) async fn serve_stdio(state: &Shared, chat_key: &str) -> anyhow::Result<()> {
+    let server = McpServer {
+        state: state.clone(),
+        chat_key: Some(chat_key.to_string()),
+    };
+    // On end of input, the runs in flight are cancelled at once (rmcp
+    // would wait for their answers for 5 s first).
+    let state = Arc::downgrade(state);
+    let stdin = EofSignal {
+        inner: tokio::io::stdin(),
+        on_eof: Some(Box::new(move || {
+            if let Some(state) = state.upgrade() {
+                state.cancel_runs();
+            }
+        })),
+    };
+    let running = server.serve((stdin, tokio::io::stdout())).await?;
+    let reason = running.waiting().await?;
+    tracing::info!(?reason, "mcp client gone");
+    Ok(())
 }
 
 /// A reader that calls `on_eof` once, when `inner` reaches end of file.

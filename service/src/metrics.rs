@@ -1,48 +1,78 @@
 //! The service's counters and their Prometheus text exposition
-//! (`GET /metrics`).
+//! (`GET /metrics`), kept and written by `prometheus-client`, the
+//! official Rust client: it escapes label values, keeps histograms'
+//! buckets cumulative and writes the text format (version 0.0.4).
 
-use std::collections::BTreeMap;
-use std::fmt::Write;
-use std::sync::Mutex;
+use std::fmt;
 
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{
+    DescriptorEncoder, EncodeLabelSet, EncodeMetric, prometheus_text,
+};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
 use sandwit::{ControlsSnapshot, Event, RunOutcome};
+
+/// The `Content-Type` of the exposition.
+pub const CONTENT_TYPE: &str = prometheus_text::CONTENT_TYPE;
 
 /// Upper bounds of the call latency histogram's buckets, in seconds.
 const LATENCY_BUCKETS: [f64; 12] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
 ];
 
-/// One histogram: counts per bucket (not cumulative), sum and count.
-#[derive(Default)]
-struct Histogram {
-    buckets: [u64; LATENCY_BUCKETS.len()],
-    sum: f64,
-    count: u64,
+/// A run's status.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Status {
+    status: String,
 }
 
-impl Histogram {
-    fn observe(&mut self, seconds: f64) {
-        if let Some(i) = LATENCY_BUCKETS.iter().position(|b| seconds <= *b) {
-            self.buckets[i] += 1;
-        }
-        self.sum += seconds;
-        self.count += 1;
-    }
+/// Why a run was refused: the error's code.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Reason {
+    reason: String,
 }
 
-#[derive(Default)]
-struct Counters {
-    runs: BTreeMap<String, u64>,
-    limit_hits: BTreeMap<String, u64>,
-    rejected: BTreeMap<String, u64>,
-    calls: BTreeMap<(String, String), Histogram>,
+/// The kind of limit that stopped a run.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Kind {
+    kind: String,
+}
+
+/// A method called.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Method {
+    plugin: String,
+    method: String,
+}
+
+fn latency_histogram() -> Histogram {
+    Histogram::new(LATENCY_BUCKETS)
 }
 
 /// What the service counts. The label values are plugin ids and method
-/// names the host accepted, statuses and limit kinds: a bounded set.
-#[derive(Default)]
+/// names the host accepted, statuses, error codes and limit kinds: a
+/// bounded set.
 pub struct Metrics {
-    counters: Mutex<Counters>,
+    runs: Family<Status, Counter>,
+    rejected: Family<Reason, Counter>,
+    limit_hits: Family<Kind, Counter>,
+    calls: Family<Method, Histogram, fn() -> Histogram>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            runs: Family::default(),
+            rejected: Family::default(),
+            limit_hits: Family::default(),
+            calls: Family::new_with_constructor(latency_histogram),
+        }
+    }
 }
 
 /// What `/metrics` says of the interpreters.
@@ -58,40 +88,36 @@ pub struct InterpreterGauges {
 impl Metrics {
     /// Counts a finished run: its status, its limit and its calls.
     pub fn record_run(&self, outcome: &RunOutcome) {
-        let mut c = self.counters.lock().expect("metrics lock");
         let status = serde_json::to_value(outcome.status).unwrap_or_default();
-        *c.runs
-            .entry(status.as_str().unwrap_or("unknown").to_string())
-            .or_default() += 1;
+        let status = status.as_str().unwrap_or("unknown").to_string();
+        self.runs.get_or_create(&Status { status }).inc();
         if let Some(limit) = &outcome.limit {
-            *c.limit_hits.entry(limit.kind.to_string()).or_default() += 1;
+            let kind = limit.kind.to_string();
+            self.limit_hits.get_or_create(&Kind { kind }).inc();
         }
         for event in &outcome.events {
             if let Event::Call {
                 plugin, method, ms, ..
             } = event
             {
-                c.calls
-                    .entry((plugin.clone(), method.clone()))
-                    .or_default()
-                    .observe(ms / 1e3);
+                self.record_call(plugin, method, ms / 1e3);
             }
         }
     }
 
     /// Counts a direct method call that took `seconds`.
     pub fn record_call(&self, plugin: &str, method: &str, seconds: f64) {
-        let mut c = self.counters.lock().expect("metrics lock");
-        c.calls
-            .entry((plugin.to_string(), method.to_string()))
-            .or_default()
-            .observe(seconds);
+        let method = Method {
+            plugin: plugin.to_string(),
+            method: method.to_string(),
+        };
+        self.calls.get_or_create(&method).observe(seconds);
     }
 
     /// Counts a run refused before it started, by the error's code.
     pub fn record_rejected(&self, code: &str) {
-        let mut c = self.counters.lock().expect("metrics lock");
-        *c.rejected.entry(code.to_string()).or_default() += 1;
+        let reason = code.to_string();
+        self.rejected.get_or_create(&Reason { reason }).inc();
     }
 
     /// The Prometheus text exposition of the counters, the run pool's
@@ -102,189 +128,280 @@ impl Metrics {
         waiting: usize,
         max_running: usize,
         interpreters: InterpreterGauges,
-        controls: &ControlsSnapshot,
+        controls: ControlsSnapshot,
     ) -> String {
-        let InterpreterGauges {
-            ready: interpreters_ready,
-            reused: interpreters_reused,
-            scientific_ready,
-        } = interpreters;
-        let c = self.counters.lock().expect("metrics lock");
-        let mut out = String::new();
-        let _ = writeln!(out, "# HELP sandwit_runs_total Runs finished, by status.");
-        let _ = writeln!(out, "# TYPE sandwit_runs_total counter");
-        for (status, n) in &c.runs {
-            let _ = writeln!(out, "sandwit_runs_total{{status=\"{status}\"}} {n}");
-        }
-        let _ = writeln!(
-            out,
-            "# HELP sandwit_runs_rejected_total Runs refused before they started, by reason."
+        // A registry per scrape: the counters are shared with it (a
+        // family's clone is the same family), the gauges and the controls'
+        // counters are read now.
+        let mut registry = Registry::default();
+        registry.register(
+            "sandwit_runs",
+            "Runs finished, by status",
+            self.runs.clone(),
         );
-        let _ = writeln!(out, "# TYPE sandwit_runs_rejected_total counter");
-        for (reason, n) in &c.rejected {
-            let _ = writeln!(
-                out,
-                "sandwit_runs_rejected_total{{reason=\"{reason}\"}} {n}"
-            );
-        }
-        let _ = writeln!(
-            out,
-            "# HELP sandwit_limit_hits_total Runs stopped by a limit, by kind."
+        registry.register(
+            "sandwit_runs_rejected",
+            "Runs refused before they started, by reason",
+            self.rejected.clone(),
         );
-        let _ = writeln!(out, "# TYPE sandwit_limit_hits_total counter");
-        for (kind, n) in &c.limit_hits {
-            let _ = writeln!(out, "sandwit_limit_hits_total{{kind=\"{kind}\"}} {n}");
-        }
-        let _ = writeln!(
-            out,
-            "# HELP sandwit_call_duration_seconds Method calls' wall-clock time, by plugin and method."
+        registry.register(
+            "sandwit_limit_hits",
+            "Runs stopped by a limit, by kind",
+            self.limit_hits.clone(),
         );
-        let _ = writeln!(out, "# TYPE sandwit_call_duration_seconds histogram");
-        for ((plugin, method), h) in &c.calls {
-            let labels = format!("plugin=\"{plugin}\",method=\"{method}\"");
-            let mut cumulative = 0;
-            for (bound, n) in LATENCY_BUCKETS.iter().zip(h.buckets) {
-                cumulative += n;
-                let _ = writeln!(
-                    out,
-                    "sandwit_call_duration_seconds_bucket{{{labels},le=\"{bound}\"}} {cumulative}"
-                );
-            }
-            let _ = writeln!(
-                out,
-                "sandwit_call_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {}",
-                h.count
-            );
-            let _ = writeln!(
-                out,
-                "sandwit_call_duration_seconds_sum{{{labels}}} {}",
-                h.sum
-            );
-            let _ = writeln!(
-                out,
-                "sandwit_call_duration_seconds_count{{{labels}}} {}",
-                h.count
-            );
-        }
-        drop(c);
+        registry.register(
+            "sandwit_call_duration_seconds",
+            "Method calls' wall-clock time, by plugin and method",
+            self.calls.clone(),
+        );
         let gauges = [
-            ("sandwit_runs_running", "Runs running now.", running),
+            ("sandwit_runs_running", "Runs running now", running),
             (
                 "sandwit_runs_waiting",
-                "Runs waiting for a slot now.",
+                "Runs waiting for a slot now",
                 waiting,
             ),
             (
                 "sandwit_runs_max_running",
-                "The most runs at once.",
+                "The most runs at once",
                 max_running,
             ),
             (
                 "sandwit_interpreters_ready",
-                "Interpreters prepared ahead and waiting for a run.",
-                interpreters_ready,
+                "Interpreters prepared ahead and waiting for a run",
+                interpreters.ready,
             ),
             (
                 "sandwit_interpreters_reusable",
-                "1 once interpreters are restored and reused across runs (the interpreter compiled for it, once per cache), else 0.",
-                usize::from(interpreters_reused),
+                "1 once interpreters are restored and reused across runs (the interpreter \
+                 compiled for it, once per cache), else 0",
+                usize::from(interpreters.reused),
             ),
         ];
-        let scientific = scientific_ready.map(|ready| {
+        let scientific = interpreters.scientific_ready.map(|ready| {
             (
                 "sandwit_scientific_interpreters_ready",
-                "Scientific interpreters ready for a run (restored or new).",
+                "Scientific interpreters ready for a run (restored or new)",
                 ready,
             )
         });
         for (name, help, value) in gauges.into_iter().chain(scientific) {
-            let _ = writeln!(out, "# HELP {name} {help}");
-            let _ = writeln!(out, "# TYPE {name} gauge");
-            let _ = writeln!(out, "{name} {value}");
+            let gauge = Gauge::<i64>::default();
+            gauge.set(i64::try_from(value).unwrap_or(i64::MAX));
+            registry.register(name, help, gauge);
         }
-        render_controls(&mut out, controls);
+        registry.register_collector(Box::new(Controls(controls)));
+        let mut out = String::new();
+        prometheus_text::encode(&mut out, &registry).expect("writing to a String cannot fail");
         out
     }
 }
 
-fn render_controls(out: &mut String, controls: &ControlsSnapshot) {
-    type Field = fn(&sandwit::controls::MethodStats) -> f64;
-    let counters: [(&str, &str, Field); 9] = [
-        ("calls", "Calls that reached the execution controls.", |m| {
-            m.calls as f64
-        }),
-        ("succeeded", "Calls that returned a result.", |m| {
-            m.succeeded as f64
-        }),
-        ("failed", "Calls that failed.", |m| m.failed as f64),
-        ("rate_limited", "Calls refused by a rate limit.", |m| {
-            m.rate_limited as f64
-        }),
-        (
-            "breaker_refused",
-            "Calls refused by an open breaker.",
-            |m| m.breaker_refused as f64,
-        ),
-        ("budget_refused", "Calls refused by a cost budget.", |m| {
-            m.budget_refused as f64
-        }),
-        (
-            "approvals_granted",
-            "Calls of flagged methods approved.",
-            |m| m.approvals_granted as f64,
-        ),
-        (
-            "approvals_refused",
-            "Calls of flagged methods refused approval.",
-            |m| m.approvals_refused as f64,
-        ),
-        ("cost", "What successful calls cost in all.", |m| m.cost),
-    ];
-    for (name, help, field) in counters {
-        let _ = writeln!(out, "# HELP sandwit_controls_{name}_total {help}");
-        let _ = writeln!(out, "# TYPE sandwit_controls_{name}_total counter");
-        for m in &controls.methods {
-            let _ = writeln!(
-                out,
-                "sandwit_controls_{name}_total{{{}}} {}",
-                method_labels(m),
-                field(m)
-            );
+/// The execution controls' counters per method, as the host's snapshot
+/// has them.
+#[derive(Debug)]
+struct Controls(ControlsSnapshot);
+
+/// A count of the controls: its name (before `_total`), help, and value
+/// for a method.
+type ControlCount = (
+    &'static str,
+    &'static str,
+    fn(&sandwit::controls::MethodStats) -> u64,
+);
+
+const CONTROL_COUNTS: [ControlCount; 8] = [
+    ("calls", "Calls that reached the execution controls.", |m| {
+        m.calls
+    }),
+    ("succeeded", "Calls that returned a result.", |m| {
+        m.succeeded
+    }),
+    ("failed", "Calls that failed.", |m| m.failed),
+    ("rate_limited", "Calls refused by a rate limit.", |m| {
+        m.rate_limited
+    }),
+    (
+        "breaker_refused",
+        "Calls refused by an open breaker.",
+        |m| m.breaker_refused,
+    ),
+    ("budget_refused", "Calls refused by a cost budget.", |m| {
+        m.budget_refused
+    }),
+    (
+        "approvals_granted",
+        "Calls of flagged methods approved.",
+        |m| m.approvals_granted,
+    ),
+    (
+        "approvals_refused",
+        "Calls of flagged methods refused approval.",
+        |m| m.approvals_refused,
+    ),
+];
+
+impl Collector for Controls {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
+        for (name, help, count) in CONTROL_COUNTS {
+            let name = format!("sandwit_controls_{name}");
+            let mut family = encoder.encode_descriptor(&name, help, None, MetricType::Counter)?;
+            for m in &self.0.methods {
+                let labels = method_labels(m);
+                ConstCounter::new(count(m)).encode(family.encode_family(&labels)?)?;
+            }
         }
-    }
-    let _ = writeln!(
-        out,
-        "# HELP sandwit_controls_breaker_trips_total Times a method's breaker opened."
-    );
-    let _ = writeln!(out, "# TYPE sandwit_controls_breaker_trips_total counter");
-    for m in &controls.methods {
-        if let Some(b) = &m.breaker {
-            let _ = writeln!(
-                out,
-                "sandwit_controls_breaker_trips_total{{{}}} {}",
-                method_labels(m),
-                b.trips
-            );
+        let mut family = encoder.encode_descriptor(
+            "sandwit_controls_cost",
+            "What successful calls cost in all.",
+            None,
+            MetricType::Counter,
+        )?;
+        for m in &self.0.methods {
+            let labels = method_labels(m);
+            ConstCounter::new(m.cost).encode(family.encode_family(&labels)?)?;
         }
+        let mut family = encoder.encode_descriptor(
+            "sandwit_controls_breaker_trips",
+            "Times a method's breaker opened.",
+            None,
+            MetricType::Counter,
+        )?;
+        for m in &self.0.methods {
+            if let Some(b) = &m.breaker {
+                let labels = method_labels(m);
+                ConstCounter::new(b.trips).encode(family.encode_family(&labels)?)?;
+            }
+        }
+        Ok(())
     }
 }
 
 /// The labels of a method's controls: its plugin and name, and the
 /// namespace of its calls when they had one (the controls keep each
 /// namespace's state apart).
-fn method_labels(m: &sandwit::controls::MethodStats) -> String {
-    let mut labels = format!("plugin=\"{}\",method=\"{}\"", m.plugin, m.method);
+fn method_labels(m: &sandwit::controls::MethodStats) -> Vec<(&'static str, &str)> {
+    let mut labels = vec![("plugin", m.plugin.as_str()), ("method", m.method.as_str())];
     if let Some(namespace) = &m.namespace {
-        let _ = write!(labels, ",namespace=\"{}\"", label_value(namespace));
+        labels.push(("namespace", namespace));
     }
     labels
 }
 
-/// `value` as a Prometheus label value: backslash, quote and newline
-/// escaped.
-fn label_value(value: &str) -> String {
-    value
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn no_controls() -> ControlsSnapshot {
+        ControlsSnapshot {
+            methods: Vec::new(),
+        }
+    }
+
+    fn gauges() -> InterpreterGauges {
+        InterpreterGauges {
+            ready: 2,
+            reused: true,
+            scientific_ready: None,
+        }
+    }
+
+    /// The exposition keeps the names, types and shapes scrapers and the
+    /// docs know: counters with `_total`, a cumulative histogram with
+    /// `+Inf`, `_sum` and `_count`, the gauges read at the scrape.
+    #[test]
+    fn the_exposition_names_every_series() {
+        let metrics = Metrics::default();
+        metrics.record_rejected("queue-full");
+        // Sums of these are exact in binary, and so in the text.
+        metrics.record_call("calc", "calculate_sum", 0.001953125);
+        metrics.record_call("calc", "calculate_sum", 2.0);
+        metrics.record_call("calc", "calculate_sum", 8.0);
+        let text = metrics.render(1, 3, 4, gauges(), no_controls());
+        for line in [
+            "# HELP sandwit_runs_rejected_total Runs refused before they started, by reason.",
+            "sandwit_runs_rejected_total{reason=\"queue-full\"} 1",
+            "# TYPE sandwit_call_duration_seconds histogram",
+            "sandwit_call_duration_seconds_bucket{plugin=\"calc\",method=\"calculate_sum\",le=\"0.001\"} 0",
+            "sandwit_call_duration_seconds_bucket{plugin=\"calc\",method=\"calculate_sum\",le=\"0.0025\"} 1",
+            "sandwit_call_duration_seconds_bucket{plugin=\"calc\",method=\"calculate_sum\",le=\"5\"} 2",
+            "sandwit_call_duration_seconds_bucket{plugin=\"calc\",method=\"calculate_sum\",le=\"+Inf\"} 3",
+            "sandwit_call_duration_seconds_sum{plugin=\"calc\",method=\"calculate_sum\"} 10.001953125",
+            "sandwit_call_duration_seconds_count{plugin=\"calc\",method=\"calculate_sum\"} 3",
+            "# TYPE sandwit_runs_running gauge",
+            "sandwit_runs_running 1",
+            "sandwit_runs_waiting 3",
+            "sandwit_runs_max_running 4",
+            "sandwit_interpreters_ready 2",
+            "sandwit_interpreters_reusable 1",
+            "# TYPE sandwit_controls_cost_total counter",
+            "# TYPE sandwit_controls_breaker_trips_total counter",
+        ] {
+            assert!(text.lines().any(|l| l == line), "no `{line}` in:\n{text}");
+        }
+        assert!(!text.contains("sandwit_scientific_interpreters_ready"));
+        assert!(
+            !text.contains("# EOF"),
+            "OpenMetrics, not the text format:\n{text}"
+        );
+        let scientific = InterpreterGauges {
+            scientific_ready: Some(1),
+            ..gauges()
+        };
+        let text = metrics.render(0, 0, 4, scientific, no_controls());
+        assert!(
+            text.lines()
+                .any(|l| l == "sandwit_scientific_interpreters_ready 1"),
+            "{text}"
+        );
+    }
+
+    fn method(namespace: Option<&str>, trips: Option<u64>) -> sandwit::controls::MethodStats {
+        sandwit::controls::MethodStats {
+            namespace: namespace.map(str::to_string),
+            plugin: "calc".to_string(),
+            method: "calculate_sum".to_string(),
+            calls: 3,
+            succeeded: 2,
+            failed: 1,
+            rate_limited: 0,
+            breaker: trips.map(|trips| sandwit::controls::BreakerStats {
+                state: sandwit::controls::BreakerState::Open,
+                trips,
+            }),
+            breaker_refused: 0,
+            budget_refused: 0,
+            approvals_granted: 0,
+            approvals_refused: 0,
+            cost: 1.5,
+        }
+    }
+
+    /// The controls' counters are per method, and per namespace for calls
+    /// of a namespaced token; a namespace is a label value as its token
+    /// file gave it, quotes, backslashes and line breaks escaped, never a
+    /// label or a line of its own.
+    #[test]
+    fn the_controls_counters_are_per_method_and_namespace() {
+        let controls = ControlsSnapshot {
+            methods: vec![method(None, None), method(Some("a\"c\\m\ne:"), Some(2))],
+        };
+        let text = Metrics::default().render(0, 0, 1, gauges(), controls);
+        let bare = "plugin=\"calc\",method=\"calculate_sum\"";
+        let namespaced = format!("{bare},namespace=\"a\\\"c\\\\m\\ne:\"");
+        for line in [
+            format!("sandwit_controls_calls_total{{{bare}}} 3"),
+            format!("sandwit_controls_failed_total{{{bare}}} 1"),
+            format!("sandwit_controls_cost_total{{{bare}}} 1.5"),
+            format!("sandwit_controls_calls_total{{{namespaced}}} 3"),
+            format!("sandwit_controls_breaker_trips_total{{{namespaced}}} 2"),
+        ] {
+            assert!(text.lines().any(|l| l == line), "no `{line}` in:\n{text}");
+        }
+        let trips = text
+            .lines()
+            .filter(|l| l.starts_with("sandwit_controls_breaker_trips_total{"))
+            .count();
+        assert_eq!(trips, 1, "{text}");
+    }
 }

@@ -1,61 +1,136 @@
 //! The JSON of a run's outcome and of a method's result: the contract of
 //! `sandwit run --json` and `sandwit call --json`, which the service answers
-//! with too. Images are rendered by the caller: the command writes them to
-//! files, the service inlines them.
+//! with too (the types of `crate::wire`, which `/openapi.json` describes).
+//! Images are rendered by the caller: the command writes them to files, the
+//! service inlines them.
 
 use base64::Engine;
 use sandwit::json::{BytesAs, value_to_json};
 use sandwit::{CallReport, ContentPart, Media, MethodResult, RunOutcome};
-use serde_json::{Value as Json, json};
+use serde::Serialize;
+use serde_json::Value as Json;
+
+use crate::wire;
 
 /// Renders the image at `index` of a multimodal result as its JSON part.
 pub type RenderImage<'a> = dyn FnMut(usize, &Media) -> anyhow::Result<Json> + 'a;
 
+/// An image part inline.
+#[derive(Serialize)]
+struct InlineImage<'a> {
+    /// Always `image`.
+    #[serde(rename = "type")]
+    kind: &'static str,
+    mime_type: &'a str,
+    bytes: usize,
+    /// The bytes in standard base64.
+    data: String,
+}
+
 /// An image inline: `{"type": "image", "mime_type", "bytes", "data"}` with
 /// the bytes in standard base64.
 pub fn inline_image(_index: usize, media: &Media) -> anyhow::Result<Json> {
-    Ok(json!({
-        "type": "image",
-        "mime_type": media.mime_type,
-        "bytes": media.data.len(),
-        "data": base64::engine::general_purpose::STANDARD.encode(&media.data),
-    }))
+    Ok(serde_json::to_value(InlineImage {
+        kind: "image",
+        mime_type: &media.mime_type,
+        bytes: media.data.len(),
+        data: base64::engine::general_purpose::STANDARD.encode(&media.data),
+    })?)
+}
+
+/// A method's result, by its kind.
+#[derive(Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+enum ResultJson<'a> {
+    Tool { value: Json },
+    Agent { text: &'a str },
+    Behavior { text: &'a str },
+    MultimodalAgent { parts: Vec<Json> },
+}
+
+/// A part of a multimodal result that is not an image.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum PartJson<'a> {
+    Text { text: &'a str },
+    ImageUrl { url: &'a str },
 }
 
 /// A method's result: `{"kind": "tool", "value"}`, `{"kind": "agent" |
 /// "behavior", "text"}` or `{"kind": "multimodal-agent", "parts"}`.
 pub fn result_json(result: &MethodResult, image: &mut RenderImage<'_>) -> anyhow::Result<Json> {
-    Ok(match result {
-        MethodResult::Tool(v) => {
-            json!({"kind": "tool", "value": value_to_json(v, BytesAs::Summary)})
-        }
-        MethodResult::Agent(t) => json!({"kind": "agent", "text": t}),
-        MethodResult::Behavior(t) => json!({"kind": "behavior", "text": t}),
+    let result = match result {
+        MethodResult::Tool(v) => ResultJson::Tool {
+            value: value_to_json(v, BytesAs::Summary),
+        },
+        MethodResult::Agent(text) => ResultJson::Agent { text },
+        MethodResult::Behavior(text) => ResultJson::Behavior { text },
         MethodResult::MultimodalAgent(parts) => {
-            let mut out = Vec::new();
+            let mut out = Vec::with_capacity(parts.len());
             for (i, part) in parts.iter().enumerate() {
                 out.push(match part {
-                    ContentPart::Text(t) => json!({"type": "text", "text": t}),
-                    ContentPart::ImageUrl(u) => json!({"type": "image_url", "url": u}),
-                    ContentPart::Image(m) => image(i, m)?,
+                    ContentPart::Text(text) => serde_json::to_value(PartJson::Text { text })?,
+                    ContentPart::ImageUrl(url) => serde_json::to_value(PartJson::ImageUrl { url })?,
+                    ContentPart::Image(media) => image(i, media)?,
                 });
             }
-            json!({"kind": "multimodal-agent", "parts": out})
+            ResultJson::MultimodalAgent { parts: out }
         }
-    })
+    };
+    Ok(serde_json::to_value(result)?)
+}
+
+/// A method call's report, with `result` as [`result_json`] rendered it
+/// (none when the call failed).
+pub(crate) fn call_report(report: &CallReport, result: Option<Json>) -> wire::CallReport {
+    wire::CallReport {
+        ok: report.result.is_ok(),
+        result,
+        error: report.result.as_ref().err().cloned(),
+        events: report.events.clone(),
+        fuel_used: report.fuel_used,
+        ms: report.elapsed.as_secs_f64() * 1e3,
+    }
 }
 
 /// A method call's report: `{"ok", "result", "error", "events",
 /// "fuel_used", "ms"}`, with `result` as [`result_json`] rendered it (none
 /// when the call failed).
 pub fn call_json(report: &CallReport, result: Option<Json>) -> Json {
-    json!({
-        "ok": report.result.is_ok(),
-        "result": result,
-        "error": report.result.as_ref().err(),
-        "events": report.events,
-        "fuel_used": report.fuel_used,
-        "ms": report.elapsed.as_secs_f64() * 1e3,
+    serde_json::to_value(call_report(report, result)).expect("a call report is JSON")
+}
+
+/// A run's outcome, images rendered by `image`.
+pub(crate) fn outcome_body(
+    outcome: &RunOutcome,
+    image: &mut RenderImage<'_>,
+) -> anyhow::Result<wire::Outcome> {
+    let handoff = match &outcome.handoff {
+        Some(h) => Some(wire::Handoff {
+            plugin: h.plugin.clone(),
+            method: h.method.clone(),
+            result: result_json(&h.result, image)?,
+        }),
+        None => None,
+    };
+    Ok(wire::Outcome {
+        status: outcome.status,
+        result: (outcome.result.as_ref()).map(|v| value_to_json(v, BytesAs::Base64)),
+        stdout: outcome.stdout.clone(),
+        stderr: outcome.stderr.clone(),
+        error: outcome.error.clone(),
+        limit: outcome.limit.clone(),
+        files: outcome
+            .files
+            .iter()
+            .map(wire::WorkspaceFile::from)
+            .collect(),
+        events: outcome.events.clone(),
+        handoff,
+        fuel_used: outcome.fuel_used,
+        cost: outcome.cost,
+        ms: outcome.elapsed.as_secs_f64() * 1e3,
+        queued_ms: outcome.queued.as_secs_f64() * 1e3,
     })
 }
 
@@ -66,28 +141,5 @@ pub fn call_json(report: &CallReport, result: Option<Json>) -> Json {
 /// none; `files` lists the `{"path", "size"}` of each file of the chat's
 /// workspace the run created or changed (empty without workspaces).
 pub fn outcome_json(outcome: &RunOutcome, image: &mut RenderImage<'_>) -> anyhow::Result<Json> {
-    let handoff = match &outcome.handoff {
-        Some(h) => Some(json!({
-            "plugin": h.plugin,
-            "method": h.method,
-            "result": result_json(&h.result, image)?,
-        })),
-        None => None,
-    };
-    let result = (outcome.result.as_ref()).map(|v| value_to_json(v, BytesAs::Base64));
-    Ok(json!({
-        "status": outcome.status,
-        "result": result,
-        "stdout": outcome.stdout,
-        "stderr": outcome.stderr,
-        "error": outcome.error,
-        "limit": outcome.limit,
-        "files": outcome.files,
-        "events": outcome.events,
-        "handoff": handoff,
-        "fuel_used": outcome.fuel_used,
-        "cost": outcome.cost,
-        "ms": outcome.elapsed.as_secs_f64() * 1e3,
-        "queued_ms": outcome.queued.as_secs_f64() * 1e3,
-    }))
+    Ok(serde_json::to_value(outcome_body(outcome, image)?)?)
 }

@@ -2,40 +2,39 @@
 //! /v1/plugins/{id}:enable` and `:disable`, `POST /v1/plugins:reload`.
 
 use axum::extract::{Path, State};
-use axum::response::IntoResponse;
-use serde_json::json;
 
-use crate::Shared;
 use crate::auth::Caller;
 use crate::body::Ignored;
 use crate::catalog::Catalog;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
+use crate::state::Shared;
+use crate::wire::{PluginInfo, PluginList, Reloaded, Switched};
 
 /// Every loaded plugin, with whether it is enabled.
 #[utoipa::path(
     get, path = "/v1/plugins", tag = "plugins", security(("token" = [])),
-    responses((status = 200, body = crate::api::PluginList),
-              (status = 401, body = crate::api::ErrorBody))
+    responses((status = 200, body = PluginList),
+              (status = 401, body = ErrorBody))
 )]
-pub async fn list(State(state): State<Shared>, _caller: Caller) -> impl IntoResponse {
+pub async fn list(State(state): State<Shared>, _caller: Caller) -> axum::Json<PluginList> {
     let catalog = state.catalog.read().expect("catalog lock");
-    let plugins: Vec<_> = catalog
+    let plugins = catalog
         .plugins()
         .iter()
         .map(|p| {
             let m = p.manifest();
-            json!({
-                "id": m.id,
-                "name": m.name,
-                "version": m.version,
-                "description": m.description,
-                "methods": m.methods.iter().map(|m| &m.name).collect::<Vec<_>>(),
-                "sha256": p.hash(),
-                "enabled": !catalog.disabled().contains(p.id()),
-            })
+            PluginInfo {
+                id: m.id.clone(),
+                name: m.name.clone(),
+                version: m.version.clone(),
+                description: m.description.clone(),
+                methods: m.methods.iter().map(|m| m.name.clone()).collect(),
+                sha256: p.hash().to_string(),
+                enabled: !catalog.disabled().contains(p.id()),
+            }
         })
         .collect();
-    axum::Json(json!({"plugins": plugins}))
+    axum::Json(PluginList { plugins })
 }
 
 /// `POST /v1/plugins/{id}:enable` or `:disable`: from the next run on, a
@@ -46,10 +45,10 @@ pub async fn list(State(state): State<Shared>, _caller: Caller) -> impl IntoResp
            ("action" = String, Path, description = "`enable` or `disable`",
             pattern = "^(enable|disable)$")),
     responses(
-        (status = 200, body = crate::api::Switched),
-        (status = 401, body = crate::api::ErrorBody),
-        (status = 403, description = "Not an admin token", body = crate::api::ErrorBody),
-        (status = 404, description = "No such plugin", body = crate::api::ErrorBody),
+        (status = 200, body = Switched),
+        (status = 401, body = ErrorBody),
+        (status = 403, description = "Not an admin token", body = ErrorBody),
+        (status = 404, description = "No such plugin", body = ErrorBody),
     )
 )]
 pub async fn action(
@@ -57,7 +56,7 @@ pub async fn action(
     caller: Caller,
     Path(target): Path<String>,
     _body: Ignored,
-) -> Result<impl IntoResponse, ApiError> {
+) -> Result<axum::Json<Switched>, ApiError> {
     caller.require_admin()?;
     let (id, enabled) = match target.rsplit_once(':') {
         Some((id, "enable")) => (id, true),
@@ -83,7 +82,10 @@ pub async fn action(
         ));
     }
     tracing::info!(plugin = id, enabled, by = %caller.name, "plugin switched");
-    Ok(axum::Json(json!({"id": id, "enabled": enabled})))
+    Ok(axum::Json(Switched {
+        id: id.to_string(),
+        enabled,
+    }))
 }
 
 /// `POST /v1/plugins:reload`: loads the plugin directory again; plugins
@@ -92,18 +94,18 @@ pub async fn action(
 #[utoipa::path(
     post, path = "/v1/plugins:reload", tag = "plugins", security(("token" = [])),
     responses(
-        (status = 200, body = crate::api::Reloaded),
-        (status = 401, body = crate::api::ErrorBody),
-        (status = 403, description = "Not an admin token", body = crate::api::ErrorBody),
+        (status = 200, body = Reloaded),
+        (status = 401, body = ErrorBody),
+        (status = 403, description = "Not an admin token", body = ErrorBody),
         (status = 422, description = "A file failed to load; nothing changed",
-         body = crate::api::ErrorBody),
+         body = ErrorBody),
     )
 )]
 pub async fn reload(
     State(state): State<Shared>,
     caller: Caller,
     _body: Ignored,
-) -> Result<impl IntoResponse, ApiError> {
+) -> Result<axum::Json<Reloaded>, ApiError> {
     caller.require_admin()?;
     let failed = |e: anyhow::Error| {
         ApiError::new(
@@ -122,11 +124,11 @@ pub async fn reload(
         .disabled()
         .clone();
     let catalog = Catalog::new(plugins, disabled).map_err(failed)?;
-    let ids: Vec<String> = catalog
+    let plugins = catalog
         .plugins()
         .iter()
         .map(|p| p.id().to_string())
         .collect();
     *state.catalog.write().expect("catalog lock") = catalog;
-    Ok(axum::Json(json!({"plugins": ids})))
+    Ok(axum::Json(Reloaded { plugins }))
 }

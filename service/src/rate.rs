@@ -8,14 +8,10 @@
 //! and in all, and how long they may take) is bounded where connections are
 //! accepted (`sandwit_net::serve`).
 
-use axum::extract::{FromRequestParts, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use sandwit_net::{Buckets, RateLimit};
 
-use crate::Shared;
-use crate::auth::Caller;
 use crate::error::ApiError;
 
 /// Requests a token may make by default: 6,000 a minute, 600 at once.
@@ -26,7 +22,7 @@ pub const DEFAULT_TOKEN_RATE: RateLimit = RateLimit {
 
 /// The endpoints anyone may ask without a limit: probes and the API's
 /// description, which do no work a caller could multiply.
-const UNLIMITED: [&str; 3] = ["/healthz", "/readyz", "/openapi.json"];
+pub(crate) const UNLIMITED: [&str; 3] = ["/healthz", "/readyz", "/openapi.json"];
 
 /// The buckets of the tokens, by name.
 pub(crate) struct TokenRate {
@@ -45,7 +41,7 @@ impl TokenRate {
 
     /// Takes a request from `token`'s bucket; `None`, or the refusal
     /// (429) when it is empty.
-    fn refuse(&self, token: &str) -> Option<Response> {
+    pub(crate) fn refuse(&self, token: &str) -> Option<Response> {
         self.buckets.take(token.to_string()).err().map(|wait| {
             let seconds = wait.as_secs_f64().ceil().max(1.0) as u64;
             let mut response = ApiError::new(
@@ -64,21 +60,6 @@ impl TokenRate {
             response
         })
     }
-}
-
-/// The middleware: a request with a valid token takes one from its bucket;
-/// one without is passed on, to be refused by its endpoint.
-pub(crate) async fn limit(State(state): State<Shared>, request: Request, next: Next) -> Response {
-    if UNLIMITED.contains(&request.uri().path()) {
-        return next.run(request).await;
-    }
-    let (mut parts, body) = request.into_parts();
-    if let Ok(caller) = Caller::from_request_parts(&mut parts, &state).await
-        && let Some(refusal) = state.rate.refuse(&caller.name)
-    {
-        return refusal;
-    }
-    next.run(Request::from_parts(parts, body)).await
 }
 
 #[cfg(test)]

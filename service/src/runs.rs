@@ -15,17 +15,21 @@ use axum::response::sse::{Event as SseEvent, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, Stream};
 use sandwit::json::value_from_json;
-use sandwit::{AgentCtx, Cancel, LiveEvent, RunLimits, RunOptions, RunOutcome};
+use sandwit::{
+    AgentCtx, Cancel, LiveEvent, RunError, RunLimits, RunOptions, RunOutcome, RunStatus,
+};
 use serde::Deserialize;
 use serde_json::Value as Json;
 use tokio::sync::{mpsc, oneshot};
 use utoipa::ToSchema;
 
-use crate::Shared;
+use crate::answer::Holding;
 use crate::auth::Caller;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
 use crate::interpreters::{Interpreter, InterpreterKind};
 use crate::queue::{Answering, RunSlot};
+use crate::state::Shared;
+use crate::wire::Outcome;
 
 /// The body of a run request.
 #[derive(Deserialize, ToSchema)]
@@ -128,9 +132,9 @@ struct Prepared {
 
 impl Prepared {
     /// Runs on its own task (so that it ends, and is counted, whatever the
-    /// connection does) and gives back the outcome's JSON, with the run's
-    /// place in the queue to hold while the answer goes out.
-    async fn run(self) -> (Json, Option<Answering>) {
+    /// connection does) and gives back the outcome, with the run's place in
+    /// the queue to hold while the answer goes out.
+    async fn run(self) -> (Outcome, Option<Answering>) {
         let Prepared {
             state,
             slot,
@@ -147,16 +151,39 @@ impl Prepared {
                 .await;
             (render(&outcome), Some(answering))
         });
-        task.await.unwrap_or_else(|e| {
-            let error = serde_json::json!({"status": "error", "error": {"type": "ServerError", "message": e.to_string()}});
-            (error, None)
-        })
+        task.await
+            .unwrap_or_else(|e| (server_error(e.to_string()), None))
     }
 }
 
-fn render(outcome: &RunOutcome) -> Json {
-    crate::outcome::outcome_json(outcome, &mut crate::outcome::inline_image)
+fn render(outcome: &RunOutcome) -> Outcome {
+    crate::outcome::outcome_body(outcome, &mut crate::outcome::inline_image)
         .expect("inline images always render")
+}
+
+/// The outcome of a run whose task failed (it panicked): an error outcome
+/// naming a `ServerError`, with nothing else to report.
+fn server_error(message: String) -> Outcome {
+    Outcome {
+        status: RunStatus::Error,
+        result: None,
+        stdout: String::new(),
+        stderr: String::new(),
+        error: Some(RunError {
+            type_name: "ServerError".to_string(),
+            message,
+            line: None,
+            traceback: String::new(),
+        }),
+        limit: None,
+        files: Vec::new(),
+        events: Vec::new(),
+        handoff: None,
+        fuel_used: 0,
+        cost: 0.0,
+        ms: 0.0,
+        queued_ms: 0.0,
+    }
 }
 
 /// Runs Python code with the enabled plugins' methods (those the chat's
@@ -169,26 +196,26 @@ fn render(outcome: &RunOutcome) -> Json {
     security(("token" = [])),
     responses(
         (status = 200, description = "The outcome (whatever the code did)",
-         content((crate::api::Outcome = "application/json"),
+         content((Outcome = "application/json"),
                  (String = "text/event-stream"))),
         (status = 400, description = "A limit above the server's, an empty chat key, or an \
                                       interpreter the server did not load",
-         body = crate::api::ErrorBody),
-        (status = 401, body = crate::api::ErrorBody),
+         body = ErrorBody),
+        (status = 401, body = ErrorBody),
         (status = 403, description = "A chat key or user id outside the token's namespace",
-         body = crate::api::ErrorBody),
+         body = ErrorBody),
         (status = 404, description = "A plugin asked for is not enabled",
-         body = crate::api::ErrorBody),
+         body = ErrorBody),
         (status = 408, description = "The exchange outlasted its time limit; the run is cancelled",
-         body = crate::api::ErrorBody),
-        (status = 413, description = "The body is too large", body = crate::api::ErrorBody),
-        (status = 415, body = crate::api::ErrorBody),
+         body = ErrorBody),
+        (status = 413, description = "The body is too large", body = ErrorBody),
+        (status = 415, body = ErrorBody),
         (status = 422, description = "The body is not a run request",
-         body = crate::api::ErrorBody),
+         body = ErrorBody),
         (status = 500, description = "A plugin's lifecycle hook failed",
-         body = crate::api::ErrorBody),
+         body = ErrorBody),
         (status = 503, description = "Queue full, no slot in time, or shutting down",
-         body = crate::api::ErrorBody),
+         body = ErrorBody),
     )
 )]
 pub async fn run(
@@ -251,13 +278,14 @@ pub async fn run(
     };
     let guard = CancelOnDrop(cancel);
     if !streaming {
-        let (json, answering) = prepared(options).run().await;
+        let (outcome, answering) = prepared(options).run().await;
         // Finished: cancelling it now does nothing.
         drop(guard);
-        return Ok(crate::answer::holding(
-            axum::Json(json).into_response(),
-            answering,
-        ));
+        let answer = Holding {
+            body: axum::Json(outcome),
+            hold: answering,
+        };
+        return Ok(answer.into_response());
     }
     // At most `EVENTS_WAITING` events wait for the client: one that falls
     // further behind has its run cancelled, so a client that stops reading
@@ -288,8 +316,8 @@ pub async fn run(
     let run = prepared(options);
     let (outcome_tx, outcome_rx) = oneshot::channel();
     tokio::spawn(async move {
-        let (json, answering) = run.run().await;
-        if let Ok(sse) = SseEvent::default().event("outcome").json_data(json) {
+        let (outcome, answering) = run.run().await;
+        if let Ok(sse) = SseEvent::default().event("outcome").json_data(outcome) {
             let _ = outcome_tx.send((sse, answering));
         }
     });
@@ -303,10 +331,11 @@ pub async fn run(
     };
     // The feed holds the run's place once the run is over, until its last
     // event has been handed to the connection.
-    Ok(crate::answer::holding(
-        Sse::new(events(feed)).into_response(),
-        (),
-    ))
+    let answer = Holding {
+        body: Sse::new(events(feed)),
+        hold: (),
+    };
+    Ok(answer.into_response())
 }
 
 /// The most events of a streamed run that wait for its client; past them
@@ -360,16 +389,17 @@ impl Feed {
 
 /// The event that tells a client it fell behind and its run was cancelled.
 fn behind_event() -> SseEvent {
-    SseEvent::default().event("error").data(
-        serde_json::json!({
-            "error": "client-too-slow",
-            "message": format!(
-                "the client fell more than {EVENTS_WAITING} events behind the run; \
-                 the run was cancelled"
-            ),
-        })
-        .to_string(),
-    )
+    let body = ErrorBody {
+        error: "client-too-slow".to_string(),
+        message: format!(
+            "the client fell more than {EVENTS_WAITING} events behind the run; the run was \
+             cancelled"
+        ),
+    };
+    SseEvent::default()
+        .event("error")
+        .json_data(body)
+        .expect("an error body is JSON")
 }
 
 /// The stream of a run's events, ending after its outcome; dropping it

@@ -5,15 +5,19 @@
 
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
-use axum::response::IntoResponse;
+use axum::http::StatusCode;
 use sandwit::{AgentCtx, MethodSpec};
 use serde::Deserialize;
-use serde_json::{Value as Json, json};
+use serde::de::DeserializeOwned;
+use serde_json::Value as Json;
 use utoipa::{IntoParams, ToSchema};
 
-use crate::Shared;
 use crate::auth::Caller;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
+use crate::state::Shared;
+use crate::wire::{
+    Breaker, ParamSchema, PluginRef, Tool, ToolList, ToolListing, ToolMetadata, ToolSchema,
+};
 
 /// The query of `GET /v1/tools`.
 #[derive(Deserialize, IntoParams)]
@@ -71,23 +75,24 @@ fn kind_name(method: &MethodSpec) -> String {
 #[utoipa::path(
     get, path = "/v1/tools", tag = "tools", params(ListQuery), security(("token" = [])),
     responses(
-        (status = 200, body = crate::api::ToolListing),
+        (status = 200, body = ToolListing),
         (status = 400, description = "An unknown format, a bad query, or `user_id` without `chat_key`",
-         body = crate::api::ErrorBody),
-        (status = 401, body = crate::api::ErrorBody),
+         body = ErrorBody),
+        (status = 401, body = ErrorBody),
         (status = 403, description = "A chat key or user id outside the token's namespace",
-         body = crate::api::ErrorBody),
-        (status = 500, description = "A plugin's lifecycle hook failed",
-         body = crate::api::ErrorBody),
+         body = ErrorBody),
+        (status = 500, description = "A plugin's lifecycle hook failed, or the host's tool \
+                                      definitions did not read (`bad-listing`)",
+         body = ErrorBody),
         (status = 503, description = "With `chat_key`: queue full, no slot in time, or shutting down",
-         body = crate::api::ErrorBody),
+         body = ErrorBody),
     )
 )]
 pub async fn list(
     State(state): State<Shared>,
     caller: Caller,
     query: Result<Query<ListQuery>, QueryRejection>,
-) -> Result<impl IntoResponse, ApiError> {
+) -> Result<axum::Json<ToolListing>, ApiError> {
     let Query(query) = query?;
     if let Some(other) = query
         .format
@@ -118,23 +123,36 @@ pub async fn list(
             && query.kind.as_deref().is_none_or(|k| k == kind_name(method))
     });
     Ok(axum::Json(match query.format.as_deref() {
-        None | Some("sandwit") => {
-            let tools: Vec<Json> = set
+        None | Some("sandwit") => ToolListing::Tools(ToolList {
+            tools: set
                 .methods()
-                .map(|(provider, method)| {
-                    json!({
-                        "name": method.name,
-                        "category": provider,
-                        "kind": kind_name(method),
-                        "description": method.description,
-                    })
+                .map(|(provider, method)| Tool {
+                    name: method.name.clone(),
+                    description: method.description.clone(),
+                    category: Some(provider.to_string()),
+                    kind: Some(method.kind),
+                    input_schema: None,
                 })
-                .collect();
-            json!({"tools": tools})
-        }
-        Some("openai") => set.openai_tools(),
-        _ => json!({"tools": set.mcp_tools()}),
+                .collect(),
+        }),
+        Some("openai") => ToolListing::OpenAi(definitions(set.openai_tools())?),
+        _ => ToolListing::Tools(ToolList {
+            tools: definitions(set.mcp_tools())?,
+        }),
     }))
+}
+
+/// The host's tool definitions (an array of JSON objects) as wire types.
+/// They always read: a definition that does not is the server's fault (a
+/// host whose definitions changed shape), never the client's.
+fn definitions<T: DeserializeOwned>(listing: Json) -> Result<Vec<T>, ApiError> {
+    serde_json::from_value(listing).map_err(|e| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "bad-listing",
+            format!("the host's tool definitions do not read as the API's: {e}"),
+        )
+    })
 }
 
 /// The enabled method `name` and its plugin's id.
@@ -153,29 +171,24 @@ fn find(state: &Shared, name: &str) -> Result<(String, MethodSpec), ApiError> {
     get, path = "/v1/tools/{name}/schema", tag = "tools", security(("token" = [])),
     params(("name" = String, Path, description = "The method's name")),
     responses(
-        (status = 200, body = crate::api::ToolSchema),
-        (status = 401, body = crate::api::ErrorBody),
-        (status = 404, description = "No enabled tool of that name", body = crate::api::ErrorBody),
+        (status = 200, body = ToolSchema),
+        (status = 401, body = ErrorBody),
+        (status = 404, description = "No enabled tool of that name", body = ErrorBody),
     )
 )]
 pub async fn schema(
     State(state): State<Shared>,
     _caller: Caller,
     Path(name): Path<String>,
-) -> Result<impl IntoResponse, ApiError> {
+) -> Result<axum::Json<ToolSchema>, ApiError> {
     let (_, method) = find(&state, &name)?;
-    let params: Vec<Json> = method
-        .params
-        .iter()
-        .map(|p| json!({"name": p.name, "required": p.required, "schema": p.schema}))
-        .collect();
-    Ok(axum::Json(json!({
-        "name": method.name,
-        "kind": kind_name(&method),
-        "signature": method.signature(),
-        "parameters": params,
-        "returns": method.returns,
-    })))
+    Ok(axum::Json(ToolSchema {
+        signature: method.signature(),
+        parameters: method.params.iter().map(ParamSchema::from).collect(),
+        name: method.name,
+        kind: method.kind,
+        returns: method.returns,
+    }))
 }
 
 /// `GET /v1/tools/{name}/metadata`: what the tool is and the execution
@@ -184,16 +197,16 @@ pub async fn schema(
     get, path = "/v1/tools/{name}/metadata", tag = "tools", security(("token" = [])),
     params(("name" = String, Path, description = "The method's name")),
     responses(
-        (status = 200, body = crate::api::ToolMetadata),
-        (status = 401, body = crate::api::ErrorBody),
-        (status = 404, description = "No enabled tool of that name", body = crate::api::ErrorBody),
+        (status = 200, body = ToolMetadata),
+        (status = 401, body = ErrorBody),
+        (status = 404, description = "No enabled tool of that name", body = ErrorBody),
     )
 )]
 pub async fn metadata(
     State(state): State<Shared>,
     _caller: Caller,
     Path(name): Path<String>,
-) -> Result<impl IntoResponse, ApiError> {
+) -> Result<axum::Json<ToolMetadata>, ApiError> {
     let (plugin_id, method) = find(&state, &name)?;
     let plugin = state
         .catalog
@@ -206,25 +219,23 @@ pub async fn metadata(
         .map(|p| (p.manifest().version.clone(), p.manifest().name.clone()))
         .unwrap_or_default();
     let controls = state.host.policy().method_controls(&plugin_id, &name);
-    Ok(axum::Json(json!({
-        "name": method.name,
-        "category": plugin_id,
-        "plugin": {"id": plugin_id, "name": plugin_name, "version": version},
-        "kind": kind_name(&method),
-        "description": method.description,
-        "rate_limit": controls.rate_limit,
-        "rate_limit_scope": controls.rate_limit_scope,
-        "cost_per_use": controls.cost_per_use,
-        "dangerous": controls.dangerous.unwrap_or(false),
-        "requires_auth": controls.requires_auth.unwrap_or(false),
-        "breaker": controls.breaker.as_ref().map(|b| json!({
-            "failures": b.failures,
-            "error_rate": b.error_rate,
-            "window_s": b.window_s,
-            "min_calls": b.min_calls,
-            "recovery_s": b.recovery_s,
-        })),
-    })))
+    Ok(axum::Json(ToolMetadata {
+        name: method.name,
+        category: plugin_id.clone(),
+        plugin: PluginRef {
+            id: plugin_id,
+            name: plugin_name,
+            version,
+        },
+        kind: method.kind,
+        description: method.description,
+        rate_limit: controls.rate_limit,
+        rate_limit_scope: controls.rate_limit_scope,
+        cost_per_use: controls.cost_per_use,
+        dangerous: controls.dangerous.unwrap_or(false),
+        requires_auth: controls.requires_auth.unwrap_or(false),
+        breaker: controls.breaker.as_ref().map(Breaker::from),
+    }))
 }
 
 /// The query of `GET /v1/prompt`.
@@ -247,21 +258,21 @@ pub struct PromptQuery {
     get, path = "/v1/prompt", tag = "tools", params(PromptQuery), security(("token" = [])),
     responses(
         (status = 200, description = "The listing", content_type = "text/plain", body = String),
-        (status = 400, description = "No or an empty `chat_key`", body = crate::api::ErrorBody),
-        (status = 401, body = crate::api::ErrorBody),
+        (status = 400, description = "No or an empty `chat_key`", body = ErrorBody),
+        (status = 401, body = ErrorBody),
         (status = 403, description = "A chat key or user id outside the token's namespace",
-         body = crate::api::ErrorBody),
+         body = ErrorBody),
         (status = 500, description = "A plugin's lifecycle hook failed",
-         body = crate::api::ErrorBody),
+         body = ErrorBody),
         (status = 503, description = "Queue full, no slot in time, or shutting down",
-         body = crate::api::ErrorBody),
+         body = ErrorBody),
     )
 )]
 pub async fn prompt(
     State(state): State<Shared>,
     caller: Caller,
     query: Result<Query<PromptQuery>, QueryRejection>,
-) -> Result<impl IntoResponse, ApiError> {
+) -> Result<String, ApiError> {
     let Query(query) = query?;
     let ctx = chat(&caller, &query.chat_key, query.user_id)?;
     Ok(in_context(&state, &ctx).await?.prompt())

@@ -10,15 +10,17 @@
 
 mod convert;
 mod errors;
+mod gil;
+mod life;
 mod methods;
+mod plugin;
 mod plugin_set;
 mod tasks;
 mod types;
 
-use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -26,13 +28,16 @@ use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyMemoryView};
 use sandwit::paths::{default_cache_dir, env_path, installed_interpreter};
 use sandwit::{
-    CodeSource, Host, HostBuilder, Plugin, PluginSet, Policy, PythonSandbox, RunLimits, RunOptions,
+    CodeSource, Host, HostBuilder, PluginSet, Policy, PythonSandbox, RunLimits, RunOptions,
     SCIENTIFIC_MEMORY_BYTES, ScientificOptions, ScientificSandbox,
 };
 
-use convert::{args_from_py, lit, to_py, type_name};
+use convert::{lit, type_name};
 use errors::{Failure, SandwitError};
+use gil::{_at_exit, say};
+use life::{CLOSED, HostHandle};
 use methods::PyHostMethod;
+use plugin::PyPlugin;
 use plugin_set::{PyPluginSet, plugins_arg};
 use tasks::{Feed, Job, Listener, Stop, Waiter};
 use types::{
@@ -51,112 +56,6 @@ const EMBEDDED_SHA256: &str = env!("SANDWIT_EMBEDDED_PYTHON_SHA256");
 const INTERPRETER_COMPILE_TIME: &str = "about 10-30 s";
 /// And the scientific one's (104 MB of wasm, five times the small one).
 const SCIENTIFIC_COMPILE_TIME: &str = "about 1-3 min";
-
-// ---- entering Python from the runtime's threads -------------------------------
-
-/// Set (under the write lock) when the interpreter begins to exit (an
-/// `atexit` hook): from then on no thread of ours enters Python. A thread
-/// holds the read lock while it is in Python, so the hook waits for those
-/// already inside (it releases the GIL while it waits).
-static PYTHON_EXITING: RwLock<bool> = RwLock::new(false);
-
-/// Runs `f` in Python from a thread of ours, unless the interpreter is
-/// exiting.
-pub(crate) fn with_python<R>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> Option<R> {
-    let exiting = PYTHON_EXITING.read().unwrap_or_else(|e| e.into_inner());
-    if *exiting {
-        return None;
-    }
-    Python::try_attach(f)
-}
-
-/// [`with_python`] for a thread of a host's runtime's blocking pool (never
-/// one Python made): the thread keeps the Python thread state it makes the
-/// first time, until it exits, rather than making and dropping one per
-/// call, which took most of a host method's call (tens of µs).
-pub(crate) fn with_python_kept<R>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> Option<R> {
-    let exiting = PYTHON_EXITING.read().unwrap_or_else(|e| e.into_inner());
-    if *exiting {
-        return None;
-    }
-    KEPT_STATE.with(KeptState::keep);
-    Python::try_attach(f)
-}
-
-thread_local! {
-    static KEPT_STATE: KeptState = const { KeptState(std::cell::Cell::new(None)) };
-}
-
-/// The thread state a thread of ours keeps (see [`with_python_kept`]): what
-/// `PyGILState_Ensure` gave and the state `PyEval_SaveThread` saved.
-struct KeptState(
-    std::cell::Cell<Option<(pyo3::ffi::PyGILState_STATE, *mut pyo3::ffi::PyThreadState)>>,
-);
-
-impl KeptState {
-    /// Makes this thread's state, unless it has one. Called with the read
-    /// lock of [`PYTHON_EXITING`] held and the interpreter not exiting.
-    fn keep(&self) {
-        if self.0.get().is_some() {
-            return;
-        }
-        // SAFETY: the interpreter is initialised and not finalising (the
-        // atexit hook, which runs first, has not run). The thread has no
-        // Python thread state (checked), so `PyGILState_Ensure` makes one and
-        // takes the GIL, and `PyEval_SaveThread` releases the GIL and keeps
-        // the state (its count stays 1), as the thread found things.
-        unsafe {
-            if pyo3::ffi::Py_IsInitialized() == 0
-                || !pyo3::ffi::PyGILState_GetThisThreadState().is_null()
-            {
-                return;
-            }
-            let state = pyo3::ffi::PyGILState_Ensure();
-            let saved = pyo3::ffi::PyEval_SaveThread();
-            self.0.set(Some((state, saved)));
-        }
-    }
-}
-
-impl Drop for KeptState {
-    /// At the thread's exit: drops its state, unless the interpreter is
-    /// exiting (then it is left to the interpreter's finalisation).
-    fn drop(&mut self) {
-        let Some((state, saved)) = self.0.take() else {
-            return;
-        };
-        let exiting = PYTHON_EXITING.read().unwrap_or_else(|e| e.into_inner());
-        if *exiting {
-            return;
-        }
-        // SAFETY: `saved` is this thread's state, saved by `keep` without
-        // the GIL held since; restoring it takes the GIL, and releasing
-        // `state` (the count back to 0) deletes it and releases the GIL.
-        unsafe {
-            pyo3::ffi::PyEval_RestoreThread(saved);
-            pyo3::ffi::PyGILState_Release(state);
-        }
-    }
-}
-
-/// The `atexit` hook: no thread of ours enters Python after it.
-#[pyfunction]
-fn _at_exit(py: Python<'_>) {
-    py.detach(|| *PYTHON_EXITING.write().unwrap_or_else(|e| e.into_inner()) = true);
-}
-
-/// Writes `text` to Python's `sys.stderr` (else the process's), flushed.
-fn say(text: &str) {
-    let written = with_python(|py| -> PyResult<()> {
-        let stderr = py.import("sys")?.getattr("stderr")?;
-        stderr.call_method1("write", (text,))?;
-        stderr.call_method0("flush")?;
-        Ok(())
-    });
-    if !matches!(written, Some(Ok(()))) {
-        eprint!("{text}");
-    }
-}
 
 // ---- paths -------------------------------------------------------------------
 
@@ -482,145 +381,21 @@ fn announced<T, E>(
 
 // ---- Host --------------------------------------------------------------------------
 
-/// What using a closed host raises.
-const CLOSED: &str = "this Host is closed (its close() or aclose() was called, or its \
-    `with` block ended): make a new Host";
-
-/// A host's runtime, and the jobs running on it: `close()` shuts the
-/// runtime down at once if none runs, else when the last one ends.
-struct Life {
-    state: Mutex<LifeState>,
-}
-
-struct LifeState {
-    /// None once shut down.
-    runtime: Option<tokio::runtime::Runtime>,
-    closed: bool,
-    /// Jobs started and not ended.
-    running: usize,
-}
-
-impl Life {
-    fn lock(&self) -> std::sync::MutexGuard<'_, LifeState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The runtime's handle, unless the host is closed.
-    fn handle(&self) -> PyResult<tokio::runtime::Handle> {
-        let state = self.lock();
-        match (&state.runtime, state.closed) {
-            (Some(runtime), false) => Ok(runtime.handle().clone()),
-            _ => Err(SandwitError::new_err(CLOSED)),
-        }
-    }
-
-    /// The runtime's handle and the job's place among those running,
-    /// unless the host is closed.
-    fn start(self: &Arc<Self>) -> PyResult<(tokio::runtime::Handle, Running)> {
-        let mut state = self.lock();
-        let handle = match (&state.runtime, state.closed) {
-            (Some(runtime), false) => runtime.handle().clone(),
-            _ => return Err(SandwitError::new_err(CLOSED)),
-        };
-        state.running += 1;
-        Ok((handle, Running(self.clone())))
-    }
-
-    /// Closes the host: no job starts any more, and the runtime is shut
-    /// down now if none runs.
-    fn close(&self) {
-        let mut state = self.lock();
-        state.closed = true;
-        let runtime = match state.running {
-            0 => state.runtime.take(),
-            _ => None,
-        };
-        drop(state);
-        // Not waiting: a worker may be waiting for the GIL this thread holds.
-        if let Some(runtime) = runtime {
-            runtime.shutdown_background();
-        }
-    }
-}
-
-/// A job running on a host's runtime, until dropped (with the job).
-pub(crate) struct Running(Arc<Life>);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let mut state = self.0.lock();
-        state.running -= 1;
-        if state.closed
-            && state.running == 0
-            && let Some(runtime) = state.runtime.take()
-        {
-            drop(state);
-            // Maybe on one of the runtime's own threads, which cannot shut
-            // it down.
-            std::thread::spawn(move || runtime.shutdown_background());
-        }
-    }
-}
-
 /// A plugin host: loads plugins, runs Python code in the sandbox, calls
 /// methods. Thread-safe; every method that runs guest code releases the
 /// GIL.
 #[pyclass(frozen, module = "sandwit", name = "Host")]
 struct PyHost {
     shared: Arc<Shared>,
-    /// The runtime, shut down in the background when the host is closed
-    /// or dropped.
-    life: Arc<Life>,
-}
-
-impl Drop for PyHost {
-    fn drop(&mut self) {
-        self.life.close();
-        // Jobs still running (their coroutines hold the host, so only
-        // synchronous ones a signal gave up on) end with the runtime.
-        let runtime = self.life.lock().runtime.take();
-        if let Some(runtime) = runtime {
-            runtime.shutdown_background();
-        }
-    }
+    /// The runtime, shut down in the background when the host is closed,
+    /// or when it and its plugins, plugin sets and coroutines are dropped.
+    handle: HostHandle,
 }
 
 impl PyHost {
-    /// The library's host.
-    fn core(&self) -> Host {
-        self.shared.host.clone()
-    }
-
     /// Raises the closed host's error once it is closed.
     fn check_open(&self) -> PyResult<()> {
-        self.life.handle().map(drop)
-    }
-
-    /// Runs `work` on the runtime and waits for it with the GIL released;
-    /// a signal (Ctrl-C) raised meanwhile ends the task and is raised.
-    fn wait<T: Send + 'static>(
-        &self,
-        py: Python<'_>,
-        work: impl Future<Output = T> + Send + 'static,
-    ) -> PyResult<T> {
-        self.wait_with(py, Waiter::default(), work, None, Stop::Abort)
-    }
-
-    /// [`Waiter::wait`] on the runtime, counted as running meanwhile.
-    fn wait_with<T: Send + 'static>(
-        &self,
-        py: Python<'_>,
-        waiter: Waiter<T>,
-        work: impl Future<Output = T> + Send + 'static,
-        on_event: Option<&Bound<'_, PyAny>>,
-        stop: Stop,
-    ) -> PyResult<T> {
-        let (handle, running) = self.life.start()?;
-        let work = async move {
-            let _running = running;
-            work.await
-        };
-        waiter.wait(py, &handle, work, on_event, stop)
+        self.handle.handle().map(drop)
     }
 
     /// The `interpreter` argument of a run or `warmup`: the host's kind
@@ -653,7 +428,7 @@ impl PyHost {
             options = options.on_event(move |event| listener(event));
         }
         let shared = self.shared.clone();
-        let handle = self.life.handle()?;
+        let handle = self.handle.handle()?;
         Ok(Box::pin(async move {
             let sandbox = match shared.loaded(kind) {
                 Some(sandbox) => sandbox,
@@ -673,14 +448,6 @@ impl PyHost {
             Ok(sandbox.run_with(&ctx, &plugins, &code, &options).await)
         }))
     }
-}
-
-/// The runtime of `host`, for a coroutine that keeps it alive, and the
-/// job's place among those running; an error once the host is closed.
-pub(crate) fn runtime_of(
-    host: Py<PyHost>,
-) -> impl Fn() -> PyResult<(tokio::runtime::Handle, Running)> + Send + Sync {
-    move || host.get().life.start()
 }
 
 /// The `on_event` argument: a callable or None.
@@ -717,10 +484,6 @@ fn plugin_set_arg(
 
 fn outcome_to_py(py: Python<'_>, outcome: sandwit::RunOutcome) -> PyResult<Py<PyAny>> {
     Ok(Py::new(py, PyRunOutcome::new(py, &outcome)?)?.into_any())
-}
-
-pub(crate) fn result_to_py(py: Python<'_>, result: sandwit::MethodResult) -> PyResult<Py<PyAny>> {
-    Ok(Py::new(py, PyMethodResult::new(py, &result)?)?.into_any())
 }
 
 #[pymethods]
@@ -814,6 +577,7 @@ impl PyHost {
             .build()
             .map_err(|e| SandwitError::new_err(format!("cannot start the host's runtime: {e}")))?;
         Ok(PyHost {
+            handle: HostHandle::new(host.clone(), runtime),
             shared: Arc::new(Shared {
                 host,
                 kind,
@@ -822,13 +586,6 @@ impl PyHost {
                 scientific_dir,
                 scientific: Mutex::new(None),
                 closed: AtomicBool::new(false),
-            }),
-            life: Arc::new(Life {
-                state: Mutex::new(LifeState {
-                    runtime: Some(runtime),
-                    closed: false,
-                    running: 0,
-                }),
             }),
         })
     }
@@ -852,7 +609,7 @@ impl PyHost {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take();
-        self.life.close();
+        self.handle.close();
         py.detach(move || drop((small, scientific)));
     }
 
@@ -1006,7 +763,7 @@ impl PyHost {
     fn warmup(&self, py: Python<'_>, interpreter: Option<&str>) -> PyResult<String> {
         let kind = self.kind(interpreter)?;
         let shared = self.shared.clone();
-        let (handle, running) = self.life.start()?;
+        let (handle, running) = self.handle.start()?;
         let loaded = py.detach(|| shared.sandbox(kind, &handle));
         drop(running);
         let sandbox = loaded.map_err(|f| f.into_pyerr(py))?;
@@ -1018,13 +775,12 @@ impl PyHost {
     /// problem.
     #[pyo3(signature = (source, *, name=None))]
     fn load_plugin(
-        slf: &Bound<'_, Self>,
+        &self,
         py: Python<'_>,
         source: &Bound<'_, PyAny>,
         name: Option<String>,
     ) -> PyResult<PyPlugin> {
-        let this = slf.get();
-        let host = this.shared.host.clone();
+        let host = self.shared.host.clone();
         let bytes = if let Ok(b) = source.cast::<PyBytes>() {
             Some(b.as_bytes().to_vec())
         } else if let Ok(b) = source.cast::<PyByteArray>() {
@@ -1043,18 +799,20 @@ impl PyHost {
         let loaded = match bytes {
             Some(bytes) => {
                 let name = name.unwrap_or_else(|| "<bytes>".to_string());
-                this.wait(py, async move { host.load_plugin(&name, &bytes).await })?
+                self.handle
+                    .wait(py, async move { host.load_plugin(&name, &bytes).await })?
             }
             None => {
                 let path = path_arg(source, "the plugin")
                     .map_err(|_| PyTypeError::new_err("load_plugin takes a path or bytes"))?;
-                this.wait(py, async move { host.load_plugin_file(&path).await })?
+                self.handle
+                    .wait(py, async move { host.load_plugin_file(&path).await })?
             }
         };
         let plugin = loaded.map_err(|e| errors::load_error(py, &e))?;
         Ok(PyPlugin {
             plugin,
-            host: slf.clone().unbind(),
+            host: self.handle.clone(),
         })
     }
 
@@ -1063,13 +821,14 @@ impl PyHost {
     /// `PluginSetError` when two offer a method of the same name.
     #[pyo3(signature = (plugins=None, *, methods=None, filter=None))]
     fn plugin_set(
-        slf: &Bound<'_, Self>,
+        &self,
+        py: Python<'_>,
         plugins: Option<&Bound<'_, PyAny>>,
         methods: Option<&Bound<'_, PyAny>>,
         filter: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyPluginSet> {
-        let set = PyPluginSet::new(slf.py(), plugins, methods, filter)?;
-        Ok(set.served_by(slf.clone().unbind()))
+        let set = PyPluginSet::new(py, plugins, methods, filter)?;
+        Ok(set.served_by(self.handle.clone()))
     }
 
     /// Runs `code` in a fresh sandboxed interpreter (`interpreter`, the
@@ -1105,7 +864,7 @@ impl PyHost {
             cancel,
             listener,
         )?;
-        let outcome = self.wait_with(py, waiter, job, on_event, stop)?;
+        let outcome = self.handle.wait_with(py, waiter, job, on_event, stop)?;
         PyRunOutcome::new(py, &outcome.map_err(|f| f.into_pyerr(py))?)
     }
 
@@ -1116,7 +875,7 @@ impl PyHost {
     #[pyo3(signature = (code, *, ctx=None, plugins=None, limits=None, inputs=None, interpreter=None, on_event=None, cancel=None))]
     #[allow(clippy::too_many_arguments)]
     fn run_async<'py>(
-        slf: &Bound<'py, Self>,
+        &self,
         py: Python<'py>,
         code: String,
         ctx: Option<&Bound<'_, PyAgentCtx>>,
@@ -1131,7 +890,7 @@ impl PyHost {
         let (cancel, stop) = Stop::for_run(cancel.map(|c| &c.get().cancel));
         let feed = Feed::default();
         let listener = on_event.map(|_| feed.listener());
-        let job = slf.get().run_job(
+        let job = self.run_job(
             code,
             ctx,
             plugins,
@@ -1141,7 +900,7 @@ impl PyHost {
             cancel,
             listener,
         )?;
-        let runtime = runtime_of(slf.clone().unbind());
+        let runtime = self.handle.runtime();
         tasks::coroutine(py, runtime, job, outcome_to_py, stop, feed, on_event)
     }
 
@@ -1158,124 +917,6 @@ fn code_source(source: CodeSource) -> &'static str {
         CodeSource::Compiled => "compiled",
         CodeSource::DiskCache => "disk_cache",
         CodeSource::MemoryCache => "memory_cache",
-    }
-}
-
-// ---- Plugin ------------------------------------------------------------------------
-
-/// A loaded, checked plugin.
-#[pyclass(frozen, module = "sandwit", name = "Plugin")]
-struct PyPlugin {
-    plugin: Plugin,
-    host: Py<PyHost>,
-}
-
-impl PyPlugin {
-    fn call_job(
-        &self,
-        method: String,
-        args: Option<&Bound<'_, PyAny>>,
-        ctx: Option<&Bound<'_, PyAgentCtx>>,
-    ) -> PyResult<Job<sandwit::MethodResult>> {
-        let call = format!("plugin `{}`, method `{method}`", self.plugin.id());
-        let args = args_from_py(args, &call)?;
-        let ctx = ctx_or_default(ctx);
-        let plugin = self.plugin.clone();
-        Ok(Box::pin(async move {
-            plugin
-                .call(&ctx, &method, args)
-                .await
-                .map_err(Failure::Call)
-        }))
-    }
-}
-
-#[pymethods]
-impl PyPlugin {
-    /// The plugin's id.
-    #[getter]
-    fn id(&self) -> &str {
-        self.plugin.id()
-    }
-
-    /// The component's SHA-256, hex (what a policy pins).
-    #[getter]
-    fn sha256(&self) -> &str {
-        self.plugin.hash()
-    }
-
-    /// The checked manifest as a dict (id, name, version, author,
-    /// description, methods with kinds, parameter schemas and docstrings,
-    /// config_schema, capabilities).
-    #[getter]
-    fn manifest<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_py(py, self.plugin.manifest())
-    }
-
-    /// The capabilities it may use: those requested that the policy
-    /// grants.
-    #[getter]
-    fn grants(&self) -> Vec<String> {
-        self.plugin.grants().iter().map(|c| c.to_string()).collect()
-    }
-
-    /// The component's imports, by name.
-    #[getter]
-    fn imports(&self) -> Vec<String> {
-        self.plugin.imports().to_vec()
-    }
-
-    /// Instances made ahead of the calls that need a new one, ready now.
-    #[getter]
-    fn prepared_instances(&self) -> usize {
-        self.plugin.prepared_instances()
-    }
-
-    /// Calls `method` with `args` (a dict of parameter names to values) in
-    /// a fresh instance, under the host's call limits; returns the typed
-    /// result. Raises `CallError`.
-    #[pyo3(signature = (method, args=None, *, ctx=None))]
-    fn call(
-        &self,
-        py: Python<'_>,
-        method: String,
-        args: Option<&Bound<'_, PyAny>>,
-        ctx: Option<&Bound<'_, PyAgentCtx>>,
-    ) -> PyResult<PyMethodResult> {
-        let job = self.call_job(method, args, ctx)?;
-        let result = self
-            .host
-            .get()
-            .wait(py, job)?
-            .map_err(|f| f.into_pyerr(py))?;
-        PyMethodResult::new(py, &result)
-    }
-
-    /// `call`, awaitable (cancelling it ends the call).
-    #[pyo3(signature = (method, args=None, *, ctx=None))]
-    fn call_async<'py>(
-        &self,
-        py: Python<'py>,
-        method: String,
-        args: Option<&Bound<'_, PyAny>>,
-        ctx: Option<&Bound<'_, PyAgentCtx>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let job = self.call_job(method, args, ctx)?;
-        let runtime = runtime_of(self.host.clone_ref(py));
-        tasks::coroutine(
-            py,
-            runtime,
-            job,
-            result_to_py,
-            Stop::Abort,
-            Feed::default(),
-            None,
-        )
-    }
-
-    fn __repr__(&self) -> String {
-        let m = self.plugin.manifest();
-        format!("Plugin(id={}, version={})", lit(&m.id), lit(&m.version))
     }
 }
 

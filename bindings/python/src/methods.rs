@@ -22,9 +22,9 @@ use tokio::sync::oneshot;
 use crate::convert::lit;
 use crate::convert::{json_from_py, result_from_py, to_py, type_name, value_to_py};
 use crate::errors;
+use crate::gil::with_python_kept;
 use crate::tasks::RUN_LOOP;
 use crate::types::{PyAgentCtx, PyContentPart};
-use crate::with_python_kept;
 
 /// `sandwit._methods`: the Python side of host methods.
 static HELPERS: PyOnceLock<Py<PyModule>> = PyOnceLock::new();

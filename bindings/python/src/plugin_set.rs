@@ -13,11 +13,12 @@ use crate::convert::lit;
 use crate::convert::{self, args_from_py, to_py, type_name};
 use crate::errors;
 use crate::errors::{Failure, SandwitError};
+use crate::life::HostHandle;
 use crate::methods::PyHostMethod;
+use crate::plugin::PyPlugin;
 use crate::tasks::{self, Feed, Job, Stop};
 use crate::types::PyAgentCtx;
-use crate::types::{PyMethodResult, ctx_or_default};
-use crate::{PyHost, PyPlugin};
+use crate::types::{PyMethodResult, ctx_or_default, result_to_py};
 
 /// How many per-context sets a set with a `filter` rule keeps: a context
 /// whose rule keeps the same methods as an earlier one's gets the same set,
@@ -34,7 +35,7 @@ pub struct PyPluginSet {
     /// The `Host` whose limits, controls and runtime serve the set's direct
     /// calls (`call`): the one that made it (`Host.plugin_set`), else the
     /// one that loaded its first plugin.
-    host: Option<Py<PyHost>>,
+    host: Option<HostHandle>,
     methods: Vec<Py<PyHostMethod>>,
     /// Each method's provider and spec (a read-only mapping), in order, as
     /// filters are given them.
@@ -50,7 +51,7 @@ impl PyPluginSet {
         py: Python<'_>,
         set: PluginSet,
         plugins: Vec<Plugin>,
-        host: Option<Py<PyHost>>,
+        host: Option<HostHandle>,
         methods: Vec<Py<PyHostMethod>>,
         rule: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
@@ -89,7 +90,7 @@ impl PyPluginSet {
             None => Bound::new(
                 py,
                 PyAgentCtx {
-                    ctx: crate::types::ctx_or_default(None),
+                    ctx: ctx_or_default(None),
                 },
             )?,
         };
@@ -182,7 +183,7 @@ impl PyPluginSet {
             .map(|m| m.clone_ref(py))
             .collect();
         let rule = self.rule.as_ref().map(|r| r.clone_ref(py));
-        let host = self.host.as_ref().map(|h| h.clone_ref(py));
+        let host = self.host.clone();
         Self::make(py, set, plugins, host, methods, rule)
     }
 
@@ -205,7 +206,7 @@ impl PyPluginSet {
         ctx: Option<&Bound<'_, PyAgentCtx>>,
     ) -> PyResult<PyMethodResult> {
         let (job, host) = self.call_job(py, method, args, ctx)?;
-        let result = host.get().wait(py, job)?;
+        let result = host.wait(py, job)?;
         PyMethodResult::new(py, &result.map_err(|f| f.into_pyerr(py))?)
     }
 
@@ -219,9 +220,9 @@ impl PyPluginSet {
         ctx: Option<&Bound<'_, PyAgentCtx>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let (job, host) = self.call_job(py, method, args, ctx)?;
-        let runtime = crate::runtime_of(host);
+        let runtime = host.runtime();
         let (stop, feed) = (Stop::Abort, Feed::default());
-        tasks::coroutine(py, runtime, job, crate::result_to_py, stop, feed, None)
+        tasks::coroutine(py, runtime, job, result_to_py, stop, feed, None)
     }
 
     /// The plugins' ids, in order.
@@ -280,7 +281,7 @@ impl PyPluginSet {
 
 impl PyPluginSet {
     /// The set with `host` serving its direct calls.
-    pub(crate) fn served_by(mut self, host: Py<PyHost>) -> Self {
+    pub(crate) fn served_by(mut self, host: HostHandle) -> Self {
         self.host = Some(host);
         self
     }
@@ -292,7 +293,7 @@ impl PyPluginSet {
         method: String,
         args: Option<&Bound<'_, PyAny>>,
         ctx: Option<&Bound<'_, PyAgentCtx>>,
-    ) -> PyResult<(Job<sandwit::MethodResult>, Py<PyHost>)> {
+    ) -> PyResult<(Job<sandwit::MethodResult>, HostHandle)> {
         let host = self.host.as_ref().ok_or_else(|| {
             SandwitError::new_err(
                 "this PluginSet has no Host to call its methods under (their limits and \
@@ -306,13 +307,13 @@ impl PyPluginSet {
         };
         let args = args_from_py(args, &call)?;
         let ctx = ctx_or_default(ctx);
-        let core = host.get().core();
+        let core = host.core();
         let job: Job<sandwit::MethodResult> = Box::pin(async move {
             core.call(&set, &ctx, &method, args)
                 .await
                 .map_err(Failure::Call)
         });
-        Ok((job, host.clone_ref(py)))
+        Ok((job, host.clone()))
     }
 }
 
@@ -323,7 +324,7 @@ pub fn plugins_arg(plugins: &Bound<'_, PyAny>) -> PyResult<Vec<Plugin>> {
 
 /// A list (or other iterable, read once) of `Plugin`s, and the `Host` that
 /// loaded the first.
-fn plugins_and_host(plugins: &Bound<'_, PyAny>) -> PyResult<(Vec<Plugin>, Option<Py<PyHost>>)> {
+fn plugins_and_host(plugins: &Bound<'_, PyAny>) -> PyResult<(Vec<Plugin>, Option<HostHandle>)> {
     if plugins.is_instance_of::<PyString>() {
         return Err(PyTypeError::new_err("plugins must be a list of Plugins"));
     }
@@ -338,7 +339,7 @@ fn plugins_and_host(plugins: &Bound<'_, PyAny>) -> PyResult<(Vec<Plugin>, Option
         })?;
         let plugin = plugin.get();
         if host.is_none() {
-            host = Some(plugin.host.clone_ref(plugins.py()));
+            host = Some(plugin.host.clone());
         }
         list.push(plugin.plugin.clone());
     }

@@ -23,7 +23,7 @@ use tokio::runtime::Handle;
 
 use crate::convert::to_py;
 use crate::errors::{Failure, SandwitError};
-use crate::{Running, with_python_kept};
+use crate::gil::with_python_kept;
 
 /// A job for a host's runtime, not started yet.
 pub type Job<T> = Pin<Box<dyn Future<Output = Result<T, Failure>> + Send>>;
@@ -364,14 +364,14 @@ pub static LAZY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 /// A coroutine that, once awaited, starts `work` on the runtime of `handle`
 /// (got from `runtime` then, so the host lives while it is awaited, with
-/// the job's place among the host's running ones, or the error of a closed
-/// host) and
+/// the job's place among the host's running ones, `R`, held until the job
+/// ends, or the error of a closed host) and
 /// returns its result (made Python by `convert`), showing `on_event` the
 /// events of `feed` on the loop's thread first. Cancelling it (its task)
 /// stops the job as `stop` says; a coroutine never awaited never starts it.
-pub fn coroutine<'py, T: Send + 'static>(
+pub fn coroutine<'py, T: Send + 'static, R: Send + 'static>(
     py: Python<'py>,
-    runtime: impl Fn() -> PyResult<(Handle, Running)> + Send + Sync + 'static,
+    runtime: impl Fn() -> PyResult<(Handle, R)> + Send + Sync + 'static,
     work: Job<T>,
     convert: Convert<T>,
     stop: Stop,

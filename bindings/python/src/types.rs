@@ -694,6 +694,12 @@ impl PyMethodResult {
     }
 }
 
+/// A method's result as a Python `MethodResult` (what a call's coroutine
+/// completes with).
+pub(crate) fn result_to_py(py: Python<'_>, result: sandwit::MethodResult) -> PyResult<Py<PyAny>> {
+    Ok(Py::new(py, PyMethodResult::new(py, &result)?)?.into_any())
+}
+
 #[pymethods]
 impl PyMethodResult {
     /// Pickles it (and copies it) by value.
