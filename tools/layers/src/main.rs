@@ -6,13 +6,8 @@
 //!     cargo run -p sandwit-layers -- ROOT.rs ...  # these crate roots
 //!     cargo run -p sandwit-layers -- --graph ...  # also print every edge
 //!
-//! The cycles the tree had when the check was written are listed in
-//! `known-cycles.txt` beside this crate, to be taken apart (issue 35): one
-//! of them is reported, not failed on. Any other cycle fails the check, a
-//! known one that grew or shrank is another cycle, and a known one that is
-//! gone fails it too until its line is deleted, so the list only shrinks.
+//! Every cycle fails the check: the workspace has none.
 
-use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -33,15 +28,11 @@ fn main() -> anyhow::Result<ExitCode> {
         .filter(|a| !a.starts_with("--"))
         .map(|a| (a.clone(), PathBuf::from(a)))
         .collect();
-    let whole = given.is_empty();
-    let roots = if whole { workspace_roots()? } else { given };
-    let known = if whole {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/known-cycles.txt");
-        known_cycles(&std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?)
+    let roots = if given.is_empty() {
+        workspace_roots()?
     } else {
-        BTreeSet::new()
+        given
     };
-    let mut seen: BTreeSet<(String, String, String)> = BTreeSet::new();
     let mut failed = false;
     for (label, root) in &roots {
         let report = sandwit_layers::check(root).with_context(|| format!("checking {label}"))?;
@@ -68,45 +59,20 @@ fn main() -> anyhow::Result<ExitCode> {
             ("modules", &report.module_cycles),
         ] {
             for cycle in cycles {
-                let key = (label.clone(), level.to_string(), cycle.members.join(", "));
-                if known.contains(&key) {
-                    println!("layers: {label}: a known cycle among {level}: {}", key.2);
-                    seen.insert(key);
-                    continue;
-                }
                 failed = true;
-                println!("layers: {label}: a cycle among {level}: {}", key.2);
+                let members = cycle.members.join(", ");
+                println!("layers: {label}: a cycle among {level}: {members}");
                 for (from, to, written) in &cycle.edges {
                     println!("    {from} -> {to}  ({written})");
                 }
             }
         }
     }
-    for (label, level, members) in known.difference(&seen) {
-        failed = true;
-        println!(
-            "layers: {label}: the known cycle among {level} {members} is gone: delete its line \
-             from tools/layers/known-cycles.txt"
-        );
-    }
     Ok(if failed {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
     })
-}
-
-/// `known-cycles.txt`: `crate<TAB>files|modules<TAB>members, ...` lines;
-/// `#` starts a comment.
-fn known_cycles(text: &str) -> BTreeSet<(String, String, String)> {
-    text.lines()
-        .filter(|line| !line.trim().is_empty() && !line.starts_with('#'))
-        .filter_map(|line| {
-            let mut parts = line.split('\t');
-            let (label, level, members) = (parts.next()?, parts.next()?, parts.next()?);
-            Some((label.to_string(), level.to_string(), members.to_string()))
-        })
-        .collect()
 }
 
 /// The root files of every library and binary target of the workspace, as
