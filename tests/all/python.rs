@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use sandwit::{
-    AgentCtx, ContentPart, Event, Host, LimitKind, Metering, MethodResult, PluginSet,
-    PythonSandbox, RunLimits, RunOutcome, RunStatus,
+    AgentCtx, ContentPart, Event, Host, LimitKind, LiveEvent, Metering, MethodResult, PluginSet,
+    PythonSandbox, RunLimits, RunOptions, RunOutcome, RunStatus,
 };
 use tokio::sync::OnceCell;
 
@@ -1062,12 +1062,23 @@ async fn a_run_whose_future_is_dropped_gives_up_its_interpreter() {
     let (_host, python) = preparing(1).await;
     until_reusing(&python).await;
     let (ctx, none) = (ctx(), PluginSet::default());
-    let sleeps = python.run(&ctx, &none, "import time\ntime.sleep(60)");
-    assert!(
-        tokio::time::timeout(Duration::from_millis(300), sleeps)
-            .await
-            .is_err()
-    );
+    // Dropped once it printed that it sleeps: it holds its interpreter then.
+    let sleeping = Arc::new(tokio::sync::Notify::new());
+    let options = RunOptions::new().on_event({
+        let sleeping = sleeping.clone();
+        move |event: &LiveEvent| {
+            if matches!(event, LiveEvent::Stdout { text } if text.contains("sleeping")) {
+                sleeping.notify_one();
+            }
+        }
+    });
+    let code = "import time\nprint('sleeping', flush=True)\ntime.sleep(60)";
+    tokio::select! {
+        outcome = python.run_with(&ctx, &none, code, &options) => {
+            panic!("the run ended: {outcome:?}")
+        }
+        () = sleeping.notified() => {}
+    }
     until_prepared(&python, 1).await;
     let next = python.run(&ctx, &none, "print(1)").await;
     assert_ok(&next);
