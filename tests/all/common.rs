@@ -5,7 +5,9 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use sandwit::json::value_from_json;
-use sandwit::{AgentCtx, Host, Limits, LogLine, Plugin, PluginEvent, Policy, RunSlots, Value};
+use sandwit::{
+    AgentCtx, Host, Limits, LogLine, Plugin, PluginEvent, Policy, PythonSandbox, RunSlots, Value,
+};
 
 pub use sandwit_test_artifacts as artifacts;
 
@@ -152,15 +154,11 @@ pub async fn assert_still_serving(host: &Host) {
     assert_eq!(result, sandwit::MethodResult::Tool(Value::Int(42)));
 }
 
-/// Waits until `done()`. The preparing thread runs only on an otherwise idle
-/// core, so this waits for the other tests to leave one: minutes, on a
-/// loaded 2-core machine.
+/// Waits until `done()`, polling: for states no event announces (the run
+/// slots' counts, the scientific sandbox's interpreter coming back from the
+/// task that restores it). The limit only turns a hang into a failure.
 pub async fn until(done: impl Fn() -> bool, what: &str) {
-    until_within(Duration::from_secs(300), done, what).await;
-}
-
-/// [`until`], failing after `limit`.
-pub async fn until_within(limit: Duration, done: impl Fn() -> bool, what: &str) {
+    let limit = Duration::from_secs(300);
     let start = std::time::Instant::now();
     while !done() {
         assert!(
@@ -170,4 +168,17 @@ pub async fn until_within(limit: Duration, done: impl Fn() -> bool, what: &str) 
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+}
+
+/// Waits until `done()`, checked each time `python`'s preparing thread has
+/// changed what it holds ([`PythonSandbox::wait_for_preparer`]), so the
+/// test goes on as soon as the thread has done the work. The thread runs
+/// only on an otherwise idle core (and compiles the interpreter for reuse
+/// once per cache), so on a loaded machine the work waits for the other
+/// tests to leave one: the limit, far past that, only turns a hang into a
+/// failure.
+pub async fn until_preparer(python: &PythonSandbox, done: impl FnMut() -> bool, what: &str) {
+    let limit = Duration::from_secs(600);
+    let waited = tokio::time::timeout(limit, python.wait_for_preparer(done)).await;
+    assert!(waited.is_ok(), "waited {} s for {what}", limit.as_secs());
 }

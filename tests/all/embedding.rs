@@ -2,51 +2,70 @@
 //! context sees, cancelling a run, and watching its output and events as
 //! they happen.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use sandwit::store::{Entry, Namespace, StoreBackend, StoreError};
 use sandwit::{
     AgentCtx, Cancel, Event, Host, HostMethod, Limits, LiveEvent, MethodKind, MethodResult,
-    MethodSpec, Param, PluginSet, PluginSetError, RunOptions, RunStatus, Value,
+    MethodSpec, Param, PluginSet, PluginSetError, RunOptions, RunStatus, ServiceFuture, Value,
 };
 use serde_json::json;
 
 use crate::common::{
-    artifacts, assert_ended_soon_after, assert_still_serving, cache_dir, ctx, host,
+    artifacts, assert_ended_soon_after, assert_still_serving, cache_dir, ctx, example_policy, host,
+    load,
 };
 use crate::python::sandbox;
 
-/// Runs `code` with `options`, cancelling `cancel` after `after`.
-async fn cancelled_after(code: &str, after: Duration) -> (sandwit::RunOutcome, Duration) {
-    let (python, plugins) = sandbox().await;
-    let cancel = Cancel::new();
-    let options = RunOptions::new().cancel(cancel.clone());
-    let canceller = tokio::spawn(async move {
-        tokio::time::sleep(after).await;
-        cancel.cancel();
-    });
-    let start = Instant::now();
-    let outcome = python.run_with(&ctx(), plugins, code, &options).await;
-    canceller.await.unwrap();
-    (outcome, start.elapsed())
+/// Run options that call `seen` (once) when the run's stdout shows `line`.
+fn on_stdout(line: &'static str, seen: impl Fn() + Send + Sync + 'static) -> RunOptions {
+    let once = std::sync::Once::new();
+    RunOptions::new().on_event(move |event: &LiveEvent| {
+        if matches!(event, LiveEvent::Stdout { text } if text.contains(line)) {
+            once.call_once(&seen);
+        }
+    })
+}
+
+/// Asserts that a run cancelled at `cancelled` ended soon after: the
+/// deadline rule of [`assert_ended_soon_after`] for a deadline of zero.
+#[track_caller]
+fn assert_ended_soon_after_cancel(cancelled: Instant, ended: Instant) {
+    assert_ended_soon_after(ended.saturating_duration_since(cancelled), Duration::ZERO);
 }
 
 #[tokio::test]
 async fn cancelling_ends_a_busy_run_and_the_host_serves_on() {
-    let (outcome, elapsed) = cancelled_after(
-        "print('started')\nwhile True:\n    pass",
-        Duration::from_millis(300),
-    )
-    .await;
+    // Cancelled by a task once the run printed `started`. This test's
+    // runtime has one thread, so the task runs only when the run yields,
+    // which it does every so much fuel: by then the line's write is over
+    // and the run is spinning.
+    let (python, plugins) = sandbox().await;
+    let cancel = Cancel::new();
+    let started = Arc::new(tokio::sync::Notify::new());
+    let options = on_stdout("started", {
+        let started = started.clone();
+        move || started.notify_one()
+    })
+    .cancel(cancel.clone());
+    let canceller = tokio::spawn(async move {
+        started.notified().await;
+        cancel.cancel();
+        Instant::now()
+    });
+    let code = "print('started')\nwhile True:\n    pass";
+    let outcome = python.run_with(&ctx(), plugins, code, &options).await;
+    let ended = Instant::now();
     assert_eq!(outcome.status, RunStatus::Cancelled, "{outcome:?}");
     assert_eq!((outcome.error, outcome.limit), (None, None));
     assert_eq!(
         outcome.stdout, "started\n",
         "what it printed before is kept"
     );
-    // Well before the run's 10 s deadline.
-    assert_ended_soon_after(elapsed, Duration::from_millis(300));
+    // Not at its deadline: soon after the handle was cancelled.
+    assert_ended_soon_after_cancel(canceller.await.unwrap(), ended);
     assert_still_serving(host()).await;
     let (python, plugins) = sandbox().await;
     let next = python.run(&ctx(), plugins, "print(1 + 1)").await;
@@ -58,20 +77,26 @@ async fn cancelling_ends_a_run_that_calls_the_host_in_a_loop() {
     // Each print settles its fuel in the call hook, which restarts
     // wasmtime's yield interval: such code never yields, so the hook itself
     // checks the handle. Cancelled from a thread, since this test's
-    // runtime has one, which the run does not give up.
+    // runtime has one, which the run does not give up, once the first line
+    // is out: the loop is running then.
     let (python, plugins) = sandbox().await;
     let cancel = Cancel::new();
-    let options = RunOptions::new().cancel(cancel.clone());
+    let (printed, first_line) = std::sync::mpsc::channel();
+    let options = on_stdout("x", move || printed.send(()).unwrap()).cancel(cancel.clone());
     let canceller = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(300));
+        // An error: the listener is gone, the run over without a line.
+        first_line.recv().ok()?;
         cancel.cancel();
+        Some(Instant::now())
     });
-    let start = Instant::now();
     let code = "while True:\n    print('x')";
     let outcome = python.run_with(&ctx(), plugins, code, &options).await;
-    canceller.join().unwrap();
+    let ended = Instant::now();
+    drop(options);
+    let cancelled = canceller.join().unwrap();
     assert_eq!(outcome.status, RunStatus::Cancelled, "{:?}", outcome.limit);
-    assert_ended_soon_after(start.elapsed(), Duration::from_millis(300));
+    let cancelled = cancelled.expect("cancelled once the loop printed");
+    assert_ended_soon_after_cancel(cancelled, ended);
 }
 
 #[tokio::test]
@@ -96,13 +121,106 @@ async fn a_listener_that_panics_is_dropped_and_the_run_goes_on() {
     );
 }
 
+/// A plugin store that never answers. It says when a request starts, and
+/// whether the request's future was dropped.
+#[derive(Default)]
+struct Stuck {
+    asked: tokio::sync::Notify,
+    dropped: Arc<AtomicBool>,
+}
+
+/// Sets its flag when dropped.
+struct SetOnDrop(Arc<AtomicBool>);
+
+impl Drop for SetOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+impl Stuck {
+    /// A request that never ends.
+    fn hang<'a, T: 'a>(&'a self) -> ServiceFuture<'a, T> {
+        Box::pin(async move {
+            let _dropped = SetOnDrop(self.dropped.clone());
+            self.asked.notify_one();
+            std::future::pending().await
+        })
+    }
+}
+
+impl StoreBackend for Stuck {
+    fn get<'a>(
+        &'a self,
+        _: &'a Namespace,
+        _: &'a str,
+    ) -> ServiceFuture<'a, Result<Option<Entry>, StoreError>> {
+        self.hang()
+    }
+    fn set<'a>(
+        &'a self,
+        _: &'a Namespace,
+        _: &'a str,
+        _: &'a Entry,
+        _: &'a sandwit::policy::StoreLimits,
+    ) -> ServiceFuture<'a, Result<(), StoreError>> {
+        self.hang()
+    }
+    fn delete<'a>(
+        &'a self,
+        _: &'a Namespace,
+        _: &'a str,
+    ) -> ServiceFuture<'a, Result<bool, StoreError>> {
+        self.hang()
+    }
+    fn keys<'a>(
+        &'a self,
+        _: &'a Namespace,
+        _: usize,
+    ) -> ServiceFuture<'a, Result<Vec<String>, StoreError>> {
+        self.hang()
+    }
+    fn usage<'a>(&'a self, _: &'a str) -> ServiceFuture<'a, Result<u64, StoreError>> {
+        Box::pin(std::future::ready(Ok(0)))
+    }
+}
+
 #[tokio::test]
 async fn cancelling_ends_a_plugin_call_in_flight() {
-    // The hostile plugin's `sleep` blocks its call for an hour.
-    let (outcome, elapsed) = cancelled_after("sleep()", Duration::from_millis(300)).await;
+    // The notes plugin's `remember` asks the store first, and this store
+    // never answers: the run waits in the plugin's call, in the host, until
+    // it is cancelled the moment the request starts.
+    let stuck = Arc::new(Stuck::default());
+    let host = Host::builder()
+        .cache_dir(cache_dir())
+        .policy(example_policy())
+        .store(stuck.clone())
+        .build()
+        .unwrap();
+    let notes = load(&host, artifacts::NOTES).await;
+    let plugins = PluginSet::new(&[notes]).unwrap();
+    let python = host.load_python_file(artifacts::PYTHON).await.unwrap();
+    let cancel = Cancel::new();
+    let options = RunOptions::new().cancel(cancel.clone());
+    let canceller = tokio::spawn({
+        let stuck = stuck.clone();
+        async move {
+            stuck.asked.notified().await;
+            cancel.cancel();
+            Instant::now()
+        }
+    });
+    let outcome = python
+        .run_with(&ctx(), &plugins, "remember('tea')", &options)
+        .await;
+    let ended = Instant::now();
     assert_eq!(outcome.status, RunStatus::Cancelled, "{outcome:?}");
-    assert_ended_soon_after(elapsed, Duration::from_millis(300));
-    assert_still_serving(host()).await;
+    assert_ended_soon_after_cancel(canceller.await.unwrap(), ended);
+    assert!(
+        stuck.dropped.load(Ordering::SeqCst),
+        "the request in flight was dropped with the run"
+    );
+    assert_still_serving(&host).await;
 }
 
 #[tokio::test]
@@ -120,14 +238,21 @@ async fn a_run_given_a_cancelled_handle_does_not_run() {
 
 #[tokio::test]
 async fn dropping_a_runs_future_ends_it_and_the_host_serves_on() {
+    // Dropped once it printed `started`, at its next yield: it is spinning.
     let (python, plugins) = sandbox().await;
     let ctx = ctx();
-    let run = python.run(&ctx, plugins, "while True:\n    pass");
-    assert!(
-        tokio::time::timeout(Duration::from_millis(300), run)
-            .await
-            .is_err()
-    );
+    let started = Arc::new(tokio::sync::Notify::new());
+    let options = on_stdout("started", {
+        let started = started.clone();
+        move || started.notify_one()
+    });
+    let code = "print('started')\nwhile True:\n    pass";
+    tokio::select! {
+        outcome = python.run_with(&ctx, plugins, code, &options) => {
+            panic!("the run ended: {outcome:?}")
+        }
+        () = started.notified() => {}
+    }
     let next = python.run(&ctx, plugins, "print(3)").await;
     assert_eq!((next.status, next.stdout.as_str()), (RunStatus::Ok, "3\n"));
 }

@@ -6,14 +6,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use sandwit::{
-    AgentCtx, ContentPart, Event, Host, LimitKind, Metering, MethodResult, PluginSet,
-    PythonSandbox, RunLimits, RunOutcome, RunStatus,
+    AgentCtx, ContentPart, Event, Host, LimitKind, LiveEvent, Metering, MethodResult, PluginSet,
+    PythonSandbox, RunLimits, RunOptions, RunOutcome, RunStatus,
 };
 use tokio::sync::OnceCell;
 
 use crate::common::{
-    artifacts, assert_ended_soon_after, assert_still_serving, cache_dir, ctx, host, load, until,
-    until_within,
+    artifacts, assert_ended_soon_after, assert_still_serving, cache_dir, ctx, host, load,
+    until_preparer,
 };
 
 /// The sandbox and the plugins (the four examples and the hostile one),
@@ -798,7 +798,7 @@ async fn preparing(count: usize) -> (sandwit::Host, PythonSandbox) {
 /// Waits until `python` has `count` interpreters prepared.
 async fn until_prepared(python: &PythonSandbox, count: usize) {
     let what = format!("{count} interpreters to be prepared");
-    until(|| python.prepared() >= count, &what).await;
+    until_preparer(python, || python.prepared() >= count, &what).await;
 }
 
 #[tokio::test]
@@ -913,7 +913,8 @@ async fn a_run_wakes_the_preparing_thread_once_it_sleeps() {
         .unwrap();
     let python = host.load_python_file(artifacts::PYTHON).await.unwrap();
     until_prepared(&python, 1).await;
-    until(|| parks.load(Ordering::SeqCst) > 0, "the thread to sleep").await;
+    let asleep = || parks.load(Ordering::SeqCst) > 0;
+    until_preparer(&python, asleep, "the thread to sleep").await;
     let slept = parks.load(Ordering::SeqCst);
     let outcome = python.run(&ctx(), &PluginSet::default(), "print(1)").await;
     assert_ok(&outcome);
@@ -921,16 +922,15 @@ async fn a_run_wakes_the_preparing_thread_once_it_sleeps() {
     until_prepared(&python, 1).await;
     // Woken, it polls for `park_after` again before it sleeps again.
     let again = || parks.load(Ordering::SeqCst) > slept;
-    until(again, "the thread to sleep again").await;
+    until_preparer(&python, again, "the thread to sleep again").await;
 }
 
 /// Waits until `python` reuses its interpreters: on a fresh cache the
 /// interpreter is first compiled for the sandbox's own engine, in the
-/// background (tens of seconds of a core while other tests run).
+/// background.
 async fn until_reusable(python: &PythonSandbox) {
     let ready = || python.reuses_interpreters();
-    let what = "the interpreter compiled for reuse";
-    until_within(Duration::from_secs(600), ready, what).await;
+    until_preparer(python, ready, "the interpreter compiled for reuse").await;
 }
 
 #[tokio::test]
@@ -951,7 +951,7 @@ async fn only_a_sandbox_that_will_reuse_interpreters_is_warming_up() {
         assert!(!(warming && reuses), "warming up while reusing");
         reuses
     };
-    until_within(Duration::from_secs(600), settled, "reuse").await;
+    until_preparer(&python, settled, "reuse").await;
     assert!(!python.warming_up());
 }
 
@@ -1062,12 +1062,23 @@ async fn a_run_whose_future_is_dropped_gives_up_its_interpreter() {
     let (_host, python) = preparing(1).await;
     until_reusing(&python).await;
     let (ctx, none) = (ctx(), PluginSet::default());
-    let sleeps = python.run(&ctx, &none, "import time\ntime.sleep(60)");
-    assert!(
-        tokio::time::timeout(Duration::from_millis(300), sleeps)
-            .await
-            .is_err()
-    );
+    // Dropped once it printed that it sleeps: it holds its interpreter then.
+    let sleeping = Arc::new(tokio::sync::Notify::new());
+    let options = RunOptions::new().on_event({
+        let sleeping = sleeping.clone();
+        move |event: &LiveEvent| {
+            if matches!(event, LiveEvent::Stdout { text } if text.contains("sleeping")) {
+                sleeping.notify_one();
+            }
+        }
+    });
+    let code = "import time\nprint('sleeping', flush=True)\ntime.sleep(60)";
+    tokio::select! {
+        outcome = python.run_with(&ctx, &none, code, &options) => {
+            panic!("the run ended: {outcome:?}")
+        }
+        () = sleeping.notified() => {}
+    }
     until_prepared(&python, 1).await;
     let next = python.run(&ctx, &none, "print(1)").await;
     assert_ok(&next);

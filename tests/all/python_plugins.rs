@@ -12,7 +12,7 @@ use sandwit::{
 };
 use tokio::sync::OnceCell;
 
-use crate::common::{args, artifacts, cache_dir, ctx, digest, host, load, until};
+use crate::common::{args, artifacts, cache_dir, ctx, digest, host, load, until_preparer};
 
 /// A host granting the Python examples what they ask for: dice rolls d1s.
 fn granting_host() -> &'static Host {
@@ -209,11 +209,8 @@ async fn a_run_takes_a_python_plugin_instance_made_ahead_and_leaves_it_nothing()
         "{outcome:?}"
     );
     // Then the thread makes one for the next run's first call.
-    until(
-        || memo.prepared_instances() == 1,
-        "a memo instance made ahead",
-    )
-    .await;
+    let made = || memo.prepared_instances() == 1;
+    until_preparer(&python, made, "a memo instance made ahead").await;
     let taken = memo.prepared_instances_taken();
     let outcome = python
         .run(&ada, &set, "print(save_memo('two'))\nprint(list_memos())")
@@ -223,7 +220,8 @@ async fn a_run_takes_a_python_plugin_instance_made_ahead_and_leaves_it_nothing()
     assert_eq!(memo.prepared_instances_taken(), taken + 1);
     // A direct call takes one too, with its own context: another user sees
     // none of Ada's memos.
-    until(|| memo.prepared_instances() == 1, "another memo instance").await;
+    let made = || memo.prepared_instances() == 1;
+    until_preparer(&python, made, "another memo instance").await;
     assert_no_memos(&memo, "bob-made-ahead", "chat-made-ahead").await;
     assert_eq!(memo.prepared_instances_taken(), taken + 2);
 }

@@ -10,7 +10,7 @@ use sandwit::{
     ScientificOptions, ScientificSandbox, WorkspaceFile, WorkspaceOptions,
 };
 
-use crate::common::{artifacts, cache_dir, load, until};
+use crate::common::{artifacts, cache_dir, load, until_preparer};
 
 /// A folder of the test's own, removed when dropped.
 struct TempDir(std::path::PathBuf);
@@ -257,8 +257,8 @@ async fn a_reused_small_interpreter_keeps_nothing_of_the_last_chats_folder() {
     let python = host.load_python_file(artifacts::PYTHON).await.unwrap();
     let plugins = PluginSet::default();
     let ready = || async {
-        until(|| python.reuses_interpreters(), "reuse").await;
-        until(|| python.prepared() == 1, "a prepared interpreter").await;
+        let reusing = || python.reuses_interpreters() && python.prepared() == 1;
+        until_preparer(&python, reusing, "a prepared interpreter, reused").await;
     };
     let write = "open('mine.txt', 'w').write('x')";
     let look = "import os\nprint(sorted(os.listdir('.')), os.getcwd())";

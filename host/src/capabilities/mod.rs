@@ -16,6 +16,8 @@ pub(crate) mod http;
 pub(crate) mod log;
 pub(crate) mod scope;
 pub mod store;
+#[cfg(test)]
+pub(crate) mod testing;
 
 use wasmtime::component::Linker;
 

@@ -290,15 +290,15 @@ async fn load(host: &Host) -> anyhow::Result<(PythonSandbox, Vec<Plugin>)> {
 /// runs: its interpreters prepared (it drops finished runs' stores before
 /// it prepares) and the plugins' instances made ahead, so that a sample of
 /// resident memory counts what the host keeps, not what it is still
-/// dropping or making.
+/// dropping or making. Checked each time the thread has done something.
 async fn settled(python: &PythonSandbox, plugins: &[Plugin]) {
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(10)
-        && (python.prepared() < sandwit::DEFAULT_PREPARED_INTERPRETERS
-            || plugins.iter().any(|p| p.prepared_instances() == 0))
-    {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let caught_up = || {
+        python.prepared() >= sandwit::DEFAULT_PREPARED_INTERPRETERS
+            && plugins.iter().all(|p| p.prepared_instances() > 0)
+    };
+    // A thread that has not caught up by then is sampled as it is.
+    let waited = python.wait_for_preparer(caught_up);
+    let _ = tokio::time::timeout(Duration::from_secs(10), waited).await;
 }
 
 fn run_limits() -> RunLimits {
@@ -397,13 +397,12 @@ async fn main() -> anyhow::Result<()> {
     // background, for the sandbox's own engine (interpreters reused across
     // runs): tens of megabytes of code that would otherwise be counted as
     // the soak's growth if the compile ended inside the measured window.
-    let compiling = Instant::now();
-    while !python.reuses_interpreters() {
-        if compiling.elapsed() > Duration::from_secs(600) {
-            eprintln!("soak: interpreters are not reused after 10 minutes; soaking without");
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+    let reusing = python.wait_for_preparer(|| python.reuses_interpreters());
+    if tokio::time::timeout(Duration::from_secs(600), reusing)
+        .await
+        .is_err()
+    {
+        eprintln!("soak: interpreters are not reused after 10 minutes; soaking without");
     }
 
     let tally = Arc::new(Mutex::new(Tally::default()));

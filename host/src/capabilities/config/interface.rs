@@ -46,3 +46,103 @@ impl Host for ConfigCtx<'_> {
         Ok(Ok(value.map(crate::bindings::convert::nodes_to_wit)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value as Json, json};
+
+    use super::*;
+    use crate::capabilities::config::PluginConfig;
+    use crate::capabilities::env::Services;
+    use crate::capabilities::testing::{TestCall, config, ctx, env, refusal};
+    use sandwit_contract::json::BytesAs;
+
+    /// Plugin `weather` granted `caps`, configured with `config`, in a call.
+    fn call(caps: &[&str], config: PluginConfig) -> TestCall {
+        let env = env("weather", caps, config, Services::for_tests());
+        TestCall::new(&env, Some(ctx("chat-1", None)))
+    }
+
+    /// `config.get(key)`, the value as JSON.
+    fn get(call: &mut TestCall, key: &str) -> Result<Option<Json>, (&'static str, String)> {
+        let got = ConfigCtx(call.scope()).get(key.into()).unwrap();
+        let limits = sandwit_value::DecodeLimits::default();
+        got.map_err(refusal).map(|value| {
+            value.map(|v| {
+                let value = crate::bindings::convert::value_from_wit(v, &limits).unwrap();
+                sandwit_contract::json::value_to_json(&value, BytesAs::Summary)
+            })
+        })
+    }
+
+    fn weather_config() -> PluginConfig {
+        config(
+            json!({
+                "base_url": "http://weather.example",
+                "api_key": "tok-123456",
+                "units": {"temperature": "celsius", "days": 3},
+            }),
+            &["api_key"],
+        )
+    }
+
+    #[test]
+    fn a_plugin_without_the_config_grant_is_refused_and_its_request_keeps_no_secret() {
+        let mut call = call(&["store", "chat"], weather_config());
+        let denied = Err((
+            "denied",
+            "plugin `weather` was not granted the capability `config`".to_string(),
+        ));
+        assert_eq!(get(&mut call, "base_url"), denied);
+        // A request naming a secret value is recorded without it.
+        assert_eq!(get(&mut call, "tok-123456"), denied);
+        let config = |request: &str| ("config".to_string(), request.to_string());
+        assert_eq!(
+            call.take_denied(),
+            [
+                config("config.get(\"base_url\")"),
+                config("config.get(\"[secret]\")")
+            ]
+        );
+    }
+
+    #[test]
+    fn a_plugin_reads_its_own_configuration_secrets_included() {
+        let mut call = call(&["config"], weather_config());
+        assert_eq!(
+            get(&mut call, "base_url"),
+            Ok(Some(json!("http://weather.example")))
+        );
+        assert_eq!(
+            get(&mut call, "units"),
+            Ok(Some(json!({"temperature": "celsius", "days": 3})))
+        );
+        assert_eq!(get(&mut call, "colour"), Ok(None));
+        // The plugin itself is given a secret: what leaves the plugin
+        // (events, messages, results, logs) has it hidden, not this.
+        assert_eq!(get(&mut call, "api_key"), Ok(Some(json!("tok-123456"))));
+        assert!(call.take_events().is_empty());
+    }
+
+    #[test]
+    fn without_a_configuration_reading_one_is_unavailable() {
+        let mut call = call(&["config"], PluginConfig::default());
+        let none = Err((
+            "unavailable",
+            "the operator supplied no configuration for plugin `weather`".to_string(),
+        ));
+        assert_eq!(get(&mut call, "base_url"), none);
+        // Describing itself, a plugin may read its configuration.
+        let configured = env(
+            "weather",
+            &["config"],
+            weather_config(),
+            Services::for_tests(),
+        );
+        let mut describing = TestCall::new(&configured, None);
+        assert_eq!(
+            get(&mut describing, "base_url"),
+            Ok(Some(json!("http://weather.example")))
+        );
+    }
+}

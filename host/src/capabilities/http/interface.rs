@@ -235,7 +235,12 @@ mod tests {
     use sandwit_contract::capability::Grants;
 
     fn gate(grants: &[&str]) -> HttpGate {
-        let services = Services::for_tests();
+        gate_with(grants, Services::for_tests(), Duration::from_secs(5))
+    }
+
+    /// A gate for plugin `p` granted `grants`, on `services`, whose call
+    /// has `left` before its deadline.
+    fn gate_with(grants: &[&str], services: Services, left: Duration) -> HttpGate {
         let caps: Vec<_> = grants.iter().map(|g| g.parse().unwrap()).collect();
         let env = PluginEnv::new(
             "p",
@@ -243,11 +248,7 @@ mod tests {
             PluginConfig::default(),
             services,
         );
-        HttpGate::new(
-            env,
-            Instant::now() + Duration::from_secs(5),
-            FuelTab::default(),
-        )
+        HttpGate::new(env, Instant::now() + left, FuelTab::default())
     }
 
     async fn send(gate: &mut HttpGate, uri: &str) -> Result<outbound::Sent, Error> {
@@ -301,5 +302,175 @@ mod tests {
             .to_bytes();
         assert_eq!(bytes.len(), 1000);
         assert_eq!(tab.take(), 1000);
+    }
+
+    /// A loopback HTTP server that answers every request with `body`, and
+    /// counts the connections it accepted.
+    struct Server {
+        port: u16,
+        connections: Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    impl Server {
+        fn start(body: &'static str) -> Self {
+            use std::io::{Read, Write};
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let port = listener.local_addr().unwrap().port();
+            let connections = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let counted = connections.clone();
+            std::thread::spawn(move || {
+                for stream in listener.incoming() {
+                    let Ok(mut stream) = stream else { continue };
+                    counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let mut head = Vec::new();
+                    let mut byte = [0u8];
+                    while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
+                        head.push(byte[0]);
+                    }
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = stream.write_all(answer.as_bytes());
+                }
+            });
+            Server { port, connections }
+        }
+
+        fn connections(&self) -> usize {
+            self.connections.load(std::sync::atomic::Ordering::SeqCst)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_host_address_or_port_not_granted_is_refused_before_any_connection() {
+        let server = Server::start("hello");
+        let port = server.port;
+        let mut refusing = gate(&["http:example.com", &format!("http:localhost:{port}")]);
+        let refused = [
+            // Granting a name grants none of its addresses.
+            (
+                format!("http://127.0.0.1:{port}/"),
+                format!("http:127.0.0.1:{port}"),
+            ),
+            (
+                format!("http://[::1]:{port}/"),
+                format!("http:[::1]:{port}"),
+            ),
+            // `http:example.com` is ports 80 and 443 only.
+            (
+                format!("http://example.com:{port}/"),
+                format!("http:example.com:{port}"),
+            ),
+            // The host is matched and named lowercase.
+            (
+                "https://EXAMPLE.com:8443/x".into(),
+                "http:example.com:8443".into(),
+            ),
+            (
+                "http://api.example.com/".into(),
+                "http:api.example.com:80".into(),
+            ),
+        ];
+        for (uri, _) in &refused {
+            let err = send(&mut refusing, uri).await.err().unwrap();
+            assert!(matches!(err, Error::HttpRequestDenied), "{uri}: {err}");
+        }
+        let (denied, dropped) = refusing.take_denied();
+        let needed: Vec<&str> = denied.iter().map(|(c, _)| c.as_str()).collect();
+        let wanted: Vec<&str> = refused.iter().map(|(_, c)| c.as_str()).collect();
+        assert_eq!((needed, dropped), (wanted, 0));
+        assert_eq!(server.connections(), 0);
+
+        // The same server, its address granted: reached (so a connection
+        // above would have been counted).
+        let mut granted = gate(&[&format!("http:127.0.0.1:{port}")]);
+        let (response, _) = send(&mut granted, &format!("http://127.0.0.1:{port}/"))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(&body[..], b"hello");
+        assert_eq!(server.connections(), 1);
+        assert_eq!(granted.take_denied(), (vec![], 0));
+    }
+
+    #[tokio::test]
+    async fn a_granted_name_that_resolves_to_an_internal_address_is_never_connected() {
+        let server = Server::start("hello");
+        let port = server.port;
+        let uri = format!("http://localhost:{port}/hello");
+        let mut refusing = gate(&[&format!("http:localhost:{port}")]);
+        let err = send(&mut refusing, &uri).await.err().unwrap();
+        assert!(matches!(err, Error::DestinationIpProhibited), "{err}");
+        assert_eq!(server.connections(), 0);
+        // The refusal names the address the operator would have to grant.
+        let (denied, _) = refusing.take_denied();
+        let [(needed, request)] = &denied[..] else {
+            panic!("{denied:?}")
+        };
+        assert!(
+            [
+                format!("http:127.0.0.1:{port}"),
+                format!("http:[::1]:{port}")
+            ]
+            .contains(needed),
+            "{needed}"
+        );
+        assert_eq!(request, &format!("GET {uri}"));
+
+        // Its loopback addresses granted too, the name is reached.
+        let mut granted = gate(&[
+            &format!("http:localhost:{port}"),
+            &format!("http:127.0.0.1:{port}"),
+            &format!("http:[::1]:{port}"),
+        ]);
+        let (response, _) = send(&mut granted, &uri).await.unwrap();
+        assert_eq!(response.status(), 200);
+        assert_eq!(server.connections(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_response_body_is_cut_at_the_cap() {
+        let server = Server::start("0123456789abcdef");
+        let port = server.port;
+        let mut services = Services::for_tests();
+        services.http_limits.max_response_bytes = 10;
+        let grant = format!("http:127.0.0.1:{port}");
+        let mut gate = gate_with(&[&grant], services, Duration::from_secs(5));
+        let (response, _) = send(&mut gate, &format!("http://127.0.0.1:{port}/"))
+            .await
+            .unwrap();
+        let err = response.into_body().collect().await.err().unwrap();
+        assert!(
+            matches!(err, Error::HttpResponseBodySize(Some(10))),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_requests_timeouts_never_pass_the_calls_deadline() {
+        let mut services = Services::for_tests();
+        services.http_limits.timeout_ms = 10_000;
+        let near = gate_with(&[], services.clone(), Duration::from_secs(2));
+        for asked in [None, Some(Duration::from_secs(3600))] {
+            let t = near.timeout(asked);
+            assert!(t <= Duration::from_secs(2) && !t.is_zero(), "{t:?}");
+        }
+        assert_eq!(
+            near.timeout(Some(Duration::from_millis(100))),
+            Duration::from_millis(100)
+        );
+        // The policy's timeout bounds what the guest asks for.
+        services.http_limits.timeout_ms = 50;
+        let far = gate_with(&[], services.clone(), Duration::from_secs(3600));
+        assert_eq!(far.timeout(None), Duration::from_millis(50));
+        assert_eq!(
+            far.timeout(Some(Duration::from_secs(1))),
+            Duration::from_millis(50)
+        );
+        // Past the deadline, nothing is left.
+        let over = gate_with(&[], services, Duration::ZERO);
+        assert_eq!(over.timeout(None), Duration::ZERO);
     }
 }

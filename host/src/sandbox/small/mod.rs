@@ -115,6 +115,20 @@ impl PythonSandbox {
         self.inner.preparer.scribble_next();
     }
 
+    /// Returns once `done()` holds. It is checked now, and again each time
+    /// the sandbox's preparing thread has changed what it holds: prepared
+    /// or restored an interpreter, loaded or compiled the interpreter for
+    /// reuse (or given up on it), made a plugin instance ahead, or gone to
+    /// sleep (`HostBuilder::park_after`). Tests await the thread's work so
+    /// instead of polling for it, and go on as soon as it is done; it has
+    /// no timeout of its own (the thread works only on an idle core, and
+    /// never prepares for a sandbox that prepares none), so a caller bounds
+    /// it. Only with the `internals` feature.
+    #[cfg(feature = "internals")]
+    pub async fn wait_for_preparer(&self, done: impl FnMut() -> bool) {
+        self.inner.preparer.until(done).await;
+    }
+
     /// How many interpreters are instantiated and waiting for a run now
     /// (at most [`HostBuilder::prepared_interpreters`](crate::HostBuilder::prepared_interpreters)):
     /// a gauge of how far ahead of its load the sandbox is.

@@ -154,6 +154,10 @@ struct Shared {
     /// over before it is restored, for tests.
     #[cfg(feature = "internals")]
     scribble: AtomicBool,
+    /// Wakes the tests waiting in [`Preparer::until`] each time the thread
+    /// changed what it holds.
+    #[cfg(feature = "internals")]
+    changed: tokio::sync::Notify,
 }
 
 /// A finished run's store.
@@ -239,6 +243,8 @@ impl Preparer {
             awaited: AtomicBool::new(target > 0 && own.is_some()),
             #[cfg(feature = "internals")]
             scribble: AtomicBool::new(false),
+            #[cfg(feature = "internals")]
+            changed: tokio::sync::Notify::new(),
         });
         if target > 0 {
             let keeper = shared.clone();
@@ -410,6 +416,22 @@ impl Preparer {
             .iter()
             .all(|p| p.snapshot.as_ref().is_none_or(|s| s.intact()))
     }
+
+    /// Returns once `done()` holds: it is checked now, and again each time
+    /// the thread changed what it holds ([`Shared::changed`]).
+    #[cfg(feature = "internals")]
+    pub(crate) async fn until(&self, mut done: impl FnMut() -> bool) {
+        loop {
+            let mut changed = std::pin::pin!(self.shared.changed.notified());
+            // Registered before `done` looks: a change made after it looked
+            // wakes this waiter, one made before it is what it saw.
+            changed.as_mut().enable();
+            if done() {
+                return;
+            }
+            changed.await;
+        }
+    }
 }
 
 impl Drop for Preparer {
@@ -422,6 +444,15 @@ impl Drop for Preparer {
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, Queue> {
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Says that what the thread holds changed (an interpreter prepared or
+    /// restored, the interpreter for reuse there or given up on, a plugin
+    /// instance made ahead, the thread asleep), to the tests waiting in
+    /// [`Preparer::until`]. Called once the change can be seen.
+    fn changed(&self) {
+        #[cfg(feature = "internals")]
+        self.changed.notify_waiters();
     }
 
     /// Wakes the thread if it sleeps until woken; a polling one sees the
@@ -458,6 +489,7 @@ impl Shared {
         #[cfg(feature = "internals")]
         if let Some(parks) = &self.parks {
             parks.fetch_add(1, Ordering::SeqCst);
+            self.changed();
         }
         let queue = self.wake.wait(queue).unwrap_or_else(|p| p.into_inner());
         self.parked.store(false, Ordering::SeqCst);
@@ -525,11 +557,13 @@ fn keep(
                     compiler.lock().compiled = compiled;
                     if failed {
                         compiler.awaited.store(false, Ordering::SeqCst);
+                        compiler.changed();
                     }
                     compiler.wake.notify_one();
                 });
             if let Err(e) = compiling {
                 shared.awaited.store(false, Ordering::SeqCst);
+                shared.changed();
                 tracing::warn!("the Python sandbox's interpreters serve one run each: {e}");
             }
         }
@@ -537,6 +571,7 @@ fn keep(
             reusable = ready(pending);
             shared.reusable.store(reusable.is_some(), Ordering::SeqCst);
             shared.awaited.store(false, Ordering::SeqCst);
+            shared.changed();
         }
         None => {}
     }
@@ -548,6 +583,7 @@ fn keep(
         Ok(runtime) => runtime,
         Err(e) => {
             shared.awaited.store(false, Ordering::SeqCst);
+            shared.changed();
             tracing::warn!("no interpreters are prepared ahead of runs: {e}");
             return;
         }
@@ -572,6 +608,7 @@ fn keep(
                 Ok(restored) => queue.prepared.push(restored),
                 Err(store) => queue.retired.push(store),
             }
+            shared.changed();
             poll = Poll::new();
             continue;
         }
@@ -589,6 +626,7 @@ fn keep(
             reusable = Some(compiled);
             shared.reusable.store(true, Ordering::SeqCst);
             shared.awaited.store(false, Ordering::SeqCst);
+            shared.changed();
         }
         if !shared.core_free() {
             queue = shared.idle(queue, &mut poll);
@@ -610,6 +648,7 @@ fn keep(
             drop(plugin);
             queue = shared.lock();
             if made {
+                shared.changed();
                 poll = Poll::new();
             } else {
                 // No room (the host's pool, or its share for spares, is
@@ -626,6 +665,7 @@ fn keep(
                 poll = Poll::new();
                 queue = shared.lock();
                 queue.prepared.push(prepared);
+                shared.changed();
             }
             Err(e) => {
                 tracing::debug!("preparing an interpreter failed, trying again later: {e:#}");
