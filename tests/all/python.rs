@@ -947,7 +947,10 @@ async fn only_a_sandbox_that_will_reuse_interpreters_is_warming_up() {
     // Preparing one, it warms up until it reuses them, then no longer.
     let (_host, python) = preparing(1).await;
     let settled = || {
-        let (warming, reuses) = (python.warming_up(), python.reuses_interpreters());
+        // Reusing is read first: the thread stops warming up before it
+        // starts reusing, so a sandbox seen reusing is seen not warming up.
+        let reuses = python.reuses_interpreters();
+        let warming = python.warming_up();
         assert!(!(warming && reuses), "warming up while reusing");
         reuses
     };

@@ -569,8 +569,10 @@ fn keep(
         }
         Some(pending) => {
             reusable = ready(pending);
-            shared.reusable.store(reusable.is_some(), Ordering::SeqCst);
+            // No longer awaited before reusable: whoever sees it reusable
+            // (SeqCst) sees it not warming up.
             shared.awaited.store(false, Ordering::SeqCst);
+            shared.reusable.store(reusable.is_some(), Ordering::SeqCst);
             shared.changed();
         }
         None => {}
@@ -624,8 +626,8 @@ fn keep(
         // the thread prepares them beside runs while a core is free of them.
         if let Some(compiled) = queue.compiled.take() {
             reusable = Some(compiled);
-            shared.reusable.store(true, Ordering::SeqCst);
             shared.awaited.store(false, Ordering::SeqCst);
+            shared.reusable.store(true, Ordering::SeqCst);
             shared.changed();
         }
         if !shared.core_free() {
