@@ -8,6 +8,7 @@ use pyo3::types::{
     PyBool, PyByteArray, PyBytes, PyDict, PyFloat, PyInt, PyList, PyMemoryView, PyString, PyTuple,
 };
 use sandwit::Value;
+use sandwit::json::{BytesAs, value_to_json};
 
 /// `s` as Python's `repr` writes it, for reprs.
 pub fn lit(s: &str) -> String {
@@ -83,7 +84,7 @@ fn named_from_py(
         let mut path = Path {
             text: format!("{call}: {item} {}", lit(&name)),
         };
-        let value = value_from_py(&value, &mut path, 1)?;
+        let value = value_from_py(&value, &mut path, 1, Target::Value)?;
         entries.push((name, value));
     }
     Ok(entries)
@@ -94,7 +95,7 @@ pub fn result_from_py(value: &Bound<'_, PyAny>) -> PyResult<Value> {
     let mut path = Path {
         text: "the result".to_string(),
     };
-    value_from_py(value, &mut path, 1)
+    value_from_py(value, &mut path, 1, Target::Value)
 }
 
 /// Where in an argument a value is, for errors: `plugin `db`, method
@@ -129,7 +130,21 @@ fn text(s: &Bound<'_, PyString>, path: &mut dyn FnMut() -> String) -> PyResult<S
     })
 }
 
-fn value_from_py(obj: &Bound<'_, PyAny>, path: &mut Path, depth: usize) -> PyResult<Value> {
+/// What a Python value is read as: a [`Value`] that may cross into the
+/// sandbox (bytes too), or one that must also be JSON (no bytes, finite
+/// floats: a JSON Schema, a configuration).
+#[derive(Clone, Copy, PartialEq)]
+enum Target {
+    Value,
+    Json,
+}
+
+fn value_from_py(
+    obj: &Bound<'_, PyAny>,
+    path: &mut Path,
+    depth: usize,
+    target: Target,
+) -> PyResult<Value> {
     if depth > MAX_DEPTH {
         return Err(PyValueError::new_err(format!(
             "{}: nested deeper than {MAX_DEPTH} levels",
@@ -151,10 +166,23 @@ fn value_from_py(obj: &Bound<'_, PyAny>, path: &mut Path, depth: usize) -> PyRes
         });
     }
     if let Ok(f) = obj.cast::<PyFloat>() {
-        return Ok(Value::Float(f.value()));
+        let x = f.value();
+        if target == Target::Json && !x.is_finite() {
+            return Err(PyValueError::new_err(format!(
+                "{}: {x} is not a JSON number",
+                path.text
+            )));
+        }
+        return Ok(Value::Float(x));
     }
     if let Ok(s) = obj.cast::<PyString>() {
         return text(s, &mut || path.text.clone()).map(Value::Text);
+    }
+    let bytes_like = obj.is_instance_of::<PyBytes>()
+        || obj.is_instance_of::<PyByteArray>()
+        || obj.is_instance_of::<PyMemoryView>();
+    if bytes_like && target == Target::Json {
+        return Err(not_json(obj, path));
     }
     if let Ok(b) = obj.cast::<PyBytes>() {
         return Ok(Value::Bytes(b.as_bytes().to_vec()));
@@ -170,7 +198,9 @@ fn value_from_py(obj: &Bound<'_, PyAny>, path: &mut Path, depth: usize) -> PyRes
         let mut items = Vec::new();
         for (i, item) in obj.try_iter()?.enumerate() {
             let item = item?;
-            items.push(path.with(format!("[{i}]"), |p| value_from_py(&item, p, depth + 1))?);
+            items.push(path.with(format!("[{i}]"), |p| {
+                value_from_py(&item, p, depth + 1, target)
+            })?);
         }
         return Ok(Value::List(items));
     }
@@ -186,10 +216,13 @@ fn value_from_py(obj: &Bound<'_, PyAny>, path: &mut Path, depth: usize) -> PyRes
             };
             let key = text(key, &mut || format!("{}: a key", path.text))?;
             let step = format!("[{}]", lit(&key));
-            let value = path.with(step, |p| value_from_py(&value, p, depth + 1))?;
+            let value = path.with(step, |p| value_from_py(&value, p, depth + 1, target))?;
             entries.push((key, value));
         }
         return Ok(Value::Object(entries));
+    }
+    if target == Target::Json {
+        return Err(not_json(obj, path));
     }
     Err(PyTypeError::new_err(format!(
         "{}: a {} cannot be sent (None, bool, int, float, str, bytes, list, tuple and dict \
@@ -197,6 +230,15 @@ fn value_from_py(obj: &Bound<'_, PyAny>, path: &mut Path, depth: usize) -> PyRes
         path.text,
         type_name(obj)
     )))
+}
+
+fn not_json(obj: &Bound<'_, PyAny>, path: &Path) -> PyErr {
+    PyTypeError::new_err(format!(
+        "{}: a {} is not JSON (None, bool, int, float, str, list, tuple and dict with str \
+         keys are)",
+        path.text,
+        type_name(obj)
+    ))
 }
 
 /// A value as Python: `None`, `bool`, `int`, `float`, `str`, `bytes`,
@@ -270,76 +312,11 @@ pub fn to_py<'py>(py: Python<'py>, value: &impl serde::Serialize) -> PyResult<Bo
 /// (finite), str, list, tuple and dict with str keys; `what` names it in
 /// errors.
 pub fn json_from_py(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<serde_json::Value> {
-    json_at(
-        obj,
-        &mut Path {
-            text: what.to_string(),
-        },
-        1,
-    )
-}
-
-fn json_at(obj: &Bound<'_, PyAny>, path: &mut Path, depth: usize) -> PyResult<serde_json::Value> {
-    use serde_json::Value as Json;
-    if depth > MAX_DEPTH {
-        return Err(PyValueError::new_err(format!(
-            "{}: nested deeper than {MAX_DEPTH} levels",
-            path.text
-        )));
-    }
-    if obj.is_none() {
-        return Ok(Json::Null);
-    }
-    if obj.is_instance_of::<PyBool>() {
-        return Ok(Json::Bool(obj.is_truthy()?));
-    }
-    if obj.is_instance_of::<PyInt>() {
-        return obj.extract::<i64>().map(Json::from).map_err(|_| {
-            PyOverflowError::new_err(format!(
-                "{}: an int must fit in 64 bits (signed)",
-                path.text
-            ))
-        });
-    }
-    if let Ok(f) = obj.cast::<PyFloat>() {
-        return serde_json::Number::from_f64(f.value())
-            .map(Json::Number)
-            .ok_or_else(|| {
-                PyValueError::new_err(format!("{}: {} is not a JSON number", path.text, f.value()))
-            });
-    }
-    if let Ok(s) = obj.cast::<PyString>() {
-        return text(s, &mut || path.text.clone()).map(Json::String);
-    }
-    if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
-        let mut items = Vec::new();
-        for (i, item) in obj.try_iter()?.enumerate() {
-            let item = item?;
-            items.push(path.with(format!("[{i}]"), |p| json_at(&item, p, depth + 1))?);
-        }
-        return Ok(Json::Array(items));
-    }
-    if let Ok(dict) = obj.cast::<PyDict>() {
-        let mut map = serde_json::Map::new();
-        for (key, value) in dict.iter() {
-            let Ok(key) = key.cast::<PyString>() else {
-                return Err(PyTypeError::new_err(format!(
-                    "{}: dict keys must be str, not {}",
-                    path.text,
-                    type_name(&key)
-                )));
-            };
-            let key = text(key, &mut || format!("{}: a key", path.text))?;
-            let step = format!("[{}]", lit(&key));
-            let value = path.with(step, |p| json_at(&value, p, depth + 1))?;
-            map.insert(key, value);
-        }
-        return Ok(Json::Object(map));
-    }
-    Err(PyTypeError::new_err(format!(
-        "{}: a {} is not JSON (None, bool, int, float, str, list, tuple and dict with str \
-         keys are)",
-        path.text,
-        type_name(obj)
-    )))
+    let mut path = Path {
+        text: what.to_string(),
+    };
+    let value = value_from_py(obj, &mut path, 1, Target::Json)?;
+    // No bytes and no non-finite float got past `Target::Json`: the
+    // conversion is exact.
+    Ok(value_to_json(&value, BytesAs::String))
 }
