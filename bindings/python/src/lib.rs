@@ -46,8 +46,9 @@ use types::{
 };
 
 /// The CPython component embedded at build time (build.rs); empty without
-/// one.
-const EMBEDDED: &[u8] = include_bytes!(env!("SANDWIT_EMBEDDED_PYTHON"));
+/// one. A `static`, not a `const`: a `const` is copied into every codegen
+/// unit that uses it.
+static EMBEDDED: &[u8] = include_bytes!(env!("SANDWIT_EMBEDDED_PYTHON"));
 /// Its SHA-256, computed at build time: a start finds its compiled code
 /// without hashing the 21 MB.
 const EMBEDDED_SHA256: &str = env!("SANDWIT_EMBEDDED_PYTHON_SHA256");
