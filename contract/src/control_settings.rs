@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Costs are kept in millionths, so that sums are exact.
-pub const MICROS: f64 = 1e6;
+pub(crate) const MICROS: f64 = 1e6;
 
 /// The largest cost or budget the policy accepts (so that millionths of any
 /// number of them fit a `u64`).
@@ -253,7 +253,7 @@ pub fn from_micros(micros: u64) -> f64 {
 }
 
 /// Whether `name` could be a method's name: a Python identifier.
-pub fn is_method_name(name: &str) -> bool {
+pub(crate) fn is_method_name(name: &str) -> bool {
     let mut chars = name.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')

@@ -72,7 +72,7 @@ fn validator(schema: &Json) -> Result<Validator, String> {
 
 /// Whether checking a value of `value_nodes` nodes against a schema of
 /// `expanded` nodes stays within [`MAX_CHECK_WORK`]; if not, why.
-pub fn check_work(expanded: u64, value_nodes: usize) -> Result<(), String> {
+pub(crate) fn check_work(expanded: u64, value_nodes: usize) -> Result<(), String> {
     let work = expanded.saturating_mul(value_nodes as u64);
     if work > MAX_CHECK_WORK {
         return Err(format!(
@@ -87,7 +87,7 @@ pub fn check_work(expanded: u64, value_nodes: usize) -> Result<(), String> {
 /// [`MAX_EXPANDED_NODES`]. Only references within the document by JSON
 /// pointer (`#`, `#/$defs/x`) are allowed: a schema reaches nothing outside
 /// itself, and its cost can be known here.
-pub fn expanded_size(schema: &Json) -> Result<u64, String> {
+pub(crate) fn expanded_size(schema: &Json) -> Result<u64, String> {
     let mut walk = Walk {
         root: schema,
         memo: HashMap::new(),

@@ -419,10 +419,7 @@ impl Host {
         let host_method = match plugins.provider(method) {
             None => return Err(error("", CallErrorKind::UnknownMethod)),
             Some(Provider::Plugin(plugin)) if !plugin.loaded_by(&self.inner.plugins) => {
-                let message = format!(
-                    "plugin `{}` was loaded by another Host: load it with this one",
-                    plugin.id()
-                );
+                let message = plugin.foreign_message();
                 return Err(error(plugin.id(), CallErrorKind::Denied { message }));
             }
             Some(Provider::Plugin(plugin)) => return plugin.call(ctx, method, args).await,

@@ -286,6 +286,16 @@ impl Plugin {
         Arc::ptr_eq(&self.inner.host, host)
     }
 
+    /// Why a host that did not load this plugin refuses to call it, for a
+    /// run's `ForeignPlugin` error and a direct call's denial alike.
+    pub(crate) fn foreign_message(&self) -> String {
+        format!(
+            "plugin `{}` was loaded by another Host: load it with this one (its grants, \
+             configuration and store are the host's that loaded it)",
+            self.id()
+        )
+    }
+
     /// A key that tells this loaded plugin from every other one.
     pub(crate) fn key(&self) -> usize {
         Arc::as_ptr(&self.inner) as usize

@@ -410,11 +410,7 @@ pub(crate) async fn admit<'h>(
 ) -> Result<Admitted<'h>, RunOutcome> {
     let asked = Instant::now();
     if let Some(plugin) = plugins.foreign_plugin(&host.plugins) {
-        let message = format!(
-            "plugin `{}` was loaded by another Host: load it with this one (its grants, \
-             configuration and store are the host's that loaded it)",
-            plugin.id()
-        );
+        let message = plugin.foreign_message();
         return Err(RunOutcome::not_run("ForeignPlugin", message, asked));
     }
     let inputs = match &options.inputs {
