@@ -210,11 +210,9 @@ impl Guest<Run> {
             prepared_handles: Vec::new(),
             workspaces: workspaces.map(Workspaces::new),
         };
-        let run = Run::idle(kept, plugin_limits.clone(), HashMap::new(), false);
-        let limiter = StoreLimiter::with_memory(plugin_limits, 0);
-        let mut state = Guest::closed(stdout, stderr, limiter, meter, run);
-        state.begin(ctx, plugins, limits, plugin_limits, deadline, listener);
-        state
+        let run = Run::for_run(kept, ctx, plugins, limits, plugin_limits, listener);
+        let limiter = StoreLimiter::with_memory(plugin_limits, limits.memory_bytes);
+        Guest::closed(stdout, stderr, limiter, meter, run)
     }
 
     /// Makes a prepared interpreter's store data the run's, keeping its WASI
