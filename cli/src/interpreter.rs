@@ -27,7 +27,7 @@ pub enum InterpreterKind {
 
 /// The CPython component embedded at build time; empty without one. A
 /// `static`, not a `const`: a `const` is copied into every codegen unit that
-/// uses it, which put the component in the binary three times.
+/// uses it.
 static EMBEDDED: &[u8] = include_bytes!(env!("SANDWIT_EMBEDDED_PYTHON"));
 /// Its SHA-256, computed at build time: a start finds its compiled code
 /// without hashing the 21 MB.
