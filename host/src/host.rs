@@ -7,7 +7,9 @@ use std::time::Instant;
 use crate::capabilities::chat::ChatSink;
 use crate::capabilities::env::Services;
 use crate::capabilities::store::{SqliteStore, StoreBackend};
-use crate::controls::{Approver, Clock, Controls, ControlsSnapshot, SystemClock};
+use crate::controls::{
+    Approver, Clock, Controls, ControlsSnapshot, SharedControls, SharedControlsError, SystemClock,
+};
 use crate::plugin::Plugin;
 use crate::plugin::shared::PluginHost;
 use crate::runtime::cache::{CodeCache, DEFAULT_CACHE_MAX_BYTES};
@@ -98,6 +100,7 @@ pub struct HostBuilder {
     chat: Option<Arc<dyn ChatSink>>,
     approver: Option<Arc<dyn Approver>>,
     clock: Option<Arc<dyn Clock>>,
+    shared_controls: Option<Arc<dyn SharedControls>>,
     workspaces: Option<WorkspaceOptions>,
     run_slots: Option<RunSlots>,
     #[cfg(feature = "internals")]
@@ -272,6 +275,16 @@ impl HostBuilder {
         self
     }
 
+    /// Keeps the rate limits' buckets and the chats' budgets in `shared`
+    /// (e.g. PostgreSQL, with the `sandwit-postgres` crate), so that every
+    /// host using the same one enforces them together: replicas of one
+    /// service. Breakers stay each host's own. A call whose controls cannot
+    /// reach `shared` is refused.
+    pub fn shared_controls(mut self, shared: Arc<dyn SharedControls>) -> Self {
+        self.shared_controls = Some(shared);
+        self
+    }
+
     /// Builds the host (and, under [`Metering::DeadlineOnly`], starts its
     /// epoch ticker).
     pub fn build(self) -> anyhow::Result<Host> {
@@ -302,7 +315,12 @@ impl HostBuilder {
         let clock = self
             .clock
             .unwrap_or_else(|| Arc::new(SystemClock::default()));
-        let controls = Arc::new(Controls::new(&self.policy, clock, self.approver));
+        let controls = Arc::new(Controls::new(
+            &self.policy,
+            clock,
+            self.approver,
+            self.shared_controls,
+        ));
         let workspaces = self
             .workspaces
             .map(HostWorkspaces::new)
@@ -383,9 +401,11 @@ impl Host {
     }
 
     /// What the calls made for `chat` have cost so far, against the
-    /// policy's `budgets.per_chat` (0 without one).
-    pub fn chat_spent(&self, chat: &str) -> f64 {
-        self.inner.plugins.controls.chat_spent(chat)
+    /// policy's `budgets.per_chat` (0 without one). Fails only when the
+    /// budgets are [shared](HostBuilder::shared_controls) and that state
+    /// cannot be read.
+    pub async fn chat_spent(&self, chat: &str) -> Result<f64, SharedControlsError> {
+        self.inner.plugins.controls.chat_spent(chat).await
     }
 
     /// The default limits of Python runs.

@@ -29,7 +29,9 @@ pub use capabilities::chat::{ChatMessage, ChatSink};
 pub use capabilities::config::REDACTED;
 pub use capabilities::events::{LogLine, PluginEvent};
 pub use capabilities::{chat, store};
-pub use controls::{ApprovalRequest, Approver, ControlEvent, ControlsSnapshot};
+pub use controls::{
+    ApprovalRequest, Approver, ControlEvent, ControlsSnapshot, SharedControls, SharedControlsError,
+};
 pub use host::{
     DEFAULT_MAX_INSTANCES, DEFAULT_PREPARED_INTERPRETERS, DEFAULT_PREPARED_PLUGIN_INSTANCES, Host,
     HostBuilder,

@@ -382,7 +382,7 @@ async fn budgets_per_run_and_per_chat_refuse_calls_past_them_and_charge_only_suc
             cost: 0.03
         }]
     );
-    assert_eq!(host.chat_spent("a"), 0.09);
+    assert_eq!(host.chat_spent("a").await.unwrap(), 0.09);
 
     // A second run in the same chat finds the chat's budget spent; another
     // chat's is untouched.

@@ -1,9 +1,12 @@
 //! What the calls of each chat have cost, against the per-chat budget. A
 //! call's cost is reserved before it runs (so calls in flight together
-//! cannot overspend) and given back if it fails.
+//! cannot overspend) and given back if it fails. The spending is kept in
+//! memory, or in [`SharedControls`] when hosts share it.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+
+use super::shared::{SharedControls, SharedControlsError};
 
 /// The most chats whose spending is remembered. Past it, the tenth that
 /// have spent least are forgotten at once (so memory stays bounded, what is
@@ -14,14 +17,17 @@ pub(crate) const MAX_CHATS: usize = 100_000;
 /// Spending per chat, in millionths.
 pub(crate) struct ChatBudgets {
     limit: u64,
+    /// The chats' spending when hosts share it; `spent` is then unused.
+    shared: Option<Arc<dyn SharedControls>>,
     spent: Mutex<HashMap<String, u64>>,
 }
 
 impl ChatBudgets {
-    /// Budgets of `limit` millionths per chat.
-    pub(crate) fn new(limit: u64) -> Self {
+    /// Budgets of `limit` millionths per chat, spent in `shared` if given.
+    pub(crate) fn new(limit: u64, shared: Option<Arc<dyn SharedControls>>) -> Self {
         ChatBudgets {
             limit,
+            shared,
             spent: Mutex::new(HashMap::new()),
         }
     }
@@ -33,7 +39,18 @@ impl ChatBudgets {
 
     /// Reserves `cost` of `chat`'s budget, or gives what it has spent if
     /// that would go past the budget.
-    pub(crate) fn reserve(&self, chat: &str, cost: u64) -> Result<(), u64> {
+    pub(crate) async fn reserve(
+        &self,
+        chat: &str,
+        cost: u64,
+    ) -> Result<Result<(), u64>, SharedControlsError> {
+        match &self.shared {
+            Some(shared) => shared.reserve(chat, cost, self.limit).await,
+            None => Ok(self.reserve_here(chat, cost)),
+        }
+    }
+
+    fn reserve_here(&self, chat: &str, cost: u64) -> Result<(), u64> {
         let mut spent = self.lock();
         let now = spent.get(chat).copied().unwrap_or(0);
         if now + cost > self.limit {
@@ -54,16 +71,36 @@ impl ChatBudgets {
         Ok(())
     }
 
-    /// Gives back a reservation of a call that did not succeed.
+    /// Gives back a reservation of a call that did not succeed. A shared
+    /// refund is sent on its own task (a permit is given back on drop,
+    /// which cannot wait); if it is lost, the chat is charged for a call
+    /// that failed, never the other way round.
     pub(crate) fn refund(&self, chat: &str, cost: u64) {
-        if let Some(total) = self.lock().get_mut(chat) {
-            *total = total.saturating_sub(cost);
+        let Some(shared) = &self.shared else {
+            if let Some(total) = self.lock().get_mut(chat) {
+                *total = total.saturating_sub(cost);
+            }
+            return;
+        };
+        let (shared, chat) = (shared.clone(), chat.to_string());
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    if let Err(e) = shared.refund(&chat, cost).await {
+                        tracing::warn!(chat, "a chat budget's refund was lost: {e}");
+                    }
+                });
+            }
+            Err(_) => tracing::warn!(chat, "a chat budget's refund was lost: no runtime"),
         }
     }
 
     /// What `chat` has spent, in millionths.
-    pub(crate) fn spent(&self, chat: &str) -> u64 {
-        self.lock().get(chat).copied().unwrap_or(0)
+    pub(crate) async fn spent(&self, chat: &str) -> Result<u64, SharedControlsError> {
+        match &self.shared {
+            Some(shared) => shared.spent(chat).await,
+            None => Ok(self.lock().get(chat).copied().unwrap_or(0)),
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, u64>> {
@@ -77,25 +114,29 @@ mod tests {
 
     #[test]
     fn reservations_stay_within_the_budget_and_refunds_give_back() {
-        let budgets = ChatBudgets::new(30);
-        budgets.reserve("a", 10).unwrap();
-        budgets.reserve("a", 20).unwrap();
-        assert_eq!(budgets.reserve("a", 1), Err(30));
-        budgets.reserve("b", 30).unwrap();
+        let budgets = ChatBudgets::new(30, None);
+        budgets.reserve_here("a", 10).unwrap();
+        budgets.reserve_here("a", 20).unwrap();
+        assert_eq!(budgets.reserve_here("a", 1), Err(30));
+        budgets.reserve_here("b", 30).unwrap();
         budgets.refund("a", 20);
-        assert_eq!(budgets.spent("a"), 10);
-        budgets.reserve("a", 20).unwrap();
-        assert_eq!(budgets.reserve("a", 0), Ok(()), "a free call always fits");
+        assert_eq!(budgets.lock()["a"], 10);
+        budgets.reserve_here("a", 20).unwrap();
+        assert_eq!(
+            budgets.reserve_here("a", 0),
+            Ok(()),
+            "a free call always fits"
+        );
     }
 
     #[test]
     fn the_chats_remembered_are_bounded() {
-        let budgets = ChatBudgets::new(u64::MAX / 2);
-        budgets.reserve("big", 1_000).unwrap();
+        let budgets = ChatBudgets::new(u64::MAX / 2, None);
+        budgets.reserve_here("big", 1_000).unwrap();
         for i in 0..MAX_CHATS + 10 {
-            budgets.reserve(&format!("c{i}"), 1).unwrap();
+            budgets.reserve_here(&format!("c{i}"), 1).unwrap();
         }
         assert!(budgets.lock().len() <= MAX_CHATS);
-        assert_eq!(budgets.spent("big"), 1_000, "the least spent go first");
+        assert_eq!(budgets.lock()["big"], 1_000, "the least spent go first");
     }
 }

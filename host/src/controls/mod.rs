@@ -11,12 +11,14 @@
 //! the breaker and gives the reserved cost back. The state of a method
 //! lives in one entry found under two read locks; each control takes one
 //! uncontended mutex, so a call with every control on adds well under a
-//! microsecond.
+//! microsecond. Hosts that run as replicas keep rate-limit buckets and chat
+//! budgets in [`SharedControls`] instead, one round trip each.
 
 mod breaker;
 mod budget;
 mod clock;
 mod rate;
+mod shared;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -39,6 +41,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use sandwit_contract::control_settings::{
     Approval, BreakerSettings, Budgets, ControlSettings, Flag, RateScope,
 };
+pub use shared::{SharedControls, SharedControlsError};
 
 /// A call of a flagged method, for the approver to decide.
 #[derive(Debug, Clone, Copy)]
@@ -136,6 +139,12 @@ pub enum ControlEvent {
         /// The flags.
         flags: Vec<Flag>,
     },
+    /// Refused: a control's state is shared with other hosts
+    /// ([`SharedControls`]) and could not be reached.
+    SharedStateUnreachable {
+        /// What failed.
+        message: String,
+    },
 }
 
 impl ControlEvent {
@@ -144,6 +153,7 @@ impl ControlEvent {
         match self {
             ControlEvent::BreakerTripped { reason, .. }
             | ControlEvent::ApprovalRefused { reason, .. } => reason.len(),
+            ControlEvent::SharedStateUnreachable { message } => message.len(),
             _ => 0,
         }
     }
@@ -164,6 +174,8 @@ pub(crate) struct Controls {
     approver: Option<Arc<dyn Approver>>,
     run_budget: Option<u64>,
     chats: Option<Arc<ChatBudgets>>,
+    /// Where rate-limit buckets live when hosts share them.
+    shared: Option<Arc<dyn SharedControls>>,
     /// By namespace and plugin: what a plugin's chats share (a plugin- or
     /// method-wide rate limit's bucket, a breaker) is kept per namespace
     /// ([`AgentCtx::namespace`]), so one tenant cannot spend or trip
@@ -278,11 +290,13 @@ pub(crate) struct RunControls {
 }
 
 impl Controls {
-    /// The controls `policy` sets, reading `clock`, asking `approver`.
+    /// The controls `policy` sets, reading `clock`, asking `approver`,
+    /// keeping rate limits and chat budgets in `shared` if given.
     pub(crate) fn new(
         policy: &Policy,
         clock: Arc<dyn Clock>,
         approver: Option<Arc<dyn Approver>>,
+        shared: Option<Arc<dyn SharedControls>>,
     ) -> Self {
         Controls {
             clock,
@@ -290,7 +304,8 @@ impl Controls {
             approver,
             run_budget: policy.budgets.per_run.map(to_micros),
             chats: (policy.budgets.per_chat)
-                .map(|budget| Arc::new(ChatBudgets::new(to_micros(budget)))),
+                .map(|budget| Arc::new(ChatBudgets::new(to_micros(budget), shared.clone()))),
+            shared,
             plugins: RwLock::new(PluginEntries::default()),
         }
     }
@@ -312,9 +327,15 @@ impl Controls {
         let counters = &entry.counters;
         bump(&counters.calls);
         let now = self.clock.now();
-        if let Some(rate) = &entry.rate
-            && let Err(wait) = rate.take(ctx, now)
-        {
+        let taken = match (&entry.rate, &self.shared) {
+            (None, _) => Ok(()),
+            (Some(rate), None) => rate.take(ctx, now),
+            (Some(rate), Some(shared)) => shared
+                .take_call(&rate.shared_bucket(ctx), rate.per_minute())
+                .await
+                .map_err(|e| unreachable_state(counters, plugin, method, "rate limit", &e))?,
+        };
+        if let (Some(rate), Err(wait)) = (&entry.rate, taken) {
             bump(&counters.rate_limited);
             let per = match rate.scope() {
                 RateScope::Plugin => "",
@@ -412,6 +433,8 @@ impl Controls {
             if let Some(chats) = &self.chats {
                 chats
                     .reserve(&ctx.chat_key, cost)
+                    .await
+                    .map_err(|e| unreachable_state(counters, plugin, method, "chat budget", &e))?
                     .map_err(|spent| over(BudgetScope::Chat, chats.limit(), spent))?;
                 permit.chat = Some((chats.clone(), ctx.chat_key.clone()));
             }
@@ -581,10 +604,11 @@ impl Controls {
     }
 
     /// What `chat` has spent of its budget.
-    pub(crate) fn chat_spent(&self, chat: &str) -> f64 {
-        self.chats
-            .as_ref()
-            .map_or(0.0, |chats| from_micros(chats.spent(chat)))
+    pub(crate) async fn chat_spent(&self, chat: &str) -> Result<f64, SharedControlsError> {
+        match &self.chats {
+            Some(chats) => Ok(from_micros(chats.spent(chat).await?)),
+            None => Ok(0.0),
+        }
     }
 
     /// The entry of `plugin`'s `method` in `namespace`, made on its first
@@ -598,7 +622,7 @@ impl Controls {
             self.plugins
                 .write()
                 .unwrap_or_else(|e| e.into_inner())
-                .get_or_insert(namespace, plugin, || self.plugin_entry(plugin))
+                .get_or_insert(namespace, plugin, || self.plugin_entry(namespace, plugin))
         });
         if let Some(entry) = plugin_entry
             .methods
@@ -614,21 +638,29 @@ impl Controls {
             .unwrap_or_else(|e| e.into_inner());
         methods
             .entry(method.to_string())
-            .or_insert_with(|| Arc::new(self.method_entry(&plugin_entry, plugin, method)))
+            .or_insert_with(|| {
+                Arc::new(self.method_entry(&plugin_entry, namespace, plugin, method))
+            })
             .clone()
     }
 
-    fn plugin_entry(&self, plugin: &str) -> PluginEntry {
+    fn plugin_entry(&self, namespace: Option<&str>, plugin: &str) -> PluginEntry {
         let settings = self.policy.plugin(plugin).map(|p| &p.controls);
         let settings = settings.cloned().unwrap_or_default();
         PluginEntry {
-            rate: rate_limiter(&settings),
+            rate: rate_limiter(&settings, namespace, plugin, ""),
             breaker: settings.breaker.map(|b| Arc::new(Breaker::new(b))),
             methods: RwLock::new(HashMap::new()),
         }
     }
 
-    fn method_entry(&self, shared: &PluginEntry, plugin: &str, method: &str) -> MethodEntry {
+    fn method_entry(
+        &self,
+        shared: &PluginEntry,
+        namespace: Option<&str>,
+        plugin: &str,
+        method: &str,
+    ) -> MethodEntry {
         let policy = self.policy.plugin(plugin);
         let plugin_settings = policy.map(|p| p.controls.clone()).unwrap_or_default();
         let own = policy
@@ -639,7 +671,7 @@ impl Controls {
         // A limit or breaker the method sets is its own; otherwise it shares
         // its plugin's.
         let rate = if own.rate_limit.is_some() || own.rate_limit_scope.is_some() {
-            rate_limiter(&settings)
+            rate_limiter(&settings, namespace, plugin, method)
         } else {
             shared.rate.clone()
         };
@@ -658,10 +690,42 @@ impl Controls {
     }
 }
 
-fn rate_limiter(settings: &ControlSettings) -> Option<Arc<RateLimiter>> {
+/// The rate limit `settings` set, for `plugin`'s `method` in `namespace`
+/// (`method` empty: the plugin's, shared by its methods).
+fn rate_limiter(
+    settings: &ControlSettings,
+    namespace: Option<&str>,
+    plugin: &str,
+    method: &str,
+) -> Option<Arc<RateLimiter>> {
     let per_minute = settings.rate_limit?;
     let scope = settings.rate_limit_scope.unwrap_or_default();
-    Some(Arc::new(RateLimiter::new(per_minute, scope)))
+    // A namespace is told apart from none: `None` is not `Some("")`.
+    let namespace = namespace.map_or_else(String::new, |ns| format!("={ns}"));
+    let name = format!("{namespace}\u{1f}{plugin}\u{1f}{method}");
+    Some(Arc::new(RateLimiter::new(per_minute, scope, name)))
+}
+
+/// The refusal of a call whose controls could not reach their shared state:
+/// closed, as a limit that cannot be checked is not known to allow it.
+fn unreachable_state(
+    counters: &Counters,
+    plugin: &str,
+    method: &str,
+    control: &str,
+    e: &SharedControlsError,
+) -> Refused {
+    bump(&counters.failed);
+    let message = format!(
+        "plugin `{plugin}`, method `{method}`: its {control}'s shared state could not be \
+         reached, so the call is refused: {e}"
+    );
+    Refused {
+        kind: CallErrorKind::Unavailable {
+            message: message.clone(),
+        },
+        event: ControlEvent::SharedStateUnreachable { message },
+    }
 }
 
 fn millis(d: Duration) -> u64 {
@@ -759,7 +823,9 @@ pub struct MethodStats {
     pub calls: u64,
     /// Calls that returned a result.
     pub succeeded: u64,
-    /// Calls that ran (or were refused by the method's checks) and failed.
+    /// Calls that ran (or were refused by the method's checks) and failed,
+    /// and calls refused because their controls' shared state could not be
+    /// reached.
     pub failed: u64,
     /// Calls refused by the rate limit.
     pub rate_limited: u64,
@@ -836,6 +902,9 @@ impl std::fmt::Display for ControlEvent {
                 write!(f, "not approved ({}): {reason}", flag_list(flags))
             }
             ControlEvent::Approved { flags } => write!(f, "approved ({})", flag_list(flags)),
+            ControlEvent::SharedStateUnreachable { message } => {
+                write!(f, "refused: {message}")
+            }
         }
     }
 }

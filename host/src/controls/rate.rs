@@ -17,6 +17,9 @@ pub(crate) const MAX_BUCKETS: usize = 10_000;
 pub(crate) struct RateLimiter {
     per_minute: u32,
     scope: RateScope,
+    /// What names its buckets in [`SharedControls`](super::SharedControls):
+    /// the namespace, plugin and method (empty for a plugin-wide limit).
+    name: String,
     buckets: Mutex<Buckets>,
 }
 
@@ -34,11 +37,12 @@ struct Bucket {
 
 impl RateLimiter {
     /// `per_minute` calls a minute, shared as `scope` says; every bucket
-    /// starts full.
-    pub(crate) fn new(per_minute: u32, scope: RateScope) -> Self {
+    /// starts full. `name` is unique to the limit among a host's.
+    pub(crate) fn new(per_minute: u32, scope: RateScope, name: String) -> Self {
         RateLimiter {
             per_minute,
             scope,
+            name,
             buckets: Mutex::new(Buckets {
                 shared: Bucket {
                     tokens: f64::from(per_minute),
@@ -59,22 +63,32 @@ impl RateLimiter {
         self.scope
     }
 
+    /// Which of its buckets a call for `ctx` takes from: none of its own
+    /// for a limit shared by all, else the chat's or the user's (a call
+    /// without a user counts as its chat's).
+    fn key(&self, ctx: &AgentCtx) -> Option<String> {
+        match (self.scope, &ctx.user_id) {
+            (RateScope::Plugin, _) => None,
+            (RateScope::User, Some(user)) => Some(format!("user:{user}")),
+            (RateScope::Chat | RateScope::User, _) => Some(format!("chat:{}", ctx.chat_key)),
+        }
+    }
+
+    /// The name of `ctx`'s bucket among every host's that share them.
+    pub(crate) fn shared_bucket(&self, ctx: &AgentCtx) -> String {
+        let key = self.key(ctx).unwrap_or_default();
+        format!("{}\u{1f}{key}", self.name)
+    }
+
     /// Takes a call's token from `ctx`'s bucket at `now`, or says how long
     /// until there is one.
     pub(crate) fn take(&self, ctx: &AgentCtx, now: Duration) -> Result<(), Duration> {
         let capacity = f64::from(self.per_minute);
         let per_second = capacity / 60.0;
         let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
-        let bucket = match self.scope {
-            RateScope::Plugin => &mut buckets.shared,
-            RateScope::Chat => buckets.keyed_for(format!("chat:{}", ctx.chat_key), capacity, now),
-            RateScope::User => {
-                let key = match &ctx.user_id {
-                    Some(user) => format!("user:{user}"),
-                    None => format!("chat:{}", ctx.chat_key),
-                };
-                buckets.keyed_for(key, capacity, now)
-            }
+        let bucket = match self.key(ctx) {
+            None => &mut buckets.shared,
+            Some(key) => buckets.keyed_for(key, capacity, now),
         };
         bucket.refill(capacity, per_second, now);
         if bucket.tokens >= 1.0 {
@@ -135,7 +149,7 @@ mod tests {
 
     #[test]
     fn a_bucket_holds_a_minutes_calls_and_refills_continuously() {
-        let limiter = RateLimiter::new(60, RateScope::Plugin);
+        let limiter = RateLimiter::new(60, RateScope::Plugin, String::new());
         let a = ctx("a", None);
         let t0 = Duration::from_secs(5);
         for _ in 0..60 {
@@ -161,16 +175,16 @@ mod tests {
     #[test]
     fn scopes_share_or_split_buckets() {
         let t = Duration::ZERO;
-        let plugin = RateLimiter::new(1, RateScope::Plugin);
+        let plugin = RateLimiter::new(1, RateScope::Plugin, String::new());
         plugin.take(&ctx("a", None), t).unwrap();
         plugin.take(&ctx("b", None), t).unwrap_err();
 
-        let chat = RateLimiter::new(1, RateScope::Chat);
+        let chat = RateLimiter::new(1, RateScope::Chat, String::new());
         chat.take(&ctx("a", Some("u")), t).unwrap();
         chat.take(&ctx("a", Some("v")), t).unwrap_err();
         chat.take(&ctx("b", Some("u")), t).unwrap();
 
-        let user = RateLimiter::new(1, RateScope::User);
+        let user = RateLimiter::new(1, RateScope::User, String::new());
         user.take(&ctx("a", Some("u")), t).unwrap();
         user.take(&ctx("b", Some("u")), t).unwrap_err();
         user.take(&ctx("a", Some("v")), t).unwrap();
@@ -181,7 +195,7 @@ mod tests {
 
     #[test]
     fn buckets_stay_bounded_and_full_ones_go_first() {
-        let limiter = RateLimiter::new(4, RateScope::Chat);
+        let limiter = RateLimiter::new(4, RateScope::Chat, String::new());
         let t = Duration::ZERO;
         // One chat has used its bucket, the others one token each.
         for _ in 0..4 {

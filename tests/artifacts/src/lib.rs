@@ -3,3 +3,33 @@
 #![allow(missing_docs)]
 
 include!(concat!(env!("OUT_DIR"), "/artifacts.rs"));
+
+/// The URL of the PostgreSQL server the tests of the scale-out backends
+/// share: `SANDWIT_TEST_POSTGRES` (scripts/test starts one and exports it),
+/// else the developer's cluster that `scripts/postgres start` starts once in
+/// target/postgres and leaves running. Tests make databases of their own on
+/// it; none skips for want of a server.
+pub fn postgres_server() -> String {
+    static SERVER: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SERVER.get_or_init(start_postgres).clone()
+}
+
+fn start_postgres() -> String {
+    if let Ok(url) = std::env::var("SANDWIT_TEST_POSTGRES") {
+        return url;
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/postgres");
+    let out = std::process::Command::new(script)
+        .arg("start")
+        .output()
+        .unwrap_or_else(|e| panic!("running {script}: {e}"));
+    assert!(
+        out.status.success(),
+        "scripts/postgres start failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .expect("scripts/postgres prints a URL")
+        .trim()
+        .to_string()
+}

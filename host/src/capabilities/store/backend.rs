@@ -55,6 +55,34 @@ pub struct Namespace {
     pub tenant: String,
 }
 
+impl Namespace {
+    /// What an entry of this namespace counts for against its tenant's
+    /// quota: [`ROW_OVERHEAD_BYTES`], the owner's bytes, and `key_value`
+    /// bytes of key and value (UTF-8 bytes, not characters). Every backend
+    /// counts this way, so a quota means the same on each.
+    pub fn entry_bytes(&self, key_value: u64) -> u64 {
+        (ROW_OVERHEAD_BYTES + self.owner.len()) as u64 + key_value
+    }
+
+    /// The error of a write that would bring this namespace's tenant to
+    /// `used` bytes of the plugin's, past `limits.max_plugin_bytes`.
+    pub fn over_quota(&self, used: u64, limits: &StoreLimits) -> StoreError {
+        let whose = if self.tenant.is_empty() {
+            String::new()
+        } else {
+            format!(" of the namespace {:?}", self.tenant)
+        };
+        StoreError::LimitExceeded(format!(
+            "the plugin's data{whose} would take {used} bytes, more than its limit of {} bytes",
+            limits.max_plugin_bytes
+        ))
+    }
+}
+
+/// Bytes an entry counts for against the plugin's quota, besides its key
+/// and value: what a row costs the database (owner, scope, index).
+pub const ROW_OVERHEAD_BYTES: usize = 64;
+
 /// A stored value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Entry {

@@ -3,8 +3,9 @@
 //! application can put any [`StoreBackend`] behind the host.
 
 mod backend;
+pub mod conformance;
 pub(crate) mod interface;
 mod sqlite;
 
-pub use backend::{Entry, Namespace, Scope, StoreBackend, StoreError};
+pub use backend::{Entry, Namespace, ROW_OVERHEAD_BYTES, Scope, StoreBackend, StoreError};
 pub use sqlite::SqliteStore;

@@ -179,15 +179,10 @@ impl StoreBackend for SqliteStore {
     }
 }
 
-/// Bytes an entry counts for against the plugin's quota, besides its key
-/// and value: what a row costs the database (owner, scope, index).
-const ROW_OVERHEAD_BYTES: usize = 64;
-
-/// What an entry of `ns` counts for: the row's overhead, its owner's bytes,
-/// and `key_value` bytes of key and value (UTF-8 bytes, not characters; in
-/// SQL, `length` of a BLOB is its bytes).
+/// What an entry of `ns` counts for ([`Namespace::entry_bytes`]), with
+/// `key_value` as SQL's `length` of the key and value as BLOBs: their bytes.
 fn entry_bytes(ns: &Namespace, key_value: i64) -> i64 {
-    (ROW_OVERHEAD_BYTES + ns.owner.len()) as i64 + key_value
+    ns.entry_bytes(key_value.max(0) as u64) as i64
 }
 
 /// Takes `bytes` off `tenant`'s usage of `plugin`.
@@ -281,16 +276,7 @@ impl Db {
             };
             let new_used = used - replaced + entry_bytes(ns, (key.len() + bytes.len()) as i64);
             if new_used as u64 > limits.max_plugin_bytes {
-                let whose = if ns.tenant.is_empty() {
-                    String::new()
-                } else {
-                    format!(" of the namespace {:?}", ns.tenant)
-                };
-                return Err(StoreError::LimitExceeded(format!(
-                    "the plugin's data{whose} would take {new_used} bytes, more than its limit \
-                     of {} bytes",
-                    limits.max_plugin_bytes
-                )));
+                return Err(ns.over_quota(new_used as u64, limits));
             }
             tx.execute(
                 "INSERT INTO entries (plugin, scope, owner, key, is_text, value, tenant)
@@ -392,53 +378,10 @@ mod tests {
         }
     }
 
-    /// Each tenant has the plugin's whole quota: one that fills it leaves
-    /// the others theirs, and its deletes free its own share. An entry one
-    /// tenant wrote and another replaced moves to the second's share.
-    #[test]
-    fn each_tenant_has_a_quota_of_its_own() {
-        let s = SqliteStore::in_memory().unwrap().db;
-        let limits = StoreLimits {
-            max_plugin_bytes: 200,
-            ..StoreLimits::default()
-        };
-        let of = |tenant: &str, owner: &str| Namespace {
-            tenant: tenant.into(),
-            ..ns("notes", Scope::Chat, owner)
-        };
-        let (a, b) = (of("a:", "a:chat"), of("b:", "b:chat"));
-        s.set(&a, "k", &Entry::Bytes(vec![0; 100]), &limits)
-            .unwrap();
-        let full = s
-            .set(&a, "k2", &Entry::Bytes(vec![0; 100]), &limits)
-            .unwrap_err();
-        assert!(
-            full.to_string().contains("of the namespace \"a:\""),
-            "{full}"
-        );
-        // B still has all of its own.
-        s.set(&b, "k", &Entry::Bytes(vec![0; 100]), &limits)
-            .unwrap();
-        assert!(s.delete(&a, "k").unwrap());
-        s.set(&a, "k2", &Entry::Bytes(vec![0; 100]), &limits)
-            .unwrap();
-        assert_eq!(
-            s.usage("notes").unwrap(),
-            (64 + 6 + 2 + 100) + (64 + 6 + 1 + 100)
-        );
-        // A trusted writer (no namespace) replacing B's entry takes it over.
-        let trusted = Namespace {
-            tenant: String::new(),
-            ..b.clone()
-        };
-        s.set(&trusted, "k", &Entry::Bytes(vec![0; 10]), &limits)
-            .unwrap();
-        s.set(&b, "k3", &Entry::Bytes(vec![0; 100]), &limits)
-            .unwrap();
-        assert_eq!(
-            s.usage("notes").unwrap(),
-            (64 + 6 + 2 + 100) + (64 + 6 + 1 + 10) + (64 + 6 + 2 + 100)
-        );
+    #[tokio::test]
+    async fn passes_the_backend_checks() {
+        let store = SqliteStore::in_memory().unwrap();
+        crate::store::conformance::check_backend(&store, "").await;
     }
 
     /// A store made before tenants had quotas keeps its entries and their
@@ -464,66 +407,5 @@ mod tests {
         assert_eq!(s.usage("notes").unwrap(), 67);
         assert!(s.delete(&c, "k").unwrap());
         assert_eq!(s.usage("notes").unwrap(), 0);
-    }
-
-    #[test]
-    fn keeps_namespaces_apart_and_counts_usage() {
-        let s = SqliteStore::in_memory().unwrap().db;
-        let limits = StoreLimits::default();
-        let a = ns("notes", Scope::User, "alice");
-        let b = ns("notes", Scope::User, "bob");
-        let other = ns("spy", Scope::User, "alice");
-        s.set(&a, "k", &Entry::Text("v1".into()), &limits).unwrap();
-        s.set(&b, "k", &Entry::Bytes(vec![1, 2, 3]), &limits)
-            .unwrap();
-        assert_eq!(s.get(&a, "k").unwrap(), Some(Entry::Text("v1".into())));
-        assert_eq!(s.get(&b, "k").unwrap(), Some(Entry::Bytes(vec![1, 2, 3])));
-        assert_eq!(s.get(&other, "k").unwrap(), None);
-        // Each row: 64 of overhead, then its owner, key and value.
-        let (ra, rb) = (64 + 5 + 1, 64 + 3 + 1);
-        assert_eq!(s.usage("notes").unwrap(), ra + 2 + rb + 3);
-        s.set(&a, "k", &Entry::Text("longer".into()), &limits)
-            .unwrap();
-        assert_eq!(s.usage("notes").unwrap(), ra + 6 + rb + 3);
-        assert!(s.delete(&a, "k").unwrap());
-        assert!(!s.delete(&a, "k").unwrap());
-        assert_eq!(s.usage("notes").unwrap(), rb + 3);
-        assert_eq!(s.keys(&b, 10).unwrap(), vec!["k".to_string()]);
-    }
-
-    #[test]
-    fn enforces_the_per_plugin_cap() {
-        let s = SqliteStore::in_memory().unwrap().db;
-        let limits = StoreLimits {
-            max_plugin_bytes: 100,
-            ..StoreLimits::default()
-        };
-        let a = ns("p", Scope::Global, "");
-        s.set(&a, "a", &Entry::Bytes(vec![0; 20]), &limits).unwrap();
-        let e = s
-            .set(&a, "b", &Entry::Bytes(vec![0; 20]), &limits)
-            .unwrap_err();
-        assert!(e.to_string().contains("limit of 100 bytes"), "{e}");
-        // Replacing a value counts only the difference.
-        s.set(&a, "a", &Entry::Bytes(vec![0; 35]), &limits).unwrap();
-        assert_eq!(s.get(&a, "b").unwrap(), None);
-    }
-
-    #[test]
-    fn usage_counts_bytes_not_characters_and_deleting_undoes_it() {
-        let s = SqliteStore::in_memory().unwrap().db;
-        let limits = StoreLimits::default();
-        let a = ns("p", Scope::Chat, "çhat");
-        for round in 0..3 {
-            s.set(&a, "ключ", &Entry::Text("värde".into()), &limits)
-                .unwrap();
-            assert_eq!(
-                s.usage("p").unwrap(),
-                (64 + 5 + 8 + 6) as u64,
-                "round {round}"
-            );
-            assert!(s.delete(&a, "ключ").unwrap());
-            assert_eq!(s.usage("p").unwrap(), 0, "round {round}");
-        }
     }
 }
