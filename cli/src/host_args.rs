@@ -2,6 +2,7 @@
 //! the policy and the store.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
@@ -39,15 +40,21 @@ pub struct HostArgs {
     /// [default: $SANDWIT_POLICY, else nothing is granted].
     #[arg(long, global = true, value_name = "FILE")]
     policy: Option<PathBuf>,
-    /// The plugin store's SQLite file [default: $SANDWIT_STORE, else
-    /// $XDG_DATA_HOME/sandwit/store.db, else ~/.local/share/sandwit/store.db].
-    #[arg(long, global = true, value_name = "FILE")]
-    store: Option<PathBuf>,
+    /// Where plugin data lives: a SQLite file, or a PostgreSQL URL
+    /// (`postgres://user:password@host:port/db`, `?sslmode=require` for
+    /// TLS) that replicas of one service share. With PostgreSQL the
+    /// execution controls' rate limits and chat budgets are kept there too,
+    /// so they hold across every replica using it [default: $SANDWIT_STORE,
+    /// else $XDG_DATA_HOME/sandwit/store.db, else
+    /// ~/.local/share/sandwit/store.db].
+    #[arg(long, global = true, value_name = "FILE|URL")]
+    store: Option<String>,
 }
 
 impl HostArgs {
-    /// A host builder with these settings.
-    pub fn builder(&self) -> anyhow::Result<HostBuilder> {
+    /// A host builder with these settings (connected to the store's
+    /// database, when it is PostgreSQL).
+    pub async fn builder(&self) -> anyhow::Result<HostBuilder> {
         let defaults = Limits::default();
         let limits = Limits {
             fuel: self.fuel.or(defaults.fuel),
@@ -66,8 +73,13 @@ impl HostArgs {
             .limits(limits)
             .run_limits(run_limits)
             .policy(policy);
-        if let Some(store) = self.store.clone().or_else(default_store) {
-            builder = builder.store_path(store);
+        match self.store() {
+            Some(Store::Postgres(url)) => {
+                let pg = Arc::new(sandwit_postgres::Postgres::connect(&url).await?);
+                builder = builder.store(pg.clone()).shared_controls(pg);
+            }
+            Some(Store::Sqlite(path)) => builder = builder.store_path(path),
+            None => {}
         }
         if !self.no_cache
             && let Some(dir) = self.cache_dir.clone().or_else(default_cache_dir)
@@ -111,6 +123,28 @@ impl HostArgs {
     }
 }
 
-fn default_store() -> Option<PathBuf> {
-    env_path("SANDWIT_STORE").or_else(|| data_dir().map(|d| d.join("store.db")))
+/// Where plugin data lives.
+enum Store {
+    Sqlite(PathBuf),
+    /// Its URL, which may hold a password: never printed.
+    Postgres(String),
+}
+
+impl HostArgs {
+    /// --store, else $SANDWIT_STORE, else the SQLite file in the data
+    /// directory.
+    fn store(&self) -> Option<Store> {
+        let given = self.store.clone().or_else(|| {
+            std::env::var("SANDWIT_STORE")
+                .ok()
+                .filter(|s| !s.is_empty())
+        });
+        match given {
+            Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+                Some(Store::Postgres(url))
+            }
+            Some(path) => Some(Store::Sqlite(path.into())),
+            None => data_dir().map(|d| Store::Sqlite(d.join("store.db"))),
+        }
+    }
 }

@@ -167,19 +167,21 @@ fn run_with_host(cli: Cli) -> ExitCode {
             // A server: the host's defaults for many runs (interpreters
             // prepared ahead, a pool sized for them).
             Command::Serve(args) => {
-                let builder = with_workspaces(cli.host.builder()?, args.interpreters.workspaces());
+                let builder =
+                    with_workspaces(cli.host.builder().await?, args.interpreters.workspaces());
                 let builder = builder.run_slots(args.slots.host());
                 return serve::serve(builder.build()?, args).await;
             }
             Command::Mcp(args) => {
-                let builder = with_workspaces(cli.host.builder()?, args.interpreters.workspaces());
+                let builder =
+                    with_workspaces(cli.host.builder().await?, args.interpreters.workspaces());
                 let builder = builder.run_slots(args.slots.host());
                 return mcp::mcp(builder.build()?, args).await;
             }
             // As a server would be built: interpreters prepared ahead, so
             // their own engine's code is compiled too.
             Command::Prepare(args) => {
-                return prepare::prepare(cli.host.builder()?.build()?, args).await;
+                return prepare::prepare(cli.host.builder().await?.build()?, args).await;
             }
             command => command,
         };
@@ -190,7 +192,7 @@ fn run_with_host(cli: Cli) -> ExitCode {
             Command::Run(args) => args.workspace.clone().map(WorkspaceOptions::new),
             _ => None,
         };
-        let host = with_workspaces(cli.host.builder()?, workspaces)
+        let host = with_workspaces(cli.host.builder().await?, workspaces)
             .prepared_interpreters(0)
             .max_instances(if matches!(command, Command::Validate(_)) {
                 // One plugin instance at a time: the worker's memory budget

@@ -10,6 +10,7 @@ mod plugin_projects;
 mod registry;
 mod registry_client;
 mod registry_fake;
+mod replicas;
 mod serve;
 mod serve_scientific;
 mod service_limits;

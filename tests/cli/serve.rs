@@ -77,6 +77,12 @@ pub(crate) fn serve_on(
     std::fs::write(&token_file, tokens).unwrap();
     let policy_file = dir.join("policy.toml");
     std::fs::write(&policy_file, policy).unwrap();
+    // A store of its own, unless `extra` names one.
+    let store = if extra.contains(&"--store") {
+        vec![]
+    } else {
+        vec!["--store".into(), dir.join("store.db").into_os_string()]
+    };
     let mut child = Command::new(env!("CARGO_BIN_EXE_sandwit"))
         // The scientific interpreter only where a test asks for it:
         // scripts/env.sh exports $SANDWIT_SCIENTIFIC, which would load it
@@ -85,8 +91,7 @@ pub(crate) fn serve_on(
         .envs(env.iter().copied())
         .arg("--cache-dir")
         .arg(cache)
-        .arg("--store")
-        .arg(dir.join("store.db"))
+        .args(store)
         .arg("--policy")
         .arg(&policy_file)
         .args(["serve", "--addr", "127.0.0.1:0", "--plugins"])

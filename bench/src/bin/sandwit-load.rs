@@ -7,8 +7,14 @@
 //! `status: ok`, stdout `2\n`). It prints runs/s, p50 and p99 per level,
 //! or with `--quick` only how many answers were checked.
 //!
+//! With `--haproxy PATH` it starts `--replicas` servers (sharing `--store`,
+//! e.g. a PostgreSQL URL, when given) and drives them through haproxy
+//! (round robin, `/readyz` checks): the figures of a deployment of
+//! replicas behind a balancer (docs/DEPLOY.md).
+//!
 //!     sandwit-load --sandwit target/release/sandwit [--clients 1,16,64]
 //!         [--requests 2000] [--seconds 20] [--max-runs N] [--quick]
+//!         [--haproxy /usr/sbin/haproxy --replicas 3 --store postgres://...]
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -44,6 +50,17 @@ struct Args {
     /// Check the answers only: print no figures.
     #[arg(long)]
     quick: bool,
+    /// Drive the servers through this haproxy (Debian's is
+    /// /usr/sbin/haproxy) instead of directly.
+    #[arg(long, value_name = "PATH")]
+    haproxy: Option<PathBuf>,
+    /// Servers to start (more than 1 needs --haproxy).
+    #[arg(long, default_value_t = 1)]
+    replicas: usize,
+    /// The servers' `--store` (e.g. `postgres://...`, which they then
+    /// share) [default: an SQLite file each].
+    #[arg(long, value_name = "FILE|URL")]
+    store: Option<String>,
 }
 
 const TOKEN: &str = "sandwit-load-token";
@@ -74,8 +91,8 @@ impl Drop for TempDir {
     }
 }
 
-fn start(args: &Args) -> anyhow::Result<Server> {
-    let dir = std::env::temp_dir().join(format!("sandwit-load-{}", std::process::id()));
+fn start(args: &Args, replica: usize) -> anyhow::Result<Server> {
+    let dir = std::env::temp_dir().join(format!("sandwit-load-{}-{replica}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let plugins = dir.join("plugins");
     std::fs::create_dir_all(&plugins)?;
@@ -93,9 +110,11 @@ fn start(args: &Args) -> anyhow::Result<Server> {
     if let Some(cache) = &args.cache_dir {
         command.arg("--cache-dir").arg(cache);
     }
+    match &args.store {
+        Some(store) => command.args(["--store", store]),
+        None => command.arg("--store").arg(dir.0.join("store.db")),
+    };
     command
-        .arg("--store")
-        .arg(dir.0.join("store.db"))
         .args(["serve", "--addr", "127.0.0.1:0", "--plugins"])
         .arg(&plugins)
         .arg("--token-file")
@@ -129,6 +148,50 @@ fn start(args: &Args) -> anyhow::Result<Server> {
     Ok(Server {
         base: base.to_string(),
         child,
+        _dir: dir,
+    })
+}
+
+/// haproxy in front of `servers`, stopped when dropped: round robin, each
+/// server checked on `/readyz`.
+fn balancer(haproxy: &std::path::Path, servers: &[Server]) -> anyhow::Result<Server> {
+    let dir = std::env::temp_dir().join(format!("sandwit-load-{}-lb", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let dir = TempDir(dir);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let mut config = format!(
+        "global\n  maxconn 1024\n\
+         defaults\n  mode http\n  timeout connect 2s\n  timeout client 120s\n  \
+         timeout server 120s\n  option http-keep-alive\n\
+         frontend front\n  bind 127.0.0.1:{port}\n  default_backend replicas\n\
+         backend replicas\n  balance roundrobin\n  option httpchk GET /readyz\n"
+    );
+    for (i, server) in servers.iter().enumerate() {
+        let addr = server.base.trim_start_matches("http://");
+        config.push_str(&format!("  server r{i} {addr} check inter 1s\n"));
+    }
+    let file = dir.0.join("haproxy.cfg");
+    std::fs::write(&file, config)?;
+    let child = Command::new(haproxy)
+        .args(["-db", "-f"])
+        .arg(&file)
+        .stdout(Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting {}", haproxy.display()))?;
+    let start = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        ensure!(
+            start.elapsed() < Duration::from_secs(20),
+            "haproxy did not listen"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(Server {
+        child,
+        base: format!("http://127.0.0.1:{port}"),
         _dir: dir,
     })
 }
@@ -271,13 +334,26 @@ fn main() -> anyhow::Result<()> {
         args.clients.iter().all(|&c| (1..=256).contains(&c)),
         "--clients must each be 1 to 256"
     );
-    let server = start(&args)?;
+    ensure!(
+        args.replicas >= 1 && (args.replicas == 1 || args.haproxy.is_some()),
+        "--replicas must be at least 1, and more than 1 needs --haproxy"
+    );
+    let servers = (0..args.replicas)
+        .map(|i| start(&args, i))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    if !args.quick {
+        for server in &servers {
+            wait_for_reuse(&server.base)?;
+        }
+    }
+    let lb = match &args.haproxy {
+        Some(haproxy) => Some(balancer(haproxy, &servers)?),
+        None => None,
+    };
+    let server = lb.as_ref().unwrap_or(&servers[0]);
     let mut failed = 0;
     if !args.quick {
         println!("| clients | runs | runs/s | p50 (ms) | p99 (ms) |\n|---:|---:|---:|---:|---:|");
-    }
-    if !args.quick {
-        wait_for_reuse(&server.base)?;
     }
     for &clients in &args.clients {
         let warm = drive(&server.base, clients, WARM_UP.max(clients), args.seconds);
@@ -306,7 +382,8 @@ fn main() -> anyhow::Result<()> {
             );
         }
     }
-    drop(server);
+    drop(lb);
+    drop(servers);
     ensure!(failed == 0, "{failed} answer(s) were not a correct outcome");
     Ok(())
 }

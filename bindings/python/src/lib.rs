@@ -126,6 +126,13 @@ fn interpreter_file_missing(path: &Path, from: &str) -> Option<errors::FileProbl
     }
 }
 
+/// The `store` argument when it is a PostgreSQL URL (a `str` beginning
+/// `postgres://` or `postgresql://`).
+fn postgres_url(obj: &Bound<'_, PyAny>) -> Option<String> {
+    let text: String = obj.extract().ok()?;
+    (text.starts_with("postgres://") || text.starts_with("postgresql://")).then_some(text)
+}
+
 /// The `store` argument: the plugin store's SQLite file, made if missing,
 /// in a directory that must exist.
 fn store_arg(obj: &Bound<'_, PyAny>) -> PyResult<PathBuf> {
@@ -536,8 +543,24 @@ impl PyHost {
             let policy = Policy::load(&path).map_err(|e| errors::policy_error(py, &e))?;
             builder = builder.policy(policy);
         }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .thread_name("sandwit-host")
+            .enable_all()
+            .build()
+            .map_err(|e| SandwitError::new_err(format!("cannot start the host's runtime: {e}")))?;
         if let Some(store) = store {
-            builder = builder.store_path(store_arg(store)?);
+            builder = match postgres_url(store) {
+                // Connected on the host's runtime, whose tasks then use
+                // the pool.
+                Some(url) => {
+                    let pg = py
+                        .detach(|| runtime.block_on(sandwit_postgres::Postgres::connect(&url)))
+                        .map_err(|e| SandwitError::new_err(format!("{e:#}")))?;
+                    let pg = Arc::new(pg);
+                    builder.store(pg.clone()).shared_controls(pg)
+                }
+                None => builder.store_path(store_arg(store)?),
+            };
         }
         if let Some(limits) = limits {
             builder = builder.run_limits(limits.get().limits.clone());
@@ -572,11 +595,6 @@ impl PyHost {
         let host = py
             .detach(|| builder.build())
             .map_err(|e| SandwitError::new_err(format!("{e:#}")))?;
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .thread_name("sandwit-host")
-            .enable_all()
-            .build()
-            .map_err(|e| SandwitError::new_err(format!("cannot start the host's runtime: {e}")))?;
         Ok(PyHost {
             handle: HostHandle::new(host.clone(), runtime),
             shared: Arc::new(Shared {

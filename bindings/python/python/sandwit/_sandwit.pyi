@@ -680,7 +680,12 @@ class Host:
             store: The plugin store's SQLite file, made if missing [in
                 memory]. Its directory must exist: a missing one raises
                 ``FileNotFoundError`` naming it (a directory given as the
-                store, ``IsADirectoryError``).
+                store, ``IsADirectoryError``). Or a PostgreSQL URL
+                (``postgres://user:password@host:port/db``) that hosts
+                running as replicas share: the store, and the execution
+                controls' rate limits and chat budgets, hold across all of
+                them (docs/DEPLOY.md). An unreachable server raises
+                ``SandwitError`` naming it (never the password).
             limits: The default limits of runs (a scientific run's memory
                 is 1 GiB instead).
             call_limits: The limits of every plugin call.

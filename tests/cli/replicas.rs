@@ -1,0 +1,333 @@
+//! Replicas: three `sandwit serve` on one PostgreSQL database (`--store
+//! postgres://...`) behind haproxy (Debian's, on loopback), driven through
+//! the balancer as clients would: the plugin store, rate limits and chat
+//! budgets are shared; a replica killed mid-load loses no acknowledged
+//! write, its in-flight run fails cleanly and a retry reaches another; a
+//! draining replica leaves the balancer through `/readyz`.
+
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::common::{artifacts, pin_line, tempdir};
+use crate::serve::{ADMIN, Server, USER, digest, serve_with};
+
+/// Debian's haproxy (scripts/test installs it).
+const HAPROXY: &str = "/usr/sbin/haproxy";
+
+/// A fresh database `name` on the tests' PostgreSQL server: its URL.
+fn postgres_database(name: &str) -> String {
+    let server = artifacts::postgres_server();
+    let out = Command::new("psql")
+        .arg(&server)
+        .args(["-v", "ON_ERROR_STOP=1", "-q", "-c"])
+        .arg(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        .args(["-c", &format!("CREATE DATABASE {name}")])
+        .output()
+        .expect("running psql (Debian's postgresql-client)");
+    assert!(
+        out.status.success(),
+        "creating the database {name}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (base, _) = server.rsplit_once('/').unwrap();
+    format!("{base}/{name}")
+}
+
+/// haproxy in front of `servers` (base URLs), killed when dropped. It
+/// checks each server's `/readyz` every 200 ms: one that fails it once is
+/// taken out, one that passes it once is put back.
+struct Balancer {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Balancer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn balancer(dir: &Path, servers: &[&Server]) -> Balancer {
+    assert!(
+        Path::new(HAPROXY).exists(),
+        "{HAPROXY} is missing: install Debian's haproxy (scripts/test does)"
+    );
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut config = format!(
+        "global\n  maxconn 512\n\
+         defaults\n  mode http\n  timeout connect 2s\n  timeout client 120s\n  \
+         timeout server 120s\n  retries 2\n  option redispatch\n\
+         frontend front\n  bind 127.0.0.1:{port}\n  default_backend replicas\n\
+         backend replicas\n  balance roundrobin\n  option httpchk GET /readyz\n  \
+         http-check expect status 200\n"
+    );
+    for (i, server) in servers.iter().enumerate() {
+        let addr = server.base.trim_start_matches("http://");
+        config.push_str(&format!(
+            "  server r{i} {addr} check inter 200ms fall 1 rise 1\n"
+        ));
+    }
+    let file = dir.join("haproxy.cfg");
+    std::fs::write(&file, config).unwrap();
+    let child = Command::new(HAPROXY)
+        .args(["-db", "-f"])
+        .arg(&file)
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("starting haproxy");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "haproxy never listened");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Balancer {
+        child,
+        base: format!("http://127.0.0.1:{port}"),
+    }
+}
+
+/// A client of the balancer.
+struct Client {
+    base: String,
+    agent: ureq::Agent,
+}
+
+impl Client {
+    fn new(base: &str) -> Self {
+        Client {
+            base: base.to_string(),
+            agent: ureq::Agent::config_builder()
+                .http_status_as_error(false)
+                .timeout_global(Some(Duration::from_secs(60)))
+                .build()
+                .into(),
+        }
+    }
+
+    /// One POST: the status and body, or the transport's error.
+    fn post(&self, path: &str, body: &Value) -> Result<(u16, Value), String> {
+        let mut response = self
+            .agent
+            .post(format!("{}{path}", self.base))
+            .header("Authorization", format!("Bearer {USER}"))
+            .send_json(body)
+            .map_err(|e| e.to_string())?;
+        let status = response.status().as_u16();
+        let text = response
+            .body_mut()
+            .read_to_string()
+            .map_err(|e| e.to_string())?;
+        Ok((
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        ))
+    }
+
+    /// A plugin method's call for `chat`: its report, after retrying what
+    /// failed on the way (a replica gone: a 502/503 from the balancer, or
+    /// the connection cut) but never a call a replica answered.
+    fn call(&self, plugin: &str, method: &str, args: Value, chat: &str) -> Value {
+        let body = json!({"args": args, "chat_key": chat, "user_id": "ann"});
+        let path = format!("/v1/plugins/{plugin}/methods/{method}:call");
+        self.retrying(&path, &body, |status, report| {
+            assert_eq!(status, 200, "{report}");
+        })
+    }
+
+    fn retrying(&self, path: &str, body: &Value, check: impl Fn(u16, &Value)) -> Value {
+        for _ in 0..50 {
+            match self.post(path, body) {
+                Ok((502..=504, _)) | Err(_) => std::thread::sleep(Duration::from_millis(100)),
+                Ok((status, report)) => {
+                    check(status, &report);
+                    return report;
+                }
+            }
+        }
+        panic!("{path} never reached a replica");
+    }
+}
+
+/// A replica's count of the calls of `method` its controls saw.
+fn calls_seen(server: &Server, method: &str) -> f64 {
+    let (status, text) = server.get("/metrics", Some(ADMIN));
+    assert_eq!(status, 200, "{text}");
+    text.lines()
+        .filter(|l| {
+            l.starts_with("sandwit_controls_calls_total")
+                && l.contains(&format!("method=\"{method}\""))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[test]
+fn replicas_share_the_store_limits_and_budgets_and_survive_a_kill() {
+    let db = postgres_database("sandwit_replicas");
+    let dir = tempdir("replicas", "balancer");
+    let policy = format!(
+        "[plugins.services]\ngrant = [\"store\"]\n{}\n\
+         [plugins.calc.methods.get_current_time]\nrate_limit = 10\n\n\
+         [plugins.calc.methods.calculate_sum]\ncost_per_use = 0.25\n\n\
+         [budgets]\nper_chat = 1.0\n",
+        pin_line(artifacts::SERVICES)
+    );
+    let tokens = format!("ops admin {}\napp user {}\n", digest(ADMIN), digest(USER));
+    let mut replicas: Vec<Server> = (0..3)
+        .map(|i| {
+            serve_with(
+                ("replicas", &format!("r{i}")),
+                &[artifacts::CALC, artifacts::SERVICES],
+                &policy,
+                &["--store", &db],
+                &tokens,
+                &[],
+            )
+        })
+        .collect();
+    for replica in &replicas {
+        replica.await_ready();
+    }
+    let lb = balancer(&dir, &replicas.iter().collect::<Vec<_>>());
+    let client = Client::new(&lb.base);
+
+    // A rate limit of 10 a minute gives 10 calls across the three, not 30.
+    let mut allowed = 0;
+    for _ in 0..30 {
+        let report = client.call("calc", "get_current_time", json!({}), "rate");
+        match report["ok"].as_bool() {
+            Some(true) => allowed += 1,
+            _ => assert!(
+                report["error"].to_string().contains("calls a minute"),
+                "{report}"
+            ),
+        }
+    }
+    assert_eq!(allowed, 10, "the rate limit holds across replicas");
+    for (i, replica) in replicas.iter().enumerate() {
+        assert!(
+            calls_seen(replica, "get_current_time") > 0.0,
+            "the balancer sent replica {i} none of the calls"
+        );
+    }
+
+    // A chat's budget of 1.0 pays for four calls at 0.25, wherever they go.
+    let mut paid = 0;
+    for _ in 0..9 {
+        let report = client.call(
+            "calc",
+            "calculate_sum",
+            json!({"num1": 1, "num2": 2}),
+            "budget",
+        );
+        match report["ok"].as_bool() {
+            Some(true) => paid += 1,
+            _ => assert!(report["error"].to_string().contains("budget"), "{report}"),
+        }
+    }
+    assert_eq!(paid, 4, "the chat's budget holds across replicas");
+
+    // Writes under load while a replica is killed: every acknowledged one
+    // is kept. A run in flight on the killed replica fails cleanly, and its
+    // retry through the balancer is answered by another.
+    let acknowledged = Arc::new(Mutex::new(Vec::new()));
+    let writer = {
+        let (base, acknowledged) = (lb.base.clone(), acknowledged.clone());
+        std::thread::spawn(move || {
+            let client = Client::new(&base);
+            for i in 0..60 {
+                let (key, value) = (format!("k{i}"), format!("value {i}"));
+                let report = client.call(
+                    "services",
+                    "put",
+                    json!({"scope": "chat", "key": key, "value": value}),
+                    "writes",
+                );
+                assert_eq!(report["ok"], true, "{report}");
+                acknowledged.lock().unwrap().push((key, value));
+            }
+        })
+    };
+    // A slow run in flight on the replica about to be killed.
+    let slow_run = {
+        let base = replicas[1].base.clone();
+        std::thread::spawn(move || {
+            let body = json!({
+                "code": "import time\nt = time.monotonic()\nwhile time.monotonic() - t < 5:\n    pass\nprint('done')",
+                "chat_key": "slow",
+            });
+            Client::new(&base).post("/v1/runs", &body)
+        })
+    };
+    while acknowledged.lock().unwrap().len() < 15 {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let killed = replicas.remove(1);
+    // SAFETY: kill(2) on a child this test started.
+    assert_eq!(
+        unsafe { libc::kill(killed.child.id() as i32, libc::SIGKILL) },
+        0
+    );
+    drop(killed);
+    writer
+        .join()
+        .expect("every write was acknowledged in the end");
+    // The killed replica's run ends with the connection closed: no hang, no
+    // half answer.
+    match slow_run.join().unwrap() {
+        Err(e) => assert!(!e.is_empty()),
+        Ok((status, report)) => panic!("a killed replica answered {status}: {report}"),
+    }
+    let retried = client.retrying(
+        "/v1/runs",
+        &json!({"code": "print('again')", "chat_key": "slow"}),
+        |status, report| assert_eq!(status, 200, "{report}"),
+    );
+    assert!(retried.to_string().contains("again"), "{retried}");
+    let written = acknowledged.lock().unwrap().clone();
+    assert_eq!(written.len(), 60);
+    for (key, value) in written {
+        let report = client.call(
+            "services",
+            "put",
+            json!({"scope": "chat", "key": key, "value": null}),
+            "writes",
+        );
+        assert_eq!(report["result"]["value"], json!(value), "{key}: {report}");
+    }
+
+    // A replica told to stop fails /readyz and leaves the balancer: what
+    // comes after reaches the one left.
+    let (left, draining) = (&replicas[0], &replicas[1]);
+    // SAFETY: as above.
+    assert_eq!(
+        unsafe { libc::kill(draining.child.id() as i32, libc::SIGTERM) },
+        0
+    );
+    std::thread::sleep(Duration::from_millis(1000));
+    let before = calls_seen(left, "calculate_sum");
+    for _ in 0..6 {
+        client.call(
+            "calc",
+            "calculate_sum",
+            json!({"num1": 1, "num2": 2}),
+            "after",
+        );
+    }
+    assert_eq!(
+        calls_seen(left, "calculate_sum") - before,
+        6.0,
+        "a draining replica got calls"
+    );
+}
