@@ -105,8 +105,11 @@ impl HostArgs {
         if self.no_cache {
             args.push("--no-cache".into());
         }
-        if let Some(store) = &self.store {
-            args.extend(["--store".into(), store.into()]);
+        // A PostgreSQL URL stays out of the child's command line (`ps` shows
+        // it, with its password); the children these are for (checks of a
+        // plugin) keep nothing in the store.
+        if let Some(Store::Sqlite(path)) = self.store.as_ref().and(self.store()) {
+            args.extend(["--store".into(), path.into()]);
         }
         args
     }
