@@ -140,9 +140,11 @@ impl Postgres {
             id: String::new(),
         };
         db.migrate()
+            .map_err(cause)
             .context("the schema of the PostgreSQL database")?;
         db.id = db
             .read(|conn| conn.query_one("SELECT id FROM registry", &[])?.text(0))
+            .map_err(cause)
             .context("reading the registry's id")?;
         Ok(db)
     }
@@ -188,7 +190,7 @@ impl Postgres {
     fn client(&self) -> Result<Object> {
         self.driver
             .block_on(self.pool.get())
-            .map_err(|e| Error::Internal(anyhow::anyhow!("connecting to PostgreSQL: {e}")))
+            .map_err(|e| Error::Internal(anyhow::Error::new(e).context("connecting to PostgreSQL")))
     }
 
     /// Runs `f` on a connection of the pool, each statement committed on
@@ -276,6 +278,15 @@ impl Conn for PgConn<'_> {
             .block_on(self.client.query(&statement, &params))
             .map_err(|e| failed(e, sql))?;
         rows.iter().map(row).collect()
+    }
+}
+
+/// What went wrong, for whoever opens the registry: an internal error's
+/// cause (its message alone is "internal error").
+fn cause(e: Error) -> anyhow::Error {
+    match e {
+        Error::Internal(e) => e,
+        e => e.into(),
     }
 }
 
