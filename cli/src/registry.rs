@@ -1,6 +1,8 @@
 //! `sandwit registry`: serve a plugin registry (`serve`) and make its
-//! tokens (`token create`). The service is the `sandwit-registry` crate;
-//! this module gives it its validator, the `validate` worker process.
+//! tokens (`token create`), its metadata in SQLite or PostgreSQL (`--db`)
+//! and its blobs in a directory or an object store (`--blobs`). The service
+//! is the `sandwit-registry` crate; this module gives it its validator, the
+//! `validate` worker process.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -13,7 +15,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use sandwit_registry::{Config, RateLimit, Registry, Role, Validator, Verdict};
+use sandwit_registry::{
+    BlobLocation, Config, Database, Options, RateLimit, Registry, Role, Validator, Verdict,
+};
 use serde_json::Value;
 
 use crate::{inspect, worker};
@@ -64,8 +68,26 @@ struct RevokeArgs {
 enum TokenCommand {
     /// Make a token for an account (creating the account with the role if
     /// it is new) and print it: it is shown once and stored only as its
-    /// SHA-256. Works on the data directory; no server needs to run.
+    /// SHA-256. Works on the data directory (or the --db the registry
+    /// serves from); no server needs to run.
     Create(TokenArgs),
+}
+
+/// Where a registry's metadata and blobs are, when not in its directory.
+#[derive(Args)]
+struct StorageArgs {
+    /// The metadata database: a PostgreSQL URL
+    /// (postgres://user[:password]@host[:port]/database), which replicas of
+    /// the registry share; the database must exist, its tables are made on
+    /// first use. By default the SQLite file registry.db in --data.
+    #[arg(long, value_name = "URL")]
+    db: Option<Database>,
+}
+
+impl StorageArgs {
+    fn database(&self) -> Database {
+        self.db.clone().unwrap_or_default()
+    }
 }
 
 #[derive(Args)]
@@ -73,6 +95,8 @@ struct TokenArgs {
     /// The registry's data directory.
     #[arg(long, value_name = "DIR")]
     data: PathBuf,
+    #[command(flatten)]
+    storage: StorageArgs,
     /// The account's name: lowercase letters, digits, `-`, `_`, `.`.
     #[arg(long, value_name = "NAME")]
     name: String,
@@ -85,9 +109,23 @@ struct TokenArgs {
 #[derive(Args)]
 struct ServeArgs {
     /// The registry's data directory (created if need be): registry.db
-    /// (SQLite) and blobs/sha256/<hex>.
+    /// (SQLite) and blobs/sha256/<hex> unless --db and --blobs put them
+    /// elsewhere, and this process's scratch files (uploads being checked).
     #[arg(long, value_name = "DIR")]
     data: PathBuf,
+    #[command(flatten)]
+    storage: StorageArgs,
+    /// Where the published components are kept: s3://BUCKET/PREFIX (AWS S3,
+    /// or an S3-compatible server with --blobs-endpoint; credentials and
+    /// region from the usual AWS_* environment variables), or file://DIR
+    /// (a folder, e.g. one shared by replicas). Replicas on one --db must
+    /// share one --blobs. By default blobs/ in --data.
+    #[arg(long, value_name = "LOCATION")]
+    blobs: Option<BlobLocation>,
+    /// The URL of an S3-compatible server (MinIO, Ceph...) for
+    /// --blobs s3://...; plain http:// is allowed.
+    #[arg(long, value_name = "URL", requires = "blobs")]
+    blobs_endpoint: Option<String>,
     /// The address to listen on; port 0 picks a free one. The address bound
     /// is printed on stdout as `listening on http://ADDR`.
     #[arg(long, value_name = "IP:PORT", default_value = "127.0.0.1:8478")]
@@ -146,7 +184,13 @@ pub fn main(args: RegistryArgs) -> anyhow::Result<ExitCode> {
     match args.command {
         RegistryCommand::Token(TokenCommand::Create(args)) => {
             let role: Role = args.role.parse().map_err(anyhow::Error::msg)?;
-            let registry = Registry::open(&args.data)?;
+            let registry = Registry::open_with_options(
+                &args.data,
+                Options {
+                    database: args.storage.database(),
+                    ..Options::default()
+                },
+            )?;
             let token = registry.create_token(&args.name, role)?;
             outln!("{token}");
             Ok(ExitCode::SUCCESS)
@@ -188,10 +232,21 @@ fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             cpu_seconds: args.max_check_seconds,
         },
     });
-    let registry = Registry::open_with(
+    let mut blobs = args.blobs.clone().unwrap_or_default();
+    if let Some(endpoint) = &args.blobs_endpoint {
+        let BlobLocation::S3(s3) = &mut blobs else {
+            anyhow::bail!("--blobs-endpoint is for --blobs s3://...: a file:// folder has none");
+        };
+        s3.endpoint = Some(endpoint.clone());
+    }
+    let registry = Registry::open_with_options(
         &args.data,
-        Some(validator as Arc<dyn Validator>),
-        args.max_validations as usize,
+        Options {
+            database: args.storage.database(),
+            blobs,
+            validator: Some(validator as Arc<dyn Validator>),
+            max_validations: args.max_validations as usize,
+        },
     )?;
     registry.set_account_quota(Some(args.account_quota_mib << 20));
     let config = Config {

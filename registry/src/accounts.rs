@@ -7,11 +7,11 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use rusqlite::{OptionalExtension, params};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
-use crate::{KeyRegistered, KeyRevoked, Registry, db, names};
+use crate::meta::{self, Conn, params};
+use crate::{KeyRegistered, KeyRevoked, Registry, names};
 use sandwit_contract::signing::{PublicKey, Signature};
 
 /// The prefix of every token (so a leaked one is recognisable).
@@ -76,42 +76,44 @@ impl Registry {
         let mut secret = [0u8; 32];
         getrandom::fill(&mut secret).map_err(|e| anyhow::anyhow!("getrandom: {e}"))?;
         let token = format!("{TOKEN_PREFIX}{}", URL_SAFE_NO_PAD.encode(secret));
-        self.db_now(|conn| {
-            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            let existing: Option<(i64, String)> = tx
-                .query_row(
-                    "SELECT id, role FROM accounts WHERE name = ?1",
-                    [name],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional()?;
+        let hash = token_hash(&token);
+        self.write_now(|conn| {
+            let existing = conn.query_opt(
+                "SELECT id, role FROM accounts WHERE name = ?1",
+                params![name],
+            )?;
             let account = match existing {
-                Some((_, have)) if have != role.as_str() => {
+                Some(row) if row.text(1)? != role.as_str() => {
                     return Err(Error::bad_request(
                         "role-mismatch",
                         format!(
-                            "account {name} exists with the role {have}, not {}",
+                            "account {name} exists with the role {}, not {}",
+                            row.text(1)?,
                             role.as_str()
                         ),
                     ));
                 }
-                Some((id, _)) => id,
-                None => {
-                    tx.execute(
-                        "INSERT INTO accounts (name, role, created_at) VALUES (?1, ?2, ?3)",
-                        params![name, role.as_str(), db::now()],
-                    )?;
-                    tx.last_insert_rowid()
-                }
+                Some(row) => row.int(0)?,
+                None => conn
+                    .query_one(
+                        "INSERT INTO accounts (name, role, created_at) VALUES (?1, ?2, ?3)
+                         RETURNING id",
+                        params![name, role.as_str(), meta::now()],
+                    )?
+                    .int(0)?,
             };
-            tx.execute(
+            conn.execute(
                 "INSERT INTO tokens (hash, account, created_at) VALUES (?1, ?2, ?3)",
-                params![token_hash(&token), account, db::now()],
+                params![hash, account, meta::now()],
             )?;
-            tx.commit()?;
             Ok(())
         })
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+        .map_err(|e| match e {
+            // The cause, for whoever runs the command (a server's answer
+            // hides it).
+            Error::Internal(e) => e,
+            e => anyhow::anyhow!("{e}"),
+        })?;
         Ok(token)
     }
 
@@ -126,29 +128,24 @@ impl Registry {
             return Err(unauthorized());
         }
         let hash = token_hash(token);
-        self.db(move |conn| {
-            Ok(conn
-                .query_row(
+        let found = self
+            .read(move |conn| {
+                conn.query_opt(
                     "SELECT a.id, a.name, a.role FROM tokens t JOIN accounts a ON a.id = t.account
                      WHERE t.hash = ?1",
-                    [hash],
-                    |r| {
-                        Ok((
-                            r.get::<_, i64>(0)?,
-                            r.get::<_, String>(1)?,
-                            r.get::<_, String>(2)?,
-                        ))
-                    },
-                )
-                .optional()?)
-        })
-        .await?
-        .map(|(id, name, role)| Account {
-            id,
-            name,
-            role: role.parse().unwrap_or(Role::Publisher),
-        })
-        .ok_or_else(unauthorized)
+                    params![hash],
+                )?
+                .map(|row| Ok::<_, Error>((row.int(0)?, row.text(1)?, row.text(2)?)))
+                .transpose()
+            })
+            .await?;
+        found
+            .map(|(id, name, role)| Account {
+                id,
+                name,
+                role: role.parse().unwrap_or(Role::Publisher),
+            })
+            .ok_or_else(unauthorized)
     }
 
     /// Registers `public_key` (`ed25519:<base64>`) as a signing key of
@@ -173,15 +170,14 @@ impl Registry {
             .map_err(|why| Error::bad_request("invalid-proof", why.to_string()))?;
         let key = key.to_string();
         let account_id = account.id;
-        self.db(move |conn| {
-            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            let owner: Option<(i64, Option<i64>)> = tx
-                .query_row(
+        self.write(move |conn| {
+            let owner = conn
+                .query_opt(
                     "SELECT account, revoked_at FROM keys WHERE public_key = ?1",
-                    [&key],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional()?;
+                    params![&key],
+                )?
+                .map(|row| Ok::<_, Error>((row.int(0)?, row.opt_int(1)?)))
+                .transpose()?;
             let created = match owner {
                 Some((id, Some(_))) if id == account_id => {
                     return Err(Error::KeyRevoked(format!(
@@ -196,14 +192,13 @@ impl Registry {
                     ));
                 }
                 None => {
-                    tx.execute(
+                    conn.execute(
                         "INSERT INTO keys (public_key, account, created_at) VALUES (?1, ?2, ?3)",
-                        params![key, account_id, db::now()],
+                        params![&key, account_id, meta::now()],
                     )?;
                     true
                 }
             };
-            tx.commit()?;
             Ok(KeyRegistered {
                 public_key: key,
                 created,
@@ -222,21 +217,20 @@ impl Registry {
             .map_err(|why| Error::bad_request("invalid-public-key", why.to_string()))?
             .to_string();
         let (account_id, name) = (account.id, account.name.clone());
-        self.db(move |conn| {
-            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            tx.execute(
+        self.write(move |conn| {
+            conn.execute(
                 "UPDATE keys SET revoked_at = ?3
                  WHERE public_key = ?1 AND account = ?2 AND revoked_at IS NULL",
-                params![key, account_id, db::now()],
+                params![&key, account_id, meta::now()],
             )?;
-            let revoked_at: Option<i64> = tx
-                .query_row(
+            let revoked_at = conn
+                .query_opt(
                     "SELECT revoked_at FROM keys WHERE public_key = ?1 AND account = ?2",
-                    params![key, account_id],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            tx.commit()?;
+                    params![&key, account_id],
+                )?
+                .map(|row| row.opt_int(0))
+                .transpose()?
+                .flatten();
             let Some(at) = revoked_at else {
                 return Err(Error::NotFound(format!(
                     "account {name} has no key {key} to revoke"
@@ -244,7 +238,7 @@ impl Registry {
             };
             Ok(KeyRevoked {
                 public_key: key,
-                revoked_at: db::rfc3339(at),
+                revoked_at: meta::rfc3339(at),
             })
         })
         .await
@@ -252,15 +246,13 @@ impl Registry {
 
     /// The public keys registered for `account`, each with whether it is
     /// revoked.
-    pub(crate) fn keys_of(
-        conn: &rusqlite::Connection,
-        account: i64,
-    ) -> Result<Vec<(String, bool)>> {
-        let mut stmt =
-            conn.prepare("SELECT public_key, revoked_at IS NOT NULL FROM keys WHERE account = ?1")?;
-        let keys = stmt
-            .query_map([account], |r| Ok((r.get(0)?, r.get(1)?)))?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(keys)
+    pub(crate) fn keys_of(conn: &mut dyn Conn, account: i64) -> Result<Vec<(String, bool)>> {
+        conn.query(
+            "SELECT public_key, revoked_at IS NOT NULL FROM keys WHERE account = ?1",
+            params![account],
+        )?
+        .iter()
+        .map(|row| Ok::<_, Error>((row.text(0)?, row.bool(1)?)))
+        .collect()
     }
 }

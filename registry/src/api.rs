@@ -413,6 +413,8 @@ async fn version(
         (status = 304, description = "Not modified"),
         (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 429, body = ErrorBody),
+        (status = 500, description = "The blob store holds other bytes than the digest's \
+                                      (`blob-mismatch`): they are not served", body = ErrorBody),
     )
 )]
 async fn blob(

@@ -104,6 +104,10 @@ pub enum Error {
     /// As many validations as the registry allows are running.
     #[error("the registry is checking as many plugins as it can; retry later")]
     Busy(Duration),
+    /// The blob store holds other bytes under a published digest than the
+    /// digest's (changed behind the registry's back): they are not served.
+    #[error("{0}")]
+    BlobMismatch(String),
     /// Something failed inside the registry (logged; not shown in detail).
     #[error("internal error")]
     Internal(#[from] anyhow::Error),
@@ -137,7 +141,7 @@ impl Error {
             Error::InvalidPlugin { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Error::RateLimited(..) | Error::TooManyUploads { .. } => StatusCode::TOO_MANY_REQUESTS,
             Error::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
-            Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Error::BlobMismatch(_) | Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -161,6 +165,7 @@ impl Error {
             Error::RateLimited(..) => "rate-limited",
             Error::TooManyUploads { .. } => "too-many-uploads",
             Error::Busy(_) => "busy",
+            Error::BlobMismatch(_) => "blob-mismatch",
             Error::Internal(_) => "internal",
         }
     }
@@ -178,8 +183,10 @@ impl Error {
 
 impl IntoResponse for Error {
     fn into_response(self) -> Response {
-        if let Error::Internal(e) = &self {
-            tracing::error!("internal error: {e:#}");
+        match &self {
+            Error::Internal(e) => tracing::error!("internal error: {e:#}"),
+            Error::BlobMismatch(e) => tracing::error!("{e}"),
+            _ => {}
         }
         let mut body = serde_json::json!({"error": self.code(), "message": self.to_string()});
         if let Error::InvalidPlugin { report, .. } = &self {

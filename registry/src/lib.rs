@@ -1,8 +1,9 @@
 //! A plugin registry for sandwit: publishers upload signed components, the
 //! registry checks each with the host's full load check (in a worker the
 //! embedder supplies, never in its own process), stores the bytes
-//! content-addressed and the metadata in SQLite, and serves search, plugin
-//! pages and downloads over HTTP.
+//! content-addressed (in a directory, or an object store such as S3) and
+//! the metadata in SQLite (or PostgreSQL, which replicas share), and serves
+//! search, plugin pages and downloads over HTTP.
 //!
 //! [`Registry`] holds the data and the logic (publish, search, yank, owners,
 //! tokens, keys): the JSON API ([`api`]) and any other surface (the web page)
@@ -13,15 +14,18 @@
 mod accounts;
 pub mod api;
 mod blobs;
-mod db;
+mod driver;
 mod error;
 mod manage;
+mod meta;
 mod names;
 mod publish;
 mod query;
 #[cfg(test)]
 mod scratch;
 mod server;
+#[cfg(test)]
+mod tests;
 mod types;
 mod validate;
 pub mod web;
@@ -30,12 +34,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
-use rusqlite::Connection;
 
 pub use accounts::{Account, Role};
 /// The router type of [`app`] and [`serve`], for routes added to the API.
 pub use axum::Router;
+pub use blobs::{BlobLocation, S3Location};
 pub use error::{Error, Result};
+pub use meta::Database;
 pub use publish::UploadSlot;
 pub use sandwit_net::RateLimit;
 pub use server::{Config, app, serve};
@@ -48,8 +53,10 @@ pub use validate::{Validator, Verdict};
 /// The most plugin versions one page of search lists.
 pub const PER_PAGE: u32 = 20;
 
-/// A registry's data directory, opened: the metadata database, the blobs and
-/// the bound on validations running at once.
+/// A registry, opened: its metadata database, its blobs and the bound on
+/// validations running at once. Several `Registry` values (in one process
+/// or several) may share one PostgreSQL database and one object store:
+/// each is a replica, and what one commits the others serve.
 #[derive(Clone)]
 pub struct Registry {
     inner: Arc<Inner>,
@@ -57,9 +64,7 @@ pub struct Registry {
 
 struct Inner {
     dir: PathBuf,
-    /// The registry's id, which key registrations sign.
-    id: String,
-    db: Mutex<Connection>,
+    meta: meta::Meta,
     blobs: blobs::Blobs,
     validations: Arc<tokio::sync::Semaphore>,
     /// Uploads being read or checked: each holds up to the component size
@@ -79,7 +84,7 @@ struct Inner {
 
 /// A test's hook between a publish's blob write and its commit.
 #[cfg(test)]
-type BeforeCommit = Box<dyn FnOnce(&mut Connection) + Send>;
+type BeforeCommit = Box<dyn FnOnce(&mut dyn meta::Conn) + Send>;
 
 /// The storage quota of each account by default: 1 GiB of published
 /// versions (sixteen at the component size cap).
@@ -98,6 +103,33 @@ pub const UPLOADS_PER_VALIDATION: usize = 4;
 /// to other publishers.
 pub const UPLOADS_PER_ACCOUNT: usize = 2;
 
+/// Where a registry keeps its data, and how it checks uploads.
+#[derive(Clone)]
+pub struct Options {
+    /// The metadata: SQLite's file in the directory by default.
+    pub database: Database,
+    /// The blobs: `blobs/` in the directory by default.
+    pub blobs: BlobLocation,
+    /// What checks uploads; without one the registry serves reads and
+    /// manages tokens but refuses publishes.
+    pub validator: Option<Arc<dyn Validator>>,
+    /// How many checks may run at once (more are refused as busy).
+    pub max_validations: usize,
+}
+
+impl Default for Options {
+    /// SQLite and blobs in the directory, no validator, the default bound
+    /// on checks.
+    fn default() -> Self {
+        Options {
+            database: Database::default(),
+            blobs: BlobLocation::default(),
+            validator: None,
+            max_validations: DEFAULT_MAX_VALIDATIONS,
+        }
+    }
+}
+
 impl Registry {
     /// Opens the registry in `dir` (created, mode 0700, if need be): the
     /// SQLite file `dir/registry.db` and the blobs under `dir/blobs`. Without
@@ -113,27 +145,43 @@ impl Registry {
         validator: Option<Arc<dyn Validator>>,
         max_validations: usize,
     ) -> anyhow::Result<Self> {
+        Self::open_with_options(
+            dir,
+            Options {
+                validator,
+                max_validations,
+                ..Options::default()
+            },
+        )
+    }
+
+    /// Opens the registry with its data where `options` say; `dir` (created,
+    /// mode 0700, if need be) holds what is not elsewhere (SQLite's file,
+    /// the default blobs) and this process's scratch files.
+    pub fn open_with_options(dir: &Path, options: Options) -> anyhow::Result<Self> {
         use std::os::unix::fs::DirBuilderExt;
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(dir)
             .with_context(|| format!("creating {}", dir.display()))?;
-        let db = db::open(&dir.join("registry.db"))?;
-        let id = db::registry_id(&db).context("reading the registry's id")?;
-        let blobs = blobs::Blobs::open(dir)?;
+        let (meta, blobs) = driver::off_runtime(|| -> anyhow::Result<_> {
+            let meta = meta::Meta::open(&options.database, dir)?;
+            let blobs = blobs::Blobs::open(&options.blobs, dir)?;
+            Ok((meta, blobs))
+        })?;
+        let max_validations = options.max_validations.max(1);
         Ok(Registry {
             inner: Arc::new(Inner {
                 dir: dir.to_path_buf(),
-                id,
-                db: Mutex::new(db),
+                meta,
                 blobs,
-                validations: Arc::new(tokio::sync::Semaphore::new(max_validations.max(1))),
+                validations: Arc::new(tokio::sync::Semaphore::new(max_validations)),
                 uploads: Arc::new(tokio::sync::Semaphore::new(
-                    max_validations.max(1) * UPLOADS_PER_VALIDATION,
+                    max_validations * UPLOADS_PER_VALIDATION,
                 )),
                 uploads_by_account: Arc::default(),
-                validator,
+                validator: options.validator,
                 account_quota: std::sync::atomic::AtomicU64::new(DEFAULT_ACCOUNT_QUOTA),
                 #[cfg(test)]
                 before_commit: Mutex::new(None),
@@ -166,7 +214,7 @@ impl Registry {
     /// The registry's id (`swreg_...`), made with its database: what a key
     /// registration's proof names, so it is refused by any other registry.
     pub fn id(&self) -> &str {
-        &self.inner.id
+        self.inner.meta.id()
     }
 
     /// The data directory.
@@ -174,33 +222,35 @@ impl Registry {
         &self.inner.dir
     }
 
-    /// Runs `f` on the database on a blocking thread (SQLite calls block).
-    async fn db<T: Send + 'static>(
+    /// Runs `f` on the metadata on a blocking thread (its calls block),
+    /// each statement committed on its own.
+    async fn read<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&mut Connection) -> Result<T> + Send + 'static,
+        f: impl FnOnce(&mut dyn meta::Conn) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let registry = self.clone();
-        tokio::task::spawn_blocking(move || registry.db_now(f))
+        tokio::task::spawn_blocking(move || registry.inner.meta.read(f))
             .await
             .map_err(|e| Error::Internal(anyhow::anyhow!("a database task failed: {e}")))?
     }
 
-    /// Runs `f` on the database in this thread.
-    fn db_now<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
-        // A panic while holding the lock leaves SQLite consistent (every
-        // change is in a transaction): the lock is still usable.
-        let mut conn = self
-            .inner
-            .db
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        f(&mut conn)
+    /// Runs `f` in a write transaction (see [`meta::Meta::write`]) on a
+    /// blocking thread.
+    async fn write<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut dyn meta::Conn) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let registry = self.clone();
+        tokio::task::spawn_blocking(move || registry.inner.meta.write(f))
+            .await
+            .map_err(|e| Error::Internal(anyhow::anyhow!("a database task failed: {e}")))?
     }
-}
 
-/// A SQLite failure as an internal error.
-impl From<rusqlite::Error> for Error {
-    fn from(e: rusqlite::Error) -> Self {
-        Error::Internal(e.into())
+    /// Runs `f` in a write transaction, waiting for it in this thread.
+    fn write_now<T: Send>(
+        &self,
+        f: impl FnOnce(&mut dyn meta::Conn) -> Result<T> + Send,
+    ) -> Result<T> {
+        driver::off_runtime(|| self.inner.meta.write(f))
     }
 }

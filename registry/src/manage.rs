@@ -2,10 +2,9 @@
 //! owner, they become owners when they accept, and can be removed, never the
 //! last.
 
-use rusqlite::{OptionalExtension, params};
-
 use crate::error::{Error, Result};
-use crate::{Account, OwnerList, Registry, Role, db, names};
+use crate::meta::{self, Conn, params};
+use crate::{Account, OwnerList, Registry, Role, names};
 
 /// The most accounts one owners request may name.
 const MAX_OWNERS_PER_REQUEST: usize = 100;
@@ -23,18 +22,16 @@ impl Registry {
         names::plugin_id(id)?;
         names::version(version)?;
         let (id, version, account) = (id.to_string(), version.to_string(), account.clone());
-        self.db(move |conn| {
-            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            may_manage(&tx, &account, &id)?;
-            let changed = tx.execute(
+        self.write(move |conn| {
+            may_manage(conn, &account, &id)?;
+            let changed = conn.execute(
                 "UPDATE versions SET yanked = ?3 WHERE plugin = ?1 AND version = ?2",
-                params![id, version, yanked],
+                params![&id, &version, yanked],
             )?;
             if changed == 0 {
                 return Err(Error::NotFound(format!("{id} has no version {version}")));
             }
-            update_latest(&tx, &id)?;
-            tx.commit()?;
+            update_latest(conn, &id)?;
             tracing::info!(%id, %version, yanked, account = %account.name, "yank changed");
             Ok(())
         })
@@ -45,7 +42,7 @@ impl Registry {
     pub async fn owners(&self, id: &str) -> Result<OwnerList> {
         names::plugin_id(id)?;
         let id = id.to_string();
-        self.db(move |conn| {
+        self.read(move |conn| {
             plugin_exists(conn, &id)?;
             owner_list(conn, &id)
         })
@@ -74,20 +71,20 @@ impl Registry {
             names::account(user)?;
         }
         let (id, account) = (id.to_string(), account.clone());
-        self.db(move |conn| {
-            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            may_manage(&tx, &account, &id)?;
+        self.write(move |conn| {
+            may_manage(conn, &account, &id)?;
             for user in &users {
-                let invited = account_id(&tx, user)?;
-                tx.execute(
-                    "INSERT OR IGNORE INTO owner_invitations (plugin, account, invited_by, created_at)
-                     SELECT ?1, ?2, ?3, ?4
-                     WHERE NOT EXISTS (SELECT 1 FROM owners WHERE plugin = ?1 AND account = ?2)",
-                    params![id, invited, account.id, db::now()],
+                let invited = account_id(conn, user)?;
+                if is_owner(conn, &id, invited)? {
+                    continue;
+                }
+                conn.execute(
+                    "INSERT INTO owner_invitations (plugin, account, invited_by, created_at)
+                     VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
+                    params![&id, invited, account.id, meta::now()],
                 )?;
             }
-            let owners = owner_list(&tx, &id)?;
-            tx.commit()?;
+            let owners = owner_list(conn, &id)?;
             tracing::info!(%id, ?users, account = %account.name, "owners invited");
             Ok(owners)
         })
@@ -102,50 +99,49 @@ impl Registry {
     pub async fn accept_ownership(&self, account: &Account, id: &str) -> Result<OwnerList> {
         names::plugin_id(id)?;
         let (id, account) = (id.to_string(), account.clone());
-        self.db(move |conn| {
-            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            plugin_exists(&tx, &id)?;
+        // The outcome is inside the transaction's result: a void invitation
+        // is dropped (committed) and refused.
+        self.write(move |conn| {
+            plugin_exists(conn, &id)?;
             // The invitation, and whether whoever sent it may still manage
             // the plugin: one sent by an owner since removed is void.
-            let invitation: Option<(String, bool)> = tx
-                .query_row(
+            let invitation = conn
+                .query_opt(
                     "SELECT a.name, a.role = 'admin' OR EXISTS (
                          SELECT 1 FROM owners o WHERE o.plugin = i.plugin AND o.account = i.invited_by)
                      FROM owner_invitations i JOIN accounts a ON a.id = i.invited_by
                      WHERE i.plugin = ?1 AND i.account = ?2",
-                    params![id, account.id],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional()?;
+                    params![&id, account.id],
+                )?
+                .map(|row| Ok::<_, Error>((row.text(0)?, row.bool(1)?)))
+                .transpose()?;
             let Some((inviter, valid)) = invitation else {
                 return Err(Error::NotFound(format!(
                     "account {} has no invitation to own plugin {id}",
                     account.name
                 )));
             };
-            tx.execute(
+            conn.execute(
                 "DELETE FROM owner_invitations WHERE plugin = ?1 AND account = ?2",
-                params![id, account.id],
+                params![&id, account.id],
             )?;
             if !valid {
                 // Dropped for good: it can never become valid again.
-                tx.commit()?;
-                return Err(Error::NotFound(format!(
+                return Ok(Err(Error::NotFound(format!(
                     "account {}'s invitation to own plugin {id} was sent by {inviter}, who no \
                      longer owns it: ask a current owner to invite you again",
                     account.name
-                )));
+                ))));
             }
-            tx.execute(
-                "INSERT OR IGNORE INTO owners (plugin, account) VALUES (?1, ?2)",
-                params![id, account.id],
+            conn.execute(
+                "INSERT INTO owners (plugin, account) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+                params![&id, account.id],
             )?;
-            let owners = owner_list(&tx, &id)?;
-            tx.commit()?;
+            let owners = owner_list(conn, &id)?;
             tracing::info!(%id, account = %account.name, "ownership accepted");
-            Ok(owners)
+            Ok(Ok(owners))
         })
-        .await
+        .await?
     }
 
     /// Removes `user` from the owners of `id`, or withdraws its invitation:
@@ -157,51 +153,42 @@ impl Registry {
         names::plugin_id(id)?;
         names::account(user)?;
         let (id, user, account) = (id.to_string(), user.to_string(), account.clone());
-        self.db(move |conn| {
-            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            may_manage(&tx, &account, &id)?;
-            let removed = account_id(&tx, &user)?;
-            let withdrawn = tx.execute(
+        self.write(move |conn| {
+            may_manage(conn, &account, &id)?;
+            let removed = account_id(conn, &user)?;
+            let withdrawn = conn.execute(
                 "DELETE FROM owner_invitations WHERE plugin = ?1 AND account = ?2",
-                params![id, removed],
+                params![&id, removed],
             )?;
-            let is_owner = tx
-                .query_row(
-                    "SELECT 1 FROM owners WHERE plugin = ?1 AND account = ?2",
-                    params![id, removed],
-                    |r| r.get::<_, i64>(0),
-                )
-                .optional()?
-                .is_some();
-            if is_owner {
-                let owners: i64 = tx.query_row(
-                    "SELECT count(*) FROM owners WHERE plugin = ?1",
-                    [&id],
-                    |r| r.get(0),
-                )?;
+            if is_owner(conn, &id, removed)? {
+                let owners = conn
+                    .query_one(
+                        "SELECT count(*) FROM owners WHERE plugin = ?1",
+                        params![&id],
+                    )?
+                    .int(0)?;
                 if owners <= 1 {
                     return Err(Error::LastOwner(format!(
                         "{user} is the last owner of plugin {id}: invite another owner, and \
                          let them accept, before removing it"
                     )));
                 }
-                tx.execute(
+                conn.execute(
                     "DELETE FROM owners WHERE plugin = ?1 AND account = ?2",
-                    params![id, removed],
+                    params![&id, removed],
                 )?;
                 // Its invitations go with it: a removed owner can no longer
                 // bring in owners, through invitations sent before.
-                tx.execute(
+                conn.execute(
                     "DELETE FROM owner_invitations WHERE plugin = ?1 AND invited_by = ?2",
-                    params![id, removed],
+                    params![&id, removed],
                 )?;
             } else if withdrawn == 0 {
                 return Err(Error::NotFound(format!(
                     "account {user} neither owns plugin {id} nor is invited to"
                 )));
             }
-            let owners = owner_list(&tx, &id)?;
-            tx.commit()?;
+            let owners = owner_list(conn, &id)?;
             tracing::info!(%id, %user, account = %account.name, "owner removed");
             Ok(owners)
         })
@@ -210,23 +197,36 @@ impl Registry {
 }
 
 /// The id of the account `name`; 404 if there is none.
-fn account_id(conn: &rusqlite::Connection, name: &str) -> Result<i64> {
-    conn.query_row("SELECT id FROM accounts WHERE name = ?1", [name], |r| {
-        r.get(0)
-    })
-    .optional()?
-    .ok_or_else(|| Error::NotFound(format!("there is no account {name}")))
+fn account_id(conn: &mut dyn Conn, name: &str) -> Result<i64> {
+    conn.query_opt("SELECT id FROM accounts WHERE name = ?1", params![name])?
+        .ok_or_else(|| Error::NotFound(format!("there is no account {name}")))?
+        .int(0)
+}
+
+/// Whether the account `account` owns `id`.
+fn is_owner(conn: &mut dyn Conn, id: &str, account: i64) -> Result<bool> {
+    Ok(conn
+        .query_opt(
+            "SELECT 1 FROM owners WHERE plugin = ?1 AND account = ?2",
+            params![id, account],
+        )?
+        .is_some())
 }
 
 /// The owners and invitations of `id`.
-fn owner_list(conn: &rusqlite::Connection, id: &str) -> Result<OwnerList> {
-    let mut stmt = conn.prepare(
-        "SELECT a.name FROM owner_invitations i JOIN accounts a ON a.id = i.account
-         WHERE i.plugin = ?1 ORDER BY a.name",
-    )?;
-    let invited = stmt
-        .query_map([id], |r| r.get(0))?
-        .collect::<rusqlite::Result<Vec<String>>>()?;
+fn owner_list(conn: &mut dyn Conn, id: &str) -> Result<OwnerList> {
+    let by_name = conn.dialect().bytewise("a.name");
+    let invited = conn
+        .query(
+            &format!(
+                "SELECT a.name FROM owner_invitations i JOIN accounts a ON a.id = i.account
+                 WHERE i.plugin = ?1 ORDER BY {by_name}"
+            ),
+            params![id],
+        )?
+        .iter()
+        .map(|row| row.text(0))
+        .collect::<Result<Vec<_>>>()?;
     Ok(OwnerList {
         users: owners_of(conn, id)?,
         invited,
@@ -234,54 +234,48 @@ fn owner_list(conn: &rusqlite::Connection, id: &str) -> Result<OwnerList> {
 }
 
 /// 404 unless the plugin `id` exists.
-pub(crate) fn plugin_exists(conn: &rusqlite::Connection, id: &str) -> Result<()> {
-    let found: Option<i64> = conn
-        .query_row("SELECT 1 FROM plugins WHERE id = ?1", [id], |r| r.get(0))
-        .optional()?;
-    found
+pub(crate) fn plugin_exists(conn: &mut dyn Conn, id: &str) -> Result<()> {
+    conn.query_opt("SELECT 1 FROM plugins WHERE id = ?1", params![id])?
         .map(|_| ())
         .ok_or_else(|| Error::NotFound(format!("there is no plugin {id}")))
 }
 
 /// The owners' account names, sorted.
-pub(crate) fn owners_of(conn: &rusqlite::Connection, id: &str) -> Result<Vec<String>> {
-    let mut stmt = conn.prepare(
-        "SELECT a.name FROM owners o JOIN accounts a ON a.id = o.account
-         WHERE o.plugin = ?1 ORDER BY a.name",
-    )?;
-    let owners = stmt
-        .query_map([id], |r| r.get(0))?
-        .collect::<rusqlite::Result<Vec<String>>>()?;
-    Ok(owners)
+pub(crate) fn owners_of(conn: &mut dyn Conn, id: &str) -> Result<Vec<String>> {
+    let by_name = conn.dialect().bytewise("a.name");
+    conn.query(
+        &format!(
+            "SELECT a.name FROM owners o JOIN accounts a ON a.id = o.account
+             WHERE o.plugin = ?1 ORDER BY {by_name}"
+        ),
+        params![id],
+    )?
+    .iter()
+    .map(|row| row.text(0))
+    .collect()
 }
 
 /// 404 unless `id` exists, 403 unless `account` owns it or is an admin.
-fn may_manage(conn: &rusqlite::Connection, account: &Account, id: &str) -> Result<()> {
+fn may_manage(conn: &mut dyn Conn, account: &Account, id: &str) -> Result<()> {
     plugin_exists(conn, id)?;
-    if account.role == Role::Admin {
+    if account.role == Role::Admin || is_owner(conn, id, account.id)? {
         return Ok(());
     }
-    let owner: Option<i64> = conn
-        .query_row(
-            "SELECT 1 FROM owners WHERE plugin = ?1 AND account = ?2",
-            params![id, account.id],
-            |r| r.get(0),
-        )
-        .optional()?;
-    owner.map(|_| ()).ok_or_else(|| {
-        Error::NotAnOwner(format!(
-            "account {} is not an owner of plugin {id}",
-            account.name
-        ))
-    })
+    Err(Error::NotAnOwner(format!(
+        "account {} is not an owner of plugin {id}",
+        account.name
+    )))
 }
 
 /// Sets `plugins.latest` of `id` to its highest version not yanked.
-pub(crate) fn update_latest(conn: &rusqlite::Connection, id: &str) -> Result<()> {
-    let mut stmt = conn.prepare("SELECT version FROM versions WHERE plugin = ?1 AND yanked = 0")?;
-    let latest = stmt
-        .query_map([id], |r| r.get::<_, String>(0))?
-        .filter_map(|v| v.ok())
+pub(crate) fn update_latest(conn: &mut dyn Conn, id: &str) -> Result<()> {
+    let latest = conn
+        .query(
+            "SELECT version FROM versions WHERE plugin = ?1 AND NOT yanked",
+            params![id],
+        )?
+        .iter()
+        .filter_map(|row| row.text(0).ok())
         .filter_map(|v| semver::Version::parse(&v).ok())
         .max();
     conn.execute(
@@ -294,14 +288,18 @@ pub(crate) fn update_latest(conn: &rusqlite::Connection, id: &str) -> Result<()>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scratch::{Backend, TestData, on_both_backends};
 
+    on_both_backends!(
+        an_invitation_from_a_former_owner_is_void,
+        super::an_invitation_from_a_former_owner_is_void
+    );
     /// An invitation whose sender no longer owns the plugin (left over from
     /// before removals withdrew them) is refused and dropped; one from an
     /// admin, who owns nothing, holds.
-    #[tokio::test]
-    async fn an_invitation_from_a_former_owner_is_void() {
-        let dir = crate::scratch::ScratchDir::new("invitations");
-        let registry = Registry::open(&dir).unwrap();
+    async fn an_invitation_from_a_former_owner_is_void(backend: Backend) {
+        let data = TestData::new("invitations", backend);
+        let registry = data.open(None);
         let mut accounts = Vec::new();
         for (name, role) in [
             ("alice", Role::Publisher),
@@ -315,17 +313,22 @@ mod tests {
         let [alice, bob, carol, root] = <[Account; 4]>::try_from(accounts).unwrap();
         let ids = (alice.id, bob.id, carol.id, root.id);
         registry
-            .db(move |conn| {
-                conn.execute_batch(&format!(
-                    "INSERT INTO plugins (id, latest, created_at) VALUES ('calc', NULL, 0);
-                     INSERT INTO owners (plugin, account) VALUES ('calc', {alice});
-                     INSERT INTO owner_invitations (plugin, account, invited_by, created_at)
-                         VALUES ('calc', {carol}, {bob}, 0), ('calc', {root}, {root}, 0);",
-                    alice = ids.0,
-                    bob = ids.1,
-                    carol = ids.2,
-                    root = ids.3,
-                ))?;
+            .write(move |conn| {
+                conn.execute(
+                    "INSERT INTO plugins (id, latest, created_at) VALUES ('calc', NULL, 0)",
+                    &[],
+                )?;
+                conn.execute(
+                    "INSERT INTO owners (plugin, account) VALUES ('calc', ?1)",
+                    params![ids.0],
+                )?;
+                for (account, invited_by) in [(ids.2, ids.1), (ids.3, ids.3)] {
+                    conn.execute(
+                        "INSERT INTO owner_invitations (plugin, account, invited_by, created_at)
+                         VALUES ('calc', ?1, ?2, 0)",
+                        params![account, invited_by],
+                    )?;
+                }
                 Ok(())
             })
             .await
@@ -340,5 +343,11 @@ mod tests {
         assert_eq!(owners.invited, ["root"]);
         let owners = registry.accept_ownership(&root, "calc").await.unwrap();
         assert_eq!(owners.users, ["alice", "root"]);
+        // The void invitation was dropped, not left to refuse again.
+        let gone = registry.accept_ownership(&carol, "calc").await.unwrap_err();
+        assert!(
+            matches!(&gone, Error::NotFound(m) if m.contains("has no invitation")),
+            "{gone:?}"
+        );
     }
 }

@@ -1,16 +1,24 @@
 //! Publishing a version: the signature, the load check (the [`Validator`],
 //! under the bound on checks at once), ownership, immutability, then the
 //! blob and the metadata.
+//!
+//! A publish holds its blob (a row of `blob_holds`, in the metadata every
+//! replica shares) from before it writes it until its version is
+//! committed. One that fails removes its blob only when, in a write
+//! transaction, it finds no version naming it and no other hold: so no
+//! publish, from any replica, removes a blob a committed version names or
+//! one that another publish is about to commit. A hold left by a process
+//! that died keeps its blob (an orphan that wastes space, never a version
+//! naming missing bytes).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use rusqlite::{OptionalExtension, params};
-
 use crate::error::{Error, Result};
+use crate::meta::{self, Conn, params};
 use crate::validate::{Validator, Verdict};
-use crate::{Account, Published, Registry, db, names};
+use crate::{Account, Published, Registry, names};
 use sandwit_contract::Manifest;
 use sandwit_contract::signing::{PublicKey, Signature, digest_of};
 
@@ -78,7 +86,7 @@ impl Registry {
         let digest = digest_of(&component);
         let account_id = account.id;
         let keys = self
-            .db(move |conn| Registry::keys_of(conn, account_id))
+            .read(move |conn| Registry::keys_of(conn, account_id))
             .await?;
         let verifies = |(k, _): &&(String, bool)| {
             PublicKey::parse(k).is_ok_and(|k| k.verify_digest(&digest, &signature).is_ok())
@@ -113,7 +121,7 @@ impl Registry {
         // the transaction below checks again.
         let (acct, size) = (account.clone(), component.len() as u64);
         let quota = self.account_quota();
-        self.db(move |conn| within_quota(conn, &acct, size, quota))
+        self.read(move |conn| within_quota(conn, &acct, size, quota))
             .await?;
 
         // Whatever holds the body holds its slot: the check's blocking task
@@ -136,7 +144,7 @@ impl Registry {
         let search = search_text(&indexed);
         let stored = (component.len() + manifest_text.len() + search.len()) as u64;
         let (id, ver, acct) = (indexed.id.clone(), indexed.version.clone(), account.clone());
-        self.db(move |conn| {
+        self.read(move |conn| {
             may_publish(conn, &acct, &id, &ver)?;
             within_quota(conn, &acct, stored, quota)
         })
@@ -152,16 +160,21 @@ impl Registry {
             // The body is held here until the task ends, so is its slot.
             let _slot = slot;
             let hex = digest["sha256:".len()..].to_string();
-            // Held until the version is committed or its blob cleaned up: a
-            // publish that loses the race below removes the blob it wrote only
-            // if no other publish of the same bytes is under way.
-            let pending = this.inner.blobs.pending(&hex);
+            // Held until the version is committed or its blob cleaned up
+            // (see the module's docs).
+            let hold = this.hold_blob(&digest).await?;
             let writer = this.clone();
             let bytes = component.clone();
             let blob_hex = hex.clone();
-            tokio::task::spawn_blocking(move || writer.inner.blobs.put(&blob_hex, &bytes))
-                .await
-                .map_err(|e| Error::Internal(anyhow::anyhow!("the blob writer failed: {e}")))??;
+            let written =
+                tokio::task::spawn_blocking(move || writer.inner.blobs.put(&blob_hex, &bytes))
+                    .await
+                    .map_err(|e| Error::Internal(anyhow::anyhow!("the blob writer failed: {e}")))
+                    .and_then(|put| put.map_err(Error::Internal));
+            if let Err(e) = written {
+                this.release_blob(hold, &hex).await;
+                return Err(e);
+            }
 
             let published = Published {
                 id: indexed.id.clone(),
@@ -175,7 +188,7 @@ impl Registry {
             let hook = this.inner.before_commit.lock().unwrap().take();
             #[cfg(test)]
             if let Some(hook) = hook {
-                this.db_now(|conn| {
+                this.write_now(|conn| {
                     hook(conn);
                     Ok(())
                 })?;
@@ -183,57 +196,57 @@ impl Registry {
             let row = published.clone();
             let acct = account.clone();
             let committed = this
-                .db(move |conn| {
-                    let tx =
-                        conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-                    let new_plugin = may_publish(&tx, &acct, &row.id, &row.version)?;
-                    within_quota(&tx, &acct, stored, quota)?;
-                    let now = db::now();
+                .write(move |conn| {
+                    let new_plugin = may_publish(conn, &acct, &row.id, &row.version)?;
+                    within_quota(conn, &acct, stored, quota)?;
+                    let now = meta::now();
                     if new_plugin {
-                        tx.execute(
+                        conn.execute(
                             "INSERT INTO plugins (id, latest, created_at) VALUES (?1, NULL, ?2)",
-                            params![row.id, now],
+                            params![&row.id, now],
                         )?;
-                        tx.execute(
+                        conn.execute(
                             "INSERT INTO owners (plugin, account) VALUES (?1, ?2)",
-                            params![row.id, acct.id],
+                            params![&row.id, acct.id],
                         )?;
                     }
                     let mut kinds: Vec<&str> =
                         indexed.methods.iter().map(|m| m.kind.as_str()).collect();
                     kinds.sort_unstable();
                     kinds.dedup();
-                    tx.execute(
-                    "INSERT INTO versions (plugin, version, digest, size, signer, signature, publisher,
-                         published_at, name, description, manifest, kinds, capabilities, search_text)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-                    params![
-                        row.id,
-                        row.version,
-                        row.digest,
-                        row.size as i64,
-                        row.signer,
-                        signature,
-                        acct.id,
-                        now,
-                        indexed.name,
-                        indexed.description,
-                        manifest_text,
-                        serde_json::to_string(&kinds).map_err(anyhow::Error::from)?,
-                        serde_json::to_string(&indexed.capabilities).map_err(anyhow::Error::from)?,
-                        search,
-                    ],
-                )?;
-                    crate::manage::update_latest(&tx, &row.id)?;
-                    tx.commit()?;
+                    conn.execute(
+                        "INSERT INTO versions (plugin, version, digest, size, signer, signature,
+                             publisher, published_at, name, description, manifest, kinds,
+                             capabilities, search_text)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                        params![
+                            &row.id,
+                            &row.version,
+                            &row.digest,
+                            row.size as i64,
+                            &row.signer,
+                            signature,
+                            acct.id,
+                            now,
+                            &indexed.name,
+                            &indexed.description,
+                            manifest_text,
+                            serde_json::to_string(&kinds).map_err(anyhow::Error::from)?,
+                            serde_json::to_string(&indexed.capabilities)
+                                .map_err(anyhow::Error::from)?,
+                            search,
+                        ],
+                    )?;
+                    crate::manage::update_latest(conn, &row.id)?;
+                    conn.execute("DELETE FROM blob_holds WHERE id = ?1", params![hold])?;
                     Ok(())
                 })
                 .await;
             if let Err(e) = committed {
                 // Lost a race (another publish of this id and version, or past
                 // the quota, committed in between) or failed: the blob written
-                // above must not stay on disk with no version naming it.
-                this.remove_orphan_blob(pending).await;
+                // above must not stay with no version naming it.
+                this.release_blob(hold, &hex).await;
                 return Err(e);
             }
             tracing::info!(
@@ -249,28 +262,47 @@ impl Registry {
         .map_err(|e| Error::Internal(anyhow::anyhow!("the publish task failed: {e}")))?
     }
 
-    /// Releases `pending`, the failed publish's hold on its blob, and
-    /// removes the blob unless a version names it or another publish of
-    /// the same bytes is under way (a failure is logged: an orphan blob
-    /// wastes space but breaks nothing).
-    pub(crate) async fn remove_orphan_blob(&self, pending: crate::blobs::Pending) {
+    /// Holds the blob `digest` (`sha256:<hex>`) for a publish: until the
+    /// hold is released, no failing publish removes it. The hold's id.
+    pub(crate) async fn hold_blob(&self, digest: &str) -> Result<i64> {
+        let digest = digest.to_string();
+        self.write(move |conn| {
+            conn.query_one(
+                "INSERT INTO blob_holds (digest, created_at) VALUES (?1, ?2) RETURNING id",
+                params![digest, meta::now()],
+            )?
+            .int(0)
+        })
+        .await
+    }
+
+    /// Releases `hold`, a failed publish's hold on the blob `hex`, and
+    /// removes the blob unless a version names it or another publish holds
+    /// it. Both are checked, and the blob removed, in one write
+    /// transaction: no version naming it can be committed, and no hold
+    /// taken, meanwhile. A failure is logged: an orphan blob wastes space
+    /// but breaks nothing.
+    pub(crate) async fn release_blob(&self, hold: i64, hex: &str) {
         let registry = self.clone();
+        let hex = hex.to_string();
         let result = self
-            .db(move |conn| {
-                let digest = format!("sha256:{}", pending.hex());
-                let named: Option<i64> = conn
-                    .query_row(
+            .write(move |conn| {
+                let digest = format!("sha256:{hex}");
+                conn.execute("DELETE FROM blob_holds WHERE id = ?1", params![hold])?;
+                let held = conn
+                    .query_opt(
+                        "SELECT 1 FROM blob_holds WHERE digest = ?1 LIMIT 1",
+                        params![&digest],
+                    )?
+                    .is_some();
+                let named = conn
+                    .query_opt(
                         "SELECT 1 FROM versions WHERE digest = ?1 LIMIT 1",
-                        [&digest],
-                        |r| r.get(0),
-                    )
-                    .optional()?;
-                // Under the database's lock: no version naming it can be
-                // committed meanwhile, and a publish of the same bytes
-                // holds it pending from before it writes until after it
-                // commits.
-                if named.is_none() {
-                    registry.inner.blobs.remove_unless_pending(pending)?;
+                        params![&digest],
+                    )?
+                    .is_some();
+                if !held && !named {
+                    registry.inner.blobs.remove(&hex)?;
                 }
                 Ok(())
             })
@@ -372,39 +404,32 @@ impl Drop for AccountUpload {
 /// Whether `account` may publish `version` of `id`: `Ok(true)` for a new
 /// id (the account becomes its owner), `Ok(false)` for an id it owns;
 /// 403 if others own it, 409 if the version exists.
-fn may_publish(
-    conn: &rusqlite::Connection,
-    account: &Account,
-    id: &str,
-    version: &str,
-) -> Result<bool> {
-    let exists: Option<i64> = conn
-        .query_row("SELECT 1 FROM plugins WHERE id = ?1", [id], |r| r.get(0))
-        .optional()?;
-    if exists.is_none() {
+fn may_publish(conn: &mut dyn Conn, account: &Account, id: &str, version: &str) -> Result<bool> {
+    let exists = conn
+        .query_opt("SELECT 1 FROM plugins WHERE id = ?1", params![id])?
+        .is_some();
+    if !exists {
         return Ok(true);
     }
-    let owner: Option<i64> = conn
-        .query_row(
+    let owner = conn
+        .query_opt(
             "SELECT 1 FROM owners WHERE plugin = ?1 AND account = ?2",
             params![id, account.id],
-            |r| r.get(0),
-        )
-        .optional()?;
-    if owner.is_none() {
+        )?
+        .is_some();
+    if !owner {
         return Err(Error::NotAnOwner(format!(
             "plugin {id} belongs to other accounts; account {} is not among its owners",
             account.name
         )));
     }
-    let taken: Option<i64> = conn
-        .query_row(
+    let taken = conn
+        .query_opt(
             "SELECT 1 FROM versions WHERE plugin = ?1 AND version = ?2",
             params![id, version],
-            |r| r.get(0),
-        )
-        .optional()?;
-    if taken.is_some() {
+        )?
+        .is_some();
+    if taken {
         return Err(Error::VersionExists(format!(
             "{id} {version} is already published; versions are immutable (publish a new one)"
         )));
@@ -417,7 +442,7 @@ fn may_publish(
 /// published stores (yanked ones too: they stay downloadable): the
 /// component, its manifest and its search text.
 fn within_quota(
-    conn: &rusqlite::Connection,
+    conn: &mut dyn Conn,
     account: &Account,
     size: u64,
     quota: Option<u64>,
@@ -425,13 +450,14 @@ fn within_quota(
     let Some(quota) = quota else {
         return Ok(());
     };
-    let used: i64 = conn.query_row(
-        "SELECT coalesce(sum(size + length(CAST(manifest AS BLOB))
-                              + length(CAST(search_text AS BLOB))), 0)
-         FROM versions WHERE publisher = ?1",
-        [account.id],
-        |r| r.get(0),
-    )?;
+    let used = conn
+        .query_one(
+            "SELECT CAST(coalesce(sum(size + octet_length(manifest) + octet_length(search_text)),
+                                  0) AS BIGINT)
+             FROM versions WHERE publisher = ?1",
+            params![account.id],
+        )?
+        .int(0)?;
     let used = used.max(0) as u64;
     if used.saturating_add(size) > quota {
         return Err(Error::QuotaExceeded {
@@ -460,94 +486,24 @@ fn search_text(m: &Manifest) -> String {
 mod tests {
     use super::*;
     use crate::Role;
+    use crate::blobs::Opened;
+    use crate::scratch::{Backend, TestData, on_both_backends};
     use axum::body::Bytes;
     use sandwit_contract::signing::SigningKey;
 
-    /// Accepts everything as `race` 1.0.0.
-    struct AcceptAll;
-
-    impl Validator for AcceptAll {
-        fn validate(&self, _: &[u8], _: &str) -> anyhow::Result<Verdict> {
-            Ok(Verdict::Accepted {
-                manifest: serde_json::json!({
-                    "id": "race", "name": "Race", "version": "1.0.0", "author": "a", "description": "",
-                    "methods": [{"name": "go", "kind": "tool", "description": "Go.", "docstring": "Go.", "params": [], "returns": null}],
-                    "config_schema": null, "capabilities": [],
-                }),
-            })
-        }
-    }
-
-    fn blob_path(registry: &Registry, bytes: &[u8]) -> std::path::PathBuf {
+    /// Whether the registry's blobs hold `bytes`.
+    fn stored(registry: &Registry, bytes: &[u8]) -> bool {
         let digest = digest_of(bytes);
-        registry
-            .dir()
-            .join("blobs/sha256")
-            .join(&digest["sha256:".len()..])
-    }
-
-    /// A publish that writes its blob and then loses the race to commit
-    /// (another publish of the same id and version committed in between)
-    /// removes its blob; one whose bytes a version names keeps it.
-    #[tokio::test]
-    async fn a_publish_that_loses_the_race_removes_its_blob() {
-        let dir = crate::scratch::ScratchDir::new("race");
-        let registry = Registry::open_with(&dir, Some(Arc::new(AcceptAll)), 2).unwrap();
-        let token = registry.create_token("alice", Role::Publisher).unwrap();
-        let alice = registry.authenticate(&token).await.unwrap();
-        let key = SigningKey::generate().unwrap();
-        let public = key.public_key().to_string();
-        registry
-            .register_key(
-                &alice,
-                &public,
-                &key.sign_registration(registry.id(), "alice").to_string(),
-            )
-            .await
-            .unwrap();
-        let publish = |bytes: &'static [u8]| {
-            let signature = key.sign_digest(&digest_of(bytes)).unwrap().to_string();
-            let (registry, alice) = (registry.clone(), alice.clone());
-            async move {
-                registry
-                    .publish(
-                        &alice,
-                        axum::body::Bytes::from_static(bytes),
-                        Some(&signature),
-                        registry.upload_slot(&alice).unwrap(),
-                    )
-                    .await
-            }
-        };
-        // The winner commits between the loser's blob write and commit.
-        let alice_id = alice.id;
-        *registry.inner.before_commit.lock().unwrap() = Some(Box::new(move |conn| {
-            conn.execute(
-                "INSERT INTO plugins (id, latest, created_at) VALUES ('race', '1.0.0', 0)",
-                [],
-            )
-            .unwrap();
-            conn.execute(
-                "INSERT INTO owners (plugin, account) VALUES ('race', ?1)",
-                [alice_id],
-            )
-            .unwrap();
-            conn.execute(
-                "INSERT INTO versions (plugin, version, digest, size, signer, signature,
-                     publisher, published_at, name, description, manifest, kinds,
-                     capabilities, search_text)
-                 VALUES ('race', '1.0.0', 'sha256:' || printf('%064d', 0), 1, '', '', ?1, 0,
-                     '', '', '{}', '[]', '[]', '')",
-                [alice_id],
-            )
-            .unwrap();
-        }));
-        let lost = publish(b"the loser's bytes").await.unwrap_err();
-        assert!(matches!(lost, Error::VersionExists(_)), "{lost:?}");
-        assert!(
-            !blob_path(&registry, b"the loser's bytes").exists(),
-            "the losing publish left its blob"
-        );
+        match registry
+            .inner
+            .blobs
+            .open_checked(&digest["sha256:".len()..])
+        {
+            Ok(Opened::Verified(..)) => true,
+            Ok(Opened::Missing) => false,
+            Ok(Opened::Tampered(actual)) => panic!("tampered: {actual}"),
+            Err(e) => panic!("{e:#}"),
+        }
     }
 
     /// Accepts everything with the manifest it holds.
@@ -561,18 +517,20 @@ mod tests {
         }
     }
 
-    /// A registry accepting `manifest`, with alice's key registered: it and
-    /// a publish of some bytes as alice.
+    /// A registry accepting `manifest`, with alice's key registered: its
+    /// data, it, alice, and a publish of some bytes as alice.
     async fn accepting(
         name: &str,
+        backend: Backend,
         manifest: serde_json::Value,
     ) -> (
-        crate::scratch::ScratchDir,
+        TestData,
         Registry,
+        Account,
         impl AsyncFn(&'static [u8]) -> Result<Published>,
     ) {
-        let dir = crate::scratch::ScratchDir::new(name);
-        let registry = Registry::open_with(&dir, Some(Arc::new(Accept(manifest))), 2).unwrap();
+        let data = TestData::new(name, backend);
+        let registry = data.open(Some(Arc::new(Accept(manifest))));
         let token = registry.create_token("alice", Role::Publisher).unwrap();
         let alice = registry.authenticate(&token).await.unwrap();
         let key = SigningKey::generate().unwrap();
@@ -584,32 +542,80 @@ mod tests {
             )
             .await
             .unwrap();
-        let publisher = registry.clone();
+        let (publisher, account) = (registry.clone(), alice.clone());
         let publish = async move |bytes: &'static [u8]| {
             let signature = key.sign_digest(&digest_of(bytes)).unwrap().to_string();
-            let slot = publisher.upload_slot(&alice).unwrap();
+            let slot = publisher.upload_slot(&account).unwrap();
             publisher
-                .publish(&alice, Bytes::from_static(bytes), Some(&signature), slot)
+                .publish(&account, Bytes::from_static(bytes), Some(&signature), slot)
                 .await
         };
-        (dir, registry, publish)
+        (data, registry, alice, publish)
     }
 
-    fn manifest(description: &str) -> serde_json::Value {
+    fn manifest(id: &str, description: &str) -> serde_json::Value {
         serde_json::json!({
-            "id": "big", "name": "Big", "version": "1.0.0", "author": "a", "description": description,
+            "id": id, "name": id, "version": "1.0.0", "author": "a", "description": description,
             "methods": [{"name": "go", "kind": "tool", "description": "Go.", "docstring": "Go.", "params": [], "returns": null}],
             "config_schema": null, "capabilities": [],
         })
     }
 
+    on_both_backends!(
+        a_publish_that_loses_the_race_removes_its_blob,
+        super::a_publish_that_loses_the_race_removes_its_blob
+    );
+    /// A publish that writes its blob and then loses the race to commit
+    /// (another publish of the same id and version committed in between)
+    /// gets the conflict and removes its blob.
+    async fn a_publish_that_loses_the_race_removes_its_blob(backend: Backend) {
+        let (_data, registry, alice, publish) =
+            accepting("race", backend, manifest("race", "")).await;
+        // The winner commits between the loser's blob write and commit.
+        let alice_id = alice.id;
+        let winner = format!("sha256:{}", "0".repeat(64));
+        *registry.inner.before_commit.lock().unwrap() = Some(Box::new(move |conn| {
+            conn.execute(
+                "INSERT INTO plugins (id, latest, created_at) VALUES ('race', '1.0.0', 0)",
+                &[],
+            )
+            .unwrap();
+            conn.execute(
+                "INSERT INTO owners (plugin, account) VALUES ('race', ?1)",
+                params![alice_id],
+            )
+            .unwrap();
+            conn.execute(
+                "INSERT INTO versions (plugin, version, digest, size, signer, signature,
+                     publisher, published_at, name, description, manifest, kinds,
+                     capabilities, search_text)
+                 VALUES ('race', '1.0.0', ?1, 1, '', '', ?2, 0, '', '', '{}', '[]', '[]', '')",
+                params![winner, alice_id],
+            )
+            .unwrap();
+        }));
+        let lost = publish(b"the loser's bytes").await.unwrap_err();
+        assert!(matches!(lost, Error::VersionExists(_)), "{lost:?}");
+        assert!(
+            !stored(&registry, b"the loser's bytes"),
+            "the losing publish left its blob"
+        );
+    }
+
+    on_both_backends!(
+        the_quota_counts_the_manifest_and_search_text,
+        super::the_quota_counts_the_manifest_and_search_text
+    );
     /// The quota counts what a version stores besides its component: a
     /// few bytes of component whose manifest and search text (each with a
     /// description of 600 KiB) come to more than 1 MiB are refused.
-    #[tokio::test]
-    async fn the_quota_counts_the_manifest_and_search_text() {
-        let (_dir, registry, publish) =
-            accepting("quota-text", manifest(&"x".repeat(600 << 10))).await;
+    async fn the_quota_counts_the_manifest_and_search_text(backend: Backend) {
+        let (_data, registry, _, publish) = accepting(
+            "quota-text",
+            backend,
+            manifest("big", &"x".repeat(600 << 10)),
+        )
+        .await;
         registry.set_account_quota(Some(1 << 20));
         let refused = publish(b"a small component").await.unwrap_err();
         let Error::QuotaExceeded { size, used, .. } = refused else {
@@ -621,13 +627,17 @@ mod tests {
         publish(b"a small component").await.unwrap();
     }
 
-    /// Search goes through the FTS5 index: a word matches as a substring
-    /// (of three characters or more); once the index forgets a version,
-    /// the search no longer finds it, whatever its text says.
+    /// SQLite's search goes through its FTS5 index: a word matches as a
+    /// substring (of three characters or more); once the index forgets a
+    /// version, the search no longer finds it, whatever its text says.
     #[tokio::test]
     async fn search_is_served_from_the_index() {
-        let (_dir, registry, publish) =
-            accepting("search-index", manifest("Counts Zephyrwords quickly")).await;
+        let (_data, registry, _, publish) = accepting(
+            "search-index",
+            Backend::Sqlite,
+            manifest("big", "Counts Zephyrwords quickly"),
+        )
+        .await;
         publish(b"searchable").await.unwrap();
         let search = |q: &str| {
             let registry = registry.clone();
@@ -651,11 +661,11 @@ mod tests {
         let short = search("ze").await.unwrap_err();
         assert!(short.to_string().contains("shorter than 3"), "{short}");
         registry
-            .db_now(|conn| {
+            .write_now(|conn| {
                 conn.execute(
                     "INSERT INTO versions_search (versions_search, rowid, search_text)
                      SELECT 'delete', rowid, search_text FROM versions",
-                    [],
+                    &[],
                 )?;
                 Ok(())
             })
@@ -663,43 +673,37 @@ mod tests {
         assert!(ids(search("phyrword").await.unwrap()).is_empty());
     }
 
-    /// A blob another publish holds pending, or a version names, stays.
-    #[test]
-    fn a_blob_held_by_another_publish_stays() {
-        let dir = crate::scratch::ScratchDir::new("pending");
-        let registry = Registry::open(&dir).unwrap();
+    on_both_backends!(
+        a_blob_held_by_another_publish_stays,
+        super::a_blob_held_by_another_publish_stays
+    );
+    /// A blob another publish holds, or a version names, stays when a
+    /// publish of the same bytes fails; once nothing holds or names it, a
+    /// failing publish removes it.
+    async fn a_blob_held_by_another_publish_stays(backend: Backend) {
+        let (_data, registry, _, publish) = accepting("holds", backend, manifest("held", "")).await;
         let bytes: &[u8] = b"shared bytes";
-        let hex = digest_of(bytes)["sha256:".len()..].to_string();
-        let blobs = &registry.inner.blobs;
-        let (first, second) = (blobs.pending(&hex), blobs.pending(&hex));
-        blobs.put(&hex, bytes).unwrap();
-        blobs.remove_unless_pending(first).unwrap();
-        assert!(blob_path(&registry, bytes).exists());
-        drop(second);
-        // Once no other publish holds it, a failing one removes it.
-        blobs.remove_unless_pending(blobs.pending(&hex)).unwrap();
-        assert!(!blob_path(&registry, bytes).exists());
-    }
-
-    /// Two publishes of the same bytes that both fail while both hold the
-    /// blob: the second to release it removes it, leaving no orphan.
-    #[test]
-    fn two_failing_publishes_of_the_same_bytes_leave_no_blob() {
-        let dir = crate::scratch::ScratchDir::new("both-fail");
-        let registry = Registry::open(&dir).unwrap();
-        let bytes: &[u8] = b"bytes twice refused";
-        let hex = digest_of(bytes)["sha256:".len()..].to_string();
-        let blobs = &registry.inner.blobs;
-        let (first, second) = (blobs.pending(&hex), blobs.pending(&hex));
-        blobs.put(&hex, bytes).unwrap();
-        blobs.remove_unless_pending(first).unwrap();
-        assert!(blob_path(&registry, bytes).exists(), "still held by second");
-        blobs.remove_unless_pending(second).unwrap();
+        let digest = digest_of(bytes);
+        let hex = &digest["sha256:".len()..];
+        let first = registry.hold_blob(&digest).await.unwrap();
+        let second = registry.hold_blob(&digest).await.unwrap();
+        registry
+            .inner
+            .blobs
+            .put(hex, &Bytes::from_static(bytes))
+            .unwrap();
+        registry.release_blob(first, hex).await;
+        assert!(stored(&registry, bytes), "still held by the second");
+        registry.release_blob(second, hex).await;
         assert!(
-            !blob_path(&registry, bytes).exists(),
+            !stored(&registry, bytes),
             "both publishes failed but the blob stayed"
         );
-        // Nothing is left held: a third publish's hold is its alone.
-        blobs.remove_unless_pending(blobs.pending(&hex)).unwrap();
+
+        // A version names these bytes: a failing publish of them keeps them.
+        publish(bytes).await.unwrap();
+        let third = registry.hold_blob(&digest).await.unwrap();
+        registry.release_blob(third, hex).await;
+        assert!(stored(&registry, bytes), "a version names it");
     }
 }

@@ -1,12 +1,12 @@
 //! Reading the registry: search, a plugin's versions, one version, a blob.
 
-use rusqlite::{OptionalExtension, params, params_from_iter};
-
+use crate::blobs::Opened;
 use crate::error::{Error, Result};
 use crate::manage::{owners_of, plugin_exists};
+use crate::meta::{self, Param, params};
 use crate::{
     Blob, PER_PAGE, PluginInfo, PluginSummary, Registry, SearchPage, SearchQuery, VersionDetail,
-    VersionInfo, db, names,
+    VersionInfo, names,
 };
 
 /// The longest search text.
@@ -33,8 +33,7 @@ impl Registry {
                 format!("page {page} is not 1 to {MAX_PAGE}"),
             ));
         }
-        let mut filters = vec!["p.latest IS NOT NULL".to_string()];
-        let mut args: Vec<String> = Vec::new();
+        let mut words: Vec<String> = Vec::new();
         if let Some(q) = query.q.as_deref().filter(|q| !q.trim().is_empty()) {
             if q.len() > MAX_QUERY_BYTES {
                 return Err(Error::bad_request(
@@ -42,7 +41,7 @@ impl Registry {
                     format!("the search text is longer than {MAX_QUERY_BYTES} bytes"),
                 ));
             }
-            let words: Vec<String> = q.split_whitespace().map(str::to_lowercase).collect();
+            words = q.split_whitespace().map(str::to_lowercase).collect();
             if words.len() > MAX_QUERY_WORDS {
                 return Err(Error::bad_request(
                     "invalid-query",
@@ -59,88 +58,85 @@ impl Registry {
                     ),
                 ));
             }
-            if !words.is_empty() {
-                // Every word, as an FTS5 string (quotes doubled): a
-                // substring of the text, through the trigram index.
-                let matched = words
-                    .iter()
-                    .map(|w| format!("\"{}\"", w.replace('"', "\"\"")))
-                    .collect::<Vec<_>>()
-                    .join(" AND ");
-                filters.push(format!(
-                    "v.rowid IN (SELECT rowid FROM versions_search WHERE versions_search \
-                     MATCH ?{})",
-                    args.len() + 1
-                ));
-                args.push(matched);
-            }
         }
-        if let Some(kind) = query.kind.as_deref().filter(|k| !k.is_empty()) {
-            if !KINDS.contains(&kind) {
-                return Err(Error::bad_request(
-                    "invalid-kind",
-                    format!(
-                        "kind {} is not one of {}",
-                        names::quote(kind),
-                        KINDS.join(", ")
-                    ),
-                ));
-            }
-            filters.push(format!(
-                "EXISTS (SELECT 1 FROM json_each(v.kinds) WHERE value = ?{})",
-                args.len() + 1
+        let kind = query.kind.filter(|k| !k.is_empty());
+        if let Some(kind) = kind.as_deref()
+            && !KINDS.contains(&kind)
+        {
+            return Err(Error::bad_request(
+                "invalid-kind",
+                format!(
+                    "kind {} is not one of {}",
+                    names::quote(kind),
+                    KINDS.join(", ")
+                ),
             ));
-            args.push(kind.to_string());
         }
-        if let Some(cap) = query.capability.as_deref().filter(|c| !c.is_empty()) {
-            if cap.len() > 300 {
-                return Err(Error::bad_request(
-                    "invalid-capability",
-                    "the capability is longer than 300 bytes",
-                ));
-            }
-            let n = args.len() + 1;
-            if cap == "http" {
-                filters.push(format!(
-                    "EXISTS (SELECT 1 FROM json_each(v.capabilities) \
-                     WHERE substr(value, 1, length(?{n})) = ?{n})"
-                ));
-                args.push("http:".to_string());
-            } else {
-                filters.push(format!(
-                    "EXISTS (SELECT 1 FROM json_each(v.capabilities) WHERE value = ?{n})"
-                ));
-                args.push(cap.to_string());
-            }
+        let capability = query.capability.filter(|c| !c.is_empty());
+        if capability.as_ref().is_some_and(|c| c.len() > 300) {
+            return Err(Error::bad_request(
+                "invalid-capability",
+                "the capability is longer than 300 bytes",
+            ));
         }
-        let from = format!(
-            "FROM plugins p JOIN versions v ON v.plugin = p.id AND v.version = p.latest WHERE {}",
-            filters.join(" AND ")
-        );
         let offset = i64::from(page - 1) * i64::from(PER_PAGE);
-        self.db(move |conn| {
-            let total: i64 = conn.query_row(
-                &format!("SELECT count(*) {from}"),
-                params_from_iter(&args),
-                |r| r.get(0),
-            )?;
+        self.read(move |conn| {
+            let dialect = conn.dialect();
+            let mut filters = vec!["p.latest IS NOT NULL".to_string()];
+            let mut args: Vec<Param> = Vec::new();
+            if !words.is_empty() {
+                filters.push(dialect.search_words(&words, &mut args));
+            }
+            if let Some(kind) = kind {
+                args.push(Param::Text(kind));
+                filters.push(format!(
+                    "EXISTS (SELECT 1 FROM {} WHERE value = ?{})",
+                    dialect.json_strings("v.kinds"),
+                    args.len()
+                ));
+            }
+            if let Some(cap) = capability {
+                let capabilities = dialect.json_strings("v.capabilities");
+                if cap == "http" {
+                    // Any HTTP grant: `http:<host>`.
+                    filters.push(format!(
+                        "EXISTS (SELECT 1 FROM {capabilities} WHERE substr(value, 1, 5) = 'http:')"
+                    ));
+                } else {
+                    args.push(Param::Text(cap));
+                    filters.push(format!(
+                        "EXISTS (SELECT 1 FROM {capabilities} WHERE value = ?{})",
+                        args.len()
+                    ));
+                }
+            }
+            let from = format!(
+                "FROM plugins p JOIN versions v ON v.plugin = p.id AND v.version = p.latest \
+                 WHERE {}",
+                filters.join(" AND ")
+            );
+            let total = conn
+                .query_one(&format!("SELECT count(*) {from}"), &args)?
+                .int(0)?;
             let sql = format!(
                 "SELECT p.id, v.name, v.description, v.version, v.kinds, v.capabilities {from}
-                 ORDER BY p.id LIMIT {PER_PAGE} OFFSET {offset}"
+                 ORDER BY {} LIMIT {PER_PAGE} OFFSET {offset}",
+                dialect.bytewise("p.id")
             );
-            let mut stmt = conn.prepare(&sql)?;
-            let plugins = stmt
-                .query_map(params_from_iter(&args), |r| {
+            let plugins = conn
+                .query(&sql, &args)?
+                .iter()
+                .map(|r| {
                     Ok(PluginSummary {
-                        id: r.get(0)?,
-                        name: r.get(1)?,
-                        description: r.get(2)?,
-                        latest_version: r.get(3)?,
-                        kinds: json_strings(&r.get::<_, String>(4)?),
-                        capabilities: json_strings(&r.get::<_, String>(5)?),
+                        id: r.text(0)?,
+                        name: r.text(1)?,
+                        description: r.text(2)?,
+                        latest_version: r.text(3)?,
+                        kinds: json_strings(&r.text(4)?),
+                        capabilities: json_strings(&r.text(5)?),
                     })
-                })?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
+                })
+                .collect::<Result<Vec<_>>>()?;
             Ok(SearchPage {
                 plugins,
                 page,
@@ -155,31 +151,33 @@ impl Registry {
     pub async fn plugin(&self, id: &str) -> Result<PluginInfo> {
         names::plugin_id(id)?;
         let id = id.to_string();
-        self.db(move |conn| {
+        self.read(move |conn| {
             plugin_exists(conn, &id)?;
-            let mut stmt = conn.prepare(
-                "SELECT v.version, v.digest, v.size, v.signer, v.yanked, v.published_at, v.name,
-                     v.description, k.revoked_at IS NOT NULL
-                 FROM versions v LEFT JOIN keys k ON k.public_key = v.signer
-                 WHERE v.plugin = ?1",
-            )?;
-            let mut rows = stmt
-                .query_map([&id], |r| {
+            let mut rows = conn
+                .query(
+                    "SELECT v.version, v.digest, v.size, v.signer, v.yanked, v.published_at,
+                         v.name, v.description, k.revoked_at IS NOT NULL
+                     FROM versions v LEFT JOIN keys k ON k.public_key = v.signer
+                     WHERE v.plugin = ?1",
+                    params![&id],
+                )?
+                .iter()
+                .map(|r| {
                     Ok((
                         VersionInfo {
-                            version: r.get(0)?,
-                            digest: r.get(1)?,
-                            size: r.get::<_, i64>(2)? as u64,
-                            signer: r.get(3)?,
-                            signer_revoked: r.get(8)?,
-                            yanked: r.get(4)?,
-                            published_at: db::rfc3339(r.get(5)?),
+                            version: r.text(0)?,
+                            digest: r.text(1)?,
+                            size: r.int(2)? as u64,
+                            signer: r.text(3)?,
+                            signer_revoked: r.bool(8)?,
+                            yanked: r.bool(4)?,
+                            published_at: meta::rfc3339(r.int(5)?),
                         },
-                        r.get::<_, String>(6)?,
-                        r.get::<_, String>(7)?,
+                        r.text(6)?,
+                        r.text(7)?,
                     ))
-                })?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
+                })
+                .collect::<Result<Vec<_>>>()?;
             rows.sort_by_cached_key(|(v, ..)| {
                 std::cmp::Reverse(semver::Version::parse(&v.version).ok())
             });
@@ -206,33 +204,28 @@ impl Registry {
         names::plugin_id(id)?;
         names::version(version)?;
         let (id, version) = (id.to_string(), version.to_string());
-        self.db(move |conn| {
-            let row = conn
-                .query_row(
-                    "SELECT v.digest, v.size, v.signer, v.signature, v.yanked, v.published_at,
-                         v.manifest, k.revoked_at IS NOT NULL
-                     FROM versions v LEFT JOIN keys k ON k.public_key = v.signer
-                     WHERE v.plugin = ?1 AND v.version = ?2",
-                    params![id, version],
-                    |r| {
-                        Ok((
-                            r.get::<_, String>(0)?,
-                            r.get::<_, i64>(1)?,
-                            r.get::<_, String>(2)?,
-                            r.get::<_, String>(3)?,
-                            r.get::<_, bool>(4)?,
-                            r.get::<_, i64>(5)?,
-                            r.get::<_, String>(6)?,
-                            r.get::<_, bool>(7)?,
-                        ))
-                    },
-                )
-                .optional()?;
-            let Some((digest, size, signer, signature, yanked, at, manifest, signer_revoked)) = row
-            else {
+        self.read(move |conn| {
+            let row = conn.query_opt(
+                "SELECT v.digest, v.size, v.signer, v.signature, v.yanked, v.published_at,
+                     v.manifest, k.revoked_at IS NOT NULL
+                 FROM versions v LEFT JOIN keys k ON k.public_key = v.signer
+                 WHERE v.plugin = ?1 AND v.version = ?2",
+                params![&id, &version],
+            )?;
+            let Some(row) = row else {
                 plugin_exists(conn, &id)?;
                 return Err(Error::NotFound(format!("{id} has no version {version}")));
             };
+            let (digest, size, signer, signature, yanked, at, manifest, signer_revoked) = (
+                row.text(0)?,
+                row.int(1)?,
+                row.text(2)?,
+                row.text(3)?,
+                row.bool(4)?,
+                row.int(5)?,
+                row.text(6)?,
+                row.bool(7)?,
+            );
             Ok(VersionDetail {
                 id,
                 version,
@@ -242,7 +235,7 @@ impl Registry {
                 signer_revoked,
                 signature,
                 yanked,
-                published_at: db::rfc3339(at),
+                published_at: meta::rfc3339(at),
                 manifest: serde_json::from_str(&manifest).map_err(anyhow::Error::from)?,
             })
         })
@@ -258,14 +251,12 @@ impl Registry {
             || Error::NotFound(format!("no published component has the digest {digest}"));
         let listed = {
             let digest = digest.clone();
-            self.db(move |conn| {
+            self.read(move |conn| {
                 Ok(conn
-                    .query_row(
+                    .query_opt(
                         "SELECT 1 FROM versions WHERE digest = ?1 LIMIT 1",
-                        [digest],
-                        |r| r.get::<_, i64>(0),
-                    )
-                    .optional()?
+                        params![digest],
+                    )?
                     .is_some())
             })
             .await?
@@ -274,15 +265,19 @@ impl Registry {
             return Err(not_found());
         }
         let registry = self.clone();
-        let opened = tokio::task::spawn_blocking(move || registry.inner.blobs.open_blob(&hex))
+        let opened = tokio::task::spawn_blocking(move || registry.inner.blobs.open_checked(&hex))
             .await
             .map_err(|e| Error::Internal(anyhow::anyhow!("the blob reader failed: {e}")))??;
-        let (file, size) = opened.ok_or_else(|| {
-            Error::Internal(anyhow::anyhow!(
+        match opened {
+            Opened::Verified(file, size) => Ok(Blob { file, size }),
+            Opened::Missing => Err(Error::Internal(anyhow::anyhow!(
                 "the blob of {digest} is listed but missing"
-            ))
-        })?;
-        Ok(Blob { file, size })
+            ))),
+            Opened::Tampered(actual) => Err(Error::BlobMismatch(format!(
+                "the blob store holds other bytes under {digest} (their digest is \
+                 sha256:{actual}): they were changed outside the registry, and are not served"
+            ))),
+        }
     }
 }
 

@@ -1,5 +1,8 @@
 //! `sandwit registry`: a real server on loopback (`registry serve --addr
-//! 127.0.0.1:0`), tokens from `registry token create`, and HTTP.
+//! 127.0.0.1:0`), tokens from `registry token create`, and HTTP. The
+//! behaviour tests run on both metadata backends: SQLite in the data
+//! directory, and a PostgreSQL database of their own (`--db`, made by
+//! `scripts/postgres createdb`).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -16,11 +19,76 @@ use serde_json::{Value, json};
 
 use crate::common::{artifacts, assert_succeeded, tempdir};
 
+/// The metadata backend a server runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// Runs a test's `fn(Backend)` once on each backend: a module named after
+/// the test with one test per backend.
+macro_rules! on_both_backends {
+    ($name:ident) => {
+        mod $name {
+            use super::Backend;
+
+            #[test]
+            fn sqlite() {
+                super::$name(Backend::Sqlite)
+            }
+
+            #[test]
+            fn postgres() {
+                super::$name(Backend::Postgres)
+            }
+        }
+    };
+}
+
+/// A PostgreSQL database of its own on the test cluster
+/// (`scripts/postgres createdb`), dropped with it.
+struct Database {
+    url: String,
+}
+
+fn postgres_script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/postgres")
+}
+
+impl Database {
+    fn create() -> Database {
+        // One at a time: the first starts the cluster.
+        static STARTING: Mutex<()> = Mutex::new(());
+        let _one = STARTING.lock().unwrap_or_else(|e| e.into_inner());
+        let out = Command::new(postgres_script())
+            .arg("createdb")
+            .stderr(Stdio::inherit())
+            .output()
+            .unwrap();
+        assert_succeeded(&out);
+        Database {
+            url: String::from_utf8(out.stdout).unwrap().trim().to_string(),
+        }
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        // Best effort, never a panic (this may run while a test unwinds).
+        let _ = Command::new(postgres_script())
+            .args(["dropdb", &self.url])
+            .status();
+    }
+}
+
 /// A `sandwit registry serve` process; killed when dropped.
 struct Server {
     child: Child,
     base: String,
     data: PathBuf,
+    /// The PostgreSQL database it keeps its metadata in (`--db`), if any.
+    db: Option<Arc<Database>>,
     log: Arc<Mutex<String>>,
     log_lines: Mutex<Receiver<String>>,
     agent: ureq::Agent,
@@ -28,10 +96,29 @@ struct Server {
 
 impl Server {
     fn start(name: &str, args: &[&str]) -> Server {
+        Server::launch(name, args, None)
+    }
+
+    /// A server on `backend` (on PostgreSQL, a database of its own).
+    fn start_on(backend: Backend, name: &str, args: &[&str]) -> Server {
+        match backend {
+            Backend::Sqlite => Server::launch(name, args, None),
+            Backend::Postgres => Server::launch(
+                &format!("{name}-postgres"),
+                args,
+                Some(Arc::new(Database::create())),
+            ),
+        }
+    }
+
+    /// A server with its metadata in `db` (SQLite in its data directory
+    /// when `None`).
+    fn launch(name: &str, args: &[&str], db: Option<Arc<Database>>) -> Server {
         let data = tempdir("registry", name);
         let mut child = Command::new(env!("CARGO_BIN_EXE_sandwit"))
             .args(["registry", "serve", "--addr", "127.0.0.1:0", "--data"])
             .arg(&data)
+            .args(db_args(db.as_deref()))
             .args(args)
             .env("SANDWIT_LOG", "info")
             .env_remove("SANDWIT_POLICY")
@@ -62,6 +149,7 @@ impl Server {
             child,
             base,
             data,
+            db,
             log,
             log_lines: Mutex::new(log_lines),
             agent,
@@ -72,6 +160,7 @@ impl Server {
         let out = Command::new(env!("CARGO_BIN_EXE_sandwit"))
             .args(["registry", "token", "create", "--data"])
             .arg(&self.data)
+            .args(db_args(self.db.as_deref()))
             .args(["--name", name, "--role", role])
             .output()
             .unwrap();
@@ -207,6 +296,12 @@ impl Drop for Server {
     }
 }
 
+/// The `--db` arguments for `db`.
+fn db_args(db: Option<&Database>) -> Vec<String> {
+    db.map(|db| vec!["--db".to_string(), db.url.clone()])
+        .unwrap_or_default()
+}
+
 /// `line` without its terminal color codes (`ESC [ ... m`).
 fn without_colors(line: &str) -> String {
     let mut out = String::with_capacity(line.len());
@@ -296,9 +391,9 @@ fn read(path: &str) -> Vec<u8> {
     std::fs::read(path).unwrap()
 }
 
-#[test]
-fn publish_then_read_search_and_download() {
-    let server = Server::start("publish", &[]);
+on_both_backends!(publish_then_read_search_and_download);
+fn publish_then_read_search_and_download(backend: Backend) {
+    let server = Server::start_on(backend, "publish", &[]);
     let alice = server.token("alice", "publisher");
     let key = key(1);
     server.register(&alice, &key).expect(201, None);
@@ -462,9 +557,9 @@ fn names_in_urls_are_checked_first() {
     }
 }
 
-#[test]
-fn ownership_yank_and_owners() {
-    let server = Server::start("owners", &[]);
+on_both_backends!(ownership_yank_and_owners);
+fn ownership_yank_and_owners(backend: Backend) {
+    let server = Server::start_on(backend, "owners", &[]);
     let (alice, bob, root) = (
         server.token("alice", "publisher"),
         server.token("bob", "publisher"),
@@ -658,12 +753,12 @@ fn ownership_yank_and_owners() {
     accept(&carol).expect(200, None);
 }
 
+on_both_backends!(publish_explains_a_quota_and_a_taken_key_by_their_code);
 /// `sandwit publish` names the cause of a refusal by its error code, not
 /// its status: a 413 past the account's quota is not "too large", a 409
 /// for a key another account registered is not "already published".
-#[test]
-fn publish_explains_a_quota_and_a_taken_key_by_their_code() {
-    let server = Server::start("publish-refusals", &["--account-quota-mib", "1"]);
+fn publish_explains_a_quota_and_a_taken_key_by_their_code(backend: Backend) {
+    let server = Server::start_on(backend, "publish-refusals", &["--account-quota-mib", "1"]);
     let (alice, bob) = (
         server.token("alice", "publisher"),
         server.token("bob", "publisher"),
@@ -718,13 +813,13 @@ fn publish_explains_a_quota_and_a_taken_key_by_their_code() {
     assert!(!err.contains("already published"), "{err}");
 }
 
+on_both_backends!(a_key_is_registered_only_with_proof_of_possession);
 /// A key is registered only with its proof of possession: its signature
 /// of `sandwit-key-registration-v2:<registry>:<account>:<key>`. Nobody can claim a key
 /// they do not hold (squatting it, so its owner cannot register it), nor
 /// replay another account's proof, nor pass a plugin signature off as one.
-#[test]
-fn a_key_is_registered_only_with_proof_of_possession() {
-    let server = Server::start("keys", &[]);
+fn a_key_is_registered_only_with_proof_of_possession(backend: Backend) {
+    let server = Server::start_on(backend, "keys", &[]);
     let (bob, mallory) = (
         server.token("bob", "publisher"),
         server.token("mallory", "publisher"),
@@ -766,12 +861,12 @@ fn a_key_is_registered_only_with_proof_of_possession() {
         .expect(401, Some("unauthorized"));
 }
 
+on_both_backends!(uploads_past_the_account_quota_are_refused);
 /// Each account may publish up to its storage quota: past it an upload is
 /// refused (413 quota-exceeded, naming the quota, the size and what is
 /// used) before it is checked.
-#[test]
-fn uploads_past_the_account_quota_are_refused() {
-    let server = Server::start("quota", &["--account-quota-mib", "1"]);
+fn uploads_past_the_account_quota_are_refused(backend: Backend) {
+    let server = Server::start_on(backend, "quota", &["--account-quota-mib", "1"]);
     let alice = server.token("alice", "publisher");
     let key = key(14);
     server.register(&alice, &key).expect(201, None);
@@ -821,9 +916,9 @@ fn uploads_past_the_account_quota_are_refused() {
     );
 }
 
-#[test]
-fn signatures_and_tokens_are_checked() {
-    let server = Server::start("signatures", &[]);
+on_both_backends!(signatures_and_tokens_are_checked);
+fn signatures_and_tokens_are_checked(backend: Backend) {
+    let server = Server::start_on(backend, "signatures", &[]);
     let alice = server.token("alice", "publisher");
     let calc = read(artifacts::CALC);
     let registered = key(4);
@@ -899,6 +994,7 @@ fn signatures_and_tokens_are_checked() {
     let out = Command::new(env!("CARGO_BIN_EXE_sandwit"))
         .args(["registry", "token", "create", "--data"])
         .arg(&server.data)
+        .args(db_args(server.db.as_deref()))
         .args(["--name", "alice", "--role", "admin"])
         .output()
         .unwrap();
@@ -1594,16 +1690,16 @@ fn one_publisher_cannot_hold_every_upload_place() {
     server.get("/healthz").expect(200, None);
 }
 
+on_both_backends!(proofs_name_their_registry_and_keys_can_be_revoked);
 /// A key registration's proof names the registry: a proof bob made for one
 /// registry is refused by another (as is one naming no registry), and an
 /// owner revokes a key (`sandwit registry key revoke`): it verifies no
 /// publish from then on, is never registered again, and the versions it
 /// signed are shown as signed by a revoked key.
-#[test]
-fn proofs_name_their_registry_and_keys_can_be_revoked() {
+fn proofs_name_their_registry_and_keys_can_be_revoked(backend: Backend) {
     let (first, second) = (
-        Server::start("proof-first", &[]),
-        Server::start("proof-second", &[]),
+        Server::start_on(backend, "proof-first", &[]),
+        Server::start_on(backend, "proof-second", &[]),
     );
     let (bob_first, bob_second) = (
         first.token("bob", "publisher"),
@@ -1699,4 +1795,54 @@ fn proofs_name_their_registry_and_keys_can_be_revoked() {
             Body::Json(json!({"public_key": public_key(&key(27))})),
         )
         .expect(404, Some("not-found"));
+}
+
+/// Two `registry serve` processes on one PostgreSQL database (`--db`) and
+/// one blob folder (`--blobs file://DIR`), as replicas: a token made with
+/// `--db` works on both, a key registered on one verifies publishes on the
+/// other, what one publishes the other describes and serves, the same
+/// version published again through the other is the same conflict, a yank
+/// through one shows on the other, and bytes changed in the folder are
+/// refused (500 blob-mismatch), never served.
+#[test]
+fn replicas_share_one_database_and_blob_folder() {
+    let db = Arc::new(Database::create());
+    let blobs = tempdir("registry", "replicas-blobs");
+    let location = format!("file://{}", blobs.display());
+    let args = ["--blobs", location.as_str()];
+    let a = Server::launch("replica-a", &args, Some(db.clone()));
+    let b = Server::launch("replica-b", &args, Some(db));
+    assert_eq!(a.id(), b.id(), "one registry");
+    let alice = a.token("alice", "publisher");
+    let key = key(40);
+    b.register(&alice, &key).expect(201, None);
+    let calc = read(artifacts::CALC);
+    a.publish(&alice, &key, &calc).expect(201, None);
+    b.publish(&alice, &key, &calc)
+        .expect(409, Some("version-exists"));
+    let plugin = b.get("/v1/plugins/calc");
+    plugin.expect(200, None);
+    assert_eq!(plugin.json["versions"][0]["digest"], digest(&calc));
+    let path = format!("/v1/blobs/{}", digest(&calc));
+    let blob = b.get(&path);
+    blob.expect(200, None);
+    assert_eq!(blob.bytes, calc);
+    b.call(
+        "DELETE",
+        "/v1/plugins/calc/0.1.0/yank",
+        Some(&alice),
+        Body::None,
+    )
+    .expect(200, None);
+    assert_eq!(
+        a.get("/v1/plugins/calc").json["versions"][0]["yanked"],
+        true
+    );
+    assert_eq!(a.get("/v1/plugins").json["total"], 0);
+
+    let hex = &digest(&calc)["sha256:".len()..];
+    std::fs::write(blobs.join("sha256").join(hex), b"not calc").unwrap();
+    for replica in [&a, &b] {
+        replica.get(&path).expect(500, Some("blob-mismatch"));
+    }
 }

@@ -1,15 +1,18 @@
-//! The registry's metadata: one SQLite file, `DIR/registry.db`, in WAL mode
-//! (readers never wait for the writer, and a killed process loses no
+//! The metadata in one SQLite file, `DIR/registry.db` (the default), in WAL
+//! mode (readers never wait for the writer, and a killed process loses no
 //! committed publish), with its schema's version in `schema_version`.
 
 use std::path::Path;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::Mutex;
 
 use anyhow::Context;
 use rusqlite::Connection;
 
+use super::conn::{Conn, Dialect, Param, Row, Value, new_registry_id};
+use crate::error::{Error, Result};
+
 /// The schema this code reads and writes.
-const SCHEMA_VERSION: i64 = 3;
+const SCHEMA_VERSION: i64 = 4;
 
 const SCHEMA: &str = r#"
 CREATE TABLE accounts (
@@ -109,17 +112,20 @@ CREATE TRIGGER versions_search_update AFTER UPDATE OF search_text ON versions BE
 END;
 "#;
 
-/// A new registry id: `swreg_` and 22 characters of base64url (16 random
-/// bytes), no `:` (it is a field of the key registration statement).
-fn new_registry_id() -> anyhow::Result<String> {
-    use base64::Engine;
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).map_err(|e| anyhow::anyhow!("getrandom: {e}"))?;
-    Ok(format!(
-        "swreg_{}",
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
-    ))
-}
+/// From version 3 to 4: blobs held by publishes under way, so a failed
+/// publish removes its blob only when no other holds it.
+const TO_4: &str = r#"
+-- One row per publish between writing its blob and committing its version
+-- (or giving up): a blob with a hold is never removed. A row left by a
+-- process that died keeps its blob for good (stored bytes, never a
+-- version naming missing ones).
+CREATE TABLE blob_holds (
+    id INTEGER PRIMARY KEY,
+    digest TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+);
+CREATE INDEX blob_holds_by_digest ON blob_holds(digest);
+"#;
 
 /// Moves a version 2 database to version 3 (within `tx`).
 fn to_3(tx: &rusqlite::Transaction<'_>) -> anyhow::Result<()> {
@@ -133,12 +139,12 @@ fn to_3(tx: &rusqlite::Transaction<'_>) -> anyhow::Result<()> {
 
 /// The registry's id (made when its database was made, or moved to schema
 /// version 3).
-pub fn registry_id(conn: &Connection) -> rusqlite::Result<String> {
+fn registry_id(conn: &Connection) -> rusqlite::Result<String> {
     conn.query_row("SELECT id FROM registry", [], |r| r.get(0))
 }
 
 /// Opens (creating if need be) the metadata database at `path`.
-pub fn open(path: &Path) -> anyhow::Result<Connection> {
+fn open(path: &Path) -> anyhow::Result<Connection> {
     let mut conn = Connection::open(path).with_context(|| format!("opening {}", path.display()))?;
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
     let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
@@ -157,43 +163,160 @@ fn migrate(conn: &mut Connection) -> anyhow::Result<()> {
     tx.execute_batch("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")?;
     let version: Option<i64> =
         tx.query_row("SELECT max(version) FROM schema_version", [], |r| r.get(0))?;
-    match version {
+    // Each step moves the schema one version up; a new database takes
+    // them all.
+    let from = match version {
         None => {
             tx.execute_batch(SCHEMA)?;
-            tx.execute_batch(TO_2)?;
-            to_3(&tx)?;
-            tx.execute("INSERT INTO schema_version VALUES (?1)", [SCHEMA_VERSION])?;
+            1
         }
-        Some(1) => {
-            tx.execute_batch(TO_2)?;
-            to_3(&tx)?;
-            tx.execute("INSERT INTO schema_version VALUES (?1)", [SCHEMA_VERSION])?;
-        }
-        Some(2) => {
-            to_3(&tx)?;
-            tx.execute("INSERT INTO schema_version VALUES (?1)", [SCHEMA_VERSION])?;
-        }
-        Some(SCHEMA_VERSION) => {}
+        Some(v) if (1..=SCHEMA_VERSION).contains(&v) => v,
         Some(v) => anyhow::bail!(
             "schema version {v} is not {SCHEMA_VERSION}, the one this sandwit knows \
              (made by a newer sandwit?)"
         ),
+    };
+    if from < 2 {
+        tx.execute_batch(TO_2)?;
+    }
+    if from < 3 {
+        to_3(&tx)?;
+    }
+    if from < 4 {
+        tx.execute_batch(TO_4)?;
+    }
+    if from < SCHEMA_VERSION {
+        tx.execute("INSERT INTO schema_version VALUES (?1)", [SCHEMA_VERSION])?;
     }
     tx.commit()?;
     Ok(())
 }
 
-/// Seconds since the Unix epoch.
-pub fn now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
+/// The metadata in a SQLite file: one connection, its calls made one at a
+/// time.
+pub struct Sqlite {
+    conn: Mutex<Connection>,
+    id: String,
 }
 
-/// Seconds since the Unix epoch as RFC 3339 (UTC).
-pub fn rfc3339(secs: i64) -> String {
-    let time = UNIX_EPOCH + std::time::Duration::from_secs(secs.max(0) as u64);
-    humantime::format_rfc3339_seconds(time).to_string()
+impl Sqlite {
+    /// Opens (creating, or moving to the current schema, if need be) the
+    /// database at `path`.
+    pub fn open(path: &Path) -> anyhow::Result<Self> {
+        let conn = open(path)?;
+        let id = registry_id(&conn)
+            .with_context(|| format!("reading the registry's id in {}", path.display()))?;
+        Ok(Sqlite {
+            conn: Mutex::new(conn),
+            id,
+        })
+    }
+
+    /// The registry's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Runs `f` on the connection, each statement committed on its own.
+    pub fn read<T>(&self, f: impl FnOnce(&mut dyn Conn) -> Result<T>) -> Result<T> {
+        let conn = self.lock();
+        f(&mut SqliteConn(&conn))
+    }
+
+    /// Runs `f` in an immediate transaction (SQLite's write lock, taken at
+    /// its start: writers run one at a time, in this process or any other
+    /// on the file), committed when `f` returns `Ok`.
+    pub fn write<T>(&self, f: impl FnOnce(&mut dyn Conn) -> Result<T>) -> Result<T> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let value = f(&mut SqliteConn(&tx))?;
+        tx.commit()?;
+        Ok(value)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
+        // A panic while holding the lock leaves SQLite consistent (every
+        // change is in a transaction, rolled back when dropped): the lock is
+        // still usable.
+        self.conn
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// A connection (or a transaction, which derefs to one).
+struct SqliteConn<'a>(&'a Connection);
+
+impl Conn for SqliteConn<'_> {
+    fn dialect(&self) -> Dialect {
+        Dialect::Sqlite
+    }
+
+    fn execute(&mut self, sql: &str, params: &[Param]) -> Result<u64> {
+        let changed = self
+            .0
+            .prepare_cached(sql)?
+            .execute(rusqlite::params_from_iter(params))?;
+        Ok(changed as u64)
+    }
+
+    fn query(&mut self, sql: &str, params: &[Param]) -> Result<Vec<Row>> {
+        let mut stmt = self.0.prepare_cached(sql)?;
+        let columns = stmt.column_count();
+        let rows = stmt
+            .query_map(rusqlite::params_from_iter(params), |r| {
+                (0..columns)
+                    .map(|i| {
+                        Ok(match r.get_ref(i)? {
+                            rusqlite::types::ValueRef::Null => Value::Null,
+                            rusqlite::types::ValueRef::Integer(v) => Value::Int(v),
+                            rusqlite::types::ValueRef::Text(t) => {
+                                Value::Text(String::from_utf8_lossy(t).into_owned())
+                            }
+                            // The registry reads no bytes (token hashes are
+                            // only compared) and stores no real numbers.
+                            rusqlite::types::ValueRef::Blob(_) => {
+                                return Err(rusqlite::Error::InvalidColumnType(
+                                    i,
+                                    "bytes".into(),
+                                    rusqlite::types::Type::Blob,
+                                ));
+                            }
+                            rusqlite::types::ValueRef::Real(_) => {
+                                return Err(rusqlite::Error::InvalidColumnType(
+                                    i,
+                                    "a real number".into(),
+                                    rusqlite::types::Type::Real,
+                                ));
+                            }
+                        })
+                    })
+                    .collect::<rusqlite::Result<Vec<_>>>()
+                    .map(Row)
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(rows)
+    }
+}
+
+impl rusqlite::ToSql for Param {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        use rusqlite::types::{ToSqlOutput, ValueRef};
+        Ok(match self {
+            Param::Null => ToSqlOutput::Borrowed(ValueRef::Null),
+            Param::Int(v) => ToSqlOutput::Borrowed(ValueRef::Integer(*v)),
+            Param::Text(v) => ToSqlOutput::Borrowed(ValueRef::Text(v.as_bytes())),
+            Param::Bytes(v) => ToSqlOutput::Borrowed(ValueRef::Blob(v)),
+            Param::Bool(v) => ToSqlOutput::Borrowed(ValueRef::Integer(i64::from(*v))),
+        })
+    }
+}
+
+/// A SQLite failure as an internal error.
+impl From<rusqlite::Error> for Error {
+    fn from(e: rusqlite::Error) -> Self {
+        Error::Internal(e.into())
+    }
 }
 
 #[cfg(test)]
@@ -201,8 +324,9 @@ mod tests {
     use super::*;
 
     /// A database made by schema version 1 gets version 2's table of owner
-    /// invitations and version 3's registry id, key revocation and search
-    /// index (of the versions it had), keeping its rows.
+    /// invitations, version 3's registry id, key revocation and search
+    /// index (of the versions it had), and version 4's blob holds, keeping
+    /// its rows.
     #[test]
     fn a_version_1_database_is_migrated() {
         let dir = crate::scratch::ScratchDir::new("migrate");
@@ -228,7 +352,7 @@ mod tests {
         let version: i64 = conn
             .query_row("SELECT max(version) FROM schema_version", [], |r| r.get(0))
             .unwrap();
-        assert_eq!(version, 3);
+        assert_eq!(version, SCHEMA_VERSION);
         let invitations: i64 = conn
             .query_row("SELECT count(*) FROM owner_invitations", [], |r| r.get(0))
             .unwrap();
@@ -250,9 +374,13 @@ mod tests {
             .query_row("SELECT max(revoked_at) FROM keys", [], |r| r.get(0))
             .unwrap();
         assert_eq!(revoked, None);
+        let holds: i64 = conn
+            .query_row("SELECT count(*) FROM blob_holds", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(holds, 0);
         let id = registry_id(&conn).unwrap();
         drop(conn);
-        // Opened again: already at version 3, with the same id.
-        assert_eq!(registry_id(&open(&path).unwrap()).unwrap(), id);
+        // Opened again: already at the current version, with the same id.
+        assert_eq!(Sqlite::open(&path).unwrap().id(), id);
     }
 }
