@@ -27,6 +27,15 @@ impl PgError {
         }
     }
 
+    /// A transaction that found, by its own checks, that a concurrent one
+    /// changed what it read: to be run again.
+    pub(crate) fn lost_race() -> Self {
+        PgError {
+            message: "PostgreSQL: concurrent writes of one entry kept changing it".into(),
+            code: Some("40001".into()),
+        }
+    }
+
     /// Whether the transaction lost to a concurrent one (a serialization
     /// failure or a deadlock) and can be run again.
     pub(crate) fn is_retryable(&self) -> bool {

@@ -1,8 +1,16 @@
 //! The plugin store in PostgreSQL: the SQLite store's rows, quotas and
-//! atomicity. Each write is one SERIALIZABLE transaction (run again when it
-//! loses to a concurrent one), so two replicas writing one plugin's data
-//! never let a tenant past its quota, and a `set` that returned is
-//! committed.
+//! atomicity, and a `set` that returned is committed.
+//!
+//! A write is one transaction that first locks its tenant's usage row
+//! (`FOR UPDATE`, made if missing), so the writes counted against one quota
+//! queue behind each other on any replica and each reads the usage the last
+//! one left; then the entry it replaces. Under READ COMMITTED each statement
+//! sees what committed before it, so a queued writer reads fresh values
+//! instead of failing as a SERIALIZABLE one would (many writers of one
+//! tenant made most of them fail). The one race row locks cannot close, two
+//! tenants inserting one new key at once, is seen (the upsert updated a row
+//! the transaction did not find) and the transaction runs again, as it does
+//! after a deadlock.
 
 use sandwit::ServiceFuture;
 use sandwit::policy::StoreLimits;
@@ -14,14 +22,14 @@ use crate::error::PgError;
 
 /// How often a transaction that lost to a concurrent one is run again
 /// before the operation fails.
-const RETRIES: usize = 8;
+const RETRIES: usize = 16;
 
 impl Postgres {
     /// Runs `op` on a connection of the pool, again from the start (on
-    /// another connection) when the server says its transaction lost to a
-    /// concurrent one. `op` runs one SERIALIZABLE transaction ([`begin`]),
+    /// another connection, after a short random pause) when its transaction
+    /// lost to a concurrent one. `op` runs one transaction ([`begin`]),
     /// committed when it returns `Ok(Ok(_))`.
-    async fn serializable<T, F>(
+    async fn transaction<T, F>(
         &self,
         op: impl Fn(deadpool_postgres::Client) -> F,
     ) -> Result<T, StoreError>
@@ -32,23 +40,38 @@ impl Postgres {
         loop {
             match op(self.client().await?).await {
                 Ok(result) => return result,
-                Err(e) if e.is_retryable() && tries < RETRIES => tries += 1,
+                Err(e) if e.is_retryable() && tries < RETRIES => {
+                    tries += 1;
+                    tokio::time::sleep(backoff(tries)).await;
+                }
                 Err(e) => return Err(e.into()),
             }
         }
     }
 }
 
-/// A SERIALIZABLE transaction on `client`: rolled back if dropped
+/// A READ COMMITTED transaction on `client`: rolled back if dropped
 /// uncommitted (a refused write).
 async fn begin(
     client: &mut deadpool_postgres::Client,
 ) -> Result<deadpool_postgres::Transaction<'_>, PgError> {
     Ok(client
         .build_transaction()
-        .isolation_level(IsolationLevel::Serializable)
+        .isolation_level(IsolationLevel::ReadCommitted)
         .start()
         .await?)
+}
+
+/// The pause before the `tries`th run of a transaction: random, up to a
+/// millisecond doubled each time (at most 64 ms), so transactions that
+/// collided do not collide again in step.
+fn backoff(tries: usize) -> std::time::Duration {
+    let cap_us = 1000u64 << tries.min(6);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .subsec_nanos();
+    std::time::Duration::from_micros(u64::from(nanos) % cap_us)
 }
 
 fn bytes(entry: &Entry) -> (bool, &[u8]) {
@@ -76,24 +99,32 @@ fn to_i64(n: u64) -> i64 {
 const SELECT_ENTRY: &str = "SELECT is_text, value FROM sandwit_store_entries
      WHERE plugin = $1 AND scope = $2 AND owner = $3 AND key = $4";
 
-/// The size of the entry a write replaces, and the tenant it counts for.
+/// The size of the entry a write replaces, and the tenant it counts for,
+/// locked until the write commits.
 const SELECT_OLD: &str = "SELECT octet_length(key) + octet_length(value), tenant
      FROM sandwit_store_entries
-     WHERE plugin = $1 AND scope = $2 AND owner = $3 AND key = $4";
+     WHERE plugin = $1 AND scope = $2 AND owner = $3 AND key = $4
+     FOR UPDATE";
 
-const SELECT_USAGE: &str =
-    "SELECT bytes FROM sandwit_store_usage WHERE plugin = $1 AND tenant = $2";
+/// Makes a tenant's usage row if it has none, so that there is a row to lock.
+const ENSURE_USAGE: &str = "INSERT INTO sandwit_store_usage (plugin, tenant, bytes)
+     VALUES ($1, $2, 0) ON CONFLICT (plugin, tenant) DO NOTHING";
+
+/// A tenant's usage, locked until the write commits: writers of one quota
+/// queue here.
+const LOCK_USAGE: &str = "SELECT bytes FROM sandwit_store_usage
+     WHERE plugin = $1 AND tenant = $2 FOR UPDATE";
 
 const UPSERT_ENTRY: &str = "INSERT INTO sandwit_store_entries
          (plugin, scope, owner, key, is_text, value, tenant)
      VALUES ($1, $2, $3, $4, $5, $6, $7)
      ON CONFLICT (plugin, scope, owner, key)
      DO UPDATE SET is_text = excluded.is_text, value = excluded.value,
-                   tenant = excluded.tenant";
+                   tenant = excluded.tenant
+     RETURNING xmax = 0";
 
-const SET_USAGE: &str = "INSERT INTO sandwit_store_usage (plugin, tenant, bytes)
-     VALUES ($1, $2, $3)
-     ON CONFLICT (plugin, tenant) DO UPDATE SET bytes = excluded.bytes";
+const SET_USAGE: &str =
+    "UPDATE sandwit_store_usage SET bytes = $3 WHERE plugin = $1 AND tenant = $2";
 
 const RELEASE: &str = "UPDATE sandwit_store_usage SET bytes = greatest(0, bytes - $3)
      WHERE plugin = $1 AND tenant = $2";
@@ -141,8 +172,20 @@ impl StoreBackend for Postgres {
         let (owner, key, tenant) = (ns.owner.as_bytes(), key.as_bytes(), ns.tenant.as_bytes());
         let scope = ns.scope.as_str();
         let written = ns.entry_bytes((key.len() + value.len()) as u64);
-        Box::pin(self.serializable(move |mut client| async move {
+        Box::pin(self.transaction(move |mut client| async move {
             let tx = begin(&mut client).await?;
+            tx.execute(
+                &tx.prepare_cached(ENSURE_USAGE).await?,
+                &[&ns.plugin, &tenant],
+            )
+            .await?;
+            let used: i64 = tx
+                .query_one(
+                    &tx.prepare_cached(LOCK_USAGE).await?,
+                    &[&ns.plugin, &tenant],
+                )
+                .await?
+                .get(0);
             let old = tx
                 .query_opt(
                     &tx.prepare_cached(SELECT_OLD).await?,
@@ -154,13 +197,6 @@ impl StoreBackend for Postgres {
                     let tenant: Vec<u8> = row.get(1);
                     (to_i64(ns.entry_bytes(key_value.max(0) as u64)), tenant)
                 });
-            let used: i64 = tx
-                .query_opt(
-                    &tx.prepare_cached(SELECT_USAGE).await?,
-                    &[&ns.plugin, &tenant],
-                )
-                .await?
-                .map_or(0, |row| row.get(0));
             let replaced = match &old {
                 Some((old_bytes, old_tenant)) if old_tenant == tenant => *old_bytes,
                 _ => 0,
@@ -169,11 +205,18 @@ impl StoreBackend for Postgres {
             if new_used as u64 > limits.max_plugin_bytes {
                 return Ok(Err(ns.over_quota(new_used as u64, limits)));
             }
-            tx.execute(
-                &tx.prepare_cached(UPSERT_ENTRY).await?,
-                &[&ns.plugin, &scope, &owner, &key, &is_text, &value, &tenant],
-            )
-            .await?;
+            let inserted: bool = tx
+                .query_one(
+                    &tx.prepare_cached(UPSERT_ENTRY).await?,
+                    &[&ns.plugin, &scope, &owner, &key, &is_text, &value, &tenant],
+                )
+                .await?
+                .get(0);
+            if old.is_none() && !inserted {
+                // Another transaction inserted the key after this one
+                // looked: what it replaced is not counted. Run again.
+                return Err(PgError::lost_race());
+            }
             tx.execute(
                 &tx.prepare_cached(SET_USAGE).await?,
                 &[&ns.plugin, &tenant, &new_used],
@@ -199,7 +242,7 @@ impl StoreBackend for Postgres {
     ) -> ServiceFuture<'a, Result<bool, StoreError>> {
         let (owner, key) = (ns.owner.as_bytes(), key.as_bytes());
         let scope = ns.scope.as_str();
-        Box::pin(self.serializable(move |mut client| async move {
+        Box::pin(self.transaction(move |mut client| async move {
             let tx = begin(&mut client).await?;
             let old = tx
                 .query_opt(

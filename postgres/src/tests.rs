@@ -131,6 +131,53 @@ async fn replicas_share_the_store_and_its_quota() {
     assert_eq!(b.usage("notes").await.unwrap(), 5 * row);
 }
 
+/// Many writers of one tenant at once, from two replicas, all get their
+/// write in (they queue on the tenant's usage; none fails for having raced
+/// another), and the usage counted is the rows'.
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_writers_of_one_tenant_all_succeed() {
+    let url = fresh_database().await;
+    let replicas = [
+        Arc::new(Postgres::connect(&url).await.unwrap()),
+        Arc::new(Postgres::connect(&url).await.unwrap()),
+    ];
+    let ns = Namespace {
+        plugin: "busy".into(),
+        scope: Scope::Global,
+        owner: String::new(),
+        tenant: "t:".into(),
+    };
+    let tasks: Vec<_> = (0..64)
+        .map(|i| {
+            let (store, ns) = (replicas[i % 2].clone(), ns.clone());
+            tokio::spawn(async move {
+                let limits = StoreLimits::default();
+                // Half write a key of their own, half one key they share.
+                let key = if i % 2 == 0 {
+                    format!("own{i:02}")
+                } else {
+                    "shared".into()
+                };
+                store
+                    .set(&ns, &key, &Entry::Bytes(vec![1; 10]), &limits)
+                    .await
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await
+            .unwrap()
+            .expect("a write of one tenant among many");
+    }
+    let keys = replicas[0].keys(&ns, 100).await.unwrap();
+    assert_eq!(keys.len(), 33);
+    let rows: u64 = keys
+        .iter()
+        .map(|k| ns.entry_bytes((k.len() + 10) as u64))
+        .sum();
+    assert_eq!(replicas[1].usage("busy").await.unwrap(), rows);
+}
+
 /// A bucket of 10 calls a minute gives 10 calls to three replicas taking
 /// from it at once, not 30; an empty one says when the next call is due.
 #[tokio::test(flavor = "multi_thread")]
