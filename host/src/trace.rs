@@ -62,7 +62,7 @@ pub(crate) fn run_ended(
     if let Some(limit) = limit {
         span.record("limit", limit_name(limit));
     }
-    span.record("fuel", fuel);
+    span.record("fuel", as_i64(fuel));
     if failed {
         span.record("otel.status_code", "error");
     }
@@ -91,10 +91,16 @@ pub(crate) fn call_ended(span: &Span, error: Option<&CallErrorKind>, fuel: u64) 
     if let Some(CallErrorKind::LimitExceeded { limit, .. }) = error {
         span.record("limit", limit_name(*limit));
     }
-    span.record("fuel", fuel);
+    span.record("fuel", as_i64(fuel));
     if error.is_some() {
         span.record("otel.status_code", "error");
     }
+}
+
+/// `fuel` as OTLP's integers are (signed): a `u64` field would be exported
+/// as text.
+fn as_i64(fuel: u64) -> i64 {
+    i64::try_from(fuel).unwrap_or(i64::MAX)
 }
 
 /// An error kind's name, as its JSON's `type` spells it.
