@@ -68,6 +68,7 @@ pub fn init(args: &OtlpArgs, default_log: &str) -> anyhow::Result<Telemetry> {
             .with_location(false)
             .with_threads(false)
             .with_tracked_inactivity(false)
+            .with_target(false)
             // The host's trace spans alone: the events logged inside them
             // may quote what the spans keep out (sandwit::trace says).
             .with_filter(filter_fn(|meta| {
