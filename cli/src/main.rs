@@ -19,6 +19,7 @@ mod registry_client;
 mod render;
 mod run;
 mod serve;
+mod telemetry;
 mod worker;
 
 use std::process::ExitCode;
@@ -47,6 +48,8 @@ struct Cli {
     command: Command,
     #[command(flatten)]
     host: HostArgs,
+    #[command(flatten)]
+    otlp: telemetry::OtlpArgs,
 }
 
 #[derive(Subcommand)]
@@ -122,13 +125,13 @@ fn main() -> ExitCode {
     } else {
         "warn"
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SANDWIT_LOG")
-                .unwrap_or_else(|_| default_log.into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    let telemetry = match telemetry::init(&cli.otlp, default_log) {
+        Ok(telemetry) => telemetry,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
     // These need no host (nor a runtime).
     let without_host = match cli.command {
         Command::Registry(args) => registry::main(args),
@@ -142,10 +145,14 @@ fn main() -> ExitCode {
         Command::Install(args) => install::install(args, &cli.host),
         command => Ok(run_with_host(Cli { command, ..cli })),
     };
-    without_host.unwrap_or_else(|e| {
+    let code = without_host.unwrap_or_else(|e| {
         eprintln!("error: {e:#}");
         ExitCode::FAILURE
-    })
+    });
+    // The spans not exported yet go before the process ends: the command's
+    // runtime, and every run in it, has ended.
+    drop(telemetry);
+    code
 }
 
 /// `builder` with the chats' workspaces, if asked for.

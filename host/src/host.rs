@@ -4,6 +4,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+use tracing::Instrument;
+
 use crate::capabilities::chat::ChatSink;
 use crate::capabilities::env::Services;
 use crate::capabilities::store::{SqliteStore, StoreBackend};
@@ -449,14 +451,18 @@ impl Host {
         let limits = &self.inner.runtime().limits;
         let deadline = Instant::now() + limits.time;
         let controls = &self.inner.plugins.controls;
+        let span = crate::trace::plugin_call(provider, method, host_method.spec().kind);
         let call = async |args| {
             let (result, _) = host_method.call(ctx.clone(), args, deadline, limits).await;
             result.map_err(|kind| error(provider, kind))
         };
-        controls
+        let result = controls
             .call_outside_run((provider, method), ctx, args, deadline, call, |r| r)
+            .instrument(span.clone())
             .await
-            .unwrap_or_else(|refused| Err(error(provider, refused.kind)))
+            .unwrap_or_else(|refused| Err(error(provider, refused.kind)));
+        crate::trace::call_ended(&span, result.as_ref().err().map(|e| &e.kind), 0);
+        result
     }
 
     /// Its run slots' settings.

@@ -24,6 +24,7 @@ mod runtime;
 mod sandbox;
 mod sys;
 mod toolbox;
+pub mod trace;
 
 pub use capabilities::chat::{ChatMessage, ChatSink};
 pub use capabilities::config::REDACTED;

@@ -16,3 +16,4 @@ mod serve_scientific;
 mod service_limits;
 mod store;
 mod tenants;
+mod traces;

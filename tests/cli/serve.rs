@@ -216,7 +216,7 @@ impl Server {
     }
 
     /// Waits (bounded) for the process to end.
-    fn wait(&mut self) -> ExitStatus {
+    pub(crate) fn wait(&mut self) -> ExitStatus {
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {

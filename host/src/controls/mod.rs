@@ -157,6 +157,20 @@ impl ControlEvent {
             _ => 0,
         }
     }
+
+    /// Records the decision in the trace ([`crate::trace::control`]), for
+    /// a call of `plugin`'s `method`.
+    pub(crate) fn trace(&self, plugin: &str, method: &str) {
+        let (control, decision) = match self {
+            ControlEvent::RateLimited { .. } => ("rate_limit", "rate_limited"),
+            ControlEvent::BreakerOpen { .. } => ("breaker", "breaker_open"),
+            ControlEvent::BreakerTripped { .. } => ("breaker", "breaker_tripped"),
+            ControlEvent::BudgetExceeded { .. } => ("budget", "budget_exceeded"),
+            ControlEvent::ApprovalRefused { .. } => ("approval", "refused"),
+            ControlEvent::Approved { .. } => ("approval", "approved"),
+        };
+        crate::trace::control(plugin, method, control, decision);
+    }
 }
 
 /// A call refused by a control: the error the caller gets, and the event.
@@ -501,7 +515,7 @@ impl Controls {
     /// `ctx` by `deadline` (refused: the refusal, and `call` is not made),
     /// made with `args`, and finished with its result (`result_of` finds it
     /// in what `call` returns). A breaker it trips is logged: there is no
-    /// run to record it in.
+    /// run to record it in. Each control's decision is traced.
     pub(crate) async fn call_outside_run<T, R>(
         &self,
         (provider, method): (&str, &str),
@@ -511,11 +525,16 @@ impl Controls {
         call: impl AsyncFnOnce(Value) -> R,
         result_of: impl Fn(&R) -> &Result<T, crate::CallError>,
     ) -> Result<R, Refused> {
-        let (permit, _) = self
+        let admitted = self
             .admit(provider, method, ctx, &args, None, deadline)
-            .await?;
+            .await;
+        let (permit, approved) = admitted.inspect_err(|r| r.event.trace(provider, method))?;
+        if let Some(approved) = approved {
+            approved.trace(provider, method);
+        }
         let answer = call(args).await;
         if let (_, Some(tripped)) = self.finish(permit, result_of(&answer)) {
+            tripped.trace(provider, method);
             tracing::warn!(provider, method, "{tripped}");
         }
         Ok(answer)

@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tracing::Instrument;
 use wasmtime::Store;
 
 use crate::bindings::plugin::{SandboxMethod, SandboxMethodPre};
@@ -130,10 +131,12 @@ impl Plugin {
         budget: Budget,
     ) -> CallReport {
         let controls = &self.inner.host.controls;
-        // Controls keep state per method: only for methods that exist.
-        if self.manifest().method(method).is_none() {
+        // Controls keep state per method, and the trace names methods:
+        // only those that exist.
+        let Some(spec) = self.manifest().method(method) else {
             return self.call_in(&mut None, ctx, method, args, budget).await;
-        }
+        };
+        let span = crate::trace::plugin_call(self.id(), method, spec.kind);
         let call = async |args| self.call_in(&mut None, ctx, method, args, budget).await;
         let admitted = controls
             .call_outside_run(
@@ -144,8 +147,9 @@ impl Plugin {
                 call,
                 |report: &CallReport| &report.result,
             )
+            .instrument(span.clone())
             .await;
-        admitted.unwrap_or_else(|refused| CallReport {
+        let report = admitted.unwrap_or_else(|refused| CallReport {
             result: Err(CallError {
                 plugin: self.id().to_string(),
                 method: method.to_string(),
@@ -154,7 +158,10 @@ impl Plugin {
             events: Vec::new(),
             fuel_used: 0,
             elapsed: Duration::ZERO,
-        })
+        });
+        let error = report.result.as_ref().err().map(|e| &e.kind);
+        crate::trace::call_ended(&span, error, report.fuel_used);
+        report
     }
 
     /// Calls `method` in `session`'s instance, or in a new one (left in

@@ -101,7 +101,8 @@ impl ChatCtx<'_> {
 
 impl Host for ChatCtx<'_> {
     async fn send_text(&mut self, text: String) -> Answer {
-        Ok(self.send("send_text", ChatMessage::Text(text)).await)
+        let sent = async { Ok(self.send("send_text", ChatMessage::Text(text)).await) };
+        crate::trace::host_call("chat.send_text", sent).await
     }
 
     async fn send_image(&mut self, image: WitMedia) -> Answer {
@@ -109,7 +110,8 @@ impl Host for ChatCtx<'_> {
             mime_type: image.mime_type,
             data: image.data,
         };
-        Ok(self.send("send_image", ChatMessage::Image(media)).await)
+        let sent = async { Ok(self.send("send_image", ChatMessage::Image(media)).await) };
+        crate::trace::host_call("chat.send_image", sent).await
     }
 
     async fn push_system(&mut self, message: String, trigger_agent: bool) -> Answer {
@@ -117,7 +119,8 @@ impl Host for ChatCtx<'_> {
             message,
             trigger_agent,
         };
-        Ok(self.send("push_system", message).await)
+        let sent = async { Ok(self.send("push_system", message).await) };
+        crate::trace::host_call("chat.push_system", sent).await
     }
 }
 

@@ -26,24 +26,26 @@ pub(crate) fn add_to_linker<T: CallData>(linker: &mut Linker<T>) -> wasmtime::Re
 
 impl Host for ConfigCtx<'_> {
     fn get(&mut self, key: String) -> wasmtime::Result<Result<Option<Value>, ServiceError>> {
-        let call = &mut self.0;
-        call.meter.charge(key.len());
-        let request = || format!("config.get({})", quote(&key, MAX_REQUEST_TEXT / 2));
-        if let Err(e) = call.require(Capability::Config, request) {
-            return Ok(Err(e));
-        }
-        let Some(values) = &call.env.config.values else {
-            return Ok(Err(ServiceError::Unavailable(format!(
-                "the operator supplied no configuration for plugin `{}`",
-                call.env.id
-            ))));
-        };
-        let value = values
-            .get(&key)
-            .map(|v| value_from_json(v.clone()).into_nodes());
-        call.meter
-            .charge(value.as_deref().map_or(0, sandwit_value::encoded_size));
-        Ok(Ok(value.map(crate::bindings::convert::nodes_to_wit)))
+        crate::trace::host_call_now("config.get", || {
+            let call = &mut self.0;
+            call.meter.charge(key.len());
+            let request = || format!("config.get({})", quote(&key, MAX_REQUEST_TEXT / 2));
+            if let Err(e) = call.require(Capability::Config, request) {
+                return Ok(Err(e));
+            }
+            let Some(values) = &call.env.config.values else {
+                return Ok(Err(ServiceError::Unavailable(format!(
+                    "the operator supplied no configuration for plugin `{}`",
+                    call.env.id
+                ))));
+            };
+            let value = values
+                .get(&key)
+                .map(|v| value_from_json(v.clone()).into_nodes());
+            call.meter
+                .charge(value.as_deref().map_or(0, sandwit_value::encoded_size));
+            Ok(Ok(value.map(crate::bindings::convert::nodes_to_wit)))
+        })
     }
 }
 

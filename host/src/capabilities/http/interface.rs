@@ -9,6 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt, Limited};
+use sandwit_contract::capability::Capability;
+use tracing::Instrument;
 use wasmtime::component::{Linker, ResourceTable};
 use wasmtime_wasi_http::{
     Error, RequestOptions, WasiBody, WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView,
@@ -172,7 +174,16 @@ impl WasiHttpHooks for HttpGate {
             sandwit_contract::text::cut(host[..host.floor_char_boundary(260)].to_string(), 259)
                 .to_ascii_lowercase();
         let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
-        if !self.env.grants.allows_http(&host, port) {
+        // The trace names the grant, the operator's words: the host itself
+        // may be the plugin's or the code's (a wildcard grant), and so
+        // secret.
+        let grant = self.env.grants.iter().find_map(|c| match c {
+            Capability::Http(target) if target.matches(&host, port) => Some(c.to_string()),
+            _ => None,
+        });
+        let span = crate::trace::http_request(grant.as_deref());
+        if grant.is_none() {
+            crate::trace::host_call_ended(&span, "denied");
             let mut denied = self.denied.lock().unwrap_or_else(|e| e.into_inner());
             denied.record(format!("http:{}:{port}", shown(&host)), &request);
             return Box::new(async { Err(Error::HttpRequestDenied) });
@@ -188,7 +199,7 @@ impl WasiHttpHooks for HttpGate {
         let target = Target { host, port, https };
         let (sent, received) = (self.tab.clone(), self.tab.clone());
         let request = request.map(|body| charged(body, sent));
-        Box::new(async move {
+        let send = async move {
             // An internal address is reached only if granted itself: the
             // plugin could name it in its URL then.
             let granted = |ip: IpAddr| env.grants.allows_http(&shown(&ip.to_string()), port);
@@ -212,6 +223,17 @@ impl WasiHttpHooks for HttpGate {
                 charged(body, received)
             });
             Ok((response, io))
+        };
+        // The span lasts until the response's head arrives.
+        Box::new(async move {
+            let sent = send.instrument(span.clone()).await;
+            let outcome = match &sent {
+                Ok(_) => "ok",
+                Err(Error::DestinationIpProhibited) => "denied",
+                Err(_) => "failed",
+            };
+            crate::trace::host_call_ended(&span, outcome);
+            sent
         })
     }
 }

@@ -107,66 +107,78 @@ fn to_wit(e: StoreError) -> ServiceError {
 
 impl Host for StoreCtx<'_> {
     async fn get(&mut self, scope: WitScope, key: String) -> Answer<Option<WitEntry>> {
-        let ns = match self.namespace("get", scope, Some(&key)) {
-            Ok(ns) => ns,
-            Err(e) => return Ok(Err(e)),
-        };
-        let entry = match self.0.env.services.store.get(&ns, &key).await {
-            Ok(entry) => entry,
-            Err(e) => return Ok(Err(to_wit(e))),
-        };
-        self.0.meter.charge(entry.as_ref().map_or(0, Entry::len));
-        Ok(Ok(entry.map(|e| match e {
-            Entry::Text(t) => WitEntry::Text(t),
-            Entry::Bytes(b) => WitEntry::Bytes(b),
-        })))
+        crate::trace::host_call("store.get", async {
+            let ns = match self.namespace("get", scope, Some(&key)) {
+                Ok(ns) => ns,
+                Err(e) => return Ok(Err(e)),
+            };
+            let entry = match self.0.env.services.store.get(&ns, &key).await {
+                Ok(entry) => entry,
+                Err(e) => return Ok(Err(to_wit(e))),
+            };
+            self.0.meter.charge(entry.as_ref().map_or(0, Entry::len));
+            Ok(Ok(entry.map(|e| match e {
+                Entry::Text(t) => WitEntry::Text(t),
+                Entry::Bytes(b) => WitEntry::Bytes(b),
+            })))
+        })
+        .await
     }
 
     async fn set(&mut self, scope: WitScope, key: String, value: WitEntry) -> Answer<()> {
-        let entry = match value {
-            WitEntry::Text(t) => Entry::Text(t),
-            WitEntry::Bytes(b) => Entry::Bytes(b),
-        };
-        // The value is charged whether or not it is stored: the plugin made
-        // the host read it.
-        self.0.meter.charge(entry.len());
-        let ns = match self.namespace("set", scope, Some(&key)) {
-            Ok(ns) => ns,
-            Err(e) => return Ok(Err(e)),
-        };
-        let limits = self.0.env.services.store_limits;
-        if entry.len() > limits.max_value_bytes {
-            return Ok(Err(ServiceError::LimitExceeded(format!(
-                "the value is {} bytes, more than the limit of {} bytes",
-                entry.len(),
-                limits.max_value_bytes
-            ))));
-        }
-        let store = &self.0.env.services.store;
-        Ok(store.set(&ns, &key, &entry, &limits).await.map_err(to_wit))
+        crate::trace::host_call("store.set", async {
+            let entry = match value {
+                WitEntry::Text(t) => Entry::Text(t),
+                WitEntry::Bytes(b) => Entry::Bytes(b),
+            };
+            // The value is charged whether or not it is stored: the plugin made
+            // the host read it.
+            self.0.meter.charge(entry.len());
+            let ns = match self.namespace("set", scope, Some(&key)) {
+                Ok(ns) => ns,
+                Err(e) => return Ok(Err(e)),
+            };
+            let limits = self.0.env.services.store_limits;
+            if entry.len() > limits.max_value_bytes {
+                return Ok(Err(ServiceError::LimitExceeded(format!(
+                    "the value is {} bytes, more than the limit of {} bytes",
+                    entry.len(),
+                    limits.max_value_bytes
+                ))));
+            }
+            let store = &self.0.env.services.store;
+            Ok(store.set(&ns, &key, &entry, &limits).await.map_err(to_wit))
+        })
+        .await
     }
 
     async fn delete(&mut self, scope: WitScope, key: String) -> Answer<bool> {
-        let ns = match self.namespace("delete", scope, Some(&key)) {
-            Ok(ns) => ns,
-            Err(e) => return Ok(Err(e)),
-        };
-        let store = &self.0.env.services.store;
-        Ok(store.delete(&ns, &key).await.map_err(to_wit))
+        crate::trace::host_call("store.delete", async {
+            let ns = match self.namespace("delete", scope, Some(&key)) {
+                Ok(ns) => ns,
+                Err(e) => return Ok(Err(e)),
+            };
+            let store = &self.0.env.services.store;
+            Ok(store.delete(&ns, &key).await.map_err(to_wit))
+        })
+        .await
     }
 
     async fn list_keys(&mut self, scope: WitScope) -> Answer<Vec<String>> {
-        let ns = match self.namespace("list_keys", scope, None) {
-            Ok(ns) => ns,
-            Err(e) => return Ok(Err(e)),
-        };
-        let max = self.0.env.services.store_limits.max_listed_keys;
-        let keys = match self.0.env.services.store.keys(&ns, max).await {
-            Ok(keys) => keys,
-            Err(e) => return Ok(Err(to_wit(e))),
-        };
-        self.0.meter.charge(keys.iter().map(String::len).sum());
-        Ok(Ok(keys))
+        crate::trace::host_call("store.list_keys", async {
+            let ns = match self.namespace("list_keys", scope, None) {
+                Ok(ns) => ns,
+                Err(e) => return Ok(Err(e)),
+            };
+            let max = self.0.env.services.store_limits.max_listed_keys;
+            let keys = match self.0.env.services.store.keys(&ns, max).await {
+                Ok(keys) => keys,
+                Err(e) => return Ok(Err(to_wit(e))),
+            };
+            self.0.meter.charge(keys.iter().map(String::len).sum());
+            Ok(Ok(keys))
+        })
+        .await
     }
 }
 

@@ -21,6 +21,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tracing::Instrument;
+
 use crate::controls::RunControls;
 use crate::runtime::cache::CodeSource;
 use crate::runtime::guard::{Stopped, apply_budget, fuel_used, guarded_until};
@@ -184,6 +186,22 @@ impl ScientificSandbox {
     ///
     /// [`PythonSandbox::run_with`]: crate::PythonSandbox::run_with
     pub async fn run_with(
+        &self,
+        ctx: &AgentCtx,
+        plugins: &PluginSet,
+        code: &str,
+        options: &RunOptions,
+    ) -> RunOutcome {
+        let span = crate::trace::run("scientific");
+        let outcome = (self.execute(ctx, plugins, code, options))
+            .instrument(span.clone())
+            .await;
+        outcome.trace(&span);
+        outcome
+    }
+
+    /// [`ScientificSandbox::run_with`], in the run's span.
+    async fn execute(
         &self,
         ctx: &AgentCtx,
         plugins: &PluginSet,

@@ -4,6 +4,7 @@
 //! needs the store itself: the plugin runs on the run's remaining fuel, which
 //! is read from the interpreter's store and charged back to it.
 
+use tracing::{Instrument, Span};
 use wasmtime::StoreContextMut;
 use wasmtime::component::{Linker, Resource, ResourceType, WasmList};
 use wasmtime_wasi::WasiView;
@@ -18,6 +19,7 @@ use crate::runtime::limits::Budget;
 use crate::sandbox::small::outcome::{Event, Handoff};
 use crate::sandbox::small::state::RunState;
 use crate::toolbox::plugin_set::Provider;
+use crate::trace;
 use sandwit_contract::error::{CallError, CallErrorKind};
 use sandwit_contract::json::summary;
 use sandwit_contract::limits::LimitKind;
@@ -137,9 +139,7 @@ pub(crate) async fn call<T: RunData>(
     method: String,
     args: impl Arguments<T>,
 ) -> wasmtime::Result<Result<Marshalled, wit::CallError>> {
-    // Without fuel metering the plugin's own budget is all there is.
     let metered = store.get_fuel().ok();
-    let fuel_left = metered.unwrap_or(u64::MAX);
     let state = store.data_mut().run_state();
     state.calls += 1;
     if state.calls > state.max_calls {
@@ -157,14 +157,42 @@ pub(crate) async fn call<T: RunData>(
             "no method of this run has that name".into(),
         )));
     };
+    let kind = match &provider {
+        Provider::Plugin(plugin) => plugin.manifest().method(&method).expect("indexed").kind,
+        Provider::Host(host) => host.spec().kind,
+    };
+    let span = trace::plugin_call(provider.id(), &method, kind);
+    dispatch(store, (provider, method, kind), args, metered, &span)
+        .instrument(span.clone())
+        .await
+}
+
+/// Makes the call [`call`] found the provider of, in the call's `span`:
+/// `metered` is the run's fuel left when its store meters fuel.
+async fn dispatch<T: RunData>(
+    mut store: StoreContextMut<'_, T>,
+    (provider, method, kind): (Provider, String, MethodKind),
+    args: impl Arguments<T>,
+    metered: Option<u64>,
+    span: &Span,
+) -> wasmtime::Result<Result<Marshalled, wit::CallError>> {
+    // Without fuel metering the plugin's own budget is all there is.
+    let fuel_left = metered.unwrap_or(u64::MAX);
     let id = provider.id().to_string();
+    let state = store.data_mut().run_state();
     let limits = match &provider {
         Provider::Plugin(plugin) => plugin.limits().clone(),
         Provider::Host(_) => state.call_limits.clone(),
     };
     let args = match Value::from_marshal(args.bytes(&store), &limits.decode_limits()) {
         Ok(args) => args,
-        Err(e) => return Ok(Err(wit::CallError::InvalidArguments(e.to_string()))),
+        Err(e) => {
+            let kind = CallErrorKind::InvalidArguments {
+                message: e.to_string(),
+            };
+            trace::call_ended(span, Some(&kind), 0);
+            return Ok(Err(to_wit_error(kind)));
+        }
     };
     let state = store.data_mut().run_state();
     // The plugin's own limits, or what is left of the run's, whichever is less.
@@ -188,18 +216,12 @@ pub(crate) async fn call<T: RunData>(
             permit
         }
         Err(refused) => {
-            let kind = match &provider {
-                Provider::Plugin(plugin) => {
-                    plugin.manifest().method(&method).expect("indexed").kind
-                }
-                Provider::Host(host) => host.spec().kind,
-            };
+            trace::call_ended(span, Some(&refused.kind), 0);
             return refuse(state, (id, method, kind), refused);
         }
     };
-    let (kind, report) = match provider {
+    let report = match provider {
         Provider::Plugin(plugin) => {
-            let kind = plugin.manifest().method(&method).expect("indexed").kind;
             let key = plugin.key();
             let mut session = state.sessions.remove(&key);
             let report = plugin
@@ -208,7 +230,7 @@ pub(crate) async fn call<T: RunData>(
             if let Some(session) = session {
                 store.data_mut().run_state().sessions.insert(key, session);
             }
-            (kind, report)
+            report
         }
         Provider::Host(host) => {
             let (result, elapsed) = host.call(ctx, args, budget.deadline, &limits).await;
@@ -217,15 +239,16 @@ pub(crate) async fn call<T: RunData>(
                 method: method.clone(),
                 kind,
             };
-            let report = CallReport {
+            CallReport {
                 result: result.map_err(error),
                 events: Vec::new(),
                 fuel_used: 0,
                 elapsed,
-            };
-            (host.spec().kind, report)
+            }
         }
     };
+    let error = report.result.as_ref().err().map(|e| &e.kind);
+    trace::call_ended(span, error, report.fuel_used);
     if metered.is_some() {
         store.set_fuel(fuel_left.saturating_sub(report.fuel_used))?;
     }
@@ -313,6 +336,9 @@ pub(crate) async fn call<T: RunData>(
 /// Records `event` of a call of `id`'s `method` in the run; past the run's
 /// event caps, the run ends (the error returned ends it).
 fn record(state: &mut RunState, id: &str, method: &str, event: Event) -> wasmtime::Result<()> {
+    if let Event::Control { event, .. } = &event {
+        event.trace(id, method);
+    }
     state.record(event).map_err(|full| {
         let message = format!("plugin `{id}`, method `{method}`: the run recorded {full}");
         stop(state, LimitKind::Events, message)

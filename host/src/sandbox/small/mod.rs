@@ -12,6 +12,8 @@ pub(crate) mod workspace;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tracing::Instrument;
+
 use crate::bindings::python::{
     PythonSandbox as Interpreter, PythonSandboxPre, exports::sandwit::interpreter::runner,
 };
@@ -161,6 +163,22 @@ impl PythonSandbox {
     /// happen. A markdown code fence around the whole code is stripped
     /// first.
     pub async fn run_with(
+        &self,
+        ctx: &AgentCtx,
+        plugins: &PluginSet,
+        code: &str,
+        options: &RunOptions,
+    ) -> RunOutcome {
+        let span = crate::trace::run("small");
+        let outcome = (self.execute(ctx, plugins, code, options))
+            .instrument(span.clone())
+            .await;
+        outcome.trace(&span);
+        outcome
+    }
+
+    /// [`PythonSandbox::run_with`], in the run's span.
+    async fn execute(
         &self,
         ctx: &AgentCtx,
         plugins: &PluginSet,

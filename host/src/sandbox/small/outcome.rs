@@ -252,7 +252,28 @@ pub struct RunOutcome {
     pub queued: Duration,
 }
 
+impl RunStatus {
+    /// The status's name, as its JSON spells it.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Ok => "ok",
+            RunStatus::Error => "error",
+            RunStatus::AgentHandoff => "agent_handoff",
+            RunStatus::LimitExceeded => "limit_exceeded",
+            RunStatus::Cancelled => "cancelled",
+        }
+    }
+}
+
 impl RunOutcome {
+    /// Records how the run ended in its trace `span`
+    /// ([`crate::trace::run_ended`]).
+    pub(crate) fn trace(&self, span: &tracing::Span) {
+        let failed = matches!(self.status, RunStatus::Error | RunStatus::LimitExceeded);
+        let limit = self.limit.as_ref().map(|hit| hit.kind);
+        crate::trace::run_ended(span, (self.status.as_str(), failed), limit, self.fuel_used);
+    }
+
     /// The outcome of a run the host could not start (no interpreter, no
     /// workspace).
     pub(crate) fn failed(error: anyhow::Error, start: Instant) -> RunOutcome {
