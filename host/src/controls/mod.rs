@@ -168,6 +168,7 @@ impl ControlEvent {
             ControlEvent::BudgetExceeded { .. } => ("budget", "budget_exceeded"),
             ControlEvent::ApprovalRefused { .. } => ("approval", "refused"),
             ControlEvent::Approved { .. } => ("approval", "approved"),
+            ControlEvent::SharedStateUnreachable { .. } => ("shared_state", "unreachable"),
         };
         crate::trace::control(plugin, method, control, decision);
     }
