@@ -48,8 +48,8 @@ macro_rules! on_both_backends {
 
 /// A PostgreSQL database of its own on the test cluster
 /// (`scripts/postgres createdb`), dropped with it.
-struct Database {
-    url: String,
+pub(crate) struct Database {
+    pub(crate) url: String,
 }
 
 fn postgres_script() -> PathBuf {
@@ -57,7 +57,7 @@ fn postgres_script() -> PathBuf {
 }
 
 impl Database {
-    fn create() -> Database {
+    pub(crate) fn create() -> Database {
         // One at a time: the first starts the cluster.
         static STARTING: Mutex<()> = Mutex::new(());
         let _one = STARTING.lock().unwrap_or_else(|e| e.into_inner());
@@ -83,9 +83,9 @@ impl Drop for Database {
 }
 
 /// A `sandwit registry serve` process; killed when dropped.
-struct Server {
-    child: Child,
-    base: String,
+pub(crate) struct Server {
+    pub(crate) child: Child,
+    pub(crate) base: String,
     data: PathBuf,
     /// The PostgreSQL database it keeps its metadata in (`--db`), if any.
     db: Option<Arc<Database>>,
@@ -113,7 +113,7 @@ impl Server {
 
     /// A server with its metadata in `db` (SQLite in its data directory
     /// when `None`).
-    fn launch(name: &str, args: &[&str], db: Option<Arc<Database>>) -> Server {
+    pub(crate) fn launch(name: &str, args: &[&str], db: Option<Arc<Database>>) -> Server {
         let data = tempdir("registry", name);
         let mut child = Command::new(env!("CARGO_BIN_EXE_sandwit"))
             .args(["registry", "serve", "--addr", "127.0.0.1:0", "--data"])
@@ -156,7 +156,7 @@ impl Server {
         }
     }
 
-    fn token(&self, name: &str, role: &str) -> String {
+    pub(crate) fn token(&self, name: &str, role: &str) -> String {
         let out = Command::new(env!("CARGO_BIN_EXE_sandwit"))
             .args(["registry", "token", "create", "--data"])
             .arg(&self.data)

@@ -1,9 +1,12 @@
 //! Replicas: three `sandwit serve` on one PostgreSQL database (`--store
-//! postgres://...`) behind haproxy (Debian's, on loopback), driven through
-//! the balancer as clients would: the plugin store, rate limits and chat
-//! budgets are shared; a replica killed mid-load loses no acknowledged
+//! postgres://...`) and two `sandwit registry serve` (`--db` on it too,
+//! `--blobs` in one folder) behind haproxy (Debian's, on loopback), driven
+//! through the balancer as clients would: the plugin store, rate limits and
+//! chat budgets are shared; a replica killed mid-load loses no acknowledged
 //! write, its in-flight run fails cleanly and a retry reaches another; a
-//! draining replica leaves the balancer through `/readyz`.
+//! draining replica leaves the balancer through `/readyz`; what is
+//! published through the balancer is installed through it, with a registry
+//! replica killed between.
 
 use std::net::TcpStream;
 use std::path::Path;
@@ -13,34 +16,17 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::{artifacts, pin_line, tempdir};
+use crate::common::{artifacts, cache_dir, pin_line, tempdir};
+use crate::registry::{Database, Server as Registry};
 use crate::serve::{ADMIN, Server, USER, digest, serve_with};
 
 /// Debian's haproxy (scripts/test installs it).
 const HAPROXY: &str = "/usr/sbin/haproxy";
 
-/// A fresh database `name` on the tests' PostgreSQL server: its URL.
-fn postgres_database(name: &str) -> String {
-    let server = artifacts::postgres_server();
-    let out = Command::new("psql")
-        .arg(&server)
-        .args(["-v", "ON_ERROR_STOP=1", "-q", "-c"])
-        .arg(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-        .args(["-c", &format!("CREATE DATABASE {name}")])
-        .output()
-        .expect("running psql (Debian's postgresql-client)");
-    assert!(
-        out.status.success(),
-        "creating the database {name}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let (base, _) = server.rsplit_once('/').unwrap();
-    format!("{base}/{name}")
-}
-
-/// haproxy in front of `servers` (base URLs), killed when dropped. It
-/// checks each server's `/readyz` every 200 ms: one that fails it once is
-/// taken out, one that passes it once is put back.
+/// haproxy in front of servers (their base URLs), killed when dropped. It
+/// asks each server for `check` (`/readyz`; the registry's `/healthz`) every
+/// 200 ms: one that fails once is taken out, one that passes once is put
+/// back.
 struct Balancer {
     child: Child,
     base: String,
@@ -53,7 +39,7 @@ impl Drop for Balancer {
     }
 }
 
-fn balancer(dir: &Path, servers: &[&Server]) -> Balancer {
+fn balancer(dir: &Path, servers: &[&str], check: &str) -> Balancer {
     assert!(
         Path::new(HAPROXY).exists(),
         "{HAPROXY} is missing: install Debian's haproxy (scripts/test does)"
@@ -68,11 +54,11 @@ fn balancer(dir: &Path, servers: &[&Server]) -> Balancer {
          defaults\n  mode http\n  timeout connect 2s\n  timeout client 120s\n  \
          timeout server 120s\n  retries 2\n  option redispatch\n\
          frontend front\n  bind 127.0.0.1:{port}\n  default_backend replicas\n\
-         backend replicas\n  balance roundrobin\n  option httpchk GET /readyz\n  \
+         backend replicas\n  balance roundrobin\n  option httpchk GET {check}\n  \
          http-check expect status 200\n"
     );
     for (i, server) in servers.iter().enumerate() {
-        let addr = server.base.trim_start_matches("http://");
+        let addr = server.trim_start_matches("http://");
         config.push_str(&format!(
             "  server r{i} {addr} check inter 200ms fall 1 rise 1\n"
         ));
@@ -173,7 +159,8 @@ fn calls_seen(server: &Server, method: &str) -> f64 {
 
 #[test]
 fn replicas_share_the_store_limits_and_budgets_and_survive_a_kill() {
-    let db = postgres_database("sandwit_replicas");
+    let db = Database::create();
+    let db = db.url.as_str();
     let dir = tempdir("replicas", "balancer");
     let policy = format!(
         "[plugins.services]\ngrant = [\"store\"]\n{}\n\
@@ -189,7 +176,7 @@ fn replicas_share_the_store_limits_and_budgets_and_survive_a_kill() {
                 ("replicas", &format!("r{i}")),
                 &[artifacts::CALC, artifacts::SERVICES],
                 &policy,
-                &["--store", &db],
+                &["--store", db],
                 &tokens,
                 &[],
             )
@@ -198,7 +185,8 @@ fn replicas_share_the_store_limits_and_budgets_and_survive_a_kill() {
     for replica in &replicas {
         replica.await_ready();
     }
-    let lb = balancer(&dir, &replicas.iter().collect::<Vec<_>>());
+    let bases: Vec<&str> = replicas.iter().map(|r| r.base.as_str()).collect();
+    let lb = balancer(&dir, &bases, "/readyz");
     let client = Client::new(&lb.base);
 
     // A rate limit of 10 a minute gives 10 calls across the three, not 30.
@@ -330,4 +318,104 @@ fn replicas_share_the_store_limits_and_budgets_and_survive_a_kill() {
         6.0,
         "a draining replica got calls"
     );
+}
+
+/// `sandwit` with `args`, as a publisher on this machine runs it: exit code,
+/// stdout, stderr.
+fn sandwit(args: &[&str], token: &str) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_sandwit"))
+        .arg("--cache-dir")
+        .arg(cache_dir())
+        .args(args)
+        .env("SANDWIT_REGISTRY_TOKEN", token)
+        .env_remove("SANDWIT_POLICY")
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn registry_replicas_publish_and_install_through_a_balancer() {
+    let db = Arc::new(Database::create());
+    let dir = tempdir("replicas", "registry");
+    let blobs = format!("file://{}", dir.join("blobs").display());
+    let mut registries: Vec<Registry> = (0..2)
+        .map(|i| {
+            Registry::launch(
+                &format!("replica-{i}"),
+                &["--blobs", &blobs],
+                Some(db.clone()),
+            )
+        })
+        .collect();
+    let token = registries[0].token("ada", "publisher");
+    let bases: Vec<&str> = registries.iter().map(|r| r.base.as_str()).collect();
+    let lb = balancer(&dir, &bases, "/healthz");
+    let key = dir.join("publisher.key");
+    let (code, public, err) = sandwit(&["keygen", "--out", key.to_str().unwrap()], &token);
+    assert_eq!(code, Some(0), "{err}");
+    let public = public.trim().to_string();
+    let publish = || {
+        sandwit(
+            &[
+                "publish",
+                artifacts::CALC,
+                "--registry",
+                &lb.base,
+                "--key",
+                key.to_str().unwrap(),
+            ],
+            &token,
+        )
+    };
+    let (code, _, err) = publish();
+    assert_eq!(code, Some(0), "{err}");
+    // The same version again, whichever replica takes it: refused.
+    for _ in 0..2 {
+        let (code, _, err) = publish();
+        assert_ne!(code, Some(0));
+        assert!(
+            err.contains("version-exists") || err.contains("already"),
+            "{err}"
+        );
+    }
+    let install = |into: &str| {
+        let plugins = dir.join(into);
+        let (code, _, err) = sandwit(
+            &[
+                "install",
+                "calc",
+                "--registry",
+                &lb.base,
+                "--dir",
+                plugins.to_str().unwrap(),
+                "--trust",
+                &public,
+            ],
+            &token,
+        );
+        assert_eq!(code, Some(0), "{err}");
+        assert_eq!(
+            std::fs::read(plugins.join("calc.wasm")).unwrap(),
+            std::fs::read(artifacts::CALC).unwrap()
+        );
+    };
+    for round in 0..2 {
+        install(&format!("plugins-{round}"));
+    }
+    // One replica gone: installs go on through the other.
+    let killed = registries.remove(0);
+    // SAFETY: kill(2) on a child this test started.
+    assert_eq!(
+        unsafe { libc::kill(killed.child.id() as i32, libc::SIGKILL) },
+        0
+    );
+    drop(killed);
+    for round in 2..4 {
+        install(&format!("plugins-{round}"));
+    }
 }
