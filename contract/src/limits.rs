@@ -200,13 +200,15 @@ pub enum LimitKind {
     Queue,
 }
 
-impl fmt::Display for LimitKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl LimitKind {
+    /// Its name as its JSON spells it (`value_size`), for labels and
+    /// attributes.
+    pub fn as_str(self) -> &'static str {
+        match self {
             LimitKind::Fuel => "fuel",
             LimitKind::Time => "time",
             LimitKind::Memory => "memory",
-            LimitKind::ValueSize => "value size",
+            LimitKind::ValueSize => "value_size",
             LimitKind::Output => "output",
             LimitKind::Calls => "calls",
             LimitKind::Events => "events",
@@ -215,6 +217,31 @@ impl fmt::Display for LimitKind {
             LimitKind::Budget => "budget",
             LimitKind::Workspace => "workspace",
             LimitKind::Queue => "queue",
-        })
+        }
+    }
+}
+
+/// In words: the JSON name with spaces (`value size`).
+impl fmt::Display for LimitKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.as_str().replace('_', " "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LimitKind;
+
+    #[test]
+    fn a_limits_name_is_its_json_spelling() {
+        use LimitKind::*;
+        for limit in [
+            Fuel, Time, Memory, ValueSize, Output, Calls, Events, Instances, Rate, Budget,
+            Workspace, Queue,
+        ] {
+            let json = serde_json::to_value(limit).unwrap();
+            assert_eq!(json, limit.as_str(), "{limit:?}");
+        }
+        assert_eq!(ValueSize.to_string(), "value size");
     }
 }

@@ -60,7 +60,7 @@ pub(crate) fn run_ended(
 ) {
     span.record("outcome", status);
     if let Some(limit) = limit {
-        span.record("limit", limit_name(limit));
+        span.record("limit", limit.as_str());
     }
     span.record("fuel", as_i64(fuel));
     if failed {
@@ -89,7 +89,7 @@ pub(crate) fn plugin_call(plugin: &str, method: &str, kind: MethodKind) -> Span 
 pub(crate) fn call_ended(span: &Span, error: Option<&CallErrorKind>, fuel: u64) {
     span.record("outcome", error.map_or("ok", error_name));
     if let Some(CallErrorKind::LimitExceeded { limit, .. }) = error {
-        span.record("limit", limit_name(*limit));
+        span.record("limit", limit.as_str());
     }
     span.record("fuel", as_i64(fuel));
     if error.is_some() {
@@ -115,24 +115,6 @@ fn error_name(kind: &CallErrorKind) -> &'static str {
         CallErrorKind::BadResult { .. } => "bad_result",
         CallErrorKind::Unavailable { .. } => "unavailable",
         CallErrorKind::NotApproved { .. } => "not_approved",
-    }
-}
-
-/// A limit's name, as its JSON spells it.
-fn limit_name(limit: LimitKind) -> &'static str {
-    match limit {
-        LimitKind::Fuel => "fuel",
-        LimitKind::Time => "time",
-        LimitKind::Memory => "memory",
-        LimitKind::ValueSize => "value_size",
-        LimitKind::Output => "output",
-        LimitKind::Calls => "calls",
-        LimitKind::Events => "events",
-        LimitKind::Instances => "instances",
-        LimitKind::Rate => "rate",
-        LimitKind::Budget => "budget",
-        LimitKind::Workspace => "workspace",
-        LimitKind::Queue => "queue",
     }
 }
 

@@ -51,3 +51,21 @@ pub fn assert_succeeded(out: &std::process::Output) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `sandwit` with `args` as a publisher runs it, with `token` as its
+/// registry token and the tests' cache: exit code, stdout, stderr.
+pub fn sandwit_with_token(token: &str, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sandwit"))
+        .arg("--cache-dir")
+        .arg(cache_dir())
+        .args(args)
+        .env("SANDWIT_REGISTRY_TOKEN", token)
+        .env_remove("SANDWIT_POLICY")
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

@@ -17,7 +17,7 @@ use base64::engine::general_purpose::STANDARD;
 use ed25519_dalek::{Signer, SigningKey};
 use serde_json::{Value, json};
 
-use crate::common::{artifacts, assert_succeeded, tempdir};
+use crate::common::{artifacts, assert_succeeded, sandwit_with_token, tempdir};
 
 /// The metadata backend a server runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -765,16 +765,8 @@ fn publish_explains_a_quota_and_a_taken_key_by_their_code(backend: Backend) {
     );
     let dir = tempdir("registry", "publish-refusals-client");
     let sandwit = |token: &str, args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_sandwit"))
-            .args(args)
-            .env("SANDWIT_REGISTRY_TOKEN", token)
-            .env_remove("SANDWIT_POLICY")
-            .output()
-            .unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        let (code, _, err) = sandwit_with_token(token, args);
+        (code, err)
     };
     let key = dir.join("publisher.key");
     let (code, err) = sandwit(&alice, &["keygen", "--out", key.to_str().unwrap()]);
@@ -1237,21 +1229,7 @@ fn publish_install_and_run_end_to_end() {
     let server = Server::start("end-to-end", &[]);
     let token = server.token("ada", "publisher");
     let dir = tempdir("registry", "end-to-end-client");
-    let sandwit = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_sandwit"))
-            .arg("--cache-dir")
-            .arg(crate::common::cache_dir())
-            .args(args)
-            .env("SANDWIT_REGISTRY_TOKEN", &token)
-            .env_remove("SANDWIT_POLICY")
-            .output()
-            .unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
+    let sandwit = |args: &[&str]| sandwit_with_token(&token, args);
     let key = dir.join("publisher.key");
     let (code, public, err) = sandwit(&["keygen", "--out", key.to_str().unwrap()]);
     assert_eq!(code, Some(0), "{err}");

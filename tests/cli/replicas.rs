@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::{artifacts, cache_dir, pin_line, tempdir};
+use crate::common::{artifacts, pin_line, sandwit_with_token, tempdir};
 use crate::registry::{Database, Server as Registry};
 use crate::serve::{ADMIN, Server, USER, digest, serve_with};
 
@@ -320,24 +320,6 @@ fn replicas_share_the_store_limits_and_budgets_and_survive_a_kill() {
     );
 }
 
-/// `sandwit` with `args`, as a publisher on this machine runs it: exit code,
-/// stdout, stderr.
-fn sandwit(args: &[&str], token: &str) -> (Option<i32>, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_sandwit"))
-        .arg("--cache-dir")
-        .arg(cache_dir())
-        .args(args)
-        .env("SANDWIT_REGISTRY_TOKEN", token)
-        .env_remove("SANDWIT_POLICY")
-        .output()
-        .unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 #[test]
 fn registry_replicas_publish_and_install_through_a_balancer() {
     let db = Arc::new(Database::create());
@@ -356,21 +338,19 @@ fn registry_replicas_publish_and_install_through_a_balancer() {
     let bases: Vec<&str> = registries.iter().map(|r| r.base.as_str()).collect();
     let lb = balancer(&dir, &bases, "/healthz");
     let key = dir.join("publisher.key");
-    let (code, public, err) = sandwit(&["keygen", "--out", key.to_str().unwrap()], &token);
+    let sandwit = |args: &[&str]| sandwit_with_token(&token, args);
+    let (code, public, err) = sandwit(&["keygen", "--out", key.to_str().unwrap()]);
     assert_eq!(code, Some(0), "{err}");
     let public = public.trim().to_string();
     let publish = || {
-        sandwit(
-            &[
-                "publish",
-                artifacts::CALC,
-                "--registry",
-                &lb.base,
-                "--key",
-                key.to_str().unwrap(),
-            ],
-            &token,
-        )
+        sandwit(&[
+            "publish",
+            artifacts::CALC,
+            "--registry",
+            &lb.base,
+            "--key",
+            key.to_str().unwrap(),
+        ])
     };
     let (code, _, err) = publish();
     assert_eq!(code, Some(0), "{err}");
@@ -385,19 +365,16 @@ fn registry_replicas_publish_and_install_through_a_balancer() {
     }
     let install = |into: &str| {
         let plugins = dir.join(into);
-        let (code, _, err) = sandwit(
-            &[
-                "install",
-                "calc",
-                "--registry",
-                &lb.base,
-                "--dir",
-                plugins.to_str().unwrap(),
-                "--trust",
-                &public,
-            ],
-            &token,
-        );
+        let (code, _, err) = sandwit(&[
+            "install",
+            "calc",
+            "--registry",
+            &lb.base,
+            "--dir",
+            plugins.to_str().unwrap(),
+            "--trust",
+            &public,
+        ]);
         assert_eq!(code, Some(0), "{err}");
         assert_eq!(
             std::fs::read(plugins.join("calc.wasm")).unwrap(),
