@@ -280,7 +280,8 @@ impl HostBuilder {
     /// Keeps the rate limits' buckets and the chats' budgets in `shared`
     /// (e.g. PostgreSQL, with the `sandwit-postgres` crate), so that every
     /// host using the same one enforces them together: replicas of one
-    /// service. Breakers stay each host's own. A call whose controls cannot
+    /// service. Breakers count each host's failures, and a breaker one host
+    /// opens the others obey within a second. A call whose controls cannot
     /// reach `shared` is refused.
     pub fn shared_controls(mut self, shared: Arc<dyn SharedControls>) -> Self {
         self.shared_controls = Some(shared);

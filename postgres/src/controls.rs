@@ -47,6 +47,16 @@ const SPENT: &str = "SELECT spent FROM sandwit_chat_budgets WHERE chat = $1";
 const REFUND: &str =
     "UPDATE sandwit_chat_budgets SET spent = greatest(0, spent - $2) WHERE chat = $1";
 
+/// Opens a breaker until `$2` seconds from now, unless it is open longer.
+const OPEN_BREAKER: &str = "INSERT INTO sandwit_breakers AS b (breaker, open_until)
+     VALUES ($1, now() + make_interval(secs => $2))
+     ON CONFLICT (breaker) DO UPDATE
+         SET open_until = greatest(b.open_until, excluded.open_until)";
+
+/// The seconds a breaker stays open, if it is.
+const BREAKER_OPEN_FOR: &str = "SELECT extract(epoch FROM open_until - now())::float8
+     FROM sandwit_breakers WHERE breaker = $1 AND open_until > now()";
+
 fn to_i64(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
@@ -162,5 +172,46 @@ impl SharedControls for Postgres {
 
     fn spent<'a>(&'a self, chat: &'a str) -> ServiceFuture<'a, Result<u64, SharedControlsError>> {
         Box::pin(async move { Ok(self.chat_spent(chat).await?) })
+    }
+
+    fn open_breaker<'a>(
+        &'a self,
+        breaker: &'a str,
+        recovery: Duration,
+    ) -> ServiceFuture<'a, Result<(), SharedControlsError>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            client
+                .execute(
+                    &client
+                        .prepare_cached(OPEN_BREAKER)
+                        .await
+                        .map_err(PgError::from)?,
+                    &[&breaker.as_bytes(), &recovery.as_secs_f64()],
+                )
+                .await
+                .map_err(PgError::from)?;
+            Ok(())
+        })
+    }
+
+    fn breaker_open_for<'a>(
+        &'a self,
+        breaker: &'a str,
+    ) -> ServiceFuture<'a, Result<Option<Duration>, SharedControlsError>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let row = client
+                .query_opt(
+                    &client
+                        .prepare_cached(BREAKER_OPEN_FOR)
+                        .await
+                        .map_err(PgError::from)?,
+                    &[&breaker.as_bytes()],
+                )
+                .await
+                .map_err(PgError::from)?;
+            Ok(row.map(|row| Duration::from_secs_f64(row.get::<_, f64>(0).max(0.0))))
+        })
     }
 }

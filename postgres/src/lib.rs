@@ -1,9 +1,9 @@
 //! PostgreSQL behind a sandwit host, for hosts that run as replicas of one
 //! service: [`Postgres`] is a plugin store ([`StoreBackend`]) with the same
 //! scopes, quotas and atomicity as the embedded SQLite one, and the shared
-//! state of the execution controls ([`SharedControls`]: rate-limit buckets
-//! and chat budgets), so that every replica on one database enforces them
-//! together.
+//! state of the execution controls ([`SharedControls`]: rate-limit buckets,
+//! chat budgets, open breakers), so that every replica on one database
+//! enforces them together.
 //!
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {

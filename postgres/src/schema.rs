@@ -41,6 +41,11 @@ const MIGRATIONS: &[&str] = &[
          chat bytea PRIMARY KEY,
          spent bigint NOT NULL
      );",
+    // 2: breakers a replica opened, for the others to obey.
+    "CREATE TABLE sandwit_breakers (
+         breaker bytea PRIMARY KEY,
+         open_until timestamptz NOT NULL
+     );",
 ];
 
 /// The advisory lock migrations hold (an arbitrary constant: `sandwit` in

@@ -253,6 +253,39 @@ async fn a_chat_budget_holds_across_replicas() {
     assert_eq!(a.spent("other").await.unwrap(), 0);
 }
 
+/// A breaker one replica opens, another sees open for the recovery time;
+/// a shorter opening after it does not shorten it; others stay closed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_breaker_opened_on_one_replica_is_open_on_another() {
+    let url = fresh_database().await;
+    let (a, b) = (
+        Postgres::connect(&url).await.unwrap(),
+        Postgres::connect(&url).await.unwrap(),
+    );
+    assert_eq!(b.breaker_open_for("calc/sum").await.unwrap(), None);
+    a.open_breaker("calc/sum", Duration::from_secs(600))
+        .await
+        .unwrap();
+    b.open_breaker("calc/sum", Duration::from_secs(1))
+        .await
+        .unwrap();
+    let open_for = b.breaker_open_for("calc/sum").await.unwrap().unwrap();
+    assert!(
+        open_for > Duration::from_secs(590) && open_for <= Duration::from_secs(600),
+        "{open_for:?}"
+    );
+    assert_eq!(a.breaker_open_for("calc/other").await.unwrap(), None);
+    b.open_breaker("calc/brief", Duration::from_millis(1))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(
+        a.breaker_open_for("calc/brief").await.unwrap(),
+        None,
+        "it closed"
+    );
+}
+
 /// A server that is not there fails the connection in bounded time, naming
 /// the server and not the password.
 #[tokio::test(flavor = "multi_thread")]

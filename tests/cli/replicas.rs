@@ -1,8 +1,8 @@
 //! Replicas: three `sandwit serve` on one PostgreSQL database (`--store
 //! postgres://...`) and two `sandwit registry serve` (`--db` on it too,
 //! `--blobs` in one folder) behind haproxy (Debian's, on loopback), driven
-//! through the balancer as clients would: the plugin store, rate limits and
-//! chat budgets are shared; a replica killed mid-load loses no acknowledged
+//! through the balancer as clients would: the plugin store, rate limits,
+//! chat budgets and open breakers are shared; a replica killed mid-load loses no acknowledged
 //! write, its in-flight run fails cleanly and a retry reaches another; a
 //! draining replica leaves the balancer through `/readyz`; what is
 //! published through the balancer is installed through it, with a registry
@@ -163,7 +163,9 @@ fn replicas_share_the_store_limits_and_budgets_and_survive_a_kill() {
     let db = db.url.as_str();
     let dir = tempdir("replicas", "balancer");
     let policy = format!(
-        "[plugins.services]\ngrant = [\"store\"]\n{}\n\
+        "[plugins.services]\ngrant = [\"store\", \"config\"]\n\
+         config = {{ token = \"t\" }}\n{}\n\
+         [plugins.services.methods.leak_in_error]\nbreaker = {{ failures = 1, recovery_s = 600 }}\n\n\
          [plugins.calc.methods.get_current_time]\nrate_limit = 10\n\n\
          [plugins.calc.methods.calculate_sum]\ncost_per_use = 0.25\n\n\
          [budgets]\nper_chat = 1.0\n",
@@ -224,6 +226,23 @@ fn replicas_share_the_store_limits_and_budgets_and_survive_a_kill() {
         }
     }
     assert_eq!(paid, 4, "the chat's budget holds across replicas");
+
+    // A breaker one replica opens, every replica obeys (within the second
+    // a replica trusts what it last read).
+    let report = client.call("services", "leak_in_error", json!({}), "breaker");
+    assert_eq!(report["ok"], false, "{report}");
+    assert!(
+        !report["error"].to_string().contains("circuit breaker"),
+        "{report}"
+    );
+    std::thread::sleep(Duration::from_millis(1200));
+    for _ in 0..6 {
+        let report = client.call("services", "leak_in_error", json!({}), "breaker");
+        assert!(
+            report["error"].to_string().contains("circuit breaker"),
+            "a replica let a call through an open breaker: {report}"
+        );
+    }
 
     // Writes under load while a replica is killed: every acknowledged one
     // is kept. A run in flight on the killed replica fails cleanly, and its

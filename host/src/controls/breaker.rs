@@ -1,6 +1,11 @@
 //! Circuit breakers: closed (calls go through, failures counted), open
 //! (calls refused at once until the recovery time has passed), half-open
 //! (one probe call goes through; its outcome closes or reopens the breaker).
+//!
+//! Hosts that share [`SharedControls`](super::SharedControls) also tell
+//! each other when a breaker opens: each keeps its own counts and states,
+//! and refuses calls while another host's copy of the breaker is open, as
+//! read at most once per [`SHARED_VIEW_TTL`].
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,9 +32,19 @@ pub enum BreakerState {
     HalfOpen,
 }
 
+/// How long what a host read of the other hosts' copy of a breaker is
+/// trusted before it is read again: a breaker another replica opened is
+/// obeyed here within this long, for one read per breaker per this long.
+pub(crate) const SHARED_VIEW_TTL: Duration = Duration::from_secs(1);
+
 /// One breaker, shared by the calls it guards.
 pub(crate) struct Breaker {
     settings: BreakerSettings,
+    /// What names it among every host's that share controls.
+    name: String,
+    /// When the other hosts' copy was last read, on the clock, and until
+    /// when it was open then.
+    shared_view: Mutex<Option<(Duration, Option<Duration>)>>,
     state: Mutex<State>,
     trips: AtomicU64,
 }
@@ -74,10 +89,14 @@ pub(crate) enum Refusal {
 }
 
 impl Breaker {
-    pub(crate) fn new(settings: BreakerSettings) -> Self {
+    /// A closed breaker with `settings`; `name` is unique to it among a
+    /// host's.
+    pub(crate) fn new(settings: BreakerSettings, name: String) -> Self {
         let slot_len = Duration::from_secs(settings.window_s) / SLOTS as u32;
         Breaker {
             settings,
+            name,
+            shared_view: Mutex::new(None),
             state: Mutex::new(State {
                 phase: Phase::Closed,
                 consecutive: 0,
@@ -93,6 +112,31 @@ impl Breaker {
     /// Its settings.
     pub(crate) fn settings(&self) -> &BreakerSettings {
         &self.settings
+    }
+
+    /// Its name among every host's that share controls.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Until when the other hosts' copy is open, as read within
+    /// [`SHARED_VIEW_TTL`] before `now`; `None`: to be read again.
+    pub(crate) fn shared_view(&self, now: Duration) -> Option<Option<Duration>> {
+        let view = *self.shared_view.lock().unwrap_or_else(|e| e.into_inner());
+        view.filter(|(read_at, _)| now.saturating_sub(*read_at) < SHARED_VIEW_TTL)
+            .map(|(_, open_until)| open_until)
+    }
+
+    /// Keeps what was read at `now` of the other hosts' copy (open for
+    /// `open_for`, or not open); returns until when it is open.
+    pub(crate) fn remember_shared(
+        &self,
+        now: Duration,
+        open_for: Option<Duration>,
+    ) -> Option<Duration> {
+        let open_until = open_for.map(|d| now + d);
+        *self.shared_view.lock().unwrap_or_else(|e| e.into_inner()) = Some((now, open_until));
+        open_until
     }
 
     /// How many times it opened.
@@ -229,7 +273,7 @@ mod tests {
 
     #[test]
     fn closed_open_half_open_closed_and_open_again() {
-        let breaker = Breaker::new(settings(Some(3), None));
+        let breaker = Breaker::new(settings(Some(3), None), String::new());
         let call = |failed, now| {
             let ticket = breaker.admit(now).unwrap();
             breaker.record(ticket, failed, now)
@@ -271,7 +315,7 @@ mod tests {
 
     #[test]
     fn the_error_rate_over_the_window_opens_it() {
-        let breaker = Breaker::new(settings(None, Some(0.5)));
+        let breaker = Breaker::new(settings(None, Some(0.5)), String::new());
         let call = |failed, now| {
             let ticket = breaker.admit(now).unwrap();
             breaker.record(ticket, failed, now)
@@ -288,7 +332,7 @@ mod tests {
         assert!(reason.contains("2 of 4 calls failed"), "{reason}");
 
         // Calls older than the window no longer count.
-        let breaker = Breaker::new(settings(None, Some(0.5)));
+        let breaker = Breaker::new(settings(None, Some(0.5)), String::new());
         let call = |failed, now| {
             let ticket = breaker.admit(now).unwrap();
             breaker.record(ticket, failed, now)

@@ -12,7 +12,8 @@
 //! lives in one entry found under two read locks; each control takes one
 //! uncontended mutex, so a call with every control on adds well under a
 //! microsecond. Hosts that run as replicas keep rate-limit buckets and chat
-//! budgets in [`SharedControls`] instead, one round trip each.
+//! budgets in [`SharedControls`] instead, one round trip each, and the end
+//! of an open breaker there too (read at most once a second per breaker).
 
 mod breaker;
 mod budget;
@@ -380,33 +381,28 @@ impl Controls {
             ticket: None,
             finished: false,
         };
+        if let (Some(breaker), Some(shared)) = (&entry.breaker, &self.shared) {
+            let open_until = match breaker.shared_view(now) {
+                Some(open_until) => open_until,
+                None => {
+                    let open_for = shared
+                        .breaker_open_for(breaker.name())
+                        .await
+                        .map_err(|e| unreachable_state(counters, plugin, method, "breaker", &e))?;
+                    breaker.remember_shared(now, open_for)
+                }
+            };
+            if let Some(until) = open_until.filter(|until| *until > now) {
+                bump(&counters.breaker_refused);
+                return Err(breaker_refusal(breaker::Refusal::Open(until - now)));
+            }
+        }
         if let Some(breaker) = &entry.breaker {
             match breaker.admit(now) {
                 Ok(ticket) => permit.ticket = Some(ticket),
                 Err(refusal) => {
                     bump(&counters.breaker_refused);
-                    let (message, retry) = match refusal {
-                        breaker::Refusal::Open(wait) => (
-                            format!(
-                                "its circuit breaker is open after repeated failures; a call is \
-                                 tried again in {:.1} s",
-                                wait.as_secs_f64()
-                            ),
-                            Some(millis(wait)),
-                        ),
-                        breaker::Refusal::Probing => (
-                            "its circuit breaker is half-open and a probe call is in flight; try \
-                             again shortly"
-                                .to_string(),
-                            None,
-                        ),
-                    };
-                    return Err(Refused {
-                        kind: CallErrorKind::Unavailable { message },
-                        event: ControlEvent::BreakerOpen {
-                            retry_after_ms: retry,
-                        },
-                    });
+                    return Err(breaker_refusal(refusal));
                 }
             }
         }
@@ -574,6 +570,12 @@ impl Controls {
                 }
                 _ => breaker.record(ticket, failed, self.clock.now()),
             };
+            if tripped.is_some()
+                && let Some(shared) = &self.shared
+            {
+                let recovery = Duration::from_secs(breaker.settings().recovery_s);
+                tell_others(shared, breaker.name(), recovery);
+            }
             event = tripped.map(|reason| ControlEvent::BreakerTripped {
                 reason,
                 recovery_s: breaker.settings().recovery_s,
@@ -669,7 +671,8 @@ impl Controls {
         let settings = settings.cloned().unwrap_or_default();
         PluginEntry {
             rate: rate_limiter(&settings, namespace, plugin, ""),
-            breaker: settings.breaker.map(|b| Arc::new(Breaker::new(b))),
+            breaker: (settings.breaker)
+                .map(|b| Arc::new(Breaker::new(b, control_name(namespace, plugin, "")))),
             methods: RwLock::new(HashMap::new()),
         }
     }
@@ -696,7 +699,10 @@ impl Controls {
             shared.rate.clone()
         };
         let breaker = match own.breaker {
-            Some(b) => Some(Arc::new(Breaker::new(b))),
+            Some(b) => Some(Arc::new(Breaker::new(
+                b,
+                control_name(namespace, plugin, method),
+            ))),
             None => shared.breaker.clone(),
         };
         let required = &self.policy.approval.require_for;
@@ -720,10 +726,57 @@ fn rate_limiter(
 ) -> Option<Arc<RateLimiter>> {
     let per_minute = settings.rate_limit?;
     let scope = settings.rate_limit_scope.unwrap_or_default();
+    let name = control_name(namespace, plugin, method);
+    Some(Arc::new(RateLimiter::new(per_minute, scope, name)))
+}
+
+/// What names a control of `plugin`'s `method` in `namespace` (`method`
+/// empty: the plugin's, shared by its methods) among every host's that
+/// share controls.
+fn control_name(namespace: Option<&str>, plugin: &str, method: &str) -> String {
     // A namespace is told apart from none: `None` is not `Some("")`.
     let namespace = namespace.map_or_else(String::new, |ns| format!("={ns}"));
-    let name = format!("{namespace}\u{1f}{plugin}\u{1f}{method}");
-    Some(Arc::new(RateLimiter::new(per_minute, scope, name)))
+    format!("{namespace}\u{1f}{plugin}\u{1f}{method}")
+}
+
+/// The refusal of a call by its breaker (this host's, or another's it
+/// obeys).
+fn breaker_refusal(refusal: breaker::Refusal) -> Refused {
+    let (message, retry) = match refusal {
+        breaker::Refusal::Open(wait) => (
+            format!(
+                "its circuit breaker is open after repeated failures; a call is tried again in \
+                 {:.1} s",
+                wait.as_secs_f64()
+            ),
+            Some(millis(wait)),
+        ),
+        breaker::Refusal::Probing => (
+            "its circuit breaker is half-open and a probe call is in flight; try again shortly"
+                .to_string(),
+            None,
+        ),
+    };
+    Refused {
+        kind: CallErrorKind::Unavailable { message },
+        event: ControlEvent::BreakerOpen {
+            retry_after_ms: retry,
+        },
+    }
+}
+
+/// Tells the hosts sharing `shared` that the breaker `name` opened for
+/// `recovery`, on a task of its own (the call's outcome is not held up by
+/// it); if that fails, the others go on counting their own failures.
+fn tell_others(shared: &Arc<dyn SharedControls>, name: &str, recovery: Duration) {
+    let (shared, name) = (shared.clone(), name.to_string());
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn(async move {
+            if let Err(e) = shared.open_breaker(&name, recovery).await {
+                tracing::warn!("telling the other hosts that a breaker opened failed: {e}");
+            }
+        });
+    }
 }
 
 /// The refusal of a call whose controls could not reach their shared state:

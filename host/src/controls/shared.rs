@@ -1,12 +1,12 @@
-//! [`SharedControls`]: the state of rate limits and chat budgets kept
-//! outside the process, so that hosts running as replicas of one service
-//! enforce them together (a method limited to 10 calls a minute gets 10
-//! across three replicas, not 30). Without it each host keeps that state in
-//! its own memory.
+//! [`SharedControls`]: the state of rate limits, chat budgets and open
+//! breakers kept outside the process, so that hosts running as replicas of
+//! one service enforce them together (a method limited to 10 calls a minute
+//! gets 10 across three replicas, not 30). Without it each host keeps that
+//! state in its own memory.
 //!
-//! Breakers stay per host: each replica opens its own on the failures it
-//! sees, which bounds the calls a failing method gets to a breaker's worth
-//! per replica.
+//! Breakers count per host (each replica the failures it sees), and tell
+//! the others when they open: a breaker one replica opens, every replica
+//! obeys within a second.
 
 use std::time::Duration;
 
@@ -18,9 +18,9 @@ use sandwit_contract::types::ServiceFuture;
 #[error("{0}")]
 pub struct SharedControlsError(pub String);
 
-/// Where rate-limit buckets and chat budgets live when several hosts share
-/// them (e.g. [`sandwit-postgres`]'s PostgreSQL tables). Each operation is
-/// atomic against every other host's.
+/// Where rate-limit buckets, chat budgets and open breakers live when
+/// several hosts share them (e.g. [`sandwit-postgres`]'s PostgreSQL
+/// tables). Each operation is atomic against every other host's.
 ///
 /// [`sandwit-postgres`]: https://docs.rs/sandwit-postgres
 pub trait SharedControls: Send + Sync {
@@ -54,4 +54,19 @@ pub trait SharedControls: Send + Sync {
 
     /// What `chat` has spent, in millionths.
     fn spent<'a>(&'a self, chat: &'a str) -> ServiceFuture<'a, Result<u64, SharedControlsError>>;
+
+    /// Records that a host opened the breaker `breaker` for `recovery`
+    /// from now (a later opening that ends sooner does not shorten it).
+    fn open_breaker<'a>(
+        &'a self,
+        breaker: &'a str,
+        recovery: Duration,
+    ) -> ServiceFuture<'a, Result<(), SharedControlsError>>;
+
+    /// How long the breaker `breaker` stays open, if a host opened it and
+    /// it is still open.
+    fn breaker_open_for<'a>(
+        &'a self,
+        breaker: &'a str,
+    ) -> ServiceFuture<'a, Result<Option<Duration>, SharedControlsError>>;
 }
