@@ -43,8 +43,9 @@ pub struct HostArgs {
     /// Where plugin data lives: a SQLite file, or a PostgreSQL URL
     /// (`postgres://user:password@host:port/db`, `?sslmode=require` for
     /// TLS) that replicas of one service share. With PostgreSQL the
-    /// execution controls' rate limits and chat budgets are kept there too,
-    /// so they hold across every replica using it [default: $SANDWIT_STORE,
+    /// execution controls' rate limits, chat budgets and open breakers are
+    /// kept there too, so they hold across every replica using it (see
+    /// docs/DEPLOY.md) [default: $SANDWIT_STORE,
     /// else $XDG_DATA_HOME/sandwit/store.db, else
     /// ~/.local/share/sandwit/store.db].
     #[arg(long, global = true, value_name = "FILE|URL")]
