@@ -66,7 +66,7 @@ async fn call_time(host: &Host, calc: &str, calls: usize) -> Duration {
 
 fn policy() -> Policy {
     Policy::from_toml(
-        "[plugins.calc.methods.calculate_sum]\nrate_limit = 1000000000\ncost_per_use = 0.000001\n\
+        "[plugins.calc.methods.calculate_sum]\nrate_limit = 1000000\ncost_per_use = 0.000001\n\
          [budgets]\nper_chat = 1000000000.0\n",
     )
     .expect("the bench's policy")
