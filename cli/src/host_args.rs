@@ -109,7 +109,7 @@ impl HostArgs {
         // A PostgreSQL URL stays out of the child's command line (`ps` shows
         // it, with its password); the children these are for (checks of a
         // plugin) keep nothing in the store.
-        if let Some(Store::Sqlite(path)) = self.store.as_ref().and(self.store()) {
+        if let Some(Store::Sqlite(path)) = self.store.clone().map(Store::named) {
             args.extend(["--store".into(), path.into()]);
         }
         args
@@ -144,11 +144,19 @@ impl HostArgs {
                 .filter(|s| !s.is_empty())
         });
         match given {
-            Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
-                Some(Store::Postgres(url))
-            }
-            Some(path) => Some(Store::Sqlite(path.into())),
+            Some(given) => Some(Store::named(given)),
             None => data_dir().map(|d| Store::Sqlite(d.join("store.db"))),
+        }
+    }
+}
+
+impl Store {
+    /// The store `given` names: a PostgreSQL URL, else a SQLite file.
+    fn named(given: String) -> Store {
+        if given.starts_with("postgres://") || given.starts_with("postgresql://") {
+            Store::Postgres(given)
+        } else {
+            Store::Sqlite(given.into())
         }
     }
 }

@@ -215,21 +215,9 @@ fn is_owner(conn: &mut dyn Conn, id: &str, account: i64) -> Result<bool> {
 
 /// The owners and invitations of `id`.
 fn owner_list(conn: &mut dyn Conn, id: &str) -> Result<OwnerList> {
-    let by_name = conn.dialect().bytewise("a.name");
-    let invited = conn
-        .query(
-            &format!(
-                "SELECT a.name FROM owner_invitations i JOIN accounts a ON a.id = i.account
-                 WHERE i.plugin = ?1 ORDER BY {by_name}"
-            ),
-            params![id],
-        )?
-        .iter()
-        .map(|row| row.text(0))
-        .collect::<Result<Vec<_>>>()?;
     Ok(OwnerList {
         users: owners_of(conn, id)?,
-        invited,
+        invited: account_names(conn, "owner_invitations", id)?,
     })
 }
 
@@ -242,11 +230,17 @@ pub(crate) fn plugin_exists(conn: &mut dyn Conn, id: &str) -> Result<()> {
 
 /// The owners' account names, sorted.
 pub(crate) fn owners_of(conn: &mut dyn Conn, id: &str) -> Result<Vec<String>> {
+    account_names(conn, "owners", id)
+}
+
+/// The names of the accounts `table` (`owners` or `owner_invitations`)
+/// lists for the plugin `id`, sorted by their bytes.
+fn account_names(conn: &mut dyn Conn, table: &'static str, id: &str) -> Result<Vec<String>> {
     let by_name = conn.dialect().bytewise("a.name");
     conn.query(
         &format!(
-            "SELECT a.name FROM owners o JOIN accounts a ON a.id = o.account
-             WHERE o.plugin = ?1 ORDER BY {by_name}"
+            "SELECT a.name FROM {table} t JOIN accounts a ON a.id = t.account
+             WHERE t.plugin = ?1 ORDER BY {by_name}"
         ),
         params![id],
     )?

@@ -21,8 +21,6 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tracing::Instrument;
-
 use crate::controls::RunControls;
 use crate::runtime::cache::CodeSource;
 use crate::runtime::guard::{Stopped, apply_budget, fuel_used, guarded_until};
@@ -192,12 +190,7 @@ impl ScientificSandbox {
         code: &str,
         options: &RunOptions,
     ) -> RunOutcome {
-        let span = crate::trace::run("scientific");
-        let outcome = (self.execute(ctx, plugins, code, options))
-            .instrument(span.clone())
-            .await;
-        outcome.trace(&span);
-        outcome
+        RunOutcome::traced("scientific", self.execute(ctx, plugins, code, options)).await
     }
 
     /// [`ScientificSandbox::run_with`], in the run's span.

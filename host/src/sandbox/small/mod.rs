@@ -12,8 +12,6 @@ pub(crate) mod workspace;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tracing::Instrument;
-
 use crate::bindings::python::{
     PythonSandbox as Interpreter, PythonSandboxPre, exports::sandwit::interpreter::runner,
 };
@@ -169,12 +167,7 @@ impl PythonSandbox {
         code: &str,
         options: &RunOptions,
     ) -> RunOutcome {
-        let span = crate::trace::run("small");
-        let outcome = (self.execute(ctx, plugins, code, options))
-            .instrument(span.clone())
-            .await;
-        outcome.trace(&span);
-        outcome
+        RunOutcome::traced("small", self.execute(ctx, plugins, code, options)).await
     }
 
     /// [`PythonSandbox::run_with`], in the run's span.

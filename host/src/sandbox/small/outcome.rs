@@ -268,7 +268,20 @@ impl RunStatus {
 impl RunOutcome {
     /// Records how the run ended in its trace `span`
     /// ([`crate::trace::run_ended`]).
-    pub(crate) fn trace(&self, span: &tracing::Span) {
+    /// Runs `run` in a run's span (`sandwit.run` of `interpreter`), and
+    /// records in it how the run ended.
+    pub(crate) async fn traced(
+        interpreter: &'static str,
+        run: impl Future<Output = RunOutcome>,
+    ) -> RunOutcome {
+        use tracing::Instrument;
+        let span = crate::trace::run(interpreter);
+        let outcome = run.instrument(span.clone()).await;
+        outcome.trace(&span);
+        outcome
+    }
+
+    fn trace(&self, span: &tracing::Span) {
         let failed = matches!(self.status, RunStatus::Error | RunStatus::LimitExceeded);
         let limit = self.limit.as_ref().map(|hit| hit.kind);
         crate::trace::run_ended(span, (self.status.as_str(), failed), limit, self.fuel_used);
