@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::Args;
 use sandwit::paths::{data_dir, default_cache_dir, env_path};
-use sandwit::{Host, HostBuilder, Limits, Policy, RunLimits};
+use sandwit::{Host, HostBuilder, Limits, Policy, RunLimits, StoreLocation};
 
 /// Options for the host, before or after the subcommand.
 #[derive(Args)]
@@ -41,12 +41,12 @@ pub struct HostArgs {
     #[arg(long, global = true, value_name = "FILE")]
     policy: Option<PathBuf>,
     /// Where plugin data lives: a SQLite file, or a PostgreSQL URL
-    /// (`postgres://user:password@host:port/db`, `?sslmode=require` for
-    /// TLS) that replicas of one service share. With PostgreSQL the
+    /// (`postgres://user:password@host:port/db`, `?sslmode=require` to insist
+    /// on TLS, `&sslrootcert=FILE` for a private CA) that replicas of one service share. With PostgreSQL the
     /// execution controls' rate limits, chat budgets and open breakers are
     /// kept there too, so they hold across every replica using it (see
-    /// docs/DEPLOY.md) [default: $SANDWIT_STORE,
-    /// else $XDG_DATA_HOME/sandwit/store.db, else
+    /// docs/DEPLOY.md) [default: $SANDWIT_STORE, else the policy's
+    /// `[store] url`, else $XDG_DATA_HOME/sandwit/store.db, else
     /// ~/.local/share/sandwit/store.db].
     #[arg(long, global = true, value_name = "FILE|URL")]
     store: Option<String>,
@@ -70,16 +70,17 @@ impl HostArgs {
             ..run_defaults
         };
         let policy = self.policy()?;
+        let store = self.store(&policy);
         let mut builder = Host::builder()
             .limits(limits)
             .run_limits(run_limits)
             .policy(policy);
-        match self.store() {
-            Some(Store::Postgres(url)) => {
+        match store {
+            Some(StoreLocation::Postgres(url)) => {
                 let pg = Arc::new(sandwit_postgres::Postgres::connect(&url).await?);
                 builder = builder.store(pg.clone()).shared_controls(pg);
             }
-            Some(Store::Sqlite(path)) => builder = builder.store_path(path),
+            Some(StoreLocation::Sqlite(path)) => builder = builder.store_path(path),
             None => {}
         }
         if !self.no_cache
@@ -109,7 +110,7 @@ impl HostArgs {
         // A PostgreSQL URL stays out of the child's command line (`ps` shows
         // it, with its password); the children these are for (checks of a
         // plugin) keep nothing in the store.
-        if let Some(Store::Sqlite(path)) = self.store.clone().map(Store::named) {
+        if let Some(StoreLocation::Sqlite(path)) = self.store.as_deref().map(StoreLocation::named) {
             args.extend(["--store".into(), path.into()]);
         }
         args
@@ -127,36 +128,22 @@ impl HostArgs {
     }
 }
 
-/// Where plugin data lives.
-enum Store {
-    Sqlite(PathBuf),
-    /// Its URL, which may hold a password: never printed.
-    Postgres(String),
-}
-
 impl HostArgs {
-    /// --store, else $SANDWIT_STORE, else the SQLite file in the data
-    /// directory.
-    fn store(&self) -> Option<Store> {
+    /// --store, else $SANDWIT_STORE, else the policy's `[store] url`, else
+    /// the SQLite file in the data directory.
+    fn store(&self, policy: &Policy) -> Option<StoreLocation> {
         let given = self.store.clone().or_else(|| {
             std::env::var("SANDWIT_STORE")
                 .ok()
                 .filter(|s| !s.is_empty())
         });
         match given {
-            Some(given) => Some(Store::named(given)),
-            None => data_dir().map(|d| Store::Sqlite(d.join("store.db"))),
-        }
-    }
-}
-
-impl Store {
-    /// The store `given` names: a PostgreSQL URL, else a SQLite file.
-    fn named(given: String) -> Store {
-        if given.starts_with("postgres://") || given.starts_with("postgresql://") {
-            Store::Postgres(given)
-        } else {
-            Store::Sqlite(given.into())
+            Some(given) => Some(StoreLocation::named(&given)),
+            None => policy
+                .store
+                .url
+                .clone()
+                .or_else(|| data_dir().map(|d| StoreLocation::Sqlite(d.join("store.db")))),
         }
     }
 }

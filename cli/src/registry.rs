@@ -77,9 +77,11 @@ enum TokenCommand {
 #[derive(Args)]
 struct StorageArgs {
     /// The metadata database: a PostgreSQL URL
-    /// (postgres://user[:password]@host[:port]/database), which replicas of
-    /// the registry share; the database must exist, its tables are made on
-    /// first use. By default the SQLite file registry.db in --data.
+    /// (postgres://user[:password]@host[:port]/database; `?sslmode=require`
+    /// to insist on TLS, `&sslrootcert=FILE` for a private CA), which
+    /// replicas of the registry share; the database must exist, its tables
+    /// are made on first use. By default the SQLite file registry.db in
+    /// --data.
     #[arg(long, value_name = "URL")]
     db: Option<Database>,
 }

@@ -30,5 +30,5 @@ pub use limits::{
     SCIENTIFIC_MEMORY_BYTES,
 };
 pub use manifest::{Manifest, MethodSpec, Param, RawManifest, RawMethod, RawParam};
-pub use policy::Policy;
+pub use policy::{Policy, StoreLocation};
 pub use types::{AgentCtx, ContentPart, Media, MethodKind, MethodResult, ServiceFuture, Value};

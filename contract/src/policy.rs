@@ -5,6 +5,7 @@
 //!
 //! ```toml
 //! [store]
+//! url = "plugin-data.db"           # a SQLite file (beside the policy), or postgres://...
 //! max_value_bytes = 65536          # per stored value
 //! max_plugin_bytes = 16777216      # per plugin, keys and values
 //!
@@ -64,9 +65,9 @@ use crate::signing::PublicKey;
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Policy {
-    /// Caps of the plugin store.
+    /// Where the plugin store lives, and its caps.
     #[serde(default)]
-    pub store: StoreLimits,
+    pub store: StoreSettings,
     /// Caps of outbound HTTP.
     #[serde(default)]
     pub http: HttpLimits,
@@ -163,6 +164,74 @@ pub struct RegistryPolicy {
     /// lock file ([`crate::lock`]) with a signature from a trusted key; a
     /// plugin loaded from bytes, which has no folder, is then refused.
     pub require_signature: bool,
+}
+
+/// Where plugin data lives, as a setting names it (`--store`,
+/// `$SANDWIT_STORE`, the policy's `[store] url`).
+#[derive(Clone, PartialEq, Eq)]
+pub enum StoreLocation {
+    /// A SQLite file, made if missing.
+    Sqlite(PathBuf),
+    /// A PostgreSQL database, by its URL (which may hold a password: its
+    /// `Debug` form leaves the URL out).
+    Postgres(String),
+}
+
+impl StoreLocation {
+    /// The store `given` names: a `postgres://` or `postgresql://` URL, else
+    /// a SQLite file.
+    pub fn named(given: &str) -> StoreLocation {
+        if given.starts_with("postgres://") || given.starts_with("postgresql://") {
+            StoreLocation::Postgres(given.to_string())
+        } else {
+            StoreLocation::Sqlite(given.into())
+        }
+    }
+}
+
+impl std::fmt::Debug for StoreLocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreLocation::Sqlite(path) => f.debug_tuple("Sqlite").field(path).finish(),
+            StoreLocation::Postgres(_) => f.write_str("Postgres(..)"),
+        }
+    }
+}
+
+/// The policy's `[store]`: where the plugin store lives and its caps.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoreSettings {
+    /// Its `url`: the store the `sandwit` command and the Python package use
+    /// when none is given to them. A relative SQLite path is taken from the
+    /// policy file's folder. A Rust host opens a SQLite file it names
+    /// itself, and refuses to build over a PostgreSQL one it was not given
+    /// a backend for (`sandwit_postgres`).
+    pub url: Option<StoreLocation>,
+    /// Its caps.
+    pub limits: StoreLimits,
+}
+
+// By hand: `url` sits among the caps' keys, and serde's `flatten` would
+// let a misspelt cap through unnoticed.
+impl<'de> Deserialize<'de> for StoreSettings {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let mut table = serde_json::Map::<String, serde_json::Value>::deserialize(d)?;
+        let url = match table.remove("url") {
+            None => None,
+            Some(serde_json::Value::String(url)) if !url.is_empty() => {
+                Some(StoreLocation::named(&url))
+            }
+            Some(_) => {
+                return Err(D::Error::custom(
+                    "`store.url` must be a SQLite file's path or a postgres:// URL",
+                ));
+            }
+        };
+        let limits = serde_path_to_error::deserialize(serde_json::Value::Object(table))
+            .map_err(|e| D::Error::custom(format!("`store.{}`: {}", e.path(), e.inner())))?;
+        Ok(StoreSettings { url, limits })
+    }
 }
 
 /// Caps of the plugin store.
@@ -288,13 +357,20 @@ impl Policy {
             path: path.to_path_buf(),
             source,
         })?;
-        Policy::from_toml(&text).map_err(|e| match e {
+        let mut policy = Policy::from_toml(&text).map_err(|e| match e {
             PolicyError::Invalid { message, .. } => PolicyError::Invalid {
                 path: Some(path.to_path_buf()),
                 message,
             },
             other => other,
-        })
+        })?;
+        if let Some(StoreLocation::Sqlite(file)) = &mut policy.store.url
+            && file.is_relative()
+            && let Some(folder) = path.parent()
+        {
+            *file = folder.join(&*file);
+        }
+        Ok(policy)
     }
 
     /// Pins `plugin`'s entry to the component whose SHA-256 is `digest` (64
@@ -413,7 +489,11 @@ mod tests {
             .collect::<Vec<_>>()
             .join("\n");
         let p = Policy::from_toml(&text).unwrap();
-        assert_eq!(p.store.max_value_bytes, 65536);
+        assert_eq!(p.store.limits.max_value_bytes, 65536);
+        assert_eq!(
+            p.store.url,
+            Some(StoreLocation::Sqlite("plugin-data.db".into()))
+        );
         assert_eq!(p.http.timeout(), Duration::from_secs(10));
         assert_eq!(p.plugin("notes").unwrap().grant, vec![Capability::Store]);
         assert!(p.plugin("notes").unwrap().pins(&"6f1c".repeat(16)));
@@ -443,6 +523,12 @@ mod tests {
                 "unknown capability `root`",
             ),
             ("[store]\nmax_value = 1", "unknown field `max_value`"),
+            ("[store]\nurl = 3", "`store.url` must be"),
+            ("[store]\nurl = \"\"", "`store.url` must be"),
+            (
+                "[store]\nurl = \"a.db\"\nmax_key_bytes = \"x\"",
+                "max_key_bytes",
+            ),
             ("[plugins.Notes]\ngrant = []", "`Notes` is not a plugin id"),
             ("extra = 1", "unknown field `extra`"),
             ("[http]\ntimeout_ms = -1", "timeout_ms"),
@@ -462,5 +548,26 @@ mod tests {
             let e = Policy::from_toml(text).unwrap_err().to_string();
             assert!(e.contains(needle), "{text:?}: {e}");
         }
+    }
+
+    #[test]
+    fn a_store_url_names_sqlite_beside_the_policy_or_postgres() {
+        let dir = std::env::temp_dir().join(format!("sandwit-policy-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("policy.toml");
+        std::fs::write(&file, "[store]\nurl = \"data/store.db\"\n").unwrap();
+        let p = Policy::load(&file).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(
+            p.store.url,
+            Some(StoreLocation::Sqlite(dir.join("data/store.db")))
+        );
+        assert_eq!(p.store.limits, StoreLimits::default());
+
+        let url = "postgres://sandwit:hunter2@db.internal/plugins";
+        let p = Policy::from_toml(&format!("[store]\nurl = \"{url}\"")).unwrap();
+        assert_eq!(p.store.url, Some(StoreLocation::Postgres(url.into())));
+        // The password never reaches a debug print of the policy.
+        assert!(!format!("{p:?}").contains("hunter2"));
     }
 }

@@ -29,7 +29,7 @@ use crate::toolbox::PluginSet;
 use crate::toolbox::plugin_set::Provider;
 use sandwit_contract::error::{CallError, CallErrorKind, LoadError};
 use sandwit_contract::limits::{Limits, RunLimits};
-use sandwit_contract::policy::Policy;
+use sandwit_contract::policy::{Policy, StoreLocation};
 use sandwit_contract::types::{AgentCtx, MethodResult, Value};
 
 /// Interpreters a [`PythonSandbox`] keeps instantiated ahead of its runs
@@ -80,7 +80,8 @@ pub struct Host {
 /// Defaults: no on-disk cache (compiled code is kept in memory only; with
 /// [`HostBuilder::cache_dir`], at most [`DEFAULT_CACHE_MAX_BYTES`] of it),
 /// [`Limits::default`] for plugin calls and [`RunLimits::default`] for Python
-/// runs, a [`Policy`] that grants nothing, a plugin store in memory, chat
+/// runs, a [`Policy`] that grants nothing, a plugin store in memory (or the
+/// SQLite file the policy's `[store] url` names), chat
 /// messages recorded as events only, [`DEFAULT_PREPARED_INTERPRETERS`]
 /// interpreters prepared per Python sandbox,
 /// [`DEFAULT_PREPARED_PLUGIN_INSTANCES`] instances made ahead per plugin and
@@ -307,11 +308,21 @@ impl HostBuilder {
         let store: Arc<dyn StoreBackend> = match (self.store, &self.store_path) {
             (Some(store), _) => store,
             (None, Some(path)) => Arc::new(SqliteStore::open(path)?),
-            (None, None) => Arc::new(SqliteStore::in_memory()?),
+            (None, None) => match &self.policy.store.url {
+                Some(StoreLocation::Sqlite(path)) => Arc::new(SqliteStore::open(path)?),
+                // Closed by default: plugin data is never kept in memory
+                // when the operator named a database.
+                Some(StoreLocation::Postgres(_)) => anyhow::bail!(
+                    "the policy's `[store] url` names a PostgreSQL database, which this \
+                     crate cannot open: connect to it with `sandwit_postgres::Postgres::connect` \
+                     and give it to `HostBuilder::store` and `HostBuilder::shared_controls`"
+                ),
+                None => Arc::new(SqliteStore::in_memory()?),
+            },
         };
         let services = Services {
             store,
-            store_limits: self.policy.store,
+            store_limits: self.policy.store.limits,
             http_limits: self.policy.http,
             chat: self.chat,
         };

@@ -60,6 +60,6 @@ pub use sandwit_contract::{
     AgentCtx, CallError, CallErrorKind, Capability, ContentPart, FUEL_PER_CPU_SECOND, Grants,
     HOOK_FUEL, LimitKind, Limits, LoadError, MAX_COMPONENT_BYTES, Manifest, Media, MethodKind,
     MethodResult, MethodSpec, Param, Policy, RunLimits, SCIENTIFIC_MEMORY_BYTES, ServiceFuture,
-    Value,
+    StoreLocation, Value,
 };
 pub use sandwit_contract::{capability, json, lock, manifest, policy, signing};

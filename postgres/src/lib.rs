@@ -25,11 +25,10 @@ mod error;
 mod schema;
 mod store;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use sandwit_postgres_connect::deadpool_postgres::Pool;
 
 pub use sandwit::controls::SharedControls;
 pub use sandwit::store::StoreBackend;
@@ -53,42 +52,22 @@ pub struct Postgres {
 
 impl Postgres {
     /// Connects to the database at `url` (`postgres://user:password@host:port/db`,
-    /// libpq's parameters such as `sslmode=require` after `?`), checks that it
-    /// answers and brings sandwit's tables up to date. TLS, when the URL asks
-    /// for it, checks the server's certificate against the web PKI's roots.
+    /// libpq's parameters such as `sslmode=require` and `sslrootcert=FILE`
+    /// after `?`, as `sandwit_postgres_connect` reads them), checks that it
+    /// answers and brings sandwit's tables up to date.
     pub async fn connect(url: &str) -> anyhow::Result<Self> {
         Self::connect_with(url, DEFAULT_MAX_CONNECTIONS).await
     }
 
     /// [`Postgres::connect`], keeping at most `max_connections`.
     pub async fn connect_with(url: &str, max_connections: usize) -> anyhow::Result<Self> {
-        let mut config: tokio_postgres::Config = url
-            .parse()
-            .map_err(|e| anyhow::anyhow!("the PostgreSQL URL is not valid: {e}"))?;
-        let shown = shown(&config);
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(CONNECT_TIMEOUT);
-        }
-        let options = config.get_options().unwrap_or_default().to_string();
-        config.options(format!("{options} -c statement_timeout={STATEMENT_TIMEOUT}").trim());
-        if config.get_application_name().is_none() {
-            config.application_name("sandwit");
-        }
-        let manager = Manager::from_config(
-            config,
-            tls(),
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let pool = Pool::builder(manager)
-            .max_size(max_connections.max(1))
-            .wait_timeout(Some(CONNECT_TIMEOUT))
-            .create_timeout(Some(CONNECT_TIMEOUT))
-            .recycle_timeout(Some(CONNECT_TIMEOUT))
-            .runtime(Runtime::Tokio1)
-            .build()
-            .context("making the PostgreSQL connection pool")?;
+        let settings = sandwit_postgres_connect::Settings {
+            max_connections,
+            wait: CONNECT_TIMEOUT,
+            application_name: "sandwit",
+            statement_timeout: Some(STATEMENT_TIMEOUT),
+        };
+        let (pool, shown) = sandwit_postgres_connect::pool(url, &settings)?;
         let pg = Postgres { pool };
         let mut client = pg
             .client()
@@ -114,36 +93,6 @@ impl std::fmt::Debug for Postgres {
             .field("max_connections", &status.max_size)
             .finish()
     }
-}
-
-/// The server and database `config` names, for messages: never the password.
-fn shown(config: &tokio_postgres::Config) -> String {
-    let host = config
-        .get_hosts()
-        .first()
-        .map(|h| match h {
-            tokio_postgres::config::Host::Tcp(name) => name.clone(),
-            tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
-        })
-        .unwrap_or_else(|| "localhost".into());
-    let port = config.get_ports().first().copied().unwrap_or(5432);
-    let db = config.get_dbname().or(config.get_user()).unwrap_or("");
-    format!("{host}:{port}/{db}")
-}
-
-/// TLS for the connections that ask for it: the web PKI's roots, ring.
-fn tls() -> tokio_postgres_rustls::MakeRustlsConnect {
-    let roots = rustls::RootCertStore {
-        roots: webpki_roots::TLS_SERVER_ROOTS.into(),
-    };
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .expect("ring supports the default protocol versions")
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    tokio_postgres_rustls::MakeRustlsConnect::new(config)
 }
 
 #[cfg(test)]

@@ -24,7 +24,7 @@ const MAX_KEY_BYTES: usize = 256;
 fn host_with(store: sandwit::policy::StoreLimits) -> Host {
     let mut policy = Policy::default();
     policy.grant("services", ["store", "chat"]).unwrap();
-    policy.store = store;
+    policy.store.limits = store;
     Host::builder()
         .cache_dir(cache_dir())
         .policy(pinned(policy))

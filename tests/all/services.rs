@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use sandwit::store::{Entry, Namespace, Scope, SqliteStore, StoreBackend};
 use sandwit::{
     AgentCtx, CallErrorKind, ChatMessage, ChatSink, Host, LimitKind, Limits, LoadError,
-    MethodResult, Plugin, PluginEvent, PluginSet, Policy, ServiceFuture, Value,
+    MethodResult, Plugin, PluginEvent, PluginSet, Policy, ServiceFuture, StoreLocation, Value,
 };
 use serde_json::json;
 
@@ -315,10 +315,44 @@ async fn the_store_is_scoped_by_chat_user_and_plugin() {
 }
 
 #[tokio::test]
+async fn the_policy_names_the_store() {
+    let dir = tempdir("policy-url");
+    let file = dir.join("store.db");
+    let mut policy = full_policy(1);
+    policy.store.url = Some(StoreLocation::Sqlite(file.clone()));
+    let host = host_with(policy);
+    let plugin = load(&host, artifacts::SERVICES).await;
+    put(&plugin, &ctx(), "global", Some("kept")).await;
+    drop((plugin, host));
+    let ns = Namespace {
+        plugin: "services".into(),
+        scope: Scope::Global,
+        owner: String::new(),
+        tenant: String::new(),
+    };
+    let reopened = SqliteStore::open(&file).unwrap();
+    assert_eq!(
+        reopened.get(&ns, "k").await.unwrap(),
+        Some(Entry::Text("kept".into()))
+    );
+
+    // A database this crate cannot open is refused, not swapped for memory.
+    let mut policy = Policy::default();
+    policy.store.url = Some(StoreLocation::named("postgres://u:pw@db.invalid/plugins"));
+    let err = Host::builder().policy(policy).build().err().unwrap();
+    let err = format!("{err:#}");
+    assert!(
+        err.contains("`[store] url` names a PostgreSQL database"),
+        "{err}"
+    );
+    assert!(!err.contains("pw@"), "{err}");
+}
+
+#[tokio::test]
 async fn the_store_caps_values_and_plugins() {
     let mut policy = full_policy(1);
-    policy.store.max_value_bytes = 100;
-    policy.store.max_plugin_bytes = 1_000;
+    policy.store.limits.max_value_bytes = 100;
+    policy.store.limits.max_plugin_bytes = 1_000;
     let plugin = load(&host_with(policy), artifacts::SERVICES).await;
     let big = "x".repeat(101);
     let report = call(

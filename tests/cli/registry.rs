@@ -58,11 +58,22 @@ fn postgres_script() -> PathBuf {
 
 impl Database {
     pub(crate) fn create() -> Database {
+        Database::create_on(&[])
+    }
+
+    /// One on the cluster that takes TLS connections only: its URL requires
+    /// TLS and names the cluster's CA (`scripts/postgres start-tls`).
+    pub(crate) fn create_tls() -> Database {
+        Database::create_on(&["--tls"])
+    }
+
+    fn create_on(args: &[&str]) -> Database {
         // One at a time: the first starts the cluster.
         static STARTING: Mutex<()> = Mutex::new(());
         let _one = STARTING.lock().unwrap_or_else(|e| e.into_inner());
         let out = Command::new(postgres_script())
             .arg("createdb")
+            .args(args)
             .stderr(Stdio::inherit())
             .output()
             .unwrap();
@@ -1775,8 +1786,9 @@ fn proofs_name_their_registry_and_keys_can_be_revoked(backend: Backend) {
         .expect(404, Some("not-found"));
 }
 
-/// Two `registry serve` processes on one PostgreSQL database (`--db`) and
-/// one blob folder (`--blobs file://DIR`), as replicas: a token made with
+/// Two `registry serve` processes on one PostgreSQL database (`--db`, over
+/// TLS: the server refuses plain text) and one blob folder (`--blobs
+/// file://DIR`), as replicas: a token made with
 /// `--db` works on both, a key registered on one verifies publishes on the
 /// other, what one publishes the other describes and serves, the same
 /// version published again through the other is the same conflict, a yank
@@ -1784,7 +1796,7 @@ fn proofs_name_their_registry_and_keys_can_be_revoked(backend: Backend) {
 /// refused (500 blob-mismatch), never served.
 #[test]
 fn replicas_share_one_database_and_blob_folder() {
-    let db = Arc::new(Database::create());
+    let db = Arc::new(Database::create_tls());
     let blobs = tempdir("registry", "replicas-blobs");
     let location = format!("file://{}", blobs.display());
     let args = ["--blobs", location.as_str()];

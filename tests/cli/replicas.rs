@@ -1,5 +1,5 @@
 //! Replicas: three `sandwit serve` on one PostgreSQL database (`--store
-//! postgres://...`) and two `sandwit registry serve` (`--db` on it too,
+//! postgres://...`, or the policy's `[store] url`) and two `sandwit registry serve` (`--db` on it too,
 //! `--blobs` in one folder) behind haproxy (Debian's, on loopback), driven
 //! through the balancer as clients would: the plugin store, rate limits,
 //! chat budgets and open breakers are shared; a replica killed mid-load loses no acknowledged
@@ -172,13 +172,20 @@ fn replicas_share_the_store_limits_and_budgets_and_survive_a_kill() {
         pin_line(artifacts::SERVICES)
     );
     let tokens = format!("ops admin {}\napp user {}\n", digest(ADMIN), digest(USER));
+    // The first replica takes the database from its policy's `[store]
+    // url`, the others from `--store`.
+    let policy_naming_the_store = format!("[store]\nurl = \"{db}\"\n{policy}");
     let mut replicas: Vec<Server> = (0..3)
         .map(|i| {
+            let (policy, store): (&str, &[&str]) = match i {
+                0 => (&policy_naming_the_store, &[]),
+                _ => (&policy, &["--store", db]),
+            };
             serve_with(
                 ("replicas", &format!("r{i}")),
                 &[artifacts::CALC, artifacts::SERVICES],
-                &policy,
-                &["--store", db],
+                policy,
+                store,
                 &tokens,
                 &[],
             )

@@ -77,8 +77,8 @@ pub(crate) fn serve_on(
     std::fs::write(&token_file, tokens).unwrap();
     let policy_file = dir.join("policy.toml");
     std::fs::write(&policy_file, policy).unwrap();
-    // A store of its own, unless `extra` names one.
-    let store = if extra.contains(&"--store") {
+    // A store of its own, unless `extra` or the policy names one.
+    let store = if extra.contains(&"--store") || policy.starts_with("[store]\nurl =") {
         vec![]
     } else {
         vec!["--store".into(), dir.join("store.db").into_os_string()]

@@ -29,7 +29,7 @@ use pyo3::types::{PyByteArray, PyBytes, PyMemoryView};
 use sandwit::paths::{default_cache_dir, env_path, installed_interpreter};
 use sandwit::{
     CodeSource, Host, HostBuilder, PluginSet, Policy, PythonSandbox, RunLimits, RunOptions,
-    SCIENTIFIC_MEMORY_BYTES, ScientificOptions, ScientificSandbox,
+    SCIENTIFIC_MEMORY_BYTES, ScientificOptions, ScientificSandbox, StoreLocation,
 };
 
 use convert::{lit, type_name};
@@ -129,8 +129,10 @@ fn interpreter_file_missing(path: &Path, from: &str) -> Option<errors::FileProbl
 /// The `store` argument when it is a PostgreSQL URL (a `str` beginning
 /// `postgres://` or `postgresql://`).
 fn postgres_url(obj: &Bound<'_, PyAny>) -> Option<String> {
-    let text: String = obj.extract().ok()?;
-    (text.starts_with("postgres://") || text.starts_with("postgresql://")).then_some(text)
+    match StoreLocation::named(&obj.extract::<String>().ok()?) {
+        StoreLocation::Postgres(url) => Some(url),
+        StoreLocation::Sqlite(_) => None,
+    }
 }
 
 /// The `store` argument: the plugin store's SQLite file, made if missing,
@@ -538,9 +540,12 @@ impl PyHost {
         if let Some(mib) = cache_max_mib {
             builder = builder.cache_max_bytes(mib.saturating_mul(1 << 20));
         }
+        // The policy's `[store] url` is the store when none is given.
+        let mut policy_store = None;
         if let Some(policy) = policy {
             let path = path_arg(policy, "policy")?;
             let policy = Policy::load(&path).map_err(|e| errors::policy_error(py, &e))?;
+            policy_store = policy.store.url.clone();
             builder = builder.policy(policy);
         }
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -548,20 +553,25 @@ impl PyHost {
             .enable_all()
             .build()
             .map_err(|e| SandwitError::new_err(format!("cannot start the host's runtime: {e}")))?;
-        if let Some(store) = store {
-            builder = match postgres_url(store) {
-                // Connected on the host's runtime, whose tasks then use
-                // the pool.
-                Some(url) => {
-                    let pg = py
-                        .detach(|| runtime.block_on(sandwit_postgres::Postgres::connect(&url)))
-                        .map_err(|e| SandwitError::new_err(format!("{e:#}")))?;
-                    let pg = Arc::new(pg);
-                    builder.store(pg.clone()).shared_controls(pg)
-                }
-                None => builder.store_path(store_arg(store)?),
-            };
-        }
+        let store = match store {
+            Some(store) => Some(match postgres_url(store) {
+                Some(url) => StoreLocation::Postgres(url),
+                None => StoreLocation::Sqlite(store_arg(store)?),
+            }),
+            None => policy_store,
+        };
+        builder = match store {
+            // Connected on the host's runtime, whose tasks then use the pool.
+            Some(StoreLocation::Postgres(url)) => {
+                let pg = py
+                    .detach(|| runtime.block_on(sandwit_postgres::Postgres::connect(&url)))
+                    .map_err(|e| SandwitError::new_err(format!("{e:#}")))?;
+                let pg = Arc::new(pg);
+                builder.store(pg.clone()).shared_controls(pg)
+            }
+            Some(StoreLocation::Sqlite(path)) => builder.store_path(path),
+            None => builder,
+        };
         if let Some(limits) = limits {
             builder = builder.run_limits(limits.get().limits.clone());
         }

@@ -28,16 +28,21 @@ def database() -> str:
 
 def test_replicas_share_the_store_and_the_rate_limits(database, cache_dir, tmp_path):
     policy = tmp_path / "policy.toml"
-    policy.write_text('[plugins.notes]\ngrant = ["store"]\n' + pin("notes")
+    policy.write_text(f'[store]\nurl = "{database}"\n'
+                      + '[plugins.notes]\ngrant = ["store"]\n' + pin("notes")
                       + "[plugins.calc.methods.get_current_time]\nrate_limit = 2\n")
-    hosts = [sandwit.Host(cache_dir=cache_dir, policy=policy, store=database,
-                          prepared_interpreters=0) for _ in range(2)]
+    # One host takes the database from the policy's `[store] url`, one is
+    # given it; a third, given a file, keeps its own store.
+    hosts = [sandwit.Host(cache_dir=cache_dir, policy=policy, store=store,
+                          prepared_interpreters=0)
+             for store in (None, database, tmp_path / "own.db")]
     notes = [host.load_plugin(wasm("notes")) for host in hosts]
     ctx = sandwit.AgentCtx("room", user_id="ann")
     notes[0].call("remember", {"note": "written by one"}, ctx=ctx)
     assert notes[1].call("recall", ctx=ctx).value == ["written by one"]
+    assert notes[2].call("recall", ctx=ctx).value == []
 
-    calcs = [host.load_plugin(wasm("calc")) for host in hosts]
+    calcs = [host.load_plugin(wasm("calc")) for host in hosts[:2]]
     calcs[0].call("get_current_time")
     calcs[1].call("get_current_time")
     with pytest.raises(sandwit.CallError, match="calls a minute"):

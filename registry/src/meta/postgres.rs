@@ -13,8 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use deadpool_postgres::{Config, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
-use tokio_postgres::NoTls;
+use deadpool_postgres::{Object, Pool};
 use tokio_postgres::types::{IsNull, ToSql, Type};
 
 use super::conn::{Conn, Dialect, Param, Row, Value, new_registry_id, params};
@@ -117,23 +116,20 @@ pub struct Postgres {
 }
 
 impl Postgres {
-    /// Connects to the database at `url` (`postgres://user@host:port/db`),
-    /// creating its tables, or moving them to the current schema, if need
-    /// be. Call it where [`Driver::block_on`] may be called.
+    /// Connects to the database at `url` (`postgres://user@host:port/db`,
+    /// with TLS as `sandwit_postgres_connect` reads the URL: `sslmode`,
+    /// `sslrootcert`), creating its tables, or moving them to the current
+    /// schema, if need be. Call it where [`Driver::block_on`] may be called.
     pub fn open(url: &str, driver: Arc<Driver>) -> anyhow::Result<Self> {
-        let mut config = Config::new();
-        config.url = Some(url.to_string());
-        config.application_name = Some("sandwit-registry".into());
-        config.manager = Some(ManagerConfig {
-            recycling_method: RecyclingMethod::Fast,
-        });
-        let mut pool_config = deadpool_postgres::PoolConfig::new(MAX_CONNECTIONS);
-        pool_config.timeouts.wait = Some(CONNECTION_WAIT);
-        pool_config.timeouts.create = Some(CONNECTION_WAIT);
-        config.pool = Some(pool_config);
-        let pool = config
-            .create_pool(Some(Runtime::Tokio1), NoTls)
-            .context("the PostgreSQL URL")?;
+        let settings = sandwit_postgres_connect::Settings {
+            max_connections: MAX_CONNECTIONS,
+            wait: CONNECTION_WAIT,
+            application_name: "sandwit-registry",
+            // A write waits for the write lock as long as the one before
+            // it takes; the pool's wait bounds a connection, not that.
+            statement_timeout: None,
+        };
+        let (pool, shown) = sandwit_postgres_connect::pool(url, &settings)?;
         let mut db = Postgres {
             pool,
             driver,
@@ -141,7 +137,7 @@ impl Postgres {
         };
         db.migrate()
             .map_err(cause)
-            .context("the schema of the PostgreSQL database")?;
+            .with_context(|| format!("the schema of the PostgreSQL database {shown}"))?;
         db.id = db
             .read(|conn| conn.query_one("SELECT id FROM registry", &[])?.text(0))
             .map_err(cause)

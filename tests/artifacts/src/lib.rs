@@ -11,21 +11,34 @@ include!(concat!(env!("OUT_DIR"), "/artifacts.rs"));
 /// it; none skips for want of a server.
 pub fn postgres_server() -> String {
     static SERVER: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    SERVER.get_or_init(start_postgres).clone()
+    SERVER
+        .get_or_init(|| start_postgres("SANDWIT_TEST_POSTGRES", "start"))
+        .clone()
 }
 
-fn start_postgres() -> String {
-    if let Ok(url) = std::env::var("SANDWIT_TEST_POSTGRES") {
+/// The URL of a PostgreSQL server that takes TLS connections only, its
+/// certificate signed by a CA of its own: `SANDWIT_TEST_POSTGRES_TLS`, else
+/// `scripts/postgres start-tls` (target/postgres-tls). The URL requires TLS
+/// and names the CA (`sslmode=require&sslrootcert=...`).
+pub fn postgres_tls_server() -> String {
+    static SERVER: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SERVER
+        .get_or_init(|| start_postgres("SANDWIT_TEST_POSTGRES_TLS", "start-tls"))
+        .clone()
+}
+
+fn start_postgres(variable: &str, command: &str) -> String {
+    if let Ok(url) = std::env::var(variable) {
         return url;
     }
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/postgres");
     let out = std::process::Command::new(script)
-        .arg("start")
+        .arg(command)
         .output()
         .unwrap_or_else(|e| panic!("running {script}: {e}"));
     assert!(
         out.status.success(),
-        "scripts/postgres start failed: {}",
+        "scripts/postgres {command} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout)

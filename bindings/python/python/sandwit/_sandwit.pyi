@@ -677,8 +677,9 @@ class Host:
             policy: The operator's policy file (TOML, docs/POLICY.md):
                 capabilities granted, configuration and secrets [nothing
                 granted]. Raises ``PolicyError``.
-            store: The plugin store's SQLite file, made if missing [in
-                memory]. Its directory must exist: a missing one raises
+            store: The plugin store's SQLite file, made if missing [the
+                policy's ``[store] url``, else in memory]. Its directory
+                must exist: a missing one raises
                 ``FileNotFoundError`` naming it (a directory given as the
                 store, ``IsADirectoryError``). Or a PostgreSQL URL
                 (``postgres://user:password@host:port/db``) that hosts
