@@ -49,3 +49,23 @@ otlp_venv() {
   "$OTLP_VENV/bin/python" -m pip install --quiet --disable-pip-version-check "${pins[@]}"
   echo "${pins[*]}" >"$OTLP_VENV/.pins"
 }
+# The tool-source tests' servers (tests/cli/tools/: a FastAPI app, an MCP
+# server on the official SDK, a hostile MCP server) run in a virtualenv of
+# their own, .venv-tools, with fastapi, uvicorn and mcp and everything they
+# pull in (pinned in scripts/tools-requirements.txt): tools_venv makes it,
+# or brings it to these pins, and exports SANDWIT_TOOLS_PYTHON, its python;
+# scripts/test calls it before `cargo test`.
+TOOLS_VENV="$PWD/.venv-tools"
+tools_venv() {
+  local requirements="$PWD/scripts/tools-requirements.txt"
+  if ! cmp -s "$requirements" "$TOOLS_VENV/.pins"; then
+    if [[ ! -x "$TOOLS_VENV/bin/python" ]]; then
+      "${PYTHON:-python3}" -m venv "$TOOLS_VENV"
+      # Ignored by git without an entry in the tree's .gitignore.
+      echo '*' >"$TOOLS_VENV/.gitignore"
+    fi
+    "$TOOLS_VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$requirements"
+    cp "$requirements" "$TOOLS_VENV/.pins"
+  fi
+  export SANDWIT_TOOLS_PYTHON="$TOOLS_VENV/bin/python"
+}

@@ -100,7 +100,8 @@ fn start(args: &Args, replica: usize) -> anyhow::Result<Server> {
     let tokens = dir.0.join("tokens");
     std::fs::write(
         &tokens,
-        format!("load user {}\n", sandwit_service_digest(TOKEN)),
+        // An admin's: it reads /metrics (admin only) as well as runs.
+        format!("load admin {}\n", sandwit_service_digest(TOKEN)),
     )?;
     let max_clients = args.clients.iter().copied().max().unwrap_or(1);
     let mut command = Command::new(&args.sandwit);
@@ -211,14 +212,17 @@ fn wait_for_reuse(base: &str) -> anyhow::Result<()> {
     let start = Instant::now();
     let mut said = false;
     loop {
-        let text = agent
+        let mut response = agent
             .get(format!("{base}/metrics"))
             .header("authorization", format!("Bearer {TOKEN}"))
             .call()
-            .context("reading /metrics")?
+            .context("reading /metrics")?;
+        let status = response.status();
+        let text = response
             .body_mut()
             .read_to_string()
             .context("reading /metrics")?;
+        ensure!(status == 200, "/metrics answered {status}: {text}");
         if text.lines().any(|l| l == "sandwit_interpreters_reusable 1") {
             return Ok(());
         }
