@@ -20,6 +20,7 @@ mod render;
 mod run;
 mod serve;
 mod telemetry;
+mod tools;
 mod worker;
 
 use std::process::ExitCode;
@@ -75,6 +76,11 @@ enum Command {
     /// Print the method listing an LLM is given: signatures, kinds and
     /// docstrings, and the prompts plugins inject for the chat.
     Prompt(run::PromptArgs),
+    /// Tool sources: OpenAPI documents whose operations become methods
+    /// (the policy's `[tools.<id>]`, see docs/TOOLS.md): inspect one, call
+    /// one's method.
+    #[command(subcommand)]
+    Tools(tools::ToolsCommand),
     /// Make a key pair for signing plugins: the secret key to FILE (mode
     /// 0600), the public key to FILE.pub and stdout.
     Keygen(keygen::KeygenArgs),
@@ -215,6 +221,7 @@ fn run_with_host(cli: Cli) -> ExitCode {
             Command::Call(args) => call::call(&host, args).await,
             Command::Run(args) => run::run(&host, args).await,
             Command::Prompt(args) => run::prompt(&host, args).await,
+            Command::Tools(command) => tools::tools(&host, command).await,
             Command::Keygen(_)
             | Command::Sign(_)
             | Command::Publish(_)

@@ -152,8 +152,15 @@ pub(crate) async fn load_plugins(host: &Host, args: &PluginArgs) -> anyhow::Resu
     Ok(plugins)
 }
 
+/// The plugins and the policy's tool sources as one set of methods.
+async fn method_set(host: &Host, args: &PluginArgs) -> anyhow::Result<PluginSet> {
+    let plugins = load_plugins(host, args).await?;
+    let sources = host.tool_sources().await?;
+    Ok(PluginSet::with_host_methods(&plugins, sources.methods())?)
+}
+
 pub async fn prompt(host: &Host, args: PromptArgs) -> anyhow::Result<ExitCode> {
-    let plugins = PluginSet::new(&load_plugins(host, &args.plugins).await?)?;
+    let plugins = method_set(host, &args.plugins).await?;
     let ctx = AgentCtx {
         user_id: args.user_id.clone(),
         ..AgentCtx::new(&args.chat_key)
@@ -177,7 +184,7 @@ pub async fn run(host: &Host, args: RunArgs) -> anyhow::Result<ExitCode> {
         (None, None) => anyhow::bail!("give the code as FILE, `-` or -c CODE"),
     };
     // Plugins first: one refused costs no interpreter load.
-    let plugins = PluginSet::new(&load_plugins(host, &args.plugins).await?)?;
+    let plugins = method_set(host, &args.plugins).await?;
     let ctx = AgentCtx {
         user_id: args.user_id.clone(),
         ..AgentCtx::new(&args.chat_key)

@@ -11,6 +11,7 @@
 pub mod args;
 pub mod capability;
 pub mod control_settings;
+pub mod digest;
 pub mod error;
 pub mod json;
 pub mod limits;
@@ -21,6 +22,7 @@ pub mod results;
 pub mod schema;
 pub mod signing;
 pub mod text;
+pub mod tool_policy;
 pub mod types;
 
 pub use capability::{Capability, Grants};

@@ -656,6 +656,17 @@ fn parse_schema(
     }
 }
 
+/// Whether `name` can name a method: a Python identifier of at most
+/// [`MAX_NAME_LEN`] ASCII characters that is no keyword, shadows no builtin
+/// and takes no reserved prefix (`sandwit_`, `__`).
+pub fn is_free_method_name(name: &str) -> bool {
+    is_identifier(name)
+        && !PYTHON_KEYWORDS.contains(&name)
+        && !PYTHON_BUILTINS.contains(&name)
+        && !name.starts_with("__")
+        && !name.starts_with(RESERVED_PREFIX)
+}
+
 fn is_identifier(name: &str) -> bool {
     let mut chars = name.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')

@@ -58,8 +58,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::capability::{Capability, CapabilityError};
 use crate::control_settings::{Approval, Budgets, ControlSettings, is_method_name};
+pub use crate::digest::Digest;
 use crate::manifest::is_plugin_id;
 use crate::signing::PublicKey;
+use crate::tool_policy::ToolSourcePolicy;
 
 /// The operator's decisions for every plugin. The default grants nothing.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -82,6 +84,13 @@ pub struct Policy {
     pub approval: Approval,
     #[serde(default)]
     plugins: BTreeMap<String, PluginPolicy>,
+    /// Tool sources, by id (see [`crate::tool_policy`]).
+    #[serde(default)]
+    tools: BTreeMap<String, ToolSourcePolicy>,
+    /// The folder of the file it was read from, if any: where a tool
+    /// source's relative paths start.
+    #[serde(skip)]
+    folder: Option<PathBuf>,
 }
 
 /// The policy for one plugin.
@@ -118,37 +127,7 @@ impl PluginPolicy {
 
     /// Whether it is for the component whose SHA-256 is `digest` (hex).
     pub fn pins(&self, digest: &str) -> bool {
-        self.sha256.iter().any(|d| d.0 == digest)
-    }
-}
-
-/// A SHA-256 digest: 64 lowercase hex digits.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Digest(String);
-
-impl Digest {
-    /// The digest of `hex`, if it is 64 hex digits (either case).
-    pub fn parse(hex: &str) -> Option<Self> {
-        let hex = hex.strip_prefix("sha256:").unwrap_or(hex);
-        (hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
-            .then(|| Digest(hex.to_ascii_lowercase()))
-    }
-
-    /// The 64 hex digits.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl<'de> Deserialize<'de> for Digest {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(d)?;
-        Digest::parse(&text).ok_or_else(|| {
-            serde::de::Error::custom(format!(
-                "`{}` is not a SHA-256 digest (64 hex digits)",
-                crate::text::cut(text, 80)
-            ))
-        })
+        self.sha256.iter().any(|d| d.as_str() == digest)
     }
 }
 
@@ -331,6 +310,20 @@ impl Policy {
             }
         }
         policy.budgets.check().map_err(invalid)?;
+        for (id, source) in &policy.tools {
+            if !is_plugin_id(id) {
+                return Err(invalid(format!(
+                    "`tools.{id}`: `{id}` is not a tool source id (lowercase letters, digits, `-` and `_`, starting with a letter)"
+                )));
+            }
+            if policy.plugins.contains_key(id) {
+                return Err(invalid(format!(
+                    "`tools.{id}`: `{id}` is also a plugin's id in `[plugins]`; a tool source's \
+                     id names its methods' provider, so it must be its own"
+                )));
+            }
+            source.check(id).map_err(invalid)?;
+        }
         for (id, entry) in &policy.plugins {
             entry
                 .controls
@@ -370,6 +363,7 @@ impl Policy {
         {
             *file = folder.join(&*file);
         }
+        policy.folder = path.parent().map(Path::to_path_buf);
         Ok(policy)
     }
 
@@ -427,15 +421,64 @@ impl Policy {
         self.plugins.get(plugin)
     }
 
-    /// The execution controls on calls of `plugin`'s `method`: the
-    /// method's keys, else the plugin's (empty when the policy sets none).
+    /// The tool sources, by id.
+    pub fn tools(&self) -> impl Iterator<Item = (&str, &ToolSourcePolicy)> {
+        self.tools.iter().map(|(id, source)| (id.as_str(), source))
+    }
+
+    /// The tool source `id`, if the policy has one.
+    pub fn tool(&self, id: &str) -> Option<&ToolSourcePolicy> {
+        self.tools.get(id)
+    }
+
+    /// Adds (or replaces) the tool source `id`; a bad one is an error naming
+    /// its key.
+    pub fn set_tool(
+        &mut self,
+        id: &str,
+        source: ToolSourcePolicy,
+    ) -> Result<&mut Self, PolicyError> {
+        let invalid = |message| PolicyError::Invalid {
+            path: None,
+            message,
+        };
+        if !is_plugin_id(id) || self.plugins.contains_key(id) {
+            return Err(invalid(format!(
+                "`tools.{id}`: not a tool source id, or a plugin's"
+            )));
+        }
+        source.check(id).map_err(invalid)?;
+        self.tools.insert(id.to_string(), source);
+        Ok(self)
+    }
+
+    /// The folder of the file the policy was read from (where relative
+    /// paths in it start), if it was read from one.
+    pub fn folder(&self) -> Option<&Path> {
+        self.folder.as_deref()
+    }
+
+    /// The execution controls `provider` (a plugin or a tool source) sets
+    /// on all its methods' calls, and per method.
+    pub fn controls_of(
+        &self,
+        provider: &str,
+    ) -> Option<(&ControlSettings, &BTreeMap<String, ControlSettings>)> {
+        match self.plugins.get(provider) {
+            Some(p) => Some((&p.controls, &p.methods)),
+            None => self.tools.get(provider).map(|t| (&t.controls, &t.methods)),
+        }
+    }
+
+    /// The execution controls on calls of `plugin`'s `method` (a plugin's
+    /// or a tool source's): the method's keys, else the provider's (empty
+    /// when the policy sets none).
     pub fn method_controls(&self, plugin: &str, method: &str) -> ControlSettings {
-        self.plugins
-            .get(plugin)
-            .map_or_else(ControlSettings::default, |p| {
-                p.methods
+        self.controls_of(plugin)
+            .map_or_else(ControlSettings::default, |(controls, methods)| {
+                methods
                     .get(method)
-                    .map_or_else(|| p.controls.clone(), |m| p.controls.overridden_by(m))
+                    .map_or_else(|| controls.clone(), |m| controls.overridden_by(m))
             })
     }
 

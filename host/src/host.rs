@@ -25,6 +25,7 @@ use crate::sandbox::scientific::{ScientificOptions, ScientificSandbox};
 use crate::sandbox::small::PythonSandbox;
 use crate::sandbox::small::outcome::WorkspaceFile;
 use crate::sandbox::workspace::{HostWorkspaces, WorkspaceOptions};
+use crate::sources::{SourceError, ToolSources};
 use crate::toolbox::PluginSet;
 use crate::toolbox::plugin_set::Provider;
 use sandwit_contract::error::{CallError, CallErrorKind, LoadError};
@@ -520,6 +521,13 @@ impl Host {
             && std::fs::read(path).is_ok_and(|bytes| {
                 cache.contains(&sandwit_contract::signing::component_hash(&bytes))
             })
+    }
+
+    /// The methods of the policy's tool sources (`[tools.<id>]`: OpenAPI
+    /// documents), loaded now: a URL's document is fetched once and kept in
+    /// the cache directory by its digest.
+    pub async fn tool_sources(&self) -> Result<ToolSources, SourceError> {
+        ToolSources::load(self.policy(), self.cache_dir()).await
     }
 
     /// The directory compiled code is cached in, if the host has one

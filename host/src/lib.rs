@@ -22,6 +22,7 @@ pub mod paths;
 mod plugin;
 mod runtime;
 mod sandbox;
+pub mod sources;
 mod sys;
 mod toolbox;
 pub mod trace;
@@ -62,4 +63,4 @@ pub use sandwit_contract::{
     MethodResult, MethodSpec, Param, Policy, RunLimits, SCIENTIFIC_MEMORY_BYTES, ServiceFuture,
     StoreLocation, Value,
 };
-pub use sandwit_contract::{capability, json, lock, manifest, policy, signing};
+pub use sandwit_contract::{capability, json, lock, manifest, policy, signing, tool_policy};

@@ -81,15 +81,16 @@ pub async fn call(
         ));
     };
     let axum::Json(request) = body?;
-    let plugin = state
-        .catalog
-        .read()
-        .expect("catalog lock")
-        .plugin(&id)
-        .cloned()
-        .ok_or_else(|| {
-            ApiError::not_found("unknown-plugin", format!("no enabled plugin `{id}`"))
-        })?;
+    let (plugin, is_tool_source) = {
+        let catalog = state.catalog.read().expect("catalog lock");
+        (catalog.plugin(&id).cloned(), catalog.is_tool_source(&id))
+    };
+    if is_tool_source {
+        return call_tool_source(state, caller, &id, method, request).await;
+    }
+    let plugin = plugin.ok_or_else(|| {
+        ApiError::not_found("unknown-plugin", format!("no enabled plugin `{id}`"))
+    })?;
     if plugin.manifest().method(method).is_none() {
         return Err(ApiError::not_found(
             "unknown-method",
@@ -133,6 +134,56 @@ pub async fn call(
     state
         .metrics
         .record_call(&id, method, start.elapsed().as_secs_f64());
+    let result = report
+        .result
+        .as_ref()
+        .ok()
+        .map(|r| crate::outcome::result_json(r, &mut crate::outcome::inline_image))
+        .transpose()
+        .map_err(|e| ApiError::bad_request("bad-result", e.to_string()))?;
+    Ok(Holding {
+        body: axum::Json(crate::outcome::call_report(&report, result)),
+        hold: slot.answering(),
+    })
+}
+
+/// A call of a tool source's method (`[tools.<id>]`): through the host, so
+/// the method's arguments are checked and its controls apply as in a run.
+async fn call_tool_source(
+    state: Shared,
+    caller: Caller,
+    id: &str,
+    method: &str,
+    request: CallRequest,
+) -> Result<Holding<axum::Json<CallReport>, Answering>, ApiError> {
+    let methods = state.enabled();
+    if !methods.methods().any(|(p, m)| p == id && m.name == method) {
+        return Err(ApiError::not_found(
+            "unknown-method",
+            format!("tool source `{id}` has no method `{method}`"),
+        ));
+    }
+    let ctx = crate::chat::agent_ctx(&caller, &request.chat_key, request.user_id, "bad-request")?;
+    let slot = state.calls.enter().await?;
+    let start = Instant::now();
+    let result = state
+        .host
+        .call(
+            &methods,
+            &ctx,
+            method,
+            value_from_json(Json::Object(request.args)),
+        )
+        .await;
+    let report = sandwit::CallReport {
+        result,
+        events: Vec::new(),
+        fuel_used: 0,
+        elapsed: start.elapsed(),
+    };
+    state
+        .metrics
+        .record_call(id, method, report.elapsed.as_secs_f64());
     let result = report
         .result
         .as_ref()

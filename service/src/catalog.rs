@@ -1,16 +1,19 @@
-//! The plugins the service offers: those of its plugin directory, loaded at
-//! start and on reload, less those an admin disabled.
+//! The methods the service offers: those of the plugins of its plugin
+//! directory, loaded at start and on reload, less those an admin disabled,
+//! and those of the policy's tool sources (`[tools.<id>]`), loaded at start.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use sandwit::{Host, Plugin, PluginSet};
+use sandwit::{Host, HostMethod, Plugin, PluginSet};
 
 /// The loaded plugins and which are disabled. A run takes the enabled set
 /// when it starts: a change applies from the next run on.
 pub struct Catalog {
     plugins: Vec<Plugin>,
+    /// The tool sources' methods.
+    tools: Vec<HostMethod>,
     disabled: BTreeSet<String>,
     enabled: PluginSet,
 }
@@ -36,12 +39,18 @@ impl Catalog {
         Ok(plugins)
     }
 
-    /// A catalog of `plugins`, with `disabled` (ids) kept disabled.
-    pub fn new(plugins: Vec<Plugin>, disabled: BTreeSet<String>) -> anyhow::Result<Self> {
+    /// A catalog of `plugins` and the tool sources' methods `tools`, with
+    /// `disabled` (plugin ids) kept disabled.
+    pub fn new(
+        plugins: Vec<Plugin>,
+        tools: Vec<HostMethod>,
+        disabled: BTreeSet<String>,
+    ) -> anyhow::Result<Self> {
         // Checked whole, so that enabling any subset later cannot clash.
-        PluginSet::new(&plugins)?;
+        PluginSet::with_host_methods(&plugins, &tools)?;
         let mut catalog = Catalog {
             plugins,
+            tools,
             disabled,
             enabled: PluginSet::default(),
         };
@@ -56,10 +65,21 @@ impl Catalog {
             .filter(|p| !self.disabled.contains(p.id()))
             .cloned()
             .collect();
-        self.enabled = PluginSet::new(&enabled).expect("a subset of a valid set is valid");
+        self.enabled = PluginSet::with_host_methods(&enabled, &self.tools)
+            .expect("a subset of a valid set is valid");
     }
 
-    /// The methods of the enabled plugins.
+    /// The tool sources' methods.
+    pub fn tools(&self) -> &[HostMethod] {
+        &self.tools
+    }
+
+    /// Whether `id` is a tool source's.
+    pub fn is_tool_source(&self, id: &str) -> bool {
+        self.tools.iter().any(|m| m.provider() == id)
+    }
+
+    /// The methods of the enabled plugins and of the tool sources.
     pub fn enabled(&self) -> &PluginSet {
         &self.enabled
     }

@@ -244,13 +244,10 @@ impl McpServer {
             Ok(slot) => slot,
             Err(message) => return Ok(error_result(message)),
         };
-        let plugin = self
-            .in_chat(&who.ctx, &slot)
-            .await
-            .methods
-            .plugin_for(name)
-            .cloned()
-            .ok_or_else(|| McpError::invalid_params(format!("no enabled tool `{name}`"), None))?;
+        let methods = self.in_chat(&who.ctx, &slot).await.methods;
+        let Some(plugin) = methods.plugin_for(name).cloned() else {
+            return self.call_host_method(&methods, name, args, who, ct).await;
+        };
         let start = Instant::now();
         let call = plugin.call_within(
             &who.ctx,
@@ -272,6 +269,45 @@ impl McpServer {
             .metrics
             .record_call(plugin.id(), name, start.elapsed().as_secs_f64());
         Ok(match &report.result {
+            Ok(result) => method_result(result),
+            Err(e) => error_result(e.to_string()),
+        })
+    }
+
+    /// A call of a method the host answers (a tool source's): through the
+    /// host, so its arguments are checked and its controls apply; `ct`
+    /// cancels it (the request is dropped, its connection closed).
+    async fn call_host_method(
+        &self,
+        methods: &sandwit::PluginSet,
+        name: &str,
+        args: Map<String, Json>,
+        who: Who,
+        ct: CancellationToken,
+    ) -> Result<CallToolResult, McpError> {
+        let Some((provider, _)) = methods.methods().find(|(_, m)| m.name == name) else {
+            return Err(McpError::invalid_params(
+                format!("no enabled tool `{name}`"),
+                None,
+            ));
+        };
+        let provider = provider.to_string();
+        let start = Instant::now();
+        let call =
+            self.state
+                .host
+                .call(methods, &who.ctx, name, value_from_json(Json::Object(args)));
+        let result = tokio::select! {
+            result = call => result,
+            () = ct.cancelled() => {
+                tracing::info!(source = provider, method = name, caller = %who.caller, "mcp call cancelled");
+                return Ok(error_result(format!("tool source `{provider}`, method `{name}`: cancelled")));
+            }
+        };
+        self.state
+            .metrics
+            .record_call(&provider, name, start.elapsed().as_secs_f64());
+        Ok(match &result {
             Ok(result) => method_result(result),
             Err(e) => error_result(e.to_string()),
         })

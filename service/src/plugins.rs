@@ -117,13 +117,11 @@ pub async fn reload(
     let plugins = Catalog::load(&state.host, &state.config.plugin_dir)
         .await
         .map_err(failed)?;
-    let disabled = state
-        .catalog
-        .read()
-        .expect("catalog lock")
-        .disabled()
-        .clone();
-    let catalog = Catalog::new(plugins, disabled).map_err(failed)?;
+    let (tools, disabled) = {
+        let catalog = state.catalog.read().expect("catalog lock");
+        (catalog.tools().to_vec(), catalog.disabled().clone())
+    };
+    let catalog = Catalog::new(plugins, tools, disabled).map_err(failed)?;
     let plugins = catalog
         .plugins()
         .iter()

@@ -51,14 +51,32 @@ pub(crate) type Shared = Arc<State>;
 
 impl State {
     /// The state over `host`, running code in `interpreters`, with the
-    /// plugins of `config.plugin_dir` loaded, all enabled.
+    /// plugins of `config.plugin_dir` loaded, all enabled, and the
+    /// methods of the policy's tool sources.
     pub(crate) async fn new(
         host: Host,
         interpreters: Interpreters,
         config: Config,
     ) -> anyhow::Result<Self> {
         let plugins = Catalog::load(&host, &config.plugin_dir).await?;
-        let catalog = Catalog::new(plugins, BTreeSet::new())?;
+        let sources = host.tool_sources().await?;
+        for report in sources.reports() {
+            tracing::info!(
+                source = report.source,
+                digest = report.digest,
+                methods = report.methods.len(),
+                "loaded a tool source"
+            );
+            for (operation, why) in &report.skipped {
+                tracing::warn!(
+                    source = report.source,
+                    operation,
+                    why,
+                    "an operation is not offered"
+                );
+            }
+        }
+        let catalog = Catalog::new(plugins, sources.methods().to_vec(), BTreeSet::new())?;
         let queue = RunQueue::new(
             "run",
             config.max_running.max(1),

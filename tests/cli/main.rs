@@ -16,4 +16,5 @@ mod serve_scientific;
 mod service_limits;
 mod store;
 mod tenants;
+mod tools;
 mod traces;

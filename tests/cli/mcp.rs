@@ -203,7 +203,7 @@ fn params(name: &str, arguments: Value) -> CallToolRequestParams {
 }
 
 /// A call's result as JSON: `content`, `structuredContent`, `isError`.
-async fn call(client: &Client, name: &str, arguments: Value) -> Value {
+pub(crate) async fn call(client: &Client, name: &str, arguments: Value) -> Value {
     let result: CallToolResult = client
         .call_tool(params(name, arguments))
         .await

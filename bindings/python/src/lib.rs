@@ -845,6 +845,24 @@ impl PyHost {
         })
     }
 
+    /// The methods of the policy's tool sources (`[tools.<id>]`: OpenAPI
+    /// documents whose operations become methods), loaded now, to give a
+    /// `PluginSet` as `methods`. Raises `SandwitError` naming the source
+    /// that cannot be loaded and why.
+    fn tool_sources(&self, py: Python<'_>) -> PyResult<Vec<methods::PyHostMethod>> {
+        let host = self.shared.host.clone();
+        let sources = self
+            .handle
+            .wait(py, async move { host.tool_sources().await })?
+            .map_err(|e| SandwitError::new_err(e.to_string()))?;
+        Ok(sources
+            .methods()
+            .iter()
+            .cloned()
+            .map(methods::PyHostMethod::of_source)
+            .collect())
+    }
+
     /// A set of the methods of `plugins` and the host methods `methods`
     /// for runs, `PluginSet(plugins, methods=..., filter=...)`. Raises
     /// `PluginSetError` when two offer a method of the same name.

@@ -40,11 +40,19 @@ fn helpers(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
 /// A sandbox method answered by a Python function: made by
 /// `@sandwit.method` from the function's type hints and docstring, or
 /// directly with the parameters' JSON Schemas. Calling it calls the
-/// function.
+/// function. Or a method of a tool source of the policy
+/// (`Host.tool_sources()`), which the host answers and has no function.
 #[pyclass(frozen, module = "sandwit", name = "HostMethod")]
 pub struct PyHostMethod {
     pub method: sandwit::HostMethod,
-    func: Py<PyAny>,
+    func: Option<Py<PyAny>>,
+}
+
+impl PyHostMethod {
+    /// A tool source's method.
+    pub(crate) fn of_source(method: sandwit::HostMethod) -> Self {
+        PyHostMethod { method, func: None }
+    }
 }
 
 #[pymethods]
@@ -114,7 +122,7 @@ impl PyHostMethod {
         .map_err(|problems| errors::method_spec_error(py, provider, &name, problems))?;
         Ok(PyHostMethod {
             method,
-            func: func.clone().unbind(),
+            func: Some(func.clone().unbind()),
         })
     }
 
@@ -149,10 +157,10 @@ impl PyHostMethod {
         self.method.provider()
     }
 
-    /// The Python function.
+    /// The Python function (None for a tool source's method).
     #[getter]
-    fn func(&self, py: Python<'_>) -> Py<PyAny> {
-        self.func.clone_ref(py)
+    fn func(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        self.func.as_ref().map(|f| f.clone_ref(py))
     }
 
     /// The checked spec as a dict: name, kind, description, docstring,
@@ -171,7 +179,15 @@ impl PyHostMethod {
         args: &Bound<'py, PyTuple>,
         kwargs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        self.func.bind(py).call(args, kwargs)
+        match &self.func {
+            Some(func) => func.bind(py).call(args, kwargs),
+            None => Err(PyTypeError::new_err(format!(
+                "`{}` is a method of the tool source `{}`, which the host answers: call it in \
+                 a run, or with PluginSet.call",
+                self.name(),
+                self.method.provider()
+            ))),
+        }
     }
 
     fn __repr__(&self) -> String {

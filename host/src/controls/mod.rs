@@ -667,7 +667,7 @@ impl Controls {
     }
 
     fn plugin_entry(&self, namespace: Option<&str>, plugin: &str) -> PluginEntry {
-        let settings = self.policy.plugin(plugin).map(|p| &p.controls);
+        let settings = self.policy.controls_of(plugin).map(|(c, _)| c);
         let settings = settings.cloned().unwrap_or_default();
         PluginEntry {
             rate: rate_limiter(&settings, namespace, plugin, ""),
@@ -684,10 +684,10 @@ impl Controls {
         plugin: &str,
         method: &str,
     ) -> MethodEntry {
-        let policy = self.policy.plugin(plugin);
-        let plugin_settings = policy.map(|p| p.controls.clone()).unwrap_or_default();
+        let policy = self.policy.controls_of(plugin);
+        let plugin_settings = policy.map(|(c, _)| c.clone()).unwrap_or_default();
         let own = policy
-            .and_then(|p| p.methods.get(method))
+            .and_then(|(_, methods)| methods.get(method))
             .cloned()
             .unwrap_or_default();
         let settings = plugin_settings.overridden_by(&own);

@@ -18,7 +18,8 @@ use sandwit_contract::types::{AgentCtx, MethodResult, Value};
 /// calling code (raised there as a `PluginError`).
 pub type HostMethodFuture = Pin<Box<dyn Future<Output = Result<MethodResult, String>> + Send>>;
 
-type Handler = dyn Fn(AgentCtx, Value) -> HostMethodFuture + Send + Sync;
+type Answer = Pin<Box<dyn Future<Output = Result<MethodResult, CallErrorKind>> + Send>>;
+type Handler = dyn Fn(AgentCtx, Value) -> Answer + Send + Sync;
 
 /// A sandbox method defined by the embedder. Cheap to clone.
 ///
@@ -50,6 +51,29 @@ impl HostMethod {
     where
         F: Fn(AgentCtx, Value) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<MethodResult, String>> + Send + 'static,
+    {
+        Self::with_error_kinds(provider, spec, move |ctx, args| {
+            let answer = handler(ctx, args);
+            async move {
+                answer
+                    .await
+                    .map_err(|message| CallErrorKind::Failed { message })
+            }
+        })
+    }
+
+    /// [`HostMethod::new`], with a handler that says what kind of error a
+    /// call met: the caller's (`InvalidArguments`, which the circuit
+    /// breaker does not count), a refusal (`Denied`), or the method's own
+    /// failure (`Failed`, which it counts).
+    pub fn with_error_kinds<F, Fut>(
+        provider: &str,
+        spec: MethodSpec,
+        handler: F,
+    ) -> Result<Self, Vec<String>>
+    where
+        F: Fn(AgentCtx, Value) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<MethodResult, CallErrorKind>> + Send + 'static,
     {
         // The wrapping manifest's own fields are fixed: the spec's problems
         // are reported once, as the method's, not again as the manifest's.
@@ -120,7 +144,7 @@ impl HostMethod {
                     message: "ran past its wall-clock deadline".to_string(),
                 });
             }
-            Ok(Err(message)) => return Err(CallErrorKind::Failed { message }),
+            Ok(Err(kind)) => return Err(kind),
             Ok(Ok(result)) => result,
         };
         check_kind(result.kind(), inner.spec.kind)?;

@@ -10,7 +10,8 @@ reaches EOF (so it never outlives the test that holds the pipe).
 
 Every operation needs `Authorization: Bearer TOKEN`, TOKEN from the
 environment's TOOLS_TOKEN (default `test-token-7781`); a missing or wrong
-token is answered 401, as FastAPI's HTTPBearer does.
+token is answered 401, as FastAPI's HTTPBearer does. The document itself,
+GET /openapi.json, needs none.
 
 Other environment variables:
   TOOLS_REQUEST_LOG      a file to which every request that passed the token

@@ -528,14 +528,16 @@ class HostMethod(Generic[_P, _R]):
     def __class_getitem__(cls, item: Any) -> types.GenericAlias:
         """``HostMethod[P, R]``, for annotations at run time."""
     @property
-    def func(self) -> Callable[_P, _R]:
-        """The function."""
+    def func(self) -> Callable[_P, _R] | None:
+        """The function (None for a tool source's method, which the host
+        answers)."""
     @property
     def spec(self) -> dict[str, Any]:
         """The checked spec: name, kind, description, docstring, params
         (name, schema, required), returns."""
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        """Calls the function."""
+        """Calls the function (``TypeError`` for a tool source's method:
+        call it in a run or with ``PluginSet.call``)."""
 
 # ---- plugins and the host ---------------------------------------------------
 
@@ -785,6 +787,13 @@ class Host:
         """Loads and checks a plugin from a path or its bytes (``name``
         labels bytes in errors). Raises ``LoadError`` listing every
         problem."""
+    def tool_sources(self) -> list[HostMethod[..., Any]]:
+        """The methods of the policy's tool sources (``[tools.<id>]``:
+        OpenAPI documents whose operations become methods, see
+        docs/TOOLS.md), loaded now: give them to a ``PluginSet`` as
+        ``methods``. Their calls go only to each source's ``base_url``,
+        under the policy's controls and ``[http]`` limits. Raises
+        ``SandwitError`` naming a source that cannot be loaded."""
     def plugin_set(
         self,
         plugins: Iterable[Plugin] | None = None,

@@ -141,6 +141,11 @@ impl Redactor {
         }
     }
 
+    /// A redactor of `secrets` (a tool source's token, say).
+    pub(crate) fn of_secrets(secrets: impl IntoIterator<Item = String>) -> Self {
+        Redactor::new(secrets.into_iter().map(Json::String).collect())
+    }
+
     /// Whether there is nothing to hide.
     pub(crate) fn is_empty(&self) -> bool {
         self.secrets.is_empty()

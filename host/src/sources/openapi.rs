@@ -1,0 +1,630 @@
+//! An OpenAPI 3.0 or 3.1 document's operations as method specs and the
+//! plans that turn a call's arguments into a request: path, query and
+//! header parameters and a JSON body flattened into one parameter list,
+//! the first 2xx JSON response's schema as the result's. An operation this
+//! cannot call faithfully (cookies, form bodies, other parameter styles) is
+//! skipped with the reason, never half offered.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Map, Value as Json};
+use sha2::Digest as _;
+
+use sandwit_contract::manifest::{
+    MAX_DESCRIPTION_LEN, MAX_DOCSTRING_LEN, MAX_NAME_LEN, MAX_PARAMS, MethodSpec, Param,
+    is_free_method_name,
+};
+use sandwit_contract::tool_policy::ToolSourcePolicy;
+use sandwit_contract::types::MethodKind;
+
+use super::schema::{Budget, SchemaProblem, resolve, standalone};
+
+/// The HTTP methods an operation may have, as OpenAPI names them.
+const METHODS: [&str; 8] = [
+    "get", "put", "post", "delete", "patch", "head", "options", "trace",
+];
+
+/// Operations one document may hold, offered or not: past it the document
+/// is refused.
+pub(crate) const MAX_OPERATIONS: usize = 10_000;
+
+/// Where a parameter goes in the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Location {
+    Path,
+    Query,
+    Header,
+    /// A member of the JSON body.
+    BodyMember,
+    /// The whole JSON body.
+    Body,
+}
+
+/// One parameter of an operation: its Python name and its name on the wire.
+#[derive(Debug, Clone)]
+pub(crate) struct WireParam {
+    pub name: String,
+    pub wire: String,
+    pub location: Location,
+}
+
+/// What a call of one operation sends.
+#[derive(Debug, Clone)]
+pub(crate) struct Plan {
+    pub method: http::Method,
+    /// The path as the document writes it (`/items/{item_id}`).
+    pub path: String,
+    pub params: Vec<WireParam>,
+    /// Whether a body is sent even with no member given (`{}`).
+    pub body_required: bool,
+}
+
+/// An operation ready to be offered.
+pub(crate) struct Operation {
+    pub plan: Plan,
+    pub spec: MethodSpec,
+}
+
+/// What was not offered, and why.
+#[derive(Debug, Clone)]
+pub(crate) struct Skipped {
+    pub operation: String,
+    pub why: String,
+}
+
+/// The operations of `document` that `source` offers (all of them, named
+/// as they are, without one), and those skipped.
+pub(crate) fn operations(
+    document: &Json,
+    source: Option<&ToolSourcePolicy>,
+) -> Result<(Vec<Operation>, Vec<Skipped>), String> {
+    let version = document
+        .get("openapi")
+        .and_then(Json::as_str)
+        .ok_or("it is not an OpenAPI 3 document (no `openapi` version; Swagger 2 is not read)")?;
+    if !(version.starts_with("3.0") || version.starts_with("3.1")) {
+        return Err(format!(
+            "it is OpenAPI {}, and only 3.0 and 3.1 are read",
+            cut(version, 20)
+        ));
+    }
+    let paths = document
+        .get("paths")
+        .and_then(Json::as_object)
+        .ok_or("it has no `paths`")?;
+    let mut budget = Budget::new();
+    let (mut offered, mut skipped) = (Vec::new(), Vec::new());
+    let mut names = BTreeSet::new();
+    let mut seen = 0usize;
+    for (path, item) in paths {
+        let Some(item) = item.as_object() else {
+            continue;
+        };
+        for method in METHODS {
+            let Some(op) = item.get(method).and_then(Json::as_object) else {
+                continue;
+            };
+            seen += 1;
+            if seen > MAX_OPERATIONS {
+                return Err(format!("it has more than {MAX_OPERATIONS} operations"));
+            }
+            let operation_id = match op.get("operationId").and_then(Json::as_str) {
+                Some(id) => id.to_string(),
+                None => format!("{method}_{path}"),
+            };
+            if source.is_some_and(|s| !s.offers(&operation_id)) {
+                continue;
+            }
+            let prefix = source.map_or("", |s| s.prefix.as_str());
+            let mut name = format!("{prefix}{}", identifier(&operation_id));
+            if !is_free_method_name(&name) {
+                name = identifier(&format!("{name}_"));
+            }
+            let skip = |why: String| Skipped {
+                operation: cut(&operation_id, 120),
+                why,
+            };
+            if !names.insert(name.clone()) {
+                skipped.push(skip(format!(
+                    "its method name `{name}` is another operation's (rename with `prefix`)"
+                )));
+                continue;
+            }
+            let kind = source
+                .and_then(|s| s.kinds.get(&operation_id))
+                .copied()
+                .unwrap_or(MethodKind::Tool);
+            match operation(
+                document,
+                &mut budget,
+                OperationAt {
+                    path,
+                    method,
+                    item,
+                    op,
+                    name,
+                    kind,
+                },
+            ) {
+                Ok(operation) => offered.push(operation),
+                Err(Problem::Skip(why)) => skipped.push(skip(why)),
+                Err(Problem::Schema(SchemaProblem::TooLarge)) => {
+                    return Err(SchemaProblem::TooLarge.to_string());
+                }
+                Err(Problem::Schema(problem)) => skipped.push(skip(problem.to_string())),
+            }
+        }
+    }
+    Ok((offered, skipped))
+}
+
+enum Problem {
+    Skip(String),
+    Schema(SchemaProblem),
+}
+
+impl From<SchemaProblem> for Problem {
+    fn from(p: SchemaProblem) -> Self {
+        Problem::Schema(p)
+    }
+}
+
+struct OperationAt<'a> {
+    path: &'a str,
+    method: &'a str,
+    item: &'a Map<String, Json>,
+    op: &'a Map<String, Json>,
+    name: String,
+    kind: MethodKind,
+}
+
+fn operation(document: &Json, budget: &mut Budget, at: OperationAt) -> Result<Operation, Problem> {
+    let skip = |why: String| Err(Problem::Skip(why));
+    let method = http::Method::from_bytes(at.method.to_ascii_uppercase().as_bytes())
+        .expect("the methods are valid");
+    // The path item's parameters, overridden by the operation's (by name
+    // and location).
+    let mut raw: Vec<&Map<String, Json>> = Vec::new();
+    for list in [at.item.get("parameters"), at.op.get("parameters")]
+        .into_iter()
+        .flatten()
+    {
+        for p in list.as_array().into_iter().flatten() {
+            let p = follow(document, p)?;
+            let Some(p) = p.as_object() else {
+                return skip("a parameter is not an object".into());
+            };
+            let key = |p: &Map<String, Json>| (p.get("name").cloned(), p.get("in").cloned());
+            raw.retain(|q| key(q) != key(p));
+            raw.push(p);
+        }
+    }
+    let mut params = Vec::new();
+    let mut specs = Vec::new();
+    let mut docs = Vec::new();
+    for p in raw {
+        let wire = p.get("name").and_then(Json::as_str).unwrap_or_default();
+        let location = match p.get("in").and_then(Json::as_str) {
+            Some("path") => Location::Path,
+            Some("query") => Location::Query,
+            Some("header") => Location::Header,
+            Some(other) => {
+                return skip(format!(
+                    "its parameter `{}` is in `{}`, which is not sent",
+                    cut(wire, 60),
+                    cut(other, 20)
+                ));
+            }
+            None => return skip(format!("its parameter `{}` has no `in`", cut(wire, 60))),
+        };
+        if location == Location::Header
+            && ["authorization", "content-type", "accept", "host"]
+                .contains(&wire.to_ascii_lowercase().as_str())
+        {
+            // The host writes these itself.
+            continue;
+        }
+        if p.contains_key("content") {
+            return skip(format!(
+                "its parameter `{}` is encoded by a media type, which is not supported",
+                cut(wire, 60)
+            ));
+        }
+        let default_style = if location == Location::Query {
+            "form"
+        } else {
+            "simple"
+        };
+        let style_ok = p
+            .get("style")
+            .and_then(Json::as_str)
+            .is_none_or(|s| s == default_style);
+        let explode_ok =
+            location != Location::Query || p.get("explode") != Some(&Json::Bool(false));
+        if !style_ok || !explode_ok {
+            return skip(format!(
+                "its parameter `{}` uses a serialization style other than the default",
+                cut(wire, 60)
+            ));
+        }
+        let schema = match p.get("schema") {
+            Some(schema) => standalone(document, schema, budget)?,
+            None => Json::Object(Map::new()),
+        };
+        let required =
+            location == Location::Path || p.get("required").and_then(Json::as_bool) == Some(true);
+        let name = param_name(wire, location);
+        if let Some(text) = p.get("description").and_then(Json::as_str) {
+            docs.push((name.clone(), text.to_string()));
+        }
+        specs.push(Param {
+            name: name.clone(),
+            schema,
+            required,
+        });
+        params.push(WireParam {
+            name,
+            wire: wire.to_string(),
+            location,
+        });
+    }
+    let mut body_required = false;
+    if let Some(body) = at.op.get("requestBody") {
+        let body = follow(document, body)?;
+        body_required = body.get("required").and_then(Json::as_bool) == Some(true);
+        let content = body.get("content").and_then(Json::as_object);
+        let json = content.and_then(|c| {
+            c.iter()
+                .find(|(media, _)| is_json(media))
+                .map(|(_, value)| value)
+        });
+        let Some(json) = json else {
+            let types: Vec<&str> = content
+                .map(|c| c.keys().map(String::as_str).collect())
+                .unwrap_or_default();
+            return skip(format!(
+                "its body is not JSON ({}), which is not sent",
+                cut(&types.join(", "), 120)
+            ));
+        };
+        let schema = match json.get("schema") {
+            Some(schema) => standalone(document, schema, budget)?,
+            None => Json::Object(Map::new()),
+        };
+        let members = schema.get("properties").and_then(Json::as_object);
+        let taken: BTreeSet<&str> = params.iter().map(|p| p.name.as_str()).collect();
+        let flat = members.filter(|members| {
+            schema.get("additionalProperties").is_none()
+                && members.len() + params.len() <= MAX_PARAMS
+                && members
+                    .keys()
+                    .all(|m| !taken.contains(param_name(m, Location::BodyMember).as_str()))
+        });
+        match flat {
+            Some(members) => {
+                let required: BTreeSet<&str> = schema
+                    .get("required")
+                    .and_then(Json::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Json::as_str)
+                    .collect();
+                for (member, member_schema) in members {
+                    let name = param_name(member, Location::BodyMember);
+                    if let Some(text) = member_schema.get("description").and_then(Json::as_str) {
+                        docs.push((name.clone(), text.to_string()));
+                    }
+                    specs.push(Param {
+                        name: name.clone(),
+                        schema: member_schema.clone(),
+                        required: body_required && required.contains(member.as_str()),
+                    });
+                    params.push(WireParam {
+                        name,
+                        wire: member.clone(),
+                        location: Location::BodyMember,
+                    });
+                }
+            }
+            None => {
+                let name = if taken.contains("body") {
+                    "request_body"
+                } else {
+                    "body"
+                };
+                specs.push(Param {
+                    name: name.into(),
+                    schema,
+                    required: body_required,
+                });
+                params.push(WireParam {
+                    name: name.into(),
+                    wire: String::new(),
+                    location: Location::Body,
+                });
+            }
+        }
+    }
+    if specs.len() > MAX_PARAMS {
+        return skip(format!(
+            "it takes {} parameters, more than the limit of {MAX_PARAMS}",
+            specs.len()
+        ));
+    }
+    let names: BTreeSet<&str> = specs.iter().map(|p| p.name.as_str()).collect();
+    if names.len() != specs.len() {
+        return skip("two of its parameters have one Python name".into());
+    }
+    // Required parameters first, as a Python signature needs; the order
+    // within each stays the document's.
+    let mut order: Vec<usize> = (0..specs.len()).collect();
+    order.sort_by_key(|&i| !specs[i].required);
+    let specs: Vec<Param> = order.iter().map(|&i| specs[i].clone()).collect();
+    let params: Vec<WireParam> = order.iter().map(|&i| params[i].clone()).collect();
+
+    let returns = returns(document, at.op, budget)?;
+    let summary = text_of(at.op.get("summary"));
+    let description = text_of(at.op.get("description"));
+    let line = [summary.as_str(), description.lines().next().unwrap_or("")]
+        .into_iter()
+        .find(|l| !l.trim().is_empty())
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("{} {}", method, at.path));
+    let mut docstring = [summary.as_str(), description.as_str()]
+        .into_iter()
+        .filter(|t| !t.trim().is_empty())
+        .collect::<Vec<_>>()
+        .join("\n\n");
+    if docstring.is_empty() {
+        docstring = format!("{} {}", method, at.path);
+    }
+    if !docs.is_empty() {
+        docstring.push_str("\n\nArgs:");
+        for (name, text) in &docs {
+            docstring.push_str(&format!("\n    {name}: {}", one_line(text)));
+        }
+    }
+    let spec = MethodSpec {
+        name: at.name,
+        kind: at.kind,
+        description: cut(&one_line(&line), MAX_DESCRIPTION_LEN),
+        docstring: cut(&clean(&docstring), MAX_DOCSTRING_LEN),
+        params: specs,
+        returns,
+    };
+    Ok(Operation {
+        plan: Plan {
+            method,
+            path: at.path.to_string(),
+            params,
+            body_required,
+        },
+        spec,
+    })
+}
+
+/// The schema of the first 2xx response with a JSON body.
+fn returns(
+    document: &Json,
+    op: &Map<String, Json>,
+    budget: &mut Budget,
+) -> Result<Option<Json>, Problem> {
+    let Some(responses) = op.get("responses").and_then(Json::as_object) else {
+        return Ok(None);
+    };
+    let mut codes: Vec<&String> = responses
+        .keys()
+        .filter(|c| c.starts_with('2') || c.as_str() == "2XX")
+        .collect();
+    codes.sort();
+    for code in codes {
+        let response = follow(document, &responses[code])?;
+        let schema = response
+            .get("content")
+            .and_then(Json::as_object)
+            .and_then(|c| c.iter().find(|(media, _)| is_json(media)))
+            .and_then(|(_, media)| media.get("schema"));
+        if let Some(schema) = schema {
+            return Ok(Some(standalone(document, schema, budget)?));
+        }
+    }
+    Ok(None)
+}
+
+/// `value`, or what its `$ref` names (one level: parameters, bodies and
+/// responses are named, not nested).
+fn follow<'a>(document: &'a Json, value: &'a Json) -> Result<&'a Json, Problem> {
+    match value.get("$ref").and_then(Json::as_str) {
+        Some(reference) => resolve(document, reference)
+            .ok_or_else(|| SchemaProblem::Unresolved(cut(reference, 120)).into()),
+        None => Ok(value),
+    }
+}
+
+fn is_json(media: &str) -> bool {
+    let media = media.split(';').next().unwrap_or("").trim();
+    media == "application/json" || media.ends_with("+json")
+}
+
+/// A Python name for a parameter: a header's in lower case.
+fn param_name(wire: &str, location: Location) -> String {
+    let wire = if location == Location::Header {
+        wire.to_ascii_lowercase()
+    } else {
+        wire.to_string()
+    };
+    let name = identifier(&wire);
+    if is_free_method_name(&name) {
+        name
+    } else {
+        identifier(&format!("{name}_"))
+    }
+}
+
+/// `text` as a Python identifier: other characters as `_`, a leading digit
+/// after `op_`, and a name longer than [`MAX_NAME_LEN`] cut, with 8 hex
+/// digits of its SHA-256 to tell it from others cut alike.
+pub(crate) fn identifier(text: &str) -> String {
+    let mut name: String = text
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
+        name.insert_str(0, "op_");
+    }
+    if name.len() > MAX_NAME_LEN {
+        let hash = sha2::Sha256::digest(text.as_bytes());
+        let hex: String = hash[..4].iter().map(|b| format!("{b:02x}")).collect();
+        name.truncate(MAX_NAME_LEN - 9);
+        name = format!("{name}_{hex}");
+    }
+    name
+}
+
+fn text_of(value: Option<&Json>) -> String {
+    value
+        .and_then(Json::as_str)
+        .unwrap_or("")
+        .trim()
+        .to_string()
+}
+
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// `text` without control characters but newlines and tabs.
+fn clean(text: &str) -> String {
+    text.chars()
+        .filter(|c| !c.is_control() || *c == '\n' || *c == '\t')
+        .collect()
+}
+
+fn cut(text: &str, max: usize) -> String {
+    sandwit_contract::text::cut(text.to_string(), max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn source(operations: &[&str]) -> ToolSourcePolicy {
+        let policy = sandwit_contract::Policy::from_toml(&format!(
+            "[tools.shop]\nopenapi = \"spec.json\"\nbase_url = \"http://127.0.0.1:1\"\noperations = {operations:?}\nprefix = \"shop_\"\n"
+        ))
+        .unwrap();
+        policy.tool("shop").unwrap().clone()
+    }
+
+    fn document() -> Json {
+        json!({
+            "openapi": "3.1.0",
+            "paths": {
+                "/items/{item_id}": {
+                    "parameters": [{"name": "item_id", "in": "path", "required": true,
+                                    "schema": {"type": "integer"}}],
+                    "get": {
+                        "operationId": "get_item",
+                        "summary": "Read an item",
+                        "parameters": [
+                            {"name": "q", "in": "query", "schema": {"type": "string"},
+                             "description": "A filter"},
+                            {"name": "X-Trace-Id", "in": "header", "schema": {"type": "string"}},
+                        ],
+                        "responses": {"200": {"content": {"application/json": {"schema":
+                            {"$ref": "#/components/schemas/Item"}}}}},
+                    },
+                },
+                "/items": {"post": {
+                    "operationId": "create_item",
+                    "requestBody": {"required": true, "content": {"application/json": {"schema":
+                        {"type": "object", "required": ["name"], "properties": {
+                            "name": {"type": "string"}, "price": {"type": "number"}}}}}},
+                    "responses": {"201": {"content": {"application/json": {"schema":
+                        {"$ref": "#/components/schemas/Item"}}}}},
+                }},
+                "/upload": {"post": {
+                    "operationId": "upload",
+                    "requestBody": {"content": {"multipart/form-data": {"schema": {}}}},
+                }},
+                "/session": {"get": {
+                    "operationId": "session",
+                    "parameters": [{"name": "sid", "in": "cookie"}],
+                }},
+            },
+            "components": {"schemas": {"Item": {"type": "object", "properties": {
+                "id": {"type": "integer"}, "name": {"type": "string"}}}}},
+        })
+    }
+
+    #[test]
+    fn operations_become_methods_with_flat_parameters() {
+        let (offered, skipped) = operations(&document(), Some(&source(&["*"]))).unwrap();
+        let names: Vec<&str> = offered.iter().map(|o| o.spec.name.as_str()).collect();
+        assert_eq!(names, ["shop_create_item", "shop_get_item"]);
+        let get = &offered[1];
+        assert_eq!(
+            get.spec.signature(),
+            "shop_get_item(item_id, q=None, x_trace_id=None)"
+        );
+        assert_eq!(get.spec.description, "Read an item");
+        assert!(
+            get.spec.docstring.contains("q: A filter"),
+            "{}",
+            get.spec.docstring
+        );
+        assert_eq!(
+            get.spec.returns.as_ref().unwrap()["properties"]["id"]["type"],
+            "integer"
+        );
+        assert_eq!(get.plan.params[2].wire, "X-Trace-Id");
+        let create = &offered[0];
+        assert_eq!(
+            create.spec.signature(),
+            "shop_create_item(name, price=None)"
+        );
+        assert!(create.plan.body_required);
+        assert_eq!(create.plan.params[0].location, Location::BodyMember);
+        let why: Vec<String> = skipped
+            .iter()
+            .map(|s| format!("{}: {}", s.operation, s.why))
+            .collect();
+        assert_eq!(why.len(), 2, "{why:?}");
+        assert!(
+            why[0].starts_with("session: its parameter `sid` is in `cookie`"),
+            "{why:?}"
+        );
+        assert!(
+            why[1].starts_with("upload: its body is not JSON (multipart/form-data)"),
+            "{why:?}"
+        );
+    }
+
+    #[test]
+    fn only_the_named_operations_are_offered() {
+        let (offered, skipped) = operations(&document(), Some(&source(&["get_*"]))).unwrap();
+        assert_eq!(offered.len(), 1);
+        assert!(skipped.is_empty());
+    }
+
+    #[test]
+    fn names_are_python_identifiers() {
+        assert_eq!(
+            identifier("read_item_items__item_id__get"),
+            "read_item_items__item_id__get"
+        );
+        assert_eq!(identifier("my-tool.v2"), "my_tool_v2");
+        assert_eq!(identifier("2fa"), "op_2fa");
+        let long = identifier(&"x".repeat(100));
+        assert_eq!(long.len(), MAX_NAME_LEN);
+        assert_ne!(long, identifier(&"x".repeat(101)));
+        assert_eq!(param_name("class", Location::Query), "class_");
+    }
+
+    #[test]
+    fn other_documents_are_refused() {
+        let err = operations(&json!({"swagger": "2.0"}), None).err().unwrap();
+        assert!(err.contains("Swagger 2 is not read"), "{err}");
+    }
+}

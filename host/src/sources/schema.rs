@@ -1,0 +1,263 @@
+//! A tool source's schemas made standalone: every local `$ref`
+//! (`#/components/schemas/Item`) replaced by what it names, within bounds a
+//! hostile document cannot push past. A reference back into itself (a
+//! recursive type) becomes `{}` (anything) at the point it recurs, as does a
+//! chain of references deeper than [`MAX_REF_DEPTH`]: the server still
+//! checks what it gets. OpenAPI 3.0's dialect is brought to JSON Schema's
+//! (`nullable`, boolean `exclusiveMinimum`/`exclusiveMaximum`).
+
+use serde_json::{Map, Value as Json};
+
+/// References followed within one another at most.
+pub(crate) const MAX_REF_DEPTH: usize = 32;
+
+/// Nodes one document's schemas may expand to, all operations together:
+/// past it the document is refused.
+pub(crate) const MAX_EXPANDED_NODES: usize = 200_000;
+
+/// What a document's schemas have cost so far.
+pub(crate) struct Budget {
+    nodes: usize,
+}
+
+impl Budget {
+    pub(crate) fn new() -> Self {
+        Budget { nodes: 0 }
+    }
+}
+
+/// Why a schema could not be made standalone.
+#[derive(Debug)]
+pub(crate) enum SchemaProblem {
+    /// The document's schemas expand past [`MAX_EXPANDED_NODES`].
+    TooLarge,
+    /// A reference to somewhere else than this document, or to nothing.
+    Unresolved(String),
+}
+
+impl std::fmt::Display for SchemaProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SchemaProblem::TooLarge => write!(
+                f,
+                "its schemas expand to more than {MAX_EXPANDED_NODES} nodes once their \
+                 references are followed"
+            ),
+            SchemaProblem::Unresolved(r) => write!(f, "the reference `{r}` names nothing in it"),
+        }
+    }
+}
+
+/// `schema`, its references into `root` followed, in JSON Schema's dialect.
+pub(crate) fn standalone(
+    root: &Json,
+    schema: &Json,
+    budget: &mut Budget,
+) -> Result<Json, SchemaProblem> {
+    let mut stack = Vec::new();
+    expand(root, schema, budget, &mut stack)
+}
+
+/// What `reference` (`#/a/b`, JSON Pointer escapes) names in `root`.
+pub(crate) fn resolve<'a>(root: &'a Json, reference: &str) -> Option<&'a Json> {
+    let pointer = reference.strip_prefix('#')?;
+    if pointer.is_empty() {
+        return Some(root);
+    }
+    root.pointer(pointer)
+}
+
+fn expand(
+    root: &Json,
+    schema: &Json,
+    budget: &mut Budget,
+    stack: &mut Vec<String>,
+) -> Result<Json, SchemaProblem> {
+    budget.nodes += 1;
+    if budget.nodes > MAX_EXPANDED_NODES {
+        return Err(SchemaProblem::TooLarge);
+    }
+    match schema {
+        Json::Object(map) => {
+            if let Some(Json::String(reference)) = map.get("$ref") {
+                if stack.iter().any(|r| r == reference) || stack.len() >= MAX_REF_DEPTH {
+                    // Recursive, or too deep a chain: anything, here.
+                    return Ok(Json::Object(Map::new()));
+                }
+                let target = resolve(root, reference)
+                    .ok_or_else(|| SchemaProblem::Unresolved(cut(reference)))?;
+                stack.push(reference.clone());
+                let expanded = expand(root, target, budget, stack);
+                stack.pop();
+                let mut expanded = expanded?;
+                // 3.1 allows keywords beside `$ref`: those that annotate
+                // (a description, a default) are kept where the target has
+                // none.
+                if let Json::Object(out) = &mut expanded {
+                    for (key, value) in map {
+                        if key != "$ref" && !out.contains_key(key) {
+                            out.insert(key.clone(), expand(root, value, budget, stack)?);
+                        }
+                    }
+                }
+                return Ok(expanded);
+            }
+            let mut out = Map::new();
+            for (key, value) in map {
+                match key.as_str() {
+                    // Annotations of OpenAPI's, not JSON Schema's.
+                    "example" | "xml" | "externalDocs" | "discriminator" | "nullable" => {}
+                    // Property names and examples are data, not schemas.
+                    "properties" | "patternProperties" | "$defs" | "definitions" => {
+                        let Json::Object(members) = value else {
+                            out.insert(key.clone(), value.clone());
+                            continue;
+                        };
+                        let mut expanded = Map::new();
+                        for (name, member) in members {
+                            expanded.insert(name.clone(), expand(root, member, budget, stack)?);
+                        }
+                        out.insert(key.clone(), Json::Object(expanded));
+                    }
+                    "enum" | "const" | "default" | "examples" | "required" => {
+                        out.insert(key.clone(), value.clone());
+                    }
+                    _ => {
+                        out.insert(key.clone(), expand(root, value, budget, stack)?);
+                    }
+                }
+            }
+            openapi_30_dialect(map, &mut out);
+            Ok(Json::Object(out))
+        }
+        Json::Array(items) => Ok(Json::Array(
+            items
+                .iter()
+                .map(|item| expand(root, item, budget, stack))
+                .collect::<Result<_, _>>()?,
+        )),
+        leaf => Ok(leaf.clone()),
+    }
+}
+
+/// OpenAPI 3.0's `nullable: true` as a `null` type, and its boolean
+/// exclusive bounds as JSON Schema's numbers.
+fn openapi_30_dialect(original: &Map<String, Json>, out: &mut Map<String, Json>) {
+    if original.get("nullable") == Some(&Json::Bool(true)) {
+        match out.get_mut("type") {
+            Some(Json::String(ty)) => {
+                let ty = ty.clone();
+                out.insert("type".into(), Json::Array(vec![ty.into(), "null".into()]));
+            }
+            Some(Json::Array(types)) if !types.contains(&Json::from("null")) => {
+                types.push("null".into())
+            }
+            _ => {}
+        }
+    }
+    for (flag, bound) in [
+        ("exclusiveMinimum", "minimum"),
+        ("exclusiveMaximum", "maximum"),
+    ] {
+        if let Some(Json::Bool(exclusive)) = original.get(flag) {
+            out.remove(flag);
+            if *exclusive && let Some(value) = out.remove(bound) {
+                out.insert(flag.into(), value);
+            }
+        }
+    }
+}
+
+fn cut(text: &str) -> String {
+    sandwit_contract::text::cut(text.to_string(), 120)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn references_are_followed_and_recursion_is_cut() {
+        let root = json!({"components": {"schemas": {
+            "Item": {"type": "object", "properties": {
+                "name": {"type": "string"},
+                "child": {"$ref": "#/components/schemas/Item"},
+            }},
+        }}});
+        let schema = standalone(
+            &root,
+            &json!({"$ref": "#/components/schemas/Item"}),
+            &mut Budget::new(),
+        )
+        .unwrap();
+        assert_eq!(
+            schema,
+            json!({"type": "object", "properties": {
+                "name": {"type": "string"},
+                "child": {},
+            }})
+        );
+    }
+
+    #[test]
+    fn a_long_chain_is_cut_and_a_fan_out_is_refused() {
+        let mut schemas = Map::new();
+        for i in 0..10_000 {
+            schemas.insert(
+                format!("S{i}"),
+                json!({"$ref": format!("#/components/schemas/S{}", i + 1)}),
+            );
+        }
+        schemas.insert("S10000".into(), json!({"type": "integer"}));
+        let root = json!({"components": {"schemas": schemas}});
+        let schema = standalone(
+            &root,
+            &json!({"$ref": "#/components/schemas/S0"}),
+            &mut Budget::new(),
+        )
+        .unwrap();
+        assert_eq!(schema, json!({}), "cut at {MAX_REF_DEPTH} references");
+
+        // Each level refers to the next twice: 2^30 nodes once expanded.
+        let mut schemas = Map::new();
+        for i in 0..30 {
+            let next = format!("#/components/schemas/F{}", i + 1);
+            schemas.insert(
+                format!("F{i}"),
+                json!({"type": "array", "prefixItems": [{"$ref": next}, {"$ref": next}]}),
+            );
+        }
+        schemas.insert("F30".into(), json!({"type": "integer"}));
+        let root = json!({"components": {"schemas": schemas}});
+        let err = standalone(
+            &root,
+            &json!({"$ref": "#/components/schemas/F0"}),
+            &mut Budget::new(),
+        )
+        .unwrap_err();
+        assert!(matches!(err, SchemaProblem::TooLarge));
+    }
+
+    #[test]
+    fn openapi_30_is_brought_to_json_schema() {
+        let schema = standalone(
+            &json!({}),
+            &json!({"type": "integer", "nullable": true, "minimum": 0, "exclusiveMinimum": true,
+                    "example": 3}),
+            &mut Budget::new(),
+        )
+        .unwrap();
+        assert_eq!(
+            schema,
+            json!({"type": ["integer", "null"], "exclusiveMinimum": 0})
+        );
+        let err = standalone(
+            &json!({}),
+            &json!({"$ref": "other.json#/Item"}),
+            &mut Budget::new(),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("other.json#/Item"), "{err}");
+    }
+}

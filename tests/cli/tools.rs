@@ -1,0 +1,479 @@
+//! Tool sources against a real server: a FastAPI application
+//! (tests/cli/tools/openapi_app.py, its OpenAPI 3.1 document, bearer auth)
+//! on loopback, run by `.venv-tools`'s Python ($SANDWIT_TOOLS_PYTHON,
+//! which scripts/test makes). Its operations become methods that AI code,
+//! `sandwit prompt`, `sandwit tools call`, `/v1/tools`, `:call` and MCP's
+//! `tools/call` reach; arguments are checked before any request, the
+//! source's controls apply, its token never shows, a cancelled run closes
+//! its request, and hostile documents are refused with a report.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::common::{cache_dir, listening_base, tempdir};
+use crate::serve::{ADMIN, USER, serve_with};
+
+const TOKEN: &str = "tok-secret-5150-shop";
+
+/// The FastAPI application; stopped when dropped (its stdin closes).
+struct App {
+    child: Child,
+    base: String,
+    /// Its request log: one `METHOD PATH` line per request it received.
+    requests: PathBuf,
+    /// Written when a client of `/slow` went away before its answer.
+    disconnected: PathBuf,
+}
+
+impl App {
+    fn start(dir: &Path) -> App {
+        let python = std::env::var_os("SANDWIT_TOOLS_PYTHON")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("../.venv-tools/bin/python")
+            });
+        assert!(
+            python.exists(),
+            "{} is missing: `source scripts/env.sh && tools_venv` makes it",
+            python.display()
+        );
+        let script =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/cli/tools/openapi_app.py");
+        let requests = dir.join("requests.log");
+        let disconnected = dir.join("disconnected");
+        let mut child = Command::new(python)
+            .arg(script)
+            .env("TOOLS_TOKEN", TOKEN)
+            .env("TOOLS_REQUEST_LOG", &requests)
+            .env("TOOLS_DISCONNECT_FILE", &disconnected)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let base = listening_base(&mut child);
+        App {
+            child,
+            base,
+            requests,
+            disconnected,
+        }
+    }
+
+    fn requests(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.requests)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// The document and its SHA-256 (hex).
+    fn document(&self) -> (Vec<u8>, String) {
+        let bytes = ureq::get(format!("{}/openapi.json", self.base))
+            .call()
+            .unwrap()
+            .body_mut()
+            .read_to_vec()
+            .unwrap();
+        let digest = hex(&bytes);
+        (bytes, digest)
+    }
+
+    fn stop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for App {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The SHA-256 of `bytes`, hex: what a policy pins.
+fn hex(bytes: &[u8]) -> String {
+    sandwit::component_hash(bytes)
+}
+
+/// A policy with the app's document as tool source `shop`, pinned, fetched
+/// from its URL, and `extra` lines.
+fn policy(app: &App, extra: &str) -> String {
+    let (_, digest) = app.document();
+    format!(
+        "[tools.shop]\nopenapi = \"{base}/openapi.json\"\nsha256 = \"{digest}\"\n\
+         base_url = \"{base}\"\noperations = [\"*\"]\nprefix = \"shop_\"\n\
+         auth = {{ type = \"bearer\", token = {{ env = \"SHOP_TOKEN\" }} }}\n{extra}",
+        base = app.base
+    )
+}
+
+/// `sandwit` with the policy in `dir` and `args`, the token in its
+/// environment.
+fn sandwit(dir: &Path, policy: &str, args: &[&str]) -> Output {
+    let file = dir.join("policy.toml");
+    std::fs::write(&file, policy).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_sandwit"))
+        .arg("--cache-dir")
+        .arg(cache_dir())
+        .arg("--store")
+        .arg(dir.join("store.db"))
+        .arg("--policy")
+        .arg(&file)
+        .args(args)
+        .env("SHOP_TOKEN", TOKEN)
+        .env_remove("SANDWIT_POLICY")
+        .output()
+        .unwrap()
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn an_openapi_document_becomes_methods_of_runs_prompts_and_calls() {
+    let dir = tempdir("tools", "openapi");
+    let app = App::start(&dir);
+    let policy = policy(&app, "");
+    let (_, digest) = app.document();
+
+    // `tools inspect` prints the digest to pin and every method.
+    let out = sandwit(
+        &dir,
+        "",
+        &["tools", "inspect", &format!("{}/openapi.json", app.base)],
+    );
+    let shown = text(&out);
+    assert!(out.status.success(), "{shown}");
+    assert!(shown.contains(&format!("sha256 = \"{digest}\"")), "{shown}");
+    assert!(
+        shown.contains("get_item(item_id, q=None)  -> tool"),
+        "{shown}"
+    );
+
+    // The prompt lists them as the source's.
+    let empty = dir.join("no-plugins");
+    std::fs::create_dir_all(&empty).unwrap();
+    let plugins = empty.to_str().unwrap();
+    let out = sandwit(&dir, &policy, &["prompt", "--plugins", plugins]);
+    let prompt = text(&out);
+    assert!(out.status.success(), "{prompt}");
+    assert!(
+        prompt.contains("def shop_get_item(item_id, q=None):  # tool") && prompt.contains("`shop`"),
+        "{prompt}"
+    );
+
+    // AI code calls them like plugin methods.
+    let code = "item = shop_get_item(7, q='x')\n\
+                made = shop_create_item('pen', 1.5, tags=['a'])\n\
+                found = shop_search(['a b', 'c'], x_trace_id='t-9')\n\
+                result = [item['name'], made['id'], found['terms'], found['trace']]";
+    let out = sandwit(
+        &dir,
+        &policy,
+        &["run", "--json", "--plugins", plugins, "-c", code],
+    );
+    let outcome: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", text(&out)));
+    assert_eq!(outcome["status"], "ok", "{outcome}");
+    assert_eq!(
+        outcome["result"],
+        json!(["item 7", 1001, ["a b", "c"], "t-9"])
+    );
+    let calls: Vec<&Value> = outcome["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "call")
+        .collect();
+    assert_eq!(calls.len(), 3, "{outcome}");
+    assert!(calls.iter().all(|e| e["plugin"] == "shop"), "{calls:?}");
+
+    // Arguments are checked before any request is made.
+    let before = app.requests().len();
+    let out = sandwit(
+        &dir,
+        &policy,
+        &[
+            "tools",
+            "call",
+            "shop",
+            "shop_get_item",
+            "--args",
+            r#"{"item_id": "seven"}"#,
+        ],
+    );
+    assert!(!out.status.success());
+    assert!(text(&out).contains("invalid arguments"), "{}", text(&out));
+    assert_eq!(app.requests().len(), before, "no request for bad arguments");
+
+    // The token is sent, and hidden in what comes back.
+    let out = sandwit(&dir, &policy, &["tools", "call", "shop", "shop_echo_auth"]);
+    let shown = text(&out);
+    assert!(out.status.success(), "{shown}");
+    assert!(
+        shown.contains("[secret]") && !shown.contains(TOKEN),
+        "{shown}"
+    );
+
+    // A wrong token is the server's refusal, named as such.
+    let mut wrong = Command::new(env!("CARGO_BIN_EXE_sandwit"));
+    let file = dir.join("policy.toml");
+    let out = wrong
+        .arg("--cache-dir")
+        .arg(cache_dir())
+        .arg("--store")
+        .arg(dir.join("store.db"))
+        .arg("--policy")
+        .arg(&file)
+        .args([
+            "tools",
+            "call",
+            "shop",
+            "shop_get_item",
+            "--args",
+            r#"{"item_id": 1}"#,
+        ])
+        .env("SHOP_TOKEN", "not-the-token")
+        .output()
+        .unwrap();
+    let shown = text(&out);
+    assert!(
+        shown.contains("denied") && shown.contains("(401)"),
+        "{shown}"
+    );
+    assert!(!shown.contains("not-the-token"), "{shown}");
+
+    // A server error fails the call, naming the operation and status.
+    let out = sandwit(&dir, &policy, &["tools", "call", "shop", "shop_boom"]);
+    assert!(
+        text(&out).contains("GET /boom: the server failed (500)"),
+        "{}",
+        text(&out)
+    );
+    // A body over `[http] max_response_bytes` is refused, not read.
+    let out = sandwit(&dir, &policy, &["tools", "call", "shop", "shop_big"]);
+    assert!(
+        text(&out).contains("more than the limit of"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn a_source_is_controlled_and_fails_fast_when_its_server_is_down() {
+    let dir = tempdir("tools", "controls");
+    let mut app = App::start(&dir);
+    let policy = policy(
+        &app,
+        "[tools.shop.methods.shop_get_item]\nrate_limit = 2\n\
+         [tools.shop.methods.shop_search]\nbreaker = { failures = 2, recovery_s = 600 }\n",
+    );
+    let empty = dir.join("no-plugins");
+    std::fs::create_dir_all(&empty).unwrap();
+    let plugins = empty.to_str().unwrap();
+    let code = "for i in range(3):\n    shop_get_item(i)";
+    let out = sandwit(&dir, &policy, &["run", "--plugins", plugins, "-c", code]);
+    let shown = text(&out);
+    assert!(
+        shown.contains("rate limit exceeded: at most 2 calls a minute"),
+        "{shown}"
+    );
+
+    // The document was fetched once: with the server gone it is read from
+    // the cache, and the calls fail at once, then the breaker opens.
+    app.stop();
+    let code = "errors = []\n\
+                for i in range(3):\n    try:\n        shop_search(['x'])\n    except PluginError as e:\n        errors.append(str(e))\n\
+                result = errors";
+    let start = Instant::now();
+    let out = sandwit(
+        &dir,
+        &policy,
+        &["run", "--json", "--plugins", plugins, "-c", code],
+    );
+    let outcome: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", text(&out)));
+    assert!(start.elapsed() < Duration::from_secs(30), "it failed fast");
+    let errors = outcome["result"].as_array().unwrap();
+    assert_eq!(errors.len(), 3, "{outcome}");
+    assert!(
+        errors[0]
+            .as_str()
+            .unwrap()
+            .contains("refused the connection"),
+        "{outcome}"
+    );
+    assert!(
+        errors[2].as_str().unwrap().contains("unavailable"),
+        "{outcome}"
+    );
+}
+
+#[test]
+fn a_cancelled_run_closes_its_request() {
+    let dir = tempdir("tools", "cancel");
+    let app = App::start(&dir);
+    let policy = policy(&app, "");
+    let empty = dir.join("no-plugins");
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = sandwit(
+        &dir,
+        &policy,
+        &[
+            "--timeout-ms",
+            "1500",
+            "run",
+            "--plugins",
+            empty.to_str().unwrap(),
+            "-c",
+            "shop_slow(20000)",
+        ],
+    );
+    assert!(text(&out).contains("time"), "{}", text(&out));
+    // The server saw its client go away.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !app.disconnected.exists() {
+        assert!(Instant::now() < deadline, "the request was not closed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn serve_lists_and_calls_a_sources_methods_over_http_and_mcp() {
+    let dir = tempdir("tools", "serve");
+    let app = App::start(&dir);
+    let policy = policy(&app, "");
+    let tokens = format!(
+        "ops admin {}\napp user {}\n",
+        crate::serve::digest(ADMIN),
+        crate::serve::digest(USER)
+    );
+    let server = serve_with(
+        ("tools", "serve-server"),
+        &[],
+        &policy,
+        &[],
+        &tokens,
+        &[("SHOP_TOKEN", TOKEN)],
+    );
+    let (status, listing) = server.get("/v1/tools?format=openai", Some(USER));
+    assert_eq!(status, 200, "{listing}");
+    assert!(listing.contains("shop_get_item"), "{listing}");
+    let (status, report) = server.post(
+        "/v1/plugins/shop/methods/shop_get_item:call",
+        USER,
+        json!({"chat_key": "c", "args": {"item_id": 4}}),
+    );
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["result"]["value"]["name"], "item 4", "{report}");
+
+    let runtime = crate::mcp::runtime();
+    runtime.block_on(async {
+        let client = crate::mcp::http_client(&server.base, USER).await;
+        let tools = client.list_all_tools().await.unwrap();
+        assert!(tools.iter().any(|t| t.name == "shop_search"), "{tools:?}");
+        let result = crate::mcp::call(&client, "shop_search", json!({"terms": ["m"]})).await;
+        assert_eq!(result["isError"], false, "{result}");
+        assert!(result.to_string().contains("terms"), "{result}");
+        client.cancel().await.unwrap();
+    });
+}
+
+#[test]
+fn hostile_documents_are_refused_with_a_report() {
+    let dir = tempdir("tools", "hostile");
+    let source = |file: &str, extra: &str| {
+        format!(
+            "[tools.bad]\nopenapi = \"{file}\"\nbase_url = \"http://127.0.0.1:9\"\n\
+             operations = [\"*\"]\n{extra}"
+        )
+    };
+    let write = |name: &str, document: &Value| {
+        let mut f = std::fs::File::create(dir.join(name)).unwrap();
+        f.write_all(document.to_string().as_bytes()).unwrap();
+    };
+    let paths = |schema: Value| {
+        json!({"openapi": "3.1.0", "paths": {"/x": {"post": {
+            "operationId": "x",
+            "requestBody": {"content": {"application/json": {"schema": schema}}},
+        }}}})
+    };
+    // 10 MB, over the 4 MiB default.
+    let big = json!({"openapi": "3.1.0", "paths": {}, "x": "y".repeat(10 << 20)});
+    write("big.json", &big);
+    // Each level refers to the next twice: 2^40 nodes expanded.
+    let mut schemas = serde_json::Map::new();
+    for i in 0..40 {
+        let next = format!("#/components/schemas/F{}", i + 1);
+        schemas.insert(
+            format!("F{i}"),
+            json!({"type": "array", "prefixItems": [{"$ref": next}, {"$ref": next}]}),
+        );
+    }
+    schemas.insert("F40".into(), json!({"type": "integer"}));
+    let mut fan = paths(json!({"$ref": "#/components/schemas/F0"}));
+    fan["components"] = json!({"schemas": schemas});
+    write("fan.json", &fan);
+    // A cycle through a chain of references: cut where it recurs, and the
+    // method offered.
+    let mut chain = serde_json::Map::new();
+    for i in 0..20 {
+        chain.insert(
+            format!("C{i}"),
+            json!({"$ref": format!("#/components/schemas/C{}", i + 1)}),
+        );
+    }
+    chain.insert(
+        "C20".into(),
+        json!({"type": "object", "properties": {"self": {"$ref": "#/components/schemas/C0"}}}),
+    );
+    let mut cyclic = paths(json!({"$ref": "#/components/schemas/C0"}));
+    cyclic["components"] = json!({"schemas": chain});
+    write("cyclic.json", &cyclic);
+    std::fs::write(dir.join("deep.json"), "[".repeat(100_000)).unwrap();
+
+    let wrong_pin = format!("sha256 = \"{}\"", "0".repeat(64));
+    for (file, extra, needle) in [
+        ("big.json", "", "more than the limit of 4194304 bytes"),
+        ("fan.json", "", "expand to more than"),
+        ("deep.json", "", "not JSON"),
+        ("cyclic.json", wrong_pin.as_str(), "not the 000"),
+    ] {
+        let start = Instant::now();
+        let out = sandwit(
+            &dir,
+            &source(file, extra),
+            &["prompt", "--plugins", dir.to_str().unwrap()],
+        );
+        let shown = text(&out);
+        assert!(!out.status.success(), "{file}: {shown}");
+        assert!(
+            shown.contains("tool source `bad`") && shown.contains(needle),
+            "{file}: {shown}"
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "{file} took {:?}",
+            start.elapsed()
+        );
+    }
+    let out = sandwit(
+        &dir,
+        &source("cyclic.json", ""),
+        &["prompt", "--plugins", dir.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("def x(self=None)"), "{}", text(&out));
+}
