@@ -156,7 +156,7 @@ pub(crate) async fn load_plugins(host: &Host, args: &PluginArgs) -> anyhow::Resu
 async fn method_set(host: &Host, args: &PluginArgs) -> anyhow::Result<PluginSet> {
     let plugins = load_plugins(host, args).await?;
     let sources = host.tool_sources().await?;
-    Ok(PluginSet::with_host_methods(&plugins, sources.methods())?)
+    Ok(PluginSet::with_host_methods(&plugins, &sources.methods())?)
 }
 
 pub async fn prompt(host: &Host, args: PromptArgs) -> anyhow::Result<ExitCode> {

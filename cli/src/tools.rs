@@ -2,22 +2,23 @@
 //! documents whose operations become methods): what a document would
 //! offer, and a call of one method as the sandbox would make it.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use clap::{Args, Subcommand};
-use sandwit::json::value_from_json;
 use sandwit::sources::{ToolSources, inspect};
-use sandwit::{AgentCtx, Host, PluginSet};
+use sandwit::{CallReport, Host, PluginSet};
+
+use crate::call::CallOptions;
 
 #[derive(Subcommand)]
 pub enum ToolsCommand {
     /// Print the methods an OpenAPI 3 document (a JSON file, or an http(s)
     /// URL fetched under the policy's [http] limits) would give, every
     /// operation selected: signatures, kinds, docstrings, the operations it
-    /// cannot offer and why, and its SHA-256 to pin in the policy. Exit
-    /// status 1 for a document that is refused.
+    /// cannot offer and why, and its SHA-256 to pin in the policy. Or, with
+    /// --source ID, the methods a tool source of the policy gives (an MCP
+    /// server's, listed now). Exit status 1 for a document or source that
+    /// is refused.
     Inspect(InspectArgs),
     /// Call one method of a tool source of the policy, under its execution
     /// controls, and print its result.
@@ -27,7 +28,11 @@ pub enum ToolsCommand {
 #[derive(Args)]
 pub struct InspectArgs {
     /// The document: a file or an http(s) URL.
-    location: String,
+    #[arg(required_unless_present = "source", conflicts_with = "source")]
+    location: Option<String>,
+    /// A tool source of --policy (`[tools.<id>]`), by id.
+    #[arg(long, value_name = "ID")]
+    source: Option<String>,
     /// The largest document read, in bytes.
     #[arg(long, default_value_t = sandwit::tool_policy::DEFAULT_MAX_SPEC_BYTES)]
     max_bytes: u64,
@@ -43,22 +48,8 @@ pub struct CallArgs {
     source: String,
     /// The method to call.
     method: String,
-    /// The arguments, as a JSON object of parameter names to values.
-    #[arg(long, default_value = "{}", value_name = "JSON")]
-    args: String,
-    /// The chat key of the agent context.
-    #[arg(long, default_value = "cli")]
-    chat_key: String,
-    /// The user id of the agent context.
-    #[arg(long)]
-    user_id: Option<String>,
-    /// Where images of a multimodal result are written
-    /// [default: <temp dir>/sandwit-out-<uid>, private to the user].
-    #[arg(long, value_name = "DIR")]
-    out_dir: Option<PathBuf>,
-    /// Print one JSON object: {"ok", "result" or "error" (its message)}.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    options: CallOptions,
 }
 
 pub async fn tools(host: &Host, command: ToolsCommand) -> anyhow::Result<ExitCode> {
@@ -69,12 +60,34 @@ pub async fn tools(host: &Host, command: ToolsCommand) -> anyhow::Result<ExitCod
 }
 
 async fn inspect_document(host: &Host, args: InspectArgs) -> anyhow::Result<ExitCode> {
-    let inspection = match inspect(&args.location, host.policy().http, args.max_bytes).await {
-        Ok(inspection) => inspection,
-        Err(problem) => {
-            eprintln!("error: {}: {problem}", args.location);
-            return Ok(ExitCode::FAILURE);
+    let inspection = match (&args.location, &args.source) {
+        (Some(location), _) => match inspect(location, host.policy().http, args.max_bytes).await {
+            Ok(inspection) => inspection,
+            Err(problem) => {
+                eprintln!("error: {location}: {problem}");
+                return Ok(ExitCode::FAILURE);
+            }
+        },
+        (None, Some(id)) => {
+            match ToolSources::load_one(host.policy(), id, host.cache_dir()).await {
+                Ok(sources) => {
+                    let report = sources.reports().remove(0);
+                    sandwit::sources::Inspection {
+                        digest: report.digest,
+                        title: format!("tool source `{id}`"),
+                        version: String::new(),
+                        servers: Vec::new(),
+                        methods: sources.methods().iter().map(|m| m.spec().clone()).collect(),
+                        skipped: report.skipped,
+                    }
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return Ok(ExitCode::FAILURE);
+                }
+            }
         }
+        (None, None) => unreachable!("clap requires one"),
     };
     if args.json {
         let methods: Vec<serde_json::Value> = inspection
@@ -111,7 +124,9 @@ async fn inspect_document(host: &Host, args: InspectArgs) -> anyhow::Result<Exit
         return Ok(ExitCode::SUCCESS);
     }
     outln!("{} {}", inspection.title, inspection.version);
-    outln!("sha256 = \"{}\"", inspection.digest);
+    if !inspection.digest.is_empty() {
+        outln!("sha256 = \"{}\"", inspection.digest);
+    }
     if !inspection.servers.is_empty() {
         outln!(
             "servers (not used; give base_url): {}",
@@ -133,15 +148,11 @@ async fn inspect_document(host: &Host, args: InspectArgs) -> anyhow::Result<Exit
 }
 
 async fn call(host: &Host, args: CallArgs) -> anyhow::Result<ExitCode> {
-    let json: serde_json::Value =
-        serde_json::from_str(&args.args).context("--args is not valid JSON")?;
-    anyhow::ensure!(
-        json.is_object(),
-        "--args must be a JSON object of parameter names to values"
-    );
+    let call_args = args.options.args()?;
     let sources = ToolSources::load_one(host.policy(), &args.source, host.cache_dir()).await?;
-    let set = PluginSet::with_host_methods(&[], sources.methods())?;
-    let offered = &sources.reports()[0].methods;
+    let set = PluginSet::with_host_methods(&[], &sources.methods())?;
+    let reports = sources.reports();
+    let offered = &reports[0].methods;
     if !offered.contains(&args.method) {
         let names: Vec<&str> = offered.iter().map(String::as_str).collect();
         anyhow::bail!(
@@ -151,33 +162,15 @@ async fn call(host: &Host, args: CallArgs) -> anyhow::Result<ExitCode> {
             names.join(", ")
         );
     }
-    let ctx = AgentCtx {
-        user_id: args.user_id,
-        ..AgentCtx::new(args.chat_key)
-    };
+    let start = std::time::Instant::now();
     let result = host
-        .call(&set, &ctx, &args.method, value_from_json(json))
+        .call(&set, &args.options.ctx(), &args.method, call_args)
         .await;
-    let out_dir = args.out_dir.unwrap_or_else(crate::render::default_out_dir);
-    match result {
-        Ok(result) => {
-            let rendered = crate::render::result_json(&result, &out_dir)?;
-            if args.json {
-                let out = serde_json::json!({"ok": true, "result": rendered});
-                outln!("{}", serde_json::to_string_pretty(&out)?);
-            } else {
-                outln!("{}", serde_json::to_string_pretty(&rendered)?);
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Err(e) => {
-            if args.json {
-                let out = serde_json::json!({"ok": false, "error": e.to_string()});
-                outln!("{}", serde_json::to_string_pretty(&out)?);
-            } else {
-                eprintln!("error: {e}");
-            }
-            Ok(ExitCode::FAILURE)
-        }
-    }
+    let report = CallReport {
+        result,
+        events: Vec::new(),
+        fuel_used: 0,
+        elapsed: start.elapsed(),
+    };
+    args.options.print(&report, &args.source)
 }

@@ -1,7 +1,8 @@
 //! The policy's `[tools.<id>]` tables: tool sources, whose operations
 //! become sandbox methods under the same checks and execution controls as a
-//! plugin's. One kind for now: an OpenAPI 3.0 or 3.1 document (JSON) and the
-//! server it describes.
+//! plugin's: an OpenAPI 3.0 or 3.1 document (JSON) and the server it
+//! describes, or an MCP server (streamable HTTP, or a command the operator
+//! trusts, over its stdio) and its tools.
 //!
 //! ```toml
 //! [tools.shop]
@@ -17,6 +18,11 @@
 //! rate_limit = 60
 //! [tools.shop.methods.shop_create_item]
 //! dangerous = true
+//!
+//! [tools.docs]
+//! mcp = "https://mcp.example/mcp"   # or: command = ["python3", "server.py"]
+//! tools = ["search*", "fetch"]      # MCP tool names, `*` globs [all]
+//! kinds = { screenshot = "multimodal-agent" }
 //! ```
 //!
 //! A secret (a token, a key, a password) is written in the policy, or read
@@ -37,26 +43,45 @@ pub const DEFAULT_MAX_SPEC_BYTES: u64 = 4 << 20;
 /// The most `max_spec_bytes` may be.
 pub const MAX_SPEC_BYTES: u64 = 64 << 20;
 
-/// One `[tools.<id>]` table.
+/// One `[tools.<id>]` table: exactly one of `openapi`, `mcp` and
+/// `command`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolSourcePolicy {
-    /// The OpenAPI document: a file (relative to the policy file's folder)
+    /// An OpenAPI document: a file (relative to the policy file's folder)
     /// or an `http://`/`https://` URL.
-    pub openapi: String,
+    pub openapi: Option<String>,
+    /// An MCP server over streamable HTTP: its endpoint's URL.
+    pub mcp: Option<String>,
+    /// An MCP server over stdio: the command (no shell) the host starts,
+    /// and talks to on its standard input and output.
+    pub command: Option<Vec<String>>,
+    /// The command's environment: these variables and `PATH`, nothing
+    /// else of the host's.
+    #[serde(default)]
+    pub env: BTreeMap<String, Secret>,
+    /// The command's working directory (relative to the policy's folder).
+    pub cwd: Option<String>,
     /// The document's SHA-256 (hex): required for a URL, checked for a file
     /// when given.
     pub sha256: Option<Digest>,
-    /// Where the calls go: scheme, host, port and a path prefix. The
-    /// document's `servers` are not used.
-    pub base_url: String,
-    /// The operations offered, by `operationId`; `*` matches any run of
-    /// characters. At least one.
+    /// Where an OpenAPI source's calls go: scheme, host, port and a path
+    /// prefix. The document's `servers` are not used.
+    pub base_url: Option<String>,
+    /// The operations an OpenAPI source offers, by `operationId`; `*`
+    /// matches any run of characters. At least one.
+    #[serde(default)]
     pub operations: Vec<String>,
+    /// The tools an MCP source offers, by name, `*` globs [all].
+    #[serde(default)]
+    pub tools: Vec<String>,
+    /// How long an MCP server may take to start, answer `initialize` and
+    /// list its tools, in milliseconds [10,000].
+    pub list_timeout_ms: Option<u64>,
     /// Put before every method's name.
     #[serde(default)]
     pub prefix: String,
-    /// Each operation's result kind, by `operationId` [tool].
+    /// Each method's result kind, by `operationId` or MCP tool name [tool].
     #[serde(default)]
     pub kinds: BTreeMap<String, MethodKind>,
     /// How calls authenticate.
@@ -172,23 +197,69 @@ impl Secret {
 }
 
 impl ToolSourcePolicy {
+    /// What kind of source it is.
+    pub fn source(&self) -> Source<'_> {
+        match (&self.openapi, &self.mcp, &self.command) {
+            (Some(document), _, _) => Source::OpenApi {
+                document,
+                base_url: self.base_url.as_deref().unwrap_or_default(),
+            },
+            (None, Some(url), _) => Source::McpHttp { url },
+            (None, None, Some(argv)) => Source::McpStdio { argv },
+            (None, None, None) => unreachable!("checked: one of them is given"),
+        }
+    }
+
+    /// How long an MCP server may take to start and list its tools.
+    pub fn list_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.list_timeout_ms.unwrap_or(10_000))
+    }
+
     /// What is wrong with the table `tools.<id>`, if anything.
     pub(crate) fn check(&self, id: &str) -> Result<(), String> {
         let key = |k: &str| format!("`tools.{id}.{k}`");
-        let spec_is_url = is_http_url(&self.openapi);
+        let given = [
+            self.openapi.is_some(),
+            self.mcp.is_some(),
+            self.command.is_some(),
+        ];
+        if given.iter().filter(|g| **g).count() != 1 {
+            return Err(format!(
+                "`tools.{id}`: give exactly one of `openapi` (a document), `mcp` (an MCP \
+                 server's URL) and `command` (an MCP server over stdio)"
+            ));
+        }
+        let Some(openapi) = &self.openapi else {
+            return self.check_mcp(id);
+        };
+        let spec_is_url = is_http_url(openapi);
         if spec_is_url && self.sha256.is_none() {
             return Err(format!(
                 "{}: a document fetched from a URL must be pinned by its SHA-256 (`sha256 = \"...\"`; `sandwit tools inspect URL` prints it)",
                 key("openapi")
             ));
         }
-        if !spec_is_url && self.openapi.contains("://") {
+        if !spec_is_url && openapi.contains("://") {
             return Err(format!(
                 "{}: only http:// and https:// URLs are fetched; anything else is a file",
                 key("openapi")
             ));
         }
-        check_base_url(&self.base_url).map_err(|why| format!("{}: {why}", key("base_url")))?;
+        for (set, name) in [
+            (self.tools.is_empty(), "tools"),
+            (self.env.is_empty(), "env"),
+            (self.cwd.is_none(), "cwd"),
+            (self.list_timeout_ms.is_none(), "list_timeout_ms"),
+        ] {
+            if !set {
+                return Err(format!("{}: it is for MCP sources", key(name)));
+            }
+        }
+        let base_url = self
+            .base_url
+            .as_deref()
+            .ok_or_else(|| format!("{}: an OpenAPI source needs one", key("base_url")))?;
+        check_base_url(base_url).map_err(|why| format!("{}: {why}", key("base_url")))?;
         if self.operations.is_empty() {
             return Err(format!(
                 "{}: name at least one operationId (`[\"*\"]` offers them all)",
@@ -239,6 +310,67 @@ impl ToolSourcePolicy {
                 ));
             }
         }
+        self.check_controls(id)
+    }
+
+    fn check_mcp(&self, id: &str) -> Result<(), String> {
+        let key = |k: &str| format!("`tools.{id}.{k}`");
+        for (set, name) in [
+            (self.operations.is_empty(), "operations"),
+            (self.base_url.is_none(), "base_url"),
+            (self.sha256.is_none(), "sha256"),
+            (self.max_spec_bytes.is_none(), "max_spec_bytes"),
+        ] {
+            if !set {
+                return Err(format!("{}: it is for OpenAPI sources", key(name)));
+            }
+        }
+        if let Some(url) = &self.mcp {
+            check_base_url(url).map_err(|why| format!("{}: {why}", key("mcp")))?;
+            if !self.env.is_empty() || self.cwd.is_some() {
+                return Err(format!(
+                    "{}: `env` and `cwd` are for a `command`",
+                    key("mcp")
+                ));
+            }
+        }
+        if let Some(argv) = &self.command {
+            if argv.is_empty() || argv[0].is_empty() {
+                return Err(format!("{}: name the program to run", key("command")));
+            }
+            if self.auth.is_some() {
+                return Err(format!(
+                    "{}: a stdio server is not authenticated; give it its secret in `env`",
+                    key("auth")
+                ));
+            }
+            if let Some(bad) = self.env.keys().find(|k| {
+                k.is_empty() || !k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            }) {
+                return Err(format!("{}: `{bad}` is not a variable name", key("env")));
+            }
+        }
+        if let Some(ms) = self.list_timeout_ms
+            && !(100..=600_000).contains(&ms)
+        {
+            return Err(format!(
+                "{}: {ms} is not 100 to 600000 ms",
+                key("list_timeout_ms")
+            ));
+        }
+        if !matches!(
+            self.auth,
+            None | Some(Auth::Bearer { .. }) | Some(Auth::Header { .. })
+        ) {
+            return Err(format!(
+                "{}: an MCP server takes a bearer token or a header",
+                key("auth")
+            ));
+        }
+        self.check_controls(id)
+    }
+
+    fn check_controls(&self, id: &str) -> Result<(), String> {
         self.controls.check(&format!("tools.{id}.controls"))?;
         for (name, settings) in &self.methods {
             if !is_method_name(name) {
@@ -258,13 +390,40 @@ impl ToolSourcePolicy {
 
     /// Whether the document is fetched from a URL (else read from a file).
     pub fn spec_is_url(&self) -> bool {
-        is_http_url(&self.openapi)
+        self.openapi.as_deref().is_some_and(is_http_url)
     }
 
-    /// Whether `operation_id` is one of those offered.
-    pub fn offers(&self, operation_id: &str) -> bool {
-        self.operations.iter().any(|p| glob(p, operation_id))
+    /// Whether the operation or tool `name` is one of those offered.
+    pub fn offers(&self, name: &str) -> bool {
+        let patterns = if self.openapi.is_some() {
+            &self.operations
+        } else {
+            &self.tools
+        };
+        (self.openapi.is_none() && patterns.is_empty()) || patterns.iter().any(|p| glob(p, name))
     }
+}
+
+/// What a tool source is.
+#[derive(Debug, Clone, Copy)]
+pub enum Source<'a> {
+    /// An OpenAPI document and where its calls go.
+    OpenApi {
+        /// The document's file or URL.
+        document: &'a str,
+        /// Where the calls go.
+        base_url: &'a str,
+    },
+    /// An MCP server over streamable HTTP.
+    McpHttp {
+        /// Its endpoint.
+        url: &'a str,
+    },
+    /// An MCP server the host starts, over its stdio.
+    McpStdio {
+        /// The command.
+        argv: &'a [String],
+    },
 }
 
 fn is_http_url(text: &str) -> bool {
@@ -344,5 +503,46 @@ mod tests {
             env: "SANDWIT_TEST_NO_SUCH_VARIABLE".into(),
         };
         assert!(missing.read(None).unwrap_err().contains("is not set"));
+    }
+
+    #[test]
+    fn a_source_is_one_kind_with_its_own_keys() {
+        let check = |text: &str| {
+            crate::Policy::from_toml(text)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        };
+        for (text, needle) in [
+            (
+                "[tools.a]\nopenapi = \"a.json\"\nmcp = \"http://x/mcp\"\nbase_url = \"http://x\"\noperations = [\"*\"]",
+                "exactly one of",
+            ),
+            (
+                "[tools.a]\nmcp = \"http://x/mcp\"\nbase_url = \"http://x\"",
+                "for OpenAPI sources",
+            ),
+            (
+                "[tools.a]\ncommand = [\"srv\"]\nauth = { type = \"bearer\", token = \"t\" }",
+                "not authenticated",
+            ),
+            ("[tools.a]\ncommand = []", "name the program"),
+            ("[tools.a]\nmcp = \"http://u@x/mcp\"", "user or password"),
+            (
+                "[tools.a]\nopenapi = \"https://x/o.json\"\nbase_url = \"http://x\"\noperations = [\"*\"]",
+                "pinned",
+            ),
+            (
+                "[tools.a]\nopenapi = \"a.json\"\nbase_url = \"http://x\"\noperations = [\"*\"]\ntools = [\"x\"]",
+                "for MCP sources",
+            ),
+        ] {
+            let e = check(text);
+            assert!(e.contains(needle), "{text:?}: {e:?}");
+        }
+        assert_eq!(
+            check("[tools.a]\ncommand = [\"srv\", \"--stdio\"]\nenv = { K = \"v\" }"),
+            ""
+        );
     }
 }

@@ -134,6 +134,15 @@ pub async fn call(
     state
         .metrics
         .record_call(&id, method, start.elapsed().as_secs_f64());
+    answer(&report, slot)
+}
+
+/// The answer to a call: its report, the result's images inline, holding
+/// the call's place in the queue until it has gone out.
+fn answer(
+    report: &sandwit::CallReport,
+    slot: crate::queue::RunSlot,
+) -> Result<Holding<axum::Json<CallReport>, Answering>, ApiError> {
     let result = report
         .result
         .as_ref()
@@ -142,7 +151,7 @@ pub async fn call(
         .transpose()
         .map_err(|e| ApiError::bad_request("bad-result", e.to_string()))?;
     Ok(Holding {
-        body: axum::Json(crate::outcome::call_report(&report, result)),
+        body: axum::Json(crate::outcome::call_report(report, result)),
         hold: slot.answering(),
     })
 }
@@ -184,15 +193,5 @@ async fn call_tool_source(
     state
         .metrics
         .record_call(id, method, report.elapsed.as_secs_f64());
-    let result = report
-        .result
-        .as_ref()
-        .ok()
-        .map(|r| crate::outcome::result_json(r, &mut crate::outcome::inline_image))
-        .transpose()
-        .map_err(|e| ApiError::bad_request("bad-result", e.to_string()))?;
-    Ok(Holding {
-        body: axum::Json(crate::outcome::call_report(&report, result)),
-        hold: slot.answering(),
-    })
+    answer(&report, slot)
 }

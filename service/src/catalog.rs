@@ -69,6 +69,15 @@ impl Catalog {
             .expect("a subset of a valid set is valid");
     }
 
+    /// Replaces the tool sources' methods, unless they clash with a
+    /// plugin's.
+    pub fn set_tools(&mut self, tools: Vec<HostMethod>) -> Result<(), sandwit::PluginSetError> {
+        PluginSet::with_host_methods(&self.plugins, &tools)?;
+        self.tools = tools;
+        self.rebuild();
+        Ok(())
+    }
+
     /// The tool sources' methods.
     pub fn tools(&self) -> &[HostMethod] {
         &self.tools

@@ -84,10 +84,11 @@ impl Service {
         let request_timeout = config.max_wait
             + host.run_limits().time.max(host.limits().time)
             + REQUEST_TIMEOUT_MARGIN;
-        let state = State::new(host, interpreters.into(), config).await?;
+        let state = Arc::new(State::new(host, interpreters.into(), config).await?);
+        State::follow_tool_sources(&state);
         Ok(Service {
             request_timeout,
-            state: Arc::new(state),
+            state,
         })
     }
 

@@ -24,6 +24,9 @@ pub(crate) struct State {
     pub(crate) interpreters: Interpreters,
     pub(crate) config: Config,
     pub(crate) catalog: RwLock<Catalog>,
+    /// The policy's tool sources: an MCP server's methods change when it
+    /// lists its tools again.
+    pub(crate) sources: sandwit::sources::ToolSources,
     pub(crate) queue: RunQueue,
     /// Direct method calls and the lifecycle hooks asked for a listing:
     /// a queue of their own, bounded as the runs' is, so that no request
@@ -76,7 +79,7 @@ impl State {
                 );
             }
         }
-        let catalog = Catalog::new(plugins, sources.methods().to_vec(), BTreeSet::new())?;
+        let catalog = Catalog::new(plugins, sources.methods(), BTreeSet::new())?;
         let queue = RunQueue::new(
             "run",
             config.max_running.max(1),
@@ -93,6 +96,7 @@ impl State {
             host,
             interpreters,
             catalog: RwLock::new(catalog),
+            sources,
             queue,
             calls,
             metrics: Metrics::default(),
@@ -102,6 +106,29 @@ impl State {
             shutting_down: AtomicBool::new(false),
             config,
         })
+    }
+
+    /// Follows the tool sources' changes (an MCP server that lists its
+    /// tools again): each one's methods replace the catalog's, unless they
+    /// clash with a plugin's, which keeps the old ones (and says so). Ends
+    /// with the state.
+    pub(crate) fn follow_tool_sources(state: &Shared) {
+        let mut changes = state.sources.changes();
+        let state = Arc::downgrade(state);
+        tokio::spawn(async move {
+            while changes.changed().await.is_ok() {
+                let Some(state) = state.upgrade() else { return };
+                let tools = state.sources.methods();
+                let mut catalog = state.catalog.write().expect("catalog lock");
+                match catalog.set_tools(tools) {
+                    Ok(()) => tracing::info!("the tool sources' methods changed"),
+                    Err(error) => tracing::warn!(
+                        %error,
+                        "a tool source's new methods clash with a plugin's; the old ones are kept"
+                    ),
+                }
+            }
+        });
     }
 
     /// The enabled plugins' methods now (a run keeps the set it started

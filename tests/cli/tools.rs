@@ -1,11 +1,14 @@
-//! Tool sources against a real server: a FastAPI application
-//! (tests/cli/tools/openapi_app.py, its OpenAPI 3.1 document, bearer auth)
-//! on loopback, run by `.venv-tools`'s Python ($SANDWIT_TOOLS_PYTHON,
-//! which scripts/test makes). Its operations become methods that AI code,
-//! `sandwit prompt`, `sandwit tools call`, `/v1/tools`, `:call` and MCP's
-//! `tools/call` reach; arguments are checked before any request, the
-//! source's controls apply, its token never shows, a cancelled run closes
-//! its request, and hostile documents are refused with a report.
+//! Tool sources against real servers on loopback, run by `.venv-tools`'s
+//! Python ($SANDWIT_TOOLS_PYTHON, which scripts/test makes): a FastAPI
+//! application (tests/cli/tools/openapi_app.py, its OpenAPI 3.1 document,
+//! bearer auth), an MCP server on the official Python SDK
+//! (mcp_server.py, over stdio and streamable HTTP) and a misbehaving one
+//! (hostile_mcp.py). Their operations and tools become methods that AI
+//! code, `sandwit prompt`, `sandwit tools call`, `/v1/tools`, `:call` and
+//! MCP's `tools/call` reach; arguments are checked before any request, the
+//! source's controls apply, its token never shows, a cancelled run cancels
+//! its request, a server that is down fails calls at once, and hostile
+//! documents and servers are refused or contained with a report.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -31,22 +34,10 @@ struct App {
 
 impl App {
     fn start(dir: &Path) -> App {
-        let python = std::env::var_os("SANDWIT_TOOLS_PYTHON")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| {
-                Path::new(env!("CARGO_MANIFEST_DIR")).join("../.venv-tools/bin/python")
-            });
-        assert!(
-            python.exists(),
-            "{} is missing: `source scripts/env.sh && tools_venv` makes it",
-            python.display()
-        );
-        let script =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/cli/tools/openapi_app.py");
         let requests = dir.join("requests.log");
         let disconnected = dir.join("disconnected");
-        let mut child = Command::new(python)
-            .arg(script)
+        let mut child = Command::new(tools_python())
+            .arg(script("openapi_app.py"))
             .env("TOOLS_TOKEN", TOKEN)
             .env("TOOLS_REQUEST_LOG", &requests)
             .env("TOOLS_DISCONNECT_FILE", &disconnected)
@@ -476,4 +467,276 @@ fn hostile_documents_are_refused_with_a_report() {
     );
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("def x(self=None)"), "{}", text(&out));
+}
+
+// ---- MCP servers ----------------------------------------------------------
+
+/// The Python of `.venv-tools`.
+fn tools_python() -> PathBuf {
+    let python = std::env::var_os("SANDWIT_TOOLS_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../.venv-tools/bin/python"));
+    assert!(
+        python.exists(),
+        "{} is missing: `source scripts/env.sh && tools_venv` makes it",
+        python.display()
+    );
+    python
+}
+
+/// A script of tests/cli/tools/.
+fn script(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/cli/tools")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// An MCP server over streamable HTTP; stopped when dropped.
+struct McpHttp {
+    child: Child,
+    url: String,
+}
+
+impl McpHttp {
+    fn start(script_name: &str, args: &[&str], token: Option<&str>) -> McpHttp {
+        let mut command = Command::new(tools_python());
+        command
+            .arg(script(script_name))
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped());
+        if let Some(token) = token {
+            command.env("TOOLS_TOKEN", token);
+        }
+        let mut child = command.spawn().unwrap();
+        let url = listening_base(&mut child);
+        McpHttp { child, url }
+    }
+}
+
+impl Drop for McpHttp {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The policy of an MCP source `docs` given by `how` (`mcp = ...` or
+/// `command = [...]`).
+fn mcp_policy(how: &str, extra: &str) -> String {
+    format!("[tools.docs]\n{how}\nkinds = {{ image = \"multimodal-agent\" }}\n{extra}")
+}
+
+fn stdio_source(script_name: &str, args: &[&str]) -> String {
+    let mut argv = vec![tools_python().display().to_string(), script(script_name)];
+    argv.extend(args.iter().map(|a| a.to_string()));
+    format!("command = {argv:?}")
+}
+
+#[test]
+fn an_mcp_servers_tools_become_methods_over_stdio_and_http() {
+    let dir = tempdir("tools", "mcp");
+    let empty = dir.join("no-plugins");
+    std::fs::create_dir_all(&empty).unwrap();
+    let plugins = empty.to_str().unwrap();
+    let server = McpHttp::start("mcp_server.py", &["http"], Some(TOKEN));
+    let http = format!(
+        "mcp = \"{}\"\nauth = {{ type = \"bearer\", token = {{ env = \"SHOP_TOKEN\" }} }}",
+        server.url
+    );
+    let code = "r = [add(2, 3), echo('hi'), my_tool_v2()]\n\
+                try:\n    fail()\nexcept PluginError as e:\n    r.append(str(e))\n\
+                result = r";
+    for how in [stdio_source("mcp_server.py", &["stdio"]), http] {
+        let policy = mcp_policy(&how, "");
+        let out = sandwit(&dir, &policy, &["prompt", "--plugins", plugins]);
+        let prompt = text(&out);
+        assert!(out.status.success(), "{how}: {prompt}");
+        assert!(prompt.contains("def my_tool_v2():"), "{prompt}");
+        assert!(
+            prompt.contains("def image():  # multimodal agent"),
+            "{prompt}"
+        );
+        let out = sandwit(&dir, &policy, &["tools", "inspect", "--source", "docs"]);
+        assert!(text(&out).contains("add(a, b)  -> tool"), "{}", text(&out));
+
+        let out = sandwit(
+            &dir,
+            &policy,
+            &["run", "--json", "--plugins", plugins, "-c", code],
+        );
+        let outcome: Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{how}: {}", text(&out)));
+        assert_eq!(outcome["status"], "ok", "{how}: {outcome}");
+        assert_eq!(outcome["result"][0], json!({"result": 5}), "{outcome}");
+        assert_eq!(outcome["result"][1], "hi");
+        assert_eq!(outcome["result"][2], "v2");
+        assert!(
+            outcome["result"][3]
+                .as_str()
+                .unwrap()
+                .contains("tool `fail`: it failed"),
+            "{outcome}"
+        );
+        // An image tool mapped to a multimodal agent hands off its image.
+        let out = sandwit(
+            &dir,
+            &policy,
+            &["run", "--json", "--plugins", plugins, "-c", "image()"],
+        );
+        let outcome: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            outcome["handoff"]["result"]["parts"][0]["mime_type"], "image/png",
+            "{outcome}"
+        );
+    }
+
+    // Without the token the HTTP server refuses the session, and the source
+    // is named.
+    let policy = mcp_policy(&format!("mcp = \"{}\"", server.url), "");
+    let out = sandwit(&dir, &policy, &["prompt", "--plugins", plugins]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("tool source `docs`"), "{}", text(&out));
+}
+
+#[test]
+fn a_cancelled_call_is_cancelled_on_the_mcp_server() {
+    let dir = tempdir("tools", "mcp-cancel");
+    let empty = dir.join("no-plugins");
+    std::fs::create_dir_all(&empty).unwrap();
+    let cancelled = dir.join("cancelled");
+    let policy = mcp_policy(
+        &stdio_source("mcp_server.py", &["stdio"]),
+        &format!(
+            "env = {{ TOOLS_CANCEL_FILE = \"{}\" }}\n",
+            cancelled.display()
+        ),
+    );
+    let out = sandwit(
+        &dir,
+        &policy,
+        &[
+            "--timeout-ms",
+            "1500",
+            "run",
+            "--plugins",
+            empty.to_str().unwrap(),
+            "-c",
+            "slow(20000)",
+        ],
+    );
+    assert!(
+        text(&out).contains("ran past its wall-clock deadline"),
+        "{}",
+        text(&out)
+    );
+    assert!(cancelled.exists(), "the server saw the call cancelled");
+}
+
+#[test]
+fn serve_follows_an_mcp_servers_tool_list_and_fails_fast_when_it_is_down() {
+    let server = McpHttp::start("mcp_server.py", &["http"], None);
+    let policy = mcp_policy(
+        &format!("mcp = \"{}\"", server.url),
+        "[tools.docs.methods.echo]\nbreaker = { failures = 2, recovery_s = 600 }\n",
+    );
+    let tokens = format!(
+        "ops admin {}\napp user {}\n",
+        crate::serve::digest(ADMIN),
+        crate::serve::digest(USER)
+    );
+    let serve = serve_with(
+        ("tools", "mcp-serve-server"),
+        &[],
+        &policy,
+        &[],
+        &tokens,
+        &[],
+    );
+    let call = |method: &str, args: Value| {
+        serve.post(
+            &format!("/v1/plugins/docs/methods/{method}:call"),
+            USER,
+            json!({"chat_key": "c", "args": args}),
+        )
+    };
+    let (status, report) = call("grow", json!({}));
+    assert_eq!(status, 200, "{report}");
+    // The server announced `grown`: the service lists it again and offers it.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, listing) = serve.get("/v1/tools", Some(USER));
+        if listing.contains("grown") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "`grown` never listed: {listing}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (status, report) = call("grown", json!({"x": 21}));
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["result"]["value"], json!({"result": 42}), "{report}");
+
+    // The server goes away: calls fail at once, then the breaker opens.
+    drop(server);
+    let mut errors = Vec::new();
+    for _ in 0..3 {
+        let start = Instant::now();
+        let (_, report) = call("echo", json!({"text": "x"}));
+        assert!(start.elapsed() < Duration::from_secs(5), "{report}");
+        errors.push(report["error"].to_string());
+    }
+    assert!(errors[0].contains("MCP server `docs`"), "{errors:?}");
+    assert!(errors[2].contains("unavailable"), "{errors:?}");
+}
+
+#[test]
+fn hostile_mcp_servers_are_contained() {
+    let dir = tempdir("tools", "mcp-hostile");
+    let empty = dir.join("no-plugins");
+    std::fs::create_dir_all(&empty).unwrap();
+    let plugins = empty.to_str().unwrap();
+    let timeout = "list_timeout_ms = 2000\n";
+    for (mode, needle) in [
+        ("slow", "did not list its tools within"),
+        ("hugeline", "did not list its tools within"),
+        ("malformed", "tool source `docs`"),
+    ] {
+        let start = Instant::now();
+        let policy = mcp_policy(&stdio_source("hostile_mcp.py", &[mode]), timeout);
+        let out = sandwit(&dir, &policy, &["prompt", "--plugins", plugins]);
+        let shown = text(&out);
+        assert!(!out.status.success(), "{mode}: {shown}");
+        assert!(shown.contains(needle), "{mode}: {shown}");
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "{mode}: {:?}",
+            start.elapsed()
+        );
+    }
+    // A giant listing is cut, and what is offered is bounded.
+    let policy = mcp_policy(&stdio_source("hostile_mcp.py", &["giant"]), timeout);
+    let out = sandwit(&dir, &policy, &["prompt", "--plugins", plugins]);
+    let shown = text(&out);
+    assert!(out.status.success(), "{shown}");
+    assert_eq!(shown.matches("\ndef ").count(), 256, "at most 256 methods");
+    // A server that dies mid-call fails that call, and the next at once.
+    let policy = mcp_policy(&stdio_source("hostile_mcp.py", &["die"]), timeout);
+    let code = "errors = []\n\
+                for i in range(2):\n    try:\n        ping()\n    except PluginError as e:\n        errors.append(str(e))\n\
+                result = errors";
+    let start = Instant::now();
+    let out = sandwit(
+        &dir,
+        &policy,
+        &["run", "--json", "--plugins", plugins, "-c", code],
+    );
+    let outcome: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", text(&out)));
+    assert!(start.elapsed() < Duration::from_secs(20));
+    let errors = outcome["result"].as_array().unwrap();
+    assert_eq!(errors.len(), 2, "{outcome}");
+    assert!(errors[1].as_str().unwrap().contains("is down"), "{outcome}");
 }

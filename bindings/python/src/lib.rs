@@ -846,7 +846,7 @@ impl PyHost {
     }
 
     /// The methods of the policy's tool sources (`[tools.<id>]`: OpenAPI
-    /// documents whose operations become methods), loaded now, to give a
+    /// documents and MCP servers), loaded now, to give a
     /// `PluginSet` as `methods`. Raises `SandwitError` naming the source
     /// that cannot be loaded and why.
     fn tool_sources(&self, py: Python<'_>) -> PyResult<Vec<methods::PyHostMethod>> {
@@ -857,8 +857,7 @@ impl PyHost {
             .map_err(|e| SandwitError::new_err(e.to_string()))?;
         Ok(sources
             .methods()
-            .iter()
-            .cloned()
+            .into_iter()
             .map(methods::PyHostMethod::of_source)
             .collect())
     }

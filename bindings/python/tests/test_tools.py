@@ -73,3 +73,17 @@ def test_a_source_that_cannot_load_is_named(cache_dir, tmp_path):
     host = sandwit.Host(cache_dir=cache_dir, policy=policy, prepared_interpreters=0)
     with pytest.raises(sandwit.SandwitError, match="tool source `shop`: cannot read its document"):
         host.tool_sources()
+
+
+def test_an_mcp_servers_tools_are_methods(cache_dir, tmp_path):
+    python = os.environ.get("SANDWIT_TOOLS_PYTHON") or str(REPO / ".venv-tools" / "bin" / "python")
+    server = REPO / "tests" / "cli" / "tools" / "mcp_server.py"
+    policy = tmp_path / "policy.toml"
+    policy.write_text(f'[tools.docs]\ncommand = ["{python}", "{server}", "stdio"]\n')
+    host = sandwit.Host(cache_dir=cache_dir, policy=policy, prepared_interpreters=0)
+    methods = host.tool_sources()
+    assert {"add", "echo", "my_tool_v2"} <= {m.name for m in methods}
+    plugins = host.plugin_set(methods=methods)
+    outcome = host.run("result = [add(2, 3), echo('hi')]", plugins=plugins)
+    assert outcome.status == "ok", outcome.error
+    assert outcome.result == [{"result": 5}, "hi"]

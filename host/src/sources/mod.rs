@@ -1,22 +1,24 @@
-//! Tool sources: an OpenAPI 3 document's operations as sandbox methods,
-//! named in the policy's `[tools.<id>]` ([`sandwit_contract::tool_policy`]).
-//! Each operation becomes a [`HostMethod`] whose provider is the source's
-//! id, so it is listed, schema-checked, controlled (the source's
-//! `[tools.<id>.controls]`), traced and cancelled as any method is; its
-//! calls reach only the source's `base_url` origin, through the host's
-//! outbound HTTP (an internal address only when written as one, the
-//! policy's `[http]` timeout and body cap, no redirects), and its secret is
+//! Tool sources: an OpenAPI 3 document's operations, or a remote MCP
+//! server's tools, as sandbox methods, named in the policy's `[tools.<id>]`
+//! ([`sandwit_contract::tool_policy`]). Each becomes a [`HostMethod`] whose
+//! provider is the source's id, so it is listed, schema-checked, controlled
+//! (the source's `[tools.<id>.controls]`), traced and cancelled as any
+//! method is. An OpenAPI source's calls reach only its `base_url` origin,
+//! through the host's outbound HTTP (an internal address only when written
+//! as one, the policy's `[http]` timeout and body cap, no redirects); an
+//! MCP source's go through rmcp's client (`mcp.rs`). A source's secret is
 //! hidden in whatever comes back.
 //!
 //! ```no_run
 //! # async fn demo(policy: sandwit::Policy) -> anyhow::Result<()> {
 //! let host = sandwit::Host::builder().policy(policy.clone()).build()?;
 //! let sources = sandwit::sources::ToolSources::load(&policy, None).await?;
-//! let set = sandwit::PluginSet::with_host_methods(&[], sources.methods())?;
+//! let set = sandwit::PluginSet::with_host_methods(&[], &sources.methods())?;
 //! # Ok(()) }
 //! ```
 
 mod call;
+mod mcp;
 mod openapi;
 mod schema;
 mod spec;
@@ -26,18 +28,39 @@ use std::sync::Arc;
 
 use sandwit_contract::manifest::MethodSpec;
 use sandwit_contract::policy::{HttpLimits, Policy};
-use sandwit_contract::tool_policy::{Auth, ToolSourcePolicy};
+use sandwit_contract::tool_policy::{Auth, Source, ToolSourcePolicy};
+use tokio::sync::watch;
 
 use crate::capabilities::config::Redactor;
 use crate::capabilities::http::host_client::HostHttp;
 use crate::toolbox::host_method::HostMethod;
 use call::{Credentials, Endpoint};
+use mcp::McpSource;
 
-/// The methods of a policy's tool sources.
-#[derive(Clone, Default)]
+/// The methods of a policy's tool sources. Cheap to clone; an MCP server's
+/// session (and the process of a stdio one) lasts while this or one of its
+/// methods does.
+#[derive(Clone)]
 pub struct ToolSources {
-    methods: Vec<HostMethod>,
-    reports: Vec<SourceReport>,
+    sources: Vec<Loaded>,
+    changes: watch::Sender<u64>,
+}
+
+#[derive(Clone)]
+enum Loaded {
+    /// An OpenAPI document's methods, fixed once loaded.
+    Fixed(SourceReport, Vec<HostMethod>),
+    /// An MCP server's, listed again when its tools change.
+    Mcp(String, Arc<McpSource>),
+}
+
+impl Default for ToolSources {
+    fn default() -> Self {
+        ToolSources {
+            sources: Vec::new(),
+            changes: watch::Sender::new(0),
+        }
+    }
 }
 
 /// What one source offers, and what it does not.
@@ -92,14 +115,42 @@ impl ToolSources {
         Ok(sources)
     }
 
-    /// The methods, every source's, in the policy's order of sources.
-    pub fn methods(&self) -> &[HostMethod] {
-        &self.methods
+    /// The methods, every source's, in the policy's order of sources: an
+    /// MCP server's as it listed them last.
+    pub fn methods(&self) -> Vec<HostMethod> {
+        let mut methods = Vec::new();
+        for source in &self.sources {
+            match source {
+                Loaded::Fixed(_, fixed) => methods.extend(fixed.iter().cloned()),
+                Loaded::Mcp(_, mcp) => methods.extend(McpSource::methods(mcp).0),
+            }
+        }
+        methods
     }
 
-    /// What each source offers and skipped.
-    pub fn reports(&self) -> &[SourceReport] {
-        &self.reports
+    /// What each source offers and skipped, now.
+    pub fn reports(&self) -> Vec<SourceReport> {
+        self.sources
+            .iter()
+            .map(|source| match source {
+                Loaded::Fixed(report, _) => report.clone(),
+                Loaded::Mcp(id, mcp) => {
+                    let (methods, skipped) = McpSource::methods(mcp);
+                    SourceReport {
+                        source: id.clone(),
+                        digest: String::new(),
+                        methods: methods.iter().map(|m| m.spec().name.clone()).collect(),
+                        skipped,
+                    }
+                }
+            })
+            .collect()
+    }
+
+    /// Changes when an MCP server's tools changed (it said so, or it was
+    /// reached again): [`ToolSources::methods`] then gives the new ones.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
     }
 
     async fn add(
@@ -113,19 +164,37 @@ impl ToolSources {
             source_id: id.to_string(),
             message,
         };
-        let (bytes, digest) = spec::read(source, policy.folder(), cache_dir, policy.http)
+        let (document, base_url) = match source.source() {
+            Source::OpenApi { document, base_url } => (document, base_url),
+            Source::McpHttp { .. } | Source::McpStdio { .. } => {
+                let mcp = McpSource::start(
+                    id,
+                    source,
+                    policy.folder(),
+                    policy.http,
+                    self.changes.clone(),
+                )
+                .await
+                .map_err(error)?;
+                self.sources.push(Loaded::Mcp(id.to_string(), mcp));
+                return Ok(());
+            }
+        };
+        let (bytes, digest) = spec::read(source, document, policy.folder(), cache_dir, policy.http)
             .await
             .map_err(error)?;
         let document = spec::parse(&bytes).map_err(error)?;
         let (operations, skipped) = openapi::operations(&document, Some(source))
             .map_err(|why| error(format!("its document is refused: {why}")))?;
-        let endpoint = Arc::new(endpoint(source, policy.folder(), policy.http).map_err(error)?);
+        let endpoint =
+            Arc::new(endpoint(source, base_url, policy.folder(), policy.http).map_err(error)?);
         let mut report = SourceReport {
             source: id.to_string(),
             digest,
             methods: Vec::new(),
             skipped: skipped.into_iter().map(|s| (s.operation, s.why)).collect(),
         };
+        let mut methods = Vec::new();
         for operation in operations {
             let plan = Arc::new(operation.plan);
             let kind = operation.spec.kind;
@@ -138,12 +207,12 @@ impl ToolSources {
             match method {
                 Ok(method) => {
                     report.methods.push(name);
-                    self.methods.push(method);
+                    methods.push(method);
                 }
                 Err(problems) => report.skipped.push((name, problems.join("; "))),
             }
         }
-        self.reports.push(report);
+        self.sources.push(Loaded::Fixed(report, methods));
         Ok(())
     }
 }
@@ -151,10 +220,11 @@ impl ToolSources {
 /// Where `source`'s calls go and how they authenticate, its secret read.
 fn endpoint(
     source: &ToolSourcePolicy,
+    base_url: &str,
     folder: Option<&Path>,
     limits: HttpLimits,
 ) -> Result<Endpoint, String> {
-    let (http, base_path) = HostHttp::for_url(&source.base_url, limits)?;
+    let (http, base_path) = HostHttp::for_url(base_url, limits)?;
     let Some(auth) = &source.auth else {
         return Ok(Endpoint {
             http,

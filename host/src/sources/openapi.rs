@@ -17,7 +17,7 @@ use sandwit_contract::manifest::{
 use sandwit_contract::tool_policy::ToolSourcePolicy;
 use sandwit_contract::types::MethodKind;
 
-use super::schema::{Budget, SchemaProblem, resolve, standalone};
+use super::schema::{Budget, SchemaProblem, required, resolve, standalone};
 
 /// The HTTP methods an operation may have, as OpenAPI names them.
 const METHODS: [&str; 8] = [
@@ -116,10 +116,7 @@ pub(crate) fn operations(
                 continue;
             }
             let prefix = source.map_or("", |s| s.prefix.as_str());
-            let mut name = format!("{prefix}{}", identifier(&operation_id));
-            if !is_free_method_name(&name) {
-                name = identifier(&format!("{name}_"));
-            }
+            let name = python_name(&format!("{prefix}{operation_id}"));
             let skip = |why: String| Skipped {
                 operation: cut(&operation_id, 120),
                 why,
@@ -302,13 +299,7 @@ fn operation(document: &Json, budget: &mut Budget, at: OperationAt) -> Result<Op
         });
         match flat {
             Some(members) => {
-                let required: BTreeSet<&str> = schema
-                    .get("required")
-                    .and_then(Json::as_array)
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Json::as_str)
-                    .collect();
+                let required = required(&schema);
                 for (member, member_schema) in members {
                     let name = param_name(member, Location::BodyMember);
                     if let Some(text) = member_schema.get("description").and_then(Json::as_str) {
@@ -448,12 +439,17 @@ fn is_json(media: &str) -> bool {
 
 /// A Python name for a parameter: a header's in lower case.
 fn param_name(wire: &str, location: Location) -> String {
-    let wire = if location == Location::Header {
-        wire.to_ascii_lowercase()
+    if location == Location::Header {
+        python_name(&wire.to_ascii_lowercase())
     } else {
-        wire.to_string()
-    };
-    let name = identifier(&wire);
+        python_name(wire)
+    }
+}
+
+/// `text` as a Python name no keyword, builtin or reserved prefix takes
+/// ([`identifier`], then `_` after it if need be).
+pub(crate) fn python_name(text: &str) -> String {
+    let name = identifier(text);
     if is_free_method_name(&name) {
         name
     } else {

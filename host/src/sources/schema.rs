@@ -48,6 +48,17 @@ impl std::fmt::Display for SchemaProblem {
     }
 }
 
+/// The names an object schema's `required` lists.
+pub(crate) fn required(schema: &Json) -> std::collections::BTreeSet<&str> {
+    schema
+        .get("required")
+        .and_then(Json::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Json::as_str)
+        .collect()
+}
+
 /// `schema`, its references into `root` followed, in JSON Schema's dialect.
 pub(crate) fn standalone(
     root: &Json,

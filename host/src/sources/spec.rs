@@ -13,9 +13,11 @@ use sandwit_contract::tool_policy::ToolSourcePolicy;
 
 use crate::capabilities::http::host_client::HostHttp;
 
-/// The document's bytes and their SHA-256 (hex), checked against the pin.
+/// The document at `location` (`source`'s), its bytes and their SHA-256
+/// (hex), checked against the pin.
 pub(crate) async fn read(
     source: &ToolSourcePolicy,
+    location: &str,
     folder: Option<&Path>,
     cache_dir: Option<&Path>,
     limits: HttpLimits,
@@ -38,11 +40,11 @@ pub(crate) async fn read(
         return Ok((bytes, digest));
     }
     let bytes = if source.spec_is_url() {
-        fetch(&source.openapi, limits, max).await?
+        fetch(location, limits, max).await?
     } else {
         let path = match folder {
-            Some(folder) => folder.join(&source.openapi),
-            None => PathBuf::from(&source.openapi),
+            Some(folder) => folder.join(location),
+            None => PathBuf::from(location),
         };
         read_file(&path, max)?
     };
@@ -52,7 +54,7 @@ pub(crate) async fn read(
     {
         return Err(format!(
             "its document {} has the SHA-256 {digest}, not the {pinned} the policy pins",
-            shown(&source.openapi)
+            shown(location)
         ));
     }
     if let Some(file) = &cached {

@@ -28,17 +28,15 @@ echo_auth.
 import asyncio
 import os
 import secrets
-import socket
-import sys
-import threading
 import time
 from typing import Annotated
 
-import uvicorn
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request, Response
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
+
+from loopback import serve
 
 TOKEN = os.environ.get("TOOLS_TOKEN", "test-token-7781")
 bearer = HTTPBearer()
@@ -153,34 +151,6 @@ def echo_auth(request: Request) -> dict:
     return {"authorization": request.headers.get("authorization")}
 
 
-class Server(uvicorn.Server):
-    """Prints the listening line once the socket takes connections."""
-
-    def __init__(self, config, base):
-        super().__init__(config)
-        self.base = base
-
-    async def startup(self, sockets=None):
-        await super().startup(sockets)
-        if self.started:
-            print(f"listening on {self.base}", flush=True)
-
-
-def serve(app, suffix=""):
-    """Serves `app` on a free loopback port until stdin reaches EOF."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=1)
-    server = Server(config, f"http://127.0.0.1:{port}{suffix}")
-
-    def stop_at_eof():
-        while sys.stdin.buffer.read1(65536):
-            pass
-        server.should_exit = True
-
-    threading.Thread(target=stop_at_eof, daemon=True).start()
-    asyncio.run(server.serve(sockets=[sock]))
 
 
 if __name__ == "__main__":

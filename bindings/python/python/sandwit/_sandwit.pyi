@@ -789,11 +789,12 @@ class Host:
         problem."""
     def tool_sources(self) -> list[HostMethod[..., Any]]:
         """The methods of the policy's tool sources (``[tools.<id>]``:
-        OpenAPI documents whose operations become methods, see
-        docs/TOOLS.md), loaded now: give them to a ``PluginSet`` as
-        ``methods``. Their calls go only to each source's ``base_url``,
-        under the policy's controls and ``[http]`` limits. Raises
-        ``SandwitError`` naming a source that cannot be loaded."""
+        OpenAPI documents whose operations, and MCP servers whose tools,
+        become methods, see docs/TOOLS.md), loaded now: give them to a
+        ``PluginSet`` as ``methods``. They are called under the policy's
+        controls and ``[http]`` limits; an MCP server's session lasts while
+        its methods do. Raises ``SandwitError`` naming a source that cannot
+        be loaded."""
     def plugin_set(
         self,
         plugins: Iterable[Plugin] | None = None,
