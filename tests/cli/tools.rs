@@ -269,7 +269,9 @@ fn a_source_is_controlled_and_fails_fast_when_its_server_is_down() {
     let policy = policy(
         &app,
         "[tools.shop.methods.shop_get_item]\nrate_limit = 2\n\
-         [tools.shop.methods.shop_search]\nbreaker = { failures = 2, recovery_s = 600 }\n",
+         [tools.shop.methods.shop_search]\nbreaker = { failures = 2, recovery_s = 600 }\n\
+         [tools.shop.methods.shop_create_item]\ndangerous = true\n\
+         [approval]\nrequire_for = [\"dangerous\"]\n",
     );
     let empty = dir.join("no-plugins");
     std::fs::create_dir_all(&empty).unwrap();
@@ -281,6 +283,13 @@ fn a_source_is_controlled_and_fails_fast_when_its_server_is_down() {
         shown.contains("rate limit exceeded: at most 2 calls a minute"),
         "{shown}"
     );
+    // A dangerous method needs an approval the CLI cannot give: refused
+    // without a request.
+    let before = app.requests().len();
+    let code = "shop_create_item('x', 1.0)";
+    let out = sandwit(&dir, &policy, &["run", "--plugins", plugins, "-c", code]);
+    assert!(text(&out).contains("approval"), "{}", text(&out));
+    assert_eq!(app.requests().len(), before);
 
     // The document was fetched once: with the server gone it is read from
     // the cache, and the calls fail at once, then the breaker opens.
@@ -501,7 +510,13 @@ struct McpHttp {
 
 impl McpHttp {
     fn start(script_name: &str, args: &[&str], token: Option<&str>) -> McpHttp {
+        McpHttp::start_on(script_name, args, token, 0)
+    }
+
+    /// The same on `port` (0: a free one).
+    fn start_on(script_name: &str, args: &[&str], token: Option<&str>, port: u16) -> McpHttp {
         let mut command = Command::new(tools_python());
+        command.env("TOOLS_PORT", port.to_string());
         command
             .arg(script(script_name))
             .args(args)
@@ -602,11 +617,12 @@ fn an_mcp_servers_tools_become_methods_over_stdio_and_http() {
     assert!(text(&out).contains("tool source `docs`"), "{}", text(&out));
 }
 
+/// A run that ends while its call waits cancels the call on the server
+/// (`notifications/cancelled`): shown in a server, whose session outlives
+/// the run.
 #[test]
 fn a_cancelled_call_is_cancelled_on_the_mcp_server() {
     let dir = tempdir("tools", "mcp-cancel");
-    let empty = dir.join("no-plugins");
-    std::fs::create_dir_all(&empty).unwrap();
     let cancelled = dir.join("cancelled");
     let policy = mcp_policy(
         &stdio_source("mcp_server.py", &["stdio"]),
@@ -615,25 +631,34 @@ fn a_cancelled_call_is_cancelled_on_the_mcp_server() {
             cancelled.display()
         ),
     );
-    let out = sandwit(
-        &dir,
+    let tokens = format!(
+        "ops admin {}\napp user {}\n",
+        crate::serve::digest(ADMIN),
+        crate::serve::digest(USER)
+    );
+    let serve = serve_with(
+        ("tools", "mcp-cancel-server"),
+        &[],
         &policy,
-        &[
-            "--timeout-ms",
-            "1500",
-            "run",
-            "--plugins",
-            empty.to_str().unwrap(),
-            "-c",
-            "slow(20000)",
-        ],
+        &[],
+        &tokens,
+        &[],
     );
-    assert!(
-        text(&out).contains("ran past its wall-clock deadline"),
-        "{}",
-        text(&out)
+    let (status, outcome) = serve.post(
+        "/v1/runs",
+        USER,
+        json!({"code": "slow(20000)", "chat_key": "c", "limits": {"time_ms": 1500}}),
     );
-    assert!(cancelled.exists(), "the server saw the call cancelled");
+    assert_eq!(status, 200, "{outcome}");
+    assert_eq!(outcome["limit"]["kind"], "time", "{outcome}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !cancelled.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the server never saw the call cancelled"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 #[test]
@@ -668,11 +693,11 @@ fn serve_follows_an_mcp_servers_tool_list_and_fails_fast_when_it_is_down() {
     // The server announced `grown`: the service lists it again and offers it.
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let (_, listing) = serve.get("/v1/tools", Some(USER));
-        if listing.contains("grown") {
+        let (status, schema) = serve.get("/v1/tools/grown/schema", Some(USER));
+        if status == 200 {
             break;
         }
-        assert!(Instant::now() < deadline, "`grown` never listed: {listing}");
+        assert!(Instant::now() < deadline, "`grown` never listed: {schema}");
         std::thread::sleep(Duration::from_millis(100));
     }
     let (status, report) = call("grown", json!({"x": 21}));
@@ -680,6 +705,14 @@ fn serve_follows_an_mcp_servers_tool_list_and_fails_fast_when_it_is_down() {
     assert_eq!(report["result"]["value"], json!({"result": 42}), "{report}");
 
     // The server goes away: calls fail at once, then the breaker opens.
+    let port: u16 = server
+        .url
+        .trim_end_matches("/mcp")
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
     drop(server);
     let mut errors = Vec::new();
     for _ in 0..3 {
@@ -690,6 +723,22 @@ fn serve_follows_an_mcp_servers_tool_list_and_fails_fast_when_it_is_down() {
     }
     assert!(errors[0].contains("MCP server `docs`"), "{errors:?}");
     assert!(errors[2].contains("unavailable"), "{errors:?}");
+    // Back on its address, it is reached again: a method the breaker does
+    // not hold answers.
+    let _back = McpHttp::start_on("mcp_server.py", &["http"], None, port);
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let (status, report) = call("add", json!({"a": 1, "b": 2}));
+        if status == 200 && report["ok"] == true {
+            assert_eq!(report["result"]["value"], json!({"result": 3}), "{report}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "never reached again: {report}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    // The service's metrics name the source.
+    let (_, metrics) = serve.get("/metrics", Some(ADMIN));
+    assert!(metrics.contains("plugin=\"docs\""), "{metrics}");
 }
 
 #[test]

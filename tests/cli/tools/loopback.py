@@ -3,6 +3,7 @@ a free loopback port, announcing it, and stopping at stdin's EOF (so a
 server never outlives the test that holds the pipe)."""
 
 import asyncio
+import os
 import socket
 import sys
 import threading
@@ -24,9 +25,11 @@ class Server(uvicorn.Server):
 
 
 def serve(app, suffix=""):
-    """Serves `app` on a free loopback port until stdin reaches EOF."""
+    """Serves `app` on a loopback port (TOOLS_PORT, else a free one) until
+    stdin reaches EOF."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", int(os.environ.get("TOOLS_PORT", "0"))))
     port = sock.getsockname()[1]
     config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=1)
     server = Server(config, f"http://127.0.0.1:{port}{suffix}")
