@@ -495,19 +495,27 @@ impl Policy {
             path: None,
             message,
         };
-        let entry = self.plugins.entry(plugin.to_string()).or_default();
+        // A tool source's controls are its own table's: a `[plugins]` entry
+        // of its id would shadow them.
+        let (table, controls, methods) = match self.tools.get_mut(plugin) {
+            Some(source) => ("tools", &mut source.controls, &mut source.methods),
+            None => {
+                let entry = self.plugins.entry(plugin.to_string()).or_default();
+                ("plugins", &mut entry.controls, &mut entry.methods)
+            }
+        };
         match method {
             None => {
                 settings
-                    .check(&format!("plugins.{plugin}.controls"))
+                    .check(&format!("{table}.{plugin}.controls"))
                     .map_err(invalid)?;
-                entry.controls = settings;
+                *controls = settings;
             }
             Some(name) => {
                 settings
-                    .check(&format!("plugins.{plugin}.methods.{name}"))
+                    .check(&format!("{table}.{plugin}.methods.{name}"))
                     .map_err(invalid)?;
-                entry.methods.insert(name.to_string(), settings);
+                methods.insert(name.to_string(), settings);
             }
         }
         Ok(self)

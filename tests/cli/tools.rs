@@ -469,6 +469,21 @@ fn hostile_documents_are_refused_with_a_report() {
             start.elapsed()
         );
     }
+    // A control for a method the source does not offer would control
+    // nothing: refused.
+    let out = sandwit(
+        &dir,
+        &source(
+            "cyclic.json",
+            "[tools.bad.methods.create_x]\ndangerous = true",
+        ),
+        &["prompt", "--plugins", dir.to_str().unwrap()],
+    );
+    assert!(
+        text(&out).contains("names no method it offers"),
+        "{}",
+        text(&out)
+    );
     let out = sandwit(
         &dir,
         &source("cyclic.json", ""),

@@ -13,7 +13,6 @@ use serde_json::{Map, Value as Json};
 
 use sandwit_contract::error::CallErrorKind;
 use sandwit_contract::json::{BytesAs, value_from_json, value_to_json};
-use sandwit_contract::text::cut;
 use sandwit_contract::types::{ContentPart, Media, MethodKind, MethodResult, Value};
 
 use super::openapi::{Location, Plan};
@@ -97,8 +96,24 @@ fn request(endpoint: &Endpoint, plan: &Plan, args: Value) -> Result<Request, Cal
         }
         match param.location {
             Location::Path => {
-                let segment = encode_segment(&scalar(&value));
-                path = path.replace(&format!("{{{}}}", param.wire), &segment);
+                let text = scalar(&value);
+                // One segment, never none, never a step up or across:
+                // routers and proxies may decode before they normalise.
+                let decoded = text
+                    .to_ascii_lowercase()
+                    .replace("%2e", ".")
+                    .replace("%2f", "/");
+                if text.is_empty()
+                    || decoded == "."
+                    || decoded == ".."
+                    || decoded.contains(['/', '\\'])
+                {
+                    return Err(invalid(format!(
+                        "`{}` must be one path segment: not empty, not `.` or `..`, without `/` or `\\`",
+                        param.name
+                    )));
+                }
+                path = path.replace(&format!("{{{}}}", param.wire), &encode_component(&text));
             }
             Location::Query => {
                 let values = match value {
@@ -186,11 +201,12 @@ fn answer(
     kind: MethodKind,
     reply: Reply,
 ) -> Result<MethodResult, CallErrorKind> {
-    let redact = |text: String| endpoint.redactor.redact(&text);
     let status = reply.status;
     if !(200..300).contains(&status) {
         let text = String::from_utf8_lossy(&reply.body);
-        let said = redact(cut(text.trim().to_string(), QUOTED_BODY));
+        let said = endpoint
+            .redactor
+            .redact_cut(text.trim().to_string(), QUOTED_BODY);
         let message = |what: &str| {
             if said.is_empty() {
                 format!("{shown}: {what} ({status})")
@@ -203,7 +219,9 @@ fn answer(
                 message: format!(
                     "{shown}: redirected ({status}) to {}; redirects are not followed: point \
                      `base_url` at the final address",
-                    redact(cut(reply.location.unwrap_or_default(), 200))
+                    endpoint
+                        .redactor
+                        .redact_cut(reply.location.unwrap_or_default(), 200)
                 ),
             },
             401 | 403 => CallErrorKind::Denied {
@@ -282,20 +300,8 @@ fn scalar(value: &Json) -> String {
     }
 }
 
-/// `text` as one path segment: every byte but the unreserved ones encoded,
-/// and `.` too when the segment is only dots (no `..` climbs out of the
-/// base URL's path).
-fn encode_segment(text: &str) -> String {
-    let encoded = encode_component(text);
-    if !encoded.is_empty() && encoded.bytes().all(|b| b == b'.') {
-        "%2E".repeat(encoded.len())
-    } else {
-        encoded
-    }
-}
-
 /// `text` percent-encoded but for RFC 3986's unreserved characters.
-fn encode_component(text: &str) -> String {
+pub(crate) fn encode_component(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for b in text.bytes() {
         if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
@@ -357,23 +363,32 @@ mod tests {
         let request = request(
             &endpoint(Credentials::Query("api_key".into(), "k&1".into())),
             &plan(),
-            args(serde_json::json!({"item_id": "a/../b", "terms": ["x y", "z"], "x_trace": "t1"})),
+            args(serde_json::json!({"item_id": "a b", "terms": ["x y", "z"], "x_trace": "t1"})),
         )
         .unwrap();
         assert_eq!(
             request.target,
-            "/api/items/a%2F..%2Fb?terms=x%20y&terms=z&api_key=k%261"
+            "/api/items/a%20b?terms=x%20y&terms=z&api_key=k%261"
         );
         assert_eq!(request.headers["x-trace"], "t1");
         assert!(request.body.is_none());
-        let dots = request_path(serde_json::json!({"item_id": ".."}));
-        assert_eq!(dots, "/api/items/%2E%2E");
     }
 
-    fn request_path(json: Json) -> String {
-        request(&endpoint(Credentials::None), &plan(), args(json))
-            .unwrap()
-            .target
+    #[test]
+    fn a_path_value_is_one_segment() {
+        for value in ["", ".", "..", "%2e%2E", "a/b", "a%2Fb", "a\\b"] {
+            let err = request(
+                &endpoint(Credentials::None),
+                &plan(),
+                args(serde_json::json!({"item_id": value})),
+            )
+            .err()
+            .unwrap();
+            assert!(
+                matches!(err, CallErrorKind::InvalidArguments { .. }),
+                "{value:?}: {err}"
+            );
+        }
     }
 
     #[test]

@@ -27,7 +27,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Map, Value as Json};
-use tokio::io::AsyncBufReadExt;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt};
 use tokio::sync::watch;
 
 use sandwit_contract::error::CallErrorKind;
@@ -37,7 +37,7 @@ use sandwit_contract::manifest::{
 };
 use sandwit_contract::policy::HttpLimits;
 use sandwit_contract::text::cut;
-use sandwit_contract::tool_policy::{Auth, Source, ToolSourcePolicy};
+use sandwit_contract::tool_policy::{Auth, Secret, Source, ToolSourcePolicy};
 use sandwit_contract::types::{ContentPart, Media, MethodKind, MethodResult, Value};
 
 use super::openapi::python_name;
@@ -51,6 +51,12 @@ const MAX_PAGES: usize = 16;
 
 /// Tools looked at, offered or not, in one listing.
 const MAX_TOOLS_SEEN: usize = 4 * MAX_METHODS;
+
+/// The most of a line of a stdio server's stderr the log keeps.
+const STDERR_LINE: usize = 2_000;
+
+/// The most of a server's message an error quotes.
+const QUOTED: usize = 2_000;
 
 /// The longest pause between attempts to reach a server that is down.
 const MAX_RETRY_PAUSE: Duration = Duration::from_secs(30);
@@ -84,7 +90,26 @@ pub(crate) struct McpSource {
     changes: watch::Sender<u64>,
     /// Whether a task is trying to reach the server again.
     retrying: Mutex<bool>,
+    /// The `auth` secret, read at start.
+    auth: Option<String>,
+    /// The command's environment, read at start.
+    env: Vec<(String, String)>,
+    /// Whether a listing again is under way, and another asked for.
+    relisting: Mutex<Relisting>,
 }
+
+/// Listings again, one at a time: a server announcing changes faster than
+/// they are listed gets one more listing after the current one, not one
+/// each.
+#[derive(Clone, Copy, PartialEq)]
+enum Relisting {
+    Idle,
+    Running,
+    RunningAndAgain,
+}
+
+/// The least time between two listings again.
+const RELIST_PAUSE: Duration = Duration::from_secs(1);
 
 type Client = RunningService<RoleClient, Listener>;
 
@@ -105,7 +130,7 @@ impl ClientHandler for Listener {
         _context: NotificationContext<RoleClient>,
     ) -> impl Future<Output = ()> + Send + '_ {
         if let Some(source) = self.source.upgrade() {
-            tokio::spawn(async move { source.relist().await });
+            source.ask_relist();
         }
         std::future::ready(())
     }
@@ -121,26 +146,35 @@ impl McpSource {
         limits: HttpLimits,
         changes: watch::Sender<u64>,
     ) -> Result<Arc<McpSource>, String> {
+        // Read once: a reconnection sends what the redactor hides.
         let mut secrets = Vec::new();
-        if let Some(auth) = &policy.auth {
-            secrets.push(
-                auth.secret()
-                    .read(folder)
-                    .map_err(|why| format!("its `auth` secret: {why}"))?,
-            );
-        }
-        for (name, secret) in &policy.env {
-            secrets.push(
-                secret
-                    .read(folder)
-                    .map_err(|why| format!("its `env.{name}`: {why}"))?,
-            );
+        let auth = match &policy.auth {
+            Some(auth) => {
+                let secret = super::read_auth_secret(auth, folder)?;
+                secrets.push(secret.clone());
+                Some(secret)
+            }
+            None => None,
+        };
+        let mut env = Vec::new();
+        for (name, value) in &policy.env {
+            let text = value
+                .read(folder)
+                .map_err(|why| format!("its `env.{name}`: {why}"))?;
+            // A value written in the policy is configuration (a folder, a
+            // flag); one read from the environment or a file is a secret.
+            if !matches!(value, Secret::Value(_)) {
+                secrets.push(text.clone());
+            }
+            env.push((name.clone(), text));
         }
         let source = Arc::new(McpSource {
             id: id.to_string(),
             policy: policy.clone(),
             folder: folder.map(Path::to_path_buf),
             limits,
+            auth,
+            env,
             redactor: Redactor::of_secrets(secrets),
             link: tokio::sync::Mutex::new(Link {
                 client: None,
@@ -152,9 +186,22 @@ impl McpSource {
             }),
             changes,
             retrying: Mutex::new(false),
+            relisting: Mutex::new(Relisting::Idle),
         });
         let client = source.connect().await?;
         let listing = source.list(client.peer()).await?;
+        let names: Vec<String> = listing
+            .methods
+            .iter()
+            .map(|m| m.spec.name.clone())
+            .collect();
+        if let Some(name) = super::unmatched_controls(policy, &names).first() {
+            return Err(format!(
+                "`tools.{id}.methods.{name}` names no tool it offers (it offers: {}); a control \
+                 there would control nothing",
+                names.join(", ")
+            ));
+        }
         *source.listed.write().unwrap_or_else(|e| e.into_inner()) = listing;
         source.link.lock().await.client = Some(client);
         Ok(source)
@@ -207,7 +254,7 @@ impl McpSource {
             )),
             Ok(Err(e)) => Err(self
                 .redactor
-                .redact(&format!("starting the MCP session: {e}"))),
+                .redact_cut(format!("starting the MCP session: {e}"), QUOTED)),
             Ok(Ok(client)) => Ok(client),
         }
     }
@@ -265,17 +312,16 @@ impl McpSource {
             .max_json_response_size(max)
             .max_sse_event_size(max);
         match &self.policy.auth {
-            Some(Auth::Bearer { token }) => {
-                let token = token.read(self.folder.as_deref())?;
-                config = config.auth_header(token);
+            Some(Auth::Bearer { .. }) => {
+                config = config.auth_header(self.auth.clone().unwrap_or_default());
             }
-            Some(Auth::Header { name, value }) => {
+            Some(Auth::Header { name, .. }) => {
                 let name = http::HeaderName::from_bytes(name.as_bytes())
                     .map_err(|_| format!("`{name}` is not a header name"))?;
-                let mut value = http::HeaderValue::from_str(&value.read(self.folder.as_deref())?)
-                    .map_err(|_| {
-                    "its `auth` secret holds characters a header may not".to_string()
-                })?;
+                let mut value = http::HeaderValue::from_str(
+                    self.auth.as_deref().unwrap_or_default(),
+                )
+                .map_err(|_| "its `auth` secret holds characters a header may not".to_string())?;
                 value.set_sensitive(true);
                 config = config.custom_headers([(name, value)].into_iter().collect());
             }
@@ -288,12 +334,12 @@ impl McpSource {
     /// `PATH`), its stderr read into the host's debug log.
     fn stdio_transport(&self, argv: &[String]) -> Result<TokioChildProcess, String> {
         let mut command = tokio::process::Command::new(&argv[0]);
-        command.args(&argv[1..]).env_clear().kill_on_drop(true);
+        command.args(&argv[1..]).env_clear();
         if let Some(path) = std::env::var_os("PATH") {
             command.env("PATH", path);
         }
-        for (name, secret) in &self.policy.env {
-            command.env(name, secret.read(self.folder.as_deref())?);
+        for (name, value) in &self.env {
+            command.env(name, value);
         }
         if let Some(cwd) = &self.policy.cwd {
             command.current_dir(match &self.folder {
@@ -301,6 +347,12 @@ impl McpSource {
                 None => PathBuf::from(cwd),
             });
         }
+        // A process group of its own, killed whole when the session goes:
+        // a launcher's children (npx, uvx, a shell) go with it.
+        let mut command = process_wrap::tokio::CommandWrap::from(command);
+        command
+            .wrap(process_wrap::tokio::ProcessGroup::leader())
+            .wrap(process_wrap::tokio::KillOnDrop);
         let (transport, stderr) = TokioChildProcess::builder(command)
             .stderr(Stdio::piped())
             .spawn()
@@ -308,10 +360,24 @@ impl McpSource {
         if let Some(stderr) = stderr {
             let (id, redactor) = (self.id.clone(), self.redactor.clone());
             tokio::spawn(async move {
-                let mut lines = tokio::io::BufReader::new(stderr).lines();
-                while let Ok(Some(line)) = lines.next_line().await {
-                    let line = redactor.redact(&cut(line, 2_000));
-                    tracing::debug!(source = id, "{line}");
+                // Read to its end, whatever it writes: a line is cut, not
+                // kept whole, and bytes that are not UTF-8 are replaced.
+                let mut reader = tokio::io::BufReader::new(stderr);
+                let mut line = Vec::new();
+                loop {
+                    line.clear();
+                    let read = (&mut reader)
+                        .take(STDERR_LINE as u64)
+                        .read_until(b'\n', &mut line)
+                        .await;
+                    match read {
+                        Ok(0) | Err(_) => return,
+                        Ok(_) => {
+                            let text = String::from_utf8_lossy(&line).trim_end().to_string();
+                            let text = redactor.redact_cut(text, STDERR_LINE);
+                            tracing::debug!(source = id, "{text}");
+                        }
+                    }
                 }
             });
         }
@@ -336,7 +402,10 @@ impl McpSource {
                 .map_err(|_| {
                     format!("the MCP server did not list its tools within {timeout:?} (`list_timeout_ms`)")
                 })?
-                .map_err(|e| self.redactor.redact(&format!("listing its tools: {e}")))?;
+                .map_err(|e| {
+                    self.redactor
+                        .redact_cut(format!("listing its tools: {e}"), QUOTED)
+                })?;
             tools.extend(answer.tools);
             if tools.len() > MAX_TOOLS_SEEN {
                 tools.truncate(MAX_TOOLS_SEEN);
@@ -359,6 +428,36 @@ impl McpSource {
         Ok(listing)
     }
 
+    /// Asks for a listing again, at most one under way and one waiting.
+    fn ask_relist(self: &Arc<Self>) {
+        let mut state = self.relisting.lock().unwrap_or_else(|e| e.into_inner());
+        match *state {
+            Relisting::Running | Relisting::RunningAndAgain => {
+                *state = Relisting::RunningAndAgain;
+                return;
+            }
+            Relisting::Idle => *state = Relisting::Running,
+        }
+        drop(state);
+        let source = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                let Some(this) = source.upgrade() else { return };
+                this.clone().relist().await;
+                drop(this);
+                tokio::time::sleep(RELIST_PAUSE).await;
+                let Some(this) = source.upgrade() else { return };
+                let mut state = this.relisting.lock().unwrap_or_else(|e| e.into_inner());
+                if *state == Relisting::RunningAndAgain {
+                    *state = Relisting::Running;
+                } else {
+                    *state = Relisting::Idle;
+                    return;
+                }
+            }
+        });
+    }
+
     /// Lists the tools again (the server said they changed, or it is back).
     async fn relist(self: Arc<Self>) {
         let peer = match &self.link.lock().await.client {
@@ -367,6 +466,18 @@ impl McpSource {
         };
         match self.list(&peer).await {
             Ok(listing) => {
+                let names: Vec<String> = listing
+                    .methods
+                    .iter()
+                    .map(|m| m.spec.name.clone())
+                    .collect();
+                for name in super::unmatched_controls(&self.policy, &names) {
+                    tracing::warn!(
+                        source = self.id,
+                        method = name,
+                        "the server no longer offers a method the policy controls"
+                    );
+                }
                 *self.listed.write().unwrap_or_else(|e| e.into_inner()) = listing;
                 self.changes.send_modify(|n| *n += 1);
                 tracing::info!(
@@ -411,19 +522,22 @@ impl McpSource {
                 self.went_down(e.to_string());
             }
             CallErrorKind::Failed {
-                message: self.redactor.redact(&format!(
-                    "MCP server `{}`, tool `{}`: {e}",
-                    self.id, target.tool
-                )),
+                message: self.redactor.redact_cut(
+                    format!("MCP server `{}`, tool `{}`: {e}", self.id, target.tool),
+                    QUOTED,
+                ),
             }
         })?;
         let json = serde_json::to_value(&answer).unwrap_or(Json::Null);
         let mut result =
             result_of(&json, target.spec.kind).map_err(|message| CallErrorKind::Failed {
-                message: self.redactor.redact(&format!(
-                    "MCP server `{}`, tool `{}`: {message}",
-                    self.id, target.tool
-                )),
+                message: self.redactor.redact_cut(
+                    format!(
+                        "MCP server `{}`, tool `{}`: {message}",
+                        self.id, target.tool
+                    ),
+                    QUOTED,
+                ),
             })?;
         self.redactor.redact_result(&mut result);
         Ok(result)
@@ -460,7 +574,7 @@ impl McpSource {
         }
         *retrying = true;
         let source = Arc::downgrade(self);
-        let why = self.redactor.redact(&why);
+        let why = self.redactor.redact_cut(why, QUOTED);
         tokio::spawn(async move {
             let mut pause = Duration::from_secs(1);
             loop {

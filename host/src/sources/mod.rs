@@ -212,9 +212,52 @@ impl ToolSources {
                 Err(problems) => report.skipped.push((name, problems.join("; "))),
             }
         }
+        let unmatched = unmatched_controls(source, &report.methods);
+        if !unmatched.is_empty() {
+            return Err(error(format!(
+                "`tools.{id}.methods.{}` names no method it offers (it offers: {}); a control \
+                 there would control nothing",
+                unmatched[0],
+                report.methods.join(", ")
+            )));
+        }
         self.sources.push(Loaded::Fixed(report, methods));
         Ok(())
     }
+}
+
+/// The shortest secret a source's `auth` may have: one shorter could not
+/// be told from ordinary text, so could not be hidden.
+pub(crate) const MIN_AUTH_SECRET_LEN: usize = 8;
+
+/// `auth`'s secret, read now; refused when too short to be hidden.
+pub(crate) fn read_auth_secret(auth: &Auth, folder: Option<&Path>) -> Result<String, String> {
+    let secret = auth
+        .secret()
+        .read(folder)
+        .map_err(|why| format!("its `auth` secret: {why}"))?;
+    if secret.len() < MIN_AUTH_SECRET_LEN {
+        return Err(format!(
+            "its `auth` secret is {} bytes; at least {MIN_AUTH_SECRET_LEN} are needed to hide it in what calls give back",
+            secret.len()
+        ));
+    }
+    Ok(secret)
+}
+
+/// What `[tools.<id>.methods.<name>]` names that `offered` does not: a
+/// control meant for a method that does not exist (a missing `prefix`, a
+/// renamed tool) would silently control nothing.
+pub(crate) fn unmatched_controls<'a>(
+    source: &'a ToolSourcePolicy,
+    offered: &[String],
+) -> Vec<&'a str> {
+    source
+        .methods
+        .keys()
+        .filter(|name| !offered.contains(name))
+        .map(String::as_str)
+        .collect()
 }
 
 /// Where `source`'s calls go and how they authenticate, its secret read.
@@ -233,10 +276,7 @@ fn endpoint(
             redactor: Redactor::default(),
         });
     };
-    let secret = auth
-        .secret()
-        .read(folder)
-        .map_err(|why| format!("its `auth` secret: {why}"))?;
+    let secret = read_auth_secret(auth, folder)?;
     let header = |name: http::HeaderName, value: String| {
         let mut value = http::HeaderValue::from_str(&value)
             .map_err(|_| "its `auth` secret holds characters a header may not".to_string())?;
@@ -255,11 +295,17 @@ fn endpoint(
             header(http::header::AUTHORIZATION, call::basic(username, &secret))?
         }
     };
-    let mut secrets = vec![secret.clone()];
+    // Hidden as it is, and as the wire carries it: a URL that echoes the
+    // query percent-encodes it, a basic header base64-encodes it.
+    let mut secrets = vec![secret.clone(), call::encode_component(&secret)];
+    secrets.push(secrets[1].to_ascii_lowercase());
     if let Credentials::Header(_, value) = &credentials
         && let Ok(text) = value.to_str()
     {
         secrets.push(text.to_string());
+        if let Some(encoded) = text.strip_prefix("Basic ") {
+            secrets.push(encoded.to_string());
+        }
     }
     Ok(Endpoint {
         http,

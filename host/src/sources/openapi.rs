@@ -14,7 +14,7 @@ use sandwit_contract::manifest::{
     MAX_DESCRIPTION_LEN, MAX_DOCSTRING_LEN, MAX_NAME_LEN, MAX_PARAMS, MethodSpec, Param,
     is_free_method_name,
 };
-use sandwit_contract::tool_policy::ToolSourcePolicy;
+use sandwit_contract::tool_policy::{Auth, ToolSourcePolicy};
 use sandwit_contract::types::MethodKind;
 
 use super::schema::{Budget, SchemaProblem, required, resolve, standalone};
@@ -131,10 +131,16 @@ pub(crate) fn operations(
                 .and_then(|s| s.kinds.get(&operation_id))
                 .copied()
                 .unwrap_or(MethodKind::Tool);
+            let credential = source.and_then(|s| match &s.auth {
+                Some(Auth::Header { name, .. }) => Some((Location::Header, name.as_str())),
+                Some(Auth::Query { name, .. }) => Some((Location::Query, name.as_str())),
+                _ => None,
+            });
             match operation(
                 document,
                 &mut budget,
                 OperationAt {
+                    credential,
                     path,
                     method,
                     item,
@@ -167,6 +173,8 @@ impl From<SchemaProblem> for Problem {
 }
 
 struct OperationAt<'a> {
+    /// Where the source's credential goes (a header or query parameter).
+    credential: Option<(Location, &'a str)>,
     path: &'a str,
     method: &'a str,
     item: &'a Map<String, Json>,
@@ -175,17 +183,65 @@ struct OperationAt<'a> {
     kind: MethodKind,
 }
 
+/// Header parameters a document may not have the AI fill in: those the
+/// host writes, and those that frame or route the request.
+const HOST_HEADERS: &[&str] = &[
+    "authorization",
+    "proxy-authorization",
+    "content-type",
+    "content-length",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "connection",
+    "keep-alive",
+    "upgrade",
+    "expect",
+    "accept",
+    "host",
+    "cookie",
+    "forwarded",
+];
+
+/// Why the path template `path` may not be called, if it may not: it must
+/// stay under the base URL's path (no `.` or `..` segment, even encoded)
+/// and be a path only.
+fn path_problem(path: &str) -> Option<String> {
+    if !path.starts_with('/') {
+        return Some("its path does not begin with `/`".into());
+    }
+    if path.contains(['?', '#', '\\']) || path.chars().any(char::is_control) {
+        return Some("its path holds `?`, `#`, `\\` or a control character".into());
+    }
+    let dots = path.split('/').any(|segment| {
+        let decoded = segment.to_ascii_lowercase().replace("%2e", ".");
+        decoded == "." || decoded == ".."
+    });
+    dots.then(|| "its path has a `.` or `..` segment".into())
+}
+
 fn operation(document: &Json, budget: &mut Budget, at: OperationAt) -> Result<Operation, Problem> {
     let skip = |why: String| Err(Problem::Skip(why));
     let method = http::Method::from_bytes(at.method.to_ascii_uppercase().as_bytes())
         .expect("the methods are valid");
+    if let Some(why) = path_problem(at.path) {
+        return skip(why);
+    }
     // The path item's parameters, overridden by the operation's (by name
-    // and location).
-    let mut raw: Vec<&Map<String, Json>> = Vec::new();
-    for list in [at.item.get("parameters"), at.op.get("parameters")]
-        .into_iter()
+    // and location); more than can be offered are not looked at one by one.
+    let lists = [at.item.get("parameters"), at.op.get("parameters")];
+    let count: usize = lists
+        .iter()
         .flatten()
-    {
+        .map(|l| l.as_array().map_or(0, Vec::len))
+        .sum();
+    if count > 4 * MAX_PARAMS {
+        return skip(format!(
+            "it declares {count} parameters, more than the limit of {MAX_PARAMS}"
+        ));
+    }
+    let mut raw: Vec<&Map<String, Json>> = Vec::new();
+    for list in lists.into_iter().flatten() {
         for p in list.as_array().into_iter().flatten() {
             let p = follow(document, p)?;
             let Some(p) = p.as_object() else {
@@ -214,11 +270,16 @@ fn operation(document: &Json, budget: &mut Budget, at: OperationAt) -> Result<Op
             }
             None => return skip(format!("its parameter `{}` has no `in`", cut(wire, 60))),
         };
-        if location == Location::Header
-            && ["authorization", "content-type", "accept", "host"]
-                .contains(&wire.to_ascii_lowercase().as_str())
+        let lower = wire.to_ascii_lowercase();
+        if location == Location::Header && HOST_HEADERS.contains(&lower.as_str()) {
+            // The host writes these itself, or they frame the request.
+            continue;
+        }
+        if at
+            .credential
+            .is_some_and(|(at_loc, name)| at_loc == location && name.eq_ignore_ascii_case(wire))
         {
-            // The host writes these itself.
+            // The source's credential goes there.
             continue;
         }
         if p.contains_key("content") {
@@ -252,7 +313,7 @@ fn operation(document: &Json, budget: &mut Budget, at: OperationAt) -> Result<Op
             location == Location::Path || p.get("required").and_then(Json::as_bool) == Some(true);
         let name = param_name(wire, location);
         if let Some(text) = p.get("description").and_then(Json::as_str) {
-            docs.push((name.clone(), text.to_string()));
+            docs.push((name.clone(), cut(text, 1_000)));
         }
         specs.push(Param {
             name: name.clone(),
@@ -303,7 +364,7 @@ fn operation(document: &Json, budget: &mut Budget, at: OperationAt) -> Result<Op
                 for (member, member_schema) in members {
                     let name = param_name(member, Location::BodyMember);
                     if let Some(text) = member_schema.get("description").and_then(Json::as_str) {
-                        docs.push((name.clone(), text.to_string()));
+                        docs.push((name.clone(), cut(text, 1_000)));
                     }
                     specs.push(Param {
                         name: name.clone(),
@@ -477,12 +538,10 @@ pub(crate) fn identifier(text: &str) -> String {
     name
 }
 
+/// A text of the document, cut to what a docstring may hold.
 fn text_of(value: Option<&Json>) -> String {
-    value
-        .and_then(Json::as_str)
-        .unwrap_or("")
-        .trim()
-        .to_string()
+    let text = value.and_then(Json::as_str).unwrap_or("");
+    cut(text, MAX_DOCSTRING_LEN).trim().to_string()
 }
 
 fn one_line(text: &str) -> String {
@@ -622,5 +681,37 @@ mod tests {
     fn other_documents_are_refused() {
         let err = operations(&json!({"swagger": "2.0"}), None).err().unwrap();
         assert!(err.contains("Swagger 2 is not read"), "{err}");
+    }
+
+    #[test]
+    fn paths_and_headers_that_escape_are_skipped() {
+        for path in [
+            "/../admin/{x}",
+            "/a/%2e%2E/b",
+            "/x?debug=1",
+            "/x#",
+            "x/{y}",
+            "/a\\b",
+        ] {
+            assert!(path_problem(path).is_some(), "{path}");
+        }
+        assert!(path_problem("/items/{item_id}/v1.2").is_none());
+        let document = json!({"openapi": "3.1.0", "paths": {"/x": {"get": {
+            "operationId": "x",
+            "parameters": [
+                {"name": "Content-Length", "in": "header", "schema": {"type": "string"}},
+                {"name": "api_key", "in": "query", "schema": {"type": "string"}},
+                {"name": "q", "in": "query", "schema": {"type": "string"}},
+            ],
+        }}}});
+        let policy = sandwit_contract::Policy::from_toml(
+            "[tools.s]\nopenapi = \"s.json\"\nbase_url = \"http://127.0.0.1:1\"\noperations = [\"*\"]\n\
+             auth = { type = \"query\", name = \"api_key\", value = \"secret-123\" }\n",
+        )
+        .unwrap();
+        let (offered, _) = operations(&document, policy.tool("s")).unwrap();
+        // Neither the framing header nor the credential's own parameter is
+        // the AI's to fill.
+        assert_eq!(offered[0].spec.signature(), "x(q=None)");
     }
 }

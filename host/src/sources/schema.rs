@@ -15,14 +15,54 @@ pub(crate) const MAX_REF_DEPTH: usize = 32;
 /// past it the document is refused.
 pub(crate) const MAX_EXPANDED_NODES: usize = 200_000;
 
+/// Bytes of text (strings, and the values copied whole: `enum`, `const`,
+/// `default`, `examples`) one document's schemas may expand to: a long
+/// string that many references copy costs what it copies.
+pub(crate) const MAX_EXPANDED_BYTES: usize = 32 << 20;
+
+/// Schemas nested deeper than this, references followed, are cut to `{}`:
+/// the expansion recurses, on a worker thread's stack.
+pub(crate) const MAX_EXPANDED_DEPTH: usize = 256;
+
 /// What a document's schemas have cost so far.
 pub(crate) struct Budget {
     nodes: usize,
+    bytes: usize,
 }
 
 impl Budget {
     pub(crate) fn new() -> Self {
-        Budget { nodes: 0 }
+        Budget { nodes: 0, bytes: 0 }
+    }
+
+    /// Charges one node and `bytes`; an error past either bound.
+    fn charge(&mut self, bytes: usize) -> Result<(), SchemaProblem> {
+        self.nodes += 1;
+        self.bytes = self.bytes.saturating_add(bytes);
+        if self.nodes > MAX_EXPANDED_NODES || self.bytes > MAX_EXPANDED_BYTES {
+            return Err(SchemaProblem::TooLarge);
+        }
+        Ok(())
+    }
+
+    /// Charges a value copied whole: each of its nodes, and its strings'
+    /// bytes.
+    fn charge_copy(&mut self, value: &Json) -> Result<(), SchemaProblem> {
+        match value {
+            Json::String(text) => self.charge(text.len()),
+            Json::Array(items) => {
+                self.charge(8)?;
+                items.iter().try_for_each(|item| self.charge_copy(item))
+            }
+            Json::Object(map) => {
+                self.charge(8)?;
+                map.iter().try_for_each(|(key, item)| {
+                    self.charge(key.len())?;
+                    self.charge_copy(item)
+                })
+            }
+            _ => self.charge(8),
+        }
     }
 }
 
@@ -40,8 +80,8 @@ impl std::fmt::Display for SchemaProblem {
         match self {
             SchemaProblem::TooLarge => write!(
                 f,
-                "its schemas expand to more than {MAX_EXPANDED_NODES} nodes once their \
-                 references are followed"
+                "its schemas expand to more than {MAX_EXPANDED_NODES} nodes or {MAX_EXPANDED_BYTES} \
+                 bytes once their references are followed"
             ),
             SchemaProblem::Unresolved(r) => write!(f, "the reference `{r}` names nothing in it"),
         }
@@ -66,7 +106,7 @@ pub(crate) fn standalone(
     budget: &mut Budget,
 ) -> Result<Json, SchemaProblem> {
     let mut stack = Vec::new();
-    expand(root, schema, budget, &mut stack)
+    expand(root, schema, budget, &mut stack, 0)
 }
 
 /// What `reference` (`#/a/b`, JSON Pointer escapes) names in `root`.
@@ -83,11 +123,13 @@ fn expand(
     schema: &Json,
     budget: &mut Budget,
     stack: &mut Vec<String>,
+    depth: usize,
 ) -> Result<Json, SchemaProblem> {
-    budget.nodes += 1;
-    if budget.nodes > MAX_EXPANDED_NODES {
-        return Err(SchemaProblem::TooLarge);
+    budget.charge(0)?;
+    if depth > MAX_EXPANDED_DEPTH {
+        return Ok(Json::Object(Map::new()));
     }
+    let depth = depth + 1;
     match schema {
         Json::Object(map) => {
             if let Some(Json::String(reference)) = map.get("$ref") {
@@ -98,7 +140,7 @@ fn expand(
                 let target = resolve(root, reference)
                     .ok_or_else(|| SchemaProblem::Unresolved(cut(reference)))?;
                 stack.push(reference.clone());
-                let expanded = expand(root, target, budget, stack);
+                let expanded = expand(root, target, budget, stack, depth);
                 stack.pop();
                 let mut expanded = expanded?;
                 // 3.1 allows keywords beside `$ref`: those that annotate
@@ -107,7 +149,7 @@ fn expand(
                 if let Json::Object(out) = &mut expanded {
                     for (key, value) in map {
                         if key != "$ref" && !out.contains_key(key) {
-                            out.insert(key.clone(), expand(root, value, budget, stack)?);
+                            out.insert(key.clone(), expand(root, value, budget, stack, depth)?);
                         }
                     }
                 }
@@ -121,20 +163,25 @@ fn expand(
                     // Property names and examples are data, not schemas.
                     "properties" | "patternProperties" | "$defs" | "definitions" => {
                         let Json::Object(members) = value else {
+                            budget.charge_copy(value)?;
                             out.insert(key.clone(), value.clone());
                             continue;
                         };
                         let mut expanded = Map::new();
                         for (name, member) in members {
-                            expanded.insert(name.clone(), expand(root, member, budget, stack)?);
+                            budget.charge(name.len())?;
+                            expanded
+                                .insert(name.clone(), expand(root, member, budget, stack, depth)?);
                         }
                         out.insert(key.clone(), Json::Object(expanded));
                     }
                     "enum" | "const" | "default" | "examples" | "required" => {
+                        budget.charge_copy(value)?;
                         out.insert(key.clone(), value.clone());
                     }
                     _ => {
-                        out.insert(key.clone(), expand(root, value, budget, stack)?);
+                        budget.charge(key.len())?;
+                        out.insert(key.clone(), expand(root, value, budget, stack, depth)?);
                     }
                 }
             }
@@ -144,10 +191,13 @@ fn expand(
         Json::Array(items) => Ok(Json::Array(
             items
                 .iter()
-                .map(|item| expand(root, item, budget, stack))
+                .map(|item| expand(root, item, budget, stack, depth))
                 .collect::<Result<_, _>>()?,
         )),
-        leaf => Ok(leaf.clone()),
+        leaf => {
+            budget.charge_copy(leaf)?;
+            Ok(leaf.clone())
+        }
     }
 }
 
@@ -270,5 +320,38 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("other.json#/Item"), "{err}");
+    }
+
+    #[test]
+    fn long_text_copied_by_many_references_is_refused() {
+        // 64 references to a schema holding 1 MB of text: 64 MB copied.
+        let mut properties = Map::new();
+        for i in 0..64 {
+            properties.insert(format!("p{i}"), json!({"$ref": "#/components/schemas/B"}));
+        }
+        let root = json!({"components": {"schemas": {
+            "B": {"type": "string", "description": "x".repeat(1 << 20)},
+        }}});
+        let err = standalone(
+            &root,
+            &json!({"type": "object", "properties": properties}),
+            &mut Budget::new(),
+        )
+        .unwrap_err();
+        assert!(matches!(err, SchemaProblem::TooLarge));
+    }
+
+    #[test]
+    fn deep_nesting_is_cut() {
+        let mut schema = json!({"type": "integer"});
+        for _ in 0..1_000 {
+            schema = json!({"type": "array", "items": schema});
+        }
+        // Built without serde_json's parser, so deeper than it allows.
+        let expanded = standalone(&json!({}), &schema, &mut Budget::new()).unwrap();
+        assert!(
+            expanded.to_string().contains("{}"),
+            "cut at {MAX_EXPANDED_DEPTH}"
+        );
     }
 }

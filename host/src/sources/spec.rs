@@ -88,6 +88,9 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Json, String> {
     })
 }
 
+/// A document's fetch may take this many of `[http] timeout_ms`, all told.
+const FETCH_WAITS: u32 = 6;
+
 async fn fetch(url: &str, limits: HttpLimits, max: u64) -> Result<Vec<u8>, String> {
     let limits = HttpLimits {
         max_response_bytes: usize::try_from(max).unwrap_or(usize::MAX),
@@ -103,9 +106,16 @@ async fn fetch(url: &str, limits: HttpLimits, max: u64) -> Result<Vec<u8>, Strin
         http::header::ACCEPT,
         http::HeaderValue::from_static("application/json"),
     );
-    let reply = http
-        .send(http::Method::GET, &target, headers, None)
+    // `[http] timeout_ms` bounds each wait for bytes; this, the whole.
+    let whole = limits.timeout() * FETCH_WAITS;
+    let reply = tokio::time::timeout(whole, http.send(http::Method::GET, &target, headers, None))
         .await
+        .map_err(|_| {
+            format!(
+                "fetching its document {}: it took more than {whole:?}",
+                shown(url)
+            )
+        })?
         .map_err(|e| format!("fetching its document {}: {e}", shown(url)))?;
     if reply.status != 200 {
         return Err(format!(
