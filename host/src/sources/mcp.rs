@@ -150,7 +150,7 @@ impl McpSource {
         let mut secrets = Vec::new();
         let auth = match &policy.auth {
             Some(auth) => {
-                let secret = super::read_auth_secret(auth, folder)?;
+                let secret = super::checks::read_auth_secret(auth, folder)?;
                 secrets.push(secret.clone());
                 Some(secret)
             }
@@ -195,7 +195,7 @@ impl McpSource {
             .iter()
             .map(|m| m.spec.name.clone())
             .collect();
-        if let Some(name) = super::unmatched_controls(policy, &names).first() {
+        if let Some(name) = super::checks::unmatched_controls(policy, &names).first() {
             return Err(format!(
                 "`tools.{id}.methods.{name}` names no tool it offers (it offers: {}); a control \
                  there would control nothing",
@@ -471,7 +471,7 @@ impl McpSource {
                     .iter()
                     .map(|m| m.spec.name.clone())
                     .collect();
-                for name in super::unmatched_controls(&self.policy, &names) {
+                for name in super::checks::unmatched_controls(&self.policy, &names) {
                     tracing::warn!(
                         source = self.id,
                         method = name,

@@ -18,6 +18,7 @@
 //! ```
 
 mod call;
+mod checks;
 mod mcp;
 mod openapi;
 mod schema;
@@ -35,6 +36,7 @@ use crate::capabilities::config::Redactor;
 use crate::capabilities::http::host_client::HostHttp;
 use crate::toolbox::host_method::HostMethod;
 use call::{Credentials, Endpoint};
+use checks::{read_auth_secret, unmatched_controls};
 use mcp::McpSource;
 
 /// The methods of a policy's tool sources. Cheap to clone; an MCP server's
@@ -224,40 +226,6 @@ impl ToolSources {
         self.sources.push(Loaded::Fixed(report, methods));
         Ok(())
     }
-}
-
-/// The shortest secret a source's `auth` may have: one shorter could not
-/// be told from ordinary text, so could not be hidden.
-pub(crate) const MIN_AUTH_SECRET_LEN: usize = 8;
-
-/// `auth`'s secret, read now; refused when too short to be hidden.
-pub(crate) fn read_auth_secret(auth: &Auth, folder: Option<&Path>) -> Result<String, String> {
-    let secret = auth
-        .secret()
-        .read(folder)
-        .map_err(|why| format!("its `auth` secret: {why}"))?;
-    if secret.len() < MIN_AUTH_SECRET_LEN {
-        return Err(format!(
-            "its `auth` secret is {} bytes; at least {MIN_AUTH_SECRET_LEN} are needed to hide it in what calls give back",
-            secret.len()
-        ));
-    }
-    Ok(secret)
-}
-
-/// What `[tools.<id>.methods.<name>]` names that `offered` does not: a
-/// control meant for a method that does not exist (a missing `prefix`, a
-/// renamed tool) would silently control nothing.
-pub(crate) fn unmatched_controls<'a>(
-    source: &'a ToolSourcePolicy,
-    offered: &[String],
-) -> Vec<&'a str> {
-    source
-        .methods
-        .keys()
-        .filter(|name| !offered.contains(name))
-        .map(String::as_str)
-        .collect()
 }
 
 /// Where `source`'s calls go and how they authenticate, its secret read.
