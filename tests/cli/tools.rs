@@ -355,22 +355,23 @@ fn serve_lists_and_calls_a_sources_methods_over_http_and_mcp() {
     let dir = tempdir("tools", "serve");
     let app = App::start(&dir);
     let policy = policy(&app, "");
-    let tokens = format!(
-        "ops admin {}\napp user {}\n",
-        crate::serve::digest(ADMIN),
-        crate::serve::digest(USER)
-    );
     let server = serve_with(
         ("tools", "serve-server"),
         &[],
         &policy,
         &[],
-        &tokens,
+        &tokens(),
         &[("SHOP_TOKEN", TOKEN)],
     );
-    let (status, listing) = server.get("/v1/tools?format=openai", Some(USER));
-    assert_eq!(status, 200, "{listing}");
-    assert!(listing.contains("shop_get_item"), "{listing}");
+    for format in ["sandwit", "openai", "mcp"] {
+        let (status, listing) = server.get(&format!("/v1/tools?format={format}"), Some(USER));
+        assert_eq!(status, 200, "{listing}");
+        assert!(listing.contains("shop_get_item"), "{format}: {listing}");
+    }
+    let (_, metadata) = server.get("/v1/tools/shop_get_item/metadata", Some(USER));
+    assert!(metadata.contains(r#""category":"shop""#), "{metadata}");
+    let (_, prompt) = server.get("/v1/prompt?chat_key=c", Some(USER));
+    assert!(prompt.contains("def shop_get_item("), "{prompt}");
     let (status, report) = server.post(
         "/v1/plugins/shop/methods/shop_get_item:call",
         USER,
@@ -494,6 +495,16 @@ fn hostile_documents_are_refused_with_a_report() {
 }
 
 // ---- MCP servers ----------------------------------------------------------
+
+/// The token file of a server the tests call as a user (and read the
+/// metrics of as an admin).
+fn tokens() -> String {
+    format!(
+        "ops admin {}\napp user {}\n",
+        crate::serve::digest(ADMIN),
+        crate::serve::digest(USER)
+    )
+}
 
 /// The Python of `.venv-tools`.
 fn tools_python() -> PathBuf {
@@ -646,17 +657,12 @@ fn a_cancelled_call_is_cancelled_on_the_mcp_server() {
             cancelled.display()
         ),
     );
-    let tokens = format!(
-        "ops admin {}\napp user {}\n",
-        crate::serve::digest(ADMIN),
-        crate::serve::digest(USER)
-    );
     let serve = serve_with(
         ("tools", "mcp-cancel-server"),
         &[],
         &policy,
         &[],
-        &tokens,
+        &tokens(),
         &[],
     );
     let (status, outcome) = serve.post(
@@ -683,17 +689,12 @@ fn serve_follows_an_mcp_servers_tool_list_and_fails_fast_when_it_is_down() {
         &format!("mcp = \"{}\"", server.url),
         "[tools.docs.methods.echo]\nbreaker = { failures = 2, recovery_s = 600 }\n",
     );
-    let tokens = format!(
-        "ops admin {}\napp user {}\n",
-        crate::serve::digest(ADMIN),
-        crate::serve::digest(USER)
-    );
     let serve = serve_with(
         ("tools", "mcp-serve-server"),
         &[],
         &policy,
         &[],
-        &tokens,
+        &tokens(),
         &[],
     );
     let call = |method: &str, args: Value| {
