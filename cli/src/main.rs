@@ -76,9 +76,9 @@ enum Command {
     /// Print the method listing an LLM is given: signatures, kinds and
     /// docstrings, and the prompts plugins inject for the chat.
     Prompt(run::PromptArgs),
-    /// Tool sources: OpenAPI documents whose operations become methods
-    /// (the policy's `[tools.<id>]`, see docs/TOOLS.md): inspect one, call
-    /// one's method.
+    /// Tool sources: OpenAPI documents and MCP servers whose operations and
+    /// tools become methods (the policy's `[tools.<id>]`, see
+    /// docs/TOOLS.md): inspect one, call one's method.
     #[command(subcommand)]
     Tools(tools::ToolsCommand),
     /// Make a key pair for signing plugins: the secret key to FILE (mode

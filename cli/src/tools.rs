@@ -1,6 +1,7 @@
-//! `sandwit tools`: tool sources (the policy's `[tools.<id>]`, OpenAPI
-//! documents whose operations become methods): what a document would
-//! offer, and a call of one method as the sandbox would make it.
+//! `sandwit tools`: tool sources (the policy's `[tools.<id>]`: OpenAPI
+//! documents and MCP servers whose operations and tools become methods):
+//! what a document or source would offer, and a call of one method as the
+//! sandbox would make it.
 
 use std::process::ExitCode;
 
