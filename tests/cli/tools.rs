@@ -271,6 +271,8 @@ fn a_source_is_controlled_and_fails_fast_when_its_server_is_down() {
         "[tools.shop.methods.shop_get_item]\nrate_limit = 2\n\
          [tools.shop.methods.shop_search]\nbreaker = { failures = 2, recovery_s = 600 }\n\
          [tools.shop.methods.shop_create_item]\ndangerous = true\n\
+         [tools.shop.methods.shop_echo_auth]\ncost_per_use = 0.3\n\
+         [budgets]\nper_run = 0.5\n\
          [approval]\nrequire_for = [\"dangerous\"]\n",
     );
     let empty = dir.join("no-plugins");
@@ -290,6 +292,15 @@ fn a_source_is_controlled_and_fails_fast_when_its_server_is_down() {
     let out = sandwit(&dir, &policy, &["run", "--plugins", plugins, "-c", code]);
     assert!(text(&out).contains("approval"), "{}", text(&out));
     assert_eq!(app.requests().len(), before);
+    // A run's budget pays for one call of 0.3, not two.
+    let code = "shop_echo_auth()\nshop_echo_auth()";
+    let out = sandwit(&dir, &policy, &["run", "--plugins", plugins, "-c", code]);
+    assert!(text(&out).contains("budget"), "{}", text(&out));
+    assert_eq!(
+        app.requests().len(),
+        before + 1,
+        "the refused call made no request"
+    );
 
     // The document was fetched once: with the server gone it is read from
     // the cache, and the calls fail at once, then the breaker opens.
