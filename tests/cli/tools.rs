@@ -124,6 +124,34 @@ fn sandwit(dir: &Path, policy: &str, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// The errors `times` calls of `call` raise in one run, each within
+/// seconds (a failing source never holds a run).
+fn errors_of(dir: &Path, policy: &str, plugins: &str, call: &str, times: usize) -> Vec<String> {
+    let code = format!(
+        "errors = []\nfor i in range({times}):\n    try:\n        {call}\n    except PluginError as e:\n        errors.append(str(e))\nresult = errors"
+    );
+    let start = Instant::now();
+    let out = sandwit(
+        dir,
+        policy,
+        &["run", "--json", "--plugins", plugins, "-c", &code],
+    );
+    let outcome: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", text(&out)));
+    assert!(
+        start.elapsed() < Duration::from_secs(30),
+        "it failed fast: {outcome}"
+    );
+    let errors: Vec<String> = outcome["result"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{outcome}"))
+        .iter()
+        .map(|e| e.as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(errors.len(), times, "{outcome}");
+    errors
+}
+
 fn text(out: &Output) -> String {
     format!(
         "{}{}",
@@ -305,31 +333,9 @@ fn a_source_is_controlled_and_fails_fast_when_its_server_is_down() {
     // The document was fetched once: with the server gone it is read from
     // the cache, and the calls fail at once, then the breaker opens.
     app.stop();
-    let code = "errors = []\n\
-                for i in range(3):\n    try:\n        shop_search(['x'])\n    except PluginError as e:\n        errors.append(str(e))\n\
-                result = errors";
-    let start = Instant::now();
-    let out = sandwit(
-        &dir,
-        &policy,
-        &["run", "--json", "--plugins", plugins, "-c", code],
-    );
-    let outcome: Value =
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", text(&out)));
-    assert!(start.elapsed() < Duration::from_secs(30), "it failed fast");
-    let errors = outcome["result"].as_array().unwrap();
-    assert_eq!(errors.len(), 3, "{outcome}");
-    assert!(
-        errors[0]
-            .as_str()
-            .unwrap()
-            .contains("refused the connection"),
-        "{outcome}"
-    );
-    assert!(
-        errors[2].as_str().unwrap().contains("unavailable"),
-        "{outcome}"
-    );
+    let errors = errors_of(&dir, &policy, plugins, "shop_search(['x'])", 3);
+    assert!(errors[0].contains("refused the connection"), "{errors:?}");
+    assert!(errors[2].contains("unavailable"), "{errors:?}");
 }
 
 #[test]
@@ -800,19 +806,6 @@ fn hostile_mcp_servers_are_contained() {
     assert_eq!(shown.matches("\ndef ").count(), 256, "at most 256 methods");
     // A server that dies mid-call fails that call, and the next at once.
     let policy = mcp_policy(&stdio_source("hostile_mcp.py", &["die"]), timeout);
-    let code = "errors = []\n\
-                for i in range(2):\n    try:\n        ping()\n    except PluginError as e:\n        errors.append(str(e))\n\
-                result = errors";
-    let start = Instant::now();
-    let out = sandwit(
-        &dir,
-        &policy,
-        &["run", "--json", "--plugins", plugins, "-c", code],
-    );
-    let outcome: Value =
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", text(&out)));
-    assert!(start.elapsed() < Duration::from_secs(20));
-    let errors = outcome["result"].as_array().unwrap();
-    assert_eq!(errors.len(), 2, "{outcome}");
-    assert!(errors[1].as_str().unwrap().contains("is down"), "{outcome}");
+    let errors = errors_of(&dir, &policy, plugins, "ping()", 2);
+    assert!(errors[1].contains("is down"), "{errors:?}");
 }
