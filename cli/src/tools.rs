@@ -72,13 +72,14 @@ async fn inspect_document(host: &Host, args: InspectArgs) -> anyhow::Result<Exit
         (None, Some(id)) => {
             match ToolSources::load_one(host.policy(), id, host.cache_dir()).await {
                 Ok(sources) => {
-                    let report = sources.reports().remove(0);
+                    let (methods, mut reports) = sources.snapshot();
+                    let report = reports.remove(0);
                     sandwit::sources::Inspection {
                         digest: report.digest,
                         title: format!("tool source `{id}`"),
                         version: String::new(),
                         servers: Vec::new(),
-                        methods: sources.methods().iter().map(|m| m.spec().clone()).collect(),
+                        methods: methods.iter().map(|m| m.spec().clone()).collect(),
                         skipped: report.skipped,
                     }
                 }
@@ -151,8 +152,8 @@ async fn inspect_document(host: &Host, args: InspectArgs) -> anyhow::Result<Exit
 async fn call(host: &Host, args: CallArgs) -> anyhow::Result<ExitCode> {
     let call_args = args.options.args()?;
     let sources = ToolSources::load_one(host.policy(), &args.source, host.cache_dir()).await?;
-    let set = PluginSet::with_host_methods(&[], &sources.methods())?;
-    let reports = sources.reports();
+    let (methods, reports) = sources.snapshot();
+    let set = PluginSet::with_host_methods(&[], &methods)?;
     let offered = &reports[0].methods;
     if !offered.contains(&args.method) {
         let names: Vec<&str> = offered.iter().map(String::as_str).collect();

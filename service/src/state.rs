@@ -63,7 +63,8 @@ impl State {
     ) -> anyhow::Result<Self> {
         let plugins = Catalog::load(&host, &config.plugin_dir).await?;
         let sources = host.tool_sources().await?;
-        for report in sources.reports() {
+        let (tools, reports) = sources.snapshot();
+        for report in reports {
             tracing::info!(
                 source = report.source,
                 digest = report.digest,
@@ -79,7 +80,7 @@ impl State {
                 );
             }
         }
-        let catalog = Catalog::new(plugins, sources.methods(), BTreeSet::new())?;
+        let catalog = Catalog::new(plugins, tools, BTreeSet::new())?;
         let queue = RunQueue::new(
             "run",
             config.max_running.max(1),

@@ -121,13 +121,7 @@ fn request(endpoint: &Endpoint, plan: &Plan, args: Value) -> Result<Request, Cal
                     other => vec![other],
                 };
                 for item in values {
-                    let sep = if query.is_empty() { '?' } else { '&' };
-                    let _ = write!(
-                        query,
-                        "{sep}{}={}",
-                        encode_component(&param.wire),
-                        encode_component(&scalar(&item))
-                    );
+                    push_query(&mut query, &param.wire, &scalar(&item));
                 }
             }
             Location::Header => {
@@ -163,15 +157,7 @@ fn request(endpoint: &Endpoint, plan: &Plan, args: Value) -> Result<Request, Cal
         Credentials::Header(name, value) => {
             headers.insert(name.clone(), value.clone());
         }
-        Credentials::Query(name, value) => {
-            let sep = if query.is_empty() { '?' } else { '&' };
-            let _ = write!(
-                query,
-                "{sep}{}={}",
-                encode_component(name),
-                encode_component(value)
-            );
-        }
+        Credentials::Query(name, value) => push_query(&mut query, name, value),
     }
     headers.insert(
         http::header::ACCEPT,
@@ -290,6 +276,17 @@ fn answer(
     };
     endpoint.redactor.redact_result(&mut result);
     Ok(result)
+}
+
+/// Adds `name=value` to `query` (`?` first, then `&`), both encoded.
+fn push_query(query: &mut String, name: &str, value: &str) {
+    let sep = if query.is_empty() { '?' } else { '&' };
+    let _ = write!(
+        query,
+        "{sep}{}={}",
+        encode_component(name),
+        encode_component(value)
+    );
 }
 
 /// A scalar argument as text: a string as itself, anything else as JSON.

@@ -43,7 +43,8 @@ use sandwit_contract::types::{ContentPart, Media, MethodKind, MethodResult, Valu
 use super::openapi::python_name;
 use super::schema::{Budget, required, standalone};
 use crate::capabilities::config::Redactor;
-use crate::capabilities::http::outbound::{self, Internal, Target};
+use crate::capabilities::http::host_client::HostHttp;
+use crate::capabilities::http::outbound;
 use crate::toolbox::host_method::HostMethod;
 
 /// Pages of `tools/list` read at most.
@@ -264,45 +265,20 @@ impl McpSource {
         &self,
         url: &str,
     ) -> Result<StreamableHttpClientTransport<reqwest::Client>, String> {
-        let (https, rest) = match url.split_once("://") {
-            Some(("https", rest)) => (true, rest),
-            Some((_, rest)) => (false, rest),
-            None => return Err(format!("`{url}` is not a URL")),
-        };
-        let authority = rest.split('/').next().unwrap_or("");
-        let (host, port) = match authority.rsplit_once(':') {
-            Some((host, port)) if !port.contains(']') => (
-                host.to_string(),
-                port.parse::<u16>()
-                    .map_err(|_| format!("`{port}` is not a port"))?,
-            ),
-            _ => (authority.to_string(), if https { 443 } else { 80 }),
-        };
-        let target = Target {
-            host: host.to_ascii_lowercase(),
-            port,
-            https,
-        };
-        let timeout = self.limits.timeout();
-        let addrs = match outbound::resolve(&target, timeout, |_| false).await {
-            Ok(Ok(addrs)) => addrs,
-            Ok(Err(Internal(ip))) => {
-                return Err(format!(
-                    "`{host}` resolves to the internal address {ip}, which is reached only when \
-                     written as an address"
-                ));
-            }
-            Err(e) => return Err(format!("resolving `{host}`: {e}")),
-        };
+        // The origin and its checked addresses, as the host's other
+        // outbound requests have them.
+        let (origin, _) = HostHttp::for_url(url, self.limits)?;
+        let addrs = origin.addresses().await.map_err(|e| e.to_string())?;
+        let host = origin.host();
         let mut client = reqwest::Client::builder()
             .no_proxy()
             .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(timeout)
-            .tls_backend_preconfigured(tls_config());
+            .connect_timeout(self.limits.timeout())
+            .tls_backend_preconfigured((*outbound::tls_config()).clone());
         // The connection goes to the addresses checked, not to a second
         // resolution of the name.
         if !host.starts_with('[') && host.parse::<std::net::IpAddr>().is_err() {
-            client = client.resolve_to_addrs(&host, &addrs);
+            client = client.resolve_to_addrs(host, &addrs);
         }
         let client = client
             .build()
@@ -779,17 +755,4 @@ fn part_value(block: &Json) -> Value {
         }
         _ => value_from_json(block.clone()),
     }
-}
-
-/// TLS for MCP servers over https: rustls with ring and the web PKI roots,
-/// as the host's other outbound connections.
-fn tls_config() -> rustls::ClientConfig {
-    let roots = rustls::RootCertStore {
-        roots: webpki_roots::TLS_SERVER_ROOTS.into(),
-    };
-    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .expect("ring supports the default protocol versions")
-        .with_root_certificates(roots)
-        .with_no_client_auth()
 }

@@ -120,33 +120,37 @@ impl ToolSources {
     /// The methods, every source's, in the policy's order of sources: an
     /// MCP server's as it listed them last.
     pub fn methods(&self) -> Vec<HostMethod> {
-        let mut methods = Vec::new();
-        for source in &self.sources {
-            match source {
-                Loaded::Fixed(_, fixed) => methods.extend(fixed.iter().cloned()),
-                Loaded::Mcp(_, mcp) => methods.extend(McpSource::methods(mcp).0),
-            }
-        }
-        methods
+        self.snapshot().0
     }
 
     /// What each source offers and skipped, now.
     pub fn reports(&self) -> Vec<SourceReport> {
-        self.sources
-            .iter()
-            .map(|source| match source {
-                Loaded::Fixed(report, _) => report.clone(),
+        self.snapshot().1
+    }
+
+    /// [`ToolSources::methods`] and [`ToolSources::reports`] at once: an MCP
+    /// server's methods are made (their schemas compiled) once for both.
+    pub fn snapshot(&self) -> (Vec<HostMethod>, Vec<SourceReport>) {
+        let (mut methods, mut reports) = (Vec::new(), Vec::new());
+        for source in &self.sources {
+            match source {
+                Loaded::Fixed(report, fixed) => {
+                    methods.extend(fixed.iter().cloned());
+                    reports.push(report.clone());
+                }
                 Loaded::Mcp(id, mcp) => {
-                    let (methods, skipped) = McpSource::methods(mcp);
-                    SourceReport {
+                    let (listed, skipped) = McpSource::methods(mcp);
+                    reports.push(SourceReport {
                         source: id.clone(),
                         digest: String::new(),
-                        methods: methods.iter().map(|m| m.spec().name.clone()).collect(),
+                        methods: listed.iter().map(|m| m.spec().name.clone()).collect(),
                         skipped,
-                    }
+                    });
+                    methods.extend(listed);
                 }
-            })
-            .collect()
+            }
+        }
+        (methods, reports)
     }
 
     /// Changes when an MCP server's tools changed (it said so, or it was

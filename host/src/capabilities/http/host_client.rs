@@ -6,6 +6,8 @@
 //! body cap. The caller's deadline bounds it too: dropping the future closes
 //! the connection.
 
+use std::net::SocketAddr;
+
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use sandwit_contract::policy::HttpLimits;
@@ -86,6 +88,24 @@ impl HostHttp {
         Ok((http, path.trim_end_matches('/').to_string()))
     }
 
+    /// The origin's host, as the URL names it (lower case).
+    pub(crate) fn host(&self) -> &str {
+        &self.target.host
+    }
+
+    /// The addresses to connect to: the host resolved here, refused if any
+    /// address is internal and the URL did not name it as one.
+    pub(crate) async fn addresses(&self) -> Result<Vec<SocketAddr>, HttpFailure> {
+        match outbound::resolve(&self.target, self.limits.timeout(), |_| false).await {
+            Ok(Ok(addrs)) => Ok(addrs),
+            Ok(Err(Internal(ip))) => Err(HttpFailure::Internal {
+                host: self.target.host.clone(),
+                ip,
+            }),
+            Err(e) => Err(HttpFailure::Failed(describe(&e, &self.origin()))),
+        }
+    }
+
     /// `scheme://host:port`, for messages.
     pub(crate) fn origin(&self) -> String {
         let scheme = if self.target.https { "https" } else { "http" };
@@ -108,16 +128,7 @@ impl HostHttp {
             between_bytes: timeout,
         };
         let failed = |e: Error| HttpFailure::Failed(describe(&e, &self.origin()));
-        let addrs = match outbound::resolve(&self.target, timeout, |_| false).await {
-            Ok(Ok(addrs)) => addrs,
-            Ok(Err(Internal(ip))) => {
-                return Err(HttpFailure::Internal {
-                    host: self.target.host.clone(),
-                    ip,
-                });
-            }
-            Err(e) => return Err(failed(e)),
-        };
+        let addrs = self.addresses().await?;
         let body = Full::new(body.unwrap_or_default())
             .map_err(|never| match never {})
             .boxed_unsync();

@@ -218,6 +218,12 @@ pub(crate) async fn send(
 
 /// The TLS client: the web PKI's roots, built once.
 fn tls() -> tokio_rustls::TlsConnector {
+    tokio_rustls::TlsConnector::from(tls_config())
+}
+
+/// The host's TLS client settings for outbound connections: rustls with
+/// ring and the web PKI's roots, built once.
+pub(crate) fn tls_config() -> Arc<rustls::ClientConfig> {
     static CONFIG: std::sync::OnceLock<Arc<rustls::ClientConfig>> = std::sync::OnceLock::new();
     let config = CONFIG.get_or_init(|| {
         let roots = rustls::RootCertStore {
@@ -233,7 +239,7 @@ fn tls() -> tokio_rustls::TlsConnector {
             .with_no_client_auth(),
         )
     });
-    tokio_rustls::TlsConnector::from(config.clone())
+    config.clone()
 }
 
 /// The task driving a connection; aborted when the response body (and the
