@@ -10,6 +10,7 @@
 //! its request, a server that is down fails calls at once, and hostile
 //! documents and servers are refused or contained with a report.
 
+use std::ffi::OsStr;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -22,10 +23,46 @@ use crate::serve::{ADMIN, USER, serve_with};
 
 const TOKEN: &str = "tok-secret-5150-shop";
 
-/// The FastAPI application; stopped when dropped (its stdin closes).
-struct App {
+/// A server of tests/cli/tools/ on loopback, run by `.venv-tools`'s
+/// Python: its base URL as it printed it. Stopped when dropped (its stdin
+/// closed, then killed).
+struct Loopback {
     child: Child,
     base: String,
+}
+
+impl Loopback {
+    fn start(script_name: &str, args: &[&str], env: &[(&str, &OsStr)]) -> Loopback {
+        let mut child = Command::new(tools_python())
+            .arg(script(script_name))
+            .args(args)
+            .envs(env.iter().copied())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let base = listening_base(&mut child);
+        Loopback { child, base }
+    }
+
+    /// Closes its stdin and waits for it to exit.
+    fn stop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Loopback {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The FastAPI application.
+struct App {
+    server: Loopback,
     /// Its request log: one `METHOD PATH` line per request it received.
     requests: PathBuf,
     /// Written when a client of `/slow` went away before its answer.
@@ -36,19 +73,17 @@ impl App {
     fn start(dir: &Path) -> App {
         let requests = dir.join("requests.log");
         let disconnected = dir.join("disconnected");
-        let mut child = Command::new(tools_python())
-            .arg(script("openapi_app.py"))
-            .env("TOOLS_TOKEN", TOKEN)
-            .env("TOOLS_REQUEST_LOG", &requests)
-            .env("TOOLS_DISCONNECT_FILE", &disconnected)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let base = listening_base(&mut child);
+        let server = Loopback::start(
+            "openapi_app.py",
+            &[],
+            &[
+                ("TOOLS_TOKEN", TOKEN.as_ref()),
+                ("TOOLS_REQUEST_LOG", requests.as_os_str()),
+                ("TOOLS_DISCONNECT_FILE", disconnected.as_os_str()),
+            ],
+        );
         App {
-            child,
-            base,
+            server,
             requests,
             disconnected,
         }
@@ -64,7 +99,7 @@ impl App {
 
     /// The document and its SHA-256 (hex).
     fn document(&self) -> (Vec<u8>, String) {
-        let bytes = ureq::get(format!("{}/openapi.json", self.base))
+        let bytes = ureq::get(format!("{}/openapi.json", self.server.base))
             .call()
             .unwrap()
             .body_mut()
@@ -75,16 +110,7 @@ impl App {
     }
 
     fn stop(&mut self) {
-        drop(self.child.stdin.take());
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for App {
-    fn drop(&mut self) {
-        drop(self.child.stdin.take());
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.server.stop();
     }
 }
 
@@ -101,7 +127,7 @@ fn policy(app: &App, extra: &str) -> String {
         "[tools.shop]\nopenapi = \"{base}/openapi.json\"\nsha256 = \"{digest}\"\n\
          base_url = \"{base}\"\noperations = [\"*\"]\nprefix = \"shop_\"\n\
          auth = {{ type = \"bearer\", token = {{ env = \"SHOP_TOKEN\" }} }}\n{extra}",
-        base = app.base
+        base = app.server.base
     )
 }
 
@@ -171,7 +197,11 @@ fn an_openapi_document_becomes_methods_of_runs_prompts_and_calls() {
     let out = sandwit(
         &dir,
         "",
-        &["tools", "inspect", &format!("{}/openapi.json", app.base)],
+        &[
+            "tools",
+            "inspect",
+            &format!("{}/openapi.json", app.server.base),
+        ],
     );
     let shown = text(&out);
     assert!(out.status.success(), "{shown}");
@@ -545,43 +575,6 @@ fn script(name: &str) -> String {
         .to_string()
 }
 
-/// An MCP server over streamable HTTP; stopped when dropped.
-struct McpHttp {
-    child: Child,
-    url: String,
-}
-
-impl McpHttp {
-    fn start(script_name: &str, args: &[&str], token: Option<&str>) -> McpHttp {
-        McpHttp::start_on(script_name, args, token, 0)
-    }
-
-    /// The same on `port` (0: a free one).
-    fn start_on(script_name: &str, args: &[&str], token: Option<&str>, port: u16) -> McpHttp {
-        let mut command = Command::new(tools_python());
-        command.env("TOOLS_PORT", port.to_string());
-        command
-            .arg(script(script_name))
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped());
-        if let Some(token) = token {
-            command.env("TOOLS_TOKEN", token);
-        }
-        let mut child = command.spawn().unwrap();
-        let url = listening_base(&mut child);
-        McpHttp { child, url }
-    }
-}
-
-impl Drop for McpHttp {
-    fn drop(&mut self) {
-        drop(self.child.stdin.take());
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// The policy of an MCP source `docs` given by `how` (`mcp = ...` or
 /// `command = [...]`).
 fn mcp_policy(how: &str, extra: &str) -> String {
@@ -600,10 +593,14 @@ fn an_mcp_servers_tools_become_methods_over_stdio_and_http() {
     let empty = dir.join("no-plugins");
     std::fs::create_dir_all(&empty).unwrap();
     let plugins = empty.to_str().unwrap();
-    let server = McpHttp::start("mcp_server.py", &["http"], Some(TOKEN));
+    let server = Loopback::start(
+        "mcp_server.py",
+        &["http"],
+        &[("TOOLS_TOKEN", TOKEN.as_ref())],
+    );
     let http = format!(
         "mcp = \"{}\"\nauth = {{ type = \"bearer\", token = {{ env = \"SHOP_TOKEN\" }} }}",
-        server.url
+        server.base
     );
     let code = "r = [add(2, 3), echo('hi'), my_tool_v2()]\n\
                 try:\n    fail()\nexcept PluginError as e:\n    r.append(str(e))\n\
@@ -654,7 +651,7 @@ fn an_mcp_servers_tools_become_methods_over_stdio_and_http() {
 
     // Without the token the HTTP server refuses the session, and the source
     // is named.
-    let policy = mcp_policy(&format!("mcp = \"{}\"", server.url), "");
+    let policy = mcp_policy(&format!("mcp = \"{}\"", server.base), "");
     let out = sandwit(&dir, &policy, &["prompt", "--plugins", plugins]);
     assert!(!out.status.success());
     assert!(text(&out).contains("tool source `docs`"), "{}", text(&out));
@@ -701,9 +698,9 @@ fn a_cancelled_call_is_cancelled_on_the_mcp_server() {
 
 #[test]
 fn serve_follows_an_mcp_servers_tool_list_and_fails_fast_when_it_is_down() {
-    let server = McpHttp::start("mcp_server.py", &["http"], None);
+    let server = Loopback::start("mcp_server.py", &["http"], &[]);
     let policy = mcp_policy(
-        &format!("mcp = \"{}\"", server.url),
+        &format!("mcp = \"{}\"", server.base),
         "[tools.docs.methods.echo]\nbreaker = { failures = 2, recovery_s = 600 }\n",
     );
     let serve = serve_with(
@@ -739,7 +736,7 @@ fn serve_follows_an_mcp_servers_tool_list_and_fails_fast_when_it_is_down() {
 
     // The server goes away: calls fail at once, then the breaker opens.
     let port: u16 = server
-        .url
+        .base
         .trim_end_matches("/mcp")
         .rsplit(':')
         .next()
@@ -758,7 +755,8 @@ fn serve_follows_an_mcp_servers_tool_list_and_fails_fast_when_it_is_down() {
     assert!(errors[2].contains("unavailable"), "{errors:?}");
     // Back on its address, it is reached again: a method the breaker does
     // not hold answers.
-    let _back = McpHttp::start_on("mcp_server.py", &["http"], None, port);
+    let port = port.to_string();
+    let _back = Loopback::start("mcp_server.py", &["http"], &[("TOOLS_PORT", port.as_ref())]);
     let deadline = Instant::now() + Duration::from_secs(40);
     loop {
         let (status, report) = call("add", json!({"a": 1, "b": 2}));
