@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use sandwit::sources::{ToolSources, inspect};
-use sandwit::{CallReport, Host, PluginSet};
+use sandwit::{Host, PluginSet};
 
 use crate::call::CallOptions;
 
@@ -164,15 +164,8 @@ async fn call(host: &Host, args: CallArgs) -> anyhow::Result<ExitCode> {
             names.join(", ")
         );
     }
-    let start = std::time::Instant::now();
-    let result = host
-        .call(&set, &args.options.ctx(), &args.method, call_args)
+    let report = host
+        .call_report(&set, &args.options.ctx(), &args.method, call_args)
         .await;
-    let report = CallReport {
-        result,
-        events: Vec::new(),
-        fuel_used: 0,
-        elapsed: start.elapsed(),
-    };
     args.options.print(&report, &args.source)
 }

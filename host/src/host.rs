@@ -428,6 +428,25 @@ impl Host {
         &self.inner.runtime().run_limits
     }
 
+    /// [`Host::call`], as a [`CallReport`](crate::CallReport) with the
+    /// time it took (a host method has no plugin events and uses no fuel).
+    pub async fn call_report(
+        &self,
+        plugins: &PluginSet,
+        ctx: &AgentCtx,
+        method: &str,
+        args: Value,
+    ) -> crate::CallReport {
+        let start = Instant::now();
+        let result = self.call(plugins, ctx, method, args).await;
+        crate::CallReport {
+            result,
+            events: Vec::new(),
+            fuel_used: 0,
+            elapsed: start.elapsed(),
+        }
+    }
+
     /// Calls `method` of `plugins` with `args` (an object of parameter
     /// names to values) for `ctx`, directly, with no Python run: for an
     /// application whose model asks for a tool by name (an OpenAI-style

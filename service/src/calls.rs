@@ -174,22 +174,15 @@ async fn call_tool_source(
     }
     let ctx = crate::chat::agent_ctx(&caller, &request.chat_key, request.user_id, "bad-request")?;
     let slot = state.calls.enter().await?;
-    let start = Instant::now();
-    let result = state
+    let report = state
         .host
-        .call(
+        .call_report(
             &methods,
             &ctx,
             method,
             value_from_json(Json::Object(request.args)),
         )
         .await;
-    let report = sandwit::CallReport {
-        result,
-        events: Vec::new(),
-        fuel_used: 0,
-        elapsed: start.elapsed(),
-    };
     state
         .metrics
         .record_call(id, method, report.elapsed.as_secs_f64());
