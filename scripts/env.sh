@@ -69,3 +69,22 @@ tools_venv() {
   fi
   export SANDWIT_TOOLS_PYTHON="$TOOLS_VENV/bin/python"
 }
+
+# The pinned JavaScript build tools (sdk/js/tools: componentize-js, jco,
+# esbuild, and TypeScript's tsc, ts-json-schema-generator and tsx), installed
+# once into .js-tools with `npm ci` and shared by every JavaScript plugin the
+# scripts and tests build: js_tools makes it, or brings it to the lock file,
+# and exports SANDWIT_JS_TOOLS, which `sandwit plugin build` then uses
+# instead of each project's own node_modules.
+JS_TOOLS="$PWD/.js-tools"
+js_tools() {
+  local lock="$PWD/sdk/js/tools/package-lock.json"
+  if ! cmp -s "$lock" "$JS_TOOLS/package-lock.json" || [[ ! -d "$JS_TOOLS/node_modules" ]]; then
+    mkdir -p "$JS_TOOLS"
+    # Ignored by git without an entry in the tree's .gitignore.
+    echo '*' >"$JS_TOOLS/.gitignore"
+    cp "$PWD/sdk/js/tools/package.json" "$lock" "$JS_TOOLS/"
+    (cd "$JS_TOOLS" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+  export SANDWIT_JS_TOOLS="$JS_TOOLS"
+}

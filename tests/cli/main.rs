@@ -5,6 +5,7 @@
 
 mod commands;
 mod common;
+mod js_plugins;
 mod mcp;
 mod plugin_projects;
 mod registry;

@@ -123,7 +123,7 @@ fn plugin_new_and_build_name_what_is_wrong() {
     assert_eq!(out.status.code(), Some(1));
     assert!(
         text(&out.stderr).contains(
-            "is not a plugin project: it has neither a Cargo.toml (Rust) nor a plugin.py (Python)"
+            "is not a plugin project: it has no Cargo.toml (Rust), plugin.py (Python) or package.json (JavaScript, TypeScript)"
         ),
         "{}",
         text(&out.stderr)

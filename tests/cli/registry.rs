@@ -1357,6 +1357,79 @@ fn publish_install_and_run_end_to_end() {
     assert!(err.contains("calc.wasm") && err.contains(hex), "{err}");
 }
 
+/// A JavaScript plugin (the `jotter` example, built by `sandwit plugin
+/// build`) goes through the registry as any other: the registry's check
+/// accepts it, and the installed copy answers AI code with its grant.
+#[test]
+fn a_javascript_plugin_is_published_installed_and_called() {
+    let jotter = crate::js_plugins::built("sdk/js/examples/jotter");
+    let jotter = jotter.to_str().unwrap();
+    let server = Server::start("javascript", &[]);
+    let token = server.token("ada", "publisher");
+    let dir = tempdir("registry", "javascript-client");
+    let sandwit = |args: &[&str]| sandwit_with_token(&token, args);
+    let key = dir.join("publisher.key");
+    let (code, public, err) = sandwit(&["keygen", "--out", key.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+    let public = public.trim().to_string();
+    let (code, out, err) = sandwit(&[
+        "publish",
+        jotter,
+        "--registry",
+        &server.base,
+        "--key",
+        key.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains(&digest(&read(jotter))), "{out}");
+    let listed = server
+        .get("/v1/plugins/jotter")
+        .expect(200, None)
+        .json
+        .clone();
+    assert_eq!(listed["versions"][0]["signer"], public.as_str());
+
+    let plugins = dir.join("plugins");
+    let (code, _, err) = sandwit(&[
+        "install",
+        "jotter",
+        "--registry",
+        &server.base,
+        "--dir",
+        plugins.to_str().unwrap(),
+        "--trust",
+        &public,
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let policy = dir.join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "[registry]\ntrusted_keys = [\"{public}\"]\nrequire_signature = true\n\
+             [plugins.jotter]\n{}grant = [\"store\"]\n",
+            crate::common::pin_line(jotter)
+        ),
+    )
+    .unwrap();
+    let (code, out, err) = sandwit(&[
+        "--policy",
+        policy.to_str().unwrap(),
+        "--store",
+        dir.join("store.db").to_str().unwrap(),
+        "run",
+        "--plugins",
+        plugins.to_str().unwrap(),
+        "--python",
+        artifacts::PYTHON,
+        "--user-id",
+        "ada",
+        "-c",
+        "jot('from the registry')\nprint(jottings())",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.starts_with("['from the registry']\n"), "{out}");
+}
+
 /// A zip bomb sent as a component: a gzip stream of 256 MiB of zeros
 /// (about 256 KiB on the wire), declared `Content-Encoding: gzip`. The
 /// registry inflates nothing: it checks the bytes it was sent, which are

@@ -3,10 +3,11 @@
 //! fresh instance (the first call of a run: instantiation included), the
 //! first call of a run that takes an instance made ahead
 //! (`HostBuilder::prepared_plugin_instances`) and the later calls of a run
-//! (the instance kept), for the Rust `notes` plugin and the Python `memo`
-//! plugin doing the same work (reading the user's list from the store).
+//! (the instance kept), for the Rust `notes` plugin, the Python `memo`
+//! plugin and the JavaScript `jotter` plugin doing the same work (reading
+//! the user's list from the store).
 //!
-//!     plugin-costs PYTHON_SANDBOX NOTES_WASM MEMO_WASM [CALLS]
+//!     plugin-costs PYTHON_SANDBOX NOTES_WASM MEMO_WASM JOTTER_WASM [CALLS]
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -56,8 +57,8 @@ fn call_times(outcome: &sandwit::RunOutcome) -> Vec<f64> {
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [python, notes, memo, rest @ ..] = &args[..] else {
-        eprintln!("usage: plugin-costs PYTHON_SANDBOX NOTES_WASM MEMO_WASM [CALLS]");
+    let [python, notes, memo, jotter, rest @ ..] = &args[..] else {
+        eprintln!("usage: plugin-costs PYTHON_SANDBOX NOTES_WASM MEMO_WASM JOTTER_WASM [CALLS]");
         std::process::exit(2);
     };
     let calls: usize = rest.first().map_or(50, |n| n.parse().unwrap());
@@ -67,9 +68,11 @@ async fn main() {
     let digest = |p: &str| sandwit::component_hash(&std::fs::read(p).unwrap());
     let policy = Policy::from_toml(&format!(
         "[plugins.notes]\nsha256 = [\"{}\"]\ngrant = [\"store\"]\n\
-         [plugins.memo]\nsha256 = [\"{}\"]\ngrant = [\"store\"]\n",
+         [plugins.memo]\nsha256 = [\"{}\"]\ngrant = [\"store\"]\n\
+         [plugins.jotter]\nsha256 = [\"{}\"]\ngrant = [\"store\"]\n",
         digest(notes),
-        digest(memo)
+        digest(memo),
+        digest(jotter)
     ))
     .unwrap();
     let store = tmp.join("store.db");
@@ -82,7 +85,11 @@ async fn main() {
         "| plugin | size | first compile | cached load | call in a fresh instance, p50 | first call of a run, p50 | first call, instance made ahead, p50 | later calls of a run, p50 |"
     );
     println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
-    for (path, method) in [(notes, "recall"), (memo, "list_memos")] {
+    for (path, method) in [
+        (notes, "recall"),
+        (memo, "list_memos"),
+        (jotter, "jottings"),
+    ] {
         let size = std::fs::metadata(path).unwrap().len();
         let cold = host(&cache, &policy, &store, false);
         let start = Instant::now();

@@ -1,0 +1,119 @@
+// The glue between the SDK and the component: the host backend on the
+// component's imports, and the `plugin` and `lifecycle` exports of the world
+// sandwit:js-sdk/plugin@0.2.0. Imported only by the entry module that
+// `sandwit plugin build` generates; componentize-js binds the `sandwit:`
+// specifiers to the component's imports.
+
+import { log as hostLog } from 'sandwit:plugin/log@0.1.0';
+import * as store from 'sandwit:plugin/store@0.1.0';
+import * as config from 'sandwit:plugin/config@0.1.0';
+import * as chat from 'sandwit:plugin/chat@0.1.0';
+
+import { setHost, ServiceError } from './host.js';
+import { encode, decode } from './values.js';
+import { Ctx, Plugin, callError, report } from './index.js';
+
+/** A service's `result` error (thrown by the bindings as a ComponentError
+ * whose payload is the `service-error`) as the SDK's ServiceError. */
+function service(call, ...args) {
+  try {
+    return call(...args);
+  } catch (e) {
+    const error = e?.payload ?? e;
+    if (error && typeof error.tag === 'string') throw new ServiceError(error.tag, String(error.val));
+    throw e;
+  }
+}
+
+const backend = {
+  storeGet(scope, key) {
+    const entry = service(store.get, scope, key);
+    return entry === undefined ? undefined : entry.val;
+  },
+  storeSet(scope, key, value) {
+    service(store.set, scope, key, typeof value === 'string' ? { tag: 'text', val: value } : { tag: 'bytes', val: value });
+  },
+  storeDelete(scope, key) {
+    return service(store.delete, scope, key);
+  },
+  storeKeys(scope) {
+    return service(store.listKeys, scope);
+  },
+  configGet(key) {
+    const value = service(config.get, key);
+    return value === undefined ? undefined : decode(value.nodes);
+  },
+  sendText(text) {
+    service(chat.sendText, text);
+  },
+  sendImage(mimeType, data) {
+    service(chat.sendImage, { mimeType, data });
+  },
+  pushSystem(message, triggerAgent) {
+    service(chat.pushSystem, message, triggerAgent);
+  },
+  log(level, message) {
+    hostLog(level, message);
+  },
+};
+
+function ctxOf(ctx) {
+  return new Ctx(ctx);
+}
+
+/** An export that answers no error (describe, the hooks): an exception is
+ * logged at error level, which the host names as the call's failure, then
+ * ends the call. */
+function reported(what, call) {
+  try {
+    return call();
+  } catch (e) {
+    hostLog('error', `${what} threw ${report(e)}`);
+    throw e;
+  }
+}
+
+async function reportedAsync(what, call) {
+  try {
+    return await call();
+  } catch (e) {
+    hostLog('error', `${what} threw ${report(e)}`);
+    throw e;
+  }
+}
+
+function methodResult(kind, value) {
+  if (kind === 'tool') return { tag: 'tool', val: { nodes: encode(value) } };
+  return { tag: kind, val: value };
+}
+
+/** The world's exports for `plugin`. */
+export function serve(plugin) {
+  if (!(plugin instanceof Plugin)) {
+    throw new TypeError("the plugin's entry module must export a Plugin, as `export const plugin = new Plugin({...})` or as its default export");
+  }
+  setHost(backend);
+  return {
+    plugin: {
+      describe() {
+        return reported('describing the plugin', () => plugin.manifest());
+      },
+      async invoke(ctx, method, args) {
+        try {
+          const { kind, value } = await plugin.invoke(ctxOf(ctx), method, decode(args.nodes));
+          return methodResult(kind, value);
+        } catch (e) {
+          throw callError(e);
+        }
+      },
+    },
+    lifecycle: {
+      promptInject(ctx) {
+        return reportedAsync('the prompt-inject hook', () => plugin.promptText(ctxOf(ctx)));
+      },
+      availableMethods(ctx) {
+        return reportedAsync('the collect-methods hook', () => plugin.availableMethods(ctxOf(ctx)));
+      },
+    },
+  };
+}
