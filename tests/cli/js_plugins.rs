@@ -101,6 +101,27 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// `sandwit args` in `dir` under its `policy.toml`.
+fn with_policy(dir: &Path, args: &[&str]) -> Output {
+    let policy = dir.join("policy.toml");
+    let args: Vec<&str> = ["--policy", policy.to_str().unwrap()]
+        .into_iter()
+        .chain(args.iter().copied())
+        .collect();
+    sandwit(dir, &args, &[])
+}
+
+/// Asserts that Node's test runner passed every test, showing its report
+/// when it did not.
+#[track_caller]
+fn assert_node_tests_passed(out: &Output) {
+    let report = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(
+        out.status.success() && report.contains("# fail 0"),
+        "{report}"
+    );
+}
+
 /// A folder holding `components`, and a policy pinning each and granting
 /// it `grants` (a TOML table body per plugin id).
 fn plugins_with_policy(case: &str, components: &[(&str, &Path, &str)]) -> (PathBuf, PathBuf) {
@@ -135,17 +156,7 @@ fn the_examples_answer_ai_code_with_the_store_the_chat_and_an_image() {
             .args(["--test", test])
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}{}",
-            text(&out.stdout),
-            text(&out.stderr)
-        );
-        assert!(
-            text(&out.stdout).contains("# fail 0"),
-            "{}",
-            text(&out.stdout)
-        );
+        assert_node_tests_passed(&out);
     }
     let (dir, plugins) = plugins_with_policy(
         "examples",
@@ -154,13 +165,10 @@ fn the_examples_answer_ai_code_with_the_store_the_chat_and_an_image() {
             ("sketch", &sketch, "grant = [\"chat\"]"),
         ],
     );
-    let policy = dir.join("policy.toml");
     let run = |code: &str, user: &str| {
-        sandwit(
+        with_policy(
             &dir,
             &[
-                "--policy",
-                policy.to_str().unwrap(),
                 "run",
                 "--plugins",
                 plugins.to_str().unwrap(),
@@ -171,7 +179,6 @@ fn the_examples_answer_ai_code_with_the_store_the_chat_and_an_image() {
                 "-c",
                 code,
             ],
-            &[],
         )
     };
     let out = run(
@@ -217,18 +224,15 @@ fn the_examples_answer_ai_code_with_the_store_the_chat_and_an_image() {
         "{}",
         text(&out.stdout)
     );
-    let out = sandwit(
+    let out = with_policy(
         &dir,
         &[
-            "--policy",
-            policy.to_str().unwrap(),
             "prompt",
             "--plugins",
             plugins.to_str().unwrap(),
             "--user-id",
             "ada",
         ],
-        &[],
     );
     assert_succeeded(&out);
     let prompt = text(&out.stdout);
@@ -251,14 +255,11 @@ fn a_hostile_js_plugin_is_contained_and_the_host_keeps_serving() {
             "grant = [\"config\", \"chat\"]\nconfig = { api_key = \"sk-live-0123456789\" }",
         )],
     );
-    let policy = dir.join("policy.toml");
     // Short limits, so the endless loop ends soon.
     let call = |method: &str| {
-        sandwit(
+        with_policy(
             &dir,
             &[
-                "--policy",
-                policy.to_str().unwrap(),
                 "--timeout-ms",
                 "3000",
                 "call",
@@ -266,7 +267,6 @@ fn a_hostile_js_plugin_is_contained_and_the_host_keeps_serving() {
                 method,
                 "--json",
             ],
-            &[],
         )
     };
     for (method, says) in [
@@ -356,17 +356,8 @@ fn a_typescript_project_goes_from_new_to_ai_code() {
         .args(["test", "--silent"])
         .output()
         .unwrap();
-    assert!(
-        test.status.success(),
-        "{}{}",
-        text(&test.stdout),
-        text(&test.stderr)
-    );
-    assert!(
-        text(&test.stdout).contains("# pass 1"),
-        "{}",
-        text(&test.stdout)
-    );
+    assert_node_tests_passed(&test);
+    assert!(text(&test.stdout).contains("# pass 1"));
 
     let wasm = project.join("target/greeter-ts.wasm");
     let out = sandwit(
@@ -459,20 +450,16 @@ fn fetch_reaches_a_granted_host_and_no_other() {
             &format!("grant = [\"http:127.0.0.1:{port}\"]"),
         )],
     );
-    let policy = dir.join("policy.toml");
     let get = |url: &str| {
-        sandwit(
+        with_policy(
             &dir,
             &[
-                "--policy",
-                policy.to_str().unwrap(),
                 "call",
                 hostile.to_str().unwrap(),
                 "get",
                 "--args",
                 &serde_json::json!({ "url": url }).to_string(),
             ],
-            &[],
         )
     };
     let out = get(&format!("http://127.0.0.1:{port}/hello"));

@@ -1241,43 +1241,8 @@ fn publish_install_and_run_end_to_end() {
     let token = server.token("ada", "publisher");
     let dir = tempdir("registry", "end-to-end-client");
     let sandwit = |args: &[&str]| sandwit_with_token(&token, args);
-    let key = dir.join("publisher.key");
-    let (code, public, err) = sandwit(&["keygen", "--out", key.to_str().unwrap()]);
-    assert_eq!(code, Some(0), "{err}");
-    let public = public.trim().to_string();
-
-    let (code, out, err) = sandwit(&[
-        "publish",
-        artifacts::CALC,
-        "--registry",
-        &server.base,
-        "--key",
-        key.to_str().unwrap(),
-    ]);
-    assert_eq!(code, Some(0), "{err}");
+    let (public, plugins) = publish_and_install(&server, &token, &dir, artifacts::CALC, "calc");
     let digest = digest(&read(artifacts::CALC));
-    assert!(out.contains(&digest), "{out}");
-    // The registry lists it, signed by the publisher's key.
-    let listed = server
-        .get("/v1/plugins/calc")
-        .expect(200, None)
-        .json
-        .clone();
-    assert_eq!(listed["versions"][0]["digest"], digest.as_str());
-    assert_eq!(listed["versions"][0]["signer"], public.as_str());
-
-    let plugins = dir.join("plugins");
-    let (code, _, err) = sandwit(&[
-        "install",
-        "calc",
-        "--registry",
-        &server.base,
-        "--dir",
-        plugins.to_str().unwrap(),
-        "--trust",
-        &public,
-    ]);
-    assert_eq!(code, Some(0), "{err}");
     let policy = dir.join("policy.toml");
     std::fs::write(
         &policy,
@@ -1357,6 +1322,55 @@ fn publish_install_and_run_end_to_end() {
     assert!(err.contains("calc.wasm") && err.contains(hex), "{err}");
 }
 
+/// A key pair made by `sandwit keygen` in `dir`, `component` published
+/// to `server` with it by the account of `token` and listed as signed by
+/// it, then installed as `id` into `dir/plugins` trusting that key: the
+/// public key and the plugins folder.
+fn publish_and_install(
+    server: &Server,
+    token: &str,
+    dir: &std::path::Path,
+    component: &str,
+    id: &str,
+) -> (String, PathBuf) {
+    let sandwit = |args: &[&str]| sandwit_with_token(token, args);
+    let key = dir.join("publisher.key");
+    let (code, public, err) = sandwit(&["keygen", "--out", key.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+    let public = public.trim().to_string();
+    let (code, out, err) = sandwit(&[
+        "publish",
+        component,
+        "--registry",
+        &server.base,
+        "--key",
+        key.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let digest = digest(&read(component));
+    assert!(out.contains(&digest), "{out}");
+    let listed = server
+        .get(&format!("/v1/plugins/{id}"))
+        .expect(200, None)
+        .json
+        .clone();
+    assert_eq!(listed["versions"][0]["digest"], digest.as_str());
+    assert_eq!(listed["versions"][0]["signer"], public.as_str());
+    let plugins = dir.join("plugins");
+    let (code, _, err) = sandwit(&[
+        "install",
+        id,
+        "--registry",
+        &server.base,
+        "--dir",
+        plugins.to_str().unwrap(),
+        "--trust",
+        &public,
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    (public, plugins)
+}
+
 /// A JavaScript plugin (the `jotter` example, built by `sandwit plugin
 /// build`) goes through the registry as any other: the registry's check
 /// accepts it, and the installed copy answers AI code with its grant.
@@ -1368,39 +1382,7 @@ fn a_javascript_plugin_is_published_installed_and_called() {
     let token = server.token("ada", "publisher");
     let dir = tempdir("registry", "javascript-client");
     let sandwit = |args: &[&str]| sandwit_with_token(&token, args);
-    let key = dir.join("publisher.key");
-    let (code, public, err) = sandwit(&["keygen", "--out", key.to_str().unwrap()]);
-    assert_eq!(code, Some(0), "{err}");
-    let public = public.trim().to_string();
-    let (code, out, err) = sandwit(&[
-        "publish",
-        jotter,
-        "--registry",
-        &server.base,
-        "--key",
-        key.to_str().unwrap(),
-    ]);
-    assert_eq!(code, Some(0), "{err}");
-    assert!(out.contains(&digest(&read(jotter))), "{out}");
-    let listed = server
-        .get("/v1/plugins/jotter")
-        .expect(200, None)
-        .json
-        .clone();
-    assert_eq!(listed["versions"][0]["signer"], public.as_str());
-
-    let plugins = dir.join("plugins");
-    let (code, _, err) = sandwit(&[
-        "install",
-        "jotter",
-        "--registry",
-        &server.base,
-        "--dir",
-        plugins.to_str().unwrap(),
-        "--trust",
-        &public,
-    ]);
-    assert_eq!(code, Some(0), "{err}");
+    let (public, plugins) = publish_and_install(&server, &token, &dir, jotter, "jotter");
     let policy = dir.join("policy.toml");
     std::fs::write(
         &policy,
