@@ -97,7 +97,7 @@ enum Command {
     /// Serve a plugin registry (publish, search, download over HTTP) and
     /// make its tokens.
     Registry(registry::RegistryArgs),
-    /// Make and build plugin projects (Rust or Python).
+    /// Make and build plugin projects (Rust, Python, JavaScript or TypeScript).
     #[command(subcommand)]
     Plugin(project::PluginCommand),
     /// Serve the runtime over HTTP: runs (JSON or a stream of server-sent

@@ -480,5 +480,25 @@ fn fetch_reaches_a_granted_host_and_no_other() {
         said.contains("hostile-js") && said.contains("get"),
         "{said}"
     );
-    assert!(said.contains(&format!("127.0.0.1:{other}")), "{said}");
+    assert!(
+        said.contains(&format!(
+            "the operator may not have granted `http:127.0.0.1:{other}`"
+        )),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!(
+            "denied [hostile-js] GET http://127.0.0.1:{other}/hello"
+        )),
+        "{said}"
+    );
+    // A host the plugin does not ask for: the error says so.
+    let out = get("http://example.invalid/");
+    let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(
+        said.contains(
+            "does not ask for `http:example.invalid` (its http capabilities: http:127.0.0.1:*)"
+        ),
+        "{said}"
+    );
 }

@@ -55,6 +55,10 @@ const SDK: &[Embedded] = &[
         "src/errors.js",
         include_str!("../../../sdk/js/src/errors.js"),
     ),
+    (
+        "src/grants.js",
+        include_str!("../../../sdk/js/src/grants.js"),
+    ),
     ("src/host.js", include_str!("../../../sdk/js/src/host.js")),
     ("src/index.js", include_str!("../../../sdk/js/src/index.js")),
     (

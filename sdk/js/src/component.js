@@ -9,6 +9,7 @@ import * as store from 'sandwit:plugin/store@0.1.0';
 import * as config from 'sandwit:plugin/config@0.1.0';
 import * as chat from 'sandwit:plugin/chat@0.1.0';
 
+import { refusal } from './grants.js';
 import { setHost, ServiceError } from './host.js';
 import { encode, decode } from './values.js';
 import { Ctx, Plugin, callError, report } from './index.js';
@@ -87,12 +88,35 @@ function methodResult(kind, value) {
   return { tag: kind, val: value };
 }
 
+/** The engine's `fetch`, whose failure (a bare `NetworkError` whether the
+ * host refused the request or the server did not answer) also says what the
+ * plugin asked for. */
+function explainedFetch(plugin, engineFetch) {
+  return async (input, init) => {
+    try {
+      return await engineFetch(input, init);
+    } catch (e) {
+      if (!(e instanceof TypeError)) throw e;
+      let url;
+      let why;
+      try {
+        url = typeof input === 'string' || input instanceof URL ? String(input) : input.url;
+        why = refusal(plugin.capabilities, url);
+      } catch {
+        throw e;
+      }
+      throw new TypeError(`fetch ${url}: ${e.message}: ${why}`);
+    }
+  };
+}
+
 /** The world's exports for `plugin`. */
 export function serve(plugin) {
   if (!(plugin instanceof Plugin)) {
     throw new TypeError("the plugin's entry module must export a Plugin, as `export const plugin = new Plugin({...})` or as its default export");
   }
   setHost(backend);
+  if (typeof globalThis.fetch === 'function') globalThis.fetch = explainedFetch(plugin, globalThis.fetch);
   return {
     plugin: {
       describe() {

@@ -19,35 +19,12 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 
+import { httpGranted, origin, refusal } from './grants.js';
 import { setHost, ServiceError } from './host.js';
 import { Ctx, callError } from './index.js';
 import { encode, decode } from './values.js';
 
-function portMatches(port, wanted) {
-  if (port === '*') return true;
-  if (port === '') return wanted === 80 || wanted === 443;
-  return /^\d+$/.test(port) && Number(port) === wanted;
-}
-
-/** Whether an `http:<host>[:<port>]` capability among `caps` allows `host` on `port`. */
-export function httpGranted(caps, host, port) {
-  for (const cap of caps) {
-    if (!cap.startsWith('http:')) continue;
-    const target = cap.slice(5).toLowerCase();
-    let name;
-    let wantedPort;
-    if (target.startsWith('[')) {
-      const end = target.indexOf(']');
-      name = target.slice(0, end + 1);
-      wantedPort = target.slice(end + 1).replace(/^:/, '');
-    } else {
-      [name, wantedPort = ''] = target.split(':');
-    }
-    const ok = name.startsWith('*.') ? host.endsWith(name.slice(1)) && host.length > name.length - 1 : host === name;
-    if (ok && portMatches(wantedPort, port)) return true;
-  }
-  return false;
-}
+export { httpGranted } from './grants.js';
 
 /** The host's services in memory, bound while a call runs. */
 export class FakeHost {
@@ -131,13 +108,11 @@ export class FakeHost {
 
   async #fetch(input, init = {}) {
     const request = new Request(input, init);
-    const url = new URL(request.url);
     const body = init.body === undefined ? new Uint8Array() : new Uint8Array(await request.arrayBuffer());
     this.requests.push({ method: request.method, url: request.url, headers: Object.fromEntries(request.headers), body });
-    const port = url.port ? Number(url.port) : url.protocol === 'https:' ? 443 : 80;
-    const host = url.hostname.toLowerCase();
+    const { host, port } = origin(request.url);
     if (!httpGranted(this.requested, host, port) || !httpGranted(this.grants, host, port)) {
-      throw new TypeError(`fetch: the host did not grant a capability for ${url.host} (request one like \`http:${url.host}\`)`);
+      throw new TypeError(`fetch ${request.url}: refused: ${refusal([...this.requested], request.url)}`);
     }
     const found = this.routes.find((r) => r.url === request.url && (!r.method || r.method === request.method));
     if (!found) throw new TypeError(`fetch: no route for ${request.method} ${request.url} in the test's FakeHost`);

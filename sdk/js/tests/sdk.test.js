@@ -158,8 +158,8 @@ test('fetch reaches only hosts both requested and granted', async () => {
   host.route('https://api.example.com/now', { json: { temperature: 17.5 } });
   assert.deepEqual(await host.call(plugin, 'now'), { kind: 'tool', value: 17.5 });
   assert.equal(host.requests[0].headers['x-api-key'], 'k');
-  await assert.rejects(host.call(plugin, 'elsewhere'), /did not grant a capability for evil\.example\.net/);
-  await assert.rejects(new FakeHost().call(plugin, 'now'), /did not grant/);
+  await assert.rejects(host.call(plugin, 'elsewhere'), /does not ask for `http:evil\.example\.net` \(its http capabilities: http:api\.example\.com\)/);
+  await assert.rejects(new FakeHost().call(plugin, 'now'), /the operator may not have granted `http:api\.example\.com`/);
 });
 
 test('bad declarations are refused where they are made', () => {
