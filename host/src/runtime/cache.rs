@@ -131,6 +131,7 @@ impl CodeCache {
             ms = start.elapsed().as_millis() as u64,
             "compiled a component"
         );
+        memory_images(hash, || component.initialize_copy_on_write_image());
         if let Some(path) = path {
             self.keep(&path, component.serialize());
         }
@@ -158,6 +159,7 @@ impl CodeCache {
         match unsafe { Component::deserialize_file(engine, &path) } {
             Ok(c) => {
                 tracing::debug!(path = %path.display(), "loaded compiled code from the cache");
+                memory_images(hash, || c.initialize_copy_on_write_image());
                 mark_used(&path);
                 self.remember(hash, &c);
                 Some((c, CodeSource::DiskCache))
@@ -205,6 +207,7 @@ impl CodeCache {
             // this user may write.
             match unsafe { Module::deserialize_file(engine, path) } {
                 Ok(module) => {
+                    memory_images(hash, || module.initialize_copy_on_write_image());
                     mark_used(path);
                     return Ok((module, CodeSource::DiskCache));
                 }
@@ -219,6 +222,7 @@ impl CodeCache {
             ms = start.elapsed().as_millis() as u64,
             "compiled a core module"
         );
+        memory_images(hash, || module.initialize_copy_on_write_image());
         if let Some(path) = path {
             self.keep(&path, module.serialize());
         }
@@ -337,6 +341,33 @@ struct Entry {
 /// The compiled code in the cache at `root`: `<engine key>/<hash>.cwasm`
 /// files, named as sandwit names them (so nothing else a misconfigured
 /// directory holds is ever deleted).
+/// How many times the memory images of loaded code are made before the
+/// first instantiation is left to make them.
+const IMAGE_TRIES: u32 = 5;
+
+/// Makes the copy-on-write images of loaded code's memories now, rather
+/// than in the first instantiation, which would fail a run or a call. On
+/// Linux an image is a memfd that wasmtime seals, and sealing fails with
+/// EBUSY when the kernel sees its pages pinned for a moment (compaction or
+/// migration under memory pressure): such a failure is retried, and one
+/// that persists is logged and left to the instantiation, as before.
+fn memory_images(hash: &str, make: impl Fn() -> wasmtime::Result<()>) {
+    for attempt in 1..=IMAGE_TRIES {
+        match make() {
+            Ok(()) => return,
+            Err(e) if attempt < IMAGE_TRIES => {
+                tracing::debug!(
+                    hash,
+                    attempt,
+                    "making the memory images failed, again: {e:#}"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(10 << attempt));
+            }
+            Err(e) => tracing::warn!(hash, "cannot make the memory images ahead: {e:#}"),
+        }
+    }
+}
+
 fn entries(root: &Path) -> Vec<Entry> {
     let is_hex = |s: &str, len: usize| s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit());
     let dirs = std::fs::read_dir(root).into_iter().flatten().flatten();
