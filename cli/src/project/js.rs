@@ -40,6 +40,8 @@ const WORLD: &str = "sandwit:js-sdk/plugin@0.2.0";
 const WORLD_WIT: &str = include_str!("../../../sdk/js/wit/world.wit");
 /// The oldest Node.js the tools run on.
 const NODE_MAJOR: u32 = 20;
+/// Node.js, as found on PATH.
+const NODE: &str = "node";
 
 /// The JavaScript SDK, the package `sandwit-plugin`.
 const SDK: &[Embedded] = &[
@@ -102,23 +104,29 @@ fn pinned() -> Map<String, Value> {
         .clone()
 }
 
+/// The pinned tools a project needs, (name, exact version): a JavaScript
+/// project's ([`JS_TOOLS`]), or all for TypeScript.
+fn tools_for(typescript: bool) -> Vec<(String, String)> {
+    pinned()
+        .into_iter()
+        .filter(|(name, _)| typescript || JS_TOOLS.contains(&name.as_str()))
+        .map(|(name, v)| (name, v.as_str().unwrap_or_default().to_string()))
+        .collect()
+}
+
 /// Writes a new project's `package.json`: the SDK as a file dependency on
 /// `.sandwit/sdk` (written there now, and again by each build), and the
 /// pinned tools the language needs.
 pub(super) fn new_project(dir: &Path, id: &str, typescript: bool) -> anyhow::Result<()> {
-    let tools: Map<String, Value> = pinned()
-        .into_iter()
-        .filter(|(name, _)| typescript || JS_TOOLS.contains(&name.as_str()))
-        .collect();
     let test = if typescript {
         "node --import tsx --test tests/*.test.ts"
     } else {
         "node --test tests/"
     };
     // Written in the order npm writes a package.json (serde_json's maps sort).
-    let tools: Vec<String> = tools
+    let tools: Vec<String> = tools_for(typescript)
         .iter()
-        .map(|(name, version)| format!("    {name:?}: {version}"))
+        .map(|(name, version)| format!("    {name:?}: {version:?}"))
         .collect();
     std::fs::write(
         dir.join("package.json"),
@@ -156,9 +164,9 @@ fn link_sdk(dir: &Path) -> anyhow::Result<()> {
         .with_context(|| format!("linking {} to .sandwit/sdk", link.display()))
 }
 
-/// Node.js on PATH, at least [`NODE_MAJOR`].
-fn node() -> anyhow::Result<PathBuf> {
-    let out = Command::new("node").arg("--version").output().map_err(|e| {
+/// Checks that [`NODE`] runs and is at least [`NODE_MAJOR`].
+fn check_node() -> anyhow::Result<()> {
+    let out = Command::new(NODE).arg("--version").output().map_err(|e| {
         anyhow::anyhow!(
             "building a JavaScript plugin needs Node.js {NODE_MAJOR} or newer as `node` on PATH ({e})"
         )
@@ -175,7 +183,7 @@ fn node() -> anyhow::Result<PathBuf> {
             "node is {version:?}: building a JavaScript plugin needs Node.js {NODE_MAJOR} or newer"
         );
     }
-    Ok(PathBuf::from("node"))
+    Ok(())
 }
 
 /// The installed version of the npm package `name` under `modules`.
@@ -190,11 +198,7 @@ fn installed(modules: &Path, name: &str) -> Option<String> {
 /// installed with npm when a tool is missing. A tool at another version
 /// than this binary pins is refused.
 fn tools_dir(dir: &Path, tools: Option<PathBuf>, typescript: bool) -> anyhow::Result<PathBuf> {
-    let needed: Vec<(String, String)> = pinned()
-        .into_iter()
-        .filter(|(name, _)| typescript || JS_TOOLS.contains(&name.as_str()))
-        .map(|(name, v)| (name, v.as_str().unwrap_or_default().to_string()))
-        .collect();
+    let needed = tools_for(typescript);
     let modules = match tools {
         Some(tools) => tools.join("node_modules"),
         None => {
@@ -245,7 +249,7 @@ pub(super) fn build(dir: &Path, tools: Option<PathBuf>) -> anyhow::Result<PathBu
             dir.display()
         );
     };
-    let node = node()?;
+    check_node()?;
     write_sdk(dir)?;
     let modules = std::fs::canonicalize(tools_dir(dir, tools, typescript)?)?;
     link_sdk(dir)?;
@@ -259,11 +263,11 @@ pub(super) fn build(dir: &Path, tools: Option<PathBuf>) -> anyhow::Result<PathBu
     std::fs::write(wit.join("world.wit"), WORLD_WIT)?;
 
     let schemas = if typescript {
-        typecheck(&dir, &node, &modules)?;
+        typecheck(&dir, &modules)?;
         let script = work.join("schemas.cjs");
         std::fs::write(&script, SCHEMAS_SCRIPT)?;
         run_step(
-            Command::new(&node)
+            Command::new(NODE)
                 .current_dir(&dir)
                 .arg(&script)
                 .arg(&modules)
@@ -323,7 +327,7 @@ pub(super) fn build(dir: &Path, tools: Option<PathBuf>) -> anyhow::Result<PathBu
         "sandwit: componentize-js: building the component (SpiderMonkey, pre-initialised with the module; tens of seconds)"
     );
     run_step(
-        Command::new(&node)
+        Command::new(NODE)
             // The bundle's path inside the component is `component.js`.
             .current_dir(&work)
             .arg(modules.join("@bytecodealliance/componentize-js/src/cli.js"))
@@ -337,9 +341,9 @@ pub(super) fn build(dir: &Path, tools: Option<PathBuf>) -> anyhow::Result<PathBu
     Ok(out)
 }
 
-/// `tsc --noEmit` over the project (its tsconfig.json), with the SDK's types
-/// from `.sandwit/sdk` whether or not npm linked it.
-fn typecheck(dir: &Path, node: &Path, modules: &Path) -> anyhow::Result<()> {
+/// `tsc --noEmit` over the project (its tsconfig.json); the SDK's types
+/// resolve through `node_modules/sandwit-plugin` ([`link_sdk`]).
+fn typecheck(dir: &Path, modules: &Path) -> anyhow::Result<()> {
     if !dir.join("tsconfig.json").exists() {
         bail!(
             "{} has a plugin.ts but no tsconfig.json (`sandwit plugin new NAME --lang ts` writes one)",
@@ -347,7 +351,7 @@ fn typecheck(dir: &Path, node: &Path, modules: &Path) -> anyhow::Result<()> {
         );
     }
     run_step(
-        Command::new(node)
+        Command::new(NODE)
             .current_dir(dir)
             .arg(modules.join("typescript/bin/tsc"))
             .args(["--noEmit", "-p", "."]),
@@ -413,6 +417,10 @@ mod tests {
         }
         let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk/js/examples");
         for example in std::fs::read_dir(examples).unwrap().flatten() {
+            // Each example is a folder (beside them, a .gitignore).
+            if !example.path().is_dir() {
+                continue;
+            }
             let text = std::fs::read_to_string(example.path().join("package.json")).unwrap();
             let manifest: Value = serde_json::from_str(&text).unwrap();
             for (name, version) in manifest["devDependencies"].as_object().unwrap() {
