@@ -106,8 +106,10 @@ export declare class Plugin {
     id: string;
     name?: string;
     version?: string;
-    author?: string;
-    description?: string;
+    /** Who wrote it (required, as the host requires it). */
+    author: string;
+    /** What it does, in a sentence or two (required). */
+    description: string;
     /** An object JSON Schema; a property with `secret: true`, or named like a key, token, secret or password, is redacted by the host. */
     config?: JsonSchema;
     /** Capabilities beyond store, chat and config, e.g. `http:api.example.com`. */

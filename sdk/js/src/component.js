@@ -58,28 +58,19 @@ const backend = {
   },
 };
 
-function ctxOf(ctx) {
-  return new Ctx(ctx);
-}
-
-/** An export that answers no error (describe, the hooks): an exception is
- * logged at error level, which the host names as the call's failure, then
- * ends the call. */
+/** An export that answers no error (describe, the hooks): an exception,
+ * thrown or a rejected promise, is logged at error level, which the host
+ * names as the call's failure, then ends the call. */
 function reported(what, call) {
-  try {
-    return call();
-  } catch (e) {
+  const logged = (e) => {
     hostLog('error', `${what} threw ${report(e)}`);
     throw e;
-  }
-}
-
-async function reportedAsync(what, call) {
+  };
   try {
-    return await call();
+    const result = call();
+    return result instanceof Promise ? result.catch(logged) : result;
   } catch (e) {
-    hostLog('error', `${what} threw ${report(e)}`);
-    throw e;
+    return logged(e);
   }
 }
 
@@ -124,7 +115,7 @@ export function serve(plugin) {
       },
       async invoke(ctx, method, args) {
         try {
-          const { kind, value } = await plugin.invoke(ctxOf(ctx), method, decode(args.nodes));
+          const { kind, value } = await plugin.invoke(new Ctx(ctx), method, decode(args.nodes));
           return methodResult(kind, value);
         } catch (e) {
           throw callError(e);
@@ -133,10 +124,10 @@ export function serve(plugin) {
     },
     lifecycle: {
       promptInject(ctx) {
-        return reportedAsync('the prompt-inject hook', () => plugin.promptText(ctxOf(ctx)));
+        return reported('the prompt-inject hook', () => plugin.promptText(new Ctx(ctx)));
       },
       availableMethods(ctx) {
-        return reportedAsync('the collect-methods hook', () => plugin.availableMethods(ctxOf(ctx)));
+        return reported('the collect-methods hook', () => plugin.availableMethods(new Ctx(ctx)));
       },
     },
   };

@@ -128,20 +128,25 @@ export class Ctx {
   }
 }
 
+/** The schema of the TypeScript type `name`, which a method's `field`
+ * (params or returns) names: generated at build into
+ * `__sandwitTypeSchemas`, its references inlined. */
+function typeSchema(where, field, name) {
+  const defs = globalThis.__sandwitTypeSchemas;
+  if (!defs) {
+    throw new TypeError(`${where}: ${field} names the TypeScript type ${name}, but no type schemas were generated (build a .ts plugin with \`sandwit plugin build\`)`);
+  }
+  if (!Object.hasOwn(defs, name)) {
+    throw new TypeError(`${where}: ${field} names ${name}, which is no exported type of the plugin's entry module (exported: ${Object.keys(defs).join(', ') || 'none'})`);
+  }
+  return inline(defs[name], defs, 0);
+}
+
 /** The object schema of a method's parameters: given, or a TypeScript
- * type's (its name, generated at build into `__sandwitTypeSchemas`). */
+ * type's. */
 function paramsSchema(where, params) {
   if (params === undefined) return { type: 'object', properties: {} };
-  if (typeof params === 'string') {
-    const defs = globalThis.__sandwitTypeSchemas;
-    if (!defs) {
-      throw new TypeError(`${where}: params names the TypeScript type ${params}, but no type schemas were generated (build a .ts plugin with \`sandwit plugin build\`)`);
-    }
-    if (!Object.hasOwn(defs, params)) {
-      throw new TypeError(`${where}: params names ${params}, which is no exported type of the plugin's entry module (exported: ${Object.keys(defs).join(', ') || 'none'})`);
-    }
-    return inline(defs[params], defs, 0);
-  }
+  if (typeof params === 'string') return typeSchema(where, 'params', params);
   if (typeof params !== 'object' || params === null || params.type !== 'object') {
     throw new TypeError(`${where}: params must be an object JSON Schema ({ type: "object", properties, required }) or the name of an exported TypeScript type`);
   }
@@ -196,7 +201,7 @@ function docstring(spec, params, returns) {
  * A plugin: its manifest, methods, hooks and configuration.
  *
  * ```js
- * export const plugin = new Plugin({ id: 'tally', name: 'Tally', version: '0.1.0', description: 'Counts things.' });
+ * export const plugin = new Plugin({ id: 'tally', name: 'Tally', version: '0.1.0', author: 'you', description: 'Counts things.' });
  * plugin.tool({ name: 'count', description: 'Count one more.', params: { type: 'object',
  *   properties: { thing: { type: 'string' } }, required: ['thing'] } }, (ctx, { thing }) => ...);
  * ```
@@ -296,7 +301,7 @@ export class Plugin {
         if (!IDENTIFIER.test(param)) throw new TypeError(`${where}: parameter ${JSON.stringify(param)} is not an identifier`);
         return { name: param, schema: s, required: required.has(param) };
       });
-      const returns = typeof spec.returns === 'string' ? paramsLike(where, spec.returns) : spec.returns;
+      const returns = typeof spec.returns === 'string' ? typeSchema(where, 'returns', spec.returns) : spec.returns;
       return {
         name,
         kind,
@@ -344,15 +349,6 @@ export class Plugin {
     const names = new Set(chosen.map(String));
     return all.filter((n) => names.has(n));
   }
-}
-
-/** A TypeScript type's schema for a tool's result. */
-function paramsLike(where, name) {
-  const defs = globalThis.__sandwitTypeSchemas;
-  if (!defs || !Object.hasOwn(defs, name)) {
-    throw new TypeError(`${where}: returns names ${name}, which is no exported type of the plugin's entry module`);
-  }
-  return inline(defs[name], defs, 0);
 }
 
 /** The config schema: an object JSON Schema. A property with `secret:
