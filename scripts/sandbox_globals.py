@@ -9,8 +9,9 @@ against the methods they call (scripts/test-python runs mypy --strict).
     python scripts/sandbox_globals.py OUT.pyi
 
 Needs the `sandwit` package (scripts/test-python installs it) and the
-example plugins: the Rust ones from target/guests (their manifests, as the
-host reads them) and the Python SDK's from their sources
+example plugins: the Rust ones from target/guests and the JavaScript SDK's
+from target/js-plugins (sdk/js/build-examples), their manifests as the host
+reads them; the Python SDK's from their sources
 (sdk/python/examples/*/plugin.py, read as text: building them needs
 componentize-py).
 """
@@ -28,6 +29,8 @@ import sandwit
 REPO = Path(__file__).resolve().parents[1]
 GUESTS = REPO / "target" / "guests" / "wasm32-wasip2" / "guest"
 RUST_EXAMPLES = ["calc", "knowledge", "messenger", "imagegen", "notes"]
+JS_PLUGINS = REPO / "target" / "js-plugins"
+JS_EXAMPLES = REPO / "sdk" / "js" / "examples"
 PYTHON_EXAMPLES = REPO / "sdk" / "python" / "examples"
 
 HEADER = '''"""The globals of sandboxed code with sandwit's example plugins: written
@@ -78,13 +81,18 @@ def result_type(kind: str, returns: str) -> str:
     return returns
 
 
-def rust_methods() -> list[str]:
+def component_methods() -> list[str]:
+    """The methods of the built example components (Rust and JavaScript),
+    from their manifests as the host reads them."""
+    paths = [(GUESTS / f"{name}.wasm", "scripts/test-python builds the guests") for name in RUST_EXAMPLES]
+    paths += [(JS_PLUGINS / f"{d.name}.wasm", "sdk/js/build-examples builds it")
+              for d in sorted(JS_EXAMPLES.iterdir()) if d.is_dir()]
     host = sandwit.Host(prepared_interpreters=0, prepared_plugin_instances=0)
     out = []
-    for name in RUST_EXAMPLES:
-        path = GUESTS / f"{name}.wasm"
+    for path, how in paths:
         if not path.exists():
-            raise SystemExit(f"{path} is missing: run scripts/test-python (it builds the guests)")
+            raise SystemExit(f"{path} is missing: {how}")
+        name = path.stem
         for m in host.load_plugin(path).manifest["methods"]:
             params = [f"{p['name']}: {py_type(p['schema'])}" + ("" if p["required"] else " = ...")
                       for p in m["params"]]
@@ -135,7 +143,7 @@ def python_methods() -> list[str]:
 def main() -> None:
     if len(sys.argv) != 2:
         raise SystemExit(__doc__)
-    methods = rust_methods() + python_methods()
+    methods = component_methods() + python_methods()
     Path(sys.argv[1]).write_text(HEADER + "\n\n".join(methods))
 
 
