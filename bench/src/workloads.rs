@@ -10,7 +10,7 @@ pub struct Script {
     pub code: &'static str,
 }
 
-pub const SCRIPTS: [Script; 4] = [
+pub const SCRIPTS: [Script; 6] = [
     Script {
         name: "data",
         code: include_str!("../workloads/data.py"),
@@ -26,6 +26,14 @@ pub const SCRIPTS: [Script; 4] = [
     Script {
         name: "compute",
         code: include_str!("../workloads/compute.py"),
+    },
+    Script {
+        name: "table",
+        code: include_str!("../workloads/table.py"),
+    },
+    Script {
+        name: "tree",
+        code: include_str!("../workloads/tree.py"),
     },
 ];
 

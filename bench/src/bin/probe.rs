@@ -7,7 +7,8 @@
 //!     probe [--pace MS] [--runs N] [--metering fuel|deadline|off]
 //!           [--python FILE] [--prepared N] [--ready] [--inside K | --once] SCRIPT
 //!
-//! SCRIPT is a file, or one of `print`, `data`, `text`, `tool`, `compute`
+//! SCRIPT is a file, or one of `print`, `data`, `text`, `tool`, `compute`,
+//! `table`, `tree`
 //! (bench/workloads). `--pace 0` (the default) runs back to back, else one
 //! run starts every MS ms; `--ready` waits, untimed, before each run until
 //! the sandbox has its interpreters prepared (restored). `--inside K` instead runs one sandboxed run that
@@ -19,7 +20,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use sandwit::{AgentCtx, Host, Metering, PluginSet};
+use sandwit::{AgentCtx, Host, Metering, PluginSet, PythonSandbox};
 
 fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(f64::total_cmp);
@@ -59,23 +60,39 @@ fn workload(name: &str) -> String {
         "text" => "text.py",
         "tool" => "tool_loop.py",
         "compute" => "compute.py",
+        "table" => "table.py",
+        "tree" => "tree.py",
         path => return std::fs::read_to_string(path).expect("reading the script"),
     };
     std::fs::read_to_string(tree.join("workloads").join(file)).expect("reading the workload")
 }
 
 /// Code that compiles and runs `script` `k` times in fresh namespaces and
-/// prints the medians of each part in µs. The script goes in as the hex of
+/// prints the medians of each part in µs: compiling, running, and of the
+/// run the time `re` spent compiling patterns (its cache emptied before
+/// each time, as a fresh run finds it), then the modules the script
+/// imported that the interpreter had not (none, when the snapshot holds
+/// them all). The script goes in as the hex of
 /// its UTF-8 (`bytes.fromhex`, a builtin): a Rust string literal (`{:?}`)
 /// is not a Python one (`\u{1b}` is a SyntaxError there).
 fn inside(script: &str, k: usize) -> String {
     let hex: String = script.bytes().map(|b| format!("{b:02x}")).collect();
     format!(
-        "import time as _t, gc as _gc, sys as _s, io as _io\n\
+        "import time as _t, gc as _gc, sys as _s, io as _io, re as _re\n\
          _src = bytes.fromhex('{hex}').decode('utf-8')\n\
-         _c, _r = [], []\n\
+         _c, _r, _x = [], [], []\n\
          _out = _s.stdout\n\
+         _compile_re, _re_ns = _re._compile, [0]\n\
+         def _timed_re(*a, **kw):\n\
+         \x20   _a = _t.perf_counter_ns()\n\
+         \x20   try:\n\
+         \x20       return _compile_re(*a, **kw)\n\
+         \x20   finally:\n\
+         \x20       _re_ns[0] += _t.perf_counter_ns() - _a\n\
+         _re._compile = _timed_re\n\
+         _known = set(_s.modules)\n\
          for _i in range({k}):\n\
+         \x20   _re.purge(); _re_ns[0] = 0\n\
          \x20   _a = _t.perf_counter_ns()\n\
          \x20   _code = compile(_src, '<code>', 'exec')\n\
          \x20   _b = _t.perf_counter_ns()\n\
@@ -83,9 +100,10 @@ fn inside(script: &str, k: usize) -> String {
          \x20   exec(_code, {{'__name__': '__main__', 'calculate_sum': calculate_sum}})\n\
          \x20   _s.stdout = _out\n\
          \x20   _e = _t.perf_counter_ns()\n\
-         \x20   _c.append(_b - _a); _r.append(_e - _b)\n\
-         _c.sort(); _r.sort()\n\
-         print('compile', _c[len(_c)//2] / 1e3, 'run', _r[len(_r)//2] / 1e3, 'us (medians of {k})')\n"
+         \x20   _c.append(_b - _a); _r.append(_e - _b); _x.append(_re_ns[0])\n\
+         _c.sort(); _r.sort(); _x.sort()\n\
+         _new = sorted(set(_s.modules) - _known)\n\
+         print('compile', _c[len(_c)//2] / 1e3, 'run', _r[len(_r)//2] / 1e3, 'of which re compiling', _x[len(_x)//2] / 1e3, 'us (medians of {k}); modules imported:', ' '.join(_new) or 'none')\n"
     )
 }
 
@@ -168,15 +186,28 @@ async fn main() -> anyhow::Result<()> {
         python.prepared()
     );
     let (mut wall, mut cpu, mut faults) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut on_prepared, mut on_reused) = (0, 0);
+    let (mut on_prepared, mut on_reused, mut fuel) = (0, 0, Vec::new());
+    // Until the sandbox holds `prepared` restored interpreters again (a
+    // run's restore happens after it, on the preparing thread).
+    let restored = async || {
+        while python.prepared() < prepared {
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
+    };
+    let mut pages_before = (0, 0);
     let mut next = Instant::now();
     for i in 0..runs + 2 {
+        if i == 2 {
+            // The warm-up runs' restores are not counted.
+            restored().await;
+            pages_before = PythonSandbox::restored_pages();
+        }
         if pace > 0 {
             tokio::time::sleep_until(next.into()).await;
             next = Instant::now() + Duration::from_millis(pace);
         }
-        while ready_first && python.prepared() < prepared {
-            tokio::time::sleep(Duration::from_micros(200)).await;
+        if ready_first {
+            restored().await;
         }
         let (i0, f0, t0) = (thread_cpu_ns(), minor_faults(), Instant::now());
         let outcome = python.run(&ctx, &plugins, &script).await;
@@ -188,15 +219,22 @@ async fn main() -> anyhow::Result<()> {
             faults.push((f1 - f0) as f64);
             on_prepared += usize::from(outcome.prepared);
             on_reused += usize::from(outcome.reused);
+            fuel.push(outcome.fuel_used as f64);
         }
     }
+    restored().await;
+    let pages_after = PythonSandbox::restored_pages();
+    let per_run = |after: usize, before: usize| (after - before) as f64 / runs as f64;
     println!(
-        "wall p50 {:.0} µs p90 {:.0} µs | thread CPU p50 {:.0} µs | minor faults p50 {} mean {:.1} | {on_prepared}/{runs} prepared, {on_reused} reused",
+        "wall p50 {:.0} µs p90 {:.0} µs | thread CPU p50 {:.0} µs | minor faults p50 {} mean {:.1} | fuel p50 {:.0} | pages restored per run: written {:.1}, copied back {:.1} | {on_prepared}/{runs} prepared, {on_reused} reused",
         median(wall.clone()),
         quantile(wall, 0.9),
         median(cpu) / 1e3,
         median(faults.clone()),
         faults.iter().sum::<f64>() / faults.len() as f64,
+        median(fuel),
+        per_run(pages_after.0, pages_before.0),
+        per_run(pages_after.1, pages_before.1),
     );
     Ok(())
 }

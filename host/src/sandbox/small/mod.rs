@@ -115,6 +115,18 @@ impl PythonSandbox {
         self.inner.preparer.scribble_next();
     }
 
+    /// The pages every restore of a prepared interpreter's memory in this
+    /// process found written since its run began, and of those the ones it
+    /// copied back (they differed from the snapshot). Zero where the
+    /// kernel gives no write tracking (the whole memory is copied back
+    /// instead). Only with the `internals` feature.
+    #[cfg(feature = "internals")]
+    pub fn restored_pages() -> (usize, usize) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let [written, copied] = &snapshot::RESTORED_PAGES;
+        (written.load(Relaxed), copied.load(Relaxed))
+    }
+
     /// Returns once `done()` holds. It is checked now, and again each time
     /// the sandbox's preparing thread has changed what it holds: prepared
     /// or restored an interpreter, loaded or compiled the interpreter for

@@ -351,6 +351,12 @@ struct Tracker {
 /// protected again.
 const QUIET_RESTORES: u8 = 4;
 
+/// Every tracked restore's pages in this process: found written, and of
+/// those copied back (they differed). A bench's measure, read through
+/// `PythonSandbox::restored_pages`.
+#[cfg(feature = "internals")]
+pub(crate) static RESTORED_PAGES: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
+
 impl Tracker {
     /// Registers the first `len` bytes of `mapping` with a new userfaultfd
     /// and write-protects them, so `PAGEMAP_SCAN` reports what is written
@@ -409,7 +415,11 @@ impl Tracker {
                 } else {
                     now.copy_from_slice(was);
                     *count = 0;
+                    #[cfg(feature = "internals")]
+                    RESTORED_PAGES[1].fetch_add(1, Ordering::Relaxed);
                 }
+                #[cfg(feature = "internals")]
+                RESTORED_PAGES[0].fetch_add(1, Ordering::Relaxed);
             }
         }
         for &(start, end) in &self.quiet {
