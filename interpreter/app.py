@@ -78,7 +78,7 @@ from wit_world.imports import methods as host_methods
 from wit_world.imports import types as t
 
 import crossing
-from crossing import inputs_of, make_function, plugin_error, run
+from crossing import inputs_of, make_function, plugin_error, run, seed_random_on_first_use
 
 AVAILABLE_MODULES = sorted(
     name
@@ -181,6 +181,7 @@ class Runner(exports.Runner):
     def exec(self, code, inputs, methods):
         take_prepared()
         enter_workspace()
+        seed_random_on_first_use()
         functions = {spec.name: function_of(spec) for spec in methods}
         return outcome(run(code, functions, inputs_of(inputs)))
 
@@ -189,9 +190,16 @@ class Runner(exports.Runner):
         prepared = {spec.name: function_of(spec) for spec in methods}
         warm_up()
         enter_workspace()
+        seed_random_on_first_use()
+        # As at the end of the build (below): every run starts with what
+        # preparing made out of the collector's reach, its counts at zero.
+        gc.collect()
+        gc.freeze()
 
     def exec_prepared(self, code, inputs):
-        enter_workspace()
+        # The working directory and `random`'s state are prepare's: the
+        # interpreter's memory (wasi-libc's working directory in it) is
+        # restored to it after every run.
         return outcome(run(code, take_prepared(), inputs_of(inputs)))
 
 

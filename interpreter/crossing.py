@@ -195,6 +195,8 @@ def plain_other(value, depth):
 
 
 dumps, loads = marshal.dumps, marshal.loads
+# The interpreter's standard streams, as every run starts with them.
+STDOUT, STDERR = sys.stdout, sys.stderr
 
 
 def call_host(method, marshalled):
@@ -230,9 +232,15 @@ def invoke(method, params, values):
     # Written before anything else of the code's can run (a replaced
     # stream's `flush`), so what crosses is what was checked.
     marshalled = dumps(args, MARSHAL_VERSION)
-    # What was printed before the call must not be lost if the run ends in it.
-    sys.stdout.flush()
-    sys.stderr.flush()
+    # What was printed before the call must not be lost if the run ends in
+    # it. The interpreter's own streams when write-through hold nothing to
+    # flush (two C calls saved per call); a stream the code set or
+    # reconfigured may.
+    out, err = sys.stdout, sys.stderr
+    if out is not STDOUT or not out.write_through:
+        out.flush()
+    if err is not STDERR or not err.write_through:
+        err.flush()
     # The host wrote the answer: a value of the types above, nothing else.
     return loads(call_host(method, marshalled))
 
@@ -305,9 +313,49 @@ def error_info(exc):
 
 # Bytes of the host's entropy each run seeds `random` with: 256 bits, as
 # many as a Mersenne Twister seed usefully takes from a caller. (`seed()`
-# with no argument reads 2,496 bytes through WASI and took 16 us of a
-# ~50 us `print(1+1)` run; this takes 5.)
+# with no argument reads 2,496 bytes through WASI.)
 SEED_BYTES = 32
+
+
+# The functions of `random` that are its hidden generator's methods.
+RANDOM_FUNCTIONS = [
+    name for name in dir(random) if getattr(getattr(random, name), "__self__", None) is random._inst
+]
+
+
+def seed_random_on_first_use():
+    """Makes the first call in a run of any of `random`'s functions seed its
+    generator from the host's entropy: every run starts from the same
+    memory, generator included, and seeding costs a Mersenne Twister's
+    initialisation (more than a `print(1+1)` run's own work), which runs
+    that draw nothing skip. The module's functions become wrappers that
+    seed, put the generator's own methods back and call through; a name
+    the code imported keeps its wrapper, which then only calls through.
+    Called while the interpreter is prepared, after which nothing but a
+    run touches `random`: the memory's restore re-arms it for each run.
+    (`random._inst`, private, is not covered: drawn from directly, it
+    repeats from run to run. `random.Random()` seeds itself.)"""
+    generator = random._inst
+    real = {name: getattr(generator, name) for name in RANDOM_FUNCTIONS}
+    seeded = [False]
+
+    def wrapper(name, function):
+        def first_call(*args, **kwargs):
+            if not seeded[0]:
+                seeded[0] = True
+                generator.seed(int.from_bytes(os.urandom(SEED_BYTES)))
+                for other, method in real.items():
+                    setattr(random, other, method)
+            return function(*args, **kwargs)
+
+        first_call.__name__ = first_call.__qualname__ = name
+        first_call.__doc__ = function.__doc__
+        first_call.__module__ = "random"
+        first_call.__wrapped__ = function
+        return first_call
+
+    for name, function in real.items():
+        setattr(random, name, wrapper(name, function))
 
 
 # How many of the code's last lines that start at column 0 are tried as the
@@ -316,6 +364,9 @@ SEED_BYTES = 32
 MAX_TAIL_TRIES = 4
 # What a line that starts no statement starts with.
 NOT_A_START = ("", " ", "\t", "\r", "\f", "#")
+# What a head of nothing but blank and comment lines compiles to (the whole
+# code one expression): compiling even "" costs a run ~100,000 fuel.
+EMPTY_CODE = compile("", CODE_FILE, "exec")
 
 
 def compile_keeping_last_value(code):
@@ -343,8 +394,11 @@ def compile_keeping_last_value(code):
             last = compile("\n" * i + "\n".join(lines[i:]), CODE_FILE, "eval")
         except SyntaxError:
             continue
+        head = lines[:i]
+        if all(line.lstrip()[:1] in ("", "#") for line in head):
+            return EMPTY_CODE, last
         try:
-            return compile("\n".join(lines[:i]), CODE_FILE, "exec"), last
+            return compile("\n".join(head), CODE_FILE, "exec"), last
         except SyntaxError:
             # The whole code's error is the one to report.
             break
@@ -376,12 +430,10 @@ def inputs_of(marshalled):
 def run(code, functions, inputs=None):
     """Runs `code` in a fresh namespace holding `functions` and `inputs` (a
     dict of names to values, given as variables), `random` seeded from the
-    host's entropy: the host restores a reused interpreter's memory to its
-    state before its first run, the generator's included. Returns
+    host's entropy when first used (`seed_random_on_first_use`). Returns
     `(error, result)`: None or `error_info` of the exception that escaped (a
     `SystemExit` with a code other than 0 or None among them), and None or
     the marshalled result (`result_of`)."""
-    random.seed(int.from_bytes(os.urandom(SEED_BYTES)))
     linecache.cache[CODE_FILE] = (len(code), None, code.splitlines(True), CODE_FILE)
     namespace = {"__name__": "__main__", "__builtins__": builtins}
     if inputs:

@@ -96,6 +96,7 @@ def prepare(modules, headroom):
         if name.split(".")[0] == "matplotlib":
             sys.modules["matplotlib"].use("Agg")
     run(WARM_UP_CODE, {"out": io.StringIO()})
+    crossing.seed_random_on_first_use()
     sys.stdout.write("")
     sys.stdout.flush()
     room = bytearray(headroom)

@@ -959,6 +959,43 @@ async fn only_a_sandbox_that_will_reuse_interpreters_is_warming_up() {
 }
 
 #[tokio::test]
+async fn random_seeds_itself_by_its_first_use_in_each_run_whatever_name_reaches_it() {
+    // `random` is seeded by the first call of one of its functions in a run
+    // (crossing.py), on reused interpreters too: a name imported from it
+    // draws differently in every run, and an explicit seed still repeats.
+    let (_host, python) = preparing(1).await;
+    until_reusable(&python).await;
+    let code = r#"
+from random import randint, choice
+import random
+print(randint(0, 2**62), choice("abcdefghijklmnopqrstuvwxyz" * 4))
+random.seed(7)
+a = [random.random(), randint(0, 99)]
+random.seed(7)
+print(a == [random.random(), randint(0, 99)], randint.__name__, random.randint.__name__)
+"#;
+    let mut reused = 0;
+    let mut draws = std::collections::HashSet::new();
+    for _ in 0..6 {
+        until_prepared(&python, 1).await;
+        let outcome = python.run(&ctx(), &PluginSet::default(), code).await;
+        assert_ok(&outcome);
+        let lines: Vec<_> = outcome.stdout.lines().collect();
+        assert!(
+            draws.insert(lines[0].to_string()),
+            "drew {} again",
+            lines[0]
+        );
+        assert_eq!(lines[1], "True randint randint");
+        reused += usize::from(outcome.reused);
+    }
+    assert!(
+        reused >= 4,
+        "only {reused} of 6 runs were on a reused interpreter"
+    );
+}
+
+#[tokio::test]
 async fn a_reused_interpreter_holds_nothing_of_the_previous_run() {
     // One prepared interpreter, given back after each run that ends with
     // its code finished: the next run is on the same instance, its memory
