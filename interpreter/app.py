@@ -181,7 +181,8 @@ class Runner(exports.Runner):
     def exec(self, code, inputs, methods):
         take_prepared()
         enter_workspace()
-        seed_random_on_first_use()
+        # `random`: armed by `prepare` on a prepared interpreter; on a new
+        # one this is its first call, in which componentize-py seeds it.
         functions = {spec.name: function_of(spec) for spec in methods}
         return outcome(run(code, functions, inputs_of(inputs)))
 
