@@ -959,35 +959,6 @@ async fn only_a_sandbox_that_will_reuse_interpreters_is_warming_up() {
 }
 
 #[tokio::test]
-async fn interpreters_prepared_before_any_run_give_way_to_ones_made_for_its_plugins() {
-    // A host prepares interpreters as soon as it starts, before any run has
-    // named its plugins: those make no method functions. Once a run has,
-    // they are replaced by interpreters that made that run's, instead of
-    // being restored and kept (a run on one would make them every time).
-    let (host, python) = preparing(2).await;
-    let calc = load(&host, artifacts::CALC).await;
-    let plugins = &PluginSet::new(std::slice::from_ref(&calc)).unwrap();
-    until_reusable(&python).await;
-    until_prepared(&python, 2).await;
-    assert_eq!(python.prepared_for(plugins), 0);
-    for _ in 0..2 {
-        let outcome = python
-            .run(&ctx(), plugins, "print(calculate_sum(1, 2))")
-            .await;
-        assert_ok(&outcome);
-        assert_eq!(outcome.stdout, "3\n");
-    }
-    let made = || python.prepared_for(plugins) == 2;
-    until_preparer(&python, made, "2 interpreters made for the run's plugins").await;
-    let outcome = python
-        .run(&ctx(), plugins, "print(calculate_sum(2, 3))")
-        .await;
-    assert_ok(&outcome);
-    assert_eq!(outcome.stdout, "5\n");
-    assert!(outcome.prepared);
-}
-
-#[tokio::test]
 async fn random_seeds_itself_by_its_first_use_in_each_run_whatever_name_reaches_it() {
     // `random` is seeded by the first call of one of its functions in a run
     // (crossing.py), on reused interpreters too: a name imported from it

@@ -338,9 +338,6 @@ struct Entry {
     used: std::time::SystemTime,
 }
 
-/// The compiled code in the cache at `root`: `<engine key>/<hash>.cwasm`
-/// files, named as sandwit names them (so nothing else a misconfigured
-/// directory holds is ever deleted).
 /// How many times the memory images of loaded code are made before the
 /// first instantiation is left to make them.
 const IMAGE_TRIES: u32 = 5;
@@ -350,7 +347,8 @@ const IMAGE_TRIES: u32 = 5;
 /// Linux an image is a memfd that wasmtime seals, and sealing fails with
 /// EBUSY when the kernel sees its pages pinned for a moment (compaction or
 /// migration under memory pressure): such a failure is retried, and one
-/// that persists is logged and left to the instantiation, as before.
+/// that persists is logged and left to the instantiation, which makes them
+/// itself.
 fn memory_images(hash: &str, make: impl Fn() -> wasmtime::Result<()>) {
     for attempt in 1..=IMAGE_TRIES {
         match make() {
@@ -368,6 +366,9 @@ fn memory_images(hash: &str, make: impl Fn() -> wasmtime::Result<()>) {
     }
 }
 
+/// The compiled code in the cache at `root`: `<engine key>/<hash>.cwasm`
+/// files, named as sandwit names them (so nothing else a misconfigured
+/// directory holds is ever deleted).
 fn entries(root: &Path) -> Vec<Entry> {
     let is_hex = |s: &str, len: usize| s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit());
     let dirs = std::fs::read_dir(root).into_iter().flatten().flatten();

@@ -98,14 +98,6 @@ impl PythonSandbox {
         self.inner.preparer.awaits_reuse()
     }
 
-    /// How many of the interpreters prepared now have made the method
-    /// functions of `plugins` (a run with them skips making its own). Only
-    /// with the `internals` feature.
-    #[cfg(feature = "internals")]
-    pub fn prepared_for(&self, plugins: &PluginSet) -> usize {
-        self.inner.preparer.count_for(plugins)
-    }
-
     /// Whether every interpreter prepared now, restored after a run or not,
     /// has its memory exactly as it was prepared. Only with the `internals`
     /// feature.

@@ -407,15 +407,6 @@ impl Preparer {
         self.shared.lock().prepared.len()
     }
 
-    /// How many prepared interpreters have made the method functions of
-    /// `plugins` (a run with them calls `exec_prepared`).
-    #[cfg(feature = "internals")]
-    pub(crate) fn count_for(&self, plugins: &PluginSet) -> usize {
-        let queue = self.shared.lock();
-        let made_for = |p: &&Prepared| p.methods.as_ref().is_some_and(|m| m.same(plugins));
-        queue.prepared.iter().filter(made_for).count()
-    }
-
     /// Whether every prepared interpreter's memory is as it was prepared.
     #[cfg(feature = "internals")]
     pub(crate) fn intact(&self) -> bool {
@@ -616,14 +607,6 @@ fn keep(
             let restored = dirty.reusable();
             queue = shared.lock();
             match restored {
-                // Prepared before any run named its plugins (a host's
-                // first interpreters): every run on it would make its
-                // method functions in `exec`, whose code the snapshot never
-                // ran, and so pay that code's first run each time. One made
-                // for the latest run's plugins takes its place.
-                Ok(restored) if restored.methods.is_none() && queue.latest.is_some() => {
-                    queue.retired.push(restored.store)
-                }
                 Ok(restored) => queue.prepared.push(restored),
                 Err(store) => queue.retired.push(store),
             }
