@@ -1217,6 +1217,42 @@ print(random.random())
 }
 
 #[tokio::test]
+async fn a_reused_interpreter_makes_the_latest_runs_method_functions_once() {
+    // The interpreter was prepared before any run named its plugins (at
+    // the host's start, and then for runs with none). The first run with
+    // calc makes its functions in the run; given back, the interpreter makes
+    // them once and is snapshotted again, so the next runs only call them.
+    // Fuel is exact: making the functions in the run costs far more than
+    // the code's one call. A run of other plugins on it then sees none of
+    // calc's functions.
+    let (host, python) = preparing(1).await;
+    let calc = load(&host, artifacts::CALC).await;
+    let plugins = PluginSet::new(std::slice::from_ref(&calc)).unwrap();
+    until_reusing(&python).await;
+    let code = "print(calculate_sum(20, 22))";
+    let mut fuel = Vec::new();
+    for run in 0..3 {
+        until_prepared(&python, 1).await;
+        let outcome = python.run(&ctx(), &plugins, code).await;
+        assert_ok(&outcome);
+        assert!(outcome.reused, "run {run}: not on the reused interpreter");
+        assert_eq!(outcome.stdout, "42\n", "run {run}");
+        fuel.push(outcome.fuel_used);
+    }
+    assert!(
+        fuel[1..].iter().all(|&later| later * 4 < fuel[0] * 3),
+        "the runs after the first made the functions again: fuel {fuel:?}"
+    );
+    until_prepared(&python, 1).await;
+    let outcome = python
+        .run(&ctx(), &PluginSet::default(), "print(calculate_sum)")
+        .await;
+    assert!(outcome.reused);
+    let error = outcome.error.expect("calc's function is not the run's");
+    assert_eq!(error.type_name, "NameError", "{error:?}");
+}
+
+#[tokio::test]
 async fn an_interpreter_whose_run_grew_its_memory_or_stopped_is_not_reused() {
     let (_host, python) = preparing(1).await;
     until_reusable(&python).await;

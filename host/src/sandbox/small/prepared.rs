@@ -15,7 +15,10 @@
 //! interpreter's export returning (its code finished or raised) gives the
 //! interpreter back, and the pages it wrote are restored, to serve the
 //! next run as if just prepared: between runs nothing else of the instance
-//! changes (see [`Prepared::reusable`]). Any other end (a handoff, which
+//! changes (see [`Prepared::reusable`]). One prepared for other plugins
+//! than the latest run's (at the host's start, before any run named them)
+//! makes the latest's functions once restored, and its memory is copied
+//! aside again ([`Prepared::remade`]). Any other end (a handoff, which
 //! traps the interpreter, a trap, a limit, cancellation, the run's future
 //! dropped) leaves the instance unusable, and it is dropped: dropping a
 //! finished store is work a run need not wait for, so the thread does it
@@ -120,6 +123,54 @@ impl Prepared {
             return Err(self.store);
         }
         self.runs += 1;
+        Ok(self)
+    }
+}
+
+impl Prepared {
+    /// Makes the method functions of `methods` in the restored interpreter
+    /// (`runner.prepare`, as [`prepare`] does) and takes its snapshot
+    /// again, so that the runs of those plugins take `exec_prepared`
+    /// instead of making their functions in the run; its store, to drop,
+    /// if preparing failed or left the interpreter holding more than
+    /// streams. It keeps its instance and count of runs.
+    ///
+    /// Runs restore the memory the interpreter was prepared in, so without
+    /// this one prepared before any run named its plugins (at the host's
+    /// start) would make them in every run it serves.
+    async fn remade(mut self, host: &SandboxHost, methods: PluginSet) -> Result<Self, Retired> {
+        let limits = &host.runtime().run_limits;
+        let budget = Budget::new(limits.fuel, limits.time, Instant::now());
+        let data = self.store.data_mut();
+        let plugin_limits = &host.runtime().limits;
+        let none = PluginSet::default();
+        data.begin(
+            &AgentCtx::default(),
+            &none,
+            limits,
+            plugin_limits,
+            budget.deadline,
+            None,
+        );
+        apply_budget(&mut self.store, budget, host.runtime().metering);
+        let made = (self.interpreter.sandwit_interpreter_runner())
+            .call_prepare(&mut self.store, methods.specs())
+            .await;
+        let data = self.store.data_mut();
+        data.end();
+        let Some(snapshot) = self.snapshot.take() else {
+            return Err(self.store);
+        };
+        if let Err(e) = made {
+            tracing::debug!("making an interpreter's method functions again failed: {e:#}");
+            return Err(self.store);
+        }
+        if data.dropped_stream || !holds_only_streams(data) {
+            return Err(self.store);
+        }
+        data.prepared_handles = data.occupied();
+        self.snapshot = Some(snapshot.retake());
+        self.methods = Some(methods);
         Ok(self)
     }
 }
@@ -603,8 +654,16 @@ fn keep(
             return;
         }
         if let Some(dirty) = queue.dirty.pop() {
+            // Made for other plugins than the latest run's, and a core free
+            // to make those: remade before it is offered again.
+            let remake = (queue.latest.clone())
+                .filter(|latest| !dirty.methods.as_ref().is_some_and(|m| m.same(latest)))
+                .filter(|_| shared.core_free());
             drop(queue);
-            let restored = dirty.reusable();
+            let restored = match (dirty.reusable(), remake) {
+                (Ok(restored), Some(latest)) => runtime.block_on(restored.remade(host, latest)),
+                (restored, _) => restored,
+            };
             queue = shared.lock();
             match restored {
                 Ok(restored) => queue.prepared.push(restored),

@@ -224,6 +224,21 @@ impl Snapshot {
         Self::tracking(mapping, image)
     }
 
+    /// Copies the memory aside again as it is now, to restore it to from
+    /// then on (after the instance was changed on purpose while nothing ran
+    /// in it but its preparer).
+    pub(crate) fn retake(self) -> Snapshot {
+        let Snapshot {
+            mapping,
+            image,
+            tracker,
+        } = self;
+        // The memory's range can be registered with one userfaultfd at a
+        // time: the old one goes (unprotecting it) before the new one.
+        drop((tracker, image));
+        Self::take(mapping)
+    }
+
     /// Makes `mapping` a copy of `image` (taken from another instance of
     /// the same module) and tracks it as [`Snapshot::take`] does. `None` if
     /// the memory is not the image's size.
