@@ -71,14 +71,12 @@ import pydoc
 import builtins
 import sys
 
-from componentize_py_types import Err
 from wit_world import exports
 from wit_world.exports import runner
 from wit_world.imports import methods as host_methods
-from wit_world.imports import types as t
 
 import crossing
-from crossing import inputs_of, make_function, plugin_error, run, seed_random_on_first_use
+from crossing import inputs_of, make_function, run, seed_random_on_first_use
 
 AVAILABLE_MODULES = sorted(
     name
@@ -107,26 +105,9 @@ sys.meta_path.append(SandboxModuleBlocker())
 if not hasattr(builtins, "help"):
     builtins.help = pydoc.help
 
-ERROR_KINDS = {
-    t.CallError_InvalidArguments: "invalid_arguments",
-    t.CallError_UnknownMethod: "unknown_method",
-    t.CallError_Failed: "failed",
-    t.CallError_Denied: "denied",
-    t.CallError_LimitExceeded: "limit_exceeded",
-}
-call_methods = host_methods.call
-
-
-def call_host(method, marshalled):
-    """The crossing to the host: `sandwit:interpreter/methods.call`."""
-    try:
-        return call_methods(method, marshalled)
-    except Err as e:
-        kind = ERROR_KINDS.get(type(e.value), "failed")
-        raise plugin_error(method, kind, e.value.value) from None
-
-
-crossing.bind(call_host)
+# The crossing to the host: `sandwit:interpreter/methods.call`, called
+# as it is (its answer is bytes: no wrapper in between).
+crossing.bind(host_methods.call)
 
 
 def function_of(spec):

@@ -206,7 +206,9 @@ def call_host(method, marshalled):
 
 def bind(call):
     """Makes `call(method, marshalled) -> marshalled` the crossing every
-    method function goes through."""
+    method function goes through: its answer is the method's value, or
+    `(kind, message)` for a call that failed or was refused (no value is a
+    tuple)."""
     global call_host
     call_host = call
 
@@ -241,8 +243,12 @@ def invoke(method, params, values):
         out.flush()
     if err is not STDERR or not err.write_through:
         err.flush()
-    # The host wrote the answer: a value of the types above, nothing else.
-    return loads(call_host(method, marshalled))
+    # The host wrote the answer: a value of the types above, or a failed
+    # call's `(kind, message)`.
+    answer = loads(call_host(method, marshalled))
+    if type(answer) is tuple:
+        raise plugin_error(method, *answer)
+    return answer
 
 
 # Host-side limit on a method's parameters (MAX_PARAMS in the manifest check).

@@ -13,8 +13,9 @@ reports how it ended, all through the one import the module has,
   method a `(name, docstring, params)` with params `(name, required)`
   pairs, and `inputs` the marshalled dict of the run's inputs (empty bytes
   for none);
-- `c` (call): `c<method>\\0<marshalled arguments>`; the answer is `\\0` and
-  the marshalled result, or a kind byte (`KINDS`) and the error's message;
+- `c` (call): `c<method>\\0<marshalled arguments>`; the answer is the
+  marshalled result, or, for a call that failed or was refused, marshal of
+  a `(kind, message)` tuple, which no result is (`crossing.invoke`);
 - `e` (end): `e` and `marshal` of `(error, result)`: `None` or the escaped
   exception's `(type, message, line, traceback)`, and `None` or the
   marshalled result (bytes).
@@ -27,19 +28,14 @@ import sys
 
 import _host
 import crossing
-from crossing import inputs_of, make_function, plugin_error, run
+from crossing import inputs_of, make_function, run
 
 host_call = _host.call
-KINDS = {1: "invalid_arguments", 2: "unknown_method", 3: "failed", 4: "denied", 5: "limit_exceeded"}
 
 
 def call_host(method, marshalled):
     """The crossing to the host: a `c` frame."""
-    answer = host_call(b"c" + method.encode() + b"\0" + marshalled)
-    if answer[0] == 0:
-        return memoryview(answer)[1:]
-    message = answer[1:].decode(errors="replace")
-    raise plugin_error(method, KINDS.get(answer[0], "failed"), message)
+    return host_call(b"c" + method.encode() + b"\0" + marshalled)
 
 
 crossing.bind(call_host)

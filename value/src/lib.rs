@@ -18,7 +18,7 @@ use std::fmt;
 
 mod marshal;
 
-pub use marshal::code;
+pub use marshal::{code, marshal_text_tuple};
 
 /// A dynamically typed value: what Python's `None`, `bool`, `int`, `float`,
 /// `str`, `bytes`, `list` and `dict` (with string keys) map to.

@@ -409,6 +409,22 @@ impl Reader<'_> {
     }
 }
 
+/// A tuple of strings in marshal format (version 2), as `marshal.loads`
+/// reads it: what no value is written as ([`Value::to_marshal`] writes
+/// arrays as lists), so a reader of either can tell them apart, as the
+/// interpreters do a failed method call's `(kind, message)` from a
+/// method's value.
+pub fn marshal_text_tuple(items: &[&str]) -> Vec<u8> {
+    let len = 5 + items.iter().map(|item| 5 + item.len()).sum::<usize>();
+    let mut out = Vec::with_capacity(len);
+    out.push(code::TUPLE);
+    out.extend_from_slice(&count(items.len()).to_le_bytes());
+    for item in items {
+        write_sized(&mut out, code::TEXT, item.as_bytes());
+    }
+    out
+}
+
 /// A length or count as marshal writes it: a value this large is past every
 /// limit long before 4 GiB, so the cast only guards the impossible.
 fn count(n: usize) -> u32 {
@@ -567,6 +583,21 @@ mod tests {
             decode(b"l\x05\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x08\x00"),
             Err(DecodeError::BadInteger { offset: 0 })
         );
+    }
+
+    #[test]
+    fn a_text_tuple_reads_as_its_strings_and_is_no_value_s_form() {
+        let tuple = marshal_text_tuple(&["denied", "no"]);
+        assert_eq!(&tuple[..5], b"(\x02\x00\x00\x00");
+        assert_eq!(
+            decode(&tuple),
+            Ok(Value::List(vec![
+                Value::Text("denied".into()),
+                Value::Text("no".into())
+            ]))
+        );
+        let list = Value::List(vec![Value::Text("denied".into())]).to_marshal();
+        assert_eq!(list[0], code::LIST);
     }
 
     #[test]

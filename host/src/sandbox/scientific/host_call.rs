@@ -13,22 +13,10 @@ use wasmtime::{AsContextMut, Caller, Extern, Linker, Memory};
 
 use super::state::SciData;
 use crate::bindings::python::exports::sandwit::interpreter::runner;
-use crate::bindings::wit;
 use crate::sandbox::small::methods;
 use sandwit_contract::text::cut;
 use sandwit_contract::types::Value;
 use sandwit_value::DecodeLimits;
-
-/// The error kinds of a failed call, as `scientific.py`'s `KINDS` reads them.
-fn kind_byte(error: &wit::CallError) -> (u8, &str) {
-    match error {
-        wit::CallError::InvalidArguments(m) => (1, m),
-        wit::CallError::UnknownMethod(m) => (2, m),
-        wit::CallError::Failed(m) => (3, m),
-        wit::CallError::Denied(m) => (4, m),
-        wit::CallError::LimitExceeded(m) => (5, m),
-    }
-}
 
 /// Adds `host.call` to the interpreter's linker.
 pub(crate) fn add_to_linker(linker: &mut Linker<SciData>) -> wasmtime::Result<()> {
@@ -70,13 +58,7 @@ async fn call(
                 .map(|i| (&rest[..i], &rest[i + 1..]))
                 .context("a method call frame without its name's end")?;
             let name = String::from_utf8(name.to_vec()).context("a method name is not UTF-8")?;
-            match methods::call(caller.as_context_mut(), name, args).await? {
-                Ok(result) => [&[0u8][..], &result].concat(),
-                Err(error) => {
-                    let (kind, message) = kind_byte(&error);
-                    [&[kind][..], message.as_bytes()].concat()
-                }
-            }
+            methods::answer(methods::call(caller.as_context_mut(), name, args).await?)
         }
         Some((b'e', rest)) => {
             caller.data_mut().ended = Some(outcome(rest)?);

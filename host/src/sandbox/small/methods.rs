@@ -25,6 +25,7 @@ use sandwit_contract::json::summary;
 use sandwit_contract::limits::LimitKind;
 use sandwit_contract::text::cut;
 use sandwit_contract::types::{ContentPart, MethodKind, MethodResult, Value};
+use sandwit_value::marshal_text_tuple;
 
 /// A linker for the interpreter on `engine`: WASI, its streams' drops
 /// noted in the run's state, and the plugin methods.
@@ -77,15 +78,35 @@ fn note_stream_drops(linker: &mut Linker<RunState>) -> wasmtime::Result<()> {
     Ok(())
 }
 
-/// Adds `sandwit:interpreter/methods@0.1.0` to a Python run's linker.
+/// Adds `sandwit:interpreter/methods@0.2.0` to a Python run's linker.
 pub(crate) fn add_to_linker(linker: &mut Linker<RunState>) -> wasmtime::Result<()> {
-    let mut methods = linker.instance("sandwit:interpreter/methods@0.1.0")?;
+    let mut methods = linker.instance("sandwit:interpreter/methods@0.2.0")?;
     methods.func_wrap_async(
         "call",
         |store: StoreContextMut<'_, RunState>, (method, args): (String, WasmList<u8>)| {
-            Box::new(async move { call(store, method, args).await.map(|r| (r,)) })
+            Box::new(async move { Ok((answer(call(store, method, args).await?),)) })
         },
     )
+}
+
+/// A call's answer as the interpreters read it: the method's value, or,
+/// for a call that failed or was refused, a tuple of two strings `(kind,
+/// message)`, which no value is (values' arrays are lists), so
+/// `crossing.invoke` tells them apart after one `marshal.loads`. (A WIT
+/// `result` would make the interpreter build an `Ok` object per call.)
+pub(crate) fn answer(result: Result<Marshalled, wit::CallError>) -> Marshalled {
+    let error = match result {
+        Ok(value) => return value,
+        Err(error) => error,
+    };
+    let (kind, message) = match &error {
+        wit::CallError::InvalidArguments(m) => ("invalid_arguments", m),
+        wit::CallError::UnknownMethod(m) => ("unknown_method", m),
+        wit::CallError::Failed(m) => ("failed", m),
+        wit::CallError::Denied(m) => ("denied", m),
+        wit::CallError::LimitExceeded(m) => ("limit_exceeded", m),
+    };
+    marshal_text_tuple(&[kind, message])
 }
 
 /// The store data of an interpreter whose code calls plugin methods: a

@@ -41,10 +41,10 @@ use state::{EventListener, RunState};
 const PYTHON_SANDBOX: World = World {
     name: "python-sandbox",
     what: "a sandwit Python sandbox",
-    export_prefix: "sandwit:interpreter/runner@0.1.",
+    export_prefix: "sandwit:interpreter/runner@0.2.",
     imports: &[
         "sandwit:plugin/types@0.1.",
-        "sandwit:interpreter/methods@0.1.",
+        "sandwit:interpreter/methods@0.2.",
     ],
 };
 /// The error type of a run whose interpreter trapped (a bug, not the code).
