@@ -32,8 +32,8 @@ fn quantile(mut xs: Vec<f64>, q: f64) -> f64 {
     xs[((xs.len() - 1) as f64 * q).round() as usize]
 }
 
-/// The calling thread's CPU time (the VM has no hardware counters for
-/// `perf_event_open`'s cpuuctions), in ns.
+/// The calling thread's CPU time, in ns (the VM has no hardware counters
+/// for `perf_event_open` to count instructions with).
 fn thread_cpu_ns() -> u64 {
     // SAFETY: clock_gettime fills the structure.
     unsafe {
