@@ -19,6 +19,12 @@ const MAX_JSON_BYTES: u64 = 16 << 20;
 const IO_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a whole request may take, its body included.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+/// How long a POST's answer may take once its body is sent: the registry
+/// checks an upload (compiling the component to read its manifest) before
+/// it answers, and allows a request that long by default
+/// (`sandwit registry serve --request-timeout`). A large plugin on a busy
+/// registry takes longer than [`IO_TIMEOUT`].
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(300);
 /// A download shows its progress once it has taken this long.
 const PROGRESS_AFTER: Duration = Duration::from_secs(1);
 
@@ -172,6 +178,9 @@ impl Registry {
         let mut request = self
             .agent
             .post(format!("{}{path}", self.base))
+            .config()
+            .timeout_per_read(Some(ANSWER_TIMEOUT))
+            .build()
             .content_type(content_type);
         if let Some(token) = &self.token {
             request = request.header("Authorization", format!("Bearer {token}"));
