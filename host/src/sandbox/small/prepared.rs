@@ -125,9 +125,7 @@ impl Prepared {
         self.runs += 1;
         Ok(self)
     }
-}
 
-impl Prepared {
     /// Makes the method functions of `methods` in the restored interpreter
     /// (`runner.prepare`, as [`prepare`] does) and takes its snapshot
     /// again, so that the runs of those plugins take `exec_prepared`
