@@ -222,8 +222,9 @@ impl PythonSandbox {
         let prepared = preparer.take(&mut running, limits.memory_bytes, plugins);
         let was_prepared = prepared.is_some();
         let reused = prepared.as_ref().is_some_and(|p| p.runs > 0);
+        let functions_made = prepared.as_ref().is_some_and(|p| p.made_for(plugins));
         let inner = &*self.inner;
-        let (mut store, interpreter, functions_made, reusable) = match prepared {
+        let (mut store, interpreter, reusable) = match prepared {
             Some(Prepared {
                 mut store,
                 interpreter,
@@ -239,10 +240,9 @@ impl PythonSandbox {
                     budget.deadline,
                     options.on_event.clone(),
                 );
-                let made = methods.as_ref().is_some_and(|m| m.same(plugins));
                 // What gives it back for the next run, if it can be.
                 let reusable = snapshot.map(|snapshot| (methods, snapshot, runs));
-                (store, Start::Prepared(interpreter), made, reusable)
+                (store, Start::Prepared(interpreter), reusable)
             }
             None => {
                 let pre = &inner.pre;
@@ -257,7 +257,7 @@ impl PythonSandbox {
                     host.workspaces.as_ref(),
                 );
                 let store = limited_store(pre.engine(), state);
-                (store, Start::Instantiate(pre), false, None)
+                (store, Start::Instantiate(pre), None)
             }
         };
         if let Err(e) = store.data_mut().open_workspace(ctx) {

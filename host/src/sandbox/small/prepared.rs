@@ -126,6 +126,12 @@ impl Prepared {
         Ok(self)
     }
 
+    /// Whether it has made the method functions of `plugins` (a run with
+    /// them calls `exec_prepared`).
+    pub(crate) fn made_for(&self, plugins: &PluginSet) -> bool {
+        self.methods.as_ref().is_some_and(|m| m.same(plugins))
+    }
+
     /// Makes the method functions of `methods` in the restored interpreter
     /// (`runner.prepare`, as [`prepare`] does) and takes its snapshot
     /// again, so that the runs of those plugins take `exec_prepared`
@@ -332,11 +338,10 @@ impl Preparer {
             false => queue.latest.replace(plugins.clone()),
         };
         let fits = |p: &Prepared| p.store.data().limiter.peak_memory <= memory_bytes;
-        let made_for = |p: &Prepared| p.methods.as_ref().is_some_and(|m| m.same(plugins));
         let at = queue
             .prepared
             .iter()
-            .position(|p| fits(p) && made_for(p))
+            .position(|p| fits(p) && p.made_for(plugins))
             .or_else(|| queue.prepared.iter().position(fits));
         let prepared = match at {
             Some(at) => {
@@ -655,7 +660,7 @@ fn keep(
             // Made for other plugins than the latest run's, and a core free
             // to make those: remade before it is offered again.
             let remake = (queue.latest.clone())
-                .filter(|latest| !dirty.methods.as_ref().is_some_and(|m| m.same(latest)))
+                .filter(|latest| !dirty.made_for(latest))
                 .filter(|_| shared.core_free());
             drop(queue);
             let restored = match (dirty.reusable(), remake) {
