@@ -73,8 +73,8 @@ import sys
 
 from wit_world import exports
 from wit_world.exports import runner
-from wit_world.imports import methods as host_methods
 
+import _sandwit_methods
 import crossing
 from crossing import inputs_of, make_function, run, seed_random_on_first_use
 
@@ -105,9 +105,9 @@ sys.meta_path.append(SandboxModuleBlocker())
 if not hasattr(builtins, "help"):
     builtins.help = pydoc.help
 
-# The crossing to the host: `sandwit:interpreter/methods.call`, called
-# as it is (its answer is bytes: no wrapper in between).
-crossing.bind(host_methods.call)
+# The crossing to the host: `sandwit:interpreter/methods.call`, lowered by
+# hand (methods.c) rather than through componentize-py's generic binding.
+crossing.bind(_sandwit_methods.call)
 
 
 def function_of(spec):

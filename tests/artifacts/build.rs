@@ -36,6 +36,7 @@ fn main() {
         "tests/fixtures",
         "interpreter/app.py",
         "interpreter/crossing.py",
+        "interpreter/methods.c",
         "interpreter/build",
         "scripts/scientific",
         "sdk/python/sandwit_plugin",

@@ -284,7 +284,7 @@ pub(crate) fn next_event(reader: &mut impl BufRead, name: &str) -> Value {
 /// Calls `calculate_sum` through the interpreter's import itself, around
 /// the method functions, with empty arguments; prints the error's kind
 /// (the answer of a failed call is its `(kind, message)`).
-const RAW_CALL: &str = "from wit_world.imports import methods\n\
+const RAW_CALL: &str = "import _sandwit_methods as methods\n\
     import marshal\n\
     print(marshal.loads(methods.call('calculate_sum', b''))[0])\n";
 

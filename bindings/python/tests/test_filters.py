@@ -15,7 +15,7 @@ try:
     print("invoke:", {via}.__globals__["_invoke"]({method!r}, (), ()))
 except PluginError as e:
     print("invoke:", e.kind)
-raw = sys.modules["wit_world.imports.methods"]
+raw = sys.modules["_sandwit_methods"]
 # An empty object in marshal format (the braces doubled for `format`); a
 # failed call's answer is its `(kind, message)`.
 print("raw:", sys.modules["marshal"].loads(raw.call({method!r}, b"{{0"))[0])
