@@ -8,7 +8,7 @@
  * module passes the two buffers where CPython keeps them and copies the
  * answer into one `bytes`: the same call, without the generic machinery.
  *
- * Built by interpreter/build (clang, wasm32-wasip1, position-independent) as
+ * Built by interpreter/build (clang, wasm32-wasi, position-independent) as
  * a shared library that componentize-py links into the component like any
  * native extension. No CPython headers for wasm32-wasi exist outside
  * componentize-py's own build, so the few declarations it needs are written
