@@ -206,8 +206,8 @@ pub(crate) async fn guarded_until<S: Limited, T>(
     if cancel.is_some_and(Cancel::is_cancelled) {
         return Err(Stopped::Cancelled);
     }
-    let time_left = budget.deadline.saturating_duration_since(Instant::now());
-    let timed = tokio::time::timeout(time_left, call(store));
+    // The deadline as it is: one clock read fewer per call than a duration.
+    let timed = tokio::time::timeout_at(budget.deadline.into(), call(store));
     let finished = match cancel {
         // The handle first: a run cancelled while it was running does not
         // get another poll.

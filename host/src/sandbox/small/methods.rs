@@ -183,7 +183,10 @@ pub(crate) async fn call<T: RunData>(
         Provider::Host(host) => host.spec().kind,
     };
     let span = trace::plugin_call(provider.id(), &method, kind);
-    dispatch(store, (provider, method, kind), args, metered, &span)
+    // Boxed: the call's future holds the plugin's (wasmtime's call, the
+    // timer, the controls), and every wrapper and await would otherwise
+    // copy all of it, a call's largest cost after the guests' own.
+    Box::pin(dispatch(store, (provider, method, kind), args, metered, &span))
         .instrument(span.clone())
         .await
 }
