@@ -89,12 +89,12 @@ impl ArgChecker {
             ));
         };
         for (i, (name, _)) in entries.iter().enumerate() {
-            let shown = crate::text::quote(name, 80);
+            let shown = || crate::text::quote(name, 80);
             if !self.params.iter().any(|(p, _, _)| p == name) {
-                return invalid(format!("unexpected argument {shown}"));
+                return invalid(format!("unexpected argument {}", shown()));
             }
             if entries[..i].iter().any(|(n, _)| n == name) {
-                return invalid(format!("argument {shown} given more than once"));
+                return invalid(format!("argument {} given more than once", shown()));
             }
         }
         for (name, required, compiled) in &self.params {
