@@ -11,7 +11,8 @@
  *
  * `invoke(method, params, values)` is crossing.invoke for calls whose every
  * argument is a scalar that crosses as it is (None, bool, float, bytes, an
- * int within 64 bits, an ASCII str, each of its exact type): the same
+ * int within 64 bits, an ASCII str of at most MAX_ASKED_TEXT characters,
+ * each of its exact type): the same
  * arguments dict, marshalled, the same stream flushes, the same answer and
  * errors, without the two Python frames, which were most of a call's work in
  * the interpreter. Any other argument, and any call before `configure`, goes
@@ -228,6 +229,9 @@ static PyObject *configure(PyObject *module, PyObject *const *argv, Py_ssize_t a
     return Py_None;
 }
 
+/* The longest str `crosses_as_is` asks for its UTF-8, in code points. */
+#define MAX_ASKED_TEXT 4096
+
 /* Whether `value` crosses as it is, for the argument dict: 1 yes, 0 when
  * crossing.invoke must check or convert it (`plain`). Never fails. */
 static int crosses_as_is(PyObject *value) {
@@ -241,13 +245,19 @@ static int crosses_as_is(PyObject *value) {
     if (type == &PyUnicode_Type) {
         /* ASCII exactly when its UTF-8 has a byte per code point (an ASCII
          * str's UTF-8 is its own data; anything else is left to `plain`,
-         * which reports a lone surrogate). */
+         * which reports a lone surrogate). Asking encodes any other str and
+         * keeps the UTF-8 with it for the str's life, so a long one is left
+         * to `plain` unasked. */
+        Py_ssize_t length = PyUnicode_GetLength(value);
+        if (length > MAX_ASKED_TEXT) {
+            return 0;
+        }
         Py_ssize_t size;
         if (PyUnicode_AsUTF8AndSize(value, &size) == NULL) {
             PyErr_Clear();
             return 0;
         }
-        return size == PyUnicode_GetLength(value);
+        return size == length;
     }
     return value == Py_None || type == &PyFloat_Type || type == &PyBool_Type || type == &PyBytes_Type;
 }
@@ -398,7 +408,7 @@ static PyMethodDef functions[] = {
     {"invoke", invoke, METH_FASTCALL,
      "invoke(method, params, values, /)\n\n"
      "crossing.invoke, in C for calls whose arguments are all None, bool, float,\n"
-     "bytes, ints within 64 bits or ASCII strs; crossing.invoke itself for any other."},
+     "bytes, ints within 64 bits or short ASCII strs; crossing.invoke itself for any other."},
     {"configure", configure, METH_FASTCALL,
      "configure(crossing, /)\n\n"
      "Takes what `invoke` uses from the crossing module: once, before any call."},

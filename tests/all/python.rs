@@ -522,6 +522,8 @@ cases = [
     ("echo", one, (None,)), ("echo", optional, (None,)), ("echo", one, ([1, "a"],)),
     ("echo", one, ()), ("echo", (), (1,)), ("echo", ("value",), (1,)),
     ("nope", (), ()), ("nop", (), ()),
+    ("echo", one, ("a" * 5000,)), ("echo", one, ("\u00e9" * 5000,)),
+    ("echo", one, ("a" * 4095 + "\u00e9",)),
 ]
 def outcome(invoke, case):
     try:

@@ -186,9 +186,15 @@ pub(crate) async fn call<T: RunData>(
     // Boxed: the call's future holds the plugin's (wasmtime's call, the
     // timer, the controls), and every wrapper and await would otherwise
     // copy all of it, a call's largest cost after the guests' own.
-    Box::pin(dispatch(store, (provider, method, kind), args, metered, &span))
-        .instrument(span.clone())
-        .await
+    Box::pin(dispatch(
+        store,
+        (provider, method, kind),
+        args,
+        metered,
+        &span,
+    ))
+    .instrument(span.clone())
+    .await
 }
 
 /// Makes the call [`call`] found the provider of, in the call's `span`:
