@@ -47,6 +47,15 @@ async fn with_echo() -> (&'static PythonSandbox, PluginSet) {
     (python, PluginSet::new(&[echo]).unwrap())
 }
 
+/// The lines `code` printed in a run with the echo plugin alone, which
+/// must end ok.
+async fn echo_lines(code: &str) -> Vec<String> {
+    let (python, plugins) = with_echo().await;
+    let outcome = python.run(&ctx(), &plugins, code).await;
+    assert_ok(&outcome);
+    outcome.stdout.lines().map(str::to_string).collect()
+}
+
 async fn run(code: &str) -> RunOutcome {
     let (python, plugins) = sandbox().await;
     python.run(&ctx(), plugins, code).await
@@ -407,7 +416,6 @@ for bad in [
 
 #[tokio::test]
 async fn malformed_marshal_from_the_code_is_refused() {
-    let (python, plugins) = with_echo().await;
     // Code that calls the import itself, around the method functions: an
     // object `{"value": ...}` of each kind of bad value.
     let code = r#"
@@ -431,11 +439,8 @@ for case in cases:
     print(*marshal.loads(methods.call("echo", case)))
 print(echo([1, "ok"]))
 "#;
-    let outcome = python.run(&ctx(), &plugins, code).await;
-    assert_ok(&outcome);
-    let lines: Vec<_> = outcome.stdout.lines().collect();
     assert_eq!(
-        lines,
+        echo_lines(code).await,
         [
             "invalid_arguments value has no nodes",
             "invalid_arguments byte 11: 0x3c does not start a value",
@@ -504,7 +509,6 @@ async fn wrong_python_types_for_the_import_are_a_type_error() {
 
 #[tokio::test]
 async fn the_c_invoke_answers_as_crossing_invoke_does() {
-    let (python, plugins) = with_echo().await;
     // The method functions call `_sandwit_methods.invoke`, which handles
     // scalars that cross as they are and hands every other call to
     // `crossing.invoke`: both give each call the same value or error, and
@@ -543,11 +547,8 @@ echo(1)
 sys.stdout = real
 print(flushes)
 "#;
-    let outcome = python.run(&ctx(), &plugins, code).await;
-    assert_ok(&outcome);
-    let lines: Vec<_> = outcome.stdout.lines().collect();
     assert_eq!(
-        lines,
+        echo_lines(code).await,
         [
             "builtin_function_or_method True",
             "True []",
