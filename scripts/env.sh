@@ -16,7 +16,7 @@ EMBEDDED_PYTHON="$PWD/target/embed/sandbox.wasm"
 # Brings $EMBEDDED_PYTHON up to date (building the interpreter if need be)
 # and exports SANDWIT_EMBED_PYTHON: call it before building the host.
 embed_python() {
-  local sources=(interpreter/app.py interpreter/crossing.py interpreter/methods.c interpreter/build wit) built=target/python/sandbox.wasm
+  local sources=(interpreter/app.py interpreter/crossing.py interpreter/methods.c interpreter/build tools/embed-wit wit) built=target/python/sandbox.wasm
   python_stale() { [[ ! -f "$1" || -n "$(find "${sources[@]}" -newer "$1" -print -quit)" ]]; }
   if python_stale "$EMBEDDED_PYTHON"; then
     if python_stale "$built"; then interpreter/build; fi

@@ -38,6 +38,7 @@ fn main() {
         "interpreter/crossing.py",
         "interpreter/methods.c",
         "interpreter/build",
+        "tools/embed-wit",
         "scripts/scientific",
         "sdk/python/sandwit_plugin",
         "sdk/python/wit",
