@@ -209,8 +209,8 @@ def bind(call, fast_invoke=None):
     method function goes through: its answer is the method's value, or
     `(kind, message)` for a call that failed or was refused (no value is a
     tuple). `fast_invoke`, where the interpreter has one, is what the
-    method functions call instead of `invoke`: the same function, which
-    must leave every argument it does not pass as it is to `invoke`."""
+    method functions call instead of `invoke`: it must answer every call as
+    `invoke` does, handing `invoke` each call it does not handle itself."""
     global call_host
     call_host = call
     METHOD_GLOBALS["_invoke"] = fast_invoke or invoke

@@ -238,8 +238,7 @@ static int crosses_as_is(PyObject *value) {
     struct _typeobject *type = Py_TYPE(value);
     if (type == &PyLong_Type) {
         int overflow;
-        long long n = PyLong_AsLongLongAndOverflow(value, &overflow);
-        (void)n;
+        (void)PyLong_AsLongLongAndOverflow(value, &overflow);
         return overflow == 0;
     }
     if (type == &PyUnicode_Type) {
