@@ -17,9 +17,11 @@
 //! what it printed. The CPython component and the calc
 //! plugin are this tree's (`target/`; `--python` names another interpreter), as for `sandwit-bench`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
+use clap::Parser;
 use sandwit::{AgentCtx, Host, Metering, PluginSet, PythonSandbox};
 
 fn median(mut xs: Vec<f64>) -> f64 {
@@ -52,19 +54,24 @@ fn minor_faults() -> i64 {
     }
 }
 
-fn workload(name: &str) -> String {
+fn workload(name: &str) -> anyhow::Result<String> {
     let tree = Path::new(env!("CARGO_MANIFEST_DIR"));
     let file = match name {
-        "print" => return "print(1 + 1)\n".into(),
+        "print" => return Ok("print(1 + 1)\n".into()),
         "data" => "data.py",
         "text" => "text.py",
         "tool" => "tool_loop.py",
         "compute" => "compute.py",
         "table" => "table.py",
         "tree" => "tree.py",
-        path => return std::fs::read_to_string(path).expect("reading the script"),
+        path => {
+            return std::fs::read_to_string(path).with_context(|| {
+                format!("reading the script {path} (nor is it a bench script's name)")
+            });
+        }
     };
-    std::fs::read_to_string(tree.join("workloads").join(file)).expect("reading the workload")
+    let path = tree.join("workloads").join(file);
+    std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
 }
 
 /// Code that compiles and runs `script` `k` times in fresh namespaces and
@@ -107,39 +114,82 @@ fn inside(script: &str, k: usize) -> String {
     )
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() -> anyhow::Result<()> {
-    let mut args = std::env::args().skip(1);
-    let (mut pace, mut runs, mut metering, mut prepared, mut k) =
-        (0u64, 300usize, Metering::default(), 2usize, 0usize);
-    let mut script = None;
-    let mut once = false;
-    let mut python_file = None;
-    let mut ready_first = false;
-    while let Some(arg) = args.next() {
-        let mut value = || args.next().expect("a value after the option");
-        match arg.as_str() {
-            "--pace" => pace = value().parse()?,
-            "--runs" => runs = value().parse()?,
-            "--prepared" => prepared = value().parse()?,
-            "--inside" => k = value().parse()?,
-            "--once" => once = true,
-            "--python" => python_file = Some(value()),
-            "--ready" => ready_first = true,
-            "--metering" => {
-                metering = match value().as_str() {
-                    "fuel" => Metering::FuelAndDeadline,
-                    "deadline" => Metering::DeadlineOnly,
-                    "off" => Metering::Off,
-                    other => anyhow::bail!("unknown metering {other}"),
-                }
-            }
-            _ => script = Some(arg),
+/// How the interrupt checks are paid for (`Metering`), as `--metering` names it.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum MeteringArg {
+    /// Fuel and the deadline (the default).
+    Fuel,
+    /// The deadline only (epoch interruption).
+    Deadline,
+    /// No metering.
+    Off,
+}
+
+impl From<MeteringArg> for Metering {
+    fn from(arg: MeteringArg) -> Self {
+        match arg {
+            MeteringArg::Fuel => Metering::FuelAndDeadline,
+            MeteringArg::Deadline => Metering::DeadlineOnly,
+            MeteringArg::Off => Metering::Off,
         }
     }
-    // The medians and quantiles below need a run.
-    anyhow::ensure!(runs >= 1, "--runs must be at least 1, not {runs}");
-    let script = workload(&script.unwrap_or_else(|| "print".into()));
+}
+
+#[derive(Parser)]
+#[command(
+    about = "What one agent script's runs cost: per run, wall-clock time, the run thread's CPU time \
+             and minor page faults, fuel, and the pages restored (BENCHMARKS.md)"
+)]
+struct Args {
+    /// A Python file, or one of the bench's scripts: print, data, text, tool,
+    /// compute, table, tree (bench/workloads).
+    #[arg(default_value = "print")]
+    script: String,
+    /// Start one run every MS ms (0: back to back).
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    pace: u64,
+    /// Timed runs (after 2 untimed ones; the medians need one).
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
+    runs: u64,
+    /// How the runs' interrupt checks are paid for.
+    #[arg(long, value_enum, default_value = "fuel")]
+    metering: MeteringArg,
+    /// The CPython component [default: this tree's target/python/sandbox.wasm].
+    #[arg(long, value_name = "FILE")]
+    python: Option<PathBuf>,
+    /// Interpreters the sandbox keeps prepared (restored).
+    #[arg(long, default_value_t = 2)]
+    prepared: usize,
+    /// Before each run, wait (untimed) until the sandbox has its
+    /// interpreters prepared again.
+    #[arg(long)]
+    ready: bool,
+    /// Instead, one run that compiles and executes the script K times, timing
+    /// each part inside the interpreter.
+    #[arg(long, value_name = "K", conflicts_with = "once",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    inside: Option<u64>,
+    /// Instead, run the script once and print what it printed.
+    #[arg(long)]
+    once: bool,
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> anyhow::Result<()> {
+    let Args {
+        script,
+        pace,
+        runs,
+        metering,
+        python: python_file,
+        prepared,
+        ready: ready_first,
+        inside: inside_times,
+        once,
+    } = Args::parse();
+    let runs = runs as usize;
+    let metering = Metering::from(metering);
+    let script = workload(&script)?;
     let tree = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let host = Host::builder()
         .cache_dir(tree.join("target/sandwit-cache"))
@@ -147,19 +197,16 @@ async fn main() -> anyhow::Result<()> {
         .prepared_interpreters(prepared)
         .build()?;
     let python = host
-        .load_python_file(
-            python_file.map_or_else(|| tree.join("target/python/sandbox.wasm"), Into::into),
-        )
+        .load_python_file(python_file.unwrap_or_else(|| tree.join("target/python/sandbox.wasm")))
         .await?;
     let guests = tree.join("target/guests/wasm32-wasip2/guest");
     let calc = host.load_plugin_file(guests.join("calc.wasm")).await?;
     let plugins = PluginSet::new(&[calc])?;
     let ctx = AgentCtx::new("probe");
-    if k > 0 || once {
-        let code = if once {
-            script.clone()
-        } else {
-            inside(&script, k)
+    if inside_times.is_some() || once {
+        let code = match inside_times {
+            Some(k) => inside(&script, k as usize),
+            None => script.clone(),
         };
         let outcome = python.run(&ctx, &plugins, &code).await;
         print!("{}", outcome.stdout);
