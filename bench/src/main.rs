@@ -55,6 +55,17 @@ async fn bench(options: Options) -> anyhow::Result<()> {
         scenarios::first_seconds(&setup, &mut rows).await?;
         return finish(&setup.options, &rows);
     }
+    if setup.options.agent_scripts_only {
+        step("agent scripts");
+        let outputs = scripts::sandwit(&setup, &mut rows).await?;
+        if !setup.options.no_peers {
+            step("peer python3 -c");
+            peers::python3(&setup.options, &outputs, &mut rows).await;
+            step("peers pickle RPC, pydantic-monty and CPython in process");
+            peers::python_peers(&setup.options, &outputs, &mut rows);
+        }
+        return finish(&setup.options, &rows);
+    }
     step("fresh runs");
     scenarios::fresh_runs(&setup, &mut rows).await?;
     step("memory held by a ready sandbox");

