@@ -59,10 +59,7 @@ async fn bench(options: Options) -> anyhow::Result<()> {
         step("agent scripts");
         let outputs = scripts::sandwit(&setup, &mut rows).await?;
         if !setup.options.no_peers {
-            step("peer python3 -c");
-            peers::python3(&setup.options, &outputs, &mut rows).await;
-            step("peers pickle RPC, pydantic-monty and CPython in process");
-            peers::python_peers(&setup.options, &outputs, &mut rows);
+            script_peers(&setup.options, &outputs, &mut rows, step).await;
         }
         return finish(&setup.options, &rows);
     }
@@ -93,10 +90,7 @@ async fn bench(options: Options) -> anyhow::Result<()> {
     step("a new host's first seconds, on a prepared and on an empty cache (compiles)");
     scenarios::first_seconds(&setup, &mut rows).await?;
     if !setup.options.no_peers {
-        step("peer python3 -c");
-        peers::python3(&setup.options, &outputs, &mut rows).await;
-        step("peers pickle RPC, pydantic-monty and CPython in process");
-        peers::python_peers(&setup.options, &outputs, &mut rows);
+        script_peers(&setup.options, &outputs, &mut rows, step).await;
         step("peer eryx");
         peers::eryx(&setup.options, &mut rows);
         if let Some(outputs) = &scientific {
@@ -106,6 +100,20 @@ async fn bench(options: Options) -> anyhow::Result<()> {
     }
     step("done");
     finish(&setup.options, &rows)
+}
+
+/// The peers that run the agent scripts (and `print(1+1)` and the calls):
+/// `python3 -c`, then the pickle RPC, pydantic-monty and CPython in process.
+async fn script_peers(
+    options: &Options,
+    outputs: &peers::Outputs,
+    rows: &mut Vec<Row>,
+    step: impl Fn(&str),
+) {
+    step("peer python3 -c");
+    peers::python3(options, outputs, rows).await;
+    step("peers pickle RPC, pydantic-monty and CPython in process");
+    peers::python_peers(options, outputs, rows);
 }
 
 /// The scientific interpreter's rows and its peer's, nothing else.

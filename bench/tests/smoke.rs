@@ -4,10 +4,28 @@
 //! listed as not run; and `--agent-scripts-only`, which A/B runs use. It
 //! takes tens of seconds; its numbers mean nothing.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use sandwit_test_artifacts as artifacts;
+
+/// `sandwit-bench --quick` on the tests' artifacts, writing its rows to `json`.
+fn quick_bench(json: &Path) -> Command {
+    let mut bench = Command::new(env!("CARGO_BIN_EXE_sandwit-bench"));
+    bench
+        .arg("--quick")
+        .arg("--python")
+        .arg(artifacts::PYTHON)
+        .arg("--echo")
+        .arg(artifacts::ECHO)
+        // The tests' cache: the interpreter compiled for the default and
+        // the deadline-only metering is there already.
+        .arg("--cache-dir")
+        .arg(PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sandwit-cache"))
+        .arg("--json")
+        .arg(json);
+    bench
+}
 
 #[test]
 fn a_quick_run_measures_every_scenario() {
@@ -18,18 +36,7 @@ fn a_quick_run_measures_every_scenario() {
         echo.with_file_name("calc.wasm"),
         PathBuf::from(artifacts::CALC)
     );
-    let status = Command::new(env!("CARGO_BIN_EXE_sandwit-bench"))
-        .arg("--quick")
-        .arg("--python")
-        .arg(artifacts::PYTHON)
-        .arg("--echo")
-        .arg(&echo)
-        // The tests' cache: the interpreter compiled for the default and
-        // the deadline-only metering is there already.
-        .arg("--cache-dir")
-        .arg(tmp.join("sandwit-cache"))
-        .arg("--json")
-        .arg(&json)
+    let status = quick_bench(&json)
         // The machine's Python, whatever it has installed: bench/peers.py
         // lists a peer whose packages are missing (FastAPI, monty) as not
         // run, and its in-process CPython peer needs none.
@@ -96,16 +103,8 @@ fn a_quick_run_measures_every_scenario() {
 fn agent_scripts_only_measures_every_agent_script_and_nothing_else() {
     let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     let json = tmp.join("bench-scripts-only.json");
-    let status = Command::new(env!("CARGO_BIN_EXE_sandwit-bench"))
-        .args(["--quick", "--agent-scripts-only", "--no-peers"])
-        .arg("--python")
-        .arg(artifacts::PYTHON)
-        .arg("--echo")
-        .arg(artifacts::ECHO)
-        .arg("--cache-dir")
-        .arg(tmp.join("sandwit-cache"))
-        .arg("--json")
-        .arg(&json)
+    let status = quick_bench(&json)
+        .args(["--agent-scripts-only", "--no-peers"])
         .status()
         .expect("starting sandwit-bench");
     assert!(
