@@ -5,6 +5,15 @@ use serde::Serialize;
 
 use crate::control_settings::Flag;
 use crate::limits::LimitKind;
+use crate::text::cut;
+
+/// The most bytes of a call error's message, and of a limit's message
+/// that ends a run. Such a message quotes text a guest chose (a plugin's
+/// error, a tool server's answer, an embedder's handler, a name the code
+/// sent): cut to this where the error is made, it is bounded on every
+/// surface it reaches (a run's outcome, a direct call's answer, MCP,
+/// events, logs).
+pub const MAX_MESSAGE_BYTES: usize = 4 << 10;
 
 /// Why a plugin could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -204,6 +213,14 @@ impl CallErrorKind {
         }
     }
 
+    /// This kind with its message cut to [`MAX_MESSAGE_BYTES`].
+    pub fn bounded(mut self) -> Self {
+        if let Some(message) = self.message_mut() {
+            *message = cut(std::mem::take(message), MAX_MESSAGE_BYTES);
+        }
+        self
+    }
+
     /// Whether the method or its plugin failed (what a circuit breaker
     /// counts), rather than the caller (bad arguments, a capability not
     /// granted), the run (its own fuel, time or caps) or the host's
@@ -223,5 +240,32 @@ impl CallErrorKind {
             | CallErrorKind::Unavailable { .. }
             | CallErrorKind::NotApproved { .. } => false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounded_cuts_a_message_and_keeps_a_short_one() {
+        let long = CallErrorKind::Failed {
+            message: "x".repeat(20 << 20),
+        }
+        .bounded();
+        let CallErrorKind::Failed { message } = long else {
+            unreachable!()
+        };
+        assert!(message.len() <= MAX_MESSAGE_BYTES + '…'.len_utf8());
+        assert!(message.ends_with('…'));
+        let limit = CallErrorKind::LimitExceeded {
+            limit: LimitKind::Calls,
+            message: "short".into(),
+        };
+        assert_eq!(limit.clone().bounded(), limit);
+        assert_eq!(
+            CallErrorKind::UnknownMethod.bounded(),
+            CallErrorKind::UnknownMethod
+        );
     }
 }

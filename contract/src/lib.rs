@@ -26,7 +26,7 @@ pub mod tool_policy;
 pub mod types;
 
 pub use capability::{Capability, Grants};
-pub use error::{CallError, CallErrorKind, LoadError};
+pub use error::{CallError, CallErrorKind, LoadError, MAX_MESSAGE_BYTES};
 pub use limits::{
     FUEL_PER_CPU_SECOND, HOOK_FUEL, LimitKind, Limits, MAX_COMPONENT_BYTES, RunLimits,
     SCIENTIFIC_MEMORY_BYTES,

@@ -59,8 +59,8 @@ pub use toolbox::plugin_set::{PluginSet, PluginSetError};
 pub use sandwit_contract::signing::component_hash;
 pub use sandwit_contract::{
     AgentCtx, CallError, CallErrorKind, Capability, ContentPart, FUEL_PER_CPU_SECOND, Grants,
-    HOOK_FUEL, LimitKind, Limits, LoadError, MAX_COMPONENT_BYTES, Manifest, Media, MethodKind,
-    MethodResult, MethodSpec, Param, Policy, RunLimits, SCIENTIFIC_MEMORY_BYTES, ServiceFuture,
-    StoreLocation, Value,
+    HOOK_FUEL, LimitKind, Limits, LoadError, MAX_COMPONENT_BYTES, MAX_MESSAGE_BYTES, Manifest,
+    Media, MethodKind, MethodResult, MethodSpec, Param, Policy, RunLimits, SCIENTIFIC_MEMORY_BYTES,
+    ServiceFuture, StoreLocation, Value,
 };
 pub use sandwit_contract::{capability, json, lock, manifest, policy, signing, tool_policy};

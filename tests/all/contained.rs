@@ -300,6 +300,35 @@ async fn an_exception_message_is_under_the_output_cap() {
     );
 }
 
+// ---- guest-chosen text in messages (issue 54) --------------------------------
+
+/// A plugin's failure of 16-20 MiB reaches a direct call and a run cut to
+/// `MAX_MESSAGE_BYTES`, the run's whole outcome small with it.
+#[tokio::test]
+async fn a_plugins_huge_failure_message_is_cut_on_every_surface() {
+    let max = sandwit::MAX_MESSAGE_BYTES + '…'.len_utf8();
+    let report = hostile_call(tight_host(), "long_failure", json!({"size": 16 << 20})).await;
+    match report.result {
+        Err(e) => match e.kind {
+            CallErrorKind::Failed { message } => {
+                assert!(message.len() <= max, "{}", message.len());
+                assert!(message.starts_with("fff"), "{message}");
+            }
+            other => panic!("not the plugin's failure: {other:?}"),
+        },
+        Ok(r) => panic!("no failure: {r:?}"),
+    }
+    let (python, plugins) = crate::python::sandbox().await;
+    let code = "try:\n    long_failure(size=20 << 20)\nexcept PluginError as e:\n    print(len(e.message))\nlong_failure(size=20 << 20)";
+    let outcome = python.run(&ctx(), plugins, code).await;
+    assert_eq!(outcome.status, RunStatus::Error, "{:?}", outcome.error);
+    let printed: usize = outcome.stdout.trim().parse().unwrap();
+    assert!(printed <= max, "{printed}");
+    let answer = format!("{outcome:?}").len();
+    assert!(answer < 64 << 10, "the outcome takes {answer} bytes");
+    assert_still_serving(tight_host()).await;
+}
+
 // ---- 5. identity -------------------------------------------------------------
 
 #[tokio::test]

@@ -507,6 +507,60 @@ async fn wrong_python_types_for_the_import_are_a_type_error() {
     );
 }
 
+/// Past the call cap, the name of the call refused is whatever the code
+/// sent through the import: a 100 MiB one is quoted from its start, and the
+/// whole outcome stays small.
+#[tokio::test]
+async fn a_huge_method_name_past_the_call_cap_is_quoted_from_its_start() {
+    let limits = RunLimits {
+        fuel: None,
+        time: Duration::from_secs(30),
+        max_calls: 1,
+        ..RunLimits::default()
+    };
+    let code = "import _sandwit_methods as m\nm.call('x', b'')\nm.call('\\x01' * (100 << 20), b'')";
+    let outcome = run_tight(code, &limits).await;
+    assert_eq!(
+        outcome.status,
+        RunStatus::LimitExceeded,
+        "{:?}",
+        outcome.error
+    );
+    let hit = outcome.limit.as_ref().unwrap();
+    assert_eq!(hit.kind, LimitKind::Calls);
+    assert!(
+        hit.message
+            .starts_with("made more than 1 method calls (the next was \"\\u{1}"),
+        "{}",
+        hit.message
+    );
+    assert!(
+        hit.message.ends_with(&format!("({} bytes))", 100 << 20)),
+        "{}",
+        hit.message
+    );
+    let answer = format!("{outcome:?}").len();
+    assert!(answer < 64 << 10, "the outcome takes {answer} bytes");
+}
+
+/// `os._exit(n)` ends a run as `sys.exit(n)` does: 0 a success, another
+/// status a `SystemExit` error (status 1: WASI 0.2's exit carries only
+/// success or failure); the sandbox serves the next run.
+#[tokio::test]
+async fn os_exit_ends_the_run_as_sys_exit_does() {
+    let outcome = run("import os\nprint('before')\nos._exit(0)\nprint('never')").await;
+    assert_ok(&outcome);
+    assert!(!outcome.stdout.contains("never"), "{}", outcome.stdout);
+    let outcome = run("import os\nos._exit(3)").await;
+    assert_eq!(outcome.status, RunStatus::Error);
+    let error = outcome.error.unwrap();
+    assert_eq!(error.type_name, "SystemExit");
+    assert_eq!(error.message, "the code exited with status 1 (os._exit)");
+    let next = run("print(calculate_sum(20, 22))").await;
+    assert_ok(&next);
+    assert_eq!(next.stdout, "42\n");
+}
+
 #[tokio::test]
 async fn the_c_invoke_answers_as_crossing_invoke_does() {
     // The method functions call `_sandwit_methods.invoke`, which handles

@@ -90,6 +90,67 @@ async fn assert_limit(outcome: RunOutcome, kind: LimitKind) -> RunOutcome {
     outcome
 }
 
+/// Past the call cap, a 100 MiB name sent through `host.call` itself is
+/// quoted from its start, and the whole outcome stays small.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_huge_method_name_past_the_call_cap_is_quoted_from_its_start() {
+    let limits = RunLimits {
+        fuel: None,
+        time: Duration::from_secs(30),
+        memory_bytes: 900 << 20,
+        max_calls: 1,
+        ..RunLimits::default()
+    };
+    let code = "import _host, marshal\n\
+                _host.call(b'cx\\0' + marshal.dumps({}, 2))\n\
+                _host.call(b'c' + b'\\x01' * (100 << 20) + b'\\0' + marshal.dumps({}, 2))";
+    let outcome = run_tight(code, &limits).await;
+    let outcome = assert_limit(outcome, LimitKind::Calls).await;
+    let hit = outcome.limit.as_ref().unwrap();
+    assert!(
+        hit.message.ends_with(&format!("({} bytes))", 100 << 20)),
+        "{}",
+        hit.message
+    );
+    let answer = format!("{outcome:?}").len();
+    assert!(answer < 64 << 10, "the outcome takes {answer} bytes");
+}
+
+/// An end frame the code sends itself does not decide the outcome: the
+/// interpreter's own end frame after it makes the run an error.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_codes_own_end_frame_does_not_decide_the_outcome() {
+    let code = "import _host, marshal\n\
+                _host.call(b'e' + marshal.dumps((None, None), 2))\n\
+                raise ValueError('the real outcome')";
+    let outcome = run(code).await;
+    assert_eq!(outcome.status, RunStatus::Error, "{outcome:?}");
+    let error = outcome.error.unwrap();
+    assert!(
+        error.message.contains("an end frame of its own"),
+        "{error:?}"
+    );
+    let next = run("print(calculate_sum(20, 22))").await;
+    assert_ok(&next);
+    assert_eq!(next.stdout, "42\n");
+}
+
+/// `os._exit(n)` ends a run as `sys.exit(n)` does: 0 a success, another
+/// status a `SystemExit` error, not an interpreter crash.
+#[tokio::test(flavor = "multi_thread")]
+async fn os_exit_ends_the_run_as_sys_exit_does() {
+    let outcome = run("import os\nprint('before', flush=True)\nos._exit(0)").await;
+    assert_ok(&outcome);
+    assert_eq!(outcome.stdout, "before\n");
+    let outcome = run("import os\nos._exit(3)").await;
+    assert_eq!(outcome.status, RunStatus::Error);
+    let error = outcome.error.unwrap();
+    assert_eq!(error.type_name, "SystemExit");
+    assert_eq!(error.message, "the code exited with status 3 (os._exit)");
+    let next = run("print(calculate_sum(20, 22))").await;
+    assert_ok(&next);
+}
+
 /// Every script of tests/corpus/scientific runs and prints what its first
 /// line (`# expect: ...`) says.
 #[tokio::test(flavor = "multi_thread")]

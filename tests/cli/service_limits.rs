@@ -566,3 +566,60 @@ fn call_and_mcp_answers_nobody_reads_hold_their_places_until_the_stall_limit() {
     );
     drop(unread_mcp);
 }
+
+/// Text a guest chose, however long, reaches no answer whole: a run whose
+/// code names a 100 MiB method past its call cap, and a plugin failing
+/// with a 16 MiB message, answer in under 64 KiB through `POST /v1/runs`,
+/// a direct call and MCP (`run_python` and a tool call), and the server
+/// serves on.
+#[test]
+fn guest_chosen_names_and_messages_give_small_answers_on_every_surface() {
+    let server = serve(
+        "limits-guest-text",
+        &[crate::common::artifacts::HOSTILE],
+        "",
+        &[],
+    );
+    let code = "import _sandwit_methods as m\n\
+                for _ in range(1000):\n    m.call('x', b'')\n\
+                m.call('\\x01' * (100 << 20), b'')";
+    let small = |what: &str, body: &str| {
+        assert!(body.len() < 64 << 10, "{what}: {} bytes", body.len());
+    };
+    let (status, outcome) = server.post("/v1/runs", USER, json!({"code": code, "chat_key": "c"}));
+    assert_eq!(status, 200, "{outcome}");
+    assert_eq!(outcome["limit"]["kind"], "calls", "{outcome}");
+    small("POST /v1/runs", &outcome.to_string());
+
+    let call = "/v1/plugins/hostile/methods/long_failure:call";
+    let failing = json!({"args": {"size": 16 << 20}, "chat_key": "c"});
+    let (status, report) = server.post(call, USER, failing);
+    assert_eq!((status, &report["ok"]), (200, &json!(false)), "{report}");
+    small("a direct call", &report.to_string());
+
+    let id = session(&server, USER);
+    let tool_call = |name: &str, arguments: Value| {
+        let request = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                             "params": {"name": name, "arguments": arguments}});
+        let answer = mcp(&server, "POST", USER, Some(&id), Some(request));
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        answer.body
+    };
+    let body = tool_call("run_python", json!({"code": code}));
+    assert!(body.contains("calls"), "{body}");
+    small("MCP run_python", &body);
+    let body = tool_call("long_failure", json!({"size": 16 << 20}));
+    assert!(body.contains("fff"), "{body}");
+    small("an MCP tool call", &body);
+
+    let (status, outcome) = server.post(
+        "/v1/runs",
+        USER,
+        json!({"code": "print(1)", "chat_key": "c"}),
+    );
+    assert_eq!(
+        (status, &outcome["status"]),
+        (200, &json!("ok")),
+        "{outcome}"
+    );
+}

@@ -27,7 +27,7 @@ use crate::runtime::guard::{Stopped, apply_budget, fuel_used, guarded, limited_s
 use crate::runtime::limits::Budget;
 use sandwit_contract::args::ArgChecker;
 use sandwit_contract::capability::Grants;
-use sandwit_contract::error::{CallError, CallErrorKind};
+use sandwit_contract::error::{CallError, CallErrorKind, MAX_MESSAGE_BYTES};
 use sandwit_contract::limits::{LimitKind, Limits};
 use sandwit_contract::manifest::Manifest;
 use sandwit_contract::results::{check_kind, check_parts, check_size, parts_bytes, too_large};
@@ -206,9 +206,11 @@ impl Plugin {
         let redactor = &env.config.redactor;
         match &mut result {
             Ok(r) => redactor.redact_result(r),
+            // Secrets hidden before the cut, which could leave a part of
+            // one.
             Err(kind) => {
                 if let Some(m) = kind.message_mut() {
-                    redactor.redact_in_place(m);
+                    *m = redactor.redact_cut(std::mem::take(m), MAX_MESSAGE_BYTES);
                 }
             }
         }

@@ -114,7 +114,8 @@ impl HostMethod {
     }
 
     /// Calls it with `args` for `ctx`, by `deadline`, under `limits`' value
-    /// size; the result and how long it took.
+    /// size; the result (an error's message cut, as a plugin's is) and how
+    /// long it took.
     pub(crate) async fn call(
         &self,
         ctx: AgentCtx,
@@ -124,7 +125,7 @@ impl HostMethod {
     ) -> (Result<MethodResult, CallErrorKind>, Duration) {
         let start = Instant::now();
         let result = self.checked_call(ctx, args, deadline, limits).await;
-        (result, start.elapsed())
+        (result.map_err(CallErrorKind::bounded), start.elapsed())
     }
 
     async fn checked_call(

@@ -8,6 +8,8 @@
 const MAX_FRAMES = 8;
 /** The longest message kept of an exception. */
 const MAX_MESSAGE = 2000;
+/** The longest name kept of an exception. */
+const MAX_NAME = 200;
 
 const BASE64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
 
@@ -103,6 +105,37 @@ function short(file) {
   return parts.slice(-2).join('/');
 }
 
+/** `value` as text, whatever was thrown: a string as it is, a symbol as
+ * `Symbol(description)`, else its JSON (`asJson`) or `String(value)`;
+ * never throws (a getter or `toString` that throws gives its type). */
+function text(value, asJson = false) {
+  if (value === undefined || value === null) return asJson ? String(value) : '';
+  if (typeof value === 'string') return value;
+  if (typeof value === 'symbol') return value.toString();
+  if (asJson) {
+    try {
+      const json = JSON.stringify(value);
+      if (json !== undefined) return json;
+    } catch {
+      // A cycle or a BigInt: as String() words it.
+    }
+  }
+  try {
+    return String(value);
+  } catch {
+    return Object.prototype.toString.call(value);
+  }
+}
+
+/** `object[key]`, or undefined where its getter throws. */
+function read(object, key) {
+  try {
+    return object[key];
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * `Name: message`, then the plugin's frames, innermost first, as a
  * JavaScript stack shows them (`at helper (plugin.ts:27:5)`).
@@ -110,18 +143,14 @@ function short(file) {
 export function report(error) {
   let head;
   if (error instanceof Error) {
-    const message = String(error.message ?? '').slice(0, MAX_MESSAGE);
-    head = message ? `${error.name}: ${message}` : error.name;
+    // Both are the thrower's to choose: cut alike.
+    const name = text(read(error, 'name')).slice(0, MAX_NAME) || 'Error';
+    const message = text(read(error, 'message')).slice(0, MAX_MESSAGE);
+    head = message ? `${name}: ${message}` : name;
   } else {
-    let text;
-    try {
-      text = typeof error === 'string' ? error : JSON.stringify(error);
-    } catch {
-      text = String(error);
-    }
-    head = `thrown value: ${String(text).slice(0, MAX_MESSAGE)}`;
+    head = `thrown value: ${text(error, true).slice(0, MAX_MESSAGE)}`;
   }
-  const stack = error instanceof Error ? error.stack : '';
+  const stack = error instanceof Error ? read(error, 'stack') : '';
   const mine = [];
   const bundled = Boolean(globalThis.__sandwitSourceMap);
   for (const frame of frames(stack)) {

@@ -136,6 +136,23 @@ test("SpiderMonkey stacks are mapped through the bundle's source map", () => {
   }
 });
 
+test('whatever is thrown is reported by what it is, cut', () => {
+  assert.equal(report(Symbol('gone')), 'thrown value: Symbol(gone)');
+  assert.equal(report(Symbol()), 'thrown value: Symbol()');
+  assert.equal(report(undefined), 'thrown value: undefined');
+  assert.equal(report({ code: 7 }), 'thrown value: {"code":7}');
+  assert.equal(report(10n), 'thrown value: 10');
+  const hostile = { toString() { throw new Error('no'); }, toJSON() { throw new Error('no'); } };
+  assert.equal(report(hostile), 'thrown value: [object Object]');
+  const named = new Error('m');
+  named.name = 'N'.repeat(1 << 20);
+  assert.equal(report(named).split(':')[0].length, 200);
+  const symbolic = new Error('m');
+  symbolic.name = Symbol('odd');
+  assert.match(report(symbolic), /^Symbol\(odd\): m/);
+  assert.equal(report(new Error('x'.repeat(1 << 20))).split('\n')[0], `Error: ${'x'.repeat(2000)}`);
+});
+
 test('hooks see the context and the store', async () => {
   const plugin = tally();
   plugin.promptInject((ctx) => `chat ${ctx.chatKey} has ${ctx.store.keys().length} counters`);

@@ -46,6 +46,18 @@ async fn call(
         .get(start..start.saturating_add(len as usize))
         .context("a `host.call` frame outside the interpreter's memory")?
         .to_vec();
+    // The end frame is the turn's last: one sent before it is the code's
+    // own (it can import `_host` as the module does), which would set the
+    // outcome and leave the real one to be ignored. A frame after it ends
+    // the run as an error instead. (Code that also keeps the module's own
+    // end frame from being sent claims no more than it could by catching
+    // its own exception and setting its own result.)
+    if caller.data().ended.is_some() {
+        wasmtime::bail!(
+            "a `host.call` frame came after the end frame: the code sent an end frame of its \
+             own before it finished"
+        );
+    }
     let answer = match frame.split_first() {
         Some((b'b', _)) => {
             let pending = caller.data_mut().pending.take();

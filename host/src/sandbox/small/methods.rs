@@ -23,7 +23,8 @@ use crate::trace;
 use sandwit_contract::error::{CallError, CallErrorKind};
 use sandwit_contract::json::summary;
 use sandwit_contract::limits::LimitKind;
-use sandwit_contract::text::cut;
+use sandwit_contract::manifest::MAX_NAME_LEN;
+use sandwit_contract::text::{cut, quote};
 use sandwit_contract::types::{ContentPart, MethodKind, MethodResult, Value};
 use sandwit_value::marshal_text_tuple;
 
@@ -164,9 +165,11 @@ pub(crate) async fn call<T: RunData>(
     let state = store.data_mut().run_state();
     state.calls += 1;
     if state.calls > state.max_calls {
+        // The name is whatever the code sent: quoted from a bounded prefix.
         let message = format!(
-            "made more than {} method calls (the next was `{method}`)",
-            state.max_calls
+            "made more than {} method calls (the next was {})",
+            state.max_calls,
+            quote(&method, MAX_NAME_LEN)
         );
         return Err(stop(state, LimitKind::Calls, message));
     }

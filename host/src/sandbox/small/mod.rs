@@ -30,11 +30,12 @@ use crate::toolbox::PluginSet;
 use outcome::{LimitHit, LiveEvent, RunError, RunOutcome, RunStatus};
 use prepared::{Prepared, Preparer};
 use reusable::Pending;
-use sandwit_contract::error::LoadError;
+use sandwit_contract::error::{LoadError, MAX_MESSAGE_BYTES};
 use sandwit_contract::limits::{LimitKind, RunLimits};
 use sandwit_contract::text::cut;
 use sandwit_contract::types::{AgentCtx, Value};
 use state::{EventListener, RunState};
+use wasmtime_wasi::I32Exit;
 
 /// The world of the interpreter component: it runs code (the `runner`
 /// export) with WASI, linked closed, and the plugin methods of the run.
@@ -479,7 +480,12 @@ pub(crate) fn finish(
     let stdout = String::from_utf8_lossy(&state.stdout.take().0).into_owned();
     let stderr = String::from_utf8_lossy(&state.stderr.take().0).into_owned();
     let output_full = stdout.len().max(stderr.len()) >= limits.max_output_bytes;
-    let limit = |kind, message: String| Some(LimitHit { kind, message });
+    // Every limit that ends a run is reported here, its message cut as a
+    // call error's is (it may quote what the code or a plugin sent).
+    let limit = |kind, message: String| {
+        let message = cut(message, MAX_MESSAGE_BYTES);
+        Some(LimitHit { kind, message })
+    };
     let output_limit = || {
         limit(
             LimitKind::Output,
@@ -533,6 +539,25 @@ pub(crate) fn finish(
         Err(Stopped::Limit(kind, message)) => {
             (RunStatus::LimitExceeded, None, limit(kind, message))
         }
+        // The code ended the interpreter itself (`os._exit(n)`): as
+        // `sys.exit(n)` ends a run, 0 is a success and any other status a
+        // `SystemExit` error. (WASI 0.2's `exit` says only success or
+        // failure: the small interpreter's failures are all status 1.) The
+        // instance is not reused either way.
+        Err(Stopped::Trap(err)) if err.is::<I32Exit>() => match err.downcast_ref() {
+            Some(I32Exit(0)) if output_full => (RunStatus::LimitExceeded, None, output_limit()),
+            Some(I32Exit(0)) => (RunStatus::Ok, None, None),
+            exit => {
+                let status = exit.map_or(1, |&I32Exit(status)| status);
+                let error = RunError {
+                    type_name: "SystemExit".to_string(),
+                    message: format!("the code exited with status {status} (os._exit)"),
+                    line: None,
+                    traceback: String::new(),
+                };
+                (RunStatus::Error, Some(error), None)
+            }
+        },
         Err(Stopped::Trap(err)) => {
             let error = RunError {
                 type_name: TRAP_TYPE.to_string(),
