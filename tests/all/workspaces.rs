@@ -6,8 +6,8 @@
 use std::path::Path;
 
 use sandwit::{
-    AgentCtx, Host, LimitKind, PluginSet, PythonSandbox, RunOptions, RunOutcome, RunStatus,
-    ScientificOptions, ScientificSandbox, WorkspaceFile, WorkspaceOptions,
+    AgentCtx, Host, LimitKind, PluginSet, PythonSandbox, RunOptions, RunOutcome, RunSlots,
+    RunStatus, ScientificOptions, ScientificSandbox, WorkspaceFile, WorkspaceOptions,
 };
 
 use crate::common::{artifacts, cache_dir, load, until_preparer};
@@ -53,12 +53,18 @@ impl Sandbox {
 }
 
 /// Each interpreter in a host with workspaces under `options`' quotas (the
-/// scientific one finds the host's).
+/// scientific one finds the host's), and run slots for two runs at once.
 async fn each_with_workspaces(options: &WorkspaceOptions) -> Vec<(Host, Sandbox)> {
+    let slots = RunSlots::per_core();
+    let slots = RunSlots {
+        running: slots.running.max(2),
+        ..slots
+    };
     let host = || {
         Host::builder()
             .cache_dir(cache_dir())
             .workspaces(options.clone())
+            .run_slots(slots)
             .build()
             .unwrap()
     };
@@ -82,6 +88,42 @@ fn chat(key: &str) -> AgentCtx {
 #[track_caller]
 fn assert_ok(outcome: &RunOutcome) {
     assert_eq!(outcome.status, RunStatus::Ok, "{outcome:?}");
+}
+
+/// Asserts that `code`'s run ended with the workspace's byte quota.
+#[track_caller]
+fn assert_byte_quota(code: &str, outcome: &RunOutcome) {
+    assert_eq!(
+        outcome.status,
+        RunStatus::LimitExceeded,
+        "{code}: {outcome:?}"
+    );
+    let limit = outcome.limit.as_ref().unwrap();
+    assert_eq!(limit.kind, LimitKind::Workspace, "{code}: {outcome:?}");
+    assert!(limit.message.contains("max_bytes"), "{code}: {limit:?}");
+}
+
+/// Python that imports `os` and defines `write_all(fd, data)`: `os.write`
+/// may write less than it is given (the small interpreter's WASI writes a
+/// file 64 KiB a call).
+const WRITE_ALL: &str = "import os\ndef write_all(fd, data):\n    data = memoryview(data)\n    \
+                         while data:\n        data = data[os.write(fd, data):]\n";
+
+/// The bytes `ctx`'s chat's files hold together, as the host lists them.
+fn held(host: &Host, ctx: &AgentCtx) -> u64 {
+    host.workspace_files(ctx)
+        .unwrap()
+        .iter()
+        .map(|f| f.size)
+        .sum()
+}
+
+/// The chat `name` of `sandbox`'s interpreter.
+fn chat_of(sandbox: &Sandbox, name: &str) -> AgentCtx {
+    match sandbox {
+        Sandbox::Small(_) => chat(&format!("small-{name}")),
+        Sandbox::Scientific(_) => chat(&format!("scientific-{name}")),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -194,6 +236,87 @@ async fn a_workspace_quota_ends_the_run_and_names_itself() {
         assert_ok(&sandbox.run(&ctx, &plugins, half).await);
         let outcome = sandbox.run(&ctx, &plugins, half).await;
         assert_eq!(outcome.limit.unwrap().kind, LimitKind::Workspace);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_write_to_a_file_under_stdouts_number_is_charged() {
+    // WASI gives a file the lowest free number: stdout's, once closed. A
+    // write is charged by what its descriptor is, not by its number.
+    // (`fd_renumber` moves one too; neither interpreter's `os.dup2` calls
+    // it.)
+    let root = TempDir::new();
+    let quotas = WorkspaceOptions::new(root.path()).max_bytes(1 << 20);
+    let code = format!(
+        "{WRITE_ALL}os.close(1)\nfd = os.open('reused', os.O_WRONLY | os.O_CREAT)\n\
+         assert fd == 1, fd\nfor _ in range(4):\n    write_all(fd, bytes(1 << 20))"
+    );
+    for (host, sandbox) in each_with_workspaces(&quotas).await {
+        let ctx = chat_of(&sandbox, "stdout");
+        let outcome = sandbox.run(&ctx, &PluginSet::default(), &code).await;
+        assert_byte_quota(&code, &outcome);
+        assert!(held(&host, &ctx) <= 1 << 20, "{code}: {outcome:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_file_grown_by_its_size_or_a_write_past_its_end_is_charged() {
+    // A size set, and a write past the end (a sparse file's hole), count
+    // what they grow the file by: the workspace never holds more than its
+    // quota, even as sizes without data. (Neither interpreter's `os` has
+    // `posix_fallocate`; both WASIs answer `fd_allocate` with `ENOTSUP`.)
+    let root = TempDir::new();
+    let quotas = WorkspaceOptions::new(root.path()).max_bytes(1 << 20);
+    let open = format!("{WRITE_ALL}fd = os.open('grown', os.O_WRONLY | os.O_CREAT)\n");
+    let cases = [
+        "os.ftruncate(fd, 1 << 40)",
+        "os.ftruncate(fd, 600 << 10)\nos.lseek(fd, 0, os.SEEK_END)\n\
+         write_all(fd, bytes(600 << 10))",
+        "os.pwrite(fd, b'x', 1 << 40)",
+        "os.pwrite(fd, b'x', 1 << 20)",
+        "os.lseek(fd, 1 << 40, os.SEEK_SET)\nos.write(fd, b'x')",
+        "f = open('sought', 'wb')\nf.seek(1 << 40)\nf.write(b'x')\nf.flush()",
+    ];
+    for (host, sandbox) in each_with_workspaces(&quotas).await {
+        for (i, case) in cases.iter().enumerate() {
+            let code = format!("{open}{case}");
+            let ctx = chat_of(&sandbox, &format!("grown-{i}"));
+            let outcome = sandbox.run(&ctx, &PluginSet::default(), &code).await;
+            assert_byte_quota(&code, &outcome);
+            assert!(held(&host, &ctx) <= 1 << 20, "{code}: {outcome:?}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_chats_runs_at_once_share_its_byte_quota() {
+    // Two runs of one chat, each writing 40 MiB into 64: they wait for each
+    // other (a file each makes), so both are under way before either
+    // writes. Together they are refused past the quota.
+    let root = TempDir::new();
+    for (host, sandbox) in each_with_workspaces(&WorkspaceOptions::new(root.path())).await {
+        let ctx = chat_of(&sandbox, "together");
+        let code = |me: &str, other: &str| {
+            format!(
+                "import os, time\nopen('{me}.ready', 'w').close()\nfor _ in range(800):\n    \
+                 if os.path.exists('{other}.ready'):\n        break\n    time.sleep(0.01)\n\
+                 with open('{me}.bin', 'wb') as f:\n    for _ in range(40):\n        \
+                 f.write(bytes(1 << 20))"
+            )
+        };
+        let (a, b) = (code("a", "b"), code("b", "a"));
+        let plugins = PluginSet::default();
+        let (ran_a, ran_b) = tokio::join!(
+            sandbox.run(&ctx, &plugins, &a),
+            sandbox.run(&ctx, &plugins, &b)
+        );
+        let refused = [(&a, &ran_a), (&b, &ran_b)]
+            .into_iter()
+            .filter(|(_, outcome)| outcome.status != RunStatus::Ok)
+            .inspect(|(code, outcome)| assert_byte_quota(code, outcome))
+            .count();
+        assert!(refused > 0, "both ran: {ran_a:?} {ran_b:?}");
+        assert!(held(&host, &ctx) <= 64 << 20, "{ran_a:?} {ran_b:?}");
     }
 }
 

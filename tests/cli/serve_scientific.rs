@@ -410,6 +410,44 @@ fn serve_keeps_a_chats_workspace_and_answers_its_files_to_its_tenant_only() {
 }
 
 #[test]
+fn serve_holds_a_scientific_runs_workspace_quota_whatever_its_descriptors() {
+    // A write to a file under stdout's number, once closed, and a size set
+    // past the quota, are both charged: the run ends with the quota and
+    // the chat's files stay within it.
+    let root = tempdir("serve", "workspace-quota-root");
+    let server = serve(
+        "workspace-quota",
+        &[],
+        "",
+        &[
+            "--scientific-dir",
+            artifacts::SCIENTIFIC,
+            "--workspace",
+            root.to_str().unwrap(),
+            "--workspace-max-mib",
+            "1",
+        ],
+    );
+    for code in [
+        "import os\nos.close(1)\nfd = os.open('reused', os.O_WRONLY | os.O_CREAT)\n\
+         data = memoryview(bytes(64 << 20))\nwhile data:\n    data = data[os.write(fd, data):]",
+        "import os\nfd = os.open('grown', os.O_WRONLY | os.O_CREAT)\nos.ftruncate(fd, 1 << 40)",
+    ] {
+        let (status, outcome) = run(&server, code, Some("scientific"));
+        assert_eq!(status, 200, "{outcome}");
+        assert_eq!(outcome["status"], "limit_exceeded", "{code}: {outcome}");
+        assert_eq!(outcome["limit"]["kind"], "workspace", "{code}: {outcome}");
+        let message = outcome["limit"]["message"].as_str().unwrap();
+        assert!(message.contains("max_bytes"), "{code}: {message}");
+    }
+    let (status, listing) = get_json(&server, "/v1/chats/c/files", USER);
+    assert_eq!(status, 200, "{listing}");
+    let files = listing["files"].as_array().unwrap();
+    let held: u64 = files.iter().map(|f| f["size"].as_u64().unwrap()).sum();
+    assert!(held <= 1 << 20, "{listing}");
+}
+
+#[test]
 fn serve_without_workspaces_answers_404_for_a_chats_files() {
     let server = serve(
         "no-workspace",

@@ -6,22 +6,29 @@
 //! a chat cannot name another's. WASI's own checks (cap-std) keep the code
 //! inside it: `..` past its top, absolute paths elsewhere and links that
 //! lead out are refused. The host adds what WASI does not have:
-//! - quotas, checked before the write that would pass them: the bytes a
-//!   run writes to files on top of what the workspace held, and the files
-//!   a run creates (an open that creates a name not there yet); past one,
-//!   the call fails with "no space" (Python raises `OSError`) and the run
-//!   ends with the limit kind `workspace`, naming the quota;
+//! - quotas, checked before the call that would pass them: the bytes
+//!   written to files on top of what the workspace held, and the files
+//!   created (an open that creates a name not there yet); past one, the
+//!   call fails with "no space" (Python raises `OSError`) and the run ends
+//!   with the limit kind `workspace`, naming the quota. What a call is
+//!   charged is at least what it can add to the files' sizes: a write its
+//!   bytes and the hole it leaves past the file's end ([`write_charge`]),
+//!   a size set the growth ([`grow_charge`]); nothing is given back while
+//!   the chat has a run (a file overwritten, shrunk or removed still
+//!   counts until its next run lists the folder), so the files' sizes
+//!   together never pass the quota. The chat's runs live at once share
+//!   one count ([`WorkspaceRun::begin`]);
 //! - names: a path longer than the quota's length fails with "name too
 //!   long"; links with "not permitted".
 //!
 //! After the run, the files created or changed are listed (name, size).
 //! Each interpreter puts these checks in front of its WASI's functions:
-//! `scientific/wasi_checks.rs` (preview 1), `sandbox/small/workspace_checks.rs`
+//! `scientific/wasi_checks.rs` (preview 1), `sandbox/small/workspace.rs`
 //! (preview 2).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::SystemTime;
 
 use wasmtime_wasi::filesystem::{Dir as PreopenDir, FsPerms, OpenMode};
@@ -42,6 +49,9 @@ pub struct WorkspaceOptions {
     max_bytes: u64,
     max_files: u64,
     max_path: usize,
+    /// The chats with a run now; one for all the clones, as each of a
+    /// host's interpreters has one.
+    live: LiveChats,
 }
 
 impl WorkspaceOptions {
@@ -53,6 +63,7 @@ impl WorkspaceOptions {
             max_bytes: 64 << 20,
             max_files: 1_000,
             max_path: 255,
+            live: LiveChats::default(),
         }
     }
 
@@ -222,6 +233,83 @@ pub(crate) fn preopen_dir(folder: &std::path::Path, perms: FsPerms) -> anyhow::R
     Ok(PreopenDir::new(file, perms, open_mode, false))
 }
 
+/// What a write of `len` bytes at `offset` into a file of `size` bytes is
+/// charged: its bytes, and the hole it leaves past the end (a sparse file's
+/// size is what the host lists and reads, and what the next run counts).
+pub(crate) fn write_charge(size: u64, offset: u64, len: u64) -> u64 {
+    len.saturating_add(offset.saturating_sub(size))
+}
+
+/// What setting a file of `size` bytes to `new` bytes is charged: what it
+/// grows by (shrinking gives nothing back, as a write overwritten does not).
+pub(crate) fn grow_charge(size: u64, new: u64) -> u64 {
+    new.saturating_sub(size)
+}
+
+/// A workspace's use: the bytes charged and the files counted.
+struct Usage {
+    bytes: u64,
+    files: u64,
+}
+
+impl Usage {
+    /// What the listed files and folders hold.
+    fn held(listed: &Listing) -> Self {
+        Usage {
+            bytes: listed.values().map(|(size, _, _)| size).sum(),
+            files: listed.len() as u64,
+        }
+    }
+}
+
+/// The chats' folders that have a run now, each with the use its runs
+/// share. Weak: an entry outlives no run (the last one to end removes it),
+/// and a chat's first run counts from the folder's listing.
+#[derive(Clone, Default)]
+struct LiveChats(Arc<Mutex<HashMap<PathBuf, Weak<Mutex<Usage>>>>>);
+
+impl std::fmt::Debug for LiveChats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveChats").finish_non_exhaustive()
+    }
+}
+
+impl LiveChats {
+    fn map(&self) -> MutexGuard<'_, HashMap<PathBuf, Weak<Mutex<Usage>>>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The listing of `folder` (open as `dir`) for a run about to begin,
+    /// and the use its live runs share, else a new one, of what the
+    /// listing holds. That listing is made under the lock: a run of the
+    /// chat that left before it has written all it will.
+    fn join(
+        &self,
+        folder: &std::path::Path,
+        dir: &Dir,
+    ) -> std::io::Result<(Listing, Arc<Mutex<Usage>>)> {
+        let mut map = self.map();
+        if let Some(usage) = map.get(folder).and_then(Weak::upgrade) {
+            drop(map);
+            return Ok((listing(dir)?, usage));
+        }
+        let before = listing(dir)?;
+        let usage = Arc::new(Mutex::new(Usage::held(&before)));
+        map.insert(folder.to_path_buf(), Arc::downgrade(&usage));
+        Ok((before, usage))
+    }
+
+    /// A run of `folder` that had `usage` ended: the entry goes with the
+    /// last. (Strong references are made only under the map's lock, by
+    /// [`LiveChats::join`], so the count cannot grow meanwhile.)
+    fn leave(&self, folder: &std::path::Path, usage: &Arc<Mutex<Usage>>) {
+        let mut map = self.map();
+        if Arc::strong_count(usage) == 1 {
+            map.remove(folder);
+        }
+    }
+}
+
 /// A run's use of its workspace.
 pub(crate) struct WorkspaceRun {
     pub(crate) folder: PathBuf,
@@ -229,29 +317,32 @@ pub(crate) struct WorkspaceRun {
     dir: Dir,
     options: WorkspaceOptions,
     /// What the workspace held when the run began.
-    before: BTreeMap<String, Entry>,
-    bytes: u64,
-    files: u64,
+    before: Listing,
+    /// The workspace's use, shared with the chat's other live runs.
+    usage: Arc<Mutex<Usage>>,
     /// Set when a call ran into a quota: the run ends with it.
     pub(crate) hit: Option<String>,
 }
 
 impl WorkspaceRun {
-    /// The run's view of `folder` under `options`.
+    /// The run's view of `folder` under `options`. The chat's runs live at
+    /// once share one use, counted from the folder's listing when the
+    /// first of them began: together they stay within the quotas.
     pub(crate) fn begin(folder: PathBuf, options: &WorkspaceOptions) -> anyhow::Result<Self> {
         let dir = Dir::open_ambient_dir(&folder, ambient_authority())?;
-        let before = listing(&dir)?;
-        let bytes = before.values().map(|(size, _, _)| size).sum();
-        let files = before.len() as u64;
+        let (before, usage) = options.live.join(&folder, &dir)?;
         Ok(WorkspaceRun {
             folder,
             dir,
             options: options.clone(),
             before,
-            bytes,
-            files,
+            usage,
             hit: None,
         })
+    }
+
+    fn usage(&self) -> MutexGuard<'_, Usage> {
+        self.usage.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The files the run created or changed.
@@ -271,21 +362,28 @@ impl WorkspaceRun {
         Refusal::NoSpace
     }
 
-    /// Charges a write of `bytes` to a file; why it is refused, if it
+    /// Charges `bytes` a call may add to the workspace's files
+    /// ([`write_charge`], [`grow_charge`]); why it is refused, if it
     /// passes the byte quota.
-    pub(crate) fn charge_write(&mut self, bytes: u64) -> Option<Refusal> {
-        if self.bytes.saturating_add(bytes) > self.options.max_bytes {
-            let max = self.options.max_bytes;
-            return Some(self.refuse(format!(
-                "the workspace's files may hold {max} bytes together (its `max_bytes` quota)"
-            )));
+    pub(crate) fn charge(&mut self, bytes: u64) -> Option<Refusal> {
+        let max = self.options.max_bytes;
+        {
+            let mut usage = self.usage();
+            if usage.bytes.saturating_add(bytes) <= max {
+                usage.bytes += bytes;
+                return None;
+            }
         }
-        self.bytes += bytes;
-        None
+        Some(self.refuse(format!(
+            "the workspace's files may hold {max} bytes together (its `max_bytes` quota)"
+        )))
     }
 
     /// Checks a path the code names (its length) and, when the call may
-    /// create it and it is not in the workspace yet, the file quota.
+    /// create it and it is not in the workspace yet, the file quota: a new
+    /// one is counted now, before the call, so that the chat's runs live
+    /// at once cannot each take the last ([`WorkspaceRun::settle_new`]
+    /// gives it back if the call made nothing).
     pub(crate) fn check_new(&mut self, name: &str, creates: bool) -> Checked {
         if name.len() > self.options.max_path {
             self.hit.get_or_insert(format!(
@@ -300,19 +398,33 @@ impl WorkspaceRun {
         if !creates || self.dir.symlink_metadata(name).is_ok() {
             return Checked::Named;
         }
-        if self.files >= self.options.max_files {
-            let max = self.options.max_files;
-            let refusal = self.refuse(format!(
-                "the workspace may hold {max} files and folders (its `max_files` quota)"
-            ));
-            return Checked::Refused(refusal);
+        let max = self.options.max_files;
+        {
+            let mut usage = self.usage();
+            if usage.files < max {
+                usage.files += 1;
+                return Checked::New;
+            }
         }
-        Checked::New
+        let refusal = self.refuse(format!(
+            "the workspace may hold {max} files and folders (its `max_files` quota)"
+        ));
+        Checked::Refused(refusal)
     }
 
-    /// Counts a file or folder a call created.
-    pub(crate) fn count_new(&mut self) {
-        self.files += 1;
+    /// Settles the file [`WorkspaceRun::check_new`] counted for a call:
+    /// given back unless the call `created` it.
+    pub(crate) fn settle_new(&mut self, created: bool) {
+        if !created {
+            let mut usage = self.usage();
+            usage.files = usage.files.saturating_sub(1);
+        }
+    }
+}
+
+impl Drop for WorkspaceRun {
+    fn drop(&mut self) {
+        self.options.live.leave(&self.folder, &self.usage);
     }
 }
 
@@ -330,7 +442,8 @@ pub(crate) enum Refusal {
 pub(crate) enum Checked {
     /// Refused, for this reason.
     Refused(Refusal),
-    /// A file or folder the call would create.
+    /// A file or folder the call would create, counted (settled by
+    /// [`WorkspaceRun::settle_new`]).
     New,
     /// One there already, or a call that creates nothing.
     Named,
@@ -339,9 +452,12 @@ pub(crate) enum Checked {
 /// A listed entry: its size, modification time and whether it is a file.
 type Entry = (u64, Option<SystemTime>, bool);
 
+/// A folder's entries by path.
+type Listing = BTreeMap<String, Entry>;
+
 /// Every entry under `folder` (not following links), with size and
 /// modification time.
-fn listing(folder: &Dir) -> std::io::Result<BTreeMap<String, Entry>> {
+fn listing(folder: &Dir) -> std::io::Result<Listing> {
     let mut found = BTreeMap::new();
     let mut stack = vec![(folder.try_clone()?, String::new())];
     while let Some((dir, prefix)) = stack.pop() {

@@ -1,13 +1,28 @@
 //! The workspace's checks in front of WASI preview 1's functions that
-//! write, create and link (`workspace.rs` says what they check): a call
-//! they let through goes on to wasmtime-wasi's own function.
+//! write, grow, create and link (`workspace.rs` says what they check): a
+//! call they let through goes on to wasmtime-wasi's own function.
+//!
+//! A write is charged by what its descriptor is, not by its number: WASI
+//! hands out the lowest free number, so after `close(1)` a file may get
+//! stdout's. The descriptor table is wasmtime-wasi's own, private, and
+//! changed by `fd_close` and `fd_renumber` as well as `path_open`; rather
+//! than keep a copy of it that could fall out of step, the checks ask it
+//! through its own `fd_tell`, which answers a position for a file,
+//! `ESPIPE` for the stdio streams (the run's captured output, not
+//! charged) and `EBADF` for anything else (a folder, a closed number: the
+//! write fails the same way and writes nothing). The only files that can
+//! be written are the workspace's (the other preopens are read-only).
+//!
+//! `fd_allocate` needs no check: wasmtime-wasi 48 answers `ENOTSUP` for
+//! every file (preview 2 has no such call).
 
 use wasmtime::{Caller, Extern, Linker};
-use wasmtime_wasi::p1::wasi_snapshot_preview1 as p1;
+use wasmtime_wasi::p1::types::{Errno, Fd};
+use wasmtime_wasi::p1::wasi_snapshot_preview1::{self as p1, WasiSnapshotPreview1 as _};
 use wiggle::GuestMemory;
 
 use super::state::SciData;
-use crate::sandbox::workspace::{Checked, Refusal};
+use crate::sandbox::workspace::{Checked, Refusal, grow_charge, write_charge};
 
 /// WASI preview 1's `EPERM`, `ENAMETOOLONG` and `ENOSPC`.
 const EPERM: i32 = 63;
@@ -17,8 +32,9 @@ const ENOSPC: i32 = 51;
 const O_CREAT: i32 = 1;
 
 /// Puts the quota checks in front of WASI's `fd_write`, `fd_pwrite`,
-/// `path_open`, `path_create_directory`, `path_symlink` and `path_link`;
-/// a call they let through goes to wasmtime-wasi's own function.
+/// `fd_filestat_set_size`, `path_open`, `path_create_directory`,
+/// `path_symlink` and `path_link`; a call they let through goes to
+/// wasmtime-wasi's own function.
 pub(crate) fn add_to_linker(linker: &mut Linker<SciData>) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
     let wasi = "wasi_snapshot_preview1";
@@ -27,7 +43,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<SciData>) -> wasmtime::Result<()
         "fd_write",
         |mut caller: Caller<'_, SciData>, (fd, iovs, n, out): (i32, i32, i32, i32)| {
             Box::new(async move {
-                if let Some(errno) = charge_write(&mut caller, fd, iovs, n)? {
+                if let Some(errno) = charge_write(&mut caller, fd, iovs, n, None).await? {
                     return Ok(errno);
                 }
                 let (mut memory, data) = guest(&mut caller)?;
@@ -40,12 +56,29 @@ pub(crate) fn add_to_linker(linker: &mut Linker<SciData>) -> wasmtime::Result<()
         "fd_pwrite",
         |mut caller: Caller<'_, SciData>, (fd, iovs, n, offset, out): (i32, i32, i32, i64, i32)| {
             Box::new(async move {
-                if let Some(errno) = charge_write(&mut caller, fd, iovs, n)? {
+                let at = Some(offset as u64);
+                if let Some(errno) = charge_write(&mut caller, fd, iovs, n, at).await? {
                     return Ok(errno);
                 }
                 let (mut memory, data) = guest(&mut caller)?;
                 let wasi = &mut data.wasi;
                 p1::fd_pwrite(wasi, &mut memory, fd, iovs, n, offset, out).await
+            })
+        },
+    )?;
+    linker.func_wrap_async(
+        wasi,
+        "fd_filestat_set_size",
+        |mut caller: Caller<'_, SciData>, (fd, size): (i32, i64)| {
+            Box::new(async move {
+                if let Some((now, _)) = file(&mut caller, fd).await? {
+                    let growth = grow_charge(now, size as u64);
+                    if let Some(refusal) = charge(&mut caller, growth) {
+                        return Ok(errno(refusal));
+                    }
+                }
+                let (mut memory, data) = guest(&mut caller)?;
+                p1::fd_filestat_set_size(&mut data.wasi, &mut memory, fd, size).await
             })
         },
     )?;
@@ -85,7 +118,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<SciData>) -> wasmtime::Result<()
                     out,
                 )
                 .await?;
-                count_new(&mut caller, new && errno == 0);
+                settle_new(&mut caller, new, errno == 0);
                 Ok(errno)
             })
         },
@@ -103,7 +136,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<SciData>) -> wasmtime::Result<()
                 let (mut memory, data) = guest(&mut caller)?;
                 let wasi = &mut data.wasi;
                 let errno = p1::path_create_directory(wasi, &mut memory, fd, path, len).await?;
-                count_new(&mut caller, new && errno == 0);
+                settle_new(&mut caller, new, errno == 0);
                 Ok(errno)
             })
         },
@@ -149,18 +182,23 @@ fn memory(caller: &mut Caller<'_, SciData>) -> wasmtime::Result<wasmtime::Memory
         .ok_or_else(|| wasmtime::format_err!("the interpreter has no memory"))
 }
 
-/// The total length of the iovecs at `iovs` of a write to a file
-/// (descriptors past stdout and stderr: the only writable files are the
-/// workspace's), charged to the run's workspace; the errno that refuses it.
-fn charge_write(
+/// Charges a write of the iovecs at `iovs` to `fd` at `offset` (at its
+/// position when `None`) to the run's workspace, if `fd` is a file: their
+/// total length (wasmtime-wasi may write less, never more) and the hole
+/// past the file's end; the errno that refuses it.
+async fn charge_write(
     caller: &mut Caller<'_, SciData>,
     fd: i32,
     iovs: i32,
     n: i32,
+    offset: Option<u64>,
 ) -> wasmtime::Result<Option<i32>> {
-    if fd <= 2 {
+    if caller.data().workspace.is_none() {
         return Ok(None);
     }
+    let Some((size, position)) = file(caller, fd).await? else {
+        return Ok(None);
+    };
     let memory = memory(caller)?;
     let data = memory.data(&*caller);
     let mut total: u64 = 0;
@@ -172,12 +210,34 @@ fn charge_write(
             .unwrap_or(0);
         total += u64::from(len);
     }
-    Ok(caller
-        .data_mut()
-        .workspace
-        .as_mut()
-        .and_then(|run| run.charge_write(total))
-        .map(errno))
+    let bytes = write_charge(size, offset.unwrap_or(position), total);
+    Ok(charge(caller, bytes).map(errno))
+}
+
+/// The size and position of the file `fd` names, as wasmtime-wasi's own
+/// table has it; `None` if `fd` is not a file (see the module's comment).
+/// A size it cannot say counts as 0, which charges a write the most.
+async fn file(caller: &mut Caller<'_, SciData>, fd: i32) -> wasmtime::Result<Option<(u64, u64)>> {
+    let (mut memory, data) = guest(caller)?;
+    let fd = Fd::from(fd as u32);
+    // `ESPIPE` (stdio) and `EBADF` (not a file) are the errors it has.
+    let position = match data.wasi.fd_tell(&mut memory, fd) {
+        Ok(position) => position,
+        Err(e) => return e.downcast().map(|_: Errno| None),
+    };
+    let size = match data.wasi.fd_filestat_get(&mut memory, fd).await {
+        Ok(stat) => stat.size,
+        Err(e) => match e.downcast() {
+            Ok(_) => 0,
+            Err(trap) => return Err(trap),
+        },
+    };
+    Ok(Some((size, position)))
+}
+
+/// Charges `bytes` to the run's workspace, if it has one.
+fn charge(caller: &mut Caller<'_, SciData>, bytes: u64) -> Option<Refusal> {
+    caller.data_mut().workspace.as_mut()?.charge(bytes)
 }
 
 /// The path the code names, checked by the run's workspace.
@@ -199,9 +259,10 @@ fn check_new(
     })
 }
 
-/// Counts a file or folder a call created.
-fn count_new(caller: &mut Caller<'_, SciData>, created: bool) {
-    if let (true, Some(run)) = (created, caller.data_mut().workspace.as_mut()) {
-        run.count_new();
+/// Settles the file [`check_new`] counted, if it found a `new` one: kept
+/// if the call `created` it.
+fn settle_new(caller: &mut Caller<'_, SciData>, new: bool, created: bool) {
+    if let (true, Some(run)) = (new, caller.data_mut().workspace.as_mut()) {
+        run.settle_new(created);
     }
 }

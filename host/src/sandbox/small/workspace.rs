@@ -36,7 +36,9 @@ use wasmtime_wasi::p2::{
 
 use super::state::RunState;
 use crate::sandbox::small::outcome::WorkspaceFile;
-use crate::sandbox::workspace::{Checked, GUEST_PATH, Refusal, WorkspaceRun, preopen_dir};
+use crate::sandbox::workspace::{
+    Checked, GUEST_PATH, Refusal, WorkspaceRun, grow_charge, preopen_dir, write_charge,
+};
 use sandwit_contract::types::AgentCtx;
 
 /// The `wasi:filesystem` wasmtime-wasi defines (the interpreter's imports of
@@ -192,9 +194,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<RunState>) -> wasmtime::Result<(
                     };
                 let mut fs = store.data_mut().filesystem();
                 let opened = fs.open_at(fd, path_flags, path, open_flags, flags).await;
-                if new && opened.is_ok() {
-                    count_new(run.as_ref());
-                }
+                settle_new(run.as_ref(), new, opened.is_ok());
                 Ok((answer(&mut fs, opened)?,))
             })
         },
@@ -210,9 +210,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<RunState>) -> wasmtime::Result<(
                 };
                 let mut fs = store.data_mut().filesystem();
                 let made = fs.create_directory_at(fd, path).await;
-                if new && made.is_ok() {
-                    count_new(run.as_ref());
-                }
+                settle_new(run.as_ref(), new, made.is_ok());
                 Ok((answer(&mut fs, made)?,))
             })
         },
@@ -238,10 +236,17 @@ pub(crate) fn add_to_linker(linker: &mut Linker<RunState>) -> wasmtime::Result<(
          (fd, buffer, offset): (Resource<Descriptor>, Vec<u8>, Filesize)| {
             Box::new(async move {
                 let run = store.data_mut().workspace_run();
-                if let Some(refusal) = charge(run.as_ref(), buffer.len() as u64) {
-                    return Ok((Err(code(refusal)),));
-                }
                 let mut fs = store.data_mut().filesystem();
+                if run.is_some() {
+                    let size = match fs.stat(Resource::new_borrow(fd.rep())).await {
+                        Ok(stat) => stat.size,
+                        Err(e) => return Ok((Err(fs.convert_error_code(e)?),)),
+                    };
+                    let bytes = write_charge(size, offset, buffer.len() as u64);
+                    if let Some(refusal) = charge(run.as_ref(), bytes) {
+                        return Ok((Err(code(refusal)),));
+                    }
+                }
                 let written = fs.write(fd, buffer, offset).await;
                 Ok((answer(&mut fs, written)?,))
             })
@@ -257,7 +262,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<RunState>) -> wasmtime::Result<(
                     Ok(stat) => stat.size,
                     Err(e) => return Ok((Err(fs.convert_error_code(e)?),)),
                 };
-                if let Some(refusal) = charge(run.as_ref(), size.saturating_sub(now)) {
+                if let Some(refusal) = charge(run.as_ref(), grow_charge(now, size)) {
                     return Ok((Err(code(refusal)),));
                 }
                 let set = fs.set_size(fd, size).await;
@@ -272,8 +277,10 @@ pub(crate) fn add_to_linker(linker: &mut Linker<RunState>) -> wasmtime::Result<(
             Box::new(async move {
                 let run = store.data_mut().workspace_run();
                 let mut fs = store.data_mut().filesystem();
+                let file = os_file(&fs, &fd);
                 let stream = fs.write_via_stream(fd, offset);
-                Ok((charged(&mut fs, stream, run)?,))
+                let at = file.map(|file| (file, offset));
+                Ok((charged(&mut fs, stream, run, at)?,))
             })
         },
     )?;
@@ -284,7 +291,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<RunState>) -> wasmtime::Result<(
                 let run = store.data_mut().workspace_run();
                 let mut fs = store.data_mut().filesystem();
                 let stream = fs.append_via_stream(fd);
-                Ok((charged(&mut fs, stream, run)?,))
+                Ok((charged(&mut fs, stream, run, None)?,))
             })
         },
     )?;
@@ -322,17 +329,30 @@ fn answer<T>(
     }
 }
 
+/// The operating system's file `fd` names, if it is a file.
+fn os_file(
+    fs: &WasiFilesystemCtxView<'_>,
+    fd: &Resource<Descriptor>,
+) -> Option<Arc<std::fs::File>> {
+    match fs.table.get(fd) {
+        Ok(Descriptor::File(file)) => Some(file.file.clone()),
+        _ => None,
+    }
+}
+
 /// A file's output stream as the guest gets it, its writes charged to the
-/// run's workspace (under the same handle).
+/// run's workspace (under the same handle); `at`, the file and the offset
+/// the stream writes from, unless it appends.
 fn charged(
     fs: &mut WasiFilesystemCtxView<'_>,
     stream: Result<Resource<DynOutputStream>, FsError>,
     run: Option<Arc<Mutex<WorkspaceRun>>>,
+    at: Option<(Arc<std::fs::File>, Filesize)>,
 ) -> wasmtime::Result<Result<Resource<DynOutputStream>, ErrorCode>> {
     let stream = match (stream, run) {
         (Ok(stream), Some(run)) => {
             let inner = fs.table.delete(stream)?;
-            let charged: DynOutputStream = Box::new(Charged { inner, run });
+            let charged: DynOutputStream = Box::new(Charged { inner, run, at });
             Ok(fs.table.push(charged)?)
         }
         (stream, _) => stream,
@@ -367,16 +387,18 @@ fn check_new(
     }
 }
 
-fn count_new(run: Option<&Arc<Mutex<WorkspaceRun>>>) {
-    if let Some(run) = run {
-        run.lock().unwrap_or_else(|p| p.into_inner()).count_new();
+/// Settles the file [`check_new`] counted, if it found a `new` one: kept
+/// if the call `created` it.
+fn settle_new(run: Option<&Arc<Mutex<WorkspaceRun>>>, new: bool, created: bool) {
+    if let (true, Some(run)) = (new, run) {
+        run.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .settle_new(created);
     }
 }
 
 fn charge(run: Option<&Arc<Mutex<WorkspaceRun>>>, bytes: u64) -> Option<Refusal> {
-    run?.lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .charge_write(bytes)
+    run?.lock().unwrap_or_else(|p| p.into_inner()).charge(bytes)
 }
 
 /// A file's output stream whose writes are charged to the run's workspace
@@ -384,11 +406,28 @@ fn charge(run: Option<&Arc<Mutex<WorkspaceRun>>>, bytes: u64) -> Option<Refusal>
 struct Charged {
     inner: DynOutputStream,
     run: Arc<Mutex<WorkspaceRun>>,
+    /// The file and where the next write lands, unless the stream appends
+    /// (at the end: no hole). The position advances by what is charged,
+    /// never less than the stream's own.
+    at: Option<(Arc<std::fs::File>, Filesize)>,
 }
 
 impl Charged {
-    fn charge(&self, bytes: usize) -> Result<(), StreamError> {
-        match charge(Some(&self.run), bytes as u64) {
+    /// Charges a write of `len` bytes: its bytes and, at a position past
+    /// the file's end (as it is now, whoever set it), the hole.
+    fn charge(&mut self, len: usize) -> Result<(), StreamError> {
+        let len = len as u64;
+        let bytes = match &mut self.at {
+            None => len,
+            Some((file, position)) => {
+                // A size it cannot say counts as 0: the most.
+                let size = file.metadata().map_or(0, |meta| meta.len());
+                let bytes = write_charge(size, *position, len);
+                *position = position.saturating_add(len);
+                bytes
+            }
+        };
+        match charge(Some(&self.run), bytes) {
             None => Ok(()),
             Some(_) => Err(StreamError::LastOperationFailed(wasmtime::format_err!(
                 "the workspace's quota is reached"
