@@ -65,18 +65,16 @@ impl Postgres {
     /// What `chat` has spent, in millionths (0 for a chat never charged).
     async fn chat_spent(&self, chat: &str) -> Result<u64, PgError> {
         let client = self.client().await?;
-        let row = client
-            .query_opt(&client.prepare_cached(SPENT).await?, &[&chat.as_bytes()])
-            .await?;
+        let row = client.query_opt(SPENT, &[&chat.as_bytes()]).await?;
         Ok(row.map_or(0, |row| row.get::<_, i64>(0).max(0) as u64))
     }
 
     /// Deletes the buckets a minute has refilled, on a task of its own.
     fn sweep(&self) {
-        let pool = self.pool.clone();
+        let db = self.db.clone();
         tokio::spawn(async move {
             let swept = async {
-                let client = pool.get().await.map_err(PgError::from_pool)?;
+                let client = db.get().await.map_err(PgError::from)?;
                 client.execute(SWEEP, &[]).await.map_err(PgError::from)
             };
             if let Err(e) = swept.await {
@@ -101,20 +99,14 @@ impl SharedControls for Postgres {
             let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] =
                 [&bucket.as_bytes(), &capacity];
             let taken = client
-                .query_opt(
-                    &client.prepare_cached(TAKE).await.map_err(PgError::from)?,
-                    &params,
-                )
+                .query_opt(TAKE, &params)
                 .await
                 .map_err(PgError::from)?;
             if taken.is_some() {
                 return Ok(Ok(()));
             }
             let tokens: f64 = client
-                .query_opt(
-                    &client.prepare_cached(TOKENS).await.map_err(PgError::from)?,
-                    &params,
-                )
+                .query_opt(TOKENS, &params)
                 .await
                 .map_err(PgError::from)?
                 .map_or(0.0, |row| row.get(0));
@@ -136,13 +128,7 @@ impl SharedControls for Postgres {
             }
             let client = self.client().await?;
             let reserved = client
-                .query_opt(
-                    &client
-                        .prepare_cached(RESERVE)
-                        .await
-                        .map_err(PgError::from)?,
-                    &[&chat.as_bytes(), &to_i64(cost), &to_i64(limit)],
-                )
+                .query_opt(RESERVE, &[&chat.as_bytes(), &to_i64(cost), &to_i64(limit)])
                 .await
                 .map_err(PgError::from)?;
             match reserved {
@@ -160,10 +146,7 @@ impl SharedControls for Postgres {
         Box::pin(async move {
             let client = self.client().await?;
             client
-                .execute(
-                    &client.prepare_cached(REFUND).await.map_err(PgError::from)?,
-                    &[&chat.as_bytes(), &to_i64(cost)],
-                )
+                .execute(REFUND, &[&chat.as_bytes(), &to_i64(cost)])
                 .await
                 .map_err(PgError::from)?;
             Ok(())
@@ -183,10 +166,7 @@ impl SharedControls for Postgres {
             let client = self.client().await?;
             client
                 .execute(
-                    &client
-                        .prepare_cached(OPEN_BREAKER)
-                        .await
-                        .map_err(PgError::from)?,
+                    OPEN_BREAKER,
                     &[&breaker.as_bytes(), &recovery.as_secs_f64()],
                 )
                 .await
@@ -202,13 +182,7 @@ impl SharedControls for Postgres {
         Box::pin(async move {
             let client = self.client().await?;
             let row = client
-                .query_opt(
-                    &client
-                        .prepare_cached(BREAKER_OPEN_FOR)
-                        .await
-                        .map_err(PgError::from)?,
-                    &[&breaker.as_bytes()],
-                )
+                .query_opt(BREAKER_OPEN_FOR, &[&breaker.as_bytes()])
                 .await
                 .map_err(PgError::from)?;
             Ok(row.map(|row| Duration::from_secs_f64(row.get::<_, f64>(0).max(0.0))))

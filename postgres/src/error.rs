@@ -13,20 +13,6 @@ pub(crate) struct PgError {
 }
 
 impl PgError {
-    pub(crate) fn from_pool(e: deadpool_postgres::PoolError) -> Self {
-        let message = match e {
-            deadpool_postgres::PoolError::Backend(e) => return PgError::from(e),
-            deadpool_postgres::PoolError::Timeout(_) => {
-                "no connection to PostgreSQL could be had in time".to_string()
-            }
-            other => format!("no connection to PostgreSQL: {other}"),
-        };
-        PgError {
-            message,
-            code: None,
-        }
-    }
-
     /// A transaction that found, by its own checks, that a concurrent one
     /// changed what it read: to be run again.
     pub(crate) fn lost_race() -> Self {
@@ -43,16 +29,26 @@ impl PgError {
     }
 }
 
-impl From<tokio_postgres::Error> for PgError {
-    fn from(e: tokio_postgres::Error) -> Self {
+impl From<sandwit_postgres_connect::Error> for PgError {
+    fn from(e: sandwit_postgres_connect::Error) -> Self {
+        let e = match e {
+            sandwit_postgres_connect::Error::Postgres(e) => e,
+            // What the pool says names the server and the timeout.
+            other => {
+                return PgError {
+                    message: other.to_string(),
+                    code: None,
+                };
+            }
+        };
         match e.as_db_error() {
             Some(db) => PgError {
                 message: format!("PostgreSQL: {} ({})", db.message(), db.code().code()),
                 code: Some(db.code().code().to_string()),
             },
             None => {
-                // The client's own errors (a closed connection, a timeout)
-                // say more in their source than in their text.
+                // The client's own errors (a closed connection, a refused
+                // one) say more in their source than in their text.
                 let source = std::error::Error::source(&e)
                     .map(|s| format!(": {s}"))
                     .unwrap_or_default();

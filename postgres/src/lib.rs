@@ -28,7 +28,7 @@ mod store;
 use std::time::Duration;
 
 use anyhow::Context;
-use sandwit_postgres_connect::deadpool_postgres::Pool;
+use sandwit_postgres_connect::{Conn, Db};
 
 pub use sandwit::controls::SharedControls;
 pub use sandwit::store::StoreBackend;
@@ -36,18 +36,28 @@ pub use sandwit::store::StoreBackend;
 /// Connections a replica keeps to the database at most.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 16;
 
-/// How long an operation waits for a connection of the pool, and to make
-/// one, before it fails: a database that does not answer fails the call
-/// (the call's own deadline also bounds it), never hangs it.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long the database has to answer: to make a connection, and each
+/// statement (the client-side statement timeout). A database that does not
+/// answer fails the operation that waits for it within this (after at most
+/// [`POOL_WAIT`] for a free connection), and so the call or run that made
+/// it well within its own deadline (10 s by default), and the operations
+/// of the next second at once (`sandwit_postgres_connect::REFUSED_FOR`).
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// How long one statement may run on the server.
-const STATEMENT_TIMEOUT: &str = "5s";
+/// How long an operation waits for one of the pool's connections to be
+/// free.
+const POOL_WAIT: Duration = Duration::from_secs(2);
+
+/// How long one statement may run on the server: below
+/// [`ANSWER_TIMEOUT`], so a slow statement of a server that answers is
+/// cancelled by the server (its connection kept) before the client gives
+/// up on it.
+const STATEMENT_TIMEOUT: &str = "1500ms";
 
 /// A pool of connections to one PostgreSQL database, with sandwit's tables
 /// in it.
 pub struct Postgres {
-    pool: Pool,
+    db: Db,
 }
 
 impl Postgres {
@@ -63,12 +73,14 @@ impl Postgres {
     pub async fn connect_with(url: &str, max_connections: usize) -> anyhow::Result<Self> {
         let settings = sandwit_postgres_connect::Settings {
             max_connections,
-            wait: CONNECT_TIMEOUT,
+            wait: POOL_WAIT,
+            answer_timeout: ANSWER_TIMEOUT,
             application_name: "sandwit",
             statement_timeout: Some(STATEMENT_TIMEOUT),
         };
-        let (pool, shown) = sandwit_postgres_connect::pool(url, &settings)?;
-        let pg = Postgres { pool };
+        let db = sandwit_postgres_connect::pool(url, &settings)?;
+        let shown = db.shown().to_string();
+        let pg = Postgres { db };
         let mut client = pg
             .client()
             .await
@@ -80,14 +92,14 @@ impl Postgres {
     }
 
     /// A connection of the pool.
-    async fn client(&self) -> Result<deadpool_postgres::Client, error::PgError> {
-        self.pool.get().await.map_err(error::PgError::from_pool)
+    async fn client(&self) -> Result<Conn, error::PgError> {
+        Ok(self.db.get().await?)
     }
 }
 
 impl std::fmt::Debug for Postgres {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let status = self.pool.status();
+        let status = self.db.status();
         f.debug_struct("Postgres")
             .field("connections", &status.size)
             .field("max_connections", &status.max_size)

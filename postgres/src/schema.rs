@@ -53,8 +53,10 @@ const MIGRATIONS: &[&str] = &[
 const MIGRATION_LOCK: i64 = 0x73_61_6e_64_77_69_74;
 
 /// Applies the migrations the database has not had.
-pub(crate) async fn migrate(client: &mut deadpool_postgres::Client) -> anyhow::Result<()> {
-    let tx = client.transaction().await?;
+pub(crate) async fn migrate(client: &mut sandwit_postgres_connect::Conn) -> anyhow::Result<()> {
+    let tx = client
+        .transaction(tokio_postgres::IsolationLevel::ReadCommitted)
+        .await?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
         .await?;
     tx.batch_execute("CREATE TABLE IF NOT EXISTS sandwit_schema (version integer NOT NULL)")

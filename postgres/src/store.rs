@@ -15,6 +15,7 @@
 use sandwit::ServiceFuture;
 use sandwit::policy::StoreLimits;
 use sandwit::store::{Entry, Namespace, StoreBackend, StoreError};
+use sandwit_postgres_connect::{Conn, Tx};
 use tokio_postgres::IsolationLevel;
 
 use crate::Postgres;
@@ -29,10 +30,7 @@ impl Postgres {
     /// another connection, after a short random pause) when its transaction
     /// lost to a concurrent one. `op` runs one transaction ([`begin`]),
     /// committed when it returns `Ok(Ok(_))`.
-    async fn transaction<T, F>(
-        &self,
-        op: impl Fn(deadpool_postgres::Client) -> F,
-    ) -> Result<T, StoreError>
+    async fn transaction<T, F>(&self, op: impl Fn(Conn) -> F) -> Result<T, StoreError>
     where
         F: Future<Output = Result<Result<T, StoreError>, PgError>>,
     {
@@ -52,14 +50,8 @@ impl Postgres {
 
 /// A READ COMMITTED transaction on `client`: rolled back if dropped
 /// uncommitted (a refused write).
-async fn begin(
-    client: &mut deadpool_postgres::Client,
-) -> Result<deadpool_postgres::Transaction<'_>, PgError> {
-    Ok(client
-        .build_transaction()
-        .isolation_level(IsolationLevel::ReadCommitted)
-        .start()
-        .await?)
+async fn begin(client: &mut Conn) -> Result<Tx<'_>, PgError> {
+    Ok(client.transaction(IsolationLevel::ReadCommitted).await?)
 }
 
 /// The pause before the `tries`th run of a transaction: random, up to a
@@ -141,13 +133,9 @@ impl StoreBackend for Postgres {
     ) -> ServiceFuture<'a, Result<Option<Entry>, StoreError>> {
         Box::pin(async move {
             let client = self.client().await?;
-            let stmt = client
-                .prepare_cached(SELECT_ENTRY)
-                .await
-                .map_err(PgError::from)?;
             let row = client
                 .query_opt(
-                    &stmt,
+                    SELECT_ENTRY,
                     &[
                         &ns.plugin,
                         &ns.scope.as_str(),
@@ -174,23 +162,13 @@ impl StoreBackend for Postgres {
         let written = ns.entry_bytes((key.len() + value.len()) as u64);
         Box::pin(self.transaction(move |mut client| async move {
             let tx = begin(&mut client).await?;
-            tx.execute(
-                &tx.prepare_cached(ENSURE_USAGE).await?,
-                &[&ns.plugin, &tenant],
-            )
-            .await?;
+            tx.execute(ENSURE_USAGE, &[&ns.plugin, &tenant]).await?;
             let used: i64 = tx
-                .query_one(
-                    &tx.prepare_cached(LOCK_USAGE).await?,
-                    &[&ns.plugin, &tenant],
-                )
+                .query_one(LOCK_USAGE, &[&ns.plugin, &tenant])
                 .await?
                 .get(0);
             let old = tx
-                .query_opt(
-                    &tx.prepare_cached(SELECT_OLD).await?,
-                    &[&ns.plugin, &scope, &owner, &key],
-                )
+                .query_opt(SELECT_OLD, &[&ns.plugin, &scope, &owner, &key])
                 .await?
                 .map(|row| {
                     let key_value: i32 = row.get(0);
@@ -207,7 +185,7 @@ impl StoreBackend for Postgres {
             }
             let inserted: bool = tx
                 .query_one(
-                    &tx.prepare_cached(UPSERT_ENTRY).await?,
+                    UPSERT_ENTRY,
                     &[&ns.plugin, &scope, &owner, &key, &is_text, &value, &tenant],
                 )
                 .await?
@@ -217,18 +195,12 @@ impl StoreBackend for Postgres {
                 // looked: what it replaced is not counted. Run again.
                 return Err(PgError::lost_race());
             }
-            tx.execute(
-                &tx.prepare_cached(SET_USAGE).await?,
-                &[&ns.plugin, &tenant, &new_used],
-            )
-            .await?;
+            tx.execute(SET_USAGE, &[&ns.plugin, &tenant, &new_used])
+                .await?;
             // An entry another tenant had written leaves that tenant's quota.
             if let Some((old_bytes, old_tenant)) = old.filter(|(_, t)| t != tenant) {
-                tx.execute(
-                    &tx.prepare_cached(RELEASE).await?,
-                    &[&ns.plugin, &old_tenant, &old_bytes],
-                )
-                .await?;
+                tx.execute(RELEASE, &[&ns.plugin, &old_tenant, &old_bytes])
+                    .await?;
             }
             tx.commit().await?;
             Ok(Ok(()))
@@ -245,10 +217,7 @@ impl StoreBackend for Postgres {
         Box::pin(self.transaction(move |mut client| async move {
             let tx = begin(&mut client).await?;
             let old = tx
-                .query_opt(
-                    &tx.prepare_cached(DELETE_ENTRY).await?,
-                    &[&ns.plugin, &scope, &owner, &key],
-                )
+                .query_opt(DELETE_ENTRY, &[&ns.plugin, &scope, &owner, &key])
                 .await?;
             let Some(row) = old else {
                 return Ok(Ok(false));
@@ -256,11 +225,7 @@ impl StoreBackend for Postgres {
             let key_value: i32 = row.get(0);
             let tenant: Vec<u8> = row.get(1);
             let freed = to_i64(ns.entry_bytes(key_value.max(0) as u64));
-            tx.execute(
-                &tx.prepare_cached(RELEASE).await?,
-                &[&ns.plugin, &tenant, &freed],
-            )
-            .await?;
+            tx.execute(RELEASE, &[&ns.plugin, &tenant, &freed]).await?;
             tx.commit().await?;
             Ok(Ok(true))
         }))
@@ -273,18 +238,12 @@ impl StoreBackend for Postgres {
     ) -> ServiceFuture<'a, Result<Vec<String>, StoreError>> {
         Box::pin(async move {
             let client = self.client().await?;
-            let stmt = client
-                .prepare_cached(
-                    "SELECT key FROM sandwit_store_entries
-                     WHERE plugin = $1 AND scope = $2 AND owner = $3
-                     ORDER BY key LIMIT $4",
-                )
-                .await
-                .map_err(PgError::from)?;
             let max = i64::try_from(max).unwrap_or(i64::MAX);
             let rows = client
                 .query(
-                    &stmt,
+                    "SELECT key FROM sandwit_store_entries
+                     WHERE plugin = $1 AND scope = $2 AND owner = $3
+                     ORDER BY key LIMIT $4",
                     &[&ns.plugin, &ns.scope.as_str(), &ns.owner.as_bytes(), &max],
                 )
                 .await
@@ -301,15 +260,12 @@ impl StoreBackend for Postgres {
     fn usage<'a>(&'a self, plugin: &'a str) -> ServiceFuture<'a, Result<u64, StoreError>> {
         Box::pin(async move {
             let client = self.client().await?;
-            let stmt = client
-                .prepare_cached(
+            let row = client
+                .query_one(
                     "SELECT coalesce(sum(bytes), 0)::bigint FROM sandwit_store_usage
                      WHERE plugin = $1",
+                    &[&plugin],
                 )
-                .await
-                .map_err(PgError::from)?;
-            let row = client
-                .query_one(&stmt, &[&plugin])
                 .await
                 .map_err(PgError::from)?;
             Ok(row.get::<_, i64>(0).max(0) as u64)

@@ -311,3 +311,60 @@ async fn an_unreachable_server_fails_fast_without_leaking_the_password() {
     let bad = Postgres::connect("mysql://x").await.unwrap_err();
     assert!(format!("{bad:#}").contains("not valid"), "{bad:#}");
 }
+
+/// A database that stops answering (a proxy in front of it freezes, as a
+/// hung host or a partition leaves a client) fails the store's operations
+/// and the controls' in time, naming the server and the timeout, where
+/// they waited for ever; once it answers again they succeed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_database_that_does_not_answer_fails_the_store_and_the_controls_in_time() {
+    use sandwit_test_artifacts::freeze::FreezingProxy;
+    let test = async {
+        let (proxy, url) = FreezingProxy::postgres(&fresh_database().await);
+        let pg = Postgres::connect(&url).await.unwrap();
+        let shown = pg.db.shown().to_string();
+        let ns = Namespace {
+            plugin: "notes".into(),
+            scope: Scope::Global,
+            owner: String::new(),
+            tenant: String::new(),
+        };
+        let kept = Entry::Text("kept".into());
+        pg.set(&ns, "k", &kept, &StoreLimits::default())
+            .await
+            .unwrap();
+        let timed_out = format!("PostgreSQL at {shown} did not answer within 2 s");
+
+        proxy.freeze();
+        let start = Instant::now();
+        let e = pg.get(&ns, "k").await.unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!("the store failed: {timed_out} (the client-side statement timeout)")
+        );
+        // Refused at once now, with the same error.
+        let e = pg.take_call("notes/add", 10).await.unwrap_err().0;
+        assert!(e.starts_with(&timed_out), "{e}");
+        // Tried again a second later: a new connection (the one that got
+        // no answer was closed), which the server does not answer either.
+        tokio::time::sleep(sandwit_postgres_connect::REFUSED_FOR).await;
+        let e = pg.reserve("chat", 1, 10).await.unwrap_err().0;
+        assert!(
+            e.starts_with(&format!("{timed_out} (the connect timeout)")),
+            "{e}"
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(9),
+            "{:?}",
+            start.elapsed()
+        );
+
+        proxy.thaw();
+        tokio::time::sleep(sandwit_postgres_connect::REFUSED_FOR).await;
+        assert_eq!(pg.get(&ns, "k").await.unwrap(), Some(kept));
+        assert_eq!(pg.take_call("notes/add", 10).await.unwrap(), Ok(()));
+    };
+    tokio::time::timeout(Duration::from_secs(60), test)
+        .await
+        .expect("the test outlasted a minute: something waits for the frozen database");
+}

@@ -6,7 +6,9 @@
 //! write, its in-flight run fails cleanly and a retry reaches another; a
 //! draining replica leaves the balancer through `/readyz`; what is
 //! published through the balancer is installed through it, with a registry
-//! replica killed between.
+//! replica killed between. A database that stops answering (a proxy in
+//! front of it freezes) fails what needs it in time, spares what does not,
+//! and is used again once it answers.
 
 use std::net::TcpStream;
 use std::path::Path;
@@ -14,6 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use sandwit_test_artifacts::freeze::FreezingProxy;
 use serde_json::{Value, json};
 
 use crate::common::{artifacts, pin_line, sandwit_with_token, tempdir};
@@ -421,4 +424,123 @@ fn registry_replicas_publish_and_install_through_a_balancer() {
     for round in 2..4 {
         install(&format!("plugins-{round}"));
     }
+}
+
+/// A call of `plugin`'s `method` through `client`: its report (status 200)
+/// and how long it took.
+fn timed_call(client: &Client, plugin: &str, method: &str, args: Value) -> (Value, Duration) {
+    let start = Instant::now();
+    let body = json!({"args": args, "chat_key": "c", "user_id": "ann"});
+    let path = format!("/v1/plugins/{plugin}/methods/{method}:call");
+    let (status, report) = client.post(&path, &body).unwrap();
+    assert_eq!(status, 200, "{report}");
+    (report, start.elapsed())
+}
+
+/// A database that stops answering fails the calls that need it (a shared
+/// rate limit, the store) well within their deadline, naming the server and
+/// the timeout, where they waited for the request's 408; and it spares the
+/// calls that do not: with one call slot, a call of a method with neither
+/// waits only for the call holding the slot to fail, where it was refused
+/// 503. Once the database answers, calls that need it succeed again.
+#[test]
+fn a_hung_database_fails_the_calls_that_need_it_in_time_and_spares_the_others() {
+    let db = Database::create();
+    let (proxy, url) = FreezingProxy::postgres(&db.url);
+    let policy = format!(
+        "[plugins.services]\ngrant = [\"store\", \"config\"]\n\
+         config = {{ token = \"t\" }}\n{}\n\
+         [plugins.calc.methods.get_current_time]\nrate_limit = 600\n",
+        pin_line(artifacts::SERVICES)
+    );
+    let tokens = format!("ops admin {}\napp user {}\n", digest(ADMIN), digest(USER));
+    let server = serve_with(
+        ("replicas", "hung-database"),
+        &[artifacts::CALC, artifacts::SERVICES],
+        &policy,
+        &["--store", &url, "--max-runs", "1", "--queue", "1"],
+        &tokens,
+        &[],
+    );
+    server.await_ready();
+    let client = Client::new(&server.base);
+    let limited = || timed_call(&client, "calc", "get_current_time", json!({}));
+    let read = || {
+        let args = json!({"scope": "chat", "key": "k", "value": null});
+        timed_call(&client, "services", "put", args)
+    };
+    let sum = || {
+        timed_call(
+            &client,
+            "calc",
+            "calculate_sum",
+            json!({"num1": 1, "num2": 2}),
+        )
+    };
+    let args = json!({"scope": "chat", "key": "k", "value": "kept"});
+    let (report, _) = timed_call(&client, "services", "put", args);
+    assert_eq!(report["ok"], true, "{report}");
+    assert_eq!(limited().0["ok"], true);
+
+    proxy.freeze();
+    let timed_out = "did not answer within 2 s";
+    std::thread::scope(|scope| {
+        let waiting = scope.spawn(limited);
+        // The rate-limited call holds the only call slot meanwhile.
+        std::thread::sleep(Duration::from_millis(500));
+        let (report, took) = sum();
+        assert_eq!(report["ok"], true, "{report}");
+        assert!(took < Duration::from_secs(9), "{took:?}");
+        let (report, took) = waiting.join().unwrap();
+        assert_eq!(report["ok"], false, "{report}");
+        assert!(report["error"].to_string().contains(timed_out), "{report}");
+        assert!(took < Duration::from_secs(9), "{took:?}");
+    });
+    let (report, took) = read();
+    assert_eq!(report["ok"], false, "{report}");
+    assert!(report["error"].to_string().contains(timed_out), "{report}");
+    assert!(took < Duration::from_secs(9), "{took:?}");
+    for _ in 0..3 {
+        assert_eq!(sum().0["ok"], true);
+    }
+
+    proxy.thaw();
+    std::thread::sleep(Duration::from_millis(1200));
+    assert_eq!(limited().0["ok"], true);
+    let (report, _) = read();
+    assert_eq!(report["result"]["value"], "kept", "{report}");
+}
+
+/// A registry whose database stops answering fails requests that read it
+/// within its client-side statement timeout (10 s), where they waited for
+/// the 300 s request timeout, holding a blocking thread each; once the
+/// database answers, they are answered again.
+#[test]
+fn a_registry_whose_database_hangs_fails_requests_in_time_and_recovers() {
+    let db = Database::create();
+    let (proxy, url) = FreezingProxy::postgres(&db.url);
+    let registry = Registry::launch("hung-database", &["--db", &url], None);
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(60)))
+        .build()
+        .into();
+    let get = || {
+        let start = Instant::now();
+        let response = agent
+            .get(format!("{}/v1/plugins/calc", registry.base))
+            .call()
+            .expect("the registry answers within a minute");
+        (response.status().as_u16(), start.elapsed())
+    };
+    assert_eq!(get().0, 404, "no plugin is published");
+
+    proxy.freeze();
+    let (status, took) = get();
+    assert_eq!(status, 500);
+    assert!(took < Duration::from_secs(30), "{took:?}");
+
+    proxy.thaw();
+    std::thread::sleep(Duration::from_millis(1200));
+    assert_eq!(get().0, 404);
 }

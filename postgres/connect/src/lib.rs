@@ -12,6 +12,17 @@
 //! when the server offers it (`sslmode=prefer`, the default) or required
 //! (`sslmode=require`); either way a certificate that does not check out
 //! fails the connection, never falls back to plain text.
+//!
+//! A server that stops answering (a network partition, a hung host) fails
+//! operations instead of stalling them: making a connection and each
+//! statement are bounded on the client ([`Settings::answer_timeout`]),
+//! whatever the network does; a connection whose statement got no answer
+//! is closed, never handed out again; and for [`REFUSED_FOR`] after such a
+//! timeout operations are refused at once (`db.rs`). TCP keepalives and
+//! `TCP_USER_TIMEOUT` let the kernel close the idle connections of a peer
+//! that is gone, so the pool does not hand them out.
+
+mod db;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,7 +32,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
-pub use deadpool_postgres;
+pub use db::{Conn, Db, Error, REFUSED_FOR, Tx};
 pub use tokio_postgres;
 
 /// How a process's pool behaves.
@@ -29,38 +40,47 @@ pub use tokio_postgres;
 pub struct Settings {
     /// Connections kept at most.
     pub max_connections: usize,
-    /// How long an operation waits for a connection of the pool, or to make
-    /// one (a server that does not answer fails it, never hangs it).
+    /// How long an operation waits for one of the pool's connections to be
+    /// free.
     pub wait: Duration,
+    /// How long the server has to answer: to make a connection (TCP, TLS
+    /// and authentication: the connect timeout), and to answer each
+    /// statement (the client-side statement timeout, which holds when the
+    /// server or the network says nothing at all).
+    pub answer_timeout: Duration,
     /// The name the server shows for these connections (`pg_stat_activity`),
     /// unless the URL gives one.
     pub application_name: &'static str,
     /// How long one statement may run on the server (`statement_timeout`,
-    /// e.g. `"5s"`), if bounded.
+    /// e.g. `"5s"`), if bounded: below `answer_timeout`, so that the server
+    /// cancels a slow statement (the connection stays usable) before the
+    /// client gives up on it.
     pub statement_timeout: Option<&'static str>,
 }
 
-/// A pool of connections to the database at `url` under `settings`, and
-/// the server's name for messages (`host:port/db`, no password). No
-/// connection is made yet: the first `get` makes one.
-pub fn pool(url: &str, settings: &Settings) -> anyhow::Result<(Pool, String)> {
-    let (url, root_cert) = take_root_cert(url);
-    let mut config: tokio_postgres::Config = url
-        .parse()
-        .map_err(|e| anyhow::anyhow!("the PostgreSQL URL is not valid: {e}"))?;
+/// Idle time before the kernel probes a connection, the time between
+/// probes, and the probes unanswered before it closes the connection: an
+/// idle connection to a peer that is gone is closed within 25 s.
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
+const KEEPALIVE_RETRIES: u32 = 3;
+
+/// How long data sent may stay unacknowledged before the kernel closes the
+/// connection (Linux's `TCP_USER_TIMEOUT`; it also bounds the keepalive
+/// probes above).
+const TCP_USER_TIMEOUT: Duration = Duration::from_secs(25);
+
+/// A pool of connections to the database at `url` under `settings`. No
+/// connection is made yet: the first [`Db::get`] makes one. The URL's own
+/// `connect_timeout`, `keepalives*` and `tcp_user_timeout` are kept.
+pub fn pool(url: &str, settings: &Settings) -> anyhow::Result<Db> {
+    let (config, root_cert) = config(url, settings)?;
     let shown = shown(&config);
-    if config.get_connect_timeout().is_none() {
-        config.connect_timeout(settings.wait);
-    }
-    if let Some(timeout) = settings.statement_timeout {
-        let options = config.get_options().unwrap_or_default().to_string();
-        config.options(format!("{options} -c statement_timeout={timeout}").trim());
-    }
-    if config.get_application_name().is_none() {
-        config.application_name(settings.application_name);
-    }
     let tls = tls(root_cert.as_deref())
         .with_context(|| format!("the TLS settings of the PostgreSQL URL for {shown}"))?;
+    // A connection is handed out again unless it is closed: one whose
+    // statement went unanswered is closed by `Conn` (`db.rs`), one whose
+    // peer vanished while it was idle by the kernel (the keepalives).
     let manager = Manager::from_config(
         config,
         tls,
@@ -71,12 +91,47 @@ pub fn pool(url: &str, settings: &Settings) -> anyhow::Result<(Pool, String)> {
     let pool = Pool::builder(manager)
         .max_size(settings.max_connections.max(1))
         .wait_timeout(Some(settings.wait))
-        .create_timeout(Some(settings.wait))
-        .recycle_timeout(Some(settings.wait))
+        .create_timeout(Some(settings.answer_timeout))
+        .recycle_timeout(Some(settings.answer_timeout))
         .runtime(Runtime::Tokio1)
         .build()
         .context("making the PostgreSQL connection pool")?;
-    Ok((pool, shown))
+    Ok(Db::new(pool, shown, settings))
+}
+
+/// The client's configuration for `url` under `settings`, and the file
+/// its `sslrootcert` names.
+fn config(
+    url: &str,
+    settings: &Settings,
+) -> anyhow::Result<(tokio_postgres::Config, Option<String>)> {
+    let (url, root_cert) = take_root_cert(url);
+    let mut config: tokio_postgres::Config = url
+        .parse()
+        .map_err(|e| anyhow::anyhow!("the PostgreSQL URL is not valid: {e}"))?;
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(settings.answer_timeout);
+    }
+    if !url.contains("keepalives_idle") {
+        config.keepalives_idle(KEEPALIVE_IDLE);
+    }
+    if !url.contains("keepalives_interval") {
+        config.keepalives_interval(KEEPALIVE_INTERVAL);
+    }
+    if !url.contains("keepalives_retries") {
+        config.keepalives_retries(KEEPALIVE_RETRIES);
+    }
+    if config.get_tcp_user_timeout().is_none() {
+        config.tcp_user_timeout(TCP_USER_TIMEOUT);
+    }
+    if let Some(timeout) = settings.statement_timeout {
+        let options = config.get_options().unwrap_or_default().to_string();
+        config.options(format!("{options} -c statement_timeout={timeout}").trim());
+    }
+    if config.get_application_name().is_none() {
+        config.application_name(settings.application_name);
+    }
+    Ok((config, root_cert))
 }
 
 /// `url` without its `sslrootcert` parameter (which tokio-postgres does not

@@ -1,7 +1,8 @@
 //! The metadata on PostgreSQL (`--db postgres://...`): what several
-//! replicas of the registry share. A pool of connections (deadpool), driven
-//! by the registry's I/O runtime; the schema's version in `schema_version`,
-//! as in SQLite.
+//! replicas of the registry share. A pool of connections
+//! (`sandwit_postgres_connect`: each statement bounded on the client),
+//! driven by the registry's I/O runtime; the schema's version in
+//! `schema_version`, as in SQLite.
 //!
 //! Writes are serialized as SQLite serializes them: every write transaction
 //! first takes one transaction-scoped advisory lock, so the checks a write
@@ -13,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use deadpool_postgres::{Object, Pool};
+use sandwit_postgres_connect::{Conn as PooledConn, Db};
 use tokio_postgres::types::{IsNull, ToSql, Type};
 
 use super::conn::{Conn, Dialect, Param, Row, Value, new_registry_id, params};
@@ -30,9 +31,15 @@ const WRITE_LOCK: i64 = 0x7377_7265_6769_7374;
 /// The most connections one registry process opens.
 const MAX_CONNECTIONS: usize = 16;
 
-/// How long a transaction waits for a free connection, or a new one to
-/// open, before failing.
+/// How long a transaction waits for a free connection before failing.
 const CONNECTION_WAIT: Duration = Duration::from_secs(30);
+
+/// How long the database has to answer: to open a connection, and each
+/// statement (the client-side statement timeout). A write's first
+/// statement waits for the write lock as long as the write before it
+/// takes, so this is not short; a database that does not answer fails the
+/// request within it instead of holding a blocking thread for ever.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Version 1: the tables of SQLite's schema version 4, in PostgreSQL's
 /// types (64-bit integers, `BYTEA`, `BOOLEAN`). Search matches the
@@ -110,7 +117,7 @@ CREATE INDEX blob_holds_by_digest ON blob_holds(digest);
 
 /// The metadata in a PostgreSQL database.
 pub struct Postgres {
-    pool: Pool,
+    db: Db,
     driver: Arc<Driver>,
     id: String,
 }
@@ -124,14 +131,16 @@ impl Postgres {
         let settings = sandwit_postgres_connect::Settings {
             max_connections: MAX_CONNECTIONS,
             wait: CONNECTION_WAIT,
+            answer_timeout: ANSWER_TIMEOUT,
             application_name: "sandwit-registry",
             // A write waits for the write lock as long as the one before
-            // it takes; the pool's wait bounds a connection, not that.
+            // it takes: bounded by the client's timeout alone.
             statement_timeout: None,
         };
-        let (pool, shown) = sandwit_postgres_connect::pool(url, &settings)?;
+        let db = sandwit_postgres_connect::pool(url, &settings)?;
+        let shown = db.shown().to_string();
         let mut db = Postgres {
-            pool,
+            db,
             driver,
             id: String::new(),
         };
@@ -183,9 +192,9 @@ impl Postgres {
         })
     }
 
-    fn client(&self) -> Result<Object> {
+    fn client(&self) -> Result<PooledConn> {
         self.driver
-            .block_on(self.pool.get())
+            .block_on(self.db.get())
             .map_err(|e| Error::Internal(anyhow::Error::new(e).context("connecting to PostgreSQL")))
     }
 
@@ -221,7 +230,7 @@ impl Postgres {
         if let Err(e) = conn.batch(finish) {
             // A connection whose transaction did not end must not serve
             // another: it is closed instead of going back to the pool.
-            drop(Object::take(client));
+            client.close();
             return Err(e);
         }
         match outcome {
@@ -233,7 +242,7 @@ impl Postgres {
 
 /// A pooled connection, its futures run by the driver.
 struct PgConn<'a> {
-    client: &'a Object,
+    client: &'a PooledConn,
     driver: &'a Driver,
 }
 
@@ -244,13 +253,6 @@ impl PgConn<'_> {
             .block_on(self.client.batch_execute(sql))
             .map_err(|e| failed(e, sql))
     }
-
-    fn prepare(&self, sql: &str) -> Result<tokio_postgres::Statement> {
-        let sql = numbered(sql);
-        self.driver
-            .block_on(self.client.prepare_cached(&sql))
-            .map_err(|e| failed(e, &sql))
-    }
 }
 
 impl Conn for PgConn<'_> {
@@ -259,19 +261,17 @@ impl Conn for PgConn<'_> {
     }
 
     fn execute(&mut self, sql: &str, params: &[Param]) -> Result<u64> {
-        let statement = self.prepare(sql)?;
         let params: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as _).collect();
         self.driver
-            .block_on(self.client.execute(&statement, &params))
+            .block_on(self.client.execute(&numbered(sql), &params))
             .map_err(|e| failed(e, sql))
     }
 
     fn query(&mut self, sql: &str, params: &[Param]) -> Result<Vec<Row>> {
-        let statement = self.prepare(sql)?;
         let params: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as _).collect();
         let rows = self
             .driver
-            .block_on(self.client.query(&statement, &params))
+            .block_on(self.client.query(&numbered(sql), &params))
             .map_err(|e| failed(e, sql))?;
         rows.iter().map(row).collect()
     }
@@ -287,7 +287,7 @@ fn cause(e: Error) -> anyhow::Error {
 }
 
 /// A statement's failure, with the statement's first line.
-fn failed(e: tokio_postgres::Error, sql: &str) -> Error {
+fn failed(e: sandwit_postgres_connect::Error, sql: &str) -> Error {
     let first = sql.trim().lines().next().unwrap_or_default();
     Error::Internal(anyhow::Error::new(e).context(format!("PostgreSQL: {first}")))
 }

@@ -4,6 +4,8 @@
 
 include!(concat!(env!("OUT_DIR"), "/artifacts.rs"));
 
+pub mod freeze;
+
 /// The URL of the PostgreSQL server the tests of the scale-out backends
 /// share: `SANDWIT_TEST_POSTGRES` (scripts/test starts one and exports it),
 /// else the developer's cluster that `scripts/postgres start` starts once in
