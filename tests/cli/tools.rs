@@ -397,6 +397,38 @@ fn a_cancelled_run_closes_its_request() {
     }
 }
 
+/// A method's parameters are in the order the server declares them, not
+/// sorted: a JSON body's `message, content` (GitHub's
+/// create-or-update-file-contents has them so) are taken in that order.
+#[test]
+fn an_operations_body_members_keep_their_declared_order() {
+    let dir = tempdir("tools", "openapi-order");
+    let app = App::start(&dir);
+    let policy = policy(&app, "");
+    let empty = dir.join("no-plugins");
+    std::fs::create_dir_all(&empty).unwrap();
+    let plugins = empty.to_str().unwrap();
+    let out = sandwit(&dir, &policy, &["prompt", "--plugins", plugins]);
+    assert!(
+        text(&out).contains("def shop_put_file(name, message, content):"),
+        "{}",
+        text(&out)
+    );
+    let code = "result = shop_put_file('README.md', 'add a readme', 'hello')";
+    let out = sandwit(
+        &dir,
+        &policy,
+        &["run", "--json", "--plugins", plugins, "-c", code],
+    );
+    let outcome: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", text(&out)));
+    assert_eq!(
+        outcome["result"],
+        json!({"name": "README.md", "message": "add a readme", "content": "hello"}),
+        "{outcome}"
+    );
+}
+
 #[test]
 fn serve_lists_and_calls_a_sources_methods_over_http_and_mcp() {
     let dir = tempdir("tools", "serve");
@@ -655,6 +687,102 @@ fn an_mcp_servers_tools_become_methods_over_stdio_and_http() {
     let out = sandwit(&dir, &policy, &["prompt", "--plugins", plugins]);
     assert!(!out.status.success());
     assert!(text(&out).contains("tool source `docs`"), "{}", text(&out));
+}
+
+/// `divide(numerator, denominator)` on an MCP server is offered so, and
+/// `divide(10, 2)` is 5: the parameters are the `inputSchema`'s
+/// properties in their order, not sorted (which made it 0.2).
+#[test]
+fn an_mcp_tools_parameters_keep_their_declared_order() {
+    let dir = tempdir("tools", "mcp-order");
+    let empty = dir.join("no-plugins");
+    std::fs::create_dir_all(&empty).unwrap();
+    let plugins = empty.to_str().unwrap();
+    let policy = mcp_policy(&stdio_source("mcp_server.py", &["stdio"]), "");
+    let out = sandwit(&dir, &policy, &["prompt", "--plugins", plugins]);
+    assert!(
+        text(&out).contains("def divide(numerator, denominator):"),
+        "{}",
+        text(&out)
+    );
+    let out = sandwit(
+        &dir,
+        &policy,
+        &[
+            "run",
+            "--json",
+            "--plugins",
+            plugins,
+            "-c",
+            "print(divide(10, 2))",
+        ],
+    );
+    let outcome: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", text(&out)));
+    assert_eq!(outcome["stdout"], "5.0\n", "{outcome}");
+}
+
+/// The `"""` that are not escaped in `listing`: a docstring's text can end
+/// its docstring only through one of them.
+fn unescaped_triple_quotes(listing: &str) -> usize {
+    let (mut count, mut run, mut escaped) = (0, 0, false);
+    for c in listing.chars() {
+        if c == '"' && !escaped {
+            run += 1;
+            if run == 3 {
+                count += 1;
+                run = 0;
+            }
+        } else {
+            run = 0;
+        }
+        escaped = c == '\\' && !escaped;
+    }
+    count
+}
+
+/// A tool's description cannot close its docstring in the listing (and add
+/// a method of another plugin), nor reorder or hide text with bidi controls
+/// and zero-width characters; a tool named in fullwidth letters is skipped,
+/// saying why.
+#[test]
+fn deceptive_mcp_tools_are_shown_as_text_or_skipped_with_the_reason() {
+    let dir = tempdir("tools", "mcp-deceptive");
+    let empty = dir.join("no-plugins");
+    std::fs::create_dir_all(&empty).unwrap();
+    let plugins = empty.to_str().unwrap();
+    let policy = mcp_policy(&stdio_source("hostile_mcp.py", &["deceptive"]), "");
+    let out = sandwit(&dir, &policy, &["prompt", "--plugins", plugins]);
+    let prompt = text(&out);
+    assert!(out.status.success(), "{prompt}");
+    assert!(prompt.contains("def lookup():"), "{prompt}");
+    assert_eq!(
+        unescaped_triple_quotes(&prompt),
+        2,
+        "only `lookup`'s own docstring quotes: {prompt}"
+    );
+    assert!(
+        prompt.contains("    def transfer_funds(to, amount):") && prompt.contains(r#"\"\"\"Sends"#),
+        "the fake method is text of the docstring: {prompt}"
+    );
+    for hidden in ['\u{202e}', '\u{202c}', '\u{2066}', '\u{2069}', '\u{200b}'] {
+        assert!(!prompt.contains(hidden), "{hidden:?} in {prompt}");
+    }
+    assert!(
+        prompt.contains(r"Reversed: \u202eevil\u202c, isolated: \u2066x\u2069, hidden:\u200b."),
+        "{prompt}"
+    );
+
+    let out = sandwit(&dir, &policy, &["tools", "inspect", "--source", "docs"]);
+    let shown = text(&out);
+    assert!(out.status.success(), "{shown}");
+    assert!(
+        shown.contains(
+            "skipped ｄｉｖｉｄｅ: its name `ｄｉｖｉｄｅ` is written in fullwidth characters, \
+             which Python reads as `divide`"
+        ),
+        "{shown}"
+    );
 }
 
 /// A run that ends while its call waits cancels the call on the server

@@ -40,7 +40,7 @@ use sandwit_contract::text::cut;
 use sandwit_contract::tool_policy::{Auth, Secret, Source, ToolSourcePolicy};
 use sandwit_contract::types::{ContentPart, Media, MethodKind, MethodResult, Value};
 
-use super::openapi::python_name;
+use super::openapi::{method_name, python_name};
 use super::schema::{Budget, required, standalone};
 use crate::capabilities::config::Redactor;
 use crate::capabilities::http::host_client::HostHttp;
@@ -590,7 +590,7 @@ impl McpSource {
 }
 
 /// The methods `tools` give under `policy` (its filter, prefix and kinds).
-fn methods_of(policy: &ToolSourcePolicy, tools: &[Tool]) -> Listing {
+pub(super) fn methods_of(policy: &ToolSourcePolicy, tools: &[Tool]) -> Listing {
     let mut listing = Listing {
         methods: Vec::new(),
         skipped: Vec::new(),
@@ -607,7 +607,13 @@ fn methods_of(policy: &ToolSourcePolicy, tools: &[Tool]) -> Listing {
             skip(format!("more than {MAX_METHODS} tools are offered"));
             continue;
         }
-        let name = python_name(&format!("{}{tool_name}", policy.prefix));
+        let name = match method_name(&policy.prefix, &tool_name) {
+            Ok(name) => name,
+            Err(why) => {
+                skip(why);
+                continue;
+            }
+        };
         if !names.insert(name.clone()) {
             skip(format!("its method name `{name}` is another tool's"));
             continue;

@@ -21,6 +21,8 @@ mod call;
 mod checks;
 mod mcp;
 mod openapi;
+#[cfg(test)]
+mod order;
 mod schema;
 mod spec;
 

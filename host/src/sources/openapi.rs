@@ -12,7 +12,7 @@ use sha2::Digest as _;
 
 use sandwit_contract::manifest::{
     MAX_DESCRIPTION_LEN, MAX_DOCSTRING_LEN, MAX_NAME_LEN, MAX_PARAMS, MethodSpec, Param,
-    is_free_method_name,
+    RESERVED_PREFIX, is_free_method_name,
 };
 use sandwit_contract::tool_policy::{Auth, ToolSourcePolicy};
 use sandwit_contract::types::MethodKind;
@@ -116,10 +116,16 @@ pub(crate) fn operations(
                 continue;
             }
             let prefix = source.map_or("", |s| s.prefix.as_str());
-            let name = python_name(&format!("{prefix}{operation_id}"));
             let skip = |why: String| Skipped {
                 operation: cut(&operation_id, 120),
                 why,
+            };
+            let name = match method_name(prefix, &operation_id) {
+                Ok(name) => name,
+                Err(why) => {
+                    skipped.push(skip(why));
+                    continue;
+                }
             };
             if !names.insert(name.clone()) {
                 skipped.push(skip(format!(
@@ -184,7 +190,11 @@ struct OperationAt<'a> {
 }
 
 /// Header parameters a document may not have the AI fill in: those the
-/// host writes, and those that frame or route the request.
+/// host writes, those that frame or route the request, and those a proxy or
+/// framework in front of the server may take for the request's real
+/// target, origin or method (`X-Original-URL` reaching a path the base URL
+/// does not, `X-HTTP-Method-Override` making a `GET` a `DELETE`). Every
+/// `X-Forwarded-*` header too ([`is_host_header`]).
 const HOST_HEADERS: &[&str] = &[
     "authorization",
     "proxy-authorization",
@@ -194,6 +204,7 @@ const HOST_HEADERS: &[&str] = &[
     "te",
     "trailer",
     "connection",
+    "proxy-connection",
     "keep-alive",
     "upgrade",
     "expect",
@@ -201,11 +212,35 @@ const HOST_HEADERS: &[&str] = &[
     "host",
     "cookie",
     "forwarded",
+    "via",
+    "max-forwards",
+    "x-original-url",
+    "x-original-uri",
+    "x-rewrite-url",
+    "x-override-url",
+    "x-original-host",
+    "x-host",
+    "x-real-ip",
+    "x-client-ip",
+    "true-client-ip",
+    "x-original-method",
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
 ];
 
+/// Whether the header `name` (in lower case) is one the AI may not set
+/// ([`HOST_HEADERS`], `X-Forwarded-*`).
+fn is_host_header(name: &str) -> bool {
+    HOST_HEADERS.contains(&name) || name.starts_with("x-forwarded-")
+}
+
 /// Why the path template `path` may not be called, if it may not: it must
-/// stay under the base URL's path (no `.` or `..` segment, even encoded)
-/// and be a path only.
+/// stay under the base URL's path (no `.` or `..` segment) and be a path
+/// only. A percent-encoded `.`, `/`, `\`, `%` or control character is
+/// refused wherever it stands: a server or proxy that decodes before it
+/// normalises reads `%2E%2e%2f` as `../`, and one that decodes twice reads
+/// `%252e` as `.`; a path written to be called needs none of them.
 fn path_problem(path: &str) -> Option<String> {
     if !path.starts_with('/') {
         return Some("its path does not begin with `/`".into());
@@ -213,10 +248,25 @@ fn path_problem(path: &str) -> Option<String> {
     if path.contains(['?', '#', '\\']) || path.chars().any(char::is_control) {
         return Some("its path holds `?`, `#`, `\\` or a control character".into());
     }
-    let dots = path.split('/').any(|segment| {
-        let decoded = segment.to_ascii_lowercase().replace("%2e", ".");
-        decoded == "." || decoded == ".."
+    let hex = |b: u8| char::from(b).to_digit(16);
+    let encoded = path.as_bytes().windows(3).find(|w| {
+        let (Some(high), Some(low)) = (hex(w[1]), hex(w[2])) else {
+            return false;
+        };
+        let byte = (high * 16 + low) as u8;
+        w[0] == b'%' && (b"./\\%".contains(&byte) || byte.is_ascii_control())
     });
+    if let Some(escape) = encoded {
+        return Some(format!(
+            "its path holds `{}`, a percent-encoded `.`, `/`, `\\`, `%` or control character, \
+             which a server may decode into a step out of its base or a character no \
+             path holds",
+            String::from_utf8_lossy(escape)
+        ));
+    }
+    let dots = path
+        .split('/')
+        .any(|segment| segment == "." || segment == "..");
     dots.then(|| "its path has a `.` or `..` segment".into())
 }
 
@@ -271,8 +321,9 @@ fn operation(document: &Json, budget: &mut Budget, at: OperationAt) -> Result<Op
             None => return skip(format!("its parameter `{}` has no `in`", cut(wire, 60))),
         };
         let lower = wire.to_ascii_lowercase();
-        if location == Location::Header && HOST_HEADERS.contains(&lower.as_str()) {
-            // The host writes these itself, or they frame the request.
+        if location == Location::Header && is_host_header(&lower) {
+            // The host writes these itself, or they frame or route the
+            // request.
             continue;
         }
         if at
@@ -507,6 +558,53 @@ fn param_name(wire: &str, location: Location) -> String {
     }
 }
 
+/// The method name of the operation or tool `name` after `prefix`, or why
+/// it has none. Python reads an identifier in its NFKC form, so a name in
+/// fullwidth letters (`ｄｉｖｉｄｅ`) is `divide` there: it is refused rather
+/// than taken for the ASCII name it imitates (another tool's, perhaps) or
+/// turned into `_`s. A name that comes to a reserved prefix (`__`, Python's
+/// own names; `sandwit_`, the host's) is refused with that reason.
+pub(crate) fn method_name(prefix: &str, name: &str) -> Result<String, String> {
+    let shown = cut(name, 60);
+    let fullwidth = |c: char| ('\u{FF01}'..='\u{FF5E}').contains(&c);
+    if name.chars().any(fullwidth) {
+        let read: String = name
+            .chars()
+            .map(|c| {
+                if fullwidth(c) {
+                    // The fullwidth forms are ASCII's `!` to `~`, 0xFEE0 up.
+                    char::from_u32(u32::from(c) - 0xFEE0).unwrap_or(c)
+                } else {
+                    c
+                }
+            })
+            .collect();
+        return Err(format!(
+            "its name `{shown}` is written in fullwidth characters, which Python reads as `{}`: \
+             a method name is ASCII letters, digits and `_`, and a look-alike is not taken for \
+             the name it imitates",
+            cut(&read, 60)
+        ));
+    }
+    let method = python_name(&format!("{prefix}{name}"));
+    if is_free_method_name(&method) {
+        return Ok(method);
+    }
+    Err(if !name.chars().any(|c| c.is_ascii_alphanumeric()) {
+        format!(
+            "its name `{shown}` has no ASCII letter or digit to make a Python name of (a method \
+             name is ASCII letters, digits and `_`; it would be `{method}`)"
+        )
+    } else if method.starts_with("__") {
+        format!("its method name `{method}` begins with `__`, which Python's own names take")
+    } else {
+        format!(
+            "its method name `{method}` begins with `{RESERVED_PREFIX}`, which the host's own \
+             methods take (rename with `prefix`)"
+        )
+    })
+}
+
 /// `text` as a Python name no keyword, builtin or reserved prefix takes
 /// ([`identifier`], then `_` after it if need be).
 pub(crate) fn python_name(text: &str) -> String {
@@ -616,9 +714,10 @@ mod tests {
     #[test]
     fn operations_become_methods_with_flat_parameters() {
         let (offered, skipped) = operations(&document(), Some(&source(&["*"]))).unwrap();
+        // In the document's order.
         let names: Vec<&str> = offered.iter().map(|o| o.spec.name.as_str()).collect();
-        assert_eq!(names, ["shop_create_item", "shop_get_item"]);
-        let get = &offered[1];
+        assert_eq!(names, ["shop_get_item", "shop_create_item"]);
+        let get = &offered[0];
         assert_eq!(
             get.spec.signature(),
             "shop_get_item(item_id, q=None, x_trace_id=None)"
@@ -634,7 +733,7 @@ mod tests {
             "integer"
         );
         assert_eq!(get.plan.params[2].wire, "X-Trace-Id");
-        let create = &offered[0];
+        let create = &offered[1];
         assert_eq!(
             create.spec.signature(),
             "shop_create_item(name, price=None)"
@@ -647,11 +746,11 @@ mod tests {
             .collect();
         assert_eq!(why.len(), 2, "{why:?}");
         assert!(
-            why[0].starts_with("session: its parameter `sid` is in `cookie`"),
+            why[0].starts_with("upload: its body is not JSON (multipart/form-data)"),
             "{why:?}"
         );
         assert!(
-            why[1].starts_with("upload: its body is not JSON (multipart/form-data)"),
+            why[1].starts_with("session: its parameter `sid` is in `cookie`"),
             "{why:?}"
         );
     }
@@ -692,10 +791,38 @@ mod tests {
             "/x#",
             "x/{y}",
             "/a\\b",
+            // Percent-encoded dots, slashes, backslashes, escapes, controls.
+            "/files/%2E%2e%2f/etc/{x}",
+            "/a%2Fb",
+            "/a/.%2e/b",
+            "/a/%5c..",
+            "/a/%252e%252e/b",
+            "/a/%00",
         ] {
             assert!(path_problem(path).is_some(), "{path}");
         }
-        assert!(path_problem("/items/{item_id}/v1.2").is_none());
+        for path in [
+            "/items/{item_id}/v1.2",
+            "/caf%C3%A9/{x}",
+            "/a%20b",
+            "/a/..b/c.",
+        ] {
+            assert!(path_problem(path).is_none(), "{path}");
+        }
+        let document = json!({"openapi": "3.1.0", "paths": {
+            "/files/%2E%2e%2f{name}": {"get": {"operationId": "escape"}},
+            "/files/{name}": {"get": {"operationId": "read"}},
+        }});
+        let (offered, skipped) = operations(&document, None).unwrap();
+        assert_eq!(offered.len(), 1);
+        assert_eq!(skipped[0].operation, "escape");
+        assert!(
+            skipped[0]
+                .why
+                .contains("its path holds `%2E`, a percent-encoded `.`"),
+            "{}",
+            skipped[0].why
+        );
         let document = json!({"openapi": "3.1.0", "paths": {"/x": {"get": {
             "operationId": "x",
             "parameters": [
@@ -713,5 +840,90 @@ mod tests {
         // Neither the framing header nor the credential's own parameter is
         // the AI's to fill.
         assert_eq!(offered[0].spec.signature(), "x(q=None)");
+    }
+
+    #[test]
+    fn body_members_keep_the_documents_order() {
+        // Parsed from text, as a document is. GitHub's
+        // repos/create-or-update-file-contents: `message` before `content`.
+        let document = crate::sources::spec::parse(
+            br#"{"openapi": "3.1.0", "paths": {"/repos/{owner}/{repo}/contents/{path}": {"put": {
+                "operationId": "repos/create-or-update-file-contents",
+                "parameters": [
+                    {"name": "owner", "in": "path", "required": true, "schema": {"type": "string"}},
+                    {"name": "repo", "in": "path", "required": true, "schema": {"type": "string"}},
+                    {"name": "path", "in": "path", "required": true, "schema": {"type": "string"}}
+                ],
+                "requestBody": {"required": true, "content": {"application/json": {"schema": {
+                    "type": "object", "required": ["message", "content"],
+                    "properties": {"message": {"type": "string"}, "content": {"type": "string"},
+                                   "sha": {"type": "string"}, "branch": {"type": "string"}}}}}}
+            }}}}"#,
+        )
+        .unwrap();
+        let (offered, _) = operations(&document, None).unwrap();
+        assert_eq!(
+            offered[0].spec.signature(),
+            "repos_create_or_update_file_contents(owner, repo, path, message, content, \
+             sha=None, branch=None)"
+        );
+        let wires: Vec<&str> = offered[0]
+            .plan
+            .params
+            .iter()
+            .map(|p| p.wire.as_str())
+            .collect();
+        assert_eq!(
+            wires,
+            [
+                "owner", "repo", "path", "message", "content", "sha", "branch"
+            ]
+        );
+    }
+
+    #[test]
+    fn headers_that_override_the_target_or_method_are_not_offered() {
+        let header =
+            |name: &str| json!({"name": name, "in": "header", "schema": {"type": "string"}});
+        let document = json!({"openapi": "3.1.0", "paths": {"/x": {"get": {
+            "operationId": "x",
+            "parameters": [
+                header("X-Original-URL"),
+                header("X-Rewrite-URL"),
+                header("X-Forwarded-Host"),
+                header("X-Forwarded-Prefix"),
+                header("x-forwarded-for"),
+                header("X-HTTP-Method-Override"),
+                header("X-HTTP-Method"),
+                header("X-Method-Override"),
+                header("Forwarded"),
+                header("X-Request-Id"),
+            ],
+        }}}});
+        let (offered, _) = operations(&document, None).unwrap();
+        assert_eq!(offered[0].spec.signature(), "x(x_request_id=None)");
+    }
+
+    #[test]
+    fn a_name_that_makes_no_method_name_is_skipped_saying_why() {
+        let why = method_name("", "\u{ff44}\u{ff49}\u{ff56}\u{ff49}\u{ff44}\u{ff45}").unwrap_err();
+        assert!(
+            why.contains("is written in fullwidth characters, which Python reads as `divide`"),
+            "{why}"
+        );
+        // Fullwidth among ASCII, and after a prefix: still a look-alike.
+        let why = method_name("shop_", "get_\u{ff49}tem").unwrap_err();
+        assert!(why.contains("reads as `get_item`"), "{why}");
+        let why = method_name("", "\u{5929}\u{6c14}").unwrap_err();
+        assert!(why.contains("has no ASCII letter or digit"), "{why}");
+        let why = method_name("", "__init__").unwrap_err();
+        assert!(why.contains("begins with `__`"), "{why}");
+        let why = method_name("", "sandwit_run").unwrap_err();
+        assert!(why.contains("begins with `sandwit_`"), "{why}");
+        assert_eq!(
+            method_name("shop_", "my-tool.v2").unwrap(),
+            "shop_my_tool_v2"
+        );
+        assert_eq!(method_name("", "print").unwrap(), "print_");
     }
 }

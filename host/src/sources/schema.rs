@@ -221,8 +221,9 @@ fn openapi_30_dialect(original: &Map<String, Json>, out: &mut Map<String, Json>)
         ("exclusiveMaximum", "maximum"),
     ] {
         if let Some(Json::Bool(exclusive)) = original.get(flag) {
-            out.remove(flag);
-            if *exclusive && let Some(value) = out.remove(bound) {
+            // `shift_remove`: the other keywords keep their order.
+            out.shift_remove(flag);
+            if *exclusive && let Some(value) = out.shift_remove(bound) {
                 out.insert(flag.into(), value);
             }
         }

@@ -16,6 +16,8 @@ Both log to stderr only.
 
 Tools:
   add(a, b) -> a + b        structured output ({"result": N}) and text
+  divide(numerator, denominator) -> numerator / denominator, text: its
+                            parameters out of alphabetical order
   echo(text) -> text        text
   image()                   a 1x1 PNG (image content)
   slow(ms)                  answers after ms; cancelled (notifications/
@@ -61,6 +63,12 @@ lowlevel.create_initialization_options = lambda *args, **kwargs: plain_options(
 def add(a: int, b: int) -> int:
     """Adds two integers."""
     return a + b
+
+
+@server.tool(structured_output=False)
+def divide(numerator: float, denominator: float) -> float:
+    """Divides numerator by denominator."""
+    return numerator / denominator
 
 
 @server.tool(structured_output=False)

@@ -22,7 +22,8 @@ Other environment variables:
                          away before it answers
 
 Operations (operationIds): get_item, create_item, search, slow, boom, big,
-echo_auth.
+echo_auth, put_file (its body's members `message, content`, out of
+alphabetical order, as GitHub's create-or-update-file-contents has them).
 """
 
 import asyncio
@@ -149,6 +150,16 @@ def big() -> Response:
 @app.get("/echo-auth", operation_id="echo_auth", summary="The Authorization header received")
 def echo_auth(request: Request) -> dict:
     return {"authorization": request.headers.get("authorization")}
+
+
+class FileChange(BaseModel):
+    message: str
+    content: str
+
+
+@app.put("/files/{name}", operation_id="put_file", summary="Create or update a file")
+def put_file(name: str, change: FileChange) -> dict:
+    return {"name": name, "message": change.message, "content": change.content}
 
 
 
