@@ -448,6 +448,57 @@ fn serve_holds_a_scientific_runs_workspace_quota_whatever_its_descriptors() {
 }
 
 #[test]
+fn a_chats_runs_at_once_share_its_quota_across_both_interpreters() {
+    // One run in each interpreter, of one chat, each writing 700 KiB into
+    // 1 MiB once both are under way (each waits for the other's marker):
+    // together they are refused past the quota, and the chat's files stay
+    // within it.
+    let root = tempdir("serve", "workspace-together-root");
+    let server = serve(
+        "workspace-together",
+        &[],
+        "",
+        &[
+            "--scientific-dir",
+            artifacts::SCIENTIFIC,
+            "--workspace",
+            root.to_str().unwrap(),
+            "--workspace-max-mib",
+            "1",
+            "--max-runs",
+            "2",
+        ],
+    );
+    let code = |me: &str, other: &str| {
+        format!(
+            "import os, time\nopen('{me}.ready', 'w').close()\nfor _ in range(800):\n    \
+             if os.path.exists('{other}.ready'):\n        break\n    time.sleep(0.01)\n\
+             with open('{me}.bin', 'wb') as f:\n    for _ in range(7):\n        \
+             f.write(bytes(100 << 10))"
+        )
+    };
+    let (small, scientific) = std::thread::scope(|s| {
+        let small = s.spawn(|| run(&server, &code("a", "b"), Some("small")));
+        let scientific = s.spawn(|| run(&server, &code("b", "a"), Some("scientific")));
+        (small.join().unwrap(), scientific.join().unwrap())
+    });
+    let mut refused = 0;
+    for (status, outcome) in [&small, &scientific] {
+        assert_eq!(*status, 200, "{outcome}");
+        if outcome["status"] != "ok" {
+            assert_eq!(outcome["limit"]["kind"], "workspace", "{outcome}");
+            refused += 1;
+        }
+    }
+    assert!(refused > 0, "both ran: {small:?} {scientific:?}");
+    let (status, listing) = get_json(&server, "/v1/chats/c/files", USER);
+    assert_eq!(status, 200, "{listing}");
+    let files = listing["files"].as_array().unwrap();
+    let held: u64 = files.iter().map(|f| f["size"].as_u64().unwrap()).sum();
+    assert!(held <= 1 << 20, "{listing}");
+}
+
+#[test]
 fn serve_without_workspaces_answers_404_for_a_chats_files() {
     let server = serve(
         "no-workspace",

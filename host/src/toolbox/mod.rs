@@ -3,6 +3,7 @@
 //! and the per-context sets a plugin's lifecycle hooks choose.
 
 pub(crate) mod context;
+pub(crate) mod guest_text;
 pub(crate) mod host_method;
 pub(crate) mod listing;
 pub(crate) mod plugin_set;

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use crate::bindings::wit;
 use crate::plugin::Plugin;
+use crate::toolbox::guest_text::docstring_body;
 use crate::toolbox::host_method::HostMethod;
-use crate::toolbox::listing::docstring_body;
 use sandwit_contract::manifest::MethodSpec;
 use sandwit_contract::types::MethodKind;
 
