@@ -320,6 +320,100 @@ async fn a_chats_runs_at_once_share_its_byte_quota() {
     }
 }
 
+/// Files and folders a run makes through a folder it opened (`dir_fd`)
+/// count as those it names from the top do: names that are the top's are
+/// new under another folder, and the file quota holds. Folders take bytes
+/// of the byte quota.
+#[tokio::test(flavor = "multi_thread")]
+async fn entries_made_through_an_opened_folder_count_and_folders_take_bytes() {
+    for which in 0..2 {
+        let root = TempDir::new();
+        let quotas = WorkspaceOptions::new(root.path())
+            .max_bytes(1 << 20)
+            .max_files(20);
+        let (_host, sandbox) = each_with_workspaces(&quotas).await.remove(which);
+        let plugins = PluginSet::default();
+        let code = "import os\nfor i in range(5):\n    os.mkdir(f'n{i}')\n    \
+                    os.close(os.open(f'g{i}', os.O_WRONLY | os.O_CREAT))\n\
+                    for i in range(5):\n    fd = os.open(f'n{i}', os.O_RDONLY | os.O_DIRECTORY)\n    \
+                    for j in range(5):\n        os.mkdir(f'n{j}', dir_fd=fd)\n        \
+                    os.close(os.open(f'g{j}', os.O_WRONLY | os.O_CREAT, dir_fd=fd))\n    \
+                    os.close(fd)";
+        let ctx = chat("dir-fd");
+        let outcome = sandbox.run(&ctx, &plugins, code).await;
+        assert_eq!(outcome.status, RunStatus::LimitExceeded, "{outcome:?}");
+        let limit = outcome.limit.as_ref().unwrap();
+        assert_eq!(limit.kind, LimitKind::Workspace, "{outcome:?}");
+        assert!(limit.message.contains("max_files"), "{limit:?}");
+        let made = entries_under(root.path());
+        assert!(made <= 20, "{made} entries on disk");
+        // Folders alone: 4 KiB each of the byte quota, so 1 MiB holds
+        // fewer than 200 of them beside a file of 600 KiB.
+        let root = TempDir::new();
+        let quotas = WorkspaceOptions::new(root.path())
+            .max_bytes(1 << 20)
+            .max_files(1_000);
+        let (_host, sandbox) = each_with_workspaces(&quotas).await.remove(which);
+        let code = "import os\nopen('big', 'wb').write(bytes(600 << 10))\n\
+                    for i in range(200):\n    os.mkdir(f'd{i}')";
+        assert_byte_quota(code, &sandbox.run(&ctx, &plugins, code).await);
+    }
+}
+
+/// A tree the code moves deeper than `max_path` (each path it named
+/// within the quota) is listed only to that depth: what the host lists,
+/// and the outcome, stay small, and the chat's next run finds its
+/// workspace full, saying why.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tree_moved_past_the_path_quota_is_listed_within_it() {
+    let root = TempDir::new();
+    let quotas = WorkspaceOptions::new(root.path()).max_files(1_000);
+    for (host, sandbox) in each_with_workspaces(&quotas).await {
+        let plugins = PluginSet::default();
+        let code = "import os\nL = 'L' * 200\ncur = 'a'\nos.mkdir(cur)\nfor i in range(16):\n    \
+                    open(cur + '/f', 'w').close()\n    nxt = 'b' if cur == 'a' else 'a'\n    \
+                    os.mkdir(nxt)\n    os.rename(cur, nxt + '/' + L)\n    cur = nxt";
+        let ctx = chat_of(&sandbox, "deep");
+        let outcome = sandbox.run(&ctx, &plugins, code).await;
+        assert_ok(&outcome);
+        let longest = outcome
+            .files
+            .iter()
+            .map(|f| f.path.len())
+            .max()
+            .unwrap_or(0);
+        assert!(longest <= 255 + 255, "a listed path of {longest} bytes");
+        assert!(format!("{outcome:?}").len() < 64 << 10);
+        let listed = host.workspace_files(&ctx).unwrap();
+        assert!(listed.iter().all(|f| f.path.len() <= 255 + 255));
+        // The chat's next run cannot add to it, and is told why.
+        let next = sandbox.run(&ctx, &plugins, "open('x', 'w').close()").await;
+        let hit = next.limit.as_ref().expect("a limit");
+        assert_eq!(hit.kind, LimitKind::Workspace, "{next:?}");
+        assert!(hit.message.contains("past its quotas"), "{}", hit.message);
+    }
+}
+
+/// The entries on disk in the chats' folders under `root`, counted by
+/// walking them (the chats' folders and the placeholder not counted).
+fn entries_under(root: &Path) -> usize {
+    let mut count = 0;
+    let mut stack: Vec<_> = std::fs::read_dir(root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let entry = entry.unwrap();
+            count += 1;
+            if entry.file_type().unwrap().is_dir() {
+                stack.push(entry.path());
+            }
+        }
+    }
+    count
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_workspace_is_listed_and_read_by_the_host() {
     let root = TempDir::new();

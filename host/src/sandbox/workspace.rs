@@ -13,7 +13,10 @@
 //!   with the limit kind `workspace`, naming the quota. What a call is
 //!   charged is at least what it can add to the files' sizes: a write its
 //!   bytes and the hole it leaves past the file's end ([`write_charge`]),
-//!   a size set the growth ([`grow_charge`]); nothing is given back while
+//!   a size set the growth ([`grow_charge`]), a folder [`FOLDER_BYTES`];
+//!   a name counts as new by where the call names it (the folder of the
+//!   descriptor it is relative to), as the interpreter's WASI resolves it;
+//!   nothing is given back while
 //!   the chat has a run (a file overwritten, shrunk or removed still
 //!   counts until its next run lists the folder), so the files' sizes
 //!   together never pass the quota. The chat's runs live at once share
@@ -104,8 +107,8 @@ impl WorkspaceOptions {
         if !folder.is_dir() {
             return Ok(Vec::new());
         }
-        let listed = listing(&Dir::open_ambient_dir(&folder, ambient_authority())?)?;
-        let files = listed.into_iter().filter(|(_, (_, _, file))| *file);
+        let listed = listing(&Dir::open_ambient_dir(&folder, ambient_authority())?, self)?;
+        let files = listed.entries.into_iter().filter(|(_, (_, _, file))| *file);
         Ok(files
             .map(|(path, (size, _, _))| WorkspaceFile { path, size })
             .collect())
@@ -250,14 +253,33 @@ pub(crate) fn grow_charge(size: u64, new: u64) -> u64 {
 struct Usage {
     bytes: u64,
     files: u64,
+    /// Whether it was counted from a listing that stopped short
+    /// ([`Listing::complete`]): then it is full, saying why.
+    unlisted: bool,
 }
 
 impl Usage {
     /// What the listed files and folders hold.
     fn held(listed: &Listing) -> Self {
+        let bytes = listed.entries.values().map(|&(size, _, file)| match file {
+            true => size,
+            false => FOLDER_BYTES,
+        });
         Usage {
-            bytes: listed.values().map(|(size, _, _)| size).sum(),
-            files: listed.len() as u64,
+            bytes: bytes.sum(),
+            files: listed.entries.len() as u64,
+            unlisted: false,
+        }
+    }
+
+    /// The use of a workspace whose listing stopped short
+    /// ([`Listing::complete`]): its quotas are full, so the run can make
+    /// nothing until the code removes what it cannot list.
+    fn full(options: &WorkspaceOptions) -> Self {
+        Usage {
+            bytes: options.max_bytes,
+            files: options.max_files,
+            unlisted: true,
         }
     }
 }
@@ -287,14 +309,19 @@ impl LiveChats {
         &self,
         folder: &std::path::Path,
         dir: &Dir,
+        options: &WorkspaceOptions,
     ) -> std::io::Result<(Listing, Arc<Mutex<Usage>>)> {
         let mut map = self.map();
         if let Some(usage) = map.get(folder).and_then(Weak::upgrade) {
             drop(map);
-            return Ok((listing(dir)?, usage));
+            return Ok((listing(dir, options)?, usage));
         }
-        let before = listing(dir)?;
-        let usage = Arc::new(Mutex::new(Usage::held(&before)));
+        let before = listing(dir, options)?;
+        let held = match before.complete {
+            true => Usage::held(&before),
+            false => Usage::full(options),
+        };
+        let usage = Arc::new(Mutex::new(held));
         map.insert(folder.to_path_buf(), Arc::downgrade(&usage));
         Ok((before, usage))
     }
@@ -330,7 +357,7 @@ impl WorkspaceRun {
     /// first of them began: together they stay within the quotas.
     pub(crate) fn begin(folder: PathBuf, options: &WorkspaceOptions) -> anyhow::Result<Self> {
         let dir = Dir::open_ambient_dir(&folder, ambient_authority())?;
-        let (before, usage) = options.live.join(&folder, &dir)?;
+        let (before, usage) = options.live.join(&folder, &dir, options)?;
         Ok(WorkspaceRun {
             folder,
             dir,
@@ -349,15 +376,25 @@ impl WorkspaceRun {
     /// (Files only, as [`WorkspaceOptions::files`] lists them: a folder's
     /// entry changes with every file made in it.)
     pub(crate) fn changes(&self) -> Vec<WorkspaceFile> {
-        let after = listing(&self.dir).unwrap_or_default();
+        let after = listing(&self.dir, &self.options).unwrap_or_default();
         after
+            .entries
             .into_iter()
-            .filter(|(path, now)| now.2 && self.before.get(path) != Some(now))
+            .filter(|(path, now)| now.2 && self.before.entries.get(path) != Some(now))
             .map(|(path, (size, _, _))| WorkspaceFile { path, size })
             .collect()
     }
 
     fn refuse(&mut self, what: String) -> Refusal {
+        let what = match self.usage().unlisted {
+            true => format!(
+                "the workspace holds entries past its quotas (more than {} files and folders, \
+                 or a folder moved deeper than its `max_path` of {} bytes): it takes nothing \
+                 more until they are removed",
+                self.options.max_files, self.options.max_path
+            ),
+            false => what,
+        };
         self.hit.get_or_insert(what);
         Refusal::NoSpace
     }
@@ -374,17 +411,18 @@ impl WorkspaceRun {
                 return None;
             }
         }
-        Some(self.refuse(format!(
-            "the workspace's files may hold {max} bytes together (its `max_bytes` quota)"
-        )))
+        Some(self.refuse(bytes_quota(max)))
     }
 
-    /// Checks a path the code names (its length) and, when the call may
-    /// create it and it is not in the workspace yet, the file quota: a new
-    /// one is counted now, before the call, so that the chat's runs live
-    /// at once cannot each take the last ([`WorkspaceRun::settle_new`]
-    /// gives it back if the call made nothing).
-    pub(crate) fn check_new(&mut self, name: &str, creates: bool) -> Checked {
+    /// Checks a path the code names (its length) and, when the call
+    /// `creates` something the descriptor it names the path relative to
+    /// does not hold yet (`exists`, as the interpreter's WASI resolved it
+    /// there), the file quota, and for a folder the bytes it takes
+    /// ([`FOLDER_BYTES`]). What a new one takes is reserved now, before the
+    /// call, so that the chat's runs live at once cannot each take the
+    /// last ([`WorkspaceRun::settle_new`] gives it back if the call made
+    /// nothing).
+    pub(crate) fn check_new(&mut self, name: &str, creates: Creates, exists: bool) -> Checked {
         if name.len() > self.options.max_path {
             self.hit.get_or_insert(format!(
                 "a path of {} bytes is past the workspace's `max_path` quota of {} bytes",
@@ -393,31 +431,40 @@ impl WorkspaceRun {
             ));
             return Checked::Refused(Refusal::NameTooLong);
         }
-        // The interpreter names paths relative to a preopen, the
-        // workspace's for its files; a name there already is not new.
-        if !creates || self.dir.symlink_metadata(name).is_ok() {
-            return Checked::Named;
-        }
-        let max = self.options.max_files;
-        {
+        let bytes = match creates {
+            _ if exists => return Checked::Named,
+            Creates::Nothing => return Checked::Named,
+            Creates::File => 0,
+            Creates::Folder => FOLDER_BYTES,
+        };
+        let (max_files, max_bytes) = (self.options.max_files, self.options.max_bytes);
+        let refused = {
             let mut usage = self.usage();
-            if usage.files < max {
+            if usage.files >= max_files {
+                Some(format!(
+                    "the workspace may hold {max_files} files and folders (its `max_files` quota)"
+                ))
+            } else if usage.bytes.saturating_add(bytes) > max_bytes {
+                Some(bytes_quota(max_bytes))
+            } else {
                 usage.files += 1;
-                return Checked::New;
+                usage.bytes += bytes;
+                None
             }
+        };
+        match refused {
+            Some(why) => Checked::Refused(self.refuse(why)),
+            None => Checked::New(Reserved { bytes }),
         }
-        let refusal = self.refuse(format!(
-            "the workspace may hold {max} files and folders (its `max_files` quota)"
-        ));
-        Checked::Refused(refusal)
     }
 
-    /// Settles the file [`WorkspaceRun::check_new`] counted for a call:
-    /// given back unless the call `created` it.
-    pub(crate) fn settle_new(&mut self, created: bool) {
+    /// Settles what [`WorkspaceRun::check_new`] reserved for a call: given
+    /// back unless the call `created` it.
+    pub(crate) fn settle_new(&mut self, reserved: Reserved, created: bool) {
         if !created {
             let mut usage = self.usage();
             usage.files = usage.files.saturating_sub(1);
+            usage.bytes = usage.bytes.saturating_sub(reserved.bytes);
         }
     }
 }
@@ -438,13 +485,42 @@ pub(crate) enum Refusal {
     NameTooLong,
 }
 
+/// What a call may create at a path.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Creates {
+    /// Nothing (an open without `O_CREAT`, a rename's new name).
+    Nothing,
+    /// A file.
+    File,
+    /// A folder.
+    Folder,
+}
+
+/// What [`WorkspaceRun::check_new`] reserved for a file or folder a call
+/// would create: a place in the file quota, and these bytes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Reserved {
+    bytes: u64,
+}
+
+/// What a folder takes of the byte quota: about what it takes on disk (a
+/// block), so that folders alone cannot fill a disk the quota bounds.
+pub(crate) const FOLDER_BYTES: u64 = 4096;
+
+/// Why a call past the byte quota is refused.
+fn bytes_quota(max: u64) -> String {
+    format!(
+        "the workspace's files and folders may hold {max} bytes together (its `max_bytes` quota)"
+    )
+}
+
 /// What [`WorkspaceRun::check_new`] found of a path.
 pub(crate) enum Checked {
     /// Refused, for this reason.
     Refused(Refusal),
-    /// A file or folder the call would create, counted (settled by
+    /// A file or folder the call would create, reserved (settled by
     /// [`WorkspaceRun::settle_new`]).
-    New,
+    New(Reserved),
     /// One there already, or a call that creates nothing.
     Named,
 }
@@ -453,25 +529,48 @@ pub(crate) enum Checked {
 type Entry = (u64, Option<SystemTime>, bool);
 
 /// A folder's entries by path.
-type Listing = BTreeMap<String, Entry>;
+#[derive(Default)]
+struct Listing {
+    entries: BTreeMap<String, Entry>,
+    /// Whether it holds every entry: the walk stops past `max_files`
+    /// entries, and at a folder whose path leaves no room under
+    /// `max_path` for what it holds (a path the code named within the
+    /// quota, then made longer by moving its folder). What a workspace
+    /// could hold within its quotas is always listed whole; past them the
+    /// cost of a listing, and of what it answers, stays bounded.
+    complete: bool,
+}
 
 /// Every entry under `folder` (not following links), with size and
-/// modification time.
-fn listing(folder: &Dir) -> std::io::Result<Listing> {
+/// modification time, within `options`' quotas ([`Listing::complete`]).
+fn listing(folder: &Dir, options: &WorkspaceOptions) -> std::io::Result<Listing> {
     let mut found = BTreeMap::new();
+    let mut complete = true;
     let mut stack = vec![(folder.try_clone()?, String::new())];
-    while let Some((dir, prefix)) = stack.pop() {
+    'walk: while let Some((dir, prefix)) = stack.pop() {
         for entry in dir.entries()? {
             let entry = entry?;
+            if found.len() as u64 >= options.max_files {
+                complete = false;
+                break 'walk;
+            }
             let name = format!("{prefix}{}", entry.file_name().to_string_lossy());
             let meta = entry.metadata()?;
             if meta.is_dir() {
-                stack.push((entry.open_dir()?, format!("{name}/")));
+                // No entry of a path within `max_path` can be under it.
+                if name.len() + 1 >= options.max_path {
+                    complete &= entry.open_dir()?.entries()?.next().is_none();
+                } else {
+                    stack.push((entry.open_dir()?, format!("{name}/")));
+                }
             }
             let modified = meta.modified().ok().map(|t| t.into_std());
             let size = if meta.is_file() { meta.len() } else { 0 };
             found.insert(name, (size, modified, meta.is_file()));
         }
     }
-    Ok(found)
+    Ok(Listing {
+        entries: found,
+        complete,
+    })
 }

@@ -17,12 +17,12 @@
 //! every file (preview 2 has no such call).
 
 use wasmtime::{Caller, Extern, Linker};
-use wasmtime_wasi::p1::types::{Errno, Fd};
+use wasmtime_wasi::p1::types::{Errno, Fd, Lookupflags};
 use wasmtime_wasi::p1::wasi_snapshot_preview1::{self as p1, WasiSnapshotPreview1 as _};
-use wiggle::GuestMemory;
+use wiggle::{GuestMemory, GuestPtr};
 
 use super::state::SciData;
-use crate::sandbox::workspace::{Checked, Refusal, grow_charge, write_charge};
+use crate::sandbox::workspace::{Checked, Creates, Refusal, Reserved, grow_charge, write_charge};
 
 /// WASI preview 1's `EPERM`, `ENAMETOOLONG` and `ENOSPC`.
 const EPERM: i32 = 63;
@@ -98,10 +98,14 @@ pub(crate) fn add_to_linker(linker: &mut Linker<SciData>) -> wasmtime::Result<()
             i32,
         )| {
             Box::new(async move {
-                let new = match check_new(&mut caller, path, len, oflags & O_CREAT != 0)? {
+                let creates = match oflags & O_CREAT != 0 {
+                    true => Creates::File,
+                    false => Creates::Nothing,
+                };
+                let new = match check_new(&mut caller, dirfd, (path, len), creates).await? {
                     Checked::Refused(refusal) => return Ok(errno(refusal)),
-                    Checked::New => true,
-                    Checked::Named => false,
+                    Checked::New(reserved) => Some(reserved),
+                    Checked::Named => None,
                 };
                 let (mut memory, data) = guest(&mut caller)?;
                 let errno = p1::path_open(
@@ -128,10 +132,10 @@ pub(crate) fn add_to_linker(linker: &mut Linker<SciData>) -> wasmtime::Result<()
         "path_create_directory",
         |mut caller: Caller<'_, SciData>, (fd, path, len): (i32, i32, i32)| {
             Box::new(async move {
-                let new = match check_new(&mut caller, path, len, true)? {
+                let new = match check_new(&mut caller, fd, (path, len), Creates::Folder).await? {
                     Checked::Refused(refusal) => return Ok(errno(refusal)),
-                    Checked::New => true,
-                    Checked::Named => false,
+                    Checked::New(reserved) => Some(reserved),
+                    Checked::Named => None,
                 };
                 let (mut memory, data) = guest(&mut caller)?;
                 let wasi = &mut data.wasi;
@@ -240,12 +244,18 @@ fn charge(caller: &mut Caller<'_, SciData>, bytes: u64) -> Option<Refusal> {
     caller.data_mut().workspace.as_mut()?.charge(bytes)
 }
 
-/// The path the code names, checked by the run's workspace.
-fn check_new(
+/// The path at `path` (its address and length) the code names relative
+/// to `dirfd`, checked by the run's workspace for a call that `creates`
+/// it. Whether it is there already is asked where the call names it, of
+/// wasmtime-wasi (its `path_filestat_get` relative to `dirfd`): a folder
+/// the code opened names its own entries, not the workspace's top's. A
+/// folder is never looked up: making one that is there fails, and gives
+/// back what was reserved.
+async fn check_new(
     caller: &mut Caller<'_, SciData>,
-    path: i32,
-    len: i32,
-    creates: bool,
+    dirfd: i32,
+    (path, len): (i32, i32),
+    creates: Creates,
 ) -> wasmtime::Result<Checked> {
     let memory = memory(caller)?;
     let start = path as u32 as usize;
@@ -253,16 +263,31 @@ fn check_new(
         .data(&*caller)
         .get(start..start.saturating_add(len.max(0) as usize))
         .map(|b| String::from_utf8_lossy(b).into_owned());
-    Ok(match (caller.data_mut().workspace.as_mut(), name) {
-        (Some(run), Some(name)) => run.check_new(&name, creates),
-        _ => Checked::Named,
-    })
+    let (Some(name), true) = (name, caller.data().workspace.is_some()) else {
+        return Ok(Checked::Named);
+    };
+    let exists = match creates {
+        Creates::File => {
+            let (mut memory, data) = guest(caller)?;
+            let at = GuestPtr::<str>::new((path as u32, len as u32));
+            let found = data.wasi.path_filestat_get(
+                &mut memory,
+                Fd::from(dirfd as u32),
+                Lookupflags::empty(),
+                at,
+            );
+            found.await.is_ok()
+        }
+        Creates::Folder | Creates::Nothing => false,
+    };
+    let run = caller.data_mut().workspace.as_mut().expect("checked");
+    Ok(run.check_new(&name, creates, exists))
 }
 
-/// Settles the file [`check_new`] counted, if it found a `new` one: kept
-/// if the call `created` it.
-fn settle_new(caller: &mut Caller<'_, SciData>, new: bool, created: bool) {
-    if let (true, Some(run)) = (new, caller.data_mut().workspace.as_mut()) {
-        run.settle_new(created);
+/// Settles what [`check_new`] reserved, if anything: kept if the call
+/// `created` it.
+fn settle_new(caller: &mut Caller<'_, SciData>, new: Option<Reserved>, created: bool) {
+    if let (Some(reserved), Some(run)) = (new, caller.data_mut().workspace.as_mut()) {
+        run.settle_new(reserved, created);
     }
 }

@@ -37,7 +37,8 @@ use wasmtime_wasi::p2::{
 use super::state::RunState;
 use crate::sandbox::small::outcome::WorkspaceFile;
 use crate::sandbox::workspace::{
-    Checked, GUEST_PATH, Refusal, WorkspaceRun, grow_charge, preopen_dir, write_charge,
+    Checked, Creates, GUEST_PATH, Refusal, Reserved, WorkspaceRun, grow_charge, preopen_dir,
+    write_charge,
 };
 use sandwit_contract::types::AgentCtx;
 
@@ -187,12 +188,21 @@ pub(crate) fn add_to_linker(linker: &mut Linker<RunState>) -> wasmtime::Result<(
         )| {
             Box::new(async move {
                 let run = store.data_mut().workspace_run();
-                let new =
-                    match check_new(run.as_ref(), &path, open_flags.contains(OpenFlags::CREATE)) {
-                        Ok(new) => new,
-                        Err(code) => return Ok((Err(code),)),
-                    };
                 let mut fs = store.data_mut().filesystem();
+                let (creates, exists) = match open_flags.contains(OpenFlags::CREATE) {
+                    // Whether the name is there, where the call names it:
+                    // relative to `fd`, as wasmtime-wasi resolves it.
+                    true if run.is_some() => {
+                        let dir = Resource::new_borrow(fd.rep());
+                        let found = fs.stat_at(dir, PathFlags::empty(), path.clone()).await;
+                        (Creates::File, found.is_ok())
+                    }
+                    _ => (Creates::Nothing, false),
+                };
+                let new = match check_new(run.as_ref(), &path, creates, exists) {
+                    Ok(new) => new,
+                    Err(code) => return Ok((Err(code),)),
+                };
                 let opened = fs.open_at(fd, path_flags, path, open_flags, flags).await;
                 settle_new(run.as_ref(), new, opened.is_ok());
                 Ok((answer(&mut fs, opened)?,))
@@ -204,7 +214,9 @@ pub(crate) fn add_to_linker(linker: &mut Linker<RunState>) -> wasmtime::Result<(
         |mut store: StoreContextMut<'_, RunState>, (fd, path): (Resource<Descriptor>, String)| {
             Box::new(async move {
                 let run = store.data_mut().workspace_run();
-                let new = match check_new(run.as_ref(), &path, true) {
+                // A name there already fails the call, which gives back
+                // what was reserved.
+                let new = match check_new(run.as_ref(), &path, Creates::Folder, false) {
                     Ok(new) => new,
                     Err(code) => return Ok((Err(code),)),
                 };
@@ -221,7 +233,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<RunState>) -> wasmtime::Result<(
          (fd, old, new_fd, new): (Resource<Descriptor>, String, Resource<Descriptor>, String)| {
             Box::new(async move {
                 let run = store.data_mut().workspace_run();
-                if let Err(code) = check_new(run.as_ref(), &new, false) {
+                if let Err(code) = check_new(run.as_ref(), &new, Creates::Nothing, false) {
                     return Ok((Err(code),));
                 }
                 let mut fs = store.data_mut().filesystem();
@@ -368,32 +380,34 @@ fn code(refusal: Refusal) -> ErrorCode {
     }
 }
 
-/// Checks a path the code names against the run's workspace: whether the
-/// call would create a file or folder, or the code that refuses it.
+/// Checks a path the code names against the run's workspace
+/// ([`WorkspaceRun::check_new`]): what it reserved for a file or folder
+/// the call would create, or the code that refuses it.
 fn check_new(
     run: Option<&Arc<Mutex<WorkspaceRun>>>,
     path: &str,
-    creates: bool,
-) -> Result<bool, ErrorCode> {
-    let Some(run) = run else { return Ok(false) };
+    creates: Creates,
+    exists: bool,
+) -> Result<Option<Reserved>, ErrorCode> {
+    let Some(run) = run else { return Ok(None) };
     match run
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .check_new(path, creates)
+        .check_new(path, creates, exists)
     {
         Checked::Refused(refusal) => Err(code(refusal)),
-        Checked::New => Ok(true),
-        Checked::Named => Ok(false),
+        Checked::New(reserved) => Ok(Some(reserved)),
+        Checked::Named => Ok(None),
     }
 }
 
-/// Settles the file [`check_new`] counted, if it found a `new` one: kept
-/// if the call `created` it.
-fn settle_new(run: Option<&Arc<Mutex<WorkspaceRun>>>, new: bool, created: bool) {
-    if let (true, Some(run)) = (new, run) {
+/// Settles what [`check_new`] reserved, if anything: kept if the call
+/// `created` it.
+fn settle_new(run: Option<&Arc<Mutex<WorkspaceRun>>>, new: Option<Reserved>, created: bool) {
+    if let (Some(reserved), Some(run)) = (new, run) {
         run.lock()
             .unwrap_or_else(|p| p.into_inner())
-            .settle_new(created);
+            .settle_new(reserved, created);
     }
 }
 
