@@ -409,25 +409,39 @@ fn serve_keeps_a_chats_workspace_and_answers_its_files_to_its_tenant_only() {
     }
 }
 
+/// `sandwit serve` with both interpreters and chat workspaces of 1 MiB
+/// (in a root of `name`'s own), with `extra` flags.
+fn serve_with_small_workspaces(name: &str, extra: &[&str]) -> Server {
+    let root = tempdir("serve", &format!("{name}-root"));
+    let mut flags = vec![
+        "--scientific-dir",
+        artifacts::SCIENTIFIC,
+        "--workspace",
+        root.to_str().unwrap(),
+        "--workspace-max-mib",
+        "1",
+    ];
+    flags.extend_from_slice(extra);
+    serve(name, &[], "", &flags)
+}
+
+/// Asserts that chat `c`'s files, as the server lists them, hold at most
+/// 1 MiB together.
+#[track_caller]
+fn assert_chat_within_1_mib(server: &Server) {
+    let (status, listing) = get_json(server, "/v1/chats/c/files", USER);
+    assert_eq!(status, 200, "{listing}");
+    let files = listing["files"].as_array().unwrap();
+    let held: u64 = files.iter().map(|f| f["size"].as_u64().unwrap()).sum();
+    assert!(held <= 1 << 20, "{listing}");
+}
+
 #[test]
 fn serve_holds_a_scientific_runs_workspace_quota_whatever_its_descriptors() {
     // A write to a file under stdout's number, once closed, and a size set
     // past the quota, are both charged: the run ends with the quota and
     // the chat's files stay within it.
-    let root = tempdir("serve", "workspace-quota-root");
-    let server = serve(
-        "workspace-quota",
-        &[],
-        "",
-        &[
-            "--scientific-dir",
-            artifacts::SCIENTIFIC,
-            "--workspace",
-            root.to_str().unwrap(),
-            "--workspace-max-mib",
-            "1",
-        ],
-    );
+    let server = serve_with_small_workspaces("workspace-quota", &[]);
     for code in [
         "import os\nos.close(1)\nfd = os.open('reused', os.O_WRONLY | os.O_CREAT)\n\
          data = memoryview(bytes(64 << 20))\nwhile data:\n    data = data[os.write(fd, data):]",
@@ -440,11 +454,7 @@ fn serve_holds_a_scientific_runs_workspace_quota_whatever_its_descriptors() {
         let message = outcome["limit"]["message"].as_str().unwrap();
         assert!(message.contains("max_bytes"), "{code}: {message}");
     }
-    let (status, listing) = get_json(&server, "/v1/chats/c/files", USER);
-    assert_eq!(status, 200, "{listing}");
-    let files = listing["files"].as_array().unwrap();
-    let held: u64 = files.iter().map(|f| f["size"].as_u64().unwrap()).sum();
-    assert!(held <= 1 << 20, "{listing}");
+    assert_chat_within_1_mib(&server);
 }
 
 #[test]
@@ -453,22 +463,7 @@ fn a_chats_runs_at_once_share_its_quota_across_both_interpreters() {
     // 1 MiB once both are under way (each waits for the other's marker):
     // together they are refused past the quota, and the chat's files stay
     // within it.
-    let root = tempdir("serve", "workspace-together-root");
-    let server = serve(
-        "workspace-together",
-        &[],
-        "",
-        &[
-            "--scientific-dir",
-            artifacts::SCIENTIFIC,
-            "--workspace",
-            root.to_str().unwrap(),
-            "--workspace-max-mib",
-            "1",
-            "--max-runs",
-            "2",
-        ],
-    );
+    let server = serve_with_small_workspaces("workspace-together", &["--max-runs", "2"]);
     let code = |me: &str, other: &str| {
         format!(
             "import os, time\nopen('{me}.ready', 'w').close()\nfor _ in range(800):\n    \
@@ -491,11 +486,7 @@ fn a_chats_runs_at_once_share_its_quota_across_both_interpreters() {
         }
     }
     assert!(refused > 0, "both ran: {small:?} {scientific:?}");
-    let (status, listing) = get_json(&server, "/v1/chats/c/files", USER);
-    assert_eq!(status, 200, "{listing}");
-    let files = listing["files"].as_array().unwrap();
-    let held: u64 = files.iter().map(|f| f["size"].as_u64().unwrap()).sum();
-    assert!(held <= 1 << 20, "{listing}");
+    assert_chat_within_1_mib(&server);
 }
 
 #[test]
