@@ -138,7 +138,8 @@ async fn inspect_document(host: &Host, args: InspectArgs) -> anyhow::Result<Exit
     outln!();
     for method in &inspection.methods {
         outln!("{}  -> {}", method.signature(), method.kind.as_str());
-        for line in method.docstring.lines() {
+        // As the listing shows it: bidi and invisible characters as escapes.
+        for line in sandwit::visible_text(&method.docstring).lines() {
             outln!("    {line}");
         }
         outln!();

@@ -51,6 +51,7 @@ pub use sandbox::small::outcome::{
 pub use sandbox::small::{PythonSandbox, RunOptions, strip_code_fence};
 pub use sandbox::workspace::WorkspaceOptions;
 pub use toolbox::context::ContextSet;
+pub use toolbox::guest_text::visible as visible_text;
 pub use toolbox::host_method::{HostMethod, HostMethodFuture};
 pub use toolbox::plugin_set::{PluginSet, PluginSetError};
 

@@ -776,6 +776,9 @@ fn deceptive_mcp_tools_are_shown_as_text_or_skipped_with_the_reason() {
     let out = sandwit(&dir, &policy, &["tools", "inspect", "--source", "docs"]);
     let shown = text(&out);
     assert!(out.status.success(), "{shown}");
+    for hidden in ['\u{202e}', '\u{202c}', '\u{2066}', '\u{2069}', '\u{200b}'] {
+        assert!(!shown.contains(hidden), "{hidden:?} in {shown}");
+    }
     assert!(
         shown.contains(
             "skipped ｄｉｖｉｄｅ: its name `ｄｉｖｉｄｅ` is written in fullwidth characters, \

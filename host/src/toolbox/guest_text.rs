@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 /// separators, and the invisible filler letters. What a plugin or tool
 /// source wrote then reads, to the LLM and to a person, in the order and
 /// with the characters it has.
-pub(crate) fn visible(text: &str) -> String {
+pub fn visible(text: &str) -> String {
     let text = text.replace("\r\n", "\n");
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
