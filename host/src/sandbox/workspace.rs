@@ -166,8 +166,11 @@ impl WorkspaceOptions {
         let name = Self::name(ctx);
         std::fs::create_dir_all(&self.root)?;
         let root = Dir::open_ambient_dir(&self.root, ambient_authority())?;
-        if !root.is_dir(&name) {
-            root.create_dir(&name)?;
+        // The chat's first runs at once race to make it: one that finds it
+        // made already by another has it.
+        match root.create_dir(&name) {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && root.is_dir(&name) => {}
+            made => made?,
         }
         Ok(self.root.join(name))
     }
@@ -573,4 +576,31 @@ fn listing(folder: &Dir, options: &WorkspaceOptions) -> std::io::Result<Listing>
         entries: found,
         complete,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chats_first_runs_at_once_both_get_its_folder() {
+        let root = std::env::temp_dir().join(format!("sandwit-ws-race-{}", std::process::id()));
+        let options = WorkspaceOptions::new(&root);
+        for i in 0..200 {
+            let ctx = AgentCtx::new(format!("chat-{i}"));
+            let start = std::sync::Barrier::new(2);
+            let make = || {
+                start.wait();
+                options.folder(&ctx).map_err(|e| e.to_string())
+            };
+            let (a, b) = std::thread::scope(|s| {
+                let a = s.spawn(make);
+                let b = s.spawn(make);
+                (a.join().unwrap(), b.join().unwrap())
+            });
+            assert_eq!(a, b, "chat {i}");
+            assert!(a.is_ok(), "chat {i}: {a:?}");
+        }
+        let _ = std::fs::remove_dir_all(&root);
+    }
 }
