@@ -722,25 +722,6 @@ fn an_mcp_tools_parameters_keep_their_declared_order() {
     assert_eq!(outcome["stdout"], "5.0\n", "{outcome}");
 }
 
-/// The `"""` that are not escaped in `listing`: a docstring's text can end
-/// its docstring only through one of them.
-fn unescaped_triple_quotes(listing: &str) -> usize {
-    let (mut count, mut run, mut escaped) = (0, 0, false);
-    for c in listing.chars() {
-        if c == '"' && !escaped {
-            run += 1;
-            if run == 3 {
-                count += 1;
-                run = 0;
-            }
-        } else {
-            run = 0;
-        }
-        escaped = c == '\\' && !escaped;
-    }
-    count
-}
-
 /// A tool's description cannot close its docstring in the listing (and add
 /// a method of another plugin), nor reorder or hide text with bidi controls
 /// and zero-width characters; a tool named in fullwidth letters is skipped,
@@ -757,7 +738,7 @@ fn deceptive_mcp_tools_are_shown_as_text_or_skipped_with_the_reason() {
     assert!(out.status.success(), "{prompt}");
     assert!(prompt.contains("def lookup():"), "{prompt}");
     assert_eq!(
-        unescaped_triple_quotes(&prompt),
+        sandwit_test_artifacts::unescaped_triple_quotes(&prompt),
         2,
         "only `lookup`'s own docstring quotes: {prompt}"
     );

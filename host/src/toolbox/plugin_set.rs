@@ -274,6 +274,7 @@ impl PluginSet {
 mod tests {
     use super::*;
     use sandwit_contract::manifest::Param;
+    use sandwit_test_artifacts::unescaped_triple_quotes;
 
     /// A method of `provider` with `docstring`, as a plugin or tool source
     /// would write it.
@@ -294,25 +295,6 @@ mod tests {
             Err::<sandwit_contract::types::MethodResult, String>(String::new())
         })
         .unwrap()
-    }
-
-    /// The `"""` of `listing` a Python tokenizer would take for quotes
-    /// (not escaped by a `\`).
-    fn unescaped_triple_quotes(listing: &str) -> usize {
-        let (mut count, mut run, mut escaped) = (0, 0, false);
-        for c in listing.chars() {
-            if c == '"' && !escaped {
-                run += 1;
-                if run == 3 {
-                    count += 1;
-                    run = 0;
-                }
-            } else {
-                run = 0;
-            }
-            escaped = c == '\\' && !escaped;
-        }
-        count
     }
 
     #[test]

@@ -6,6 +6,26 @@ include!(concat!(env!("OUT_DIR"), "/artifacts.rs"));
 
 pub mod freeze;
 
+/// The `"""` of `listing` a Python tokenizer would take for quotes (not
+/// escaped by a `\`): a docstring's text can end its docstring only
+/// through one of them.
+pub fn unescaped_triple_quotes(listing: &str) -> usize {
+    let (mut count, mut run, mut escaped) = (0, 0, false);
+    for c in listing.chars() {
+        if c == '"' && !escaped {
+            run += 1;
+            if run == 3 {
+                count += 1;
+                run = 0;
+            }
+        } else {
+            run = 0;
+        }
+        escaped = c == '\\' && !escaped;
+    }
+    count
+}
+
 /// The URL of the PostgreSQL server the tests of the scale-out backends
 /// share: `SANDWIT_TEST_POSTGRES` (scripts/test starts one and exports it),
 /// else the developer's cluster that `scripts/postgres start` starts once in
