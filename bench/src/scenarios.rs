@@ -5,7 +5,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use sandwit::{AgentCtx, Metering, PluginSet, PythonSandbox, RunOutcome, RunStatus};
+use sandwit::{AgentCtx, Metering, PythonSandbox, RunOutcome, RunStatus, Toolbox};
 
 use crate::memory::Mappings;
 use crate::report::{Row, Samples, memory_row, us};
@@ -266,7 +266,7 @@ pub async fn throughput(setup: &Setup, rows: &mut Vec<Row>) -> anyhow::Result<()
 /// second, p99 latency and the share of runs on a prepared interpreter.
 async fn concurrent_runs(
     python: &PythonSandbox,
-    plugins: &PluginSet,
+    plugins: &Toolbox,
     concurrency: usize,
     duration: Duration,
 ) -> anyhow::Result<(f64, Duration, f64)> {
@@ -340,7 +340,7 @@ pub async fn live_memory(setup: &Setup, rows: &mut Vec<Row>) -> anyhow::Result<(
 /// are live together).
 async fn peak_growth(
     python: &PythonSandbox,
-    plugins: &PluginSet,
+    plugins: &Toolbox,
     live: usize,
 ) -> anyhow::Result<anyhow::Result<u64>> {
     let code = "import time\nx = [str(i) for i in range(1000)]\nprint(1+1)\ntime.sleep(0.5)\n";
@@ -374,7 +374,7 @@ pub async fn limits(setup: &Setup, rows: &mut Vec<Row>) -> anyhow::Result<()> {
             .build()?;
         sandboxes.push(host.load_python_file(&setup.python_path).await?);
     }
-    let no_plugins = PluginSet::default();
+    let no_plugins = Toolbox::default();
     let mut times = vec![Vec::new(); settings.len()];
     for _ in 0..samples {
         for (python, times) in sandboxes.iter().zip(&mut times) {
@@ -480,7 +480,7 @@ pub async fn first_seconds(setup: &Setup, rows: &mut Vec<Row>) -> anyhow::Result
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let back_to_back =
-        async |python: &PythonSandbox, plugins: &PluginSet| -> anyhow::Result<Samples> {
+        async |python: &PythonSandbox, plugins: &Toolbox| -> anyhow::Result<Samples> {
             let start = Instant::now();
             let mut times = Vec::new();
             while start.elapsed() < window {

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use sandwit::{AgentCtx, Host, PluginSet, ScientificOptions, ScientificSandbox};
+use sandwit::{AgentCtx, Host, ScientificOptions, ScientificSandbox, Toolbox};
 
 use crate::memory::Mappings;
 use crate::report::{Row, Samples, memory_row, us};
@@ -115,7 +115,7 @@ pub async fn measure(
 ) -> anyhow::Result<Outputs> {
     let dir = dir(options);
     let ctx = AgentCtx::new("bench");
-    let plugins = PluginSet::default();
+    let plugins = Toolbox::default();
     let before = Mappings::read();
     let start = Instant::now();
     let sandbox = host
@@ -245,7 +245,7 @@ async fn peak_growth(
         let sandbox = sandbox.clone();
         async move {
             let outcome = sandbox
-                .run(&AgentCtx::new("bench"), &PluginSet::default(), code)
+                .run(&AgentCtx::new("bench"), &Toolbox::default(), code)
                 .await;
             check(&outcome)
         }

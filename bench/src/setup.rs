@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use clap::Parser;
-use sandwit::{AgentCtx, Host, HostBuilder, PluginSet};
+use sandwit::{AgentCtx, Host, HostBuilder, Toolbox};
 
 /// Measure fresh-sandbox runs, agent scripts, method calls, throughput,
 /// memory, the cost of the limits and cold start, beside the peers
@@ -194,24 +194,24 @@ pub struct Setup {
     pub python_path: PathBuf,
     pub echo_path: PathBuf,
     pub python: sandwit::PythonSandbox,
-    pub plugins: PluginSet,
+    pub plugins: Toolbox,
     pub ctx: AgentCtx,
 }
 
 /// The plugins the scenarios call (echo and calc, beside `echo_path`),
 /// loaded by `host`: a host's runs call only plugins it loaded.
-pub async fn bench_plugins(host: &Host, echo_path: &Path) -> anyhow::Result<PluginSet> {
+pub async fn bench_plugins(host: &Host, echo_path: &Path) -> anyhow::Result<Toolbox> {
     let echo = host.load_plugin_file(echo_path).await?;
     let calc = host
         .load_plugin_file(echo_path.with_file_name("calc.wasm"))
         .await?;
-    Ok(PluginSet::new(&[echo, calc])?)
+    Ok(Toolbox::new(&[echo, calc])?)
 }
 
 impl Setup {
     /// The scenarios' plugins, loaded by `host` (another host than the
     /// setup's).
-    pub async fn plugins_in(&self, host: &Host) -> anyhow::Result<PluginSet> {
+    pub async fn plugins_in(&self, host: &Host) -> anyhow::Result<Toolbox> {
         bench_plugins(host, &self.echo_path).await
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::Args;
 use sandwit::paths::{data_dir, default_cache_dir, env_path};
-use sandwit::{Host, HostBuilder, Limits, Policy, RunLimits, StoreLocation};
+use sandwit::{CallLimits, Host, HostBuilder, Policy, RunLimits, StoreLocation};
 
 /// Options for the host, before or after the subcommand.
 #[derive(Args)]
@@ -56,8 +56,8 @@ impl HostArgs {
     /// A host builder with these settings (connected to the store's
     /// database, when it is PostgreSQL).
     pub async fn builder(&self) -> anyhow::Result<HostBuilder> {
-        let defaults = Limits::default();
-        let limits = Limits {
+        let defaults = CallLimits::default();
+        let limits = CallLimits {
             fuel: self.fuel.or(defaults.fuel),
             time: self.timeout_ms.map_or(defaults.time, Duration::from_millis),
             memory_bytes: self.memory_mib.map_or(defaults.memory_bytes, |m| m << 20),

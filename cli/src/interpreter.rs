@@ -12,17 +12,22 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use sandwit::{
-    Host, Plugin, PythonSandbox, ScientificOptions, ScientificSandbox, WorkspaceOptions,
+    Host, InterpreterKind, Plugin, PythonSandbox, ScientificOptions, ScientificSandbox,
+    WorkspaceOptions,
 };
 
-use sandwit::paths::{env_path, installed_interpreter as installed_file};
+use sandwit::paths::{InterpreterFile, env_path, installed_interpreter as installed_file};
 use sandwit_service::Interpreters;
 
-/// Which interpreter a run uses.
-#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum InterpreterKind {
-    Small,
-    Scientific,
+/// `--interpreter`'s parser: `small` or `scientific`, listed in `--help`.
+pub fn kind_parser() -> impl clap::builder::TypedValueParser<Value = InterpreterKind> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::PossibleValuesParser::new(InterpreterKind::ALL.map(InterpreterKind::name)).map(
+        |name| {
+            name.parse::<InterpreterKind>()
+                .expect("one of the possible values")
+        },
+    )
 }
 
 /// The CPython component embedded at build time; empty without one. A
@@ -46,22 +51,20 @@ const INTERPRETER_COMPILE_TIME: &str = "about 10-30 s";
 const SCIENTIFIC_COMPILE_TIME: &str = "about 1-3 min";
 
 /// Where the interpreter comes from.
-enum Interpreter {
+enum SmallSource {
     File(PathBuf),
     Embedded,
 }
 
 /// The interpreter to use: `given` (`--python`), else the first of the
 /// module's list that is there.
-fn find(given: Option<PathBuf>) -> anyhow::Result<Interpreter> {
-    if let Some(path) = given.or_else(|| env_path("SANDWIT_PYTHON")) {
-        return Ok(Interpreter::File(path));
-    }
-    if !EMBEDDED.is_empty() {
-        return Ok(Interpreter::Embedded);
-    }
-    if let Some(path) = installed_file().filter(|p| p.exists()) {
-        return Ok(Interpreter::File(path));
+fn find(given: Option<PathBuf>) -> anyhow::Result<SmallSource> {
+    match InterpreterFile::find(given, !EMBEDDED.is_empty()) {
+        InterpreterFile::Given(path)
+        | InterpreterFile::FromEnv(path)
+        | InterpreterFile::Installed(path) => return Ok(SmallSource::File(path)),
+        InterpreterFile::Embedded => return Ok(SmallSource::Embedded),
+        InterpreterFile::Missing => {}
     }
     let installed = installed_file().map_or_else(
         || "$XDG_DATA_HOME/sandwit/python/sandbox.wasm".to_string(),
@@ -84,12 +87,12 @@ fn find(given: Option<PathBuf>) -> anyhow::Result<Interpreter> {
 pub async fn load(host: &Host, given: Option<PathBuf>) -> anyhow::Result<PythonSandbox> {
     let what = "the Python interpreter";
     Ok(match find(given)? {
-        Interpreter::File(path) => {
+        SmallSource::File(path) => {
             let compiling = path.exists() && !host.is_file_compiled(&path);
             let load = host.load_python_file(&path);
             announced(host, compiling, what, INTERPRETER_COMPILE_TIME, load).await?
         }
-        Interpreter::Embedded => {
+        SmallSource::Embedded => {
             let compiling = !host.is_compiled(EMBEDDED_SHA256);
             let label = "the embedded Python interpreter";
             let load = host.load_python_hashed(label, EMBEDDED, EMBEDDED_SHA256);
@@ -170,7 +173,7 @@ pub struct InterpreterArgs {
     /// `POST /v1/runs`, `run_python`'s `interpreter`): `small` or
     /// `scientific`, as for `sandwit run`.
     /// The small one is always loaded.
-    #[arg(long, value_enum, default_value = "small")]
+    #[arg(long, value_parser = kind_parser(), default_value = "small")]
     pub interpreter: InterpreterKind,
     /// The scientific interpreter's directory, as `scripts/scientific`
     /// unpacks it [default: $SANDWIT_SCIENTIFIC]. With it, or with
@@ -210,11 +213,7 @@ pub async fn interpreters(host: &Host, args: &InterpreterArgs) -> anyhow::Result
     let mut interpreters = Interpreters::new(small);
     if scientific {
         let sandbox = crate::interpreter::load_scientific(host, dir).await?;
-        let default = match args.interpreter {
-            InterpreterKind::Small => sandwit_service::InterpreterKind::Small,
-            InterpreterKind::Scientific => sandwit_service::InterpreterKind::Scientific,
-        };
-        interpreters = interpreters.with_scientific(sandbox, default);
+        interpreters = interpreters.with_scientific(sandbox, args.interpreter);
     }
     Ok(match args.workspace {
         Some(_) => interpreters.with_workspaces(args.workspace_max_bytes()),

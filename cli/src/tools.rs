@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use sandwit::sources::{ToolSources, inspect};
-use sandwit::{Host, PluginSet};
+use sandwit::{Host, Toolbox};
 
 use crate::call::CallOptions;
 
@@ -154,7 +154,7 @@ async fn call(host: &Host, args: CallArgs) -> anyhow::Result<ExitCode> {
     let call_args = args.options.args()?;
     let sources = ToolSources::load_one(host.policy(), &args.source, host.cache_dir()).await?;
     let (methods, reports) = sources.snapshot();
-    let set = PluginSet::with_host_methods(&[], &methods)?;
+    let set = Toolbox::with_host_methods(&[], &methods)?;
     let offered = &reports[0].methods;
     if !offered.contains(&args.method) {
         let names: Vec<&str> = offered.iter().map(String::as_str).collect();

@@ -28,7 +28,7 @@ pub mod types;
 pub use capability::{Capability, Grants};
 pub use error::{CallError, CallErrorKind, LoadError, MAX_MESSAGE_BYTES};
 pub use limits::{
-    FUEL_PER_CPU_SECOND, HOOK_FUEL, LimitKind, Limits, MAX_COMPONENT_BYTES, RunLimits,
+    CallLimits, FUEL_PER_CPU_SECOND, HOOK_FUEL, LimitKind, MAX_COMPONENT_BYTES, RunLimits,
     SCIENTIFIC_MEMORY_BYTES,
 };
 pub use manifest::{Manifest, MethodSpec, Param, RawManifest, RawMethod, RawParam};

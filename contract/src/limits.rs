@@ -7,7 +7,7 @@ use std::time::Duration;
 
 /// Fuel units a core burns in a second of interpreted Python, about: the
 /// rate to turn a CPU-time budget into [`RunLimits::fuel`] or
-/// [`Limits::fuel`]. It varies with the code and the core (BENCHMARKS.md,
+/// [`CallLimits::fuel`]. It varies with the code and the core (BENCHMARKS.md,
 /// "Fuel and CPU time", has the measurement), which is why the time limit,
 /// not fuel, bounds busy code by default.
 pub const FUEL_PER_CPU_SECOND: u64 = 8_000_000_000;
@@ -21,7 +21,8 @@ pub const HOOK_FUEL: u64 = 2_000_000_000;
 /// The most bytes a `.wasm` file may have before it is even parsed.
 pub const MAX_COMPONENT_BYTES: usize = 64 << 20;
 
-/// Limits on one call into a plugin (and, later, one Python run).
+/// Limits on one call into a plugin: a direct call, or one a run makes (within
+/// the run's own [`RunLimits`]).
 ///
 /// Defaults (closed, and ample for the example plugins):
 ///
@@ -37,10 +38,10 @@ pub const MAX_COMPONENT_BYTES: usize = 64 << 20;
 /// | `max_value_depth` | 64 levels |
 /// | `max_event_bytes` | 16 MiB of events (logs, chat messages, refusals) per call |
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Limits {
+pub struct CallLimits {
     /// A deterministic CPU budget in fuel units (one per wasm instruction,
     /// roughly; [`FUEL_PER_CPU_SECOND`] in CPU-time terms), or `None` for
-    /// none of its own: then [`Limits::time`] alone bounds busy code, and
+    /// none of its own: then [`CallLimits::time`] alone bounds busy code, and
     /// running into it is reported as [`LimitKind::Time`].
     pub fuel: Option<u64>,
     /// Wall-clock deadline.
@@ -65,9 +66,9 @@ pub struct Limits {
     pub max_event_bytes: usize,
 }
 
-impl Default for Limits {
+impl Default for CallLimits {
     fn default() -> Self {
-        Limits {
+        CallLimits {
             fuel: None,
             time: Duration::from_secs(10),
             memory_bytes: 64 << 20,
@@ -81,7 +82,7 @@ impl Default for Limits {
     }
 }
 
-impl Limits {
+impl CallLimits {
     /// The value-decoding bounds these limits imply.
     pub fn decode_limits(&self) -> sandwit_value::DecodeLimits {
         sandwit_value::DecodeLimits {
@@ -93,7 +94,7 @@ impl Limits {
 }
 
 /// Limits on one Python run. A plugin call made by the run draws on the run's
-/// remaining fuel and time (within the plugin's own [`Limits`] for memory and
+/// remaining fuel and time (within the plugin's own [`CallLimits`] for memory and
 /// value sizes).
 ///
 /// Defaults:

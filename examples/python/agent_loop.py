@@ -113,7 +113,7 @@ def feedback(out: sandwit.RunOutcome) -> str:
 async def main(calc_path: Path) -> None:
     host = sandwit.Host(limits=sandwit.RunLimits(timeout_s=10))
     calc = host.load_plugin(calc_path)
-    plugins = host.plugin_set([calc], methods=[send_channel_message, lookup_user,
+    plugins = host.toolbox([calc], methods=[send_channel_message, lookup_user,
                                                consult_memory])
     ctx = sandwit.AgentCtx("group_1", user_id="42", channel_name="#general")
     listing = [line for line in plugins.prompt(ctx).splitlines() if line.startswith("def ")]

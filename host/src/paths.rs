@@ -32,3 +32,42 @@ pub fn data_dir() -> Option<PathBuf> {
 pub fn installed_interpreter() -> Option<PathBuf> {
     data_dir().map(|d| d.join("python").join("sandbox.wasm"))
 }
+
+/// Where a front end's small interpreter (the CPython component) is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InterpreterFile {
+    /// A file the caller gave (`--python`, `Host(python=...)`).
+    Given(PathBuf),
+    /// The file `$SANDWIT_PYTHON` names.
+    FromEnv(PathBuf),
+    /// The one embedded in the front end's build.
+    Embedded,
+    /// The installed one ([`installed_interpreter`]).
+    Installed(PathBuf),
+    /// None of them: none given, none embedded, none installed.
+    Missing,
+}
+
+impl InterpreterFile {
+    /// The interpreter of a front end given `given`, whose build embeds one
+    /// if `embedded`, in this order: `given`, `$SANDWIT_PYTHON`, the
+    /// embedded one, the installed file. A file named is taken as named:
+    /// whether it is there is the caller's to check and say. Nothing is
+    /// guessed from where the program is, so a copied or installed binary
+    /// behaves as the built one.
+    pub fn find(given: Option<PathBuf>, embedded: bool) -> InterpreterFile {
+        if let Some(path) = given {
+            return InterpreterFile::Given(path);
+        }
+        if let Some(path) = env_path("SANDWIT_PYTHON") {
+            return InterpreterFile::FromEnv(path);
+        }
+        if embedded {
+            return InterpreterFile::Embedded;
+        }
+        match installed_interpreter().filter(|p| p.exists()) {
+            Some(path) => InterpreterFile::Installed(path),
+            None => InterpreterFile::Missing,
+        }
+    }
+}

@@ -76,15 +76,7 @@ struct Inner {
     /// The most bytes of versions one account may have published
     /// (`u64::MAX`: no quota).
     account_quota: std::sync::atomic::AtomicU64,
-    /// Runs once between a publish's blob write and its commit: a test
-    /// makes another publish win the race there.
-    #[cfg(test)]
-    before_commit: Mutex<Option<BeforeCommit>>,
 }
-
-/// A test's hook between a publish's blob write and its commit.
-#[cfg(test)]
-type BeforeCommit = Box<dyn FnOnce(&mut dyn meta::Conn) + Send>;
 
 /// The storage quota of each account by default: 1 GiB of published
 /// versions (sixteen at the component size cap).
@@ -159,6 +151,16 @@ impl Registry {
     /// mode 0700, if need be) holds what is not elsewhere (SQLite's file,
     /// the default blobs) and this process's scratch files.
     pub fn open_with_options(dir: &Path, options: Options) -> anyhow::Result<Self> {
+        Self::open_with_store(dir, options, |blobs| blobs)
+    }
+
+    /// [`Registry::open_with_options`], keeping the blobs in what `store`
+    /// makes of the blob store `options` name (a test wraps it in a fake).
+    pub(crate) fn open_with_store(
+        dir: &Path,
+        options: Options,
+        store: impl FnOnce(blobs::Blobs) -> blobs::Blobs + Send,
+    ) -> anyhow::Result<Self> {
         use std::os::unix::fs::DirBuilderExt;
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -167,7 +169,7 @@ impl Registry {
             .with_context(|| format!("creating {}", dir.display()))?;
         let (meta, blobs) = driver::off_runtime(|| -> anyhow::Result<_> {
             let meta = meta::Meta::open(&options.database, dir)?;
-            let blobs = blobs::Blobs::open(&options.blobs, dir)?;
+            let blobs = store(blobs::open(&options.blobs, dir)?);
             Ok((meta, blobs))
         })?;
         let max_validations = options.max_validations.max(1);
@@ -183,8 +185,6 @@ impl Registry {
                 uploads_by_account: Arc::default(),
                 validator: options.validator,
                 account_quota: std::sync::atomic::AtomicU64::new(DEFAULT_ACCOUNT_QUOTA),
-                #[cfg(test)]
-                before_commit: Mutex::new(None),
             }),
         })
     }

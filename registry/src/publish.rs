@@ -84,41 +84,10 @@ impl Registry {
         let signature =
             Signature::parse(signature).map_err(|e| Error::BadSignature(e.to_string()))?;
         let digest = digest_of(&component);
-        let account_id = account.id;
-        let keys = self
-            .read(move |conn| Registry::keys_of(conn, account_id))
-            .await?;
-        let verifies = |(k, _): &&(String, bool)| {
-            PublicKey::parse(k).is_ok_and(|k| k.verify_digest(&digest, &signature).is_ok())
-        };
-        let signer = match keys.iter().find(verifies) {
-            Some((key, false)) => key.clone(),
-            Some((key, true)) => {
-                return Err(Error::BadSignature(format!(
-                    "the signature of {digest} is by {key}, which account {} has revoked: sign \
-                     with a key that is not revoked",
-                    account.name
-                )));
-            }
-            None if keys.is_empty() => {
-                return Err(Error::BadSignature(format!(
-                    "account {} has no registered public key (POST /v1/keys) to verify the \
-                     signature with",
-                    account.name
-                )));
-            }
-            None => {
-                return Err(Error::BadSignature(format!(
-                    "the signature of {digest} verifies with none of the {} public key(s) of \
-                     account {}",
-                    keys.len(),
-                    account.name
-                )));
-            }
-        };
+        let signer = self.signer_of(account, &digest, &signature).await?;
 
         // The quota before the check, so an upload past it costs no check;
-        // the transaction below checks again.
+        // the transaction that commits checks again.
         let (acct, size) = (account.clone(), component.len() as u64);
         let quota = self.account_quota();
         self.read(move |conn| within_quota(conn, &acct, size, quota))
@@ -128,138 +97,126 @@ impl Registry {
         // (which runs on if the request is dropped) and the blob writer.
         let slot = Arc::new(slot);
         let manifest = self.check(&component, &digest, slot.clone()).await?;
-        let indexed: Manifest = serde_json::from_value(manifest.clone()).map_err(|e| {
-            Error::Internal(anyhow::anyhow!(
-                "the validator accepted {digest} with a manifest the registry cannot read: {e}"
-            ))
-        })?;
-        names::plugin_id(&indexed.id)?;
-        let version = names::version(&indexed.version)?;
-
-        // Cheap refusals first, so a refused upload writes nothing; the
-        // transaction below checks again.
-        // What the version stores counts against the quota: the component,
-        // its manifest and its search text (each up to megabytes).
-        let manifest_text = manifest.to_string();
-        let search = search_text(&indexed);
-        let stored = (component.len() + manifest_text.len() + search.len()) as u64;
-        let (id, ver, acct) = (indexed.id.clone(), indexed.version.clone(), account.clone());
-        self.read(move |conn| {
-            may_publish(conn, &acct, &id, &ver)?;
-            within_quota(conn, &acct, stored, quota)
-        })
-        .await?;
+        let upload = Upload::new(account, component, digest, signer, &signature, manifest)?;
+        // Cheap refusals first, so a refused upload writes nothing.
+        self.may_store(&upload, quota).await?;
 
         // The rest runs as a task of its own: a request dropped meanwhile (a
         // client that hangs up, the request timeout) still commits its
         // version or removes its blob, never leaving a blob no version names.
         let this = self.clone();
-        let account = account.clone();
-        let signature = signature.to_string();
         tokio::spawn(async move {
             // The body is held here until the task ends, so is its slot.
             let _slot = slot;
-            let hex = digest["sha256:".len()..].to_string();
-            // Held until the version is committed or its blob cleaned up
-            // (see the module's docs).
-            let hold = this.hold_blob(&digest).await?;
-            let writer = this.clone();
-            let bytes = component.clone();
-            let blob_hex = hex.clone();
-            let written =
-                tokio::task::spawn_blocking(move || writer.inner.blobs.put(&blob_hex, &bytes))
-                    .await
-                    .map_err(|e| Error::Internal(anyhow::anyhow!("the blob writer failed: {e}")))
-                    .and_then(|put| put.map_err(Error::Internal));
-            if let Err(e) = written {
-                this.release_blob(hold, &hex).await;
-                return Err(e);
-            }
-
-            let published = Published {
-                id: indexed.id.clone(),
-                version: indexed.version.clone(),
-                digest: digest.clone(),
-                size: component.len() as u64,
-                signer,
-                manifest,
-            };
-            #[cfg(test)]
-            let hook = this.inner.before_commit.lock().unwrap().take();
-            #[cfg(test)]
-            if let Some(hook) = hook {
-                this.write_now(|conn| {
-                    hook(conn);
-                    Ok(())
-                })?;
-            }
-            let row = published.clone();
-            let acct = account.clone();
-            let committed = this
-                .write(move |conn| {
-                    let new_plugin = may_publish(conn, &acct, &row.id, &row.version)?;
-                    within_quota(conn, &acct, stored, quota)?;
-                    let now = meta::now();
-                    if new_plugin {
-                        conn.execute(
-                            "INSERT INTO plugins (id, latest, created_at) VALUES (?1, NULL, ?2)",
-                            params![&row.id, now],
-                        )?;
-                        conn.execute(
-                            "INSERT INTO owners (plugin, account) VALUES (?1, ?2)",
-                            params![&row.id, acct.id],
-                        )?;
-                    }
-                    let mut kinds: Vec<&str> =
-                        indexed.methods.iter().map(|m| m.kind.as_str()).collect();
-                    kinds.sort_unstable();
-                    kinds.dedup();
-                    conn.execute(
-                        "INSERT INTO versions (plugin, version, digest, size, signer, signature,
-                             publisher, published_at, name, description, manifest, kinds,
-                             capabilities, search_text)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-                        params![
-                            &row.id,
-                            &row.version,
-                            &row.digest,
-                            row.size as i64,
-                            &row.signer,
-                            signature,
-                            acct.id,
-                            now,
-                            &indexed.name,
-                            &indexed.description,
-                            manifest_text,
-                            serde_json::to_string(&kinds).map_err(anyhow::Error::from)?,
-                            serde_json::to_string(&indexed.capabilities)
-                                .map_err(anyhow::Error::from)?,
-                            search,
-                        ],
-                    )?;
-                    crate::manage::update_latest(conn, &row.id)?;
-                    conn.execute("DELETE FROM blob_holds WHERE id = ?1", params![hold])?;
-                    Ok(())
-                })
-                .await;
-            if let Err(e) = committed {
-                // Lost a race (another publish of this id and version, or past
-                // the quota, committed in between) or failed: the blob written
-                // above must not stay with no version naming it.
-                this.release_blob(hold, &hex).await;
-                return Err(e);
-            }
-            tracing::info!(
-                id = %published.id,
-                version = %version,
-                digest = %published.digest,
-                account = %account.name,
-                "published"
-            );
-            Ok(published)
+            this.store(upload, quota).await
         })
         .await
         .map_err(|e| Error::Internal(anyhow::anyhow!("the publish task failed: {e}")))?
+    }
+
+    /// The key of `account` that `signature` of `digest` verifies with:
+    /// refused if that key is revoked, or if none does.
+    async fn signer_of(
+        &self,
+        account: &Account,
+        digest: &str,
+        signature: &Signature,
+    ) -> Result<String> {
+        let account_id = account.id;
+        let keys = self
+            .read(move |conn| Registry::keys_of(conn, account_id))
+            .await?;
+        let verifies = |(k, _): &&(String, bool)| {
+            PublicKey::parse(k).is_ok_and(|k| k.verify_digest(digest, signature).is_ok())
+        };
+        match keys.iter().find(verifies) {
+            Some((key, false)) => Ok(key.clone()),
+            Some((key, true)) => Err(Error::BadSignature(format!(
+                "the signature of {digest} is by {key}, which account {} has revoked: sign \
+                 with a key that is not revoked",
+                account.name
+            ))),
+            None if keys.is_empty() => Err(Error::BadSignature(format!(
+                "account {} has no registered public key (POST /v1/keys) to verify the \
+                 signature with",
+                account.name
+            ))),
+            None => Err(Error::BadSignature(format!(
+                "the signature of {digest} verifies with none of the {} public key(s) of \
+                 account {}",
+                keys.len(),
+                account.name
+            ))),
+        }
+    }
+
+    /// Refuses `upload` if its account may not publish it (see
+    /// [`may_publish`]) or it would take the account past `quota`: checked
+    /// before anything is written, and again when its version is committed.
+    async fn may_store(&self, upload: &Upload, quota: Option<u64>) -> Result<()> {
+        let (id, ver) = (upload.row.plugin.clone(), upload.row.version.clone());
+        let (acct, stored) = (upload.account.clone(), upload.stored);
+        self.read(move |conn| {
+            may_publish(conn, &acct, &id, &ver)?;
+            within_quota(conn, &acct, stored, quota)
+        })
+        .await
+    }
+
+    /// Writes `upload`'s blob and commits its version, the blob held all
+    /// along (see the module's docs): if either fails, the blob is released
+    /// (and removed unless something else holds or names it).
+    async fn store(&self, upload: Upload, quota: Option<u64>) -> Result<Published> {
+        let Upload {
+            account,
+            component,
+            published,
+            row,
+            version,
+            stored,
+        } = upload;
+        let hex = published.digest["sha256:".len()..].to_string();
+        // Held until the version is committed or its blob cleaned up.
+        let hold = self.hold_blob(&published.digest).await?;
+        if let Err(e) = self.write_blob(&hex, component).await {
+            self.release_blob(hold, &hex).await;
+            return Err(e);
+        }
+        let acct = account.clone();
+        let committed = self
+            .write(move |conn| {
+                let new_plugin = may_publish(conn, &acct, &row.plugin, &row.version)?;
+                within_quota(conn, &acct, stored, quota)?;
+                meta::insert_version(conn, &row, new_plugin)?;
+                crate::manage::update_latest(conn, &row.plugin)?;
+                conn.execute("DELETE FROM blob_holds WHERE id = ?1", params![hold])?;
+                Ok(())
+            })
+            .await;
+        if let Err(e) = committed {
+            // Lost a race (another publish of this id and version, or past
+            // the quota, committed in between) or failed: the blob written
+            // above must not stay with no version naming it.
+            self.release_blob(hold, &hex).await;
+            return Err(e);
+        }
+        tracing::info!(
+            id = %published.id,
+            version = %version,
+            digest = %published.digest,
+            account = %account.name,
+            "published"
+        );
+        Ok(published)
+    }
+
+    /// Stores `bytes` as the blob `hex`, on a blocking thread.
+    async fn write_blob(&self, hex: &str, bytes: axum::body::Bytes) -> Result<()> {
+        let (writer, hex) = (self.clone(), hex.to_string());
+        tokio::task::spawn_blocking(move || writer.inner.blobs.put(&hex, &bytes))
+            .await
+            .map_err(|e| Error::Internal(anyhow::anyhow!("the blob writer failed: {e}")))
+            .and_then(|put| put.map_err(Error::Internal))
     }
 
     /// Holds the blob `digest` (`sha256:<hex>`) for a publish: until the
@@ -371,6 +328,87 @@ impl Registry {
                 Err(Error::InvalidPlugin { summary, report })
             }
         }
+    }
+}
+
+/// An upload the validator accepted: what its publish stores and
+/// commits.
+struct Upload {
+    /// The publishing account.
+    account: Account,
+    /// The component's bytes.
+    component: axum::body::Bytes,
+    /// What the publish answers once committed.
+    published: Published,
+    /// Its row of `versions`.
+    row: meta::NewVersion,
+    /// Its version, parsed.
+    version: semver::Version,
+    /// What the version stores, counted against the quota: the component,
+    /// its manifest and its search text (each up to megabytes).
+    stored: u64,
+}
+
+impl Upload {
+    /// `component` (whose digest is `digest`), signed with `signature` by
+    /// `signer`, which the validator accepted with `manifest`: refused if
+    /// its id or version is not valid.
+    fn new(
+        account: &Account,
+        component: axum::body::Bytes,
+        digest: String,
+        signer: String,
+        signature: &Signature,
+        manifest: serde_json::Value,
+    ) -> Result<Self> {
+        let indexed: Manifest = serde_json::from_value(manifest.clone()).map_err(|e| {
+            Error::Internal(anyhow::anyhow!(
+                "the validator accepted {digest} with a manifest the registry cannot read: {e}"
+            ))
+        })?;
+        names::plugin_id(&indexed.id)?;
+        let version = names::version(&indexed.version)?;
+        let manifest_text = manifest.to_string();
+        let search_text = search_text(&indexed);
+        let stored = (component.len() + manifest_text.len() + search_text.len()) as u64;
+        let mut kinds: Vec<String> = indexed
+            .methods
+            .iter()
+            .map(|m| m.kind.as_str().to_string())
+            .collect();
+        kinds.sort_unstable();
+        kinds.dedup();
+        let row = meta::NewVersion {
+            plugin: indexed.id.clone(),
+            version: indexed.version.clone(),
+            digest: digest.clone(),
+            size: component.len() as u64,
+            signer: signer.clone(),
+            signature: signature.to_string(),
+            publisher: account.id,
+            name: indexed.name,
+            description: indexed.description,
+            manifest: manifest_text,
+            kinds,
+            capabilities: indexed.capabilities,
+            search_text,
+        };
+        let published = Published {
+            id: indexed.id,
+            version: indexed.version,
+            digest,
+            size: component.len() as u64,
+            signer,
+            manifest,
+        };
+        Ok(Upload {
+            account: account.clone(),
+            component,
+            published,
+            row,
+            version,
+            stored,
+        })
     }
 }
 
@@ -486,7 +524,7 @@ fn search_text(m: &Manifest) -> String {
 mod tests {
     use super::*;
     use crate::Role;
-    use crate::blobs::Opened;
+    use crate::blobs::{Blobs, Opened, Store};
     use crate::scratch::{Backend, TestData, on_both_backends};
     use axum::body::Bytes;
     use sandwit_contract::signing::SigningKey;
@@ -517,6 +555,36 @@ mod tests {
         }
     }
 
+    /// What [`AfterPut`] runs.
+    type Then = Arc<Mutex<Option<Box<dyn FnOnce() + Send>>>>;
+
+    /// A blob store that runs what its [`Then`] holds, once, right after
+    /// it writes a blob: in a publish, between the blob write and the
+    /// commit.
+    struct AfterPut {
+        blobs: Blobs,
+        then: Then,
+    }
+
+    impl Store for AfterPut {
+        fn put(&self, hex: &str, bytes: &Bytes) -> anyhow::Result<()> {
+            self.blobs.put(hex, bytes)?;
+            let then = self.then.lock().unwrap().take();
+            if let Some(then) = then {
+                then();
+            }
+            Ok(())
+        }
+
+        fn remove(&self, hex: &str) -> anyhow::Result<()> {
+            self.blobs.remove(hex)
+        }
+
+        fn get(&self, hex: &str) -> anyhow::Result<Option<std::fs::File>> {
+            self.blobs.get(hex)
+        }
+    }
+
     /// A registry accepting `manifest`, with alice's key registered: its
     /// data, it, alice, and a publish of some bytes as alice.
     async fn accepting(
@@ -529,8 +597,23 @@ mod tests {
         Account,
         impl AsyncFn(&'static [u8]) -> Result<Published>,
     ) {
+        accepting_with_store(name, backend, manifest, |blobs| blobs).await
+    }
+
+    /// [`accepting`], its blobs in what `store` makes of the blob store.
+    async fn accepting_with_store(
+        name: &str,
+        backend: Backend,
+        manifest: serde_json::Value,
+        store: impl FnOnce(Blobs) -> Blobs + Send,
+    ) -> (
+        TestData,
+        Registry,
+        Account,
+        impl AsyncFn(&'static [u8]) -> Result<Published>,
+    ) {
         let data = TestData::new(name, backend);
-        let registry = data.open(Some(Arc::new(Accept(manifest))));
+        let registry = data.open_with_store(Some(Arc::new(Accept(manifest))), store);
         let token = registry.create_token("alice", Role::Publisher).unwrap();
         let alice = registry.authenticate(&token).await.unwrap();
         let key = SigningKey::generate().unwrap();
@@ -569,32 +652,45 @@ mod tests {
     /// (another publish of the same id and version committed in between)
     /// gets the conflict and removes its blob.
     async fn a_publish_that_loses_the_race_removes_its_blob(backend: Backend) {
-        let (_data, registry, alice, publish) =
-            accepting("race", backend, manifest("race", "")).await;
-        // The winner commits between the loser's blob write and commit.
+        let then = Then::default();
+        let after_put = |blobs| -> Blobs {
+            Box::new(AfterPut {
+                blobs,
+                then: then.clone(),
+            })
+        };
+        let (data, registry, alice, publish) =
+            accepting_with_store("race", backend, manifest("race", ""), after_put).await;
+        // The winner commits, through another replica on the same metadata,
+        // between the loser's blob write and commit.
+        let replica = data.open(None);
         let alice_id = alice.id;
         let winner = format!("sha256:{}", "0".repeat(64));
-        *registry.inner.before_commit.lock().unwrap() = Some(Box::new(move |conn| {
-            conn.execute(
-                "INSERT INTO plugins (id, latest, created_at) VALUES ('race', '1.0.0', 0)",
-                &[],
-            )
-            .unwrap();
-            conn.execute(
-                "INSERT INTO owners (plugin, account) VALUES ('race', ?1)",
-                params![alice_id],
-            )
-            .unwrap();
-            conn.execute(
-                "INSERT INTO versions (plugin, version, digest, size, signer, signature,
-                     publisher, published_at, name, description, manifest, kinds,
-                     capabilities, search_text)
-                 VALUES ('race', '1.0.0', ?1, 1, '', '', ?2, 0, '', '', '{}', '[]', '[]', '')",
-                params![winner, alice_id],
-            )
-            .unwrap();
+        *then.lock().unwrap() = Some(Box::new(move || {
+            replica
+                .write_now(|conn| {
+                    conn.execute(
+                        "INSERT INTO plugins (id, latest, created_at) VALUES ('race', '1.0.0', 0)",
+                        &[],
+                    )?;
+                    conn.execute(
+                        "INSERT INTO owners (plugin, account) VALUES ('race', ?1)",
+                        params![alice_id],
+                    )?;
+                    conn.execute(
+                        "INSERT INTO versions (plugin, version, digest, size, signer, signature,
+                             publisher, published_at, name, description, manifest, kinds,
+                             capabilities, search_text)
+                         VALUES ('race', '1.0.0', ?1, 1, '', '', ?2, 0, '', '', '{}', '[]',
+                                 '[]', '')",
+                        params![winner, alice_id],
+                    )?;
+                    Ok(())
+                })
+                .unwrap();
         }));
         let lost = publish(b"the loser's bytes").await.unwrap_err();
+        assert!(then.lock().unwrap().is_none(), "the winner did not commit");
         assert!(matches!(lost, Error::VersionExists(_)), "{lost:?}");
         assert!(
             !stored(&registry, b"the loser's bytes"),

@@ -3,7 +3,8 @@
 use crate::blobs::Opened;
 use crate::error::{Error, Result};
 use crate::manage::{owners_of, plugin_exists};
-use crate::meta::{self, Param, params};
+use crate::meta::conn::Dialect;
+use crate::meta::{self, Conn, Param, params};
 use crate::{
     Blob, PER_PAGE, PluginInfo, PluginSummary, Registry, SearchPage, SearchQuery, VersionDetail,
     VersionInfo, names,
@@ -26,125 +27,8 @@ impl Registry {
     /// latest version not yanked describes it (plugins with every version
     /// yanked are not listed).
     pub async fn search(&self, query: SearchQuery) -> Result<SearchPage> {
-        let page = query.page.unwrap_or(1);
-        if !(1..=MAX_PAGE).contains(&page) {
-            return Err(Error::bad_request(
-                "invalid-page",
-                format!("page {page} is not 1 to {MAX_PAGE}"),
-            ));
-        }
-        let mut words: Vec<String> = Vec::new();
-        if let Some(q) = query.q.as_deref().filter(|q| !q.trim().is_empty()) {
-            if q.len() > MAX_QUERY_BYTES {
-                return Err(Error::bad_request(
-                    "invalid-query",
-                    format!("the search text is longer than {MAX_QUERY_BYTES} bytes"),
-                ));
-            }
-            words = q.split_whitespace().map(str::to_lowercase).collect();
-            if words.len() > MAX_QUERY_WORDS {
-                return Err(Error::bad_request(
-                    "invalid-query",
-                    format!("the search text has more than {MAX_QUERY_WORDS} words"),
-                ));
-            }
-            if let Some(short) = words.iter().find(|w| w.chars().count() < MIN_WORD_CHARS) {
-                return Err(Error::bad_request(
-                    "invalid-query",
-                    format!(
-                        "the search word {} is shorter than {MIN_WORD_CHARS} characters \
-                         (words match as substrings of at least {MIN_WORD_CHARS})",
-                        names::quote(short)
-                    ),
-                ));
-            }
-        }
-        let kind = query.kind.filter(|k| !k.is_empty());
-        if let Some(kind) = kind.as_deref()
-            && !KINDS.contains(&kind)
-        {
-            return Err(Error::bad_request(
-                "invalid-kind",
-                format!(
-                    "kind {} is not one of {}",
-                    names::quote(kind),
-                    KINDS.join(", ")
-                ),
-            ));
-        }
-        let capability = query.capability.filter(|c| !c.is_empty());
-        if capability.as_ref().is_some_and(|c| c.len() > 300) {
-            return Err(Error::bad_request(
-                "invalid-capability",
-                "the capability is longer than 300 bytes",
-            ));
-        }
-        let offset = i64::from(page - 1) * i64::from(PER_PAGE);
-        self.read(move |conn| {
-            let dialect = conn.dialect();
-            let mut filters = vec!["p.latest IS NOT NULL".to_string()];
-            let mut args: Vec<Param> = Vec::new();
-            if !words.is_empty() {
-                filters.push(dialect.search_words(&words, &mut args));
-            }
-            if let Some(kind) = kind {
-                args.push(Param::Text(kind));
-                filters.push(format!(
-                    "EXISTS (SELECT 1 FROM {} WHERE value = ?{})",
-                    dialect.json_strings("v.kinds"),
-                    args.len()
-                ));
-            }
-            if let Some(cap) = capability {
-                let capabilities = dialect.json_strings("v.capabilities");
-                if cap == "http" {
-                    // Any HTTP grant: `http:<host>`.
-                    filters.push(format!(
-                        "EXISTS (SELECT 1 FROM {capabilities} WHERE substr(value, 1, 5) = 'http:')"
-                    ));
-                } else {
-                    args.push(Param::Text(cap));
-                    filters.push(format!(
-                        "EXISTS (SELECT 1 FROM {capabilities} WHERE value = ?{})",
-                        args.len()
-                    ));
-                }
-            }
-            let from = format!(
-                "FROM plugins p JOIN versions v ON v.plugin = p.id AND v.version = p.latest \
-                 WHERE {}",
-                filters.join(" AND ")
-            );
-            let total = conn
-                .query_one(&format!("SELECT count(*) {from}"), &args)?
-                .int(0)?;
-            let sql = format!(
-                "SELECT p.id, v.name, v.description, v.version, v.kinds, v.capabilities {from}
-                 ORDER BY {} LIMIT {PER_PAGE} OFFSET {offset}",
-                dialect.bytewise("p.id")
-            );
-            let plugins = conn
-                .query(&sql, &args)?
-                .iter()
-                .map(|r| {
-                    Ok(PluginSummary {
-                        id: r.text(0)?,
-                        name: r.text(1)?,
-                        description: r.text(2)?,
-                        latest_version: r.text(3)?,
-                        kinds: json_strings(&r.text(4)?),
-                        capabilities: json_strings(&r.text(5)?),
-                    })
-                })
-                .collect::<Result<Vec<_>>>()?;
-            Ok(SearchPage {
-                plugins,
-                page,
-                per_page: PER_PAGE,
-                total: total as u64,
-            })
-        })
-        .await
+        let search = Search::of(query)?;
+        self.read(move |conn| search.run(conn)).await
     }
 
     /// The plugin `id` with its owners and every version, newest first.
@@ -279,6 +163,166 @@ impl Registry {
             ))),
         }
     }
+}
+
+/// A search, its query checked.
+struct Search {
+    /// The page, from 1.
+    page: u32,
+    /// The words the search text must hold, lowercased.
+    words: Vec<String>,
+    /// The kind of method a plugin must have.
+    kind: Option<String>,
+    /// The capability a plugin must ask for (`http`: any HTTP grant).
+    capability: Option<String>,
+}
+
+impl Search {
+    /// The search `query` asks for: refused if its page, text, kind or
+    /// capability is not valid.
+    fn of(query: SearchQuery) -> Result<Self> {
+        let page = query.page.unwrap_or(1);
+        if !(1..=MAX_PAGE).contains(&page) {
+            return Err(Error::bad_request(
+                "invalid-page",
+                format!("page {page} is not 1 to {MAX_PAGE}"),
+            ));
+        }
+        let words = match query.q.as_deref().filter(|q| !q.trim().is_empty()) {
+            Some(q) => search_words(q)?,
+            None => Vec::new(),
+        };
+        let kind = query.kind.filter(|k| !k.is_empty());
+        if let Some(kind) = kind.as_deref()
+            && !KINDS.contains(&kind)
+        {
+            return Err(Error::bad_request(
+                "invalid-kind",
+                format!(
+                    "kind {} is not one of {}",
+                    names::quote(kind),
+                    KINDS.join(", ")
+                ),
+            ));
+        }
+        let capability = query.capability.filter(|c| !c.is_empty());
+        if capability.as_ref().is_some_and(|c| c.len() > 300) {
+            return Err(Error::bad_request(
+                "invalid-capability",
+                "the capability is longer than 300 bytes",
+            ));
+        }
+        Ok(Search {
+            page,
+            words,
+            kind,
+            capability,
+        })
+    }
+
+    /// The conditions a plugin `p` and its latest version `v` must meet;
+    /// the parameters they need are pushed to `args`.
+    fn filters(self, dialect: Dialect, args: &mut Vec<Param>) -> Vec<String> {
+        let mut filters = vec!["p.latest IS NOT NULL".to_string()];
+        if !self.words.is_empty() {
+            filters.push(dialect.search_words(&self.words, args));
+        }
+        if let Some(kind) = self.kind {
+            args.push(Param::Text(kind));
+            filters.push(format!(
+                "EXISTS (SELECT 1 FROM {} WHERE value = ?{})",
+                dialect.json_strings("v.kinds"),
+                args.len()
+            ));
+        }
+        if let Some(cap) = self.capability {
+            let capabilities = dialect.json_strings("v.capabilities");
+            if cap == "http" {
+                // Any HTTP grant: `http:<host>`.
+                filters.push(format!(
+                    "EXISTS (SELECT 1 FROM {capabilities} WHERE substr(value, 1, 5) = 'http:')"
+                ));
+            } else {
+                args.push(Param::Text(cap));
+                filters.push(format!(
+                    "EXISTS (SELECT 1 FROM {capabilities} WHERE value = ?{})",
+                    args.len()
+                ));
+            }
+        }
+        filters
+    }
+
+    /// Runs the search on `conn`: its page and how many plugins match.
+    fn run(self, conn: &mut dyn Conn) -> Result<SearchPage> {
+        let page = self.page;
+        let offset = i64::from(page - 1) * i64::from(PER_PAGE);
+        let dialect = conn.dialect();
+        let mut args: Vec<Param> = Vec::new();
+        let from = format!(
+            "FROM plugins p JOIN versions v ON v.plugin = p.id AND v.version = p.latest \
+             WHERE {}",
+            self.filters(dialect, &mut args).join(" AND ")
+        );
+        let total = conn
+            .query_one(&format!("SELECT count(*) {from}"), &args)?
+            .int(0)?;
+        let sql = format!(
+            "SELECT p.id, v.name, v.description, v.version, v.kinds, v.capabilities {from}
+             ORDER BY {} LIMIT {PER_PAGE} OFFSET {offset}",
+            dialect.bytewise("p.id")
+        );
+        let plugins = conn
+            .query(&sql, &args)?
+            .iter()
+            .map(|r| {
+                Ok(PluginSummary {
+                    id: r.text(0)?,
+                    name: r.text(1)?,
+                    description: r.text(2)?,
+                    latest_version: r.text(3)?,
+                    kinds: json_strings(&r.text(4)?),
+                    capabilities: json_strings(&r.text(5)?),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(SearchPage {
+            plugins,
+            page,
+            per_page: PER_PAGE,
+            total: total as u64,
+        })
+    }
+}
+
+/// The words of the search text `q` (not blank), lowercased: refused if
+/// the text is too long, has too many words, or a word too short to be
+/// looked up.
+fn search_words(q: &str) -> Result<Vec<String>> {
+    if q.len() > MAX_QUERY_BYTES {
+        return Err(Error::bad_request(
+            "invalid-query",
+            format!("the search text is longer than {MAX_QUERY_BYTES} bytes"),
+        ));
+    }
+    let words: Vec<String> = q.split_whitespace().map(str::to_lowercase).collect();
+    if words.len() > MAX_QUERY_WORDS {
+        return Err(Error::bad_request(
+            "invalid-query",
+            format!("the search text has more than {MAX_QUERY_WORDS} words"),
+        ));
+    }
+    if let Some(short) = words.iter().find(|w| w.chars().count() < MIN_WORD_CHARS) {
+        return Err(Error::bad_request(
+            "invalid-query",
+            format!(
+                "the search word {} is shorter than {MIN_WORD_CHARS} characters \
+                 (words match as substrings of at least {MIN_WORD_CHARS})",
+                names::quote(short)
+            ),
+        ));
+    }
+    Ok(words)
 }
 
 fn json_strings(text: &str) -> Vec<String> {

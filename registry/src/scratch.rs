@@ -98,6 +98,21 @@ impl TestData {
         self.open_in(&self.dir, validator, crate::BlobLocation::Dir)
     }
 
+    /// A registry on this data, checking uploads with `validator`, its
+    /// blobs in what `store` makes of the blob directory (a fake).
+    pub(crate) fn open_with_store(
+        &self,
+        validator: Option<std::sync::Arc<dyn crate::Validator>>,
+        store: impl FnOnce(crate::blobs::Blobs) -> crate::blobs::Blobs + Send,
+    ) -> crate::Registry {
+        crate::Registry::open_with_store(
+            &self.dir,
+            self.options(validator, crate::BlobLocation::Dir),
+            store,
+        )
+        .unwrap()
+    }
+
     /// A registry (a replica) on this data's metadata, with its own
     /// directory `dir` and its blobs at `blobs`.
     pub(crate) fn open_in(
@@ -106,16 +121,21 @@ impl TestData {
         validator: Option<std::sync::Arc<dyn crate::Validator>>,
         blobs: crate::BlobLocation,
     ) -> crate::Registry {
-        crate::Registry::open_with_options(
-            dir,
-            crate::Options {
-                database: self.database.clone(),
-                blobs,
-                validator,
-                max_validations: 2,
-            },
-        )
-        .unwrap()
+        crate::Registry::open_with_options(dir, self.options(validator, blobs)).unwrap()
+    }
+
+    /// The options of a registry on this data.
+    fn options(
+        &self,
+        validator: Option<std::sync::Arc<dyn crate::Validator>>,
+        blobs: crate::BlobLocation,
+    ) -> crate::Options {
+        crate::Options {
+            database: self.database.clone(),
+            blobs,
+            validator,
+            max_validations: 2,
+        }
     }
 }
 

@@ -1,11 +1,12 @@
 //! A run's answer holds its place in the run queue until it has gone out.
 //!
-//! A finished run frees its running slot at once, but its answer (up to a
+//! A finished run frees its run slot at once, but its answer (up to a
 //! run's output, event and image caps, as JSON) still waits for a client
 //! that may read slowly or not at all; the connection's write-stall bound
 //! ends such a client eventually, but until then the answer is held. So
-//! the answer keeps the run's place in the queue ([`crate::queue::Answering`])
-//! until it has been handed to the connection: the answers held for
+//! the answer keeps the run's place in the host's run queue
+//! ([`sandwit::RunPlace`]; a call's, [`crate::queue::CallPlace`]) until it
+//! has been handed to the connection: the answers held for
 //! clients are never more than `--max-runs` plus `--queue` runs' worth, and
 //! past them new runs are refused (503 `queue-full`) instead of memory
 //! growing.

@@ -14,13 +14,13 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use crate::error::ErrorBody;
-use crate::interpreters::InterpreterKind;
 use crate::wire::{
     Breaker, CallReport, ChatFiles, Handoff, Health, OpenAiTool, Outcome, ParamSchema, PluginInfo,
     PluginList, PluginRef, Ready, Reloaded, Switched, Tool, ToolList, ToolListing, ToolMetadata,
     ToolSchema, WorkspaceFile,
 };
 use crate::{calls, files, health, plugins, runs, tools};
+use sandwit::InterpreterKind;
 
 /// The OpenAPI 3.1 document of the service.
 #[derive(OpenApi)]
@@ -323,213 +323,253 @@ mod tests {
     }
 
     /// What the handlers answer, as axum serializes it, matches the schema
-    /// the document gives it, every optional part present and absent.
-    #[test]
-    fn the_answers_match_their_schemas() {
+    /// the document gives it, every optional part present and absent: a
+    /// test for each kind of answer.
+    mod the_answers_match_their_schemas {
         use sandwit::controls::RateScope;
         use sandwit::{LimitHit, LimitKind, MethodKind, RunError, RunStatus};
         use serde_json::json;
 
+        use super::*;
         use crate::error::ErrorBody;
         use crate::wire::*;
 
-        let doc = document();
-        let mut failed = Vec::new();
-        macro_rules! check {
-            ($name:expr, $answer:expr $(,)?) => {
-                for problem in mismatches(&doc, $name, $answer) {
-                    failed.push(format!("{}: {problem}", $name));
-                }
+        /// Fails, listing every mismatch, unless each of `answers` matches
+        /// the schema `name`.
+        fn assert_match<T: serde::Serialize>(name: &str, answers: &[T]) {
+            let doc = document();
+            let failed: Vec<String> = answers
+                .iter()
+                .flat_map(|answer| mismatches(&doc, name, answer))
+                .map(|problem| format!("{name}: {problem}"))
+                .collect();
+            assert!(failed.is_empty(), "{failed:#?}");
+        }
+
+        /// A run's outcome, with `handoff`, its optional parts all set
+        /// (`full`) or none.
+        fn outcome(status: RunStatus, handoff: Option<Handoff>, full: bool) -> Outcome {
+            Outcome {
+                status,
+                result: full.then(|| json!({"answer": [1, 2.5, null, "x"]})),
+                stdout: "out".into(),
+                stderr: String::new(),
+                error: full.then(|| RunError {
+                    type_name: "ZeroDivisionError".into(),
+                    message: "division by zero".into(),
+                    line: Some(3),
+                    traceback: "Traceback".into(),
+                }),
+                limit: full.then(|| LimitHit {
+                    kind: LimitKind::Time,
+                    message: "the run took more than 1000 ms".into(),
+                }),
+                files: if full {
+                    vec![WorkspaceFile {
+                        path: "out/plot.png".into(),
+                        size: 12,
+                    }]
+                } else {
+                    Vec::new()
+                },
+                events: Vec::new(),
+                handoff,
+                fuel_used: 1,
+                cost: 0.5,
+                ms: 2.0,
+                queued_ms: 0.0,
+            }
+        }
+
+        #[test]
+        fn a_runs_outcome_and_error() {
+            let handoff = Handoff {
+                plugin: "messenger".into(),
+                method: "reply".into(),
+                result: json!({"kind": "agent", "text": "hello"}),
             };
-        }
-        let outcome = |status, handoff: Option<Handoff>, full: bool| Outcome {
-            status,
-            result: full.then(|| json!({"answer": [1, 2.5, null, "x"]})),
-            stdout: "out".into(),
-            stderr: String::new(),
-            error: full.then(|| RunError {
-                type_name: "ZeroDivisionError".into(),
-                message: "division by zero".into(),
-                line: Some(3),
-                traceback: "Traceback".into(),
-            }),
-            limit: full.then(|| LimitHit {
-                kind: LimitKind::Time,
-                message: "the run took more than 1000 ms".into(),
-            }),
-            files: if full {
-                vec![WorkspaceFile {
-                    path: "out/plot.png".into(),
-                    size: 12,
-                }]
-            } else {
-                Vec::new()
-            },
-            events: Vec::new(),
-            handoff,
-            fuel_used: 1,
-            cost: 0.5,
-            ms: 2.0,
-            queued_ms: 0.0,
-        };
-        let handoff = Handoff {
-            plugin: "messenger".into(),
-            method: "reply".into(),
-            result: json!({"kind": "agent", "text": "hello"}),
-        };
-        check!("Outcome", &outcome(RunStatus::Ok, None, false));
-        check!("Outcome", &outcome(RunStatus::Error, Some(handoff), true));
-        check!(
-            "ErrorBody",
-            &ErrorBody {
-                error: "queue-full".into(),
-                message: "every run slot is taken".into(),
-            },
-        );
-        check!(
-            "Health",
-            &Health {
-                status: "ok".into(),
-            },
-        );
-        check!(
-            "Ready",
-            &Ready {
-                status: "ready".into(),
-                plugins: 2,
-                runs_running: 1,
-                runs_waiting: 0,
-                interpreters: vec![InterpreterKind::Small, InterpreterKind::Scientific],
-                default_interpreter: InterpreterKind::Small,
-            },
-        );
-        for ok in [true, false] {
-            check!(
-                "CallReport",
-                &CallReport {
-                    ok,
-                    result: ok.then(|| json!({"kind": "tool", "value": 3})),
-                    error: None,
-                    events: Vec::new(),
-                    fuel_used: 10,
-                    ms: 1.5,
-                },
-            );
-        }
-        check!(
-            "ToolListing",
-            &ToolListing::Tools(ToolList {
-                tools: vec![
-                    Tool {
-                        name: "calculate_sum".into(),
-                        description: "Adds".into(),
-                        category: Some("calc".into()),
-                        kind: Some(MethodKind::MultimodalAgent),
-                        input_schema: None,
-                    },
-                    Tool {
-                        name: "calculate_sum".into(),
-                        description: "Adds".into(),
-                        category: None,
-                        kind: None,
-                        input_schema: Some(json!({"type": "object"})),
-                    },
+            assert_match(
+                "Outcome",
+                &[
+                    outcome(RunStatus::Ok, None, false),
+                    outcome(RunStatus::Error, Some(handoff), true),
                 ],
-            }),
-        );
-        check!(
-            "ToolListing",
-            &ToolListing::OpenAi(vec![OpenAiTool {
-                kind: "function".into(),
-                function: json!({"name": "calculate_sum", "parameters": {}}),
-            }]),
-        );
-        for returns in [None, Some(json!({"type": "integer"}))] {
-            check!(
-                "ToolSchema",
-                &ToolSchema {
-                    name: "calculate_sum".into(),
-                    kind: MethodKind::Tool,
-                    signature: "calculate_sum(a: int, b: int) -> int".into(),
-                    parameters: vec![ParamSchema {
-                        name: "a".into(),
-                        required: true,
-                        schema: json!(true),
-                    }],
-                    returns: returns.clone(),
-                },
+            );
+            assert_match(
+                "ErrorBody",
+                &[ErrorBody {
+                    error: "queue-full".into(),
+                    message: "every run slot is taken".into(),
+                }],
             );
         }
-        for set in [true, false] {
-            check!(
-                "ToolMetadata",
-                &ToolMetadata {
-                    name: "calculate_sum".into(),
-                    category: "calc".into(),
-                    plugin: PluginRef {
-                        id: "calc".into(),
-                        name: "Calc".into(),
-                        version: "1.0.0".into(),
-                    },
-                    kind: MethodKind::Tool,
-                    description: "Adds".into(),
-                    rate_limit: set.then_some(60),
-                    rate_limit_scope: set.then_some(RateScope::Chat),
-                    cost_per_use: set.then_some(0.5),
-                    dangerous: set,
-                    requires_auth: false,
-                    breaker: set.then_some(Breaker {
-                        failures: Some(3),
-                        error_rate: None,
-                        window_s: 60,
-                        min_calls: 10,
-                        recovery_s: 30,
+
+        #[test]
+        fn health_and_readiness() {
+            assert_match(
+                "Health",
+                &[Health {
+                    status: "ok".into(),
+                }],
+            );
+            assert_match(
+                "Ready",
+                &[Ready {
+                    status: "ready".into(),
+                    plugins: 2,
+                    runs_running: 1,
+                    runs_waiting: 0,
+                    interpreters: vec![InterpreterKind::Small, InterpreterKind::Scientific],
+                    default_interpreter: InterpreterKind::Small,
+                }],
+            );
+        }
+
+        #[test]
+        fn a_method_calls_report() {
+            let report = |ok: bool| CallReport {
+                ok,
+                result: ok.then(|| json!({"kind": "tool", "value": 3})),
+                error: None,
+                events: Vec::new(),
+                fuel_used: 10,
+                ms: 1.5,
+            };
+            assert_match("CallReport", &[report(true), report(false)]);
+        }
+
+        #[test]
+        fn the_tool_listings() {
+            assert_match(
+                "ToolListing",
+                &[
+                    ToolListing::Tools(ToolList {
+                        tools: vec![
+                            Tool {
+                                name: "calculate_sum".into(),
+                                description: "Adds".into(),
+                                category: Some("calc".into()),
+                                kind: Some(MethodKind::MultimodalAgent),
+                                input_schema: None,
+                            },
+                            Tool {
+                                name: "calculate_sum".into(),
+                                description: "Adds".into(),
+                                category: None,
+                                kind: None,
+                                input_schema: Some(json!({"type": "object"})),
+                            },
+                        ],
                     }),
-                },
+                    ToolListing::OpenAi(vec![OpenAiTool {
+                        kind: "function".into(),
+                        function: json!({"name": "calculate_sum", "parameters": {}}),
+                    }]),
+                ],
             );
         }
-        check!(
-            "PluginList",
-            &PluginList {
-                plugins: vec![PluginInfo {
+
+        #[test]
+        fn a_tools_schema() {
+            let schema = |returns: Option<serde_json::Value>| ToolSchema {
+                name: "calculate_sum".into(),
+                kind: MethodKind::Tool,
+                signature: "calculate_sum(a: int, b: int) -> int".into(),
+                parameters: vec![ParamSchema {
+                    name: "a".into(),
+                    required: true,
+                    schema: json!(true),
+                }],
+                returns,
+            };
+            assert_match(
+                "ToolSchema",
+                &[schema(None), schema(Some(json!({"type": "integer"})))],
+            );
+        }
+
+        #[test]
+        fn a_tools_metadata() {
+            let metadata = |set: bool| ToolMetadata {
+                name: "calculate_sum".into(),
+                category: "calc".into(),
+                plugin: PluginRef {
                     id: "calc".into(),
                     name: "Calc".into(),
                     version: "1.0.0".into(),
-                    description: "Adds".into(),
-                    methods: vec!["calculate_sum".into()],
-                    sha256: "00".repeat(32),
-                    enabled: true,
-                }],
-            },
-        );
-        check!(
-            "Switched",
-            &Switched {
-                id: "calc".into(),
-                enabled: false,
-            },
-        );
-        check!(
-            "Reloaded",
-            &Reloaded {
-                plugins: vec!["calc".into()],
-            },
-        );
-        check!(
-            "ChatFiles",
-            &ChatFiles {
-                chat: "c".into(),
-                files: vec![WorkspaceFile {
-                    path: "a.txt".into(),
-                    size: 1,
-                }],
-            },
-        );
-        assert!(failed.is_empty(), "{failed:#?}");
+                },
+                kind: MethodKind::Tool,
+                description: "Adds".into(),
+                rate_limit: set.then_some(60),
+                rate_limit_scope: set.then_some(RateScope::Chat),
+                cost_per_use: set.then_some(0.5),
+                dangerous: set,
+                requires_auth: false,
+                breaker: set.then_some(Breaker {
+                    failures: Some(3),
+                    error_rate: None,
+                    window_s: 60,
+                    min_calls: 10,
+                    recovery_s: 30,
+                }),
+            };
+            assert_match("ToolMetadata", &[metadata(true), metadata(false)]);
+        }
 
-        // The check can fail: a body without a required field, or with a
-        // field of the wrong type, does not match.
-        assert!(!mismatches(&doc, "Health", &json!({})).is_empty());
-        assert!(!mismatches(&doc, "Switched", &json!({"id": "calc", "enabled": "yes"})).is_empty());
+        #[test]
+        fn the_plugins_listed_switched_and_reloaded() {
+            assert_match(
+                "PluginList",
+                &[PluginList {
+                    plugins: vec![PluginInfo {
+                        id: "calc".into(),
+                        name: "Calc".into(),
+                        version: "1.0.0".into(),
+                        description: "Adds".into(),
+                        methods: vec!["calculate_sum".into()],
+                        sha256: "00".repeat(32),
+                        enabled: true,
+                    }],
+                }],
+            );
+            assert_match(
+                "Switched",
+                &[Switched {
+                    id: "calc".into(),
+                    enabled: false,
+                }],
+            );
+            assert_match(
+                "Reloaded",
+                &[Reloaded {
+                    plugins: vec!["calc".into()],
+                }],
+            );
+        }
+
+        #[test]
+        fn a_chats_files() {
+            assert_match(
+                "ChatFiles",
+                &[ChatFiles {
+                    chat: "c".into(),
+                    files: vec![WorkspaceFile {
+                        path: "a.txt".into(),
+                        size: 1,
+                    }],
+                }],
+            );
+        }
+
+        /// The check can fail: a body without a required field, or with a
+        /// field of the wrong type, does not match.
+        #[test]
+        fn an_answer_that_does_not_match_is_caught() {
+            let doc = document();
+            assert!(!mismatches(&doc, "Health", &json!({})).is_empty());
+            assert!(
+                !mismatches(&doc, "Switched", &json!({"id": "calc", "enabled": "yes"})).is_empty()
+            );
+        }
     }
 }

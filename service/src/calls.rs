@@ -14,7 +14,7 @@ use utoipa::ToSchema;
 use crate::answer::Holding;
 use crate::auth::Caller;
 use crate::error::{ApiError, ErrorBody};
-use crate::queue::Answering;
+use crate::queue::{CallPlace, CallSlot};
 use crate::state::Shared;
 use crate::wire::CallReport;
 
@@ -71,7 +71,7 @@ pub async fn call(
     caller: Caller,
     Path((id, target)): Path<(String, String)>,
     body: Result<axum::Json<CallRequest>, JsonRejection>,
-) -> Result<Holding<axum::Json<CallReport>, Answering>, ApiError> {
+) -> Result<Holding<axum::Json<CallReport>, CallPlace>, ApiError> {
     let Some(method) = target.strip_suffix(":call") else {
         return Err(ApiError::not_found(
             "not-found",
@@ -141,8 +141,8 @@ pub async fn call(
 /// the call's place in the queue until it has gone out.
 fn answer(
     report: &sandwit::CallReport,
-    slot: crate::queue::RunSlot,
-) -> Result<Holding<axum::Json<CallReport>, Answering>, ApiError> {
+    slot: CallSlot,
+) -> Result<Holding<axum::Json<CallReport>, CallPlace>, ApiError> {
     let result = report
         .result
         .as_ref()
@@ -164,7 +164,7 @@ async fn call_tool_source(
     id: &str,
     method: &str,
     request: CallRequest,
-) -> Result<Holding<axum::Json<CallReport>, Answering>, ApiError> {
+) -> Result<Holding<axum::Json<CallReport>, CallPlace>, ApiError> {
     let methods = state.enabled();
     if !methods.methods().any(|(p, m)| p == id && m.name == method) {
         return Err(ApiError::not_found(

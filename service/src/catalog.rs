@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use sandwit::{Host, HostMethod, Plugin, PluginSet};
+use sandwit::{Host, HostMethod, Plugin, Toolbox};
 
 /// The loaded plugins and which are disabled. A run takes the enabled set
 /// when it starts: a change applies from the next run on.
@@ -15,7 +15,7 @@ pub struct Catalog {
     /// The tool sources' methods.
     tools: Vec<HostMethod>,
     disabled: BTreeSet<String>,
-    enabled: PluginSet,
+    enabled: Toolbox,
 }
 
 impl Catalog {
@@ -47,12 +47,12 @@ impl Catalog {
         disabled: BTreeSet<String>,
     ) -> anyhow::Result<Self> {
         // Checked whole, so that enabling any subset later cannot clash.
-        PluginSet::with_host_methods(&plugins, &tools)?;
+        Toolbox::with_host_methods(&plugins, &tools)?;
         let mut catalog = Catalog {
             plugins,
             tools,
             disabled,
-            enabled: PluginSet::default(),
+            enabled: Toolbox::default(),
         };
         catalog.rebuild();
         Ok(catalog)
@@ -65,14 +65,14 @@ impl Catalog {
             .filter(|p| !self.disabled.contains(p.id()))
             .cloned()
             .collect();
-        self.enabled = PluginSet::with_host_methods(&enabled, &self.tools)
+        self.enabled = Toolbox::with_host_methods(&enabled, &self.tools)
             .expect("a subset of a valid set is valid");
     }
 
     /// Replaces the tool sources' methods, unless they clash with a
     /// plugin's.
-    pub fn set_tools(&mut self, tools: Vec<HostMethod>) -> Result<(), sandwit::PluginSetError> {
-        PluginSet::with_host_methods(&self.plugins, &tools)?;
+    pub fn set_tools(&mut self, tools: Vec<HostMethod>) -> Result<(), sandwit::ToolboxError> {
+        Toolbox::with_host_methods(&self.plugins, &tools)?;
         self.tools = tools;
         self.rebuild();
         Ok(())
@@ -89,7 +89,7 @@ impl Catalog {
     }
 
     /// The methods of the enabled plugins and of the tool sources.
-    pub fn enabled(&self) -> &PluginSet {
+    pub fn enabled(&self) -> &Toolbox {
         &self.enabled
     }
 

@@ -1,27 +1,22 @@
 //! How the service runs: what its operator chose ([`Config`]).
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use sandwit_net::RateLimit;
 
 use crate::mcp_sessions::McpSessionLimits;
 use crate::tokens::Tokens;
 
-/// How the service runs.
+/// How the service runs. Its runs wait in the host's run queue, as the
+/// host's [`RunSlots`](sandwit::RunSlots) say (`HostBuilder::run_slots`):
+/// each takes a place there at once or is refused with 503, and the calls'
+/// queue and the MCP exchanges answered at once are bounded by the same.
 #[derive(Debug, Clone)]
 pub struct Config {
     /// The folder of `.wasm` plugins offered (and reloaded on request).
     pub plugin_dir: PathBuf,
     /// The tokens accepted.
     pub tokens: Tokens,
-    /// Runs at once.
-    pub max_running: usize,
-    /// Runs waiting for a slot, beyond those running; past them a run is
-    /// refused with 503.
-    pub max_waiting: usize,
-    /// How long a run waits for a slot before it is refused with 503.
-    pub max_wait: Duration,
     /// The largest request body, in bytes.
     pub max_body_bytes: usize,
     /// Requests a token may make, on every endpoint but `/healthz`,

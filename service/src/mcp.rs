@@ -46,13 +46,14 @@ use rmcp::service::RequestContext;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use sandwit::json::value_from_json;
-use sandwit::{AgentCtx, Budget, Cancel, ContentPart, MethodResult, RunOptions, RunStatus};
+use sandwit::{
+    AgentCtx, Budget, Cancel, ContentPart, InterpreterKind, MethodResult, RunOptions, RunStatus,
+};
 use serde_json::{Map, Value as Json, json};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::Caller;
-use crate::interpreters::InterpreterKind;
 use crate::mcp_sessions::{Manager, Sessions};
 use crate::state::Shared;
 
@@ -157,15 +158,19 @@ impl McpServer {
 
     /// The enabled plugins as the chat of `ctx` sees them (their lifecycle
     /// hooks), as `/v1` lists, runs and calls them. The hooks' instances
-    /// must run in a slot of a queue (a run's, or the calls'): the caller
-    /// holds one.
-    async fn in_chat(&self, ctx: &AgentCtx, _slot: &crate::queue::RunSlot) -> sandwit::ContextSet {
+    /// must run holding a place in a queue (a run's in the host's run
+    /// queue, or a slot of the calls'): the caller holds one.
+    async fn in_chat(
+        &self,
+        ctx: &AgentCtx,
+        _held: &impl crate::queue::Held,
+    ) -> sandwit::ContextSet {
         self.state.enabled().in_context(ctx).await
     }
 
     /// A slot of the calls' queue, or the refusal as an error result's
     /// text.
-    async fn slot(&self) -> Result<crate::queue::RunSlot, String> {
+    async fn slot(&self) -> Result<crate::queue::CallSlot, String> {
         self.state
             .calls
             .enter()
@@ -279,7 +284,7 @@ impl McpServer {
     /// cancels it (the request is dropped, its connection closed).
     async fn call_host_method(
         &self,
-        methods: &sandwit::PluginSet,
+        methods: &sandwit::Toolbox,
         name: &str,
         args: Map<String, Json>,
         who: Who,
@@ -360,14 +365,13 @@ impl McpServer {
         if state.shutting_down.load(Ordering::SeqCst) {
             return error_result("shutting-down: the server is shutting down".to_string());
         }
-        let slot = tokio::select! {
-            slot = state.enter_queue() => match slot {
-                Ok(slot) => slot,
-                Err(e) => return error_result(format!("{}: {}", e.code(), e.message())),
-            },
-            () = ct.cancelled() => return error_result("cancelled while waiting for a run slot".to_string()),
+        // A place in the host's run queue, at once or refused; the run waits
+        // for its slot in the host (a cancelled request cancels it there).
+        let place = match state.take_place() {
+            Ok(place) => place,
+            Err(e) => return error_result(format!("{}: {}", e.code(), e.message())),
         };
-        let plugins = self.in_chat(&who.ctx, &slot).await.methods;
+        let plugins = self.in_chat(&who.ctx, &place).await.methods;
         let (id, cancel) = state.register_run(&who.caller);
         let inputs = inputs
             .into_iter()
@@ -385,8 +389,8 @@ impl McpServer {
         let mut task = tokio::spawn(async move {
             // The answer goes out on the POST's response stream, whose
             // place `authorize` holds until it has gone out.
-            let (outcome, _answering) = task_state
-                .run_registered(id, slot, &interpreter, &who.ctx, &plugins, &code, &options)
+            let (outcome, _place) = task_state
+                .run_registered(id, place, &interpreter, &who.ctx, &plugins, &code, &options)
                 .await;
             tracing::info!(run = id, caller = %caller, status = ?outcome.status, "mcp run ended");
             outcome
@@ -400,7 +404,10 @@ impl McpServer {
         };
         drop(guard);
         match joined {
-            Ok(outcome) => outcome_result(&outcome),
+            Ok(outcome) => match state.refusal(&outcome) {
+                Some(e) => error_result(format!("{}: {}", e.code(), e.message())),
+                None => outcome_result(&outcome),
+            },
             Err(e) => error_result(format!("the run {id} failed: {e}")),
         }
     }
@@ -563,7 +570,7 @@ async fn authorize(
                     format!(
                         "every one of the {} MCP exchanges answered at once (--max-runs \
                          plus --queue) is taken; try again shortly",
-                        state.config.max_running.max(1) + state.config.max_waiting
+                        state.host.run_slots().places()
                     ),
                     1,
                 )
@@ -617,9 +624,7 @@ pub(crate) fn routes(state: &Shared) -> Router<Shared> {
         Arc::new(Manager(sessions.clone())),
         config,
     );
-    let exchanges = Arc::new(Semaphore::new(
-        state.config.max_running.max(1) + state.config.max_waiting,
-    ));
+    let exchanges = Arc::new(Semaphore::new(state.host.run_slots().places()));
     Router::new()
         .route_service("/mcp", service)
         .layer(axum::middleware::from_fn_with_state(

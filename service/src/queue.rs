@@ -1,137 +1,119 @@
-//! A bounded queue of work: at most `running` at once and `waiting` more
-//! admitted; past that a request is refused at once (503 with
-//! Retry-After), so load never grows memory without bound. The service
-//! keeps one for runs and one for whatever else instantiates a plugin for
-//! a request: direct method calls, and the lifecycle hooks asked for a
-//! chat's listing or prompt.
+//! The calls' queue ([`CallQueue`]): whatever instantiates a plugin for a
+//! request outside a run (a direct method call, the lifecycle hooks asked
+//! for a chat's listing or prompt) waits in it, at most `running` at once
+//! and `waiting` more admitted; past that a request is refused at once
+//! (503 with Retry-After), so load never grows memory without bound.
+//!
+//! Runs have no queue here: each takes a place in the host's run queue
+//! ([`sandwit::Host::run_place`]), held until its answer has gone out, and
+//! waits for the host's run slot as any run does.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::error::ApiError;
 
 /// What a client is told to wait before trying again, in seconds.
-const RETRY_AFTER_S: u64 = 1;
+pub(crate) const RETRY_AFTER_S: u64 = 1;
 
-/// Admission and concurrency of runs (or calls).
-pub struct RunQueue {
-    /// What it admits (`run`, `call`), as its refusals name it.
-    what: &'static str,
+/// Admission and concurrency of calls.
+pub struct CallQueue {
     admitted: Arc<Semaphore>,
     running: Arc<Semaphore>,
-    max_running: usize,
-    waiting: AtomicUsize,
     max_wait: Duration,
 }
 
-/// A place in the queue: the work runs while this is held.
-pub struct RunSlot {
+/// A call's place in the queue and its running slot: the call runs while
+/// this is held.
+pub struct CallSlot {
     admitted: OwnedSemaphorePermit,
     _running: OwnedSemaphorePermit,
-    /// How long it was waited for.
-    pub(crate) waited: std::time::Duration,
 }
 
-/// A finished run's place in the queue, kept while its answer goes out
-/// (crate::answer): the running slot is free for the next run, but the
-/// queue admits no more runs than its places while answers are held.
-pub struct Answering {
+/// A finished call's place in the queue, kept while its answer goes out
+/// (crate::answer): the running slot is free for the next call, but the
+/// queue admits no more calls than its places while answers are held.
+pub struct CallPlace {
     _admitted: OwnedSemaphorePermit,
 }
 
-impl RunSlot {
+impl CallSlot {
     /// Frees the running slot and keeps the place for the answer.
-    pub fn answering(self) -> Answering {
-        Answering {
+    pub fn answering(self) -> CallPlace {
+        CallPlace {
             _admitted: self.admitted,
         }
     }
 }
 
-impl RunQueue {
-    /// At most `running` of `what` at once, `waiting` more waiting, each
-    /// for at most `max_wait`.
-    pub fn new(what: &'static str, running: usize, waiting: usize, max_wait: Duration) -> Self {
-        RunQueue {
-            what,
-            admitted: Arc::new(Semaphore::new(running + waiting)),
+/// A place held in a queue: a call's slot, or a run's place in the host's
+/// run queue. What a request holds while plugins are instantiated for it
+/// (their lifecycle hooks).
+pub(crate) trait Held {}
+
+impl Held for CallSlot {}
+
+impl Held for sandwit::RunPlace {}
+
+impl CallQueue {
+    /// At most `running` calls at once, `waiting` more waiting, each for
+    /// at most `max_wait`.
+    pub fn new(running: usize, waiting: usize, max_wait: Duration) -> Self {
+        CallQueue {
+            admitted: Arc::new(Semaphore::new(running.saturating_add(waiting))),
             running: Arc::new(Semaphore::new(running)),
-            max_running: running,
-            waiting: AtomicUsize::new(0),
             max_wait,
         }
     }
 
-    /// A slot to run in, after waiting for one if the queue has room.
-    pub async fn enter(&self) -> Result<RunSlot, ApiError> {
-        let admitted = self
-            .admitted
-            .clone()
-            .try_acquire_owned()
-            .map_err(|e| match e {
-                TryAcquireError::Closed => ApiError::unavailable(
-                    "shutting-down",
-                    "the server is shutting down",
-                    RETRY_AFTER_S,
-                ),
-                TryAcquireError::NoPermits => ApiError::unavailable(
-                    "queue-full",
-                    format!(
-                        "every {} slot and queue place is taken; try again shortly",
-                        self.what
-                    ),
-                    RETRY_AFTER_S,
-                ),
-            })?;
-        self.waiting.fetch_add(1, Ordering::Relaxed);
-        let asked = std::time::Instant::now();
-        let running =
-            tokio::time::timeout(self.max_wait, self.running.clone().acquire_owned()).await;
-        self.waiting.fetch_sub(1, Ordering::Relaxed);
-        match running {
-            Ok(Ok(running)) => Ok(RunSlot {
+    /// A slot to call in, after waiting for one if the queue has room.
+    pub async fn enter(&self) -> Result<CallSlot, ApiError> {
+        let admitted = self.admitted.clone().try_acquire_owned().map_err(|_| {
+            ApiError::unavailable(
+                "queue-full",
+                "every call slot and queue place is taken; try again shortly",
+                RETRY_AFTER_S,
+            )
+        })?;
+        match tokio::time::timeout(self.max_wait, self.running.clone().acquire_owned()).await {
+            Ok(Ok(running)) => Ok(CallSlot {
                 admitted,
                 _running: running,
-                waited: asked.elapsed(),
             }),
-            Ok(Err(_)) => Err(ApiError::unavailable(
-                "shutting-down",
-                "the server is shutting down",
-                RETRY_AFTER_S,
-            )),
-            Err(_) => Err(ApiError::unavailable(
+            // The queue is never closed.
+            Ok(Err(_closed)) => unreachable!("the calls' queue is never closed"),
+            Err(_elapsed) => Err(ApiError::unavailable(
                 "queue-timeout",
                 format!(
-                    "no {} slot came free within {} ms",
-                    self.what,
+                    "no call slot came free within {} ms",
                     self.max_wait.as_millis()
                 ),
                 RETRY_AFTER_S,
             )),
         }
     }
+}
 
-    /// Runs running now.
-    pub fn running(&self) -> usize {
-        self.max_running - self.running.available_permits()
-    }
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-    /// Runs waiting for a slot now.
-    pub fn waiting(&self) -> usize {
-        self.waiting.load(Ordering::Relaxed)
-    }
-
-    /// The most runs at once.
-    pub fn max_running(&self) -> usize {
-        self.max_running
-    }
-
-    /// Admits no more runs (those waiting are refused).
-    pub fn close(&self) {
-        self.admitted.close();
-        self.running.close();
+    /// Past its slot and its waiting room a call is refused at once; a
+    /// finished call's answer keeps its place until it has gone out.
+    #[tokio::test]
+    async fn calls_past_the_places_are_refused_and_answers_keep_theirs() {
+        let queue = CallQueue::new(1, 1, Duration::from_millis(50));
+        let first = queue.enter().await.unwrap();
+        // The second waits past the most it may.
+        let late = queue.enter().await.err().unwrap();
+        assert_eq!(late.code(), "queue-timeout");
+        let answering = first.answering();
+        let second = queue.enter().await.unwrap();
+        let full = queue.enter().await.err().unwrap();
+        assert_eq!(full.code(), "queue-full");
+        drop((answering, second));
+        queue.enter().await.unwrap();
     }
 }

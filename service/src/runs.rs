@@ -16,7 +16,8 @@ use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, Stream};
 use sandwit::json::value_from_json;
 use sandwit::{
-    AgentCtx, Cancel, LiveEvent, RunError, RunLimits, RunOptions, RunOutcome, RunStatus,
+    AgentCtx, Cancel, Interpreter, InterpreterKind, LiveEvent, RunError, RunLimits, RunOptions,
+    RunOutcome, RunPlace, RunStatus,
 };
 use serde::Deserialize;
 use serde_json::Value as Json;
@@ -26,8 +27,6 @@ use utoipa::ToSchema;
 use crate::answer::Holding;
 use crate::auth::Caller;
 use crate::error::{ApiError, ErrorBody};
-use crate::interpreters::{Interpreter, InterpreterKind};
-use crate::queue::{Answering, RunSlot};
 use crate::state::Shared;
 use crate::wire::Outcome;
 
@@ -118,26 +117,28 @@ impl Drop for CancelOnDrop {
     }
 }
 
-/// A run ready to start: its slot, inputs and cancel handle.
+/// A run ready to start: its place in the host's run queue, inputs and
+/// cancel handle.
 struct Prepared {
     state: Shared,
-    slot: RunSlot,
+    place: RunPlace,
     id: u64,
     interpreter: Interpreter,
     ctx: AgentCtx,
-    plugins: sandwit::PluginSet,
+    plugins: sandwit::Toolbox,
     code: String,
     options: RunOptions,
 }
 
 impl Prepared {
     /// Runs on its own task (so that it ends, and is counted, whatever the
-    /// connection does) and gives back the outcome, with the run's place in
-    /// the queue to hold while the answer goes out.
-    async fn run(self) -> (Outcome, Option<Answering>) {
+    /// connection does) and gives back the outcome, the refusal if the
+    /// host's run queue refused the run ([`crate::state::State::refusal`]),
+    /// and the run's place in the queue to hold while the answer goes out.
+    async fn run(self) -> Ended {
         let Prepared {
             state,
-            slot,
+            place,
             id,
             interpreter,
             ctx,
@@ -146,14 +147,31 @@ impl Prepared {
             options,
         } = self;
         let task = tokio::spawn(async move {
-            let (outcome, answering) = state
-                .run_registered(id, slot, &interpreter, &ctx, &plugins, &code, &options)
+            let (outcome, place) = state
+                .run_registered(id, place, &interpreter, &ctx, &plugins, &code, &options)
                 .await;
-            (render(&outcome), Some(answering))
+            Ended {
+                outcome: render(&outcome),
+                refused: state.refusal(&outcome),
+                place: Some(place),
+            }
         });
-        task.await
-            .unwrap_or_else(|e| (server_error(e.to_string()), None))
+        task.await.unwrap_or_else(|e| Ended {
+            outcome: server_error(e.to_string()),
+            refused: None,
+            place: None,
+        })
     }
+}
+
+/// How a run ended, as its answer needs it.
+struct Ended {
+    outcome: Outcome,
+    /// The host's run queue refused it: the code never ran.
+    refused: Option<ApiError>,
+    /// Its place in the host's run queue, to hold while the answer goes
+    /// out (none if its task failed).
+    place: Option<RunPlace>,
 }
 
 fn render(outcome: &RunOutcome) -> Outcome {
@@ -226,35 +244,19 @@ pub async fn run(
 ) -> Result<Response, ApiError> {
     let axum::Json(request) = body?;
     if state.shutting_down.load(Ordering::SeqCst) {
-        return Err(ApiError::unavailable(
-            "shutting-down",
-            "the server is shutting down",
-            1,
-        ));
+        return Err(crate::state::shutting_down());
     }
     let ctx = crate::chat::agent_ctx(&caller, &request.chat_key, request.user_id, "bad-request")?;
     let interpreter = state.interpreters.choose(request.interpreter)?;
     let limits = limits(&interpreter.limits(state.host.run_limits()), request.limits)?;
-    let plugins = {
-        let catalog = state.catalog.read().expect("catalog lock");
-        let enabled = catalog.enabled();
-        match &request.plugins {
-            None => enabled.clone(),
-            Some(ids) => {
-                if let Some(missing) = ids.iter().find(|id| catalog.plugin(id).is_none()) {
-                    return Err(ApiError::not_found(
-                        "unknown-plugin",
-                        format!("no enabled plugin `{missing}`"),
-                    ));
-                }
-                enabled.filter(|provider, _| ids.iter().any(|id| id == provider))
-            }
-        }
-    };
-    let slot = state.enter_queue().await?;
+    let plugins = chosen_plugins(&state, request.plugins.as_deref())?;
+    // A place in the host's run queue, or 503 at once; the run waits for
+    // its slot in the host, and the answer holds the place until it has
+    // gone out (crate::answer).
+    let place = state.take_place()?;
     // The methods the chat sees, as `sandwit run` gives them: a plugin's
-    // lifecycle hooks may leave some out. Asked in the run's slot, so that
-    // the hooks' instances are bounded as runs are.
+    // lifecycle hooks may leave some out. Asked holding the run's place, so
+    // that the hooks' instances are bounded by the run queue as runs are.
     let plugins = plugins.in_context(&ctx).await.methods;
     let (id, cancel) = state.register_run(&caller.name);
     let inputs = request.inputs.unwrap_or_default().into_iter();
@@ -268,7 +270,7 @@ pub async fn run(
         .is_some_and(|v| v.contains("text/event-stream"));
     let prepared = |options| Prepared {
         state: state.clone(),
-        slot,
+        place,
         id,
         interpreter,
         ctx,
@@ -278,12 +280,15 @@ pub async fn run(
     };
     let guard = CancelOnDrop(cancel);
     if !streaming {
-        let (outcome, answering) = prepared(options).run().await;
+        let ended = prepared(options).run().await;
         // Finished: cancelling it now does nothing.
         drop(guard);
+        if let Some(refused) = ended.refused {
+            return Err(refused);
+        }
         let answer = Holding {
-            body: axum::Json(outcome),
-            hold: answering,
+            body: axum::Json(ended.outcome),
+            hold: ended.place,
         };
         return Ok(answer.into_response());
     }
@@ -316,15 +321,20 @@ pub async fn run(
     let run = prepared(options);
     let (outcome_tx, outcome_rx) = oneshot::channel();
     tokio::spawn(async move {
-        let (outcome, answering) = run.run().await;
-        if let Ok(sse) = SseEvent::default().event("outcome").json_data(outcome) {
-            let _ = outcome_tx.send((sse, answering));
+        // A run the host's queue refused ends the stream as any run does,
+        // with its outcome (its `queue` limit): the stream has begun.
+        let ended = run.run().await;
+        if let Ok(sse) = SseEvent::default()
+            .event("outcome")
+            .json_data(ended.outcome)
+        {
+            let _ = outcome_tx.send((sse, ended.place));
         }
     });
     let feed = Feed {
         rx,
         outcome: Some(outcome_rx),
-        _answering: None,
+        _place: None,
         tail: Vec::new(),
         behind,
         _guard: guard,
@@ -338,6 +348,23 @@ pub async fn run(
     Ok(answer.into_response())
 }
 
+/// The enabled plugins a run asked for (`ids`), else all of them; an id
+/// that names no enabled plugin is a 404 naming it.
+fn chosen_plugins(state: &Shared, ids: Option<&[String]>) -> Result<sandwit::Toolbox, ApiError> {
+    let catalog = state.catalog.read().expect("catalog lock");
+    let enabled = catalog.enabled();
+    let Some(ids) = ids else {
+        return Ok(enabled.clone());
+    };
+    if let Some(missing) = ids.iter().find(|id| catalog.plugin(id).is_none()) {
+        return Err(ApiError::not_found(
+            "unknown-plugin",
+            format!("no enabled plugin `{missing}`"),
+        ));
+    }
+    Ok(enabled.filter(|provider, _| ids.iter().any(|id| id == provider)))
+}
+
 /// The most events of a streamed run that wait for its client; past them
 /// the run is cancelled.
 const EVENTS_WAITING: usize = 1024;
@@ -347,9 +374,9 @@ const EVENTS_WAITING: usize = 1024;
 struct Feed {
     rx: mpsc::Receiver<SseEvent>,
     /// The outcome, until it arrives.
-    outcome: Option<oneshot::Receiver<(SseEvent, Option<Answering>)>>,
-    /// The run's place in the queue, once the run is over.
-    _answering: Option<Answering>,
+    outcome: Option<oneshot::Receiver<(SseEvent, Option<RunPlace>)>>,
+    /// The run's place in the host's run queue, once the run is over.
+    _place: Option<RunPlace>,
     /// What follows the live events, last first.
     tail: Vec<SseEvent>,
     /// Whether the client fell more than [`EVENTS_WAITING`] events behind.
@@ -369,9 +396,9 @@ impl Feed {
                 outcome = outcome => {
                     self.outcome = None;
                     self.rx.close();
-                    if let Ok((outcome, answering)) = outcome {
+                    if let Ok((outcome, place)) = outcome {
                         self.tail.push(outcome);
-                        self._answering = answering;
+                        self._place = place;
                     }
                     if self.behind.load(Ordering::SeqCst) {
                         self.tail.push(behind_event());
@@ -434,7 +461,7 @@ mod tests {
         let feed = Feed {
             rx,
             outcome: Some(outcome_rx),
-            _answering: None,
+            _place: None,
             tail: Vec::new(),
             behind: Arc::new(AtomicBool::new(behind)),
             _guard: CancelOnDrop(cancel.clone()),

@@ -1,5 +1,6 @@
-//! What the handlers share ([`State`]): the host, the interpreters, the
-//! plugins, the queues, the metrics, the runs in flight. Every handler,
+//! What the handlers share ([`State`]): the host (whose run queue runs
+//! take their places in), the interpreters, the plugins, the calls' queue,
+//! the metrics, the runs in flight. Every handler,
 //! extractor and middleware depends on this module; it depends on none of
 //! them.
 
@@ -8,14 +9,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use sandwit::{Cancel, Host};
+use sandwit::{Cancel, Host, Interpreter, LimitKind, NoRunPlace, RunPlace, RunStatus};
 
 use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::error::ApiError;
-use crate::interpreters::{Interpreter, Interpreters};
+use crate::interpreters::Interpreters;
 use crate::metrics::Metrics;
-use crate::queue::{Answering, RunQueue, RunSlot};
+use crate::queue::{CallQueue, RETRY_AFTER_S};
 use crate::rate::TokenRate;
 
 /// What the handlers share.
@@ -27,13 +28,12 @@ pub(crate) struct State {
     /// The policy's tool sources: an MCP server's methods change when it
     /// lists its tools again.
     pub(crate) sources: sandwit::sources::ToolSources,
-    pub(crate) queue: RunQueue,
     /// Direct method calls and the lifecycle hooks asked for a listing:
-    /// a queue of their own, bounded as the runs' is, so that no request
-    /// instantiates a plugin outside a bound. Not the runs' queue, which a
-    /// shutdown closes: calls keep answering then (a run in flight may
-    /// wait on one) and are short, bounded by the host's call limits.
-    pub(crate) calls: RunQueue,
+    /// a queue of their own, bounded as the host's run queue is, so that no
+    /// request instantiates a plugin outside a bound. Not the runs' queue,
+    /// which a shutdown closes: calls keep answering then (a run in flight
+    /// may wait on one) and are short, bounded by the host's call limits.
+    pub(crate) calls: CallQueue,
     pub(crate) metrics: Metrics,
     /// The requests each token may still make.
     pub(crate) rate: TokenRate,
@@ -81,24 +81,13 @@ impl State {
             }
         }
         let catalog = Catalog::new(plugins, tools, BTreeSet::new())?;
-        let queue = RunQueue::new(
-            "run",
-            config.max_running.max(1),
-            config.max_waiting,
-            config.max_wait,
-        );
-        let calls = RunQueue::new(
-            "call",
-            config.max_running.max(1),
-            config.max_waiting,
-            config.max_wait,
-        );
+        let slots = host.run_slots();
+        let calls = CallQueue::new(slots.running, slots.waiting, slots.max_wait);
         Ok(State {
             host,
             interpreters,
             catalog: RwLock::new(catalog),
             sources,
-            queue,
             calls,
             metrics: Metrics::default(),
             rate: TokenRate::new(config.rate),
@@ -134,22 +123,55 @@ impl State {
 
     /// The enabled plugins' methods now (a run keeps the set it started
     /// with).
-    pub(crate) fn enabled(&self) -> sandwit::PluginSet {
+    pub(crate) fn enabled(&self) -> sandwit::Toolbox {
         self.catalog.read().expect("catalog lock").enabled().clone()
     }
 
     // A run's admission and end, the same for `/v1/runs` and MCP's
-    // `run_python`: the bounded queue, the list of runs in flight that a
-    // shutdown cancels and names, and the metrics.
+    // `run_python`: a place in the host's run queue, the list of runs in
+    // flight that a shutdown cancels and names, and the metrics.
 
-    /// Waits for a run slot; a refusal (the queue full, the wait too long)
-    /// is counted in the metrics by its code.
-    pub(crate) async fn enter_queue(&self) -> Result<RunSlot, ApiError> {
-        let slot = self.queue.enter().await;
-        if let Err(e) = &slot {
+    /// A place in the host's run queue, at once, or the refusal (every
+    /// place taken: 503 `queue-full`; closed: `shutting-down`), counted in
+    /// the metrics by its code. The run waits for its slot in the host.
+    pub(crate) fn take_place(&self) -> Result<RunPlace, ApiError> {
+        let place = self.host.run_place().map_err(|refused| match refused {
+            NoRunPlace::Full { .. } => ApiError::unavailable(
+                "queue-full",
+                format!("{refused} (--max-runs plus --queue)"),
+                RETRY_AFTER_S,
+            ),
+            NoRunPlace::Closed => shutting_down(),
+        });
+        if let Err(e) = &place {
             self.metrics.record_rejected(e.code());
         }
-        slot
+        place
+    }
+
+    /// The answer to a run the host's run queue refused, which never ran
+    /// (its [`LimitKind::Queue`] limit: no slot came free in time, or the
+    /// host closed the queue): 503 `queue-timeout` or `shutting-down`.
+    /// None for any other outcome.
+    pub(crate) fn refusal(&self, outcome: &sandwit::RunOutcome) -> Option<ApiError> {
+        let limit = outcome.limit.as_ref()?;
+        if outcome.status != RunStatus::LimitExceeded || limit.kind != LimitKind::Queue {
+            return None;
+        }
+        if self.shutting_down.load(Ordering::SeqCst) {
+            return Some(shutting_down());
+        }
+        // Refused before it waited its time: the waiting room was full.
+        let code = if outcome.queued < self.host.run_slots().max_wait {
+            "queue-full"
+        } else {
+            "queue-timeout"
+        };
+        Some(ApiError::unavailable(
+            code,
+            limit.message.clone(),
+            RETRY_AFTER_S,
+        ))
     }
 
     /// Numbers a run and lists it in flight under `caller`; the handle
@@ -167,28 +189,29 @@ impl State {
         (id, cancel)
     }
 
-    /// Runs the registered run `id` in `slot` with `interpreter`, then
-    /// frees the running slot, takes the run off the list and counts its
-    /// outcome; the run's place in the queue is handed back, to be held
-    /// while its answer goes out.
+    /// Runs the registered run `id` with `interpreter` (it waits for the
+    /// host's run slot, and frees it when it ends), holding `place`, then
+    /// takes the run off the list and counts its outcome, or the refusal
+    /// of a run the host's queue refused ([`State::refusal`]); the place is
+    /// handed back, to be held while the answer goes out.
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn run_registered(
         &self,
         id: u64,
-        slot: RunSlot,
+        place: RunPlace,
         interpreter: &Interpreter,
         ctx: &sandwit::AgentCtx,
-        plugins: &sandwit::PluginSet,
+        plugins: &sandwit::Toolbox,
         code: &str,
         options: &sandwit::RunOptions,
-    ) -> (sandwit::RunOutcome, Answering) {
-        let mut outcome = interpreter.run_with(ctx, plugins, code, options).await;
-        // The wait for the service's slot, before the host's.
-        outcome.queued += slot.waited;
-        let answering = slot.answering();
+    ) -> (sandwit::RunOutcome, RunPlace) {
+        let outcome = interpreter.run_with(ctx, plugins, code, options).await;
         self.in_flight.lock().expect("in-flight lock").remove(&id);
-        self.metrics.record_run(&outcome);
-        (outcome, answering)
+        match self.refusal(&outcome) {
+            Some(refused) => self.metrics.record_rejected(refused.code()),
+            None => self.metrics.record_run(&outcome),
+        }
+        (outcome, place)
     }
 
     /// Runs in flight now.
@@ -208,7 +231,7 @@ impl State {
     /// callers of the runs it cancelled, by id.
     pub(crate) async fn shut_down(&self, grace: Duration) -> Vec<(u64, String)> {
         self.shutting_down.store(true, Ordering::SeqCst);
-        self.queue.close();
+        self.host.close_run_slots();
         let deadline = tokio::time::Instant::now() + grace;
         while self.runs_in_flight() > 0 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -224,4 +247,13 @@ impl State {
         cancelled.sort();
         cancelled
     }
+}
+
+/// The refusal of a run asked for while the service shuts down.
+pub(crate) fn shutting_down() -> ApiError {
+    ApiError::unavailable(
+        "shutting-down",
+        "the server is shutting down",
+        RETRY_AFTER_S,
+    )
 }

@@ -8,12 +8,12 @@
 //! and `sandwit call --json` (`crate::outcome` builds them for both).
 
 use sandwit::controls::RateScope;
-use sandwit::{CallError, Event, LimitHit, MethodKind, PluginEvent, RunError, RunStatus};
+use sandwit::{
+    CallError, Event, InterpreterKind, LimitHit, MethodKind, PluginEvent, RunError, RunStatus,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 use utoipa::ToSchema;
-
-use crate::interpreters::InterpreterKind;
 
 /// `GET /healthz`.
 #[derive(Serialize, ToSchema)]
@@ -160,7 +160,7 @@ pub struct ToolList {
 
 /// A tool: a method of an enabled plugin. The sandwit format has
 /// `category` and `kind`, the MCP format `inputSchema` (read from the
-/// host's MCP definitions, `PluginSet::mcp_tools`).
+/// host's MCP definitions, `Toolbox::mcp_tools`).
 #[derive(Serialize, Deserialize, ToSchema)]
 pub struct Tool {
     /// The method's name.
@@ -187,7 +187,7 @@ pub struct Tool {
 }
 
 /// An OpenAI function-calling definition (read from the host's,
-/// `PluginSet::openai_tools`).
+/// `Toolbox::openai_tools`).
 #[derive(Serialize, Deserialize, ToSchema)]
 pub struct OpenAiTool {
     /// Always `function`.

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use sandwit::{
-    Cancel, Host, LimitKind, PluginSet, PythonSandbox, RunLimits, RunOptions, RunOutcome, RunSlots,
-    RunStatus,
+    Cancel, Host, LimitKind, PythonSandbox, RunLimits, RunOptions, RunOutcome, RunSlots, RunStatus,
+    Toolbox,
 };
 
 use crate::common::{artifacts, cache_dir, ctx, until};
@@ -47,7 +47,7 @@ fn spawn_run(
             options = options.cancel(cancel);
         }
         python
-            .run_with(&ctx(), &PluginSet::default(), &code, &options)
+            .run_with(&ctx(), &Toolbox::default(), &code, &options)
             .await
     })
 }

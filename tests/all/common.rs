@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use sandwit::json::value_from_json;
 use sandwit::{
-    AgentCtx, Host, Limits, LogLine, Plugin, PluginEvent, Policy, PythonSandbox, RunSlots, Value,
+    AgentCtx, CallLimits, Host, LogLine, Plugin, PluginEvent, Policy, PythonSandbox, RunSlots,
+    Value,
 };
 
 pub use sandwit_test_artifacts as artifacts;
@@ -86,13 +87,13 @@ pub fn logs(events: &[PluginEvent]) -> Vec<&LogLine> {
 }
 
 /// Limits small enough that hostile plugins hit them quickly.
-pub fn tight_limits() -> Limits {
-    Limits {
+pub fn tight_limits() -> CallLimits {
+    CallLimits {
         fuel: Some(300_000_000),
         time: Duration::from_secs(5),
         memory_bytes: 32 << 20,
         max_value_bytes: 1 << 20,
-        ..Limits::default()
+        ..CallLimits::default()
     }
 }
 

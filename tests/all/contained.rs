@@ -6,8 +6,8 @@
 use std::time::{Duration, Instant};
 
 use sandwit::{
-    CallErrorKind, Event, Host, LimitKind, Limits, LoadError, MethodResult, PluginEvent, PluginSet,
-    Policy, RunLimits, RunStatus, Value,
+    CallErrorKind, CallLimits, Event, Host, LimitKind, LoadError, MethodResult, PluginEvent,
+    Policy, RunLimits, RunStatus, Toolbox, Value,
 };
 use serde_json::json;
 
@@ -16,7 +16,7 @@ use crate::common::{
     logs, pinned, tight_host,
 };
 
-fn host_with(limits: Limits) -> Host {
+fn host_with(limits: CallLimits) -> Host {
     Host::builder()
         .cache_dir(cache_dir())
         .limits(limits)
@@ -62,10 +62,10 @@ async fn time_spent_in_host_calls_counts_against_the_deadline() {
     // Fuel to spare: only the deadline can end 3,000 lines of 8 MB (each
     // a quick host call that never yields to the timer).
     let deadline = Duration::from_millis(500);
-    let host = host_with(Limits {
+    let host = host_with(CallLimits {
         fuel: None,
         time: deadline,
-        ..Limits::default()
+        ..CallLimits::default()
     });
     let hostile = load(&host, artifacts::HOSTILE).await;
     let budget = sandwit::Budget::from_limits(host.limits());
@@ -201,7 +201,7 @@ async fn memories_of_several_core_instances_share_one_cap() {
     text.insert_str(end, &extra);
     let hoarder = wat::parse_str(&text).unwrap();
 
-    let host = host_with(Limits::default());
+    let host = host_with(CallLimits::default());
     let Err(err) = host.load_plugin("hoarder", &hoarder).await else {
         panic!("a plugin holding 84 MiB of memories loaded");
     };
@@ -218,7 +218,7 @@ async fn memories_of_several_core_instances_share_one_cap() {
 
 #[tokio::test]
 async fn a_calls_events_are_capped_in_bytes() {
-    let host = host_with(Limits {
+    let host = host_with(CallLimits {
         max_event_bytes: 64 << 10,
         ..crate::common::tight_limits()
     });
@@ -376,18 +376,18 @@ async fn grants_go_only_to_the_components_the_policy_pins() {
 }
 
 #[tokio::test]
-async fn a_plugin_set_refuses_two_plugins_of_one_id() {
-    let host = host_with(Limits::default());
+async fn a_toolbox_refuses_two_plugins_of_one_id() {
+    let host = host_with(CallLimits::default());
     let notes = load(&host, artifacts::NOTES).await;
     let impostor = load(&host, artifacts::IMPOSTOR).await;
-    let err = PluginSet::new(&[notes, impostor.clone()]).err().unwrap();
+    let err = Toolbox::new(&[notes, impostor.clone()]).err().unwrap();
     assert!(
         err.to_string()
             .starts_with("two plugins claim the id `notes`"),
         "{err}"
     );
     let calc = load(&host, artifacts::CALC).await;
-    let err = PluginSet::new(&[calc, impostor]).err().unwrap();
+    let err = Toolbox::new(&[calc, impostor]).err().unwrap();
     assert_eq!(
         err.to_string(),
         "method `calculate_sum` is offered by both plugin `calc` and plugin `notes`"

@@ -9,8 +9,8 @@ use std::time::Duration;
 use sandwit::controls::{BreakerState, BudgetScope, Flag, ManualClock, RateScope};
 use sandwit::{
     AgentCtx, Approver, CallErrorKind, ControlEvent, Event, Host, HostMethod, LimitKind, LiveEvent,
-    MethodKind, MethodResult, MethodSpec, Param, PluginSet, Policy, PythonSandbox, RunOptions,
-    RunOutcome, RunStatus, Value,
+    MethodKind, MethodResult, MethodSpec, Param, Policy, PythonSandbox, RunOptions, RunOutcome,
+    RunStatus, Toolbox, Value,
 };
 use serde_json::json;
 
@@ -23,7 +23,7 @@ async fn controlled(
     policy: &str,
     clock: &Arc<ManualClock>,
     approver: Option<Arc<dyn Approver>>,
-) -> (Host, PythonSandbox, PluginSet) {
+) -> (Host, PythonSandbox, Toolbox) {
     let mut builder = Host::builder()
         .cache_dir(cache_dir())
         .policy(Policy::from_toml(policy).unwrap())
@@ -35,7 +35,7 @@ async fn controlled(
     let host = builder.build().unwrap();
     let python = host.load_python_file(artifacts::PYTHON).await.unwrap();
     let calc = load(&host, artifacts::CALC).await;
-    let set = PluginSet::with_host_methods(&[calc], &app_methods()).unwrap();
+    let set = Toolbox::with_host_methods(&[calc], &app_methods()).unwrap();
     (host, python, set)
 }
 

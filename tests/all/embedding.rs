@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use sandwit::store::{Entry, Namespace, StoreBackend, StoreError};
 use sandwit::{
-    AgentCtx, Cancel, Event, Host, HostMethod, Limits, LiveEvent, MethodKind, MethodResult,
-    MethodSpec, Param, PluginSet, PluginSetError, RunOptions, RunStatus, ServiceFuture, Value,
+    AgentCtx, CallLimits, Cancel, Event, Host, HostMethod, LiveEvent, MethodKind, MethodResult,
+    MethodSpec, Param, RunOptions, RunStatus, ServiceFuture, Toolbox, ToolboxError, Value,
 };
 use serde_json::json;
 
@@ -198,7 +198,7 @@ async fn cancelling_ends_a_plugin_call_in_flight() {
         .build()
         .unwrap();
     let notes = load(&host, artifacts::NOTES).await;
-    let plugins = PluginSet::new(&[notes]).unwrap();
+    let plugins = Toolbox::new(&[notes]).unwrap();
     let python = host.load_python_file(artifacts::PYTHON).await.unwrap();
     let cancel = Cancel::new();
     let options = RunOptions::new().cancel(cancel.clone());
@@ -419,7 +419,7 @@ async fn host_methods_are_listed_checked_and_routed_like_plugin_methods() {
         .cloned()
         .collect();
     let sent = Arc::new(Mutex::new(Vec::new()));
-    let set = PluginSet::with_host_methods(&calc, &host_methods(sent.clone())).unwrap();
+    let set = Toolbox::with_host_methods(&calc, &host_methods(sent.clone())).unwrap();
     let listing = set.prompt();
     assert!(
         listing.contains("def send_message(text):  # behavior")
@@ -473,15 +473,15 @@ async fn a_host_method_past_the_call_time_limit_is_a_plugin_error_and_the_run_go
     let call_time = Duration::from_millis(300);
     let host = Host::builder()
         .cache_dir(cache_dir())
-        .limits(Limits {
+        .limits(CallLimits {
             time: call_time,
-            ..Limits::default()
+            ..CallLimits::default()
         })
         .prepared_interpreters(0)
         .build()
         .unwrap();
     let python = host.load_python_file(artifacts::PYTHON).await.unwrap();
-    let set = PluginSet::with_host_methods(&[], &host_methods(Arc::default())).unwrap();
+    let set = Toolbox::with_host_methods(&[], &host_methods(Arc::default())).unwrap();
     let code = "try:\n    lookup('slow')\nexcept PluginError as e:\n    print('refused', 'time' in str(e))\nprint('goes on')";
     let start = Instant::now();
     let outcome = python.run(&ctx(), &set, code).await;
@@ -520,13 +520,11 @@ async fn a_host_method_must_pass_a_plugins_checks_and_not_clash() {
         .cloned()
         .collect();
     let clash = HostMethod::new("app", spec("calculate_sum", "Adds."), handler).unwrap();
-    let err = PluginSet::with_host_methods(&calc, &[clash]).err().unwrap();
+    let err = Toolbox::with_host_methods(&calc, &[clash]).err().unwrap();
     assert!(err.to_string().contains("calculate_sum"), "{err}");
     let as_calc = HostMethod::new("calc", spec("other", "Other."), handler).unwrap();
-    let err = PluginSet::with_host_methods(&calc, &[as_calc])
-        .err()
-        .unwrap();
-    assert!(matches!(err, PluginSetError::Provider { .. }), "{err}");
+    let err = Toolbox::with_host_methods(&calc, &[as_calc]).err().unwrap();
+    assert!(matches!(err, ToolboxError::Provider { .. }), "{err}");
 }
 
 /// A plugin is bound to the host that loaded it: its grants, configuration
@@ -546,7 +544,7 @@ async fn a_plugin_is_refused_by_another_hosts_runs() {
     let a = tenant("[plugins.notes]\ngrant = [\"store\"]\n");
     let b = tenant("");
     let notes = a.load_plugin_file(artifacts::NOTES).await.unwrap();
-    let set = PluginSet::new(std::slice::from_ref(&notes)).unwrap();
+    let set = Toolbox::new(std::slice::from_ref(&notes)).unwrap();
     let code = "remember('a secret of tenant a')\nprint(recall())";
     let python_a = a.load_python_file(artifacts::PYTHON).await.unwrap();
     let outcome = python_a.run(&ctx(), &set, code).await;
@@ -565,7 +563,7 @@ async fn a_plugin_is_refused_by_another_hosts_runs() {
     assert!(outcome.stdout.is_empty() && outcome.events.is_empty());
     // Loaded by the second host itself, it has that host's (no) grants.
     let own = b.load_plugin_file(artifacts::NOTES).await.unwrap();
-    let set = PluginSet::new(&[own]).unwrap();
+    let set = Toolbox::new(&[own]).unwrap();
     let outcome = python_b.run(&ctx(), &set, "print(recall())").await;
     assert_eq!(outcome.status, RunStatus::Error, "{outcome:?}");
     assert!(!outcome.stdout.contains("secret"), "{outcome:?}");
@@ -668,7 +666,7 @@ async fn a_host_calls_a_method_of_a_set_by_name_without_a_run() {
     let sent = Arc::new(Mutex::new(Vec::new()));
     let (_, plugins) = sandbox().await;
     let calc = plugins.plugin_for("calculate_sum").unwrap().clone();
-    let set = PluginSet::with_host_methods(&[calc], &host_methods(sent.clone())).unwrap();
+    let set = Toolbox::with_host_methods(&[calc], &host_methods(sent.clone())).unwrap();
     let sum = host()
         .call(
             &set,
@@ -738,7 +736,7 @@ async fn a_host_calls_a_method_of_a_set_by_name_without_a_run() {
         .policy(sandwit::Policy::from_toml(policy).unwrap())
         .build()
         .unwrap();
-    let only = PluginSet::with_host_methods(&[], &host_methods(sent.clone())).unwrap();
+    let only = Toolbox::with_host_methods(&[], &host_methods(sent.clone())).unwrap();
     let half = crate::common::args(json!({"key": "half"}));
     let first = limited.call(&only, &ctx(), "lookup", half.clone()).await;
     assert_eq!(first.unwrap(), MethodResult::Tool(Value::Float(2.5)));

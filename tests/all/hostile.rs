@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use sandwit::{CallError, CallErrorKind, Host, LimitKind, Limits, Metering};
+use sandwit::{CallError, CallErrorKind, CallLimits, Host, LimitKind, Metering};
 use serde_json::json;
 
 use crate::common::{
@@ -87,10 +87,10 @@ fn slow_host_metered(metering: Metering) -> Host {
     Host::builder()
         .cache_dir(cache_dir())
         .metering(metering)
-        .limits(Limits {
+        .limits(CallLimits {
             fuel: None,
             time: SLOW_DEADLINE,
-            ..Limits::default()
+            ..CallLimits::default()
         })
         .build()
         .unwrap()

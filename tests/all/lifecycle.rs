@@ -1,7 +1,7 @@
 //! Versioned plugin worlds: every 0.1 plugin loads and behaves as before the
 //! 0.2 lifecycle hooks (no injected prompt, every method available).
 
-use sandwit::{AgentCtx, PluginContext, PluginSet};
+use sandwit::{AgentCtx, PluginContext, Toolbox};
 
 use crate::common::{artifacts, ctx, host, load};
 
@@ -29,7 +29,7 @@ async fn plugins_of_0_1_keep_loading_without_hooks() {
         );
         plugins.push(plugin);
     }
-    let set = PluginSet::new(&plugins[..6]).unwrap();
+    let set = Toolbox::new(&plugins[..6]).unwrap();
     let seen = set.in_context(&ctx()).await;
     assert!(seen.failed.is_empty());
     assert!(seen.injected.is_empty());
@@ -50,7 +50,7 @@ async fn a_rust_plugin_with_hooks_injects_and_hides() {
         Some(vec!["chat_name".to_string(), "whoami".to_string()])
     );
     let anonymous = AgentCtx::new("lobby");
-    let set = PluginSet::new(&[plugin])
+    let set = Toolbox::new(&[plugin])
         .unwrap()
         .in_context(&anonymous)
         .await;
@@ -79,7 +79,7 @@ async fn a_rust_plugin_with_hooks_injects_and_hides() {
 async fn a_failing_hook_costs_what_it_owns() {
     let lifecycle = load(host(), artifacts::LIFECYCLE).await;
     let calc = load(host(), artifacts::CALC).await;
-    let set = PluginSet::new(&[lifecycle, calc]).unwrap();
+    let set = Toolbox::new(&[lifecycle, calc]).unwrap();
     for (chat, what) in [("hook-traps", "trap"), ("hook-spins", "limit")] {
         let seen = set.in_context(&AgentCtx::new(chat)).await;
         let (errors, other) = match what {
@@ -138,4 +138,44 @@ async fn a_failing_hook_costs_what_it_owns() {
             "{chat}: {listing}"
         );
     }
+}
+
+/// A run applies the plugins' lifecycle hooks itself, whatever toolbox it
+/// is given: a method the `lifecycle` fixture withholds from a chat with no
+/// user is not callable there, in a run or a direct call, even with the
+/// toolbox made as it is, or made for another context.
+#[tokio::test]
+async fn a_run_sees_only_what_its_chat_sees_whatever_toolbox_it_is_given() {
+    let (python, _) = crate::python::sandbox().await;
+    let plugin = load(host(), artifacts::LIFECYCLE).await;
+    let plain = Toolbox::new(&[plugin]).unwrap();
+    let known = AgentCtx {
+        user_id: Some("ada".into()),
+        ..AgentCtx::new("lobby")
+    };
+    let made_for_known = plain.in_context(&known).await.methods;
+    let anonymous = AgentCtx::new("lobby");
+    for set in [&plain, &made_for_known] {
+        let out = python
+            .run(&anonymous, set, "print(chat_name())\nwhoami()")
+            .await;
+        assert_eq!(out.stdout, "lobby\n", "{out:?}");
+        let error = out.error.expect("whoami is withheld");
+        assert_eq!(error.type_name, "NameError", "{error:?}");
+        let call = host()
+            .call(
+                set,
+                &anonymous,
+                "whoami",
+                sandwit::Value::Object(Default::default()),
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(call.kind, sandwit::CallErrorKind::UnknownMethod),
+            "{call:?}"
+        );
+    }
+    let out = python.run(&known, &plain, "print(whoami())").await;
+    assert_eq!(out.stdout, "ada\n", "{out:?}");
 }

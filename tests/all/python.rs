@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use sandwit::{
-    AgentCtx, ContentPart, Event, Host, LimitKind, LiveEvent, Metering, MethodResult, PluginSet,
-    PythonSandbox, RunLimits, RunOptions, RunOutcome, RunStatus,
+    AgentCtx, ContentPart, Event, Host, LimitKind, LiveEvent, Metering, MethodResult,
+    PythonSandbox, RunLimits, RunOptions, RunOutcome, RunStatus, Toolbox,
 };
 use tokio::sync::OnceCell;
 
@@ -18,8 +18,8 @@ use crate::common::{
 
 /// The sandbox and the plugins (the four examples and the hostile one),
 /// loaded once for the whole test binary.
-pub async fn sandbox() -> &'static (PythonSandbox, PluginSet) {
-    static SANDBOX: OnceCell<(PythonSandbox, PluginSet)> = OnceCell::const_new();
+pub async fn sandbox() -> &'static (PythonSandbox, Toolbox) {
+    static SANDBOX: OnceCell<(PythonSandbox, Toolbox)> = OnceCell::const_new();
     SANDBOX
         .get_or_init(|| async {
             let python = host().load_python_file(artifacts::PYTHON).await.unwrap();
@@ -34,17 +34,17 @@ pub async fn sandbox() -> &'static (PythonSandbox, PluginSet) {
             ] {
                 plugins.push(load(host(), path).await);
             }
-            (python, PluginSet::new(&plugins).unwrap())
+            (python, Toolbox::new(&plugins).unwrap())
         })
         .await
 }
 
 /// The shared sandbox, with the echo plugin alone (whose `echo` returns
 /// its argument).
-async fn with_echo() -> (&'static PythonSandbox, PluginSet) {
+async fn with_echo() -> (&'static PythonSandbox, Toolbox) {
     let (python, _) = sandbox().await;
     let echo = load(host(), artifacts::ECHO).await;
-    (python, PluginSet::new(&[echo]).unwrap())
+    (python, Toolbox::new(&[echo]).unwrap())
 }
 
 /// The lines `code` printed in a run with the echo plugin alone, which
@@ -719,7 +719,7 @@ async fn a_busy_loop_hits_the_epoch_deadline_without_fuel() {
         time: Duration::from_millis(500),
         ..tight()
     };
-    let none = PluginSet::default();
+    let none = Toolbox::default();
     let outcome = python
         .run_with_limits(
             &ctx(),
@@ -982,8 +982,8 @@ async fn prepared_interpreters_are_fresh_and_run_under_the_runs_limits() {
 #[tokio::test]
 async fn prepared_method_functions_serve_only_their_plugins() {
     let (host, python) = preparing(1).await;
-    let calc = PluginSet::new(&[load(&host, artifacts::CALC).await]).unwrap();
-    let notes = PluginSet::new(&[load(&host, artifacts::NOTES).await]).unwrap();
+    let calc = Toolbox::new(&[load(&host, artifacts::CALC).await]).unwrap();
+    let notes = Toolbox::new(&[load(&host, artifacts::NOTES).await]).unwrap();
     let names = "import sys\nprint(sys.modules['app'].prepared, 'calculate_sum' in globals(), 'recall' in globals())";
     // The interpreter prepared before any run has no method functions; the
     // next one is made with calc's, as the latest run had.
@@ -1026,7 +1026,7 @@ async fn a_run_wakes_the_preparing_thread_once_it_sleeps() {
     let asleep = || parks.load(Ordering::SeqCst) > 0;
     until_preparer(&python, asleep, "the thread to sleep").await;
     let slept = parks.load(Ordering::SeqCst);
-    let outcome = python.run(&ctx(), &PluginSet::default(), "print(1)").await;
+    let outcome = python.run(&ctx(), &Toolbox::default(), "print(1)").await;
     assert_ok(&outcome);
     assert!(outcome.prepared);
     until_prepared(&python, 1).await;
@@ -1088,7 +1088,7 @@ print(a == [random.random(), randint(0, 99)], randint.__name__, random.randint._
     let mut draws = std::collections::HashSet::new();
     for _ in 0..6 {
         until_prepared(&python, 1).await;
-        let outcome = python.run(&ctx(), &PluginSet::default(), code).await;
+        let outcome = python.run(&ctx(), &Toolbox::default(), code).await;
         assert_ok(&outcome);
         let lines: Vec<_> = outcome.stdout.lines().collect();
         assert!(
@@ -1133,7 +1133,7 @@ del found
             python.prepared_intact(),
             "a prepared interpreter differs from its snapshot"
         );
-        let outcome = python.run(&ctx(), &PluginSet::default(), code).await;
+        let outcome = python.run(&ctx(), &Toolbox::default(), code).await;
         assert_ok(&outcome);
         assert!(outcome.prepared, "not run on a prepared interpreter");
         let lines: Vec<_> = outcome.stdout.lines().collect();
@@ -1167,7 +1167,7 @@ async fn until_reusing(python: &PythonSandbox) {
     until_reusable(python).await;
     for _ in 0..4 {
         until_prepared(python, 1).await;
-        let outcome = python.run(&ctx(), &PluginSet::default(), "pass").await;
+        let outcome = python.run(&ctx(), &Toolbox::default(), "pass").await;
         assert_ok(&outcome);
         if outcome.reused {
             until_prepared(python, 1).await;
@@ -1191,11 +1191,11 @@ async fn a_run_that_closes_its_stdout_leaves_the_next_run_its_own() {
         "import os\nos.close(1)",
     ] {
         until_reusing(&python).await;
-        let outcome = python.run(&ctx(), &PluginSet::default(), code).await;
+        let outcome = python.run(&ctx(), &Toolbox::default(), code).await;
         assert_ok(&outcome);
         assert!(outcome.reused, "{code:?}: not on a reused interpreter");
         until_prepared(&python, 1).await;
-        let next = python.run(&ctx(), &PluginSet::default(), next_code).await;
+        let next = python.run(&ctx(), &Toolbox::default(), next_code).await;
         assert_ok(&next);
         assert_eq!(
             (&*next.stdout, &*next.stderr),
@@ -1211,7 +1211,7 @@ async fn a_run_whose_future_is_dropped_gives_up_its_interpreter() {
     // another in its place.
     let (_host, python) = preparing(1).await;
     until_reusing(&python).await;
-    let (ctx, none) = (ctx(), PluginSet::default());
+    let (ctx, none) = (ctx(), Toolbox::default());
     // Dropped once it printed that it sleeps: it holds its interpreter then.
     let sleeping = Arc::new(tokio::sync::Notify::new());
     let options = RunOptions::new().on_event({
@@ -1250,7 +1250,7 @@ async fn a_reused_interpreter_keeps_no_plugin_instance_of_its_last_run() {
     // Loaded first: the thread's interpreters take the slot until the
     // interpreter is compiled for the sandbox's own engine.
     let calc = load(&host, artifacts::CALC).await;
-    let plugins = PluginSet::new(std::slice::from_ref(&calc)).unwrap();
+    let plugins = Toolbox::new(std::slice::from_ref(&calc)).unwrap();
     let python = host.load_python_file(artifacts::PYTHON).await.unwrap();
     until_reusing(&python).await;
     let outcome = python
@@ -1286,7 +1286,7 @@ async fn a_run_that_wrote_every_page_leaves_the_next_run_nothing() {
     // scribble is found by the kernel's tracking of protected pages.
     let (host, python) = preparing(1).await;
     let calc = load(&host, artifacts::CALC).await;
-    let plugins = PluginSet::new(std::slice::from_ref(&calc)).unwrap();
+    let plugins = Toolbox::new(std::slice::from_ref(&calc)).unwrap();
     let code = r#"
 import builtins, functools, json, random, sys
 print(hasattr(json, "mark"), hasattr(builtins, "mark"), "mark" in sys.modules, hasattr(functools, "mark"))
@@ -1337,7 +1337,7 @@ async fn a_reused_interpreter_makes_the_latest_runs_method_functions_once() {
     // calc's functions.
     let (host, python) = preparing(1).await;
     let calc = load(&host, artifacts::CALC).await;
-    let plugins = PluginSet::new(std::slice::from_ref(&calc)).unwrap();
+    let plugins = Toolbox::new(std::slice::from_ref(&calc)).unwrap();
     until_reusing(&python).await;
     let code = "print(calculate_sum(20, 22))";
     let mut fuel = Vec::new();
@@ -1355,7 +1355,7 @@ async fn a_reused_interpreter_makes_the_latest_runs_method_functions_once() {
     );
     until_prepared(&python, 1).await;
     let outcome = python
-        .run(&ctx(), &PluginSet::default(), "print(calculate_sum)")
+        .run(&ctx(), &Toolbox::default(), "print(calculate_sum)")
         .await;
     assert!(outcome.reused);
     let error = outcome.error.expect("calc's function is not the run's");
@@ -1375,14 +1375,14 @@ async fn an_interpreter_whose_run_grew_its_memory_or_stopped_is_not_reused() {
     for (code, status) in [(grows, RunStatus::Ok), (traps, RunStatus::LimitExceeded)] {
         until_prepared(&python, 1).await;
         let outcome = python
-            .run_with_limits(&ctx(), &PluginSet::default(), code, &limits)
+            .run_with_limits(&ctx(), &Toolbox::default(), code, &limits)
             .await;
         assert_eq!(outcome.status, status, "{outcome:?}");
         until_prepared(&python, 1).await;
         let next = python
             .run(
                 &ctx(),
-                &PluginSet::default(),
+                &Toolbox::default(),
                 "import functools\nprint(hasattr(functools, 'mark'))",
             )
             .await;
@@ -1405,7 +1405,7 @@ async fn runs_beyond_the_prepared_interpreters_use_the_hosts_pool() {
             let python = python.clone();
             tokio::spawn(async move {
                 let code = format!("import time\ntime.sleep(0.3)\nprint({i})");
-                (i, python.run(&ctx(), &PluginSet::default(), &code).await)
+                (i, python.run(&ctx(), &Toolbox::default(), &code).await)
             })
         })
         .collect();
@@ -1420,9 +1420,7 @@ async fn runs_beyond_the_prepared_interpreters_use_the_hosts_pool() {
 async fn a_host_can_prepare_no_interpreters() {
     // The run instantiates its own interpreter.
     let (_host, python) = preparing(0).await;
-    let outcome = python
-        .run(&ctx(), &PluginSet::default(), "print(1+1)")
-        .await;
+    let outcome = python.run(&ctx(), &Toolbox::default(), "print(1+1)").await;
     assert_ok(&outcome);
     assert!(!outcome.prepared);
 }
@@ -1431,7 +1429,7 @@ async fn a_host_can_prepare_no_interpreters() {
 async fn a_plugin_cannot_be_in_a_set_twice() {
     // (Two plugins offering one method name: `contained`.)
     let calc = load(host(), artifacts::CALC).await;
-    let err = PluginSet::new(&[calc.clone(), calc]).err().unwrap();
+    let err = Toolbox::new(&[calc.clone(), calc]).err().unwrap();
     assert!(
         err.to_string()
             .starts_with("two plugins claim the id `calc`"),
@@ -1475,7 +1473,7 @@ async fn a_full_pool_fails_the_call_that_needs_another_instance_and_says_so() {
         .unwrap();
     let python = host.load_python_file(artifacts::PYTHON).await.unwrap();
     let calc = load(&host, artifacts::CALC).await;
-    let plugins = PluginSet::new(std::slice::from_ref(&calc)).unwrap();
+    let plugins = Toolbox::new(std::slice::from_ref(&calc)).unwrap();
     // The interpreter takes the one slot: the plugin's instance finds none,
     // and the code sees a limit error it can catch.
     let code = "try:\n    calculate_sum(1, 2)\nexcept PluginError as e:\n    print(e.kind, e)\n";
@@ -1518,7 +1516,7 @@ async fn a_run_asking_more_memory_than_the_host_holds_is_refused_not_capped() {
         ..host().run_limits().clone()
     };
     let outcome = python
-        .run_with_limits(&ctx(), &PluginSet::default(), "print(1)", &limits)
+        .run_with_limits(&ctx(), &Toolbox::default(), "print(1)", &limits)
         .await;
     assert_eq!(outcome.status, RunStatus::Error, "{outcome:?}");
     let error = outcome.error.unwrap();
@@ -1532,7 +1530,7 @@ async fn a_run_asking_more_memory_than_the_host_holds_is_refused_not_capped() {
         ..host().run_limits().clone()
     };
     let outcome = python
-        .run_with_limits(&ctx(), &PluginSet::default(), "print(1)", &limits)
+        .run_with_limits(&ctx(), &Toolbox::default(), "print(1)", &limits)
         .await;
     assert_ok(&outcome);
 }

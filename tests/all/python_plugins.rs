@@ -8,7 +8,7 @@ use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 
 use sandwit::{
-    AgentCtx, CallErrorKind, ContentPart, Host, MethodResult, Plugin, PluginSet, Policy, RunStatus,
+    AgentCtx, CallErrorKind, ContentPart, Host, MethodResult, Plugin, Policy, RunStatus, Toolbox,
 };
 use tokio::sync::OnceCell;
 
@@ -66,7 +66,7 @@ async fn dice_from_sandboxed_code_with_chat_and_config() {
         .load_python_file(artifacts::PYTHON)
         .await
         .unwrap();
-    let set = PluginSet::new(std::slice::from_ref(dice)).unwrap();
+    let set = Toolbox::new(std::slice::from_ref(dice)).unwrap();
     let outcome = python
         .run(
             &ctx(),
@@ -131,7 +131,7 @@ async fn a_python_method_without_its_capability_is_denied() {
 #[tokio::test]
 async fn memo_keeps_per_user_memos_and_injects_their_count() {
     let (_, memo) = plugins().await;
-    let set = PluginSet::new(std::slice::from_ref(memo)).unwrap();
+    let set = Toolbox::new(std::slice::from_ref(memo)).unwrap();
     let ada = AgentCtx {
         user_id: Some("ada-python-plugins".into()),
         ..AgentCtx::new("chat-memo")
@@ -193,7 +193,7 @@ async fn a_run_takes_a_python_plugin_instance_made_ahead_and_leaves_it_nothing()
         .build()
         .unwrap();
     let memo = load(&host, artifacts::MEMO).await;
-    let set = PluginSet::new(std::slice::from_ref(&memo)).unwrap();
+    let set = Toolbox::new(std::slice::from_ref(&memo)).unwrap();
     let python = host.load_python_file(artifacts::PYTHON).await.unwrap();
     let ada = AgentCtx {
         user_id: Some("ada-made-ahead".into()),
@@ -352,7 +352,7 @@ async fn forecast_calls_a_granted_loopback_api_from_sandboxed_code() {
     let host = forecast_host(port, true);
     let forecast = load_forecast(&host).await;
     assert!(forecast.has_lifecycle());
-    let set = PluginSet::new(std::slice::from_ref(&forecast)).unwrap();
+    let set = Toolbox::new(std::slice::from_ref(&forecast)).unwrap();
     let ada = AgentCtx {
         user_id: Some("ada-forecast".into()),
         ..AgentCtx::new("chat-forecast")
@@ -432,7 +432,7 @@ async fn forecast_without_the_http_grant_is_refused_naming_plugin_and_host() {
     );
     // From sandboxed code: the run fails with the same message, and the
     // refusal is an event naming the capability to grant.
-    let set = PluginSet::new(std::slice::from_ref(&forecast)).unwrap();
+    let set = Toolbox::new(std::slice::from_ref(&forecast)).unwrap();
     let python = host.load_python_file(artifacts::PYTHON).await.unwrap();
     let outcome = python
         .run(&ctx(), &set, "report_weather('Porto', 'sunny')")

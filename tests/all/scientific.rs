@@ -6,8 +6,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use sandwit::{
-    ContentPart, Event, Host, LimitKind, MethodResult, PluginSet, Policy, RunLimits, RunOptions,
-    RunOutcome, RunStatus, ScientificOptions, ScientificSandbox, Value,
+    ContentPart, Event, Host, LimitKind, MethodResult, Policy, RunLimits, RunOptions, RunOutcome,
+    RunStatus, ScientificOptions, ScientificSandbox, Toolbox, Value,
 };
 use tokio::sync::OnceCell;
 
@@ -16,8 +16,8 @@ use crate::common::{
 };
 
 /// The sandbox and the example plugins, loaded once for the test binary.
-async fn sandbox() -> &'static (ScientificSandbox, PluginSet) {
-    static SANDBOX: OnceCell<(ScientificSandbox, PluginSet)> = OnceCell::const_new();
+async fn sandbox() -> &'static (ScientificSandbox, Toolbox) {
+    static SANDBOX: OnceCell<(ScientificSandbox, Toolbox)> = OnceCell::const_new();
     SANDBOX
         .get_or_init(|| async {
             let options = ScientificOptions::new(artifacts::SCIENTIFIC);
@@ -31,7 +31,7 @@ async fn sandbox() -> &'static (ScientificSandbox, PluginSet) {
             ] {
                 plugins.push(load(host(), path).await);
             }
-            (sandbox, PluginSet::new(&plugins).unwrap())
+            (sandbox, Toolbox::new(&plugins).unwrap())
         })
         .await
 }
@@ -407,7 +407,7 @@ async fn a_plugin_secret_stays_redacted() {
         .load_scientific(ScientificOptions::new(artifacts::SCIENTIFIC))
         .await
         .unwrap();
-    let plugins = PluginSet::new(&[services]).unwrap();
+    let plugins = Toolbox::new(&[services]).unwrap();
     let outcome = sandbox
         .run(&ctx(), &plugins, "print(read_config(key='colour'))")
         .await;
@@ -428,7 +428,7 @@ async fn a_reused_interpreter_holds_nothing_of_the_previous_run() {
         .load_scientific(ScientificOptions::new(artifacts::SCIENTIFIC))
         .await
         .unwrap();
-    let plugins = PluginSet::default();
+    let plugins = Toolbox::default();
     let mark = "import sys, random, numpy as np, matplotlib as mpl, pandas as pd\n\
                 sys.marker = 1\nnp.marker = 2\nnp.seterr(all='raise')\n\
                 mpl.rcParams['lines.linewidth'] = 7\npd.set_option('display.max_rows', 3)\n\
@@ -499,7 +499,7 @@ np.mark = builtins.mark = 1
 sys.modules["mark"] = np
 print(random.random())
 "#;
-    let plugins = PluginSet::default();
+    let plugins = Toolbox::default();
     let mut draws = std::collections::HashSet::new();
     for run in 0..6 {
         let scribbled = run == 1 || run == 4;
@@ -522,4 +522,23 @@ print(random.random())
             "run {run} (scribbled over: {scribbled}): the restored memory differs from its snapshot"
         );
     }
+}
+
+/// A scientific run applies the plugins' lifecycle hooks as a small one
+/// does (the run core's admission): a method withheld from the chat is not
+/// callable.
+#[tokio::test]
+async fn a_scientific_run_sees_only_what_its_chat_sees() {
+    let (sandbox, _) = sandbox().await;
+    let plugin = load(host(), artifacts::LIFECYCLE).await;
+    let set = Toolbox::new(&[plugin]).unwrap();
+    let anonymous = sandwit::AgentCtx::new("lobby");
+    let out = sandbox
+        .run(&anonymous, &set, "print(chat_name())\nwhoami()")
+        .await;
+    assert_eq!(out.stdout, "lobby\n", "{out:?}");
+    assert_eq!(
+        out.error.expect("whoami is withheld").type_name,
+        "NameError"
+    );
 }

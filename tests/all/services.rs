@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use sandwit::store::{Entry, Namespace, Scope, SqliteStore, StoreBackend};
 use sandwit::{
-    AgentCtx, CallErrorKind, ChatMessage, ChatSink, Host, LimitKind, Limits, LoadError,
-    MethodResult, Plugin, PluginEvent, PluginSet, Policy, ServiceFuture, StoreLocation, Value,
+    AgentCtx, CallErrorKind, CallLimits, ChatMessage, ChatSink, Host, LimitKind, LoadError,
+    MethodResult, Plugin, PluginEvent, Policy, ServiceFuture, StoreLocation, Toolbox, Value,
 };
 use serde_json::json;
 
@@ -535,7 +535,7 @@ async fn a_secret_never_appears_in_logs_events_results_or_outcomes() {
     );
 
     let python = host.load_python_file(artifacts::PYTHON).await.unwrap();
-    let plugins = PluginSet::new(&[plugin]).unwrap();
+    let plugins = Toolbox::new(&[plugin]).unwrap();
     let code = "t = leak()\nprint(t)\nread_config('token')\nleak_in_error()";
     let outcome = python.run(&ctx(), &plugins, code).await;
     let everything = format!("{outcome:?}");
@@ -777,9 +777,9 @@ async fn a_slow_response_is_cut_at_the_timeout_or_the_deadline() {
     let host = Host::builder()
         .cache_dir(cache_dir())
         .policy(pinned(full_policy(port)))
-        .limits(Limits {
+        .limits(CallLimits {
             time: Duration::from_millis(500),
-            ..Limits::default()
+            ..CallLimits::default()
         })
         .build()
         .unwrap();
@@ -808,7 +808,7 @@ async fn a_slow_response_is_cut_at_the_timeout_or_the_deadline() {
 async fn a_python_run_remembers_and_a_later_run_recalls() {
     let python = host().load_python_file(artifacts::PYTHON).await.unwrap();
     let notes = load(host(), artifacts::NOTES).await;
-    let plugins = PluginSet::new(&[notes]).unwrap();
+    let plugins = Toolbox::new(&[notes]).unwrap();
     let ctx = ctx_of("py-chat", "py-user");
     let first = python
         .run(&ctx, &plugins, "print(remember('the door code is 1234'))")

@@ -6,8 +6,8 @@
 use std::path::Path;
 
 use sandwit::{
-    AgentCtx, Host, LimitKind, PluginSet, PythonSandbox, RunOptions, RunOutcome, RunSlots,
-    RunStatus, ScientificOptions, ScientificSandbox, WorkspaceFile, WorkspaceOptions,
+    AgentCtx, Host, LimitKind, PythonSandbox, RunOptions, RunOutcome, RunSlots, RunStatus,
+    ScientificOptions, ScientificSandbox, Toolbox, WorkspaceFile, WorkspaceOptions,
 };
 
 use crate::common::{artifacts, cache_dir, load, until_preparer};
@@ -43,7 +43,7 @@ enum Sandbox {
 }
 
 impl Sandbox {
-    async fn run(&self, ctx: &AgentCtx, plugins: &PluginSet, code: &str) -> RunOutcome {
+    async fn run(&self, ctx: &AgentCtx, plugins: &Toolbox, code: &str) -> RunOutcome {
         let options = RunOptions::new();
         match self {
             Sandbox::Small(sandbox) => sandbox.run_with(ctx, plugins, code, &options).await,
@@ -131,7 +131,7 @@ async fn a_chat_keeps_its_workspace_and_sees_no_other() {
     let root = TempDir::new();
     for (host, sandbox) in each_with_workspaces(&WorkspaceOptions::new(root.path())).await {
         let echo = load(&host, artifacts::ECHO).await;
-        let plugins = PluginSet::new(&[echo]).unwrap();
+        let plugins = Toolbox::new(&[echo]).unwrap();
         let key = |name: &str| match sandbox {
             Sandbox::Small(_) => format!("small-{name}"),
             Sandbox::Scientific(_) => format!("scientific-{name}"),
@@ -179,7 +179,7 @@ async fn a_workspace_refuses_escapes() {
     let root = TempDir::new();
     std::fs::write(root.path().join("outside.txt"), "secret").unwrap();
     for (_host, sandbox) in each_with_workspaces(&WorkspaceOptions::new(root.path())).await {
-        let plugins = PluginSet::default();
+        let plugins = Toolbox::default();
         for code in [
             "open('../outside.txt').read()",
             "open('/workspace/../outside.txt').read()",
@@ -209,7 +209,7 @@ async fn a_workspace_quota_ends_the_run_and_names_itself() {
         .max_files(3)
         .max_path(64);
     for (n, (_host, sandbox)) in each_with_workspaces(&quotas).await.into_iter().enumerate() {
-        let plugins = PluginSet::default();
+        let plugins = Toolbox::default();
         let cases = [
             ("open('big', 'wb').write(b'x' * (2 << 20))", "max_bytes"),
             (
@@ -253,7 +253,7 @@ async fn a_write_to_a_file_under_stdouts_number_is_charged() {
     );
     for (host, sandbox) in each_with_workspaces(&quotas).await {
         let ctx = chat_of(&sandbox, "stdout");
-        let outcome = sandbox.run(&ctx, &PluginSet::default(), &code).await;
+        let outcome = sandbox.run(&ctx, &Toolbox::default(), &code).await;
         assert_byte_quota(&code, &outcome);
         assert!(held(&host, &ctx) <= 1 << 20, "{code}: {outcome:?}");
     }
@@ -281,7 +281,7 @@ async fn a_file_grown_by_its_size_or_a_write_past_its_end_is_charged() {
         for (i, case) in cases.iter().enumerate() {
             let code = format!("{open}{case}");
             let ctx = chat_of(&sandbox, &format!("grown-{i}"));
-            let outcome = sandbox.run(&ctx, &PluginSet::default(), &code).await;
+            let outcome = sandbox.run(&ctx, &Toolbox::default(), &code).await;
             assert_byte_quota(&code, &outcome);
             assert!(held(&host, &ctx) <= 1 << 20, "{code}: {outcome:?}");
         }
@@ -305,7 +305,7 @@ async fn a_chats_runs_at_once_share_its_byte_quota() {
             )
         };
         let (a, b) = (code("a", "b"), code("b", "a"));
-        let plugins = PluginSet::default();
+        let plugins = Toolbox::default();
         let (ran_a, ran_b) = tokio::join!(
             sandbox.run(&ctx, &plugins, &a),
             sandbox.run(&ctx, &plugins, &b)
@@ -332,7 +332,7 @@ async fn entries_made_through_an_opened_folder_count_and_folders_take_bytes() {
             .max_bytes(1 << 20)
             .max_files(20);
         let (_host, sandbox) = each_with_workspaces(&quotas).await.remove(which);
-        let plugins = PluginSet::default();
+        let plugins = Toolbox::default();
         let code = "import os\nfor i in range(5):\n    os.mkdir(f'n{i}')\n    \
                     os.close(os.open(f'g{i}', os.O_WRONLY | os.O_CREAT))\n\
                     for i in range(5):\n    fd = os.open(f'n{i}', os.O_RDONLY | os.O_DIRECTORY)\n    \
@@ -369,7 +369,7 @@ async fn a_tree_moved_past_the_path_quota_is_listed_within_it() {
     let root = TempDir::new();
     let quotas = WorkspaceOptions::new(root.path()).max_files(1_000);
     for (host, sandbox) in each_with_workspaces(&quotas).await {
-        let plugins = PluginSet::default();
+        let plugins = Toolbox::default();
         let code = "import os\nL = 'L' * 200\ncur = 'a'\nos.mkdir(cur)\nfor i in range(16):\n    \
                     open(cur + '/f', 'w').close()\n    nxt = 'b' if cur == 'a' else 'a'\n    \
                     os.mkdir(nxt)\n    os.rename(cur, nxt + '/' + L)\n    cur = nxt";
@@ -418,7 +418,7 @@ fn entries_under(root: &Path) -> usize {
 async fn a_workspace_is_listed_and_read_by_the_host() {
     let root = TempDir::new();
     for (host, sandbox) in each_with_workspaces(&WorkspaceOptions::new(root.path())).await {
-        let plugins = PluginSet::default();
+        let plugins = Toolbox::default();
         let code =
             "import os\nos.makedirs('d', exist_ok=True)\nopen('d/a.txt', 'w').write('hello')";
         let outcome = sandbox.run(&chat("list"), &plugins, code).await;
@@ -472,7 +472,7 @@ async fn a_reused_small_interpreter_keeps_nothing_of_the_last_chats_folder() {
         .build()
         .unwrap();
     let python = host.load_python_file(artifacts::PYTHON).await.unwrap();
-    let plugins = PluginSet::default();
+    let plugins = Toolbox::default();
     let ready = || async {
         let reusing = || python.reuses_interpreters() && python.prepared() == 1;
         until_preparer(&python, reusing, "a prepared interpreter, reused").await;

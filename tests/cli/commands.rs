@@ -508,3 +508,38 @@ fn prepare_leaves_nothing_to_compile() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("drop --no-cache"));
 }
+
+/// `sandwit run` and `sandwit prompt` see a chat as its plugins' lifecycle
+/// hooks make it: the `lifecycle` fixture offers `whoami` only to a chat
+/// with a user, and injects a prompt naming the chat.
+#[test]
+fn run_and_prompt_follow_the_plugins_lifecycle_hooks() {
+    let plugin = artifacts::LIFECYCLE;
+    let code = "print(chat_name())\nwhoami()";
+    let out = sandwit(&["run", "--plugin", plugin, "--chat-key", "lobby", "-c", code]);
+    assert!(!out.status.success());
+    assert_eq!(stdout(&out), "lobby\n", "{}", stderr(&out));
+    assert!(stderr(&out).contains("NameError"), "{}", stderr(&out));
+    let known = ["--chat-key", "lobby", "--user-id", "ada"];
+    let out = sandwit(
+        &[
+            &["run", "--plugin", plugin][..],
+            &known,
+            &["-c", "print(whoami())"],
+        ]
+        .concat(),
+    );
+    assert_succeeded(&out);
+    assert_eq!(stdout(&out), "ada\n");
+    let out = sandwit(&["prompt", "--plugin", plugin, "--chat-key", "lobby"]);
+    assert_succeeded(&out);
+    let listing = stdout(&out);
+    assert!(
+        listing.contains("[plugin `lifecycle`]\nThis is the chat `lobby`."),
+        "{listing}"
+    );
+    assert!(
+        listing.contains("def chat_name(") && !listing.contains("def whoami("),
+        "{listing}"
+    );
+}

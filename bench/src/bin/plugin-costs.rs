@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use sandwit::json::value_from_json;
-use sandwit::{AgentCtx, Event, Host, Plugin, PluginSet, Policy};
+use sandwit::{AgentCtx, Event, Host, Plugin, Policy, Toolbox};
 
 /// Runs measured per plugin and way of instantiating.
 const RUNS: usize = 15;
@@ -108,7 +108,7 @@ async fn main() {
             fresh.push(ms(start.elapsed()));
         }
         let sandbox = warm.load_python_file(PathBuf::from(python)).await.unwrap();
-        let set = PluginSet::new(std::slice::from_ref(&plugin)).unwrap();
+        let set = Toolbox::new(std::slice::from_ref(&plugin)).unwrap();
         let code = format!("for _ in range({calls}):\n    {method}()\n");
         let (mut first, mut later) = (Vec::new(), Vec::new());
         for _ in 0..RUNS {
@@ -124,7 +124,7 @@ async fn main() {
         let ahead = host(&cache, &policy, &store, true);
         let plugin_ahead = ahead.load_plugin_file(path).await.unwrap();
         let sandbox_ahead = ahead.load_python_file(PathBuf::from(python)).await.unwrap();
-        let set_ahead = PluginSet::new(std::slice::from_ref(&plugin_ahead)).unwrap();
+        let set_ahead = Toolbox::new(std::slice::from_ref(&plugin_ahead)).unwrap();
         let mut made_ahead = Vec::new();
         for i in 0..=RUNS {
             let waited = Instant::now();

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Parser;
-use sandwit::{AgentCtx, Host, Metering, PluginSet, PythonSandbox};
+use sandwit::{AgentCtx, Host, Metering, PythonSandbox, Toolbox};
 
 fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(f64::total_cmp);
@@ -201,7 +201,7 @@ async fn main() -> anyhow::Result<()> {
         .await?;
     let guests = tree.join("target/guests/wasm32-wasip2/guest");
     let calc = host.load_plugin_file(guests.join("calc.wasm")).await?;
-    let plugins = PluginSet::new(&[calc])?;
+    let plugins = Toolbox::new(&[calc])?;
     let ctx = AgentCtx::new("probe");
     if inside_times.is_some() || once {
         let code = match inside_times {

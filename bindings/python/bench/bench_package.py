@@ -50,7 +50,7 @@ def p50(samples: list[float]) -> float:
     return statistics.median(samples)
 
 
-def timed(host: sandwit.Host, code: str, plugins: sandwit.PluginSet | None = None,
+def timed(host: sandwit.Host, code: str, plugins: sandwit.Toolbox | None = None,
           limits: sandwit.RunLimits | None = None) -> float:
     """Seconds a run of `code` takes, checked to succeed."""
     start = time.perf_counter()
@@ -70,7 +70,7 @@ def fresh_runs(host: sandwit.Host, runs: int, pause: float) -> float:
     return p50(samples)
 
 
-def per_call(host: sandwit.Host, sets: dict[str, sandwit.PluginSet],
+def per_call(host: sandwit.Host, sets: dict[str, sandwit.Toolbox],
              runs: int) -> dict[str, float]:
     """The p50 cost of one `nop()` call in each set, from runs with and
     without the calls, interleaved so that drift hits them alike."""
@@ -79,8 +79,8 @@ def per_call(host: sandwit.Host, sets: dict[str, sandwit.PluginSet],
     calls: dict[str, list[float]] = {name: [] for name in sets}
     for _ in range(runs):
         empty.append(timed(host, LOOP.format("pass"), limits=limits))
-        for name, plugin_set in sets.items():
-            calls[name].append(timed(host, LOOP.format("nop()"), plugins=plugin_set,
+        for name, toolbox in sets.items():
+            calls[name].append(timed(host, LOOP.format("nop()"), plugins=toolbox,
                                      limits=limits))
     base = p50(empty)
     return {name: (p50(samples) - base) / CALLS for name, samples in calls.items()}
@@ -106,15 +106,15 @@ def main() -> None:
     host.warmup()
     echo = host.load_plugin(args.guests / "echo.wasm")
     sets = {
-        "Python host method nop() (def)": host.plugin_set(methods=[nop]),
-        "Python host method nop() (async def)": host.plugin_set(methods=[async_nop]),
-        "plugin echo.nop() (wasm)": host.plugin_set([echo]),
+        "Python host method nop() (def)": host.toolbox(methods=[nop]),
+        "Python host method nop() (async def)": host.toolbox(methods=[async_nop]),
+        "plugin echo.nop() (wasm)": host.toolbox([echo]),
     }
     # Warm: interpreters prepared, code paths and caches touched.
     for _ in range(5):
         timed(host, "print(1+1)")
-        for plugin_set in sets.values():
-            timed(host, "nop()", plugins=plugin_set)
+        for toolbox in sets.values():
+            timed(host, "nop()", plugins=toolbox)
 
     back_to_back = fresh_runs(host, runs, 0)
     spaced = fresh_runs(host, runs, 0.02)

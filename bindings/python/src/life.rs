@@ -1,5 +1,5 @@
 //! A host's runtime and the jobs running on it ([`Life`]), and the handle
-//! by which the `Host` object, its plugins, its plugin sets and their
+//! by which the `Host` object, its plugins, its toolboxes and their
 //! coroutines run jobs there ([`HostHandle`]).
 
 use std::future::Future;
@@ -93,7 +93,7 @@ impl Drop for Running {
 
 /// A host as what runs jobs: the library's host and the runtime its jobs
 /// run on. Clones share both. The `Host` object holds one, and so do its
-/// plugins, the plugin sets it serves and their coroutines: the runtime
+/// plugins, the toolboxes it serves and their coroutines: the runtime
 /// lives until the host is closed or the last of them is dropped. Jobs hold
 /// a [`Running`], never a handle, so the last handle is never dropped by a
 /// job on one of the runtime's own threads, which could not shut it down.

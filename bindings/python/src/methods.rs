@@ -183,7 +183,7 @@ impl PyHostMethod {
             Some(func) => func.bind(py).call(args, kwargs),
             None => Err(PyTypeError::new_err(format!(
                 "`{}` is a method of the tool source `{}`, which the host answers: call it in \
-                 a run, or with PluginSet.call",
+                 a run, or with Toolbox.call",
                 self.name(),
                 self.method.provider()
             ))),

@@ -322,7 +322,7 @@ impl PyRunLimits {
 #[pyclass(frozen, eq, module = "sandwit", name = "CallLimits")]
 #[derive(Clone, PartialEq)]
 pub struct PyCallLimits {
-    pub limits: sandwit::Limits,
+    pub limits: sandwit::CallLimits,
 }
 
 #[pymethods]
@@ -346,9 +346,9 @@ impl PyCallLimits {
         max_value_depth: Option<usize>,
         max_event_bytes: Option<usize>,
     ) -> PyResult<Self> {
-        let d = sandwit::Limits::default();
+        let d = sandwit::CallLimits::default();
         Ok(PyCallLimits {
-            limits: sandwit::Limits {
+            limits: sandwit::CallLimits {
                 fuel: fuel.or(d.fuel),
                 time: timeout_s.map_or(Ok(d.time), |s| seconds("timeout_s", s))?,
                 memory_bytes: memory_mib.map_or(Ok(d.memory_bytes), |m| mib("memory_mib", m))?,
@@ -1182,7 +1182,7 @@ pub fn _restore(py: Python<'_>, name: &str, state: &Bound<'_, PyTuple>) -> PyRes
         "CallLimits" => Py::new(
             py,
             PyCallLimits {
-                limits: sandwit::Limits {
+                limits: sandwit::CallLimits {
                     time: duration(0)?,
                     memory_bytes: item(s, 1)?,
                     fuel: item(s, 2)?,

@@ -109,8 +109,8 @@ def plugins(host) -> dict[str, sandwit.Plugin]:
 
 
 @pytest.fixture(scope="session")
-def plugin_set(host, plugins) -> sandwit.PluginSet:
-    return host.plugin_set(plugins.values())
+def toolbox(host, plugins) -> sandwit.Toolbox:
+    return host.toolbox(plugins.values())
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ LONG = sandwit.RunLimits(timeout_s=60)
 
 @pytest.fixture(scope="module")
 def quiet_set(quiet_host):
-    return quiet_host.plugin_set([quiet_host.load_plugin(wasm(name)) for name in ["calc", "hostile"]])
+    return quiet_host.toolbox([quiet_host.load_plugin(wasm(name)) for name in ["calc", "hostile"]])
 
 
 def test_the_cancel_handle():
@@ -29,19 +29,19 @@ def test_the_cancel_handle():
 @pytest.mark.parametrize("code", ["while True: pass", "import time\ntime.sleep(60)",
                                   "print('started', flush=True)\nsleep()"])
 def test_a_cancel_handle_ends_a_sync_run_from_another_thread(quiet_host, quiet_set, code):
-    host, plugin_set = quiet_host, quiet_set
+    host, toolbox = quiet_host, quiet_set
     cancel = sandwit.Cancel()
     timer = threading.Timer(0.3, cancel.cancel)
     timer.start()
     start = time.monotonic()
-    out = host.run(code, plugins=plugin_set, limits=LONG, cancel=cancel)
+    out = host.run(code, plugins=toolbox, limits=LONG, cancel=cancel)
     elapsed = time.monotonic() - start
     assert (out.status, out.error, out.limit, out.handoff) == ("cancelled", None, None, None)
     assert 0.25 < elapsed < 3, elapsed
     assert out.to_dict()["status"] == "cancelled"
     # Stopped: the process is idle and the host serves.
     assert becomes_idle()
-    assert host.run("print(calculate_sum(1, 1))", plugins=plugin_set).stdout == "2\n"
+    assert host.run("print(calculate_sum(1, 1))", plugins=toolbox).stdout == "2\n"
 
 
 def test_a_cancelled_handle_ends_later_runs_at_once(host):
@@ -112,10 +112,10 @@ def test_cancelling_a_run_cancels_its_host_methods_coroutine(host):
             cancelled.set()
             raise
 
-    plugin_set = host.plugin_set(methods=[wait_forever])
+    toolbox = host.toolbox(methods=[wait_forever])
 
     async def main():
-        task = asyncio.create_task(host.run_async("wait_forever()", plugins=plugin_set,
+        task = asyncio.create_task(host.run_async("wait_forever()", plugins=toolbox,
                                                   limits=LONG))
         while not started.is_set():
             await asyncio.sleep(0.01)
@@ -136,7 +136,7 @@ def test_cancelling_a_run_cancels_its_host_methods_coroutine(host):
     cancelled.clear()
     cancel = sandwit.Cancel()
     threading.Thread(target=lambda: started.wait(5) and cancel.cancel()).start()
-    out = host.run("wait_forever()", plugins=plugin_set, limits=LONG, cancel=cancel)
+    out = host.run("wait_forever()", plugins=toolbox, limits=LONG, cancel=cancel)
     assert out.status == "cancelled"
     assert cancelled.wait(5)
 

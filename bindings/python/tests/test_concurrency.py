@@ -10,10 +10,10 @@ import pytest
 import sandwit
 
 
-def test_runs_from_many_threads_at_once(host, plugin_set):
+def test_runs_from_many_threads_at_once(host, toolbox):
     def work(i):
         ctx = sandwit.AgentCtx(f"thread-{i}")
-        outs = [host.run(f"print(calculate_sum({i}, {j}))", ctx=ctx, plugins=plugin_set)
+        outs = [host.run(f"print(calculate_sum({i}, {j}))", ctx=ctx, plugins=toolbox)
                 for j in range(5)]
         return [(o.status, o.stdout) for o in outs]
 
@@ -53,10 +53,10 @@ def test_direct_calls_from_many_threads(plugins):
     assert sums == [2 * i for i in range(64)]
 
 
-def test_runs_from_asyncio_at_once(host, plugin_set):
+def test_runs_from_asyncio_at_once(host, toolbox):
     async def main():
         runs = [host.run_async(f"print(calculate_sum({i}, 1))", ctx=sandwit.AgentCtx(f"a-{i}"),
-                               plugins=plugin_set) for i in range(12)]
+                               plugins=toolbox) for i in range(12)]
         return await asyncio.gather(*runs)
 
     outs = asyncio.run(main())
@@ -86,9 +86,9 @@ def test_async_runs_overlap_and_leave_the_loop_free(host):
     assert ticks > 10
 
 
-def test_async_results_and_errors(host, plugins, plugin_set):
+def test_async_results_and_errors(host, plugins, toolbox):
     async def main():
-        out = await host.run_async("print(calculate_sum(1, 2))", plugins=plugin_set,
+        out = await host.run_async("print(calculate_sum(1, 2))", plugins=toolbox,
                                    limits=sandwit.RunLimits(timeout_s=5))
         result = await plugins["calc"].call_async("calculate_sum", {"num1": 2, "num2": 3})
         with pytest.raises(sandwit.CallError) as e:
@@ -103,7 +103,7 @@ def test_async_results_and_errors(host, plugins, plugin_set):
     assert failed.error.type == "ZeroDivisionError"
 
 
-def test_run_async_is_a_coroutine_that_starts_when_awaited(host, plugin_set):
+def test_run_async_is_a_coroutine_that_starts_when_awaited(host, toolbox):
     import gc
     import inspect
     import warnings
@@ -115,10 +115,10 @@ def test_run_async_is_a_coroutine_that_starts_when_awaited(host, plugin_set):
     ctx = sandwit.AgentCtx("never-awaited", "never-user")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        host.run_async("remember('should not be kept')", ctx=ctx, plugins=plugin_set)
+        host.run_async("remember('should not be kept')", ctx=ctx, plugins=toolbox)
         gc.collect()
     time.sleep(0.2)
-    assert host.run("print(recall())", ctx=ctx, plugins=plugin_set).stdout == "[]\n"
+    assert host.run("print(recall())", ctx=ctx, plugins=toolbox).stdout == "[]\n"
 
 
 def test_bad_input_to_run_async_raises_at_once(host):
@@ -131,7 +131,7 @@ def test_bad_input_to_run_async_raises_at_once(host):
     asyncio.run(main())
 
 
-def test_cancelling_run_async_ends_the_run(host, plugin_set):
+def test_cancelling_run_async_ends_the_run(host, toolbox):
     """Cancelled busy runs must stop: if they went on, they would hold the
     host's runtime threads and the quick run after them would wait."""
 
@@ -142,7 +142,7 @@ def test_cancelling_run_async_ends_the_run(host, plugin_set):
         tasks.append(asyncio.create_task(host.run_async("import time\ntime.sleep(60)",
                                                         limits=long)))
         tasks.append(asyncio.create_task(
-            host.run_async("sleep()", plugins=plugin_set, limits=long)))
+            host.run_async("sleep()", plugins=toolbox, limits=long)))
         await asyncio.sleep(0.5)
         for task in tasks:
             task.cancel()
@@ -154,7 +154,7 @@ def test_cancelling_run_async_ends_the_run(host, plugin_set):
         await asyncio.sleep(1)
         assert time.process_time() - cpu < 0.5
         start = time.monotonic()
-        out = await host.run_async("print(calculate_sum(20, 22))", plugins=plugin_set)
+        out = await host.run_async("print(calculate_sum(20, 22))", plugins=toolbox)
         return out, time.monotonic() - start
 
     start = time.monotonic()
@@ -188,7 +188,7 @@ def test_cancelling_call_async_ends_the_call(plugins):
     assert asyncio.run(main()).value == 2
 
 
-def test_threads_and_asyncio_together(host, plugin_set):
+def test_threads_and_asyncio_together(host, toolbox):
     def sync_runs():
         return [host.run(f"print({i})").stdout for i in range(10)]
 
@@ -196,7 +196,7 @@ def test_threads_and_asyncio_together(host, plugin_set):
         loop = asyncio.get_running_loop()
         in_thread = loop.run_in_executor(None, sync_runs)
         asyncs = asyncio.gather(*[host.run_async(f"print(calculate_sum({i}, 0))",
-                                                 plugins=plugin_set) for i in range(10)])
+                                                 plugins=toolbox) for i in range(10)])
         return await in_thread, await asyncs
 
     sync_out, async_out = asyncio.run(main())

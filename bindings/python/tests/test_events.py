@@ -30,7 +30,7 @@ def recorded(events):
     return [e for e in events if e["type"] not in ("stdout", "stderr")]
 
 
-def test_on_event_shows_output_and_events_in_order(host, plugin_set, ctx):
+def test_on_event_shows_output_and_events_in_order(host, toolbox, ctx):
     seen = []
     threads = set()
 
@@ -38,10 +38,10 @@ def test_on_event_shows_output_and_events_in_order(host, plugin_set, ctx):
         seen.append(event)
         threads.add(threading.current_thread())
 
-    out = host.run(CODE, ctx=ctx, plugins=plugin_set, on_event=on_event)
+    out = host.run(CODE, ctx=ctx, plugins=toolbox, on_event=on_event)
     assert out.status == "ok", out.error
     # The outcome is the same as without a listener.
-    plain = host.run(CODE, ctx=ctx, plugins=plugin_set)
+    plain = host.run(CODE, ctx=ctx, plugins=toolbox)
     assert (out.stdout, out.stderr) == (plain.stdout, plain.stderr)
     # Time varies, and so does a call's fuel: a plugin instance made ahead of
     # the run has already run its `describe`, warming what a fresh one's
@@ -66,16 +66,16 @@ def test_on_event_shows_output_and_events_in_order(host, plugin_set, ctx):
     assert all(set(e) == {"type", "text"} for e in seen if e["type"] in ("stdout", "stderr"))
 
 
-def test_on_event_shows_an_agent_handoff_call_before_the_outcome(host, plugin_set):
+def test_on_event_shows_an_agent_handoff_call_before_the_outcome(host, toolbox):
     seen = []
-    out = host.run("print('searching')\nsearch_knowledge_base('fuel')", plugins=plugin_set,
+    out = host.run("print('searching')\nsearch_knowledge_base('fuel')", plugins=toolbox,
                    on_event=seen.append)
     assert out.status == "agent_handoff"
     assert [e["type"] for e in seen] == ["stdout", "stdout", "call"]
     assert seen[-1]["method"] == "search_knowledge_base" and seen[-1]["ok"] is True
 
 
-def test_run_async_shows_events_on_the_loop_before_the_result(host, plugin_set, ctx):
+def test_run_async_shows_events_on_the_loop_before_the_result(host, toolbox, ctx):
     seen = []
     threads = set()
 
@@ -84,7 +84,7 @@ def test_run_async_shows_events_on_the_loop_before_the_result(host, plugin_set, 
         threads.add(threading.current_thread())
 
     async def main():
-        out = await host.run_async(CODE, ctx=ctx, plugins=plugin_set, on_event=on_event)
+        out = await host.run_async(CODE, ctx=ctx, plugins=toolbox, on_event=on_event)
         # Delivered before the result: nothing more arrives after it.
         count = len(seen)
         await asyncio.sleep(0.1)
@@ -111,7 +111,7 @@ def test_events_come_as_they_happen(host):
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
-def test_a_raising_callback_is_reported_once_and_the_run_goes_on(host, plugin_set, monkeypatch,
+def test_a_raising_callback_is_reported_once_and_the_run_goes_on(host, toolbox, monkeypatch,
                                                                  mode):
     reported = []
     monkeypatch.setattr("sys.unraisablehook", reported.append)
@@ -124,10 +124,10 @@ def test_a_raising_callback_is_reported_once_and_the_run_goes_on(host, plugin_se
 
     code = "for i in range(5):\n    print(calculate_sum(i, 1))"
     if mode == "sync":
-        out = host.run(code, plugins=plugin_set, on_event=on_event)
+        out = host.run(code, plugins=toolbox, on_event=on_event)
     else:
         async def main():
-            return await host.run_async(code, plugins=plugin_set, on_event=on_event)
+            return await host.run_async(code, plugins=toolbox, on_event=on_event)
         out = asyncio.run(main())
     # The outcome is whole; the callback was not called after it raised.
     assert (out.status, out.stdout) == ("ok", "1\n2\n3\n4\n5\n")
@@ -181,9 +181,9 @@ def test_on_event_must_be_callable(host):
     assert host.run("print(1)", on_event=None).stdout == "1\n"
 
 
-def test_on_event_can_be_print(host, plugin_set, capsys):
+def test_on_event_can_be_print(host, toolbox, capsys):
     ctx = sandwit.AgentCtx("group_1", user_id="42")
-    out = host.run("print(calculate_sum(1, 2))", ctx=ctx, plugins=plugin_set,
+    out = host.run("print(calculate_sum(1, 2))", ctx=ctx, plugins=toolbox,
                    limits=sandwit.RunLimits(timeout_s=2), on_event=print)
     assert (out.status, out.stdout) == ("ok", "3\n")
     # Each event printed as a dict: the call, then the output's chunks.

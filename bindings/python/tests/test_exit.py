@@ -17,7 +17,7 @@ import sandwit
 
 scenario, cache, calc = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 host = sandwit.Host(cache_dir=cache, max_instances=32)
-plugins = host.plugin_set([host.load_plugin(calc)])
+plugins = host.toolbox([host.load_plugin(calc)])
 
 async def awaited():
     outs = await asyncio.gather(*[host.run_async(f"print(calculate_sum({i}, 1))", plugins=plugins)
@@ -66,7 +66,7 @@ async def async_nap(ctx, s: float) -> str:
     return "rested"
 
 def host_methods_in_daemon_threads():
-    methods = host.plugin_set(methods=[nap, async_nap])
+    methods = host.toolbox(methods=[nap, async_nap])
     def sync_runs():
         while True:
             host.run("nap(0.01)\nasync_nap(0.01)", plugins=methods, on_event=lambda e: None)

@@ -1,5 +1,5 @@
 """Which methods a context sees: a set's `filter` rule (per context) and
-`PluginSet.filter` (a set of fewer methods). The prompt, the OpenAI tools
+`Toolbox.filter` (a set of fewer methods). The prompt, the OpenAI tools
 and a run's functions follow them, and a method left out cannot be called,
 even through the raw import the method functions use."""
 
@@ -52,34 +52,34 @@ def is_admin_rule(calls):
 
 def test_a_rule_chooses_the_methods_each_context_sees(host, plugins, admin_only, admin_calls):
     asked = []
-    plugin_set = host.plugin_set([plugins["calc"]], methods=[admin_only],
+    toolbox = host.toolbox([plugins["calc"]], methods=[admin_only],
                                  filter=is_admin_rule(asked))
     user, admin = sandwit.AgentCtx("chat-f", "bob"), sandwit.AgentCtx("chat-f", "admin")
-    assert "filter=..." in repr(plugin_set)
+    assert "filter=..." in repr(toolbox)
     # Every method, whatever the rule.
-    assert plugin_set.methods == ["calculate_sum", "get_current_time", "ban_user"]
+    assert toolbox.methods == ["calculate_sum", "get_current_time", "ban_user"]
 
-    assert "def ban_user(" not in plugin_set.prompt(user)
-    assert "def ban_user(" in plugin_set.prompt(admin)
-    assert "def calculate_sum(" in plugin_set.prompt(user)
-    assert [t["function"]["name"] for t in plugin_set.openai_tools(user)] == [
+    assert "def ban_user(" not in toolbox.prompt(user)
+    assert "def ban_user(" in toolbox.prompt(admin)
+    assert "def calculate_sum(" in toolbox.prompt(user)
+    assert [t["function"]["name"] for t in toolbox.openai_tools(user)] == [
         "calculate_sum", "get_current_time"]
-    assert [t["function"]["name"] for t in plugin_set.openai_tools(admin)] == [
+    assert [t["function"]["name"] for t in toolbox.openai_tools(admin)] == [
         "calculate_sum", "get_current_time", "ban_user"]
     # The rule is given the context, the provider and the spec.
     assert ("chat-f", "calc", "calculate_sum") in asked and ("chat-f", "host", "ban_user") in asked
 
     admin_calls.clear()
-    out = host.run("print(ban_user('eve'))", ctx=admin, plugins=plugin_set)
+    out = host.run("print(ban_user('eve'))", ctx=admin, plugins=toolbox)
     assert (out.status, out.stdout) == ("ok", "banned eve\n")
-    out = host.run("ban_user('eve')", ctx=user, plugins=plugin_set)
+    out = host.run("ban_user('eve')", ctx=user, plugins=toolbox)
     assert (out.status, out.error.type) == ("error", "NameError")
     # Not through the raw import either: refused host-side.
-    out = host.run(RAW_CALLS.format(via="calculate_sum", method="ban_user"), ctx=user, plugins=plugin_set)
+    out = host.run(RAW_CALLS.format(via="calculate_sum", method="ban_user"), ctx=user, plugins=toolbox)
     assert out.stdout == "invoke: unknown_method\nraw: unknown_method\n", out.error
     assert admin_calls == [("admin", "eve")]
     # The same code as the admin reaches it both ways (so the check can fail).
-    out = host.run(RAW_CALLS.format(via="calculate_sum", method="ban_user"), ctx=admin, plugins=plugin_set)
+    out = host.run(RAW_CALLS.format(via="calculate_sum", method="ban_user"), ctx=admin, plugins=toolbox)
     assert out.stdout.startswith("invoke: banned nobody\nraw: "), out.stdout
     assert len(admin_calls) == 3
 
@@ -87,14 +87,14 @@ def test_a_rule_chooses_the_methods_each_context_sees(host, plugins, admin_only,
 def test_run_async_follows_the_rule(host, plugins, admin_only):
     import asyncio
 
-    plugin_set = host.plugin_set([plugins["calc"]], methods=[admin_only],
+    toolbox = host.toolbox([plugins["calc"]], methods=[admin_only],
                                  filter=is_admin_rule([]))
 
     async def main():
         user = await host.run_async("ban_user('x')", ctx=sandwit.AgentCtx("c", "bob"),
-                                    plugins=plugin_set)
+                                    plugins=toolbox)
         admin = await host.run_async("print(ban_user('x'))", ctx=sandwit.AgentCtx("c", "admin"),
-                                     plugins=plugin_set)
+                                     plugins=toolbox)
         return user, admin
 
     user, admin = asyncio.run(main())
@@ -105,21 +105,21 @@ def test_a_rule_that_raises_raises_where_it_is_asked(host, plugins):
     def broken(ctx, provider, method):
         raise RuntimeError("rule bug")
 
-    plugin_set = host.plugin_set([plugins["calc"]], filter=broken)
+    toolbox = host.toolbox([plugins["calc"]], filter=broken)
     with pytest.raises(RuntimeError, match="rule bug"):
-        plugin_set.prompt()
+        toolbox.prompt()
     with pytest.raises(RuntimeError, match="rule bug"):
-        host.run("print(1)", plugins=plugin_set)
+        host.run("print(1)", plugins=toolbox)
     with pytest.raises(TypeError, match="filter must be callable"):
-        host.plugin_set([plugins["calc"]], filter="admin")
+        host.toolbox([plugins["calc"]], filter="admin")
     # No ctx: the rule sees the default context.
     seen = []
-    host.plugin_set([plugins["calc"]], filter=lambda c, p, m: seen.append(c) or True).prompt()
+    host.toolbox([plugins["calc"]], filter=lambda c, p, m: seen.append(c) or True).prompt()
     assert seen and all(c == sandwit.AgentCtx("default") for c in seen)
 
 
-def test_plugin_set_filter_keeps_fewer_methods(host, plugins, admin_only):
-    full = host.plugin_set([plugins["calc"], plugins["echo"]], methods=[admin_only])
+def test_toolbox_filter_keeps_fewer_methods(host, plugins, admin_only):
+    full = host.toolbox([plugins["calc"], plugins["echo"]], methods=[admin_only])
     given = []
 
     def keep(provider, method):
@@ -150,7 +150,7 @@ def test_plugin_set_filter_keeps_fewer_methods(host, plugins, admin_only):
 
 
 def test_a_rule_and_a_filtered_set_together(host, plugins, admin_only):
-    full = host.plugin_set([plugins["calc"]], methods=[admin_only], filter=is_admin_rule([]))
+    full = host.toolbox([plugins["calc"]], methods=[admin_only], filter=is_admin_rule([]))
     no_time = full.filter(lambda p, m: m["name"] != "get_current_time")
     user, admin = sandwit.AgentCtx("c", "bob"), sandwit.AgentCtx("c", "admin")
     assert [t["function"]["name"] for t in no_time.openai_tools(user)] == ["calculate_sum"]

@@ -195,7 +195,7 @@ try:
 except PluginArgumentError as e:
     print("refused", e.kind)
 """
-    out = host.run(code, plugins=host.plugin_set(methods=[method]))
+    out = host.run(code, plugins=host.toolbox(methods=[method]))
     assert (out.status, out.stdout) == ("ok", "6 8\nrefused invalid_arguments\n"), out.error
     assert seen == [(3, None), (4, "x")]
 
@@ -265,14 +265,14 @@ def methods(recorded):
 
 @pytest.fixture(scope="module")
 def mixed(host, plugins, methods):
-    return host.plugin_set([plugins["calc"]], methods=methods)
+    return host.toolbox([plugins["calc"]], methods=methods)
 
 
 def test_host_methods_are_listed_beside_plugins(mixed, methods, ctx):
     assert mixed.methods == ["calculate_sum", "get_current_time", "send_channel_message_py",
                              "lookup", "ask_expert", "draw", "fail"]
     assert len(mixed) == 7 and mixed.ids == ["calc"]
-    assert repr(mixed) == ("PluginSet(['calc'], methods=['send_channel_message_py', 'lookup', "
+    assert repr(mixed) == ("Toolbox(['calc'], methods=['send_channel_message_py', 'lookup', "
                            "'ask_expert', 'draw', 'fail'])")
     prompt = mixed.prompt(ctx)
     assert "def calculate_sum(num1, num2):" in prompt
@@ -289,8 +289,8 @@ def test_host_methods_are_listed_beside_plugins(mixed, methods, ctx):
             "key": {"type": "string", "description": "The key."},
             "default": {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": None,
                         "description": "What to give when it is missing."}}}
-    # The same with no plugins at all, and as a PluginSet built directly.
-    only = sandwit.PluginSet(methods=methods)
+    # The same with no plugins at all, and as a Toolbox built directly.
+    only = sandwit.Toolbox(methods=methods)
     assert only.ids == [] and "def lookup(" in only.prompt()
 
 
@@ -318,10 +318,10 @@ def test_a_set_calls_a_method_by_name_without_a_run(host, plugins, mixed, method
         mixed.call("calculate_sum", {"num1": {1}, "num2": 1})
     # Host methods alone: under the host that made the set; a set no host
     # made, with no plugin, has no limits or controls to call them under.
-    only = host.plugin_set(methods=methods)
+    only = host.toolbox(methods=methods)
     assert only.call("lookup", {"key": "b", "default": 5}).value == 5
     with pytest.raises(sandwit.SandwitError, match="no Host"):
-        sandwit.PluginSet(methods=methods).call("lookup", {"key": "b"})
+        sandwit.Toolbox(methods=methods).call("lookup", {"key": "b"})
 
     async def main():
         return await mixed.call_async("calculate_sum", {"num1": 1, "num2": 2})
@@ -429,13 +429,13 @@ def test_a_wrong_return_type_is_an_error_for_each_kind(host):
                           "text/html"),
     }
     methods = [returning(kind, value, name) for name, (kind, value, _) in cases.items()]
-    plugin_set = host.plugin_set(methods=methods)
+    toolbox = host.toolbox(methods=methods)
     for name, (_, _, message) in cases.items():
-        out = host.run(f"{name}()", plugins=plugin_set)
+        out = host.run(f"{name}()", plugins=toolbox)
         assert (out.status, out.error.type, out.handoff) == ("error", "PluginError", None), name
         assert message in out.error.message, (name, out.error.message)
         assert out.error.message.startswith(f"{name}: ")
-    assert host.run("print('still serving')", plugins=plugin_set).stdout == "still serving\n"
+    assert host.run("print('still serving')", plugins=toolbox).stdout == "still serving\n"
 
 
 def test_an_oversized_result_is_refused(cache_dir):
@@ -450,9 +450,9 @@ def test_an_oversized_result_is_refused(cache_dir):
 
     host = sandwit.Host(cache_dir=cache_dir, prepared_interpreters=0,
                         call_limits=sandwit.CallLimits(max_value_bytes=1000))
-    plugin_set = host.plugin_set(methods=[big])
+    toolbox = host.toolbox(methods=[big])
     code = "print(len(big(500)))\ntry:\n    big(5000)\nexcept PluginError as e:\n    print(e.kind, e)"
-    out = host.run(code, plugins=plugin_set)
+    out = host.run(code, plugins=toolbox)
     assert out.status == "ok", out.error
     lines = out.stdout.splitlines()
     assert lines[0] == "500"
@@ -474,11 +474,11 @@ def test_async_methods_run_on_the_runs_loop(host):
         seen.append((asyncio.get_running_loop(), threading.current_thread().name))
         return ctx.chat_key
 
-    plugin_set = host.plugin_set(methods=[where])
+    toolbox = host.toolbox(methods=[where])
 
     async def main():
         out = await host.run_async("print(where(0.01))", ctx=sandwit.AgentCtx("async-chat"),
-                                   plugins=plugin_set)
+                                   plugins=toolbox)
         return out, asyncio.get_running_loop()
 
     out, main_loop = asyncio.run(main())
@@ -486,7 +486,7 @@ def test_async_methods_run_on_the_runs_loop(host):
     assert seen == [(main_loop, threading.main_thread().name)]
     # A synchronous run has no loop: sandwit's own runs it, in its thread.
     seen.clear()
-    out = host.run("print(where(0.01))", plugins=plugin_set)
+    out = host.run("print(where(0.01))", plugins=toolbox)
     assert (out.status, out.stdout) == ("ok", "default\n")
     [(loop, thread)] = seen
     assert loop is not main_loop and thread == "sandwit-methods"
@@ -511,11 +511,11 @@ def test_a_method_past_the_runs_deadline(host):
         time.sleep(1.5)
         ended.set()
 
-    plugin_set = host.plugin_set(methods=[hang, block])
+    toolbox = host.toolbox(methods=[hang, block])
     short = sandwit.RunLimits(timeout_s=0.3)
     for code in ["hang()", "block()"]:
         start = time.monotonic()
-        out = host.run(code, plugins=plugin_set, limits=short)
+        out = host.run(code, plugins=toolbox, limits=short)
         assert (out.status, out.limit.kind) == ("limit_exceeded", "time"), code
         assert time.monotonic() - start < 1.2, code
         method = code.removesuffix("()")
@@ -546,11 +546,11 @@ def test_a_method_called_from_many_threads_at_once(host):
             active -= 1
         return n * n
 
-    plugin_set = host.plugin_set(methods=[square])
+    toolbox = host.toolbox(methods=[square])
 
     def work(i):
         ctx = sandwit.AgentCtx(f"thread-{i}")
-        return [host.run(f"print(square({i * 10 + j}))", ctx=ctx, plugins=plugin_set).stdout
+        return [host.run(f"print(square({i * 10 + j}))", ctx=ctx, plugins=toolbox).stdout
                 for j in range(4)]
 
     start = time.monotonic()
@@ -573,11 +573,11 @@ def test_async_methods_from_many_tasks_at_once(host):
         await asyncio.sleep(0.3)
         return text
 
-    plugin_set = host.plugin_set(methods=[slow_echo])
+    toolbox = host.toolbox(methods=[slow_echo])
 
     async def main():
         start = time.monotonic()
-        outs = await asyncio.gather(*[host.run_async(f"print(slow_echo('{i}'))", plugins=plugin_set)
+        outs = await asyncio.gather(*[host.run_async(f"print(slow_echo('{i}'))", plugins=toolbox)
                                       for i in range(10)])
         return outs, time.monotonic() - start
 
@@ -586,19 +586,19 @@ def test_async_methods_from_many_tasks_at_once(host):
     assert elapsed < 2, elapsed
 
 
-def test_name_clashes_are_plugin_set_errors(host, plugins, methods):
+def test_name_clashes_are_toolbox_errors(host, plugins, methods):
     @sandwit.method
     def calculate_sum(ctx, num1: int, num2: int) -> int:
         """Another sum."""
         return 0
 
-    with pytest.raises(sandwit.PluginSetError) as e:
-        host.plugin_set([plugins["calc"]], methods=[calculate_sum])
+    with pytest.raises(sandwit.ToolboxError) as e:
+        host.toolbox([plugins["calc"]], methods=[calculate_sum])
     assert (e.value.kind, e.value.method, e.value.first, e.value.second) == (
         "method", "calculate_sum", "calc", "host")
     lookup = next(m for m in methods if m.name == "lookup")
-    with pytest.raises(sandwit.PluginSetError) as e:
-        sandwit.PluginSet(methods=[lookup, lookup])
+    with pytest.raises(sandwit.ToolboxError) as e:
+        sandwit.Toolbox(methods=[lookup, lookup])
     assert (e.value.kind, e.value.method) == ("method", "lookup")
 
     @sandwit.method(provider="calc")
@@ -606,10 +606,10 @@ def test_name_clashes_are_plugin_set_errors(host, plugins, methods):
         """Claims to be calc."""
         return 0
 
-    with pytest.raises(sandwit.PluginSetError) as e:
-        host.plugin_set([plugins["calc"]], methods=[impostor])
+    with pytest.raises(sandwit.ToolboxError) as e:
+        host.toolbox([plugins["calc"]], methods=[impostor])
     assert (e.value.kind, e.value.id, e.value.method) == ("provider", "calc", "impostor")
     with pytest.raises(TypeError, match="methods must be HostMethods"):
-        host.plugin_set(methods=[lambda ctx: 1])
+        host.toolbox(methods=[lambda ctx: 1])
     with pytest.raises(TypeError, match="methods must be a list"):
-        host.plugin_set(methods="lookup")
+        host.toolbox(methods="lookup")

@@ -108,7 +108,7 @@ def test_plugin_instances_are_made_ahead_unless_turned_off(cache_dir):
     for host, calc in zip(hosts, calcs):
         assert calc.prepared_instances == 0
         # A run names the plugins whose instances the host makes ahead.
-        out = host.run("print(calculate_sum(1, 2))", plugins=host.plugin_set([calc]))
+        out = host.run("print(calculate_sum(1, 2))", plugins=host.toolbox([calc]))
         assert out.stdout == "3\n"
     # The default host's thread makes one (on an idle core: it may wait for
     # the other tests); the other's, as busy, makes none.
@@ -248,34 +248,56 @@ def test_a_config_error_hides_secret_values(cache_dir, tmp_path):
     assert "42424242" not in str(e.value) and "42424242" not in repr(e.value.problems)
 
 
-# ---- plugin sets -----------------------------------------------------------------------
+# ---- toolboxes -----------------------------------------------------------------------
 
 
-def test_a_plugin_set_lists_its_methods(host, plugins, plugin_set):
-    assert plugin_set.ids == list(plugins)
-    assert "calculate_sum" in plugin_set.methods and "search_knowledge_base" in plugin_set.methods
-    assert len(plugin_set) == len(plugin_set.methods)
-    assert repr(host.plugin_set([plugins["calc"]])) == "PluginSet(['calc'])"
-    assert len(sandwit.PluginSet([])) == 0
+def test_a_toolbox_lists_its_methods(host, plugins, toolbox):
+    assert toolbox.ids == list(plugins)
+    assert "calculate_sum" in toolbox.methods and "search_knowledge_base" in toolbox.methods
+    assert len(toolbox) == len(toolbox.methods)
+    assert repr(host.toolbox([plugins["calc"]])) == "Toolbox(['calc'])"
+    assert len(sandwit.Toolbox([])) == 0
 
 
-def test_a_plugin_set_refuses_clashes(cache_dir, plugins):
+def test_a_plugins_lifecycle_hooks_apply_to_runs_calls_and_listings(host):
+    # The `lifecycle` fixture injects a prompt naming the chat and offers
+    # `whoami` only to a chat with a user: a run, a direct call and the
+    # listing of a chat with none see no `whoami`, with the toolbox as given.
+    plugins = host.toolbox([host.load_plugin(wasm("lifecycle"))])
+    lobby = sandwit.AgentCtx("lobby")
+    out = host.run("print(chat_name())\nwhoami()", ctx=lobby, plugins=plugins)
+    assert out.stdout == "lobby\n"
+    assert out.error is not None and out.error.type == "NameError", out
+    with pytest.raises(sandwit.CallError) as e:
+        plugins.call("whoami", ctx=lobby)
+    assert e.value.kind == "unknown_method"
+    listing = plugins.prompt(lobby)
+    assert "[plugin `lifecycle`]\nThis is the chat `lobby`." in listing, listing
+    assert "def chat_name(" in listing and "def whoami(" not in listing, listing
+    names = [tool["function"]["name"] for tool in plugins.openai_tools(lobby)]
+    assert names == ["chat_name"]
+    ada = sandwit.AgentCtx("lobby", user_id="ada")
+    assert host.run("print(whoami())", ctx=ada, plugins=plugins).stdout == "ada\n"
+    assert "def whoami(" in plugins.prompt(ada)
+
+
+def test_a_toolbox_refuses_clashes(cache_dir, plugins):
     bare = sandwit.Host(cache_dir=cache_dir, prepared_interpreters=0)
     impostor = bare.load_plugin(wasm("impostor"))  # id `notes`, a `calculate_sum`
-    with pytest.raises(sandwit.PluginSetError) as e:
-        bare.plugin_set([plugins["calc"], impostor])
+    with pytest.raises(sandwit.ToolboxError) as e:
+        bare.toolbox([plugins["calc"], impostor])
     assert (e.value.kind, e.value.method, e.value.first, e.value.second) == (
         "method", "calculate_sum", "calc", "notes")
-    with pytest.raises(sandwit.PluginSetError) as e:
-        bare.plugin_set([plugins["notes"], impostor])
+    with pytest.raises(sandwit.ToolboxError) as e:
+        bare.toolbox([plugins["notes"], impostor])
     assert (e.value.kind, e.value.id) == ("id", "notes")
     assert e.value.first == plugins["notes"].sha256
     with pytest.raises(TypeError):
-        bare.plugin_set([plugins["calc"], "calc.wasm"])
+        bare.toolbox([plugins["calc"], "calc.wasm"])
     with pytest.raises(TypeError):
-        bare.plugin_set("calc")
+        bare.toolbox("calc")
     with pytest.raises(TypeError):
-        bare.plugin_set(3)
+        bare.toolbox(3)
 
 
 # ---- direct calls ----------------------------------------------------------------------
@@ -419,28 +441,28 @@ def test_the_store_follows_the_context(plugins):
     notes.call("forget_all", ctx=alice)
 
 
-def test_prompt_is_the_clis_listing(plugin_set, plugins, cache_dir):
-    prompt = plugin_set.prompt()
+def test_prompt_is_the_clis_listing(toolbox, plugins, cache_dir):
+    prompt = toolbox.prompt()
     assert prompt.startswith("Your Python code can call these functions.")
     assert "\ndef calculate_sum(num1, num2):  # tool: returns a value and the code goes on " \
            "(plugin `calc`)\n" in prompt
     assert "def search_knowledge_base(query, max_results=None):  # agent: STOPS THE SCRIPT" in prompt
-    assert plugin_set.prompt(sandwit.AgentCtx("x")) == prompt
+    assert toolbox.prompt(sandwit.AgentCtx("x")) == prompt
     cli = GUESTS.parents[2] / "debug" / "sandwit"
     if not cli.exists():
         pytest.skip("no target/debug/sandwit to compare with")
     import subprocess
 
     args = [str(cli), "--cache-dir", str(cache_dir), "prompt"]
-    for name in plugin_set.ids:
+    for name in toolbox.ids:
         args += ["--plugin", str(wasm(name))]
     out = subprocess.run(args, capture_output=True, text=True, check=True)
     assert out.stdout.rstrip("\n") == prompt.rstrip("\n")
 
 
-def test_openai_tools_describe_the_same_methods(plugin_set):
-    tools = plugin_set.openai_tools()
-    assert [t["function"]["name"] for t in tools] == plugin_set.methods
+def test_openai_tools_describe_the_same_methods(toolbox):
+    tools = toolbox.openai_tools()
+    assert [t["function"]["name"] for t in tools] == toolbox.methods
     calc = tools[0]
     assert calc["type"] == "function"
     f = calc["function"]

@@ -8,8 +8,8 @@ import pytest
 import sandwit
 
 
-def test_a_run_calls_plugin_methods(host, plugin_set, ctx):
-    out = host.run("print(calculate_sum(1, 2))", ctx=ctx, plugins=plugin_set)
+def test_a_run_calls_plugin_methods(host, toolbox, ctx):
+    out = host.run("print(calculate_sum(1, 2))", ctx=ctx, plugins=toolbox)
     assert (out.status, out.stdout, out.stderr) == ("ok", "3\n", "")
     assert (out.error, out.limit, out.handoff) == (None, None, None)
     assert out.fuel_used > 0 and out.elapsed_ms > 0
@@ -53,7 +53,7 @@ def test_an_exception_is_an_error_outcome(host):
     assert (out.status, out.stderr) == ("ok", "warn\n")
 
 
-def test_a_plugins_failure_raises_in_the_code(host, plugin_set):
+def test_a_plugins_failure_raises_in_the_code(host, toolbox):
     code = """
 try:
     calculate_sum(2**62, 2**62)
@@ -65,17 +65,17 @@ except PluginArgumentError:
     print("refused")
 trap()
 """
-    out = host.run(code, plugins=plugin_set)
+    out = host.run(code, plugins=toolbox)
     assert out.stdout == "calculate_sum failed\nrefused\n"
     assert out.status == "error" and out.error.type == "PluginError"
     assert [e["ok"] for e in out.events if e["type"] == "call"] == [False, False, False]
     # The host still serves.
-    assert host.run("print(calculate_sum(1, 1))", plugins=plugin_set).stdout == "2\n"
+    assert host.run("print(calculate_sum(1, 1))", plugins=toolbox).stdout == "2\n"
 
 
-def test_an_agent_method_hands_off(host, plugin_set, ctx):
+def test_an_agent_method_hands_off(host, toolbox, ctx):
     code = "print('searching')\nsearch_knowledge_base('sandwit')\nprint('never')"
-    out = host.run(code, ctx=ctx, plugins=plugin_set)
+    out = host.run(code, ctx=ctx, plugins=toolbox)
     assert (out.status, out.stdout, out.error) == ("agent_handoff", "searching\n", None)
     h = out.handoff
     assert (h.plugin, h.method, h.result.kind) == ("knowledge", "search_knowledge_base", "agent")
@@ -85,8 +85,8 @@ def test_an_agent_method_hands_off(host, plugin_set, ctx):
     assert "Handoff(plugin='knowledge'" in repr(out)
 
 
-def test_a_multimodal_agent_hands_off_its_parts(host, plugin_set):
-    out = host.run("generate_image_and_comment('a red fox')", plugins=plugin_set)
+def test_a_multimodal_agent_hands_off_its_parts(host, toolbox):
+    out = host.run("generate_image_and_comment('a red fox')", plugins=toolbox)
     assert out.status == "agent_handoff"
     result = out.handoff.result
     assert result.kind == "multimodal-agent"
@@ -95,8 +95,8 @@ def test_a_multimodal_agent_hands_off_its_parts(host, plugin_set):
     assert out.to_dict()["handoff"]["result"]["kind"] == "multimodal-agent"
 
 
-def test_a_behavior_is_recorded_as_a_system_message_and_chat(host, plugin_set, ctx):
-    out = host.run("print(send_channel_message('deploy done'))", ctx=ctx, plugins=plugin_set)
+def test_a_behavior_is_recorded_as_a_system_message_and_chat(host, toolbox, ctx):
+    out = host.run("print(send_channel_message('deploy done'))", ctx=ctx, plugins=toolbox)
     assert out.status == "ok"
     assert out.stdout == "Message sent to channel #general: deploy done\n"
     types = [e["type"] for e in out.events]
@@ -107,7 +107,7 @@ def test_a_behavior_is_recorded_as_a_system_message_and_chat(host, plugin_set, c
     assert log["plugin"] == "messenger" and log["level"] == "info"
 
 
-def test_limits_end_runs(host, plugin_set):
+def test_limits_end_runs(host, toolbox):
     out = host.run("while True: pass", limits=sandwit.RunLimits(fuel=20_000_000))
     assert (out.status, out.limit.kind) == ("limit_exceeded", "fuel")
     assert out.to_dict()["limit"]["kind"] == "fuel" and "LimitHit(kind='fuel'" in repr(out)
@@ -116,7 +116,7 @@ def test_limits_end_runs(host, plugin_set):
     assert (out.status, out.limit.kind) == ("limit_exceeded", "time")
     assert out.elapsed_ms < 4000
 
-    out = host.run("for i in range(5): calculate_sum(i, i)", plugins=plugin_set,
+    out = host.run("for i in range(5): calculate_sum(i, i)", plugins=toolbox,
                    limits=sandwit.RunLimits(max_calls=3))
     assert (out.status, out.limit.kind) == ("limit_exceeded", "calls")
 
@@ -146,7 +146,7 @@ def test_runs_share_nothing(host):
     assert out.status == "error" and out.error.type == "NameError"
 
 
-def test_bad_run_arguments_are_type_errors(host, plugin_set):
+def test_bad_run_arguments_are_type_errors(host, toolbox):
     with pytest.raises(TypeError):
         host.run(123)
     with pytest.raises(TypeError):
@@ -164,15 +164,15 @@ def test_bad_run_arguments_are_type_errors(host, plugin_set):
     with pytest.raises(UnicodeEncodeError):
         host.run("print('\udc80')")
     # Still serving.
-    assert host.run("print(calculate_sum(1, 2))", plugins=plugin_set).stdout == "3\n"
+    assert host.run("print(calculate_sum(1, 2))", plugins=toolbox).stdout == "3\n"
 
 
-def test_the_store_keeps_notes_per_user(host, plugin_set):
+def test_the_store_keeps_notes_per_user(host, toolbox):
     a, b = sandwit.AgentCtx("chat-store-a", "u1"), sandwit.AgentCtx("chat-store-a", "u2")
-    assert host.run("remember('buy milk')", ctx=a, plugins=plugin_set).status == "ok"
-    assert host.run("print(recall())", ctx=a, plugins=plugin_set).stdout == "['buy milk']\n"
-    assert host.run("print(recall())", ctx=b, plugins=plugin_set).stdout == "[]\n"
-    host.run("forget_all()", ctx=a, plugins=plugin_set)
+    assert host.run("remember('buy milk')", ctx=a, plugins=toolbox).status == "ok"
+    assert host.run("print(recall())", ctx=a, plugins=toolbox).stdout == "['buy milk']\n"
+    assert host.run("print(recall())", ctx=b, plugins=toolbox).stdout == "[]\n"
+    host.run("forget_all()", ctx=a, plugins=toolbox)
 
 
 def test_a_file_store_outlives_its_host(cache_dir, tmp_path, policy_file):
@@ -219,8 +219,8 @@ def test_busy_code_runs_until_the_time_limit_set_not_a_fuel_default(host):
     assert out.elapsed_ms >= 1500 and out.fuel_used > 0
 
 
-def test_inputs_go_in_and_the_result_comes_out(host, plugin_set):
-    out = host.run("calculate_sum(a, len(rows)), {'who': who, 'raw': raw}", plugins=plugin_set,
+def test_inputs_go_in_and_the_result_comes_out(host, toolbox):
+    out = host.run("calculate_sum(a, len(rows)), {'who': who, 'raw': raw}", plugins=toolbox,
                    inputs={"a": 40, "rows": [1, 2], "who": "Ada", "raw": b"\x00"})
     assert out.status == "ok", out
     assert out.result == [42, {"who": "Ada", "raw": b"\x00"}]

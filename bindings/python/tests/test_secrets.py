@@ -100,7 +100,7 @@ def test_a_secret_never_reaches_host_methods_or_live_events(services):
         """
         raise ValueError(text)
 
-    plugin_set = host.plugin_set([plugin], methods=[keep, complain])
+    toolbox = host.toolbox([plugin], methods=[keep, complain])
     code = """
 print(keep(leak()))
 print(keep(read_config("token")))
@@ -111,7 +111,7 @@ except PluginError as e:
 complain(leak())
 """
     events = []
-    out = host.run(code, ctx=sandwit.AgentCtx("chat-s", "user-s"), plugins=plugin_set,
+    out = host.run(code, ctx=sandwit.AgentCtx("chat-s", "user-s"), plugins=toolbox,
                    on_event=events.append)
     assert out.status == "error" and out.error.type == "PluginError"
     assert received == ["returned token [secret]", "[secret]",

@@ -2,7 +2,7 @@
 OpenAPI document served by a real FastAPI application on loopback
 (tests/cli/tools/openapi_app.py, run by `.venv-tools`'s Python, which
 scripts/test and scripts/test-python make), become methods that a run and
-`PluginSet.call` reach, with the source's token hidden."""
+`Toolbox.call` reach, with the source's token hidden."""
 
 import os
 import subprocess
@@ -57,7 +57,7 @@ def test_a_sources_methods_are_called_in_runs_and_directly(app, cache_dir, tmp_p
     with pytest.raises(TypeError, match="tool source `shop`"):
         methods[0]()
 
-    plugins = host.plugin_set(methods=methods)
+    plugins = host.toolbox(methods=methods)
     outcome = host.run("result = get_item(5, q='z')['name']", plugins=plugins)
     assert outcome.status == "ok", outcome.error
     assert outcome.result == "item 5"
@@ -83,7 +83,7 @@ def test_an_mcp_servers_tools_are_methods(cache_dir, tmp_path):
     host = sandwit.Host(cache_dir=cache_dir, policy=policy, prepared_interpreters=0)
     methods = host.tool_sources()
     assert {"add", "echo", "my_tool_v2"} <= {m.name for m in methods}
-    plugins = host.plugin_set(methods=methods)
+    plugins = host.toolbox(methods=methods)
     outcome = host.run("result = [add(2, 3), echo('hi')]", plugins=plugins)
     assert outcome.status == "ok", outcome.error
     assert outcome.result == [{"result": 5}, "hi"]

@@ -41,7 +41,7 @@ def keys_fit(event: dict, typed: type) -> None:
     assert typed.__required_keys__ <= set(event), (event, typed)
 
 
-def test_events_have_their_typed_dicts_keys(host, plugin_set, ctx):
+def test_events_have_their_typed_dicts_keys(host, toolbox, ctx):
     by_type = {
         "call": sandwit.CallEvent,
         "system_message": sandwit.SystemMessageEvent,
@@ -55,7 +55,7 @@ def test_events_have_their_typed_dicts_keys(host, plugin_set, ctx):
     live = []
     code = ("import sys\nprint(calculate_sum(1, 2))\nprint('oops', file=sys.stderr)\n"
             "send_channel_message('hi')\nremember('tea')\nsend_chat_message('hello')")
-    out = host.run(code, ctx=ctx, plugins=plugin_set, on_event=live.append)
+    out = host.run(code, ctx=ctx, plugins=toolbox, on_event=live.append)
     seen = {e["type"] for e in live}
     assert {"call", "system_message", "stdout", "stderr"} <= seen, live
     for event in live:

@@ -47,13 +47,13 @@ def test_run_limits_keep_the_fields_given_through_pickling(cache_dir):
     assert (out.status, out.stdout) == ("ok", "300\n"), out
 
 
-def test_outcomes_and_results_pickle_to_equal_values(host, plugins, plugin_set, ctx):
+def test_outcomes_and_results_pickle_to_equal_values(host, plugins, toolbox, ctx):
     calc = plugins["calc"]
     outcomes = [
-        host.run("print(calculate_sum(1, 2))", ctx=ctx, plugins=plugin_set),
-        host.run("send_channel_message('hi')\n1 / 0", ctx=ctx, plugins=plugin_set),
-        host.run("search_knowledge_base('sandwit')", ctx=ctx, plugins=plugin_set),
-        host.run("generate_image_and_comment('a red fox')", ctx=ctx, plugins=plugin_set),
+        host.run("print(calculate_sum(1, 2))", ctx=ctx, plugins=toolbox),
+        host.run("send_channel_message('hi')\n1 / 0", ctx=ctx, plugins=toolbox),
+        host.run("search_knowledge_base('sandwit')", ctx=ctx, plugins=toolbox),
+        host.run("generate_image_and_comment('a red fox')", ctx=ctx, plugins=toolbox),
         host.run("while True: pass", limits=sandwit.RunLimits(fuel=1_000_000)),
     ]
     assert [o.status for o in outcomes] == ["ok", "error", "agent_handoff", "agent_handoff",

@@ -37,8 +37,9 @@ pub mod plugin_v0_2 {
 }
 
 /// The `python-sandbox` world of the CPython component. Its `methods` import
-/// is linked by hand (`sandbox/small/methods.rs`) because a call needs the
-/// store's fuel; only the export bindings are used.
+/// is linked by hand (`sandbox/small/linker.rs`, answered by
+/// `sandbox/run/calls.rs`) because a call needs the store's fuel; only the
+/// export bindings are used.
 pub mod python {
     wasmtime::component::bindgen!({
         path: "../wit/interpreter",

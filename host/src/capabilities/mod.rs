@@ -6,7 +6,7 @@
 //! [`chat::interface::ChatData`]) and what the grant allows. `env` is what
 //! one loaded plugin was granted, `events` what its calls did. (The
 //! interpreter's one import, `methods`, is the Python sandbox's:
-//! `sandbox/small/methods.rs`.)
+//! `sandbox/small/linker.rs`, answered by `sandbox/run/calls.rs`.)
 
 pub mod chat;
 pub(crate) mod config;

@@ -4,14 +4,16 @@
 //! state for its life, and counters per method an exporter can read
 //! ([`Host::controls_snapshot`](crate::Host::controls_snapshot)).
 //!
-//! A call is admitted before it runs, in this order: the rate limit, the
-//! breaker, the budgets (the call's cost reserved), then the approver for a
-//! flagged method (last, so no one is asked about a call that would be
-//! refused anyway). Its outcome is then recorded: a failure counts towards
-//! the breaker and gives the reserved cost back. The state of a method
-//! lives in one entry found under two read locks; each control takes one
-//! uncontended mutex, so a call with every control on adds well under a
-//! microsecond. Hosts that run as replicas keep rate-limit buckets and chat
+//! A call is admitted before it runs, whoever provides it (a plugin, a
+//! host method, a tool source) and whether a run makes it or not: one path,
+//! `RunControls::admit`, in this order: the rate limit, the breaker, the
+//! budgets (the call's cost reserved), then the approver for a flagged
+//! method (last, so no one is asked about a call that would be refused
+//! anyway). Its outcome is then recorded (`RunControls::finish`): a
+//! failure counts towards the breaker and gives the reserved cost back.
+//! The state of a method lives in one entry found under two read locks;
+//! each control takes one uncontended mutex, so a call with every control
+//! on adds well under a microsecond. Hosts that run as replicas keep rate-limit buckets and chat
 //! budgets in [`SharedControls`] instead, one round trip each, and the end
 //! of an open breaker there too (read at most once a second per breaker).
 
@@ -296,13 +298,34 @@ pub(crate) struct Permit {
 }
 
 /// A run's share of the controls: its approver and what it has spent.
+/// Every call is admitted through one ([`RunControls::admit`]): a call
+/// outside a run has one of its own.
 #[derive(Default)]
 pub(crate) struct RunControls {
     /// None only for an interpreter being prepared, which calls no method.
     controls: Option<Arc<Controls>>,
     approver: Option<Arc<dyn Approver>>,
-    /// Millionths.
-    spent: u64,
+    /// What the run's calls have cost, in millionths; none for a call
+    /// outside a run, which no run budget bounds.
+    spent: Option<u64>,
+}
+
+/// A call on its way through the admission's steps: what each reads.
+struct Asked<'a> {
+    plugin: &'a str,
+    method: &'a str,
+    ctx: &'a AgentCtx,
+    entry: Arc<MethodEntry>,
+    /// When it was asked for, by the controls' clock.
+    now: Duration,
+}
+
+impl Asked<'_> {
+    /// The refusal of the call because its `control`'s shared state could
+    /// not be reached ([`unreachable_state`]).
+    fn unreachable(&self, control: &str, e: &SharedControlsError) -> Refused {
+        unreachable_state(&self.entry.counters, self.plugin, self.method, control, e)
+    }
 }
 
 impl Controls {
@@ -326,69 +349,76 @@ impl Controls {
         }
     }
 
-    /// Admits a call of `plugin`'s `method` (which must exist: entries are
-    /// made for the methods called) for `ctx`, or refuses it. `run` is the
-    /// calling run's controls; without it the host's approver decides and
-    /// there is no run budget. The approver must answer by `deadline`.
-    pub(crate) async fn admit(
-        &self,
-        plugin: &str,
-        method: &str,
-        ctx: &AgentCtx,
-        args: &Value,
-        run: Option<(&mut u64, Option<&Arc<dyn Approver>>)>,
-        deadline: Instant,
-    ) -> Result<(Permit, Option<ControlEvent>), Refused> {
+    /// A call of `plugin`'s `method` (which must exist: entries are made
+    /// for the methods called) for `ctx` on its way in, counted.
+    fn asked<'a>(&self, plugin: &'a str, method: &'a str, ctx: &'a AgentCtx) -> Asked<'a> {
         let entry = self.entry(ctx.namespace.as_deref(), plugin, method);
-        let counters = &entry.counters;
-        bump(&counters.calls);
-        let now = self.clock.now();
-        let taken = match (&entry.rate, &self.shared) {
-            (None, _) => Ok(()),
-            (Some(rate), None) => rate.take(ctx, now),
-            (Some(rate), Some(shared)) => shared
-                .take_call(&rate.shared_bucket(ctx), rate.per_minute())
-                .await
-                .map_err(|e| unreachable_state(counters, plugin, method, "rate limit", &e))?,
-        };
-        if let (Some(rate), Err(wait)) = (&entry.rate, taken) {
-            bump(&counters.rate_limited);
-            let per = match rate.scope() {
-                RateScope::Plugin => "",
-                RateScope::Chat => " per chat",
-                RateScope::User => " per user",
-            };
-            return Err(Refused {
-                kind: CallErrorKind::LimitExceeded {
-                    limit: LimitKind::Rate,
-                    message: format!(
-                        "at most {} calls a minute{per}; the next is allowed in {:.1} s",
-                        rate.per_minute(),
-                        wait.as_secs_f64()
-                    ),
-                },
-                event: ControlEvent::RateLimited {
-                    per_minute: rate.per_minute(),
-                    scope: rate.scope(),
-                    retry_after_ms: millis(wait),
-                },
-            });
+        bump(&entry.counters.calls);
+        Asked {
+            plugin,
+            method,
+            ctx,
+            entry,
+            now: self.clock.now(),
         }
-        let mut permit = Permit {
-            entry: entry.clone(),
-            chat: None,
-            cost: entry.cost,
-            ticket: None,
-            finished: false,
+    }
+
+    /// The first step of a call's admission: a token from its rate limit's
+    /// bucket (this host's, or the one hosts share), if it has one.
+    async fn check_rate_limit(&self, asked: &Asked<'_>) -> Result<(), Refused> {
+        let Some(rate) = &asked.entry.rate else {
+            return Ok(());
         };
-        if let (Some(breaker), Some(shared)) = (&entry.breaker, &self.shared) {
+        let taken = match &self.shared {
+            None => rate.take(asked.ctx, asked.now),
+            Some(shared) => shared
+                .take_call(&rate.shared_bucket(asked.ctx), rate.per_minute())
+                .await
+                .map_err(|e| asked.unreachable("rate limit", &e))?,
+        };
+        let Err(wait) = taken else {
+            return Ok(());
+        };
+        bump(&asked.entry.counters.rate_limited);
+        let per = match rate.scope() {
+            RateScope::Plugin => "",
+            RateScope::Chat => " per chat",
+            RateScope::User => " per user",
+        };
+        Err(Refused {
+            kind: CallErrorKind::LimitExceeded {
+                limit: LimitKind::Rate,
+                message: format!(
+                    "at most {} calls a minute{per}; the next is allowed in {:.1} s",
+                    rate.per_minute(),
+                    wait.as_secs_f64()
+                ),
+            },
+            event: ControlEvent::RateLimited {
+                per_minute: rate.per_minute(),
+                scope: rate.scope(),
+                retry_after_ms: millis(wait),
+            },
+        })
+    }
+
+    /// The second step: the method's circuit breaker, if it has one, lets
+    /// the call through (closed, or half-open and this the probe; an open
+    /// one of another host sharing it refuses too). Its ticket goes into
+    /// `permit`.
+    async fn check_breaker(&self, asked: &Asked<'_>, permit: &mut Permit) -> Result<(), Refused> {
+        let Some(breaker) = &asked.entry.breaker else {
+            return Ok(());
+        };
+        let (counters, now) = (&asked.entry.counters, asked.now);
+        if let Some(shared) = &self.shared {
             let open_until = match breaker.shared_view(now) {
                 Some(open_until) => open_until,
                 None => {
                     let open_for = shared
                         .breaker_open_for(breaker.name())
                         .await
-                        .map_err(|e| unreachable_state(counters, plugin, method, "breaker", &e))?;
+                        .map_err(|e| asked.unreachable("breaker", &e))?;
                     breaker.remember_shared(now, open_for)
                 }
             };
@@ -397,140 +427,41 @@ impl Controls {
                 return Err(breaker_refusal(breaker::Refusal::Open(until - now)));
             }
         }
-        if let Some(breaker) = &entry.breaker {
-            match breaker.admit(now) {
-                Ok(ticket) => permit.ticket = Some(ticket),
-                Err(refusal) => {
-                    bump(&counters.breaker_refused);
-                    return Err(breaker_refusal(refusal));
-                }
+        match breaker.admit(now) {
+            Ok(ticket) => {
+                permit.ticket = Some(ticket);
+                Ok(())
             }
-        }
-        let cost = entry.cost;
-        let (run_spent, run_approver) = match run {
-            Some((spent, approver)) => (Some(spent), approver),
-            None => (None, None),
-        };
-        if cost > 0 {
-            let over = |budget, limit: u64, spent: u64| {
-                bump(&counters.budget_refused);
-                let whose = match budget {
-                    BudgetScope::Run => "the run's",
-                    BudgetScope::Chat => "the chat's",
-                };
-                Refused {
-                    kind: CallErrorKind::LimitExceeded {
-                        limit: LimitKind::Budget,
-                        message: format!(
-                            "the call costs {}, and {whose} budget of {} has {} left",
-                            from_micros(cost),
-                            from_micros(limit),
-                            from_micros(limit.saturating_sub(spent))
-                        ),
-                    },
-                    event: ControlEvent::BudgetExceeded {
-                        budget,
-                        limit: from_micros(limit),
-                        spent: from_micros(spent),
-                        cost: from_micros(cost),
-                    },
-                }
-            };
-            if let (Some(limit), Some(spent)) = (self.run_budget, &run_spent)
-                && **spent + cost > limit
-            {
-                return Err(over(BudgetScope::Run, limit, **spent));
-            }
-            if let Some(chats) = &self.chats {
-                chats
-                    .reserve(&ctx.chat_key, cost)
-                    .await
-                    .map_err(|e| unreachable_state(counters, plugin, method, "chat budget", &e))?
-                    .map_err(|spent| over(BudgetScope::Chat, chats.limit(), spent))?;
-                permit.chat = Some((chats.clone(), ctx.chat_key.clone()));
-            }
-        }
-        // A run makes one call at a time: what it spends is added once the
-        // call is admitted, and taken back if the call fails.
-        if entry.approval.is_empty() {
-            if let Some(spent) = run_spent {
-                *spent += cost;
-            }
-            return Ok((permit, None));
-        }
-        let flags = entry.approval.clone();
-        let approver = run_approver.or(self.approver.as_ref());
-        let request = ApprovalRequest {
-            plugin,
-            method,
-            flags: &flags,
-            ctx,
-            args,
-        };
-        let refusal = match approver {
-            None => Some("no approver is set".to_string()),
-            Some(approver) => {
-                let answer =
-                    tokio::time::timeout_at(deadline.into(), approver.approve(&request)).await;
-                match answer {
-                    Ok(true) => None,
-                    Ok(false) => Some("the approver refused it".to_string()),
-                    Err(_) => Some("the approver did not answer before the deadline".to_string()),
-                }
-            }
-        };
-        match refusal {
-            None => {
-                bump(&counters.approvals_granted);
-                if let Some(spent) = run_spent {
-                    *spent += cost;
-                }
-                Ok((permit, Some(ControlEvent::Approved { flags })))
-            }
-            Some(reason) => {
-                bump(&counters.approvals_refused);
-                let names = flags
-                    .iter()
-                    .map(|f| format!("`{f}`"))
-                    .collect::<Vec<_>>()
-                    .join(" and ");
-                Err(Refused {
-                    kind: CallErrorKind::NotApproved {
-                        flags: flags.clone(),
-                        message: format!(
-                            "plugin `{plugin}`, method `{method}` is {names}, and the policy \
-                             requires approval for each call: {reason}"
-                        ),
-                    },
-                    event: ControlEvent::ApprovalRefused { flags, reason },
-                })
+            Err(refusal) => {
+                bump(&counters.breaker_refused);
+                Err(breaker_refusal(refusal))
             }
         }
     }
 
-    /// A call outside a run (`Plugin::call`, `Host::call`): admitted for
-    /// `ctx` by `deadline` (refused: the refusal, and `call` is not made),
-    /// made with `args`, and finished with its result (`result_of` finds it
-    /// in what `call` returns). A breaker it trips is logged: there is no
+    /// A call outside a run (`Plugin::call`, `Host::call`) of `provider`'s
+    /// `method`: admitted for `ctx` by `deadline` as a run's call is
+    /// ([`RunControls::admit`], with no run budget and the host's approver;
+    /// refused: the refusal, and `call` is not made), made with `args`, and
+    /// finished with its result. A breaker it trips is logged: there is no
     /// run to record it in. Each control's decision is traced.
-    pub(crate) async fn call_outside_run<T, R>(
-        &self,
-        (provider, method): (&str, &str),
+    pub(crate) async fn call_outside_run<R: CallAnswer>(
+        self: &Arc<Self>,
+        provider: &str,
+        method: &str,
         ctx: &AgentCtx,
         args: Value,
         deadline: Instant,
         call: impl AsyncFnOnce(Value) -> R,
-        result_of: impl Fn(&R) -> &Result<T, crate::CallError>,
     ) -> Result<R, Refused> {
-        let admitted = self
-            .admit(provider, method, ctx, &args, None, deadline)
-            .await;
+        let mut controls = RunControls::outside_run(self.clone());
+        let admitted = controls.admit(provider, method, ctx, &args, deadline).await;
         let (permit, approved) = admitted.inspect_err(|r| r.event.trace(provider, method))?;
         if let Some(approved) = approved {
             approved.trace(provider, method);
         }
         let answer = call(args).await;
-        if let (_, Some(tripped)) = self.finish(permit, result_of(&answer)) {
+        if let Some(tripped) = controls.finish(permit, answer.result()) {
             tripped.trace(provider, method);
             tracing::warn!(provider, method, "{tripped}");
         }
@@ -542,7 +473,7 @@ impl Controls {
     /// method or its plugin (not the caller's) counts towards the breaker.
     /// Returns the cost to give back to the run's spending, and the event
     /// if the call opened the breaker.
-    pub(crate) fn finish<T>(
+    fn finish<T>(
         &self,
         mut permit: Permit,
         result: &Result<T, crate::CallError>,
@@ -831,16 +762,35 @@ impl RunControls {
         RunControls {
             controls: Some(controls),
             approver,
-            spent: 0,
+            spent: Some(0),
+        }
+    }
+
+    /// The share of `controls` of one call outside a run: no run budget
+    /// bounds it, and the host's approver decides.
+    fn outside_run(controls: Arc<Controls>) -> Self {
+        RunControls {
+            controls: Some(controls),
+            approver: None,
+            spent: None,
         }
     }
 
     /// What the run's calls have cost.
     pub(crate) fn spent(&self) -> f64 {
-        from_micros(self.spent)
+        from_micros(self.spent.unwrap_or(0))
     }
 
-    /// [`Controls::admit`] for a call of the run.
+    /// Admits a call of `plugin`'s `method` (which must exist: entries are
+    /// made for the methods called) for `ctx`, or refuses it: every call
+    /// comes in here, a run's (its plugins', host methods', tool sources')
+    /// and one made outside a run ([`Controls::call_outside_run`]). The
+    /// steps, in order: [`Controls::check_rate_limit`],
+    /// [`Controls::check_breaker`], [`RunControls::check_budgets`] and
+    /// [`RunControls::check_approval`], which must have its answer by
+    /// `deadline`. The permit (none without controls: an interpreter being
+    /// prepared) goes back to [`RunControls::finish`] with the call's
+    /// result; the event says the call was approved.
     pub(crate) async fn admit(
         &mut self,
         plugin: &str,
@@ -852,14 +802,148 @@ impl RunControls {
         let Some(controls) = &self.controls else {
             return Ok((None, None));
         };
-        let run = Some((&mut self.spent, self.approver.as_ref()));
-        let (permit, event) = controls
-            .admit(plugin, method, ctx, args, run, deadline)
+        let asked = controls.asked(plugin, method, ctx);
+        controls.check_rate_limit(&asked).await?;
+        let mut permit = Permit {
+            entry: asked.entry.clone(),
+            chat: None,
+            cost: asked.entry.cost,
+            ticket: None,
+            finished: false,
+        };
+        controls.check_breaker(&asked, &mut permit).await?;
+        self.check_budgets(controls, &asked, &mut permit).await?;
+        let approved = self
+            .check_approval(controls, &asked, args, deadline)
             .await?;
-        Ok((Some(permit), event))
+        // A run makes one call at a time: what it spends is added once the
+        // call is admitted, and taken back if the call fails.
+        if let Some(spent) = &mut self.spent {
+            *spent += permit.cost;
+        }
+        Ok((Some(permit), approved))
     }
 
-    /// [`Controls::finish`] for a call of the run.
+    /// The third step: the call's cost fits in what is left of the run's
+    /// budget, and is reserved in the chat's (given back if the call
+    /// fails, or is dropped unfinished: `permit` holds the reservation).
+    async fn check_budgets(
+        &self,
+        controls: &Controls,
+        asked: &Asked<'_>,
+        permit: &mut Permit,
+    ) -> Result<(), Refused> {
+        let cost = permit.cost;
+        if cost == 0 {
+            return Ok(());
+        }
+        let over = |budget, limit: u64, spent: u64| {
+            bump(&asked.entry.counters.budget_refused);
+            let whose = match budget {
+                BudgetScope::Run => "the run's",
+                BudgetScope::Chat => "the chat's",
+            };
+            Refused {
+                kind: CallErrorKind::LimitExceeded {
+                    limit: LimitKind::Budget,
+                    message: format!(
+                        "the call costs {}, and {whose} budget of {} has {} left",
+                        from_micros(cost),
+                        from_micros(limit),
+                        from_micros(limit.saturating_sub(spent))
+                    ),
+                },
+                event: ControlEvent::BudgetExceeded {
+                    budget,
+                    limit: from_micros(limit),
+                    spent: from_micros(spent),
+                    cost: from_micros(cost),
+                },
+            }
+        };
+        if let (Some(limit), Some(spent)) = (controls.run_budget, self.spent)
+            && spent + cost > limit
+        {
+            return Err(over(BudgetScope::Run, limit, spent));
+        }
+        if let Some(chats) = &controls.chats {
+            let chat = &asked.ctx.chat_key;
+            chats
+                .reserve(chat, cost)
+                .await
+                .map_err(|e| asked.unreachable("chat budget", &e))?
+                .map_err(|spent| over(BudgetScope::Chat, chats.limit(), spent))?;
+            permit.chat = Some((chats.clone(), chat.clone()));
+        }
+        Ok(())
+    }
+
+    /// The last step (so that no one is asked about a call refused
+    /// anyway): a method whose flags the policy requires approval for is
+    /// approved by the run's approver, else the host's, by `deadline`.
+    /// `Approved` for a flagged method approved, nothing for another.
+    async fn check_approval(
+        &self,
+        controls: &Controls,
+        asked: &Asked<'_>,
+        args: &Value,
+        deadline: Instant,
+    ) -> Result<Option<ControlEvent>, Refused> {
+        let Asked {
+            plugin,
+            method,
+            ctx,
+            entry,
+            ..
+        } = asked;
+        if entry.approval.is_empty() {
+            return Ok(None);
+        }
+        let flags = entry.approval.clone();
+        let request = ApprovalRequest {
+            plugin,
+            method,
+            flags: &flags,
+            ctx,
+            args,
+        };
+        let refusal = match self.approver.as_ref().or(controls.approver.as_ref()) {
+            None => Some("no approver is set".to_string()),
+            Some(approver) => {
+                let answer =
+                    tokio::time::timeout_at(deadline.into(), approver.approve(&request)).await;
+                match answer {
+                    Ok(true) => None,
+                    Ok(false) => Some("the approver refused it".to_string()),
+                    Err(_) => Some("the approver did not answer before the deadline".to_string()),
+                }
+            }
+        };
+        let Some(reason) = refusal else {
+            bump(&entry.counters.approvals_granted);
+            return Ok(Some(ControlEvent::Approved { flags }));
+        };
+        bump(&entry.counters.approvals_refused);
+        let names = flags
+            .iter()
+            .map(|f| format!("`{f}`"))
+            .collect::<Vec<_>>()
+            .join(" and ");
+        Err(Refused {
+            kind: CallErrorKind::NotApproved {
+                flags: flags.clone(),
+                message: format!(
+                    "plugin `{plugin}`, method `{method}` is {names}, and the policy requires \
+                     approval for each call: {reason}"
+                ),
+            },
+            event: ControlEvent::ApprovalRefused { flags, reason },
+        })
+    }
+
+    /// Records the outcome of a call [`RunControls::admit`] let through
+    /// with `permit` ([`Controls::finish`]), giving a failed call's cost
+    /// back to the run; the event if the call opened the breaker.
     pub(crate) fn finish<T>(
         &mut self,
         permit: Option<Permit>,
@@ -867,8 +951,26 @@ impl RunControls {
     ) -> Option<ControlEvent> {
         let (controls, permit) = self.controls.as_ref().zip(permit)?;
         let (refund, event) = controls.finish(permit, result);
-        self.spent -= refund;
+        if let Some(spent) = &mut self.spent {
+            *spent -= refund;
+        }
         event
+    }
+}
+
+/// What a call outside a run answers ([`Controls::call_outside_run`]): the
+/// call's result is in it.
+pub(crate) trait CallAnswer {
+    /// What the call returns when it succeeds.
+    type Value;
+    /// The call's result.
+    fn result(&self) -> &Result<Self::Value, crate::CallError>;
+}
+
+impl<T> CallAnswer for Result<T, crate::CallError> {
+    type Value = T;
+    fn result(&self) -> &Self {
+        self
     }
 }
 

@@ -5,6 +5,8 @@
 
 use std::sync::Arc;
 
+use super::compile::off_worker;
+use super::installed::Installed;
 use super::spares::Spares;
 use super::{Plugin, PluginInner, stopped_to_error_said};
 use super::{lifecycle, state};
@@ -41,20 +43,7 @@ impl Plugin {
         host: &Arc<PluginHost>,
         source: Source<'_>,
     ) -> Result<Self, LoadError> {
-        let (compiled, installed) = match source {
-            Source::File(path) => {
-                let installed = installed::lookup(&host.policy.registry, path)?;
-                let check = |hash: &str| installed.as_ref().map_or(Ok(()), |i| i.check_hash(hash));
-                (
-                    loader::compile_file(&host.runtime, path, &check)?,
-                    installed,
-                )
-            }
-            Source::Bytes { label, .. } | Source::Hashed { label, .. } => {
-                installed::check_bytes(&host.policy.registry, label)?;
-                (loader::compile(&host.runtime, source)?, None)
-            }
-        };
+        let (compiled, installed) = compile(host, source).await?;
         let pre = compiled.link(&host.runtime, &SANDBOX_METHOD, &host.linker, |pre| {
             SandboxMethodPre::new(pre)
         })?;
@@ -112,6 +101,32 @@ impl Plugin {
             }),
         })
     }
+}
+
+/// Compiles the plugin from `source` (or loads its code from the cache) on
+/// the blocking pool ([`off_worker`]): a file with its entry in its
+/// folder's lock file, if it has one, its digest checked against it; bytes
+/// if the policy takes plugins without a lock file.
+async fn compile(
+    host: &Arc<PluginHost>,
+    source: Source<'_>,
+) -> Result<(Compiled, Option<Installed>), LoadError> {
+    if let Source::Bytes { label, .. } | Source::Hashed { label, .. } = source {
+        installed::check_bytes(&host.policy.registry, label)?;
+    }
+    let shared = host.clone();
+    off_worker(&host.runtime, source, move |source| match source {
+        Source::File(path) => {
+            let installed = installed::lookup(&shared.policy.registry, path)?;
+            let check = |hash: &str| installed.as_ref().map_or(Ok(()), |i| i.check_hash(hash));
+            let compiled = loader::compile_file(&shared.runtime, path, &check)?;
+            Ok((compiled, installed))
+        }
+        Source::Bytes { .. } | Source::Hashed { .. } => {
+            Ok((loader::compile(&shared.runtime, source)?, None))
+        }
+    })
+    .await
 }
 
 /// The manifest the plugin gives of itself, asked of a fresh instance with

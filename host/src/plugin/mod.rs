@@ -2,6 +2,7 @@
 //! against the declared schemas before the plugin runs, the result's kind and
 //! size after.
 
+pub(crate) mod compile;
 pub(crate) mod installed;
 pub(crate) mod lifecycle;
 mod load;
@@ -28,7 +29,7 @@ use crate::runtime::limits::Budget;
 use sandwit_contract::args::ArgChecker;
 use sandwit_contract::capability::Grants;
 use sandwit_contract::error::{CallError, CallErrorKind, MAX_MESSAGE_BYTES};
-use sandwit_contract::limits::{LimitKind, Limits};
+use sandwit_contract::limits::{CallLimits, LimitKind};
 use sandwit_contract::manifest::Manifest;
 use sandwit_contract::results::{check_kind, check_parts, check_size, parts_bytes, too_large};
 use sandwit_contract::text::cut;
@@ -70,6 +71,13 @@ pub struct CallReport {
     pub elapsed: Duration,
 }
 
+impl crate::controls::CallAnswer for CallReport {
+    type Value = MethodResult;
+    fn result(&self) -> &Result<MethodResult, CallError> {
+        &self.result
+    }
+}
+
 impl Plugin {
     /// The checked manifest.
     pub fn manifest(&self) -> &Manifest {
@@ -98,7 +106,7 @@ impl Plugin {
     }
 
     /// The limits its calls run under.
-    pub fn limits(&self) -> &Limits {
+    pub fn limits(&self) -> &CallLimits {
         &self.inner.host.runtime.limits
     }
 
@@ -139,14 +147,7 @@ impl Plugin {
         let span = crate::trace::plugin_call(self.id(), method, spec.kind);
         let call = async |args| self.call_in(&mut None, ctx, method, args, budget).await;
         let admitted = controls
-            .call_outside_run(
-                (self.id(), method),
-                ctx,
-                args,
-                budget.deadline,
-                call,
-                |report: &CallReport| &report.result,
-            )
+            .call_outside_run(self.id(), method, ctx, args, budget.deadline, call)
             .instrument(span.clone())
             .await;
         let report = admitted.unwrap_or_else(|refused| CallReport {
@@ -448,7 +449,10 @@ fn plugin_error(e: wit::CallError) -> CallErrorKind {
     }
 }
 
-fn check_result(result: wit::MethodResult, limits: &Limits) -> Result<MethodResult, CallErrorKind> {
+fn check_result(
+    result: wit::MethodResult,
+    limits: &CallLimits,
+) -> Result<MethodResult, CallErrorKind> {
     let max = limits.max_value_bytes;
     let result_size = |size: usize| check_size("the result takes", size, max);
     Ok(match result {

@@ -19,7 +19,7 @@ use crate::runtime::capture::CallOutput;
 use crate::runtime::guard::HostMeter;
 use crate::runtime::guest::Guest;
 use crate::runtime::limits::StoreLimiter;
-use sandwit_contract::limits::Limits;
+use sandwit_contract::limits::CallLimits;
 use sandwit_contract::types::AgentCtx;
 
 /// The most a plugin's stdout and stderr keep of one call, together; the
@@ -36,7 +36,7 @@ pub(crate) struct PluginCall {
     env: Arc<PluginEnv>,
     /// The context of the call; `None` while the host asks for the manifest.
     ctx: Option<AgentCtx>,
-    /// The call's events, within [`Limits::max_event_bytes`].
+    /// The call's events, within [`CallLimits::max_event_bytes`].
     events: CallEvents,
     sent: Sent,
     http: PluginHttp,
@@ -67,7 +67,7 @@ pub(crate) fn linker(engine: &Engine) -> wasmtime::Result<Linker<PluginState>> {
 pub(crate) fn new(
     env: Arc<PluginEnv>,
     ctx: Option<AgentCtx>,
-    limits: &Limits,
+    limits: &CallLimits,
     deadline: Instant,
 ) -> PluginState {
     let meter = HostMeter::new(deadline);
@@ -192,7 +192,7 @@ mod tests {
         let services = Services::for_tests();
         let env = PluginEnv::new("p", Grants::default(), PluginConfig::default(), services);
         let deadline = Instant::now() + std::time::Duration::from_secs(5);
-        let mut state = new(env, None, &Limits::default(), deadline);
+        let mut state = new(env, None, &CallLimits::default(), deadline);
         let mut stdout = wasmtime_wasi::cli::StdoutStream::p2_stream(&state.state.output);
         stdout.write(bytes::Bytes::from_static(b"12345")).unwrap();
         assert_eq!(state.meter.tab().take(), 5);

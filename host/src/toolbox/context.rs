@@ -1,4 +1,4 @@
-//! A plugin set as one agent context sees it: the methods each 0.2 plugin
+//! A toolbox as one agent context sees it: the methods each 0.2 plugin
 //! makes available there and the prompts they inject into its listing
 //! (`sandwit:plugin/lifecycle`).
 
@@ -6,17 +6,17 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::toolbox::PluginSet;
+use crate::toolbox::Toolbox;
 use sandwit_contract::error::CallError;
 use sandwit_contract::types::AgentCtx;
 
-/// The methods of a [`PluginSet`] available in one context, and what its
+/// The methods of a [`Toolbox`] available in one context, and what its
 /// plugins inject into that context's listing.
 #[derive(Clone)]
 pub struct ContextSet {
     /// The methods the context may call: a run for the context is given
     /// this set.
-    pub methods: PluginSet,
+    pub methods: Toolbox,
     /// Each injected prompt with its plugin's id, in the set's order.
     pub injected: Vec<(String, String)>,
     /// The plugins whose methods hook failed in this context (a trap, a
@@ -62,7 +62,7 @@ fn warn_now(plugin: &str, ctx: &AgentCtx) -> bool {
     }
 }
 
-impl PluginSet {
+impl Toolbox {
     /// The set as `ctx` sees it: each plugin with lifecycle hooks is asked
     /// (in a fresh instance, under the call limits) for its prompt and its
     /// available methods; host methods and 0.1 plugins keep every method.
@@ -116,9 +116,11 @@ impl PluginSet {
             }
             available.insert(plugin.id().to_string(), seen.methods);
         }
-        let methods = self.filter(|provider, spec| match available.get(provider) {
-            Some(Some(names)) => names.contains(&spec.name),
-            _ => true,
+        let methods = self.filtered(Some(ctx.clone()), |provider, spec| {
+            match available.get(provider) {
+                Some(Some(names)) => names.contains(&spec.name),
+                _ => true,
+            }
         });
         ContextSet {
             methods,
@@ -130,7 +132,7 @@ impl PluginSet {
 }
 
 impl ContextSet {
-    /// The listing an LLM is given in the context: [`PluginSet::prompt`] of
+    /// The listing an LLM is given in the context: [`Toolbox::prompt`] of
     /// the available methods, then each injected prompt under its plugin's
     /// id.
     pub fn prompt(&self) -> String {

@@ -31,7 +31,7 @@ pub fn visible(text: &str) -> String {
 }
 
 /// `text` as the body of a `"""` docstring in the Python listing
-/// ([`PluginSet::prompt`](crate::toolbox::PluginSet::prompt)): [`visible`],
+/// ([`Toolbox::prompt`](crate::toolbox::Toolbox::prompt)): [`visible`],
 /// and each `"` of a run of three or more escaped (`\"`). No run of three unescaped quotes is left, so the
 /// text cannot end the docstring and be read as code (a method of another
 /// plugin, say): a `\` written before a run pairs with its first escape's

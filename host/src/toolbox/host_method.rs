@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use sandwit_contract::args::ArgChecker;
 use sandwit_contract::error::CallErrorKind;
-use sandwit_contract::limits::{LimitKind, Limits};
+use sandwit_contract::limits::{CallLimits, LimitKind};
 use sandwit_contract::manifest::{self, MethodSpec, RawManifest, RawMethod};
 use sandwit_contract::results::{check_kind, check_parts, check_size, parts_bytes};
 use sandwit_contract::types::{AgentCtx, MethodResult, Value};
@@ -121,7 +121,7 @@ impl HostMethod {
         ctx: AgentCtx,
         args: Value,
         deadline: Instant,
-        limits: &Limits,
+        limits: &CallLimits,
     ) -> (Result<MethodResult, CallErrorKind>, Duration) {
         let start = Instant::now();
         let result = self.checked_call(ctx, args, deadline, limits).await;
@@ -133,7 +133,7 @@ impl HostMethod {
         ctx: AgentCtx,
         args: Value,
         deadline: Instant,
-        limits: &Limits,
+        limits: &CallLimits,
     ) -> Result<MethodResult, CallErrorKind> {
         let inner = &self.inner;
         inner.checker.check(&args)?;

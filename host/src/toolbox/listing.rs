@@ -1,14 +1,14 @@
-//! The methods of a plugin set as an LLM's tool definitions, OpenAI's
+//! The methods of a toolbox as an LLM's tool definitions, OpenAI's
 //! function calling and MCP's (the listing of Python signatures is
-//! `PluginSet::prompt`).
+//! `Toolbox::prompt`).
 
 use serde_json::{Map, Value as Json, json};
 
-use crate::toolbox::PluginSet;
+use crate::toolbox::Toolbox;
 use crate::toolbox::guest_text::visible;
 use sandwit_contract::manifest::MethodSpec;
 
-impl PluginSet {
+impl Toolbox {
     /// OpenAI function-calling definitions of the methods:
     /// `{"type": "function", "function": {"name", "description",
     /// "parameters"}}` with the docstring (its `Args:` section moved into
@@ -34,7 +34,7 @@ impl PluginSet {
 
     /// MCP tool definitions of the methods (`tools/list`'s `tools`):
     /// `{"name", "description", "inputSchema"}`, described and typed as in
-    /// [`PluginSet::openai_tools`].
+    /// [`Toolbox::openai_tools`].
     pub fn mcp_tools(&self) -> Json {
         Json::Array(
             self.methods()

@@ -1,4 +1,4 @@
-//! The methods a run or a direct call may use: a [`PluginSet`] of plugins
+//! The methods a run or a direct call may use: a [`Toolbox`] of plugins
 //! and embedder-defined [`HostMethod`]s, their listings for the AI's prompt,
 //! and the per-context sets a plugin's lifecycle hooks choose.
 
@@ -6,6 +6,6 @@ pub(crate) mod context;
 pub(crate) mod guest_text;
 pub(crate) mod host_method;
 pub(crate) mod listing;
-pub(crate) mod plugin_set;
+pub(crate) mod set;
 
-pub use plugin_set::PluginSet;
+pub use set::Toolbox;

@@ -66,53 +66,24 @@ pub enum Opened {
     Tampered(String),
 }
 
-/// The blob store.
-pub enum Blobs {
-    /// A local directory (cap-std).
-    Dir(dir::DirBlobs),
-    /// An object store.
-    Object(object::ObjectBlobs),
-}
-
-impl Blobs {
-    /// Opens the blobs at `location`; `root` is the registry's directory
-    /// (the default blobs' parent, and the scratch space of downloads from
-    /// an object store). Call it where [`crate::driver::Driver::block_on`]
-    /// may be called.
-    pub fn open(location: &BlobLocation, root: &Path) -> anyhow::Result<Self> {
-        let scratch = root.join("tmp");
-        Ok(match location {
-            BlobLocation::Dir => Blobs::Dir(dir::DirBlobs::open(root)?),
-            BlobLocation::File(dir) => Blobs::Object(object::ObjectBlobs::local(dir, &scratch)?),
-            BlobLocation::S3(s3) => Blobs::Object(object::ObjectBlobs::s3(s3, &scratch)?),
-        })
-    }
-
+/// What keeps the blobs' bytes: a local directory or an object store (or,
+/// in a test, a fake wrapping one of them).
+pub trait Store: Send + Sync {
     /// Stores `bytes` under `hex` (their SHA-256), whole or not at all.
-    pub fn put(&self, hex: &str, bytes: &axum::body::Bytes) -> anyhow::Result<()> {
-        match self {
-            Blobs::Dir(blobs) => blobs.put(hex, bytes),
-            Blobs::Object(blobs) => blobs.put(hex, bytes),
-        }
-    }
+    fn put(&self, hex: &str, bytes: &axum::body::Bytes) -> anyhow::Result<()>;
 
     /// Removes the blob `hex` (nothing if there is none). The caller holds
     /// the metadata's write lock and has checked that no version names it
     /// and no publish holds it.
-    pub fn remove(&self, hex: &str) -> anyhow::Result<()> {
-        match self {
-            Blobs::Dir(blobs) => blobs.remove(hex),
-            Blobs::Object(blobs) => blobs.remove(hex),
-        }
-    }
+    fn remove(&self, hex: &str) -> anyhow::Result<()>;
+
+    /// The blob `hex` as the store holds it, unchecked, read from its
+    /// start; `None` if absent. Readers call [`Store::open_checked`].
+    fn get(&self, hex: &str) -> anyhow::Result<Option<std::fs::File>>;
 
     /// The blob `hex`, its bytes checked against the digest.
-    pub fn open_checked(&self, hex: &str) -> anyhow::Result<Opened> {
-        let file = match self {
-            Blobs::Dir(blobs) => blobs.get(hex)?,
-            Blobs::Object(blobs) => blobs.get(hex)?,
-        };
-        let Some(mut file) = file else {
+    fn open_checked(&self, hex: &str) -> anyhow::Result<Opened> {
+        let Some(mut file) = self.get(hex)? else {
             return Ok(Opened::Missing);
         };
         let mut hasher = Sha256::new();
@@ -136,5 +107,48 @@ impl Blobs {
         }
         file.rewind()?;
         Ok(Opened::Verified(file, size))
+    }
+}
+
+/// The blob store.
+pub type Blobs = Box<dyn Store>;
+
+/// Opens the blobs at `location`; `root` is the registry's directory (the
+/// default blobs' parent, and the scratch space of downloads from an object
+/// store). Call it where [`crate::driver::Driver::block_on`] may be called.
+pub fn open(location: &BlobLocation, root: &Path) -> anyhow::Result<Blobs> {
+    let scratch = root.join("tmp");
+    Ok(match location {
+        BlobLocation::Dir => Box::new(dir::DirBlobs::open(root)?),
+        BlobLocation::File(dir) => Box::new(object::ObjectBlobs::local(dir, &scratch)?),
+        BlobLocation::S3(s3) => Box::new(object::ObjectBlobs::s3(s3, &scratch)?),
+    })
+}
+
+impl Store for dir::DirBlobs {
+    fn put(&self, hex: &str, bytes: &axum::body::Bytes) -> anyhow::Result<()> {
+        dir::DirBlobs::put(self, hex, bytes)
+    }
+
+    fn remove(&self, hex: &str) -> anyhow::Result<()> {
+        dir::DirBlobs::remove(self, hex)
+    }
+
+    fn get(&self, hex: &str) -> anyhow::Result<Option<std::fs::File>> {
+        dir::DirBlobs::get(self, hex)
+    }
+}
+
+impl Store for object::ObjectBlobs {
+    fn put(&self, hex: &str, bytes: &axum::body::Bytes) -> anyhow::Result<()> {
+        object::ObjectBlobs::put(self, hex, bytes)
+    }
+
+    fn remove(&self, hex: &str) -> anyhow::Result<()> {
+        object::ObjectBlobs::remove(self, hex)
+    }
+
+    fn get(&self, hex: &str) -> anyhow::Result<Option<std::fs::File>> {
+        object::ObjectBlobs::get(self, hex)
     }
 }

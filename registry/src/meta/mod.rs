@@ -15,6 +15,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub(crate) use conn::params;
 pub use conn::{Conn, Param};
 
+use sandwit_contract::capability::Capability;
+
 use crate::driver::Driver;
 use crate::error::Result;
 
@@ -110,4 +112,75 @@ pub fn now() -> i64 {
 pub fn rfc3339(secs: i64) -> String {
     let time = UNIX_EPOCH + std::time::Duration::from_secs(secs.max(0) as u64);
     humantime::format_rfc3339_seconds(time).to_string()
+}
+
+/// A version to commit, as its row of `versions` holds it.
+pub struct NewVersion {
+    /// The plugin id.
+    pub plugin: String,
+    /// The version.
+    pub version: String,
+    /// `sha256:<hex>` of the component's bytes.
+    pub digest: String,
+    /// The component's size in bytes.
+    pub size: u64,
+    /// The registered key the signature verified with.
+    pub signer: String,
+    /// The signature (base64).
+    pub signature: String,
+    /// The publishing account's id.
+    pub publisher: i64,
+    /// The manifest's name.
+    pub name: String,
+    /// The manifest's description.
+    pub description: String,
+    /// The manifest, as JSON text.
+    pub manifest: String,
+    /// The kinds of its methods, sorted, each once.
+    pub kinds: Vec<String>,
+    /// Its capabilities, as the manifest lists them.
+    pub capabilities: Vec<Capability>,
+    /// The lowercased text a search matches against.
+    pub search_text: String,
+}
+
+/// Inserts `version`, published now; with `new_plugin`, its plugin too
+/// (no latest version yet), owned by the publisher. The caller has
+/// checked, in the same write transaction, that the publisher may publish
+/// it.
+pub fn insert_version(conn: &mut dyn Conn, version: &NewVersion, new_plugin: bool) -> Result<()> {
+    let now = now();
+    if new_plugin {
+        conn.execute(
+            "INSERT INTO plugins (id, latest, created_at) VALUES (?1, NULL, ?2)",
+            params![&version.plugin, now],
+        )?;
+        conn.execute(
+            "INSERT INTO owners (plugin, account) VALUES (?1, ?2)",
+            params![&version.plugin, version.publisher],
+        )?;
+    }
+    conn.execute(
+        "INSERT INTO versions (plugin, version, digest, size, signer, signature,
+             publisher, published_at, name, description, manifest, kinds,
+             capabilities, search_text)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+        params![
+            &version.plugin,
+            &version.version,
+            &version.digest,
+            version.size as i64,
+            &version.signer,
+            &version.signature,
+            version.publisher,
+            now,
+            &version.name,
+            &version.description,
+            &version.manifest,
+            serde_json::to_string(&version.kinds).map_err(anyhow::Error::from)?,
+            serde_json::to_string(&version.capabilities).map_err(anyhow::Error::from)?,
+            &version.search_text,
+        ],
+    )?;
+    Ok(())
 }

@@ -14,17 +14,18 @@ from __future__ import annotations
 
 import json as _json
 import math
-from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Optional, Union
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlencode
 
 from . import _host
 from ._aio import Ready
-from ._host import ServiceError
 
-#: The longest URL sent, in bytes; a longer one is refused before the host
-#: sees it (no capability matches a host that long anyway).
-MAX_URL_BYTES = 8192
+# The URL a request goes to and the errors of one that gets no response are
+# the host's (`_host`, whose backend takes and raises them); they are the
+# client's too.
+from ._host import HTTPError as HTTPError
+from ._host import RequestError as RequestError
+from ._host import Url as Url
 
 #: The longest timeout the host's request options carry: a u64 of
 #: nanoseconds (about 584 years). A longer timeout is sent as this; the host
@@ -37,77 +38,12 @@ METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS")
 HeaderTypes = Union[Mapping[str, str], list[tuple[str, str]], None]
 
 
-class HTTPError(Exception):
-    """Any error of the HTTP client (httpx's base class of the same name)."""
-
-
-class RequestError(HTTPError, ServiceError):
-    """The request got no response: `kind` is `denied` (the host did not
-    grant the host and port, or the name resolves to an internal address),
-    `invalid` (a bad URL, method or header), `limit-exceeded` (the response
-    body is past the host's cap) or `unavailable` (the connection failed or
-    timed out). Uncaught, it fails the method; a `denied` one fails it as
-    denied."""
-
-
 class HTTPStatusError(HTTPError):
     """Raised by `Response.raise_for_status()` for a 4xx or 5xx status."""
 
     def __init__(self, message: str, response: "Response") -> None:
         super().__init__(message)
         self.response = response
-
-
-@dataclass(frozen=True)
-class Url:
-    """A parsed `http(s)://authority/path?query` URL."""
-
-    scheme: str
-    #: `host[:port]` as written (an IPv6 host bracketed).
-    authority: str
-    #: The host, lowercase, an IPv6 address bracketed.
-    host: str
-    port: int
-    #: The path and query, at least `/`.
-    path: str
-
-    def __str__(self) -> str:
-        return f"{self.scheme}://{self.authority}{self.path}"
-
-    @classmethod
-    def parse(cls, url: str, params: Optional[Mapping[str, Any]] = None) -> "Url":
-        """Parses `url` and appends `params` to its query."""
-        if not isinstance(url, str):
-            raise RequestError("invalid", f"http: the URL must be a str, not {type(url).__name__}")
-        if len(url.encode()) > MAX_URL_BYTES:
-            raise RequestError("invalid", f"http: the URL is longer than {MAX_URL_BYTES} bytes")
-        try:
-            parts = urlsplit(url)
-            port = parts.port
-        except ValueError as e:
-            raise RequestError("invalid", f"http: `{url}` is not a valid URL: {e}") from None
-        scheme = parts.scheme.lower()
-        if scheme not in ("http", "https"):
-            raise RequestError("invalid", f"http: `{url}` is not an http:// or https:// URL")
-        if not parts.hostname or "@" in parts.netloc:
-            raise RequestError("invalid", f"http: `{url}` has no usable host")
-        host = parts.hostname.lower()
-        if ":" in host:
-            host = f"[{host}]"
-        path = parts.path or "/"
-        query = parts.query
-        if params:
-            extra = urlencode(list(params.items()), doseq=True)
-            query = f"{query}&{extra}" if query else extra
-        if query:
-            path = f"{path}?{query}"
-        return cls(
-            scheme=scheme,
-            authority=parts.netloc,
-            host=host,
-            port=port if port is not None else (443 if scheme == "https" else 80),
-            path=path,
-        )
 
 
 class Headers:

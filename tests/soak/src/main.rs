@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::Parser;
 use sandwit::{
-    AgentCtx, Host, LimitKind, Limits, MethodResult, Plugin, PluginSet, Policy, PythonSandbox,
-    RunLimits, RunOutcome, RunStatus, Value,
+    AgentCtx, CallLimits, Host, LimitKind, MethodResult, Plugin, Policy, PythonSandbox, RunLimits,
+    RunOutcome, RunStatus, Toolbox, Value,
 };
 use sandwit_test_artifacts as artifacts;
 use tokio::sync::Mutex;
@@ -261,10 +261,10 @@ fn host(cache_dir: &Path, store: &Path, tasks: usize, port: u16) -> anyhow::Resu
         .cache_dir(cache_dir)
         .store_path(store)
         .policy(policy)
-        .limits(Limits {
+        .limits(CallLimits {
             fuel: Some(50_000_000),
             time: Duration::from_secs(20),
-            ..Limits::default()
+            ..CallLimits::default()
         })
         // Each task's run holds the interpreter and up to three plugins.
         .max_instances(u32::try_from(tasks * 4 + 8)?)
@@ -315,7 +315,7 @@ fn run_limits() -> RunLimits {
 #[derive(Clone)]
 struct Shared {
     python: Arc<PythonSandbox>,
-    plugins: Arc<PluginSet>,
+    plugins: Arc<Toolbox>,
     tally: Arc<Mutex<Tally>>,
     /// The loopback HTTP server's port.
     port: u16,
@@ -392,7 +392,7 @@ async fn main() -> anyhow::Result<()> {
     let port = http_server()?;
     let host = host(&args.cache_dir, &store, args.tasks, port)?;
     let (python, loaded) = load(&host).await?;
-    let plugins = PluginSet::new(&loaded)?;
+    let plugins = Toolbox::new(&loaded)?;
     // On a fresh cache the interpreter is compiled once more, in the
     // background, for the sandbox's own engine (interpreters reused across
     // runs): tens of megabytes of code that would otherwise be counted as

@@ -8,7 +8,7 @@ provide as plain Python functions, under fuel, time and memory limits::
 
     host = sandwit.Host(limits=sandwit.RunLimits(timeout_s=10))
     calc = host.load_plugin("calc.wasm")
-    plugins = host.plugin_set([calc])
+    plugins = host.toolbox([calc])
     out = host.run("print(calculate_sum(1, 2))", ctx=sandwit.AgentCtx("chat-1"),
                    plugins=plugins)
     assert (out.status, out.stdout) == ("ok", "3\\n")
@@ -42,8 +42,8 @@ from ._sandwit import (
     MethodResult,
     MethodSpecError,
     Plugin,
-    PluginSet,
-    PluginSetError,
+    Toolbox,
+    ToolboxError,
     PolicyError,
     RunError,
     RunLimits,
@@ -105,8 +105,8 @@ __all__ = [
     "MethodSpecError",
     "OutputEvent",
     "Plugin",
-    "PluginSet",
-    "PluginSetError",
+    "Toolbox",
+    "ToolboxError",
     "PolicyError",
     "RunError",
     "RunLimits",

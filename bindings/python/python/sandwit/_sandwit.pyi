@@ -26,7 +26,7 @@ from ._types import (
 __all__ = [
     "Host",
     "Plugin",
-    "PluginSet",
+    "Toolbox",
     "AgentCtx",
     "RunLimits",
     "CallLimits",
@@ -41,7 +41,7 @@ __all__ = [
     "SandwitError",
     "LoadError",
     "CallError",
-    "PluginSetError",
+    "ToolboxError",
     "PolicyError",
     "MethodSpecError",
     "warmup",
@@ -126,7 +126,7 @@ class CallError(SandwitError):
     """For ``limit_exceeded``: ``fuel``, ``time``, ``memory``,
     ``value_size``, ``events``, ``instances``, ``rate`` or ``budget``."""
 
-class PluginSetError(SandwitError):
+class ToolboxError(SandwitError):
     """Plugins cannot make one set."""
 
     kind: Literal["method", "id", "provider"]
@@ -537,7 +537,7 @@ class HostMethod(Generic[_P, _R]):
         (name, schema, required), returns."""
     def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         """Calls the function (``TypeError`` for a tool source's method:
-        call it in a run or with ``PluginSet.call``)."""
+        call it in a run or with ``Toolbox.call``)."""
 
 # ---- plugins and the host ---------------------------------------------------
 
@@ -581,7 +581,7 @@ class Plugin:
         task ends the call."""
 
 @final
-class PluginSet:
+class Toolbox:
     """The methods a run may call: plugins' and host methods (names unique
     across them, plugin ids unique). Reuse one set for many runs:
     interpreters prepared ahead of runs are made for the latest set."""
@@ -599,14 +599,14 @@ class PluginSet:
         ``run_async``: when called) and by ``prompt(ctx)`` and
         ``openai_tools(ctx)``; an exception it raises is raised there.
         ``provider`` is a plugin's id or a host method's provider. Raises
-        ``PluginSetError``."""
+        ``ToolboxError``."""
     @property
     def ids(self) -> list[str]:
         """The plugins' ids, in order."""
     @property
     def methods(self) -> list[str]:
         """The methods' names, in order, before any ``filter`` rule."""
-    def filter(self, keep: Callable[[str, MethodSpec], bool]) -> PluginSet:
+    def filter(self, keep: Callable[[str, MethodSpec], bool]) -> Toolbox:
         """The set of the methods ``keep(provider, method)`` keeps: its
         prompt lists and its runs offer only those, and a run's code cannot
         call the others even through the raw import. The set's ``filter``
@@ -627,7 +627,7 @@ class PluginSet:
         """Calls ``method`` (of those ``ctx`` sees) with ``args`` directly,
         with no Python run: the tool call of an OpenAI-style loop, the
         model having asked for a tool by name. Under the set's host (the
-        ``Host`` whose ``plugin_set`` made it, else the one that loaded its
+        ``Host`` whose ``toolbox`` made it, else the one that loaded its
         first plugin): a plugin's method as ``Plugin.call`` calls it, a host
         method's function with its arguments checked against its schemas,
         both under the host's call limits and execution controls. Raises
@@ -791,25 +791,25 @@ class Host:
         """The methods of the policy's tool sources (``[tools.<id>]``:
         OpenAPI documents whose operations, and MCP servers whose tools,
         become methods, see docs/TOOLS.md), loaded now: give them to a
-        ``PluginSet`` as ``methods``. They are called under the policy's
+        ``Toolbox`` as ``methods``. They are called under the policy's
         controls and ``[http]`` limits; an MCP server's session lasts while
         its methods do. Raises ``SandwitError`` naming a source that cannot
         be loaded."""
-    def plugin_set(
+    def toolbox(
         self,
         plugins: Iterable[Plugin] | None = None,
         *,
         methods: Iterable[HostMethod[..., Any]] | None = None,
         filter: Callable[[AgentCtx, str, MethodSpec], bool] | None = None,
-    ) -> PluginSet:
-        """``PluginSet(plugins, methods=methods, filter=filter)``. Raises
-        ``PluginSetError``."""
+    ) -> Toolbox:
+        """``Toolbox(plugins, methods=methods, filter=filter)``. Raises
+        ``ToolboxError``."""
     def run(
         self,
         code: str,
         *,
         ctx: AgentCtx | None = None,
-        plugins: PluginSet | Iterable[Plugin] | None = None,
+        plugins: Toolbox | Iterable[Plugin] | None = None,
         limits: RunLimits | None = None,
         inputs: dict[str, Any] | None = None,
         interpreter: InterpreterKind | None = None,
@@ -841,7 +841,7 @@ class Host:
         code: str,
         *,
         ctx: AgentCtx | None = None,
-        plugins: PluginSet | Iterable[Plugin] | None = None,
+        plugins: Toolbox | Iterable[Plugin] | None = None,
         limits: RunLimits | None = None,
         inputs: dict[str, Any] | None = None,
         interpreter: InterpreterKind | None = None,

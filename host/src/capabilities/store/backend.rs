@@ -122,7 +122,7 @@ pub enum StoreError {
 /// returns `Ok` is durable. Each is awaited inside the plugin call, under
 /// the call's deadline, so a backend may talk to its database without
 /// blocking a runtime thread (blocking work belongs on
-/// `tokio::task::spawn_blocking`, as [`SqliteStore`](crate::SqliteStore)
+/// `tokio::task::spawn_blocking`, as [`SqliteStore`](crate::store::SqliteStore)
 /// does).
 pub trait StoreBackend: Send + Sync {
     /// The value of `key`, if any.

@@ -16,14 +16,14 @@ type Answer<T> = wasmtime::Result<Result<T, ServiceError>>;
 /// The context of `store`: the call's scope.
 pub(crate) struct StoreCtx<'a>(CallScope<'a>);
 
-struct Store;
+struct StoreInterface;
 
-impl HasData for Store {
+impl HasData for StoreInterface {
     type Data<'a> = StoreCtx<'a>;
 }
 
 pub(crate) fn add_to_linker<T: CallData>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
-    store_api::add_to_linker::<T, Store>(linker, |data| StoreCtx(data.scope()))
+    store_api::add_to_linker::<T, StoreInterface>(linker, |data| StoreCtx(data.scope()))
 }
 
 impl StoreCtx<'_> {

@@ -5,7 +5,7 @@
 //! and the host answers with bytes it writes into memory the guest's
 //! `host_alloc` export allocates, storing their address and length at the
 //! two out-pointers. A method call goes through the same dispatch as the
-//! component interpreter's (`sandbox/small/methods.rs`): everything a call is
+//! component interpreter's (`sandbox/run/calls.rs`): everything a call is
 //! checked for there, it is here.
 
 use wasmtime::error::Context as _;
@@ -13,7 +13,7 @@ use wasmtime::{AsContextMut, Caller, Extern, Linker, Memory};
 
 use super::state::SciData;
 use crate::bindings::python::exports::sandwit::interpreter::runner;
-use crate::sandbox::small::methods;
+use crate::sandbox::run::calls;
 use sandwit_contract::text::cut;
 use sandwit_contract::types::Value;
 use sandwit_value::DecodeLimits;
@@ -70,7 +70,7 @@ async fn call(
                 .map(|i| (&rest[..i], &rest[i + 1..]))
                 .context("a method call frame without its name's end")?;
             let name = String::from_utf8(name.to_vec()).context("a method name is not UTF-8")?;
-            methods::answer(methods::call(caller.as_context_mut(), name, args).await?)
+            calls::answer(calls::call(caller.as_context_mut(), name, args).await?)
         }
         Some((b'e', rest)) => {
             caller.data_mut().ended = Some(outcome(rest)?);

@@ -6,7 +6,7 @@
 //! (`template.rs`); every run starts from a copy of its memory, either a
 //! new instance made a copy of it or a reused one whose written pages were
 //! put back after its last run (the default sandbox's snapshot core,
-//! `sandbox/small/snapshot.rs`). Its runs share nothing: the memory is restored
+//! `sandbox/snapshot.rs`). Its runs share nothing: the memory is restored
 //! byte for byte, WASI's descriptors are made afresh per run, and an
 //! interpreter whose run trapped, hit a limit, handed off, was cancelled or
 //! grew its memory is dropped, not restored.
@@ -21,14 +21,15 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::controls::RunControls;
+use anyhow::Context as _;
+
 use crate::runtime::cache::CodeSource;
-use crate::runtime::guard::{Stopped, apply_budget, fuel_used, guarded_until};
+use crate::runtime::guard::{Stopped, fuel_used, guarded_until};
 use crate::sandbox::SandboxHost;
-use crate::sandbox::small::outcome::RunOutcome;
-use crate::sandbox::small::{Admitted, RunOptions, admit, finish, strip_code_fence};
+use crate::sandbox::run::outcome::RunOutcome;
+use crate::sandbox::run::{Run, RunOptions};
 use crate::sandbox::workspace::{WorkspaceOptions, WorkspaceRun};
-use crate::toolbox::PluginSet;
+use crate::toolbox::Toolbox;
 use artifacts::Artifacts;
 use sandwit_contract::error::LoadError;
 use sandwit_contract::limits::{LimitKind, RunLimits};
@@ -175,7 +176,7 @@ impl ScientificSandbox {
 
     /// Runs `code` for `ctx` with the methods of `plugins`, under the
     /// sandbox's limits.
-    pub async fn run(&self, ctx: &AgentCtx, plugins: &PluginSet, code: &str) -> RunOutcome {
+    pub async fn run(&self, ctx: &AgentCtx, plugins: &Toolbox, code: &str) -> RunOutcome {
         self.run_with(ctx, plugins, code, &RunOptions::new()).await
     }
 
@@ -186,7 +187,7 @@ impl ScientificSandbox {
     pub async fn run_with(
         &self,
         ctx: &AgentCtx,
-        plugins: &PluginSet,
+        plugins: &Toolbox,
         code: &str,
         options: &RunOptions,
     ) -> RunOutcome {
@@ -197,65 +198,31 @@ impl ScientificSandbox {
     async fn execute(
         &self,
         ctx: &AgentCtx,
-        plugins: &PluginSet,
+        plugins: &Toolbox,
         code: &str,
         options: &RunOptions,
     ) -> RunOutcome {
         let inner = &*self.inner;
         let host = &inner.host;
         let limits = options.limits.as_ref().unwrap_or(&inner.limits);
-        let Admitted {
-            slot,
-            inputs,
-            budget,
-        } = match admit(host, plugins, limits, options).await {
-            Ok(admitted) => admitted,
+        let mut run = match Run::admit(host, ctx, plugins, code, limits, options).await {
+            Ok(run) => run,
             Err(refused) => return refused,
         };
-        let start = slot.start;
-        let code = strip_code_fence(code);
         let taken = self.take_ready().await;
         let prepared = taken.is_some();
         let mut interpreter = match taken {
             Some(interpreter) => interpreter,
             None => match inner.template.make(host).await {
                 Ok(interpreter) => interpreter,
-                Err(e) => return RunOutcome::failed(e, start),
+                Err(e) => return RunOutcome::failed(e, run.start()),
             },
         };
-        let reused = interpreter.runs > 0;
-        let data = interpreter.store.data_mut();
-        data.run.begin(
-            ctx,
-            plugins,
-            limits,
-            &host.runtime().limits,
-            budget.deadline,
-            options.on_event.clone(),
-        );
-        let workspace = match inner.workspaces.as_ref().map(|w| {
-            let folder = w.folder(ctx)?;
-            WorkspaceRun::begin(folder, w)
-        }) {
-            None => None,
-            Some(Ok(workspace)) => Some(workspace),
-            Some(Err(e)) => {
-                return RunOutcome::failed(e.context("opening the chat's workspace"), start);
-            }
-        };
-        let (stdout, stderr) = (data.run.stdout.clone(), data.run.stderr.clone());
-        let folder = workspace.as_ref().map(|w| w.folder.as_path());
-        match (inner.template.artifacts).wasi(stdout, stderr, None, folder) {
-            Ok(wasi) => data.wasi = wasi,
-            Err(e) => return RunOutcome::failed(e, start),
+        let reuse = (prepared, interpreter.runs > 0);
+        if let Err(e) = self.begin(&mut interpreter, ctx, &mut run) {
+            return RunOutcome::failed(e, run.start());
         }
-        data.workspace = workspace;
-        data.pending = Some(begin_frame(code, plugins, inputs));
-        data.ended = None;
-        data.run.meter.watch(options.cancel.clone());
-        data.run.controls =
-            RunControls::new(host.plugins.controls.clone(), options.approver.clone());
-        apply_budget(&mut interpreter.store, budget, host.runtime().metering);
+        run.arm(&mut interpreter.store);
         let held = inner.template.memory_bytes();
         let result = if held > limits.memory_bytes {
             let message = format!(
@@ -273,13 +240,12 @@ impl ScientificSandbox {
                 alloc,
                 ..
             } = &mut interpreter;
-            let cancel = options.cancel.as_ref();
-            guarded_until(store, budget, cancel, async |store| {
+            guarded_until(store, run.budget, options.cancel.as_ref(), async |store| {
                 call_turn(store, *memory, turn, alloc, TURN).await
             })
             .await
         };
-        let fuel_used = fuel_used(&interpreter.store, budget.fuel);
+        let fuel_used = fuel_used(&interpreter.store, run.budget.fuel);
         let data = interpreter.store.data_mut();
         let ended = data.ended.take();
         // The export returned after the code's outcome was said: the
@@ -292,27 +258,9 @@ impl ScientificSandbox {
             ))),
             (Err(stopped), _) => Err(stopped),
         };
-        let workspace = data.workspace.take();
-        // A write the quotas refused ends the run with the quota, whatever
-        // the code made of the `OSError`.
-        let result = match workspace.as_ref().and_then(|w| w.hit.clone()) {
-            Some(quota) => Err(Stopped::Limit(LimitKind::Workspace, quota)),
-            None => result,
-        };
-        let mut outcome = finish(
-            &mut data.run,
-            result,
-            limits,
-            fuel_used,
-            (prepared, reused),
-            start,
-        );
-        data.run.end();
+        let workspace = data.workspace.take().map(|w| (w.hit.clone(), w.changes()));
+        let outcome = run.end(&mut data.run, result, fuel_used, workspace, reuse);
         data.pending = None;
-        if let Some(workspace) = workspace {
-            outcome.files = workspace.changes();
-        }
-        outcome.queued = slot.waited;
         if returned {
             interpreter.runs += 1;
             self.give_back(interpreter);
@@ -321,6 +269,36 @@ impl ScientificSandbox {
             self.refill();
         }
         outcome
+    }
+
+    /// Begins `run` in `interpreter`: its state, the chat's workspace if
+    /// the sandbox keeps them, a WASI context made afresh, and the code and
+    /// methods the guest asks for first.
+    fn begin(
+        &self,
+        interpreter: &mut Interpreter,
+        ctx: &AgentCtx,
+        run: &mut Run<'_>,
+    ) -> anyhow::Result<()> {
+        let inner = &*self.inner;
+        let data = interpreter.store.data_mut();
+        run.begin(&mut data.run, ctx);
+        let workspace = match inner.workspaces.as_ref() {
+            Some(workspaces) => {
+                let folder = workspaces.folder(ctx);
+                let workspace = folder.and_then(|folder| WorkspaceRun::begin(folder, workspaces));
+                Some(workspace.context("opening the chat's workspace")?)
+            }
+            None => None,
+        };
+        let (stdout, stderr) = (data.run.stdout.clone(), data.run.stderr.clone());
+        let folder = workspace.as_ref().map(|w| w.folder.as_path());
+        data.wasi = (inner.template.artifacts).wasi(stdout, stderr, None, folder)?;
+        data.workspace = workspace;
+        let inputs = std::mem::take(&mut run.inputs);
+        data.pending = Some(begin_frame(run.code, &run.plugins, inputs));
+        data.ended = None;
+        Ok(())
     }
 
     /// Has the next run whose interpreter is given back end with every
@@ -413,7 +391,7 @@ impl ScientificSandbox {
 
 /// The answer to the guest's `b` frame: `(code, methods)`, each method a
 /// `(name, docstring, params)` with params `(name, required)`.
-fn begin_frame(code: &str, plugins: &PluginSet, inputs: Vec<u8>) -> Vec<u8> {
+fn begin_frame(code: &str, plugins: &Toolbox, inputs: Vec<u8>) -> Vec<u8> {
     let methods = plugins.specs().iter().map(|spec| {
         let params = spec
             .params

@@ -8,8 +8,8 @@ use crate::sandbox::workspace::WorkspaceRun;
 use crate::bindings::python::exports::sandwit::interpreter::runner;
 use crate::runtime::guard::{HostMeter, Limited};
 use crate::runtime::limits::StoreLimiter;
-use crate::sandbox::small::methods::RunData;
-use crate::sandbox::small::state::RunState;
+use crate::sandbox::run::calls::RunData;
+use crate::sandbox::run::state::RunState;
 
 pub(crate) struct SciData {
     /// Made afresh for every run (`Artifacts::wasi`): files a run left

@@ -11,24 +11,25 @@
 //! host side of WASI (its descriptors) is made afresh per run with the same
 //! preopens in the same order.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use wasmtime::{Engine, InstancePre, Linker, Memory, Store, TypedFunc};
+use wasmtime::{Engine, InstancePre, Linker, Memory, Module, Store, TypedFunc};
 
 use super::artifacts::Artifacts;
 use super::state::SciData;
 use super::{host_call, wasi_checks};
-use crate::runtime::cache::CodeSource;
+use crate::runtime::cache::{CodeCache, CodeSource};
 use crate::runtime::engine::new_exceptions_engine;
 use crate::runtime::guard::{apply_budget, limited_store};
 use crate::runtime::limits::Budget;
 use crate::sandbox::SandboxHost;
-use crate::sandbox::small::snapshot::{Mapping, Memories, Snapshot};
-use crate::sandbox::small::state::RunState;
-use crate::toolbox::PluginSet;
-use sandwit_contract::limits::Limits;
+use crate::sandbox::run::state::RunState;
+use crate::sandbox::snapshot::{Mapping, Memories, Snapshot};
+use crate::toolbox::Toolbox;
+use sandwit_contract::limits::CallLimits;
 use sandwit_contract::types::AgentCtx;
 
 /// The guest's wasm stack: CPython's parser and numpy's C code recurse
@@ -101,6 +102,32 @@ pub(crate) struct Template {
     pub(crate) prepared_in: Duration,
 }
 
+/// The scientific interpreter's module at `path` for `engine`: its compiled
+/// code from `cache` (found by the file's hash, itself cached by the file's
+/// metadata), else compiled now and kept there. Blocks.
+fn compile_module(
+    engine: &Engine,
+    cache: &CodeCache,
+    path: &Path,
+) -> anyhow::Result<(Module, CodeSource)> {
+    let meta = std::fs::metadata(path).with_context(|| format!("reading {}", path.display()))?;
+    let hash = match cache.file_hash(path, &meta) {
+        Some(hash) => hash,
+        None => {
+            let hash = sandwit_contract::signing::component_hash(&std::fs::read(path)?);
+            cache.remember_file(path, &meta, &hash);
+            hash
+        }
+    };
+    cache.module(engine, &hash, || {
+        tracing::info!(
+            path = %path.display(),
+            "compiling the scientific interpreter (once per cache; about a minute)"
+        );
+        Ok(std::fs::read(path)?)
+    })
+}
+
 impl Template {
     /// Compiles (or loads from the cache) the module of `artifacts`,
     /// instantiates it and prepares it with `preload` imported; returns the
@@ -114,31 +141,27 @@ impl Template {
         let memories = Arc::new(Memories::default());
         let engine = new_exceptions_engine(host.runtime().metering, memories.clone(), MAX_STACK)?;
         let path = artifacts.module();
-        let meta =
-            std::fs::metadata(&path).with_context(|| format!("reading {}", path.display()))?;
         let cache = host.runtime().cache.for_engine(&engine)?;
-        let hash = match cache.file_hash(&path, &meta) {
-            Some(hash) => hash,
-            None => {
-                let hash = sandwit_contract::signing::component_hash(&std::fs::read(&path)?);
-                cache.remember_file(&path, &meta, &hash);
-                hash
-            }
-        };
         let started = Instant::now();
         // Sandboxes loading at once in one process compile once: the
         // others wait and read the cache (a compile is long and takes
         // much memory: BENCHMARKS.md).
         static COMPILING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
         let compiling = COMPILING.lock().await;
-        let (module, code_source) = cache.module(&engine, &hash, || {
-            tracing::info!(
-                path = %path.display(),
-                "compiling the scientific interpreter (once per cache; about a minute)"
-            );
-            Ok(std::fs::read(&path)?)
-        })?;
-        drop(compiling);
+        // Hashing the 104 MB module and compiling it take seconds to a
+        // minute: on the blocking pool, not on an async worker.
+        // The lock goes with the compile: a load dropped while it compiles
+        // leaves it held until the compile ends.
+        let compile = {
+            let (engine, path) = (engine.clone(), path.clone());
+            move || {
+                let _compiling = compiling;
+                compile_module(&engine, &cache, &path)
+            }
+        };
+        let (module, code_source) = tokio::task::spawn_blocking(compile)
+            .await
+            .map_err(|e| anyhow::anyhow!("compiling the scientific interpreter: {e}"))??;
         tracing::debug!(
             ?code_source,
             ms = started.elapsed().as_millis() as u64,
@@ -294,11 +317,11 @@ impl Drop for Scratch {
 }
 
 /// Store data with no run in it.
-fn idle_data(artifacts: &Artifacts, limits: &Limits, memory: usize) -> anyhow::Result<SciData> {
+fn idle_data(artifacts: &Artifacts, limits: &CallLimits, memory: usize) -> anyhow::Result<SciData> {
     let deadline = Instant::now() + PREPARE_TIME;
     // The module's one table is made at instantiation, 47,157 functions
     // long, and never grows: the plugins' table cap is not for it.
-    let limits = &Limits {
+    let limits = &CallLimits {
         table_elements: limits.table_elements.max(TABLE_ELEMENTS),
         ..limits.clone()
     };
@@ -309,7 +332,7 @@ fn idle_data(artifacts: &Artifacts, limits: &Limits, memory: usize) -> anyhow::R
     };
     let run = RunState::new(
         &AgentCtx::default(),
-        &PluginSet::default(),
+        &Toolbox::default(),
         &run_limits,
         limits,
         deadline,

@@ -38,113 +38,21 @@ const O_CREAT: i32 = 1;
 pub(crate) fn add_to_linker(linker: &mut Linker<SciData>) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
     let wasi = "wasi_snapshot_preview1";
-    linker.func_wrap_async(
-        wasi,
-        "fd_write",
-        |mut caller: Caller<'_, SciData>, (fd, iovs, n, out): (i32, i32, i32, i32)| {
-            Box::new(async move {
-                if let Some(errno) = charge_write(&mut caller, fd, iovs, n, None).await? {
-                    return Ok(errno);
-                }
-                let (mut memory, data) = guest(&mut caller)?;
-                p1::fd_write(&mut data.wasi, &mut memory, fd, iovs, n, out).await
-            })
-        },
-    )?;
-    linker.func_wrap_async(
-        wasi,
-        "fd_pwrite",
-        |mut caller: Caller<'_, SciData>, (fd, iovs, n, offset, out): (i32, i32, i32, i64, i32)| {
-            Box::new(async move {
-                let at = Some(offset as u64);
-                if let Some(errno) = charge_write(&mut caller, fd, iovs, n, at).await? {
-                    return Ok(errno);
-                }
-                let (mut memory, data) = guest(&mut caller)?;
-                let wasi = &mut data.wasi;
-                p1::fd_pwrite(wasi, &mut memory, fd, iovs, n, offset, out).await
-            })
-        },
-    )?;
-    linker.func_wrap_async(
-        wasi,
-        "fd_filestat_set_size",
-        |mut caller: Caller<'_, SciData>, (fd, size): (i32, i64)| {
-            Box::new(async move {
-                if let Some((now, _)) = file(&mut caller, fd).await? {
-                    let growth = grow_charge(now, size as u64);
-                    if let Some(refusal) = charge(&mut caller, growth) {
-                        return Ok(errno(refusal));
-                    }
-                }
-                let (mut memory, data) = guest(&mut caller)?;
-                p1::fd_filestat_set_size(&mut data.wasi, &mut memory, fd, size).await
-            })
-        },
-    )?;
-    linker.func_wrap_async(
-        wasi,
-        "path_open",
-        |mut caller: Caller<'_, SciData>,
-         (dirfd, lookup, path, len, oflags, base, inheriting, fdflags, out): (
-            i32,
-            i32,
-            i32,
-            i32,
-            i32,
-            i64,
-            i64,
-            i32,
-            i32,
-        )| {
-            Box::new(async move {
-                let creates = match oflags & O_CREAT != 0 {
-                    true => Creates::File,
-                    false => Creates::Nothing,
-                };
-                let new = match check_new(&mut caller, dirfd, (path, len), creates).await? {
-                    Checked::Refused(refusal) => return Ok(errno(refusal)),
-                    Checked::New(reserved) => Some(reserved),
-                    Checked::Named => None,
-                };
-                let (mut memory, data) = guest(&mut caller)?;
-                let errno = p1::path_open(
-                    &mut data.wasi,
-                    &mut memory,
-                    dirfd,
-                    lookup,
-                    path,
-                    len,
-                    oflags,
-                    base,
-                    inheriting,
-                    fdflags,
-                    out,
-                )
-                .await?;
-                settle_new(&mut caller, new, errno == 0);
-                Ok(errno)
-            })
-        },
-    )?;
-    linker.func_wrap_async(
-        wasi,
-        "path_create_directory",
-        |mut caller: Caller<'_, SciData>, (fd, path, len): (i32, i32, i32)| {
-            Box::new(async move {
-                let new = match check_new(&mut caller, fd, (path, len), Creates::Folder).await? {
-                    Checked::Refused(refusal) => return Ok(errno(refusal)),
-                    Checked::New(reserved) => Some(reserved),
-                    Checked::Named => None,
-                };
-                let (mut memory, data) = guest(&mut caller)?;
-                let wasi = &mut data.wasi;
-                let errno = p1::path_create_directory(wasi, &mut memory, fd, path, len).await?;
-                settle_new(&mut caller, new, errno == 0);
-                Ok(errno)
-            })
-        },
-    )?;
+    linker.func_wrap_async(wasi, "fd_write", |caller, args| {
+        Box::new(fd_write(caller, args))
+    })?;
+    linker.func_wrap_async(wasi, "fd_pwrite", |caller, args| {
+        Box::new(fd_pwrite(caller, args))
+    })?;
+    linker.func_wrap_async(wasi, "fd_filestat_set_size", |caller, args| {
+        Box::new(fd_filestat_set_size(caller, args))
+    })?;
+    linker.func_wrap_async(wasi, "path_open", |caller, args| {
+        Box::new(path_open(caller, args))
+    })?;
+    linker.func_wrap_async(wasi, "path_create_directory", |caller, args| {
+        Box::new(path_create_directory(caller, args))
+    })?;
     // Links: none in a workspace (one could point at another chat's
     // files through a path the host would follow later).
     linker.func_wrap(
@@ -159,6 +67,109 @@ pub(crate) fn add_to_linker(linker: &mut Linker<SciData>) -> wasmtime::Result<()
     )?;
     linker.allow_shadowing(false);
     Ok(())
+}
+
+/// `fd_write`, charged to the run's workspace first.
+async fn fd_write(
+    mut caller: Caller<'_, SciData>,
+    (fd, iovs, n, out): (i32, i32, i32, i32),
+) -> wasmtime::Result<i32> {
+    if let Some(errno) = charge_write(&mut caller, fd, iovs, n, None).await? {
+        return Ok(errno);
+    }
+    let (mut memory, data) = guest(&mut caller)?;
+    p1::fd_write(&mut data.wasi, &mut memory, fd, iovs, n, out).await
+}
+
+/// `fd_pwrite`, charged to the run's workspace first (at `offset`).
+async fn fd_pwrite(
+    mut caller: Caller<'_, SciData>,
+    (fd, iovs, n, offset, out): (i32, i32, i32, i64, i32),
+) -> wasmtime::Result<i32> {
+    let at = Some(offset as u64);
+    if let Some(errno) = charge_write(&mut caller, fd, iovs, n, at).await? {
+        return Ok(errno);
+    }
+    let (mut memory, data) = guest(&mut caller)?;
+    let wasi = &mut data.wasi;
+    p1::fd_pwrite(wasi, &mut memory, fd, iovs, n, offset, out).await
+}
+
+/// `fd_filestat_set_size`, what it grows a file by charged to the run's
+/// workspace first.
+async fn fd_filestat_set_size(
+    mut caller: Caller<'_, SciData>,
+    (fd, size): (i32, i64),
+) -> wasmtime::Result<i32> {
+    if let Some((now, _)) = file(&mut caller, fd).await? {
+        let growth = grow_charge(now, size as u64);
+        if let Some(refusal) = charge(&mut caller, growth) {
+            return Ok(errno(refusal));
+        }
+    }
+    let (mut memory, data) = guest(&mut caller)?;
+    p1::fd_filestat_set_size(&mut data.wasi, &mut memory, fd, size).await
+}
+
+/// `path_open`, a file it would create checked by the run's workspace
+/// first.
+async fn path_open(
+    mut caller: Caller<'_, SciData>,
+    (dirfd, lookup, path, len, oflags, base, inheriting, fdflags, out): (
+        i32,
+        i32,
+        i32,
+        i32,
+        i32,
+        i64,
+        i64,
+        i32,
+        i32,
+    ),
+) -> wasmtime::Result<i32> {
+    let creates = match oflags & O_CREAT != 0 {
+        true => Creates::File,
+        false => Creates::Nothing,
+    };
+    let new = match check_new(&mut caller, dirfd, (path, len), creates).await? {
+        Checked::Refused(refusal) => return Ok(errno(refusal)),
+        Checked::New(reserved) => Some(reserved),
+        Checked::Named => None,
+    };
+    let (mut memory, data) = guest(&mut caller)?;
+    let errno = p1::path_open(
+        &mut data.wasi,
+        &mut memory,
+        dirfd,
+        lookup,
+        path,
+        len,
+        oflags,
+        base,
+        inheriting,
+        fdflags,
+        out,
+    )
+    .await?;
+    settle_new(&mut caller, new, errno == 0);
+    Ok(errno)
+}
+
+/// `path_create_directory`, checked by the run's workspace first.
+async fn path_create_directory(
+    mut caller: Caller<'_, SciData>,
+    (fd, path, len): (i32, i32, i32),
+) -> wasmtime::Result<i32> {
+    let new = match check_new(&mut caller, fd, (path, len), Creates::Folder).await? {
+        Checked::Refused(refusal) => return Ok(errno(refusal)),
+        Checked::New(reserved) => Some(reserved),
+        Checked::Named => None,
+    };
+    let (mut memory, data) = guest(&mut caller)?;
+    let wasi = &mut data.wasi;
+    let errno = p1::path_create_directory(wasi, &mut memory, fd, path, len).await?;
+    settle_new(&mut caller, new, errno == 0);
+    Ok(errno)
 }
 
 /// Preview 1's error number for `refusal`.

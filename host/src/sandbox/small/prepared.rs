@@ -39,14 +39,14 @@ use wasmtime_wasi::WasiView;
 use wasmtime_wasi::p2::{DynInputStream, DynOutputStream};
 
 use super::reusable::{Pending, Reusable};
-use super::snapshot::Snapshot;
-use super::state::RunState;
 use crate::bindings::python::{PythonSandbox as Interpreter, PythonSandboxPre};
 use crate::runtime::guard::apply_budget;
 use crate::runtime::guard::limited_store;
 use crate::runtime::limits::Budget;
 use crate::sandbox::SandboxHost;
-use crate::toolbox::PluginSet;
+use crate::sandbox::run::state::RunState;
+use crate::sandbox::snapshot::Snapshot;
+use crate::toolbox::Toolbox;
 use sandwit_contract::types::AgentCtx;
 
 /// Finished stores waiting to be dropped beyond which a run drops its own,
@@ -78,7 +78,7 @@ pub(crate) struct Prepared {
     pub(crate) store: Store<RunState>,
     pub(crate) interpreter: Interpreter,
     /// The plugins whose method functions it has made (`runner.prepare`).
-    pub(crate) methods: Option<PluginSet>,
+    pub(crate) methods: Option<Toolbox>,
     /// Its memory as prepared, on the sandbox's own engine; `None` in the
     /// host's pool.
     pub(crate) snapshot: Option<Snapshot>,
@@ -128,7 +128,7 @@ impl Prepared {
 
     /// Whether it has made the method functions of `plugins` (a run with
     /// them calls `exec_prepared`).
-    pub(crate) fn made_for(&self, plugins: &PluginSet) -> bool {
+    pub(crate) fn made_for(&self, plugins: &Toolbox) -> bool {
         self.methods.as_ref().is_some_and(|m| m.same(plugins))
     }
 
@@ -142,12 +142,12 @@ impl Prepared {
     /// Runs restore the memory the interpreter was prepared in, so without
     /// this one prepared before any run named its plugins (at the host's
     /// start) would make them in every run it serves.
-    async fn remade(mut self, host: &SandboxHost, methods: PluginSet) -> Result<Self, Retired> {
+    async fn remade(mut self, host: &SandboxHost, methods: Toolbox) -> Result<Self, Retired> {
         let limits = &host.runtime().run_limits;
         let budget = Budget::new(limits.fuel, limits.time, Instant::now());
         let data = self.store.data_mut();
         let plugin_limits = &host.runtime().limits;
-        let none = PluginSet::default();
+        let none = Toolbox::default();
         data.begin(
             &AgentCtx::default(),
             &none,
@@ -254,7 +254,7 @@ struct Queue {
     retired: Vec<Retired>,
     /// The plugins of the latest run: the next interpreters make their
     /// method functions ahead.
-    latest: Option<PluginSet>,
+    latest: Option<Toolbox>,
     /// Reusable interpreters given back by their runs, to be restored (by
     /// the thread, or by a run that finds none prepared).
     dirty: Vec<Prepared>,
@@ -327,7 +327,7 @@ impl Preparer {
         &self,
         running: &mut Running<'_>,
         memory_bytes: usize,
-        plugins: &PluginSet,
+        plugins: &Toolbox,
     ) -> Option<Prepared> {
         // Declared first, dropped last: the set replaced may hold the last
         // handle to a plugin, whose spares are not dropped under the lock.
@@ -588,61 +588,15 @@ fn keep(
     target: usize,
 ) {
     yield_to_runs();
-    let ready = |pending: Pending| match pending.finish() {
-        Ok(ready) => Some(ready),
-        Err(e) => {
-            tracing::warn!("the Python sandbox's interpreters serve one run each: {e:#}");
-            None
-        }
+    let mut reusable = own.and_then(|pending| start_own(shared, pending));
+    let Some(runtime) = thread_runtime(shared) else {
+        return;
     };
-    // Loading cached code is quick: before the first interpreter. Compiling
-    // takes seconds, on a thread of its own at normal priority (it is done
-    // once per cache, and at idle priority a busy host would never finish
-    // it), meanwhile this one prepares interpreters in the host's pool.
-    let mut reusable = None;
-    match own {
-        Some(pending) if pending.compiles() => {
-            let compiler = shared.clone();
-            let compiling = std::thread::Builder::new()
-                .name("sandwit-compile".into())
-                .spawn(move || {
-                    let compiled = ready(pending);
-                    let failed = compiled.is_none();
-                    compiler.lock().compiled = compiled;
-                    if failed {
-                        compiler.awaited.store(false, Ordering::SeqCst);
-                        compiler.changed();
-                    }
-                    compiler.wake.notify_one();
-                });
-            if let Err(e) = compiling {
-                shared.awaited.store(false, Ordering::SeqCst);
-                shared.changed();
-                tracing::warn!("the Python sandbox's interpreters serve one run each: {e}");
-            }
-        }
-        Some(pending) => {
-            reusable = ready(pending);
-            // No longer awaited before reusable: whoever sees it reusable
-            // (SeqCst) sees it not warming up.
-            shared.awaited.store(false, Ordering::SeqCst);
-            shared.reusable.store(reusable.is_some(), Ordering::SeqCst);
-            shared.changed();
-        }
-        None => {}
-    }
-    // With a timer: a plugin instance is made under its call's deadline.
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            shared.awaited.store(false, Ordering::SeqCst);
-            shared.changed();
-            tracing::warn!("no interpreters are prepared ahead of runs: {e}");
-            return;
-        }
+    let keeper = Keeper {
+        shared,
+        host,
+        pre,
+        runtime,
     };
     let mut poll = Poll::new();
     let mut queue = shared.lock();
@@ -657,22 +611,7 @@ fn keep(
             return;
         }
         if let Some(dirty) = queue.dirty.pop() {
-            // Made for other plugins than the latest run's, and a core free
-            // to make those: remade before it is offered again.
-            let remake = (queue.latest.clone())
-                .filter(|latest| !dirty.made_for(latest))
-                .filter(|_| shared.core_free());
-            drop(queue);
-            let restored = match (dirty.reusable(), remake) {
-                (Ok(restored), Some(latest)) => runtime.block_on(restored.remade(host, latest)),
-                (restored, _) => restored,
-            };
-            queue = shared.lock();
-            match restored {
-                Ok(restored) => queue.prepared.push(restored),
-                Err(store) => queue.retired.push(store),
-            }
-            shared.changed();
+            queue = keeper.restore(queue, dirty);
             poll = Poll::new();
             continue;
         }
@@ -696,48 +635,170 @@ fn keep(
             queue = shared.idle(queue, &mut poll);
             continue;
         }
-        if queue.prepared.len() + queue.dirty.len() + queue.out >= target {
-            // Then instances of the latest run's plugins, for the next
-            // run's first calls.
-            let wanting = queue.latest.as_ref().and_then(|latest| {
-                let plugins = latest.plugins();
-                plugins.into_iter().find(|p| p.wants_spare()).cloned()
-            });
-            let Some(plugin) = wanting else {
-                queue = shared.idle(queue, &mut poll);
-                continue;
-            };
-            drop(queue);
-            let made = runtime.block_on(plugin.prepare_spare());
-            drop(plugin);
-            queue = shared.lock();
-            if made {
-                shared.changed();
-                poll = Poll::new();
-            } else {
-                // No room (the host's pool, or its share for spares, is
-                // full: runs need the slots more), or it failed: back off
-                // as when there is nothing to do.
-                queue = shared.idle(queue, &mut poll);
+        queue = if queue.prepared.len() + queue.dirty.len() + queue.out >= target {
+            keeper.make_spare(queue, &mut poll)
+        } else {
+            keeper.prepare_next(queue, reusable.as_ref(), &mut poll)
+        };
+    }
+}
+
+/// Readies `own`, the interpreter's code for the sandbox's own engine.
+/// Loading cached code is quick: done here, before the first interpreter,
+/// and returned. Compiling takes seconds, on a thread of its own at normal
+/// priority (it is done once per cache, and at idle priority a busy host
+/// would never finish it), which leaves it in [`Queue::compiled`];
+/// meanwhile this one prepares interpreters in the host's pool.
+fn start_own(shared: &Arc<Shared>, pending: Pending) -> Option<Reusable> {
+    if !pending.compiles() {
+        let reusable = ready(pending);
+        // No longer awaited before reusable: whoever sees it reusable
+        // (SeqCst) sees it not warming up.
+        shared.awaited.store(false, Ordering::SeqCst);
+        shared.reusable.store(reusable.is_some(), Ordering::SeqCst);
+        shared.changed();
+        return reusable;
+    }
+    let compiler = shared.clone();
+    let compiling = std::thread::Builder::new()
+        .name("sandwit-compile".into())
+        .spawn(move || {
+            let compiled = ready(pending);
+            let failed = compiled.is_none();
+            compiler.lock().compiled = compiled;
+            if failed {
+                compiler.awaited.store(false, Ordering::SeqCst);
+                compiler.changed();
             }
-            continue;
+            compiler.wake.notify_one();
+        });
+    if let Err(e) = compiling {
+        shared.awaited.store(false, Ordering::SeqCst);
+        shared.changed();
+        tracing::warn!("the Python sandbox's interpreters serve one run each: {e}");
+    }
+    None
+}
+
+/// The interpreter's code for the sandbox's own engine, loaded or compiled;
+/// `None`, warned of, if that failed.
+fn ready(pending: Pending) -> Option<Reusable> {
+    match pending.finish() {
+        Ok(ready) => Some(ready),
+        Err(e) => {
+            tracing::warn!("the Python sandbox's interpreters serve one run each: {e:#}");
+            None
         }
+    }
+}
+
+/// The thread's runtime, with a timer: a plugin instance is made under its
+/// call's deadline. `None`, warned of, if it could not be built: then no
+/// interpreters are prepared.
+fn thread_runtime(shared: &Shared) -> Option<tokio::runtime::Runtime> {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+    {
+        Ok(runtime) => Some(runtime),
+        Err(e) => {
+            shared.awaited.store(false, Ordering::SeqCst);
+            shared.changed();
+            tracing::warn!("no interpreters are prepared ahead of runs: {e}");
+            None
+        }
+    }
+}
+
+/// What the thread's steps work with. Each takes the queue's lock, lets go
+/// of it while it works, and returns it taken again.
+struct Keeper<'a> {
+    shared: &'a Arc<Shared>,
+    host: &'a SandboxHost,
+    pre: &'a PythonSandboxPre<RunState>,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl<'a> Keeper<'a> {
+    /// Restores `dirty`, given back by its run, into the prepared ones (or
+    /// retires it): remade first if it was made for other plugins than the
+    /// latest run's, and a core is free to make those.
+    fn restore(&self, queue: MutexGuard<'a, Queue>, dirty: Prepared) -> MutexGuard<'a, Queue> {
+        let shared = self.shared;
+        let remake = (queue.latest.clone())
+            .filter(|latest| !dirty.made_for(latest))
+            .filter(|_| shared.core_free());
+        drop(queue);
+        let restored = match (dirty.reusable(), remake) {
+            (Ok(restored), Some(latest)) => {
+                (self.runtime).block_on(restored.remade(self.host, latest))
+            }
+            (restored, _) => restored,
+        };
+        let mut queue = shared.lock();
+        match restored {
+            Ok(restored) => queue.prepared.push(restored),
+            Err(store) => queue.retired.push(store),
+        }
+        shared.changed();
+        queue
+    }
+
+    /// With `target` interpreters there, makes an instance of one of the
+    /// latest run's plugins ahead, for the next run's first calls; idles
+    /// when none wants one, or there was no room.
+    fn make_spare(&self, queue: MutexGuard<'a, Queue>, poll: &mut Poll) -> MutexGuard<'a, Queue> {
+        let shared = self.shared;
+        let wanting = queue.latest.as_ref().and_then(|latest| {
+            let plugins = latest.plugins();
+            plugins.into_iter().find(|p| p.wants_spare()).cloned()
+        });
+        let Some(plugin) = wanting else {
+            return shared.idle(queue, poll);
+        };
+        drop(queue);
+        let made = self.runtime.block_on(plugin.prepare_spare());
+        drop(plugin);
+        let queue = shared.lock();
+        if made {
+            shared.changed();
+            *poll = Poll::new();
+            queue
+        } else {
+            // No room (the host's pool, or its share for spares, is
+            // full: runs need the slots more), or it failed: back off
+            // as when there is nothing to do.
+            shared.idle(queue, poll)
+        }
+    }
+
+    /// Prepares one more interpreter, for the latest run's plugins: on
+    /// `reusable`'s engine if there is one. If that fails, waits a while
+    /// ([`RETRY_AFTER`]).
+    fn prepare_next(
+        &self,
+        queue: MutexGuard<'a, Queue>,
+        reusable: Option<&Reusable>,
+        poll: &mut Poll,
+    ) -> MutexGuard<'a, Queue> {
+        let shared = self.shared;
         let methods = queue.latest.clone();
         drop(queue);
-        match runtime.block_on(prepare(host, pre, reusable.as_ref(), methods)) {
+        match (self.runtime).block_on(prepare(self.host, self.pre, reusable, methods)) {
             Ok(prepared) => {
-                poll = Poll::new();
-                queue = shared.lock();
+                *poll = Poll::new();
+                let mut queue = shared.lock();
                 queue.prepared.push(prepared);
                 shared.changed();
+                queue
             }
             Err(e) => {
                 tracing::debug!("preparing an interpreter failed, trying again later: {e:#}");
-                queue = shared.lock();
+                let mut queue = shared.lock();
                 // Without method functions the next time, in case making
                 // them failed: a later run names its plugins again.
                 queue.latest = None;
-                queue = shared.wait_for(queue, RETRY_AFTER);
+                shared.wait_for(queue, RETRY_AFTER)
             }
         }
     }
@@ -786,7 +847,7 @@ async fn prepare(
     host: &SandboxHost,
     pre: &PythonSandboxPre<RunState>,
     reusable: Option<&Reusable>,
-    methods: Option<PluginSet>,
+    methods: Option<Toolbox>,
 ) -> anyhow::Result<Prepared> {
     let pre = reusable.map_or(pre, |r| &r.pre);
     let limits = &host.runtime().run_limits;

@@ -14,10 +14,10 @@ use std::sync::{Arc, Mutex};
 
 use wasmtime::Engine;
 
-use super::methods::linker;
-use super::snapshot::Memories;
-use super::state::RunState;
 use crate::bindings::python::PythonSandboxPre;
+use crate::sandbox::run::state::RunState;
+use crate::sandbox::small::linker::linker;
+use crate::sandbox::snapshot::Memories;
 use sandwit_contract::signing::component_hash;
 
 use crate::runtime::cache::CodeCache;

@@ -34,8 +34,8 @@ use wasmtime_wasi::p2::{
     DynInputStream, DynOutputStream, FsError, OutputStream, Pollable, ReaddirIterator, StreamError,
 };
 
-use super::state::RunState;
-use crate::sandbox::small::outcome::WorkspaceFile;
+use crate::sandbox::run::outcome::WorkspaceFile;
+use crate::sandbox::run::state::RunState;
 use crate::sandbox::workspace::{
     Checked, Creates, GUEST_PATH, Refusal, Reserved, WorkspaceRun, grow_charge, preopen_dir,
     write_charge,
@@ -143,170 +143,35 @@ impl RunState {
 /// that write, create or link, on a linker that has wasmtime-wasi's.
 pub(crate) fn add_to_linker(linker: &mut Linker<RunState>) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
-    linker.instance(PREOPENS)?.func_wrap(
-        "get-directories",
-        |mut store: StoreContextMut<'_, RunState>, (): ()| {
-            let data = store.data_mut();
-            let Some(workspaces) = data.workspaces.as_ref() else {
-                return Ok((Vec::new(),));
-            };
-            let dir = match &workspaces.run {
-                Some((dir, _)) => dir.clone(),
-                None => workspaces.placeholder.clone(),
-            };
-            let descriptor = data.ctx().table.push(Descriptor::Dir(dir))?;
-            let rep = descriptor.rep();
-            if let Some(workspaces) = data.workspaces.as_mut() {
-                workspaces.preopens.push(rep);
-            }
-            Ok((vec![(descriptor, GUEST_PATH.to_string())],))
-        },
-    )?;
+    linker
+        .instance(PREOPENS)?
+        .func_wrap("get-directories", get_directories)?;
     let mut types = linker.instance(TYPES)?;
-    // A preopen's descriptor dropped by the code is one the restored
-    // memory still refers to: the interpreter is not reused after.
-    types.resource_async(
-        "descriptor",
-        ResourceType::host::<Descriptor>(),
-        |mut store, rep| {
-            Box::new(async move {
-                let data = store.data_mut();
-                data.note_drop(rep);
-                HostDescriptor::drop(&mut data.filesystem(), Resource::new_own(rep))
-            })
-        },
-    )?;
-    types.func_wrap_async(
-        "[method]descriptor.open-at",
-        |mut store: StoreContextMut<'_, RunState>,
-         (fd, path_flags, path, open_flags, flags): (
-            Resource<Descriptor>,
-            PathFlags,
-            String,
-            OpenFlags,
-            DescriptorFlags,
-        )| {
-            Box::new(async move {
-                let run = store.data_mut().workspace_run();
-                let mut fs = store.data_mut().filesystem();
-                let (creates, exists) = match open_flags.contains(OpenFlags::CREATE) {
-                    // Whether the name is there, where the call names it:
-                    // relative to `fd`, as wasmtime-wasi resolves it.
-                    true if run.is_some() => {
-                        let dir = Resource::new_borrow(fd.rep());
-                        let found = fs.stat_at(dir, PathFlags::empty(), path.clone()).await;
-                        (Creates::File, found.is_ok())
-                    }
-                    _ => (Creates::Nothing, false),
-                };
-                let new = match check_new(run.as_ref(), &path, creates, exists) {
-                    Ok(new) => new,
-                    Err(code) => return Ok((Err(code),)),
-                };
-                let opened = fs.open_at(fd, path_flags, path, open_flags, flags).await;
-                settle_new(run.as_ref(), new, opened.is_ok());
-                Ok((answer(&mut fs, opened)?,))
-            })
-        },
-    )?;
-    types.func_wrap_async(
-        "[method]descriptor.create-directory-at",
-        |mut store: StoreContextMut<'_, RunState>, (fd, path): (Resource<Descriptor>, String)| {
-            Box::new(async move {
-                let run = store.data_mut().workspace_run();
-                // A name there already fails the call, which gives back
-                // what was reserved.
-                let new = match check_new(run.as_ref(), &path, Creates::Folder, false) {
-                    Ok(new) => new,
-                    Err(code) => return Ok((Err(code),)),
-                };
-                let mut fs = store.data_mut().filesystem();
-                let made = fs.create_directory_at(fd, path).await;
-                settle_new(run.as_ref(), new, made.is_ok());
-                Ok((answer(&mut fs, made)?,))
-            })
-        },
-    )?;
-    types.func_wrap_async(
-        "[method]descriptor.rename-at",
-        |mut store: StoreContextMut<'_, RunState>,
-         (fd, old, new_fd, new): (Resource<Descriptor>, String, Resource<Descriptor>, String)| {
-            Box::new(async move {
-                let run = store.data_mut().workspace_run();
-                if let Err(code) = check_new(run.as_ref(), &new, Creates::Nothing, false) {
-                    return Ok((Err(code),));
-                }
-                let mut fs = store.data_mut().filesystem();
-                let renamed = fs.rename_at(fd, old, new_fd, new).await;
-                Ok((answer(&mut fs, renamed)?,))
-            })
-        },
-    )?;
-    types.func_wrap_async(
-        "[method]descriptor.write",
-        |mut store: StoreContextMut<'_, RunState>,
-         (fd, buffer, offset): (Resource<Descriptor>, Vec<u8>, Filesize)| {
-            Box::new(async move {
-                let run = store.data_mut().workspace_run();
-                let mut fs = store.data_mut().filesystem();
-                if run.is_some() {
-                    let size = match fs.stat(Resource::new_borrow(fd.rep())).await {
-                        Ok(stat) => stat.size,
-                        Err(e) => return Ok((Err(fs.convert_error_code(e)?),)),
-                    };
-                    let bytes = write_charge(size, offset, buffer.len() as u64);
-                    if let Some(refusal) = charge(run.as_ref(), bytes) {
-                        return Ok((Err(code(refusal)),));
-                    }
-                }
-                let written = fs.write(fd, buffer, offset).await;
-                Ok((answer(&mut fs, written)?,))
-            })
-        },
-    )?;
-    types.func_wrap_async(
-        "[method]descriptor.set-size",
-        |mut store: StoreContextMut<'_, RunState>, (fd, size): (Resource<Descriptor>, Filesize)| {
-            Box::new(async move {
-                let run = store.data_mut().workspace_run();
-                let mut fs = store.data_mut().filesystem();
-                let now = match fs.stat(Resource::new_borrow(fd.rep())).await {
-                    Ok(stat) => stat.size,
-                    Err(e) => return Ok((Err(fs.convert_error_code(e)?),)),
-                };
-                if let Some(refusal) = charge(run.as_ref(), grow_charge(now, size)) {
-                    return Ok((Err(code(refusal)),));
-                }
-                let set = fs.set_size(fd, size).await;
-                Ok((answer(&mut fs, set)?,))
-            })
-        },
-    )?;
-    types.func_wrap_async(
-        "[method]descriptor.write-via-stream",
-        |mut store: StoreContextMut<'_, RunState>,
-         (fd, offset): (Resource<Descriptor>, Filesize)| {
-            Box::new(async move {
-                let run = store.data_mut().workspace_run();
-                let mut fs = store.data_mut().filesystem();
-                let file = os_file(&fs, &fd);
-                let stream = fs.write_via_stream(fd, offset);
-                let at = file.map(|file| (file, offset));
-                Ok((charged(&mut fs, stream, run, at)?,))
-            })
-        },
-    )?;
-    types.func_wrap_async(
-        "[method]descriptor.append-via-stream",
-        |mut store: StoreContextMut<'_, RunState>, (fd,): (Resource<Descriptor>,)| {
-            Box::new(async move {
-                let run = store.data_mut().workspace_run();
-                let mut fs = store.data_mut().filesystem();
-                let stream = fs.append_via_stream(fd);
-                Ok((charged(&mut fs, stream, run, None)?,))
-            })
-        },
-    )?;
+    let descriptor = ResourceType::host::<Descriptor>();
+    types.resource_async("descriptor", descriptor, |store, rep| {
+        Box::new(drop_descriptor(store, rep))
+    })?;
+    types.func_wrap_async("[method]descriptor.open-at", |store, args| {
+        Box::new(open_at(store, args))
+    })?;
+    types.func_wrap_async("[method]descriptor.create-directory-at", |store, args| {
+        Box::new(create_directory_at(store, args))
+    })?;
+    types.func_wrap_async("[method]descriptor.rename-at", |store, args| {
+        Box::new(rename_at(store, args))
+    })?;
+    types.func_wrap_async("[method]descriptor.write", |store, args| {
+        Box::new(write(store, args))
+    })?;
+    types.func_wrap_async("[method]descriptor.set-size", |store, args| {
+        Box::new(set_size(store, args))
+    })?;
+    types.func_wrap_async("[method]descriptor.write-via-stream", |store, args| {
+        Box::new(write_via_stream(store, args))
+    })?;
+    types.func_wrap_async("[method]descriptor.append-via-stream", |store, args| {
+        Box::new(append_via_stream(store, args))
+    })?;
     // Links: none in a workspace (one could point at another chat's files
     // through a path the host would follow later).
     types.func_wrap(
@@ -328,6 +193,180 @@ pub(crate) fn add_to_linker(linker: &mut Linker<RunState>) -> wasmtime::Result<(
     )?;
     linker.allow_shadowing(false);
     Ok(())
+}
+
+/// What a shadowed `wasi:filesystem/types` function returns: its result
+/// for the guest, or a trap.
+type Answer<T> = wasmtime::Result<(Result<T, ErrorCode>,)>;
+
+/// A preopen as `get-directories` gives it: its descriptor and path.
+type Preopen = (Resource<Descriptor>, String);
+
+/// `get-directories`: the workspace's one preopen, the run's chat's folder
+/// or (while prepared) the placeholder, its handle noted; none without
+/// workspaces.
+fn get_directories(
+    mut store: StoreContextMut<'_, RunState>,
+    (): (),
+) -> wasmtime::Result<(Vec<Preopen>,)> {
+    let data = store.data_mut();
+    let Some(workspaces) = data.workspaces.as_ref() else {
+        return Ok((Vec::new(),));
+    };
+    let dir = match &workspaces.run {
+        Some((dir, _)) => dir.clone(),
+        None => workspaces.placeholder.clone(),
+    };
+    let descriptor = data.ctx().table.push(Descriptor::Dir(dir))?;
+    let rep = descriptor.rep();
+    if let Some(workspaces) = data.workspaces.as_mut() {
+        workspaces.preopens.push(rep);
+    }
+    Ok((vec![(descriptor, GUEST_PATH.to_string())],))
+}
+
+/// A descriptor's drop, noted: a preopen's descriptor dropped by the code
+/// is one the restored memory still refers to, and the interpreter is not
+/// reused after.
+async fn drop_descriptor(
+    mut store: StoreContextMut<'_, RunState>,
+    rep: u32,
+) -> wasmtime::Result<()> {
+    let data = store.data_mut();
+    data.note_drop(rep);
+    HostDescriptor::drop(&mut data.filesystem(), Resource::new_own(rep))
+}
+
+/// `open-at`: a file it would create checked against the run's workspace
+/// first (its name, the quota of entries).
+async fn open_at(
+    mut store: StoreContextMut<'_, RunState>,
+    (fd, path_flags, path, open_flags, flags): (
+        Resource<Descriptor>,
+        PathFlags,
+        String,
+        OpenFlags,
+        DescriptorFlags,
+    ),
+) -> Answer<Resource<Descriptor>> {
+    let run = store.data_mut().workspace_run();
+    let mut fs = store.data_mut().filesystem();
+    let (creates, exists) = match open_flags.contains(OpenFlags::CREATE) {
+        // Whether the name is there, where the call names it:
+        // relative to `fd`, as wasmtime-wasi resolves it.
+        true if run.is_some() => {
+            let dir = Resource::new_borrow(fd.rep());
+            let found = fs.stat_at(dir, PathFlags::empty(), path.clone()).await;
+            (Creates::File, found.is_ok())
+        }
+        _ => (Creates::Nothing, false),
+    };
+    let new = match check_new(run.as_ref(), &path, creates, exists) {
+        Ok(new) => new,
+        Err(code) => return Ok((Err(code),)),
+    };
+    let opened = fs.open_at(fd, path_flags, path, open_flags, flags).await;
+    settle_new(run.as_ref(), new, opened.is_ok());
+    Ok((answer(&mut fs, opened)?,))
+}
+
+/// `create-directory-at`, checked against the run's workspace first.
+async fn create_directory_at(
+    mut store: StoreContextMut<'_, RunState>,
+    (fd, path): (Resource<Descriptor>, String),
+) -> Answer<()> {
+    let run = store.data_mut().workspace_run();
+    // A name there already fails the call, which gives back
+    // what was reserved.
+    let new = match check_new(run.as_ref(), &path, Creates::Folder, false) {
+        Ok(new) => new,
+        Err(code) => return Ok((Err(code),)),
+    };
+    let mut fs = store.data_mut().filesystem();
+    let made = fs.create_directory_at(fd, path).await;
+    settle_new(run.as_ref(), new, made.is_ok());
+    Ok((answer(&mut fs, made)?,))
+}
+
+/// `rename-at`, its new name checked against the run's workspace first.
+async fn rename_at(
+    mut store: StoreContextMut<'_, RunState>,
+    (fd, old, new_fd, new): (Resource<Descriptor>, String, Resource<Descriptor>, String),
+) -> Answer<()> {
+    let run = store.data_mut().workspace_run();
+    if let Err(code) = check_new(run.as_ref(), &new, Creates::Nothing, false) {
+        return Ok((Err(code),));
+    }
+    let mut fs = store.data_mut().filesystem();
+    let renamed = fs.rename_at(fd, old, new_fd, new).await;
+    Ok((answer(&mut fs, renamed)?,))
+}
+
+/// `write`, charged to the run's workspace first (its bytes, and a hole it
+/// leaves past the file's end).
+async fn write(
+    mut store: StoreContextMut<'_, RunState>,
+    (fd, buffer, offset): (Resource<Descriptor>, Vec<u8>, Filesize),
+) -> Answer<Filesize> {
+    let run = store.data_mut().workspace_run();
+    let mut fs = store.data_mut().filesystem();
+    if run.is_some() {
+        let size = match fs.stat(Resource::new_borrow(fd.rep())).await {
+            Ok(stat) => stat.size,
+            Err(e) => return Ok((Err(fs.convert_error_code(e)?),)),
+        };
+        let bytes = write_charge(size, offset, buffer.len() as u64);
+        if let Some(refusal) = charge(run.as_ref(), bytes) {
+            return Ok((Err(code(refusal)),));
+        }
+    }
+    let written = fs.write(fd, buffer, offset).await;
+    Ok((answer(&mut fs, written)?,))
+}
+
+/// `set-size`, what it grows the file by charged to the run's workspace
+/// first.
+async fn set_size(
+    mut store: StoreContextMut<'_, RunState>,
+    (fd, size): (Resource<Descriptor>, Filesize),
+) -> Answer<()> {
+    let run = store.data_mut().workspace_run();
+    let mut fs = store.data_mut().filesystem();
+    let now = match fs.stat(Resource::new_borrow(fd.rep())).await {
+        Ok(stat) => stat.size,
+        Err(e) => return Ok((Err(fs.convert_error_code(e)?),)),
+    };
+    if let Some(refusal) = charge(run.as_ref(), grow_charge(now, size)) {
+        return Ok((Err(code(refusal)),));
+    }
+    let set = fs.set_size(fd, size).await;
+    Ok((answer(&mut fs, set)?,))
+}
+
+/// `write-via-stream`: a stream whose writes are charged to the run's
+/// workspace ([`Charged`]), from `offset`.
+async fn write_via_stream(
+    mut store: StoreContextMut<'_, RunState>,
+    (fd, offset): (Resource<Descriptor>, Filesize),
+) -> Answer<Resource<DynOutputStream>> {
+    let run = store.data_mut().workspace_run();
+    let mut fs = store.data_mut().filesystem();
+    let file = os_file(&fs, &fd);
+    let stream = fs.write_via_stream(fd, offset);
+    let at = file.map(|file| (file, offset));
+    Ok((charged(&mut fs, stream, run, at)?,))
+}
+
+/// `append-via-stream`: a stream whose writes are charged to the run's
+/// workspace ([`Charged`]).
+async fn append_via_stream(
+    mut store: StoreContextMut<'_, RunState>,
+    (fd,): (Resource<Descriptor>,),
+) -> Answer<Resource<DynOutputStream>> {
+    let run = store.data_mut().workspace_run();
+    let mut fs = store.data_mut().filesystem();
+    let stream = fs.append_via_stream(fd);
+    Ok((charged(&mut fs, stream, run, None)?,))
 }
 
 /// wasmtime-wasi's answer as the guest gets it: its error code, or a trap.

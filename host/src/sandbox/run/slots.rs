@@ -1,13 +1,22 @@
-//! Admission of runs: at most so many of a host's runs execute at once, in
-//! all its sandboxes together; the others wait in a bounded queue, each for
-//! a bounded time. A run's time limit counts from when it gets its slot, so
-//! runs that outnumber the cores wait their turn instead of sharing the
-//! cores and running out of time together.
+//! Admission of runs, the host's run queue: at most so many of a host's
+//! runs execute at once, in all its sandboxes together; the others wait in
+//! a bounded queue, each for a bounded time. A run's time limit counts from
+//! when it gets its slot, so runs that outnumber the cores wait their turn
+//! instead of sharing the cores and running out of time together.
+//!
+//! A front end that answers runs over connections (`sandwit serve`) has no
+//! queue of its own: it takes a [`RunPlace`] in this one for each run it
+//! admits, at once or refused ([`Host::run_place`](crate::Host::run_place)),
+//! and holds it until the run's answer has gone out. The queue's places
+//! are its slots and its waiting room together, so the runs admitted and
+//! the answers still held for slow clients are never more than those.
 
+use std::fmt;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{Semaphore, SemaphorePermit};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, SemaphorePermit};
 
 use crate::runtime::cancel::Cancel;
 
@@ -21,6 +30,7 @@ pub struct RunSlots {
     pub running: usize,
     /// Runs waiting for a slot at once; a run past them is refused at once
     /// ([`LimitKind::Queue`](crate::LimitKind::Queue)). Default [`DEFAULT_WAITING_RUNS`].
+    /// With `running`, the places a front end takes ([`RunPlace`]).
     pub waiting: usize,
     /// How long a run waits for a slot before it is refused
     /// ([`LimitKind::Queue`](crate::LimitKind::Queue)). Default [`DEFAULT_MAX_WAIT`].
@@ -45,12 +55,23 @@ impl RunSlots {
         }
     }
 
+    /// The queue's places: its slots and its waiting room.
+    pub fn places(&self) -> usize {
+        self.running.saturating_add(self.waiting)
+    }
+
     /// Checks the settings make sense (a slot at least).
     pub(crate) fn check(&self) -> anyhow::Result<()> {
         anyhow::ensure!(
             (1..=Semaphore::MAX_PERMITS).contains(&self.running),
             "run slots: `running` is {}: at least one run must be able to execute",
             self.running
+        );
+        anyhow::ensure!(
+            self.places() <= Semaphore::MAX_PERMITS,
+            "run slots: `running` and `waiting` are {} in all, more than {} places",
+            self.places(),
+            Semaphore::MAX_PERMITS
         );
         Ok(())
     }
@@ -62,10 +83,13 @@ impl Default for RunSlots {
     }
 }
 
-/// A host's run slots and the runs waiting for them.
+/// A host's run queue: its run slots, the runs waiting for them, and the
+/// places front ends hold ([`RunPlace`]).
 pub(crate) struct Admission {
     slots: Semaphore,
     waiting: AtomicUsize,
+    /// [`RunSlots::places`] of them.
+    places: Arc<Semaphore>,
     settings: RunSlots,
 }
 
@@ -82,10 +106,53 @@ pub(crate) struct Slot<'a> {
 pub(crate) enum Refused {
     /// Its cancel handle was cancelled while it waited.
     Cancelled,
-    /// The queue was full, or the run waited past the most it may: a
-    /// [`LimitKind::Queue`](crate::LimitKind::Queue) with this message.
+    /// The queue was full or closed, or the run waited past the most it
+    /// may: a [`LimitKind::Queue`](crate::LimitKind::Queue) with this
+    /// message.
     Queue(String),
 }
+
+/// A place in a host's run queue, taken for a run by a front end that
+/// answers it over a connection ([`Host::run_place`](crate::Host::run_place)),
+/// from its request until its answer has gone out; given back when
+/// dropped. The run itself waits for its slot as any run does. While the
+/// answer is held (a client that reads slowly), the place still counts:
+/// the runs admitted and the answers held are at most
+/// [`RunSlots::places`].
+#[derive(Debug)]
+pub struct RunPlace {
+    _permit: OwnedSemaphorePermit,
+}
+
+/// Why a front end got no [`RunPlace`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoRunPlace {
+    /// Every place is taken, by runs executing, waiting for a slot, or
+    /// whose answers are still going out: try again shortly.
+    Full {
+        /// The places ([`RunSlots::places`]).
+        places: usize,
+    },
+    /// The host admits no more runs
+    /// ([`Host::close_run_slots`](crate::Host::close_run_slots)).
+    Closed,
+}
+
+impl fmt::Display for NoRunPlace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NoRunPlace::Full { places } => write!(
+                f,
+                "every one of the host's {places} run places (run slots and queue) is taken, by \
+                 runs executing, waiting, or whose answers are still going out; try again \
+                 shortly"
+            ),
+            NoRunPlace::Closed => f.write_str("the host admits no more runs"),
+        }
+    }
+}
+
+impl std::error::Error for NoRunPlace {}
 
 /// Undoes a waiter's count however its wait ends (a dropped future too).
 struct Waiting<'a>(&'a AtomicUsize);
@@ -96,11 +163,15 @@ impl Drop for Waiting<'_> {
     }
 }
 
+/// What a run waiting when the queue closes is told.
+const CLOSED: &str = "the host admits no more runs (it is shutting down)";
+
 impl Admission {
     pub(crate) fn new(settings: RunSlots) -> Self {
         Admission {
             slots: Semaphore::new(settings.running),
             waiting: AtomicUsize::new(0),
+            places: Arc::new(Semaphore::new(settings.places())),
             settings,
         }
     }
@@ -120,6 +191,25 @@ impl Admission {
         self.waiting.load(Ordering::SeqCst)
     }
 
+    /// A place for a front end's run, at once or refused.
+    pub(crate) fn place(&self) -> Result<RunPlace, NoRunPlace> {
+        use tokio::sync::TryAcquireError;
+        match self.places.clone().try_acquire_owned() {
+            Ok(permit) => Ok(RunPlace { _permit: permit }),
+            Err(TryAcquireError::NoPermits) => Err(NoRunPlace::Full {
+                places: self.settings.places(),
+            }),
+            Err(TryAcquireError::Closed) => Err(NoRunPlace::Closed),
+        }
+    }
+
+    /// Admits no more runs: those waiting for a slot, and those asked for
+    /// later, are refused; places are refused too. Runs executing go on.
+    pub(crate) fn close(&self) {
+        self.places.close();
+        self.slots.close();
+    }
+
     /// A slot for a run asked for at `asked`: at once if one is free, else
     /// after waiting in line (the semaphore is fair: first come, first
     /// served) for at most [`RunSlots::max_wait`].
@@ -128,6 +218,7 @@ impl Admission {
         asked: Instant,
         cancel: Option<&Cancel>,
     ) -> Result<Slot<'_>, Refused> {
+        use tokio::sync::TryAcquireError;
         let slot = |permit| {
             let start = Instant::now();
             Slot {
@@ -136,8 +227,10 @@ impl Admission {
                 start,
             }
         };
-        if let Ok(permit) = self.slots.try_acquire() {
-            return Ok(slot(permit));
+        match self.slots.try_acquire() {
+            Ok(permit) => return Ok(slot(permit)),
+            Err(TryAcquireError::Closed) => return Err(Refused::Queue(CLOSED.to_string())),
+            Err(TryAcquireError::NoPermits) => {}
         }
         let RunSlots {
             running,
@@ -166,12 +259,11 @@ impl Admission {
         };
         match acquired {
             Ok(Ok(permit)) => Ok(slot(permit)),
-            // The semaphore is never closed.
-            Ok(Err(_closed)) => unreachable!("the run slots' semaphore is never closed"),
+            Ok(Err(_closed)) => Err(Refused::Queue(CLOSED.to_string())),
             Err(_elapsed) => Err(Refused::Queue(format!(
                 "waited {:.1} s for one of the host's {running} run slots, the most a run may \
                  wait: the host is busy; try again later, or raise the wait \
-                 (HostBuilder::run_slots, Host(max_wait_s=...))",
+                 (HostBuilder::run_slots, Host(max_wait_s=...), --queue-wait-ms)",
                 max_wait.as_secs_f64()
             ))),
         }
@@ -224,6 +316,45 @@ mod tests {
         cancel.cancel();
         assert!(matches!(waiter.await, Err(Refused::Cancelled)));
         assert_eq!(admission.waiting(), 0);
+    }
+
+    /// A front end's places are the slots and the waiting room together:
+    /// held past its run (its answer going out), a place still counts, and
+    /// once every one is held the next is refused at once.
+    #[tokio::test]
+    async fn places_are_the_slots_and_the_waiting_room_and_outlast_their_runs() {
+        let admission = admission(1, 1, 60_000);
+        let first = admission.place().unwrap();
+        let run = admission.slot(Instant::now(), None).await.ok().unwrap();
+        // The run ends; its answer still holds the place.
+        drop(run);
+        let second = admission.place().unwrap();
+        assert_eq!(
+            admission.place().unwrap_err(),
+            NoRunPlace::Full { places: 2 }
+        );
+        // The slot is free for the second's run all the same.
+        let run = admission.slot(Instant::now(), None).await.ok().unwrap();
+        drop((first, run));
+        let _third = admission.place().unwrap();
+        drop(second);
+    }
+
+    /// Closed, the queue refuses places, waiting runs and new ones; a run
+    /// executing keeps its slot.
+    #[tokio::test]
+    async fn a_closed_queue_refuses_places_and_waiters() {
+        let admission = admission(1, 4, 60_000);
+        let _held = admission.slot(Instant::now(), None).await.ok().unwrap();
+        let waiter = admission.slot(Instant::now(), None);
+        tokio::pin!(waiter);
+        assert!(futures_poll(waiter.as_mut()).is_none());
+        admission.close();
+        assert!(matches!(waiter.await, Err(Refused::Queue(m)) if m == CLOSED));
+        assert_eq!(admission.place().unwrap_err(), NoRunPlace::Closed);
+        let late = admission.slot(Instant::now(), None).await;
+        assert!(matches!(late, Err(Refused::Queue(m)) if m == CLOSED));
+        assert_eq!(admission.running(), 1);
     }
 
     /// Polls `future` once.

@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::capabilities::events::PluginEvent;
 use crate::controls::ControlEvent;
 use crate::runtime::limits::EventSize;
-use crate::sandbox::admission::Refused;
+use crate::sandbox::run::slots::Refused;
 use sandwit_contract::limits::LimitKind;
 use sandwit_contract::types::{MethodKind, MethodResult, Value};
 
@@ -220,8 +220,8 @@ pub struct RunOutcome {
     pub error: Option<RunError>,
     /// The limit, for [`RunStatus::LimitExceeded`].
     pub limit: Option<LimitHit>,
-    /// The files of the chat's workspace the run created or changed (a
-    /// scientific sandbox with workspaces); empty otherwise.
+    /// The files of the chat's workspace the run created or changed, in
+    /// either interpreter; empty when the host keeps no workspaces.
     pub files: Vec<WorkspaceFile>,
     /// What happened, in order.
     pub events: Vec<Event>,

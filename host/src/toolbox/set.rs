@@ -9,19 +9,25 @@ use crate::plugin::Plugin;
 use crate::toolbox::guest_text::docstring_body;
 use crate::toolbox::host_method::HostMethod;
 use sandwit_contract::manifest::MethodSpec;
-use sandwit_contract::types::MethodKind;
+use sandwit_contract::types::{AgentCtx, MethodKind};
 
 /// The methods a run may call: of plugins, and host methods the embedder
 /// defines ([`HostMethod`]), indexed by name. Cheap to clone.
 #[derive(Clone, Default)]
-pub struct PluginSet {
-    inner: Arc<PluginSetInner>,
+pub struct Toolbox {
+    inner: Arc<ToolboxInner>,
 }
 
 #[derive(Default)]
-struct PluginSetInner {
+struct ToolboxInner {
     by_method: HashMap<String, Provider>,
     specs: Vec<wit::MethodSpec>,
+    /// Whether a plugin of the set has lifecycle hooks: only then does a
+    /// context see less of it than all.
+    hooked: bool,
+    /// The context the set was made for ([`Toolbox::in_context`]), if it
+    /// was: a run there uses it as it is.
+    made_for: Option<AgentCtx>,
 }
 
 /// Who answers a method.
@@ -40,6 +46,11 @@ impl Provider {
         }
     }
 
+    /// Whether it is a plugin with lifecycle hooks.
+    fn hooked(&self) -> bool {
+        matches!(self, Provider::Plugin(plugin) if plugin.has_lifecycle())
+    }
+
     fn spec(&self, method: &str) -> &MethodSpec {
         match self {
             Provider::Plugin(plugin) => plugin.manifest().method(method).expect("indexed"),
@@ -48,9 +59,9 @@ impl Provider {
     }
 }
 
-/// Why plugins cannot make one [`PluginSet`].
+/// Why plugins cannot make one [`Toolbox`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PluginSetError {
+pub enum ToolboxError {
     /// Two plugins offer a method of the same name.
     #[error("method `{method}` is offered by both plugin `{first}` and plugin `{second}`")]
     Method {
@@ -83,10 +94,10 @@ pub enum PluginSetError {
     },
 }
 
-impl PluginSet {
+impl Toolbox {
     /// The methods of `plugins`; plugin ids and method names must be unique
     /// across them.
-    pub fn new(plugins: &[Plugin]) -> Result<Self, PluginSetError> {
+    pub fn new(plugins: &[Plugin]) -> Result<Self, ToolboxError> {
         Self::with_host_methods(plugins, &[])
     }
 
@@ -96,11 +107,11 @@ impl PluginSet {
     pub fn with_host_methods(
         plugins: &[Plugin],
         methods: &[HostMethod],
-    ) -> Result<Self, PluginSetError> {
-        let mut inner = PluginSetInner::default();
+    ) -> Result<Self, ToolboxError> {
+        let mut inner = ToolboxInner::default();
         for (i, plugin) in plugins.iter().enumerate() {
             if let Some(first) = plugins[..i].iter().find(|p| p.id() == plugin.id()) {
-                return Err(PluginSetError::Id {
+                return Err(ToolboxError::Id {
                     id: plugin.id().to_string(),
                     first: first.hash().to_string(),
                     second: plugin.hash().to_string(),
@@ -111,7 +122,7 @@ impl PluginSet {
             .iter()
             .find(|m| plugins.iter().any(|p| p.id() == m.provider()))
         {
-            return Err(PluginSetError::Provider {
+            return Err(ToolboxError::Provider {
                 id: host.provider().to_string(),
                 method: host.spec().name.clone(),
             });
@@ -129,16 +140,17 @@ impl PluginSet {
             );
         for (provider, method) in offered {
             if let Some(first) = inner.by_method.get(&method.name) {
-                return Err(PluginSetError::Method {
+                return Err(ToolboxError::Method {
                     method: method.name.clone(),
                     first: first.id().to_string(),
                     second: provider.id().to_string(),
                 });
             }
+            inner.hooked |= provider.hooked();
             inner.specs.push(method.into());
             inner.by_method.insert(method.name.clone(), provider);
         }
-        Ok(PluginSet {
+        Ok(Toolbox {
             inner: Arc::new(inner),
         })
     }
@@ -148,16 +160,30 @@ impl PluginSet {
     /// run's functions follow it, and a method left out is not callable.
     /// `keep` is given each method's provider (a plugin id, or a host
     /// method's provider) and spec.
-    pub fn filter(&self, mut keep: impl FnMut(&str, &MethodSpec) -> bool) -> PluginSet {
-        let mut inner = PluginSetInner::default();
+    /// A set filtered from one made for a context is still for that context.
+    pub fn filter(&self, keep: impl FnMut(&str, &MethodSpec) -> bool) -> Toolbox {
+        self.filtered(self.inner.made_for.clone(), keep)
+    }
+
+    /// [`Toolbox::filter`], the result made for `made_for`.
+    pub(crate) fn filtered(
+        &self,
+        made_for: Option<AgentCtx>,
+        mut keep: impl FnMut(&str, &MethodSpec) -> bool,
+    ) -> Toolbox {
+        let mut inner = ToolboxInner {
+            made_for,
+            ..ToolboxInner::default()
+        };
         for spec in &self.inner.specs {
             let provider = &self.inner.by_method[&spec.name];
             if keep(provider.id(), provider.spec(&spec.name)) {
+                inner.hooked |= provider.hooked();
                 inner.by_method.insert(spec.name.clone(), provider.clone());
                 inner.specs.push(spec.clone());
             }
         }
-        PluginSet {
+        Toolbox {
             inner: Arc::new(inner),
         }
     }
@@ -199,8 +225,55 @@ impl PluginSet {
             })
     }
 
+    /// The set as `ctx` sees it, for a run there: this set if no plugin of
+    /// it has lifecycle hooks or it was made for `ctx`
+    /// ([`Toolbox::in_context`]), else [`ContextSet::methods`] of it.
+    ///
+    /// [`ContextSet::methods`]: crate::ContextSet::methods
+    pub(crate) async fn for_context(&self, ctx: &AgentCtx) -> Toolbox {
+        if self.seen_as_is(ctx) {
+            return self.clone();
+        }
+        self.in_context(ctx).await.methods
+    }
+
+    /// Whether `ctx` may call `method` as far as its plugin's lifecycle
+    /// hooks say: asked of that plugin alone (no other plugin's hook
+    /// withholds it), unless the set was made for `ctx`. A method the set
+    /// lacks is not withheld here (the caller says it is unknown), nor is
+    /// one of a plugin another host loaded (the caller refuses it, its
+    /// hooks not asked). A plugin whose hook fails offers nothing (fail
+    /// closed, as [`Toolbox::in_context`]).
+    pub(crate) async fn offers(
+        &self,
+        host: &Arc<crate::plugin::shared::PluginHost>,
+        ctx: &AgentCtx,
+        method: &str,
+    ) -> bool {
+        if self.seen_as_is(ctx) {
+            return true;
+        }
+        match self.inner.by_method.get(method) {
+            Some(Provider::Plugin(plugin)) if plugin.has_lifecycle() && plugin.loaded_by(host) => {
+                match plugin.in_context(ctx).await {
+                    Ok(seen) => seen
+                        .methods
+                        .is_none_or(|names| names.iter().any(|name| name == method)),
+                    Err(_) => false,
+                }
+            }
+            _ => true,
+        }
+    }
+
+    /// Whether `ctx` sees the whole set: no plugin of it has lifecycle
+    /// hooks, or it was made for `ctx`.
+    fn seen_as_is(&self, ctx: &AgentCtx) -> bool {
+        !self.inner.hooked || self.inner.made_for.as_ref() == Some(ctx)
+    }
+
     /// Whether `other` is this set (a clone of it), not just equal to it.
-    pub(crate) fn same(&self, other: &PluginSet) -> bool {
+    pub(crate) fn same(&self, other: &Toolbox) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
 
@@ -313,9 +386,7 @@ mod tests {
             .enumerate()
             .map(|(i, doc)| method("words", &format!("lookup_{i}"), doc))
             .collect();
-        let listing = PluginSet::with_host_methods(&[], &methods)
-            .unwrap()
-            .prompt();
+        let listing = Toolbox::with_host_methods(&[], &methods).unwrap().prompt();
         assert_eq!(
             unescaped_triple_quotes(&listing),
             2 * hostile.len(),
@@ -356,9 +427,7 @@ mod tests {
             "define",
             "Defines a \"word\".\n\nArgs:\n    word: it",
         );
-        let listing = PluginSet::with_host_methods(&[], &[plain])
-            .unwrap()
-            .prompt();
+        let listing = Toolbox::with_host_methods(&[], &[plain]).unwrap().prompt();
         assert!(
             listing.contains(
                 "    \"\"\"Defines a \"word\".\n\n    Args:\n        word: it\n    \"\"\"\n"
@@ -369,7 +438,7 @@ mod tests {
 
     #[test]
     fn tool_definitions_show_hidden_characters_too() {
-        let set = PluginSet::with_host_methods(
+        let set = Toolbox::with_host_methods(
             &[],
             &[method(
                 "words",

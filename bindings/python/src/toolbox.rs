@@ -1,4 +1,4 @@
-//! `sandwit.PluginSet`: the methods a run may call (of plugins, and host
+//! `sandwit.Toolbox`: the methods a run may call (of plugins, and host
 //! methods written in Python), and which of them a context sees.
 
 use std::collections::{HashMap, HashSet};
@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
-use sandwit::{Plugin, PluginSet};
+use sandwit::{Plugin, Toolbox};
 
 use crate::convert::lit;
 use crate::convert::{self, args_from_py, to_py, type_name};
@@ -28,12 +28,12 @@ const MAX_CONTEXT_SETS: usize = 64;
 /// The methods a run may call (plugins' and host methods), indexed by
 /// name. Reuse one set for many runs: interpreters prepared ahead of runs
 /// are made for the latest set.
-#[pyclass(frozen, module = "sandwit", name = "PluginSet")]
-pub struct PyPluginSet {
-    set: PluginSet,
+#[pyclass(frozen, module = "sandwit", name = "Toolbox")]
+pub struct PyToolbox {
+    set: Toolbox,
     plugins: Vec<Plugin>,
     /// The `Host` whose limits, controls and runtime serve the set's direct
-    /// calls (`call`): the one that made it (`Host.plugin_set`), else the
+    /// calls (`call`): the one that made it (`Host.toolbox`), else the
     /// one that loaded its first plugin.
     host: Option<HostHandle>,
     methods: Vec<Py<PyHostMethod>>,
@@ -43,13 +43,13 @@ pub struct PyPluginSet {
     /// `filter(ctx, provider, method) -> bool`: the methods a context sees.
     rule: Option<Py<PyAny>>,
     /// The sets the rule made, by the methods they keep.
-    by_ctx: Mutex<HashMap<Vec<bool>, PluginSet>>,
+    by_ctx: Mutex<HashMap<Vec<bool>, Toolbox>>,
 }
 
-impl PyPluginSet {
+impl PyToolbox {
     fn make(
         py: Python<'_>,
-        set: PluginSet,
+        set: Toolbox,
         plugins: Vec<Plugin>,
         host: Option<HostHandle>,
         methods: Vec<Py<PyHostMethod>>,
@@ -63,7 +63,7 @@ impl PyPluginSet {
                 Ok((PyString::new(py, provider).unbind(), spec.unbind()))
             })
             .collect::<PyResult<_>>()?;
-        Ok(PyPluginSet {
+        Ok(PyToolbox {
             set,
             plugins,
             host,
@@ -81,7 +81,7 @@ impl PyPluginSet {
         &self,
         py: Python<'_>,
         ctx: Option<&Bound<'_, PyAgentCtx>>,
-    ) -> PyResult<PluginSet> {
+    ) -> PyResult<Toolbox> {
         let Some(rule) = &self.rule else {
             return Ok(self.set.clone());
         };
@@ -120,10 +120,10 @@ impl PyPluginSet {
 }
 
 #[pymethods]
-impl PyPluginSet {
+impl PyToolbox {
     /// The methods of `plugins` and the host methods `methods` (after
     /// them); `filter(ctx, provider, method) -> bool`, if given, chooses
-    /// the methods each context sees. Raises `PluginSetError` when two
+    /// the methods each context sees. Raises `ToolboxError` when two
     /// offer a method of the same name, two plugins share an id, or a host
     /// method's provider is a plugin's id.
     #[new]
@@ -153,8 +153,8 @@ impl PyPluginSet {
         };
         let host_methods: Vec<sandwit::HostMethod> =
             methods.iter().map(|m| m.get().method.clone()).collect();
-        let set = PluginSet::with_host_methods(&list, &host_methods)
-            .map_err(|e| errors::plugin_set_error(py, &e))?;
+        let set = Toolbox::with_host_methods(&list, &host_methods)
+            .map_err(|e| errors::toolbox_error(py, &e))?;
         Self::make(py, set, list, host, methods, rule)
     }
 
@@ -191,7 +191,7 @@ impl PyPluginSet {
     /// parameter names to values) directly, with no Python run: for an
     /// application whose model asks for a tool by name, as in an
     /// OpenAI-style tool-call loop (`openai_tools` lists them). Under the
-    /// set's host (the one whose `plugin_set` made it, else the one that
+    /// set's host (the one whose `toolbox` made it, else the one that
     /// loaded its first plugin): its call limits and execution controls, a
     /// plugin's method as `Plugin.call` calls it, a host method's function
     /// with its arguments checked. Returns the typed result; raises
@@ -240,10 +240,11 @@ impl PyPluginSet {
 
     /// The listing an LLM is given (what `sandwit prompt` prints) of the
     /// methods `ctx` sees: each method's Python signature, kind, provider
-    /// and docstring (`PluginSet::prompt`).
+    /// and docstring, then what the plugins' lifecycle hooks inject for
+    /// `ctx` (`ContextSet::prompt`).
     #[pyo3(signature = (ctx=None))]
     fn prompt(&self, py: Python<'_>, ctx: Option<&Bound<'_, PyAgentCtx>>) -> PyResult<String> {
-        Ok(self.for_ctx(py, ctx)?.prompt())
+        Ok(self.in_context(py, ctx)?.prompt())
     }
 
     /// OpenAI function-calling definitions of the methods `ctx` sees: a
@@ -255,7 +256,7 @@ impl PyPluginSet {
         py: Python<'py>,
         ctx: Option<&Bound<'py, PyAgentCtx>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        convert::json_to_py(py, &self.for_ctx(py, ctx)?.openai_tools())
+        convert::json_to_py(py, &self.in_context(py, ctx)?.methods.openai_tools())
     }
 
     fn __len__(&self) -> usize {
@@ -264,7 +265,7 @@ impl PyPluginSet {
 
     fn __repr__(&self) -> String {
         let ids: Vec<String> = self.plugins.iter().map(|p| lit(p.id())).collect();
-        let mut out = format!("PluginSet([{}]", ids.join(", "));
+        let mut out = format!("Toolbox([{}]", ids.join(", "));
         if !self.methods.is_empty() {
             let names: Vec<String> = (self.methods.iter())
                 .map(|m| lit(&m.get().method.spec().name))
@@ -279,7 +280,31 @@ impl PyPluginSet {
     }
 }
 
-impl PyPluginSet {
+impl PyToolbox {
+    /// The set as `ctx` (else the default context) sees it: [`for_ctx`]'s
+    /// methods, then what its plugins' lifecycle hooks offer and inject
+    /// there (asked on the host's runtime, the GIL released). A set with
+    /// no host has no plugin with hooks to ask.
+    ///
+    /// [`for_ctx`]: PyToolbox::for_ctx
+    fn in_context(
+        &self,
+        py: Python<'_>,
+        ctx: Option<&Bound<'_, PyAgentCtx>>,
+    ) -> PyResult<sandwit::ContextSet> {
+        let set = self.for_ctx(py, ctx)?;
+        let Some(host) = &self.host else {
+            return Ok(sandwit::ContextSet {
+                methods: set,
+                injected: Vec::new(),
+                failed: Vec::new(),
+                lost_prompts: Vec::new(),
+            });
+        };
+        let ctx = ctx_or_default(ctx);
+        host.wait(py, async move { set.in_context(&ctx).await })
+    }
+
     /// The set with `host` serving its direct calls.
     pub(crate) fn served_by(mut self, host: HostHandle) -> Self {
         self.host = Some(host);
@@ -296,8 +321,8 @@ impl PyPluginSet {
     ) -> PyResult<(Job<sandwit::MethodResult>, HostHandle)> {
         let host = self.host.as_ref().ok_or_else(|| {
             SandwitError::new_err(
-                "this PluginSet has no Host to call its methods under (their limits and \
-                 controls are a host's): make it with host.plugin_set(...)",
+                "this Toolbox has no Host to call its methods under (their limits and \
+                 controls are a host's): make it with host.toolbox(...)",
             )
         })?;
         let set = self.for_ctx(py, ctx)?;

@@ -4,16 +4,16 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::outcome::{Event, Handoff, LiveEvent};
 use crate::controls::RunControls;
 use crate::plugin::Session;
 use crate::runtime::capture::CallOutput;
 use crate::runtime::guard::HostMeter;
 use crate::runtime::guest::Guest;
 use crate::runtime::limits::{CappedEvents, EventsFull, StoreLimiter};
+use crate::sandbox::run::outcome::{Event, Handoff, LiveEvent};
 use crate::sandbox::workspace::{HostWorkspaces, Workspaces};
-use crate::toolbox::PluginSet;
-use sandwit_contract::limits::{LimitKind, Limits, RunLimits};
+use crate::toolbox::Toolbox;
+use sandwit_contract::limits::{CallLimits, LimitKind, RunLimits};
 use sandwit_contract::types::AgentCtx;
 
 /// The interpreter's store data.
@@ -28,9 +28,9 @@ pub(crate) struct Run {
     pub(crate) stdout: CallOutput,
     pub(crate) stderr: CallOutput,
     pub(crate) ctx: AgentCtx,
-    pub(crate) plugins: PluginSet,
+    pub(crate) plugins: Toolbox,
     /// The limits of one method call (a host method's too).
-    pub(crate) call_limits: Limits,
+    pub(crate) call_limits: CallLimits,
     pub(crate) calls: u32,
     pub(crate) max_calls: u32,
     /// The run's events, within [`RunLimits::max_events`] and
@@ -106,7 +106,7 @@ impl Run {
     /// [`Prepared::reusable`]: super::prepared::Prepared::reusable
     fn idle(
         kept: Kept,
-        call_limits: Limits,
+        call_limits: CallLimits,
         sessions: HashMap<usize, Session>,
         dropped_stream: bool,
     ) -> Run {
@@ -122,7 +122,7 @@ impl Run {
             stdout,
             stderr,
             ctx: AgentCtx::default(),
-            plugins: PluginSet::default(),
+            plugins: Toolbox::default(),
             call_limits,
             calls: 0,
             max_calls: 0,
@@ -144,9 +144,9 @@ impl Run {
     fn for_run(
         kept: Kept,
         ctx: &AgentCtx,
-        plugins: &PluginSet,
+        plugins: &Toolbox,
         limits: &RunLimits,
-        plugin_limits: &Limits,
+        plugin_limits: &CallLimits,
         listener: Option<EventListener>,
     ) -> Run {
         let Kept {
@@ -194,9 +194,9 @@ impl Guest<Run> {
     /// showing `listener` what it does.
     pub(crate) fn new(
         ctx: &AgentCtx,
-        plugins: &PluginSet,
+        plugins: &Toolbox,
         limits: &RunLimits,
-        plugin_limits: &Limits,
+        plugin_limits: &CallLimits,
         deadline: Instant,
         listener: Option<EventListener>,
         workspaces: Option<&HostWorkspaces>,
@@ -223,9 +223,9 @@ impl Guest<Run> {
     pub(crate) fn begin(
         &mut self,
         ctx: &AgentCtx,
-        plugins: &PluginSet,
+        plugins: &Toolbox,
         limits: &RunLimits,
-        plugin_limits: &Limits,
+        plugin_limits: &CallLimits,
         deadline: Instant,
         listener: Option<EventListener>,
     ) {

@@ -1,94 +1,29 @@
-//! `sandwit:interpreter/methods`: the Python sandbox's calls to plugin methods.
-//!
-//! Linked by hand rather than through a generated `Host` trait because a call
-//! needs the store itself: the plugin runs on the run's remaining fuel, which
-//! is read from the interpreter's store and charged back to it.
+//! A run's calls of methods, for either interpreter: the run's call and
+//! event caps, the method filter of its toolbox, the arguments decoded
+//! under the method's limits, the execution controls, and the provider's
+//! answer marshalled back. Each interpreter links its own import to
+//! [`call`] (`small/linker.rs`, `scientific/host_call.rs`).
 
 use tracing::{Instrument, Span};
 use wasmtime::StoreContextMut;
-use wasmtime::component::{Linker, Resource, ResourceType, WasmList};
-use wasmtime_wasi::WasiView;
-use wasmtime_wasi::p2::bindings::io::streams::{HostInputStream, HostOutputStream};
-use wasmtime_wasi::p2::{DynInputStream, DynOutputStream};
+use wasmtime::component::WasmList;
 
 use crate::bindings::python::sandwit::interpreter::methods::Marshalled;
 use crate::bindings::wit;
-use crate::controls::{ControlEvent, Refused};
+use crate::controls::{ControlEvent, Permit, Refused};
 use crate::plugin::CallReport;
 use crate::runtime::limits::Budget;
-use crate::sandbox::small::outcome::{Event, Handoff};
-use crate::sandbox::small::state::RunState;
-use crate::toolbox::plugin_set::Provider;
+use crate::sandbox::run::outcome::{Event, Handoff};
+use crate::sandbox::run::state::RunState;
+use crate::toolbox::set::Provider;
 use crate::trace;
 use sandwit_contract::error::{CallError, CallErrorKind};
 use sandwit_contract::json::summary;
-use sandwit_contract::limits::LimitKind;
+use sandwit_contract::limits::{CallLimits, LimitKind};
 use sandwit_contract::manifest::MAX_NAME_LEN;
 use sandwit_contract::text::{cut, quote};
-use sandwit_contract::types::{ContentPart, MethodKind, MethodResult, Value};
+use sandwit_contract::types::{AgentCtx, ContentPart, MethodKind, MethodResult, Value};
 use sandwit_value::marshal_text_tuple;
-
-/// A linker for the interpreter on `engine`: WASI, its streams' drops
-/// noted in the run's state, and the plugin methods.
-pub(crate) fn linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<RunState>> {
-    let mut linker = Linker::new(engine);
-    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-    note_stream_drops(&mut linker)?;
-    super::workspace::add_to_linker(&mut linker)?;
-    add_to_linker(&mut linker)?;
-    Ok(linker)
-}
-
-/// The `wasi:io/streams` wasmtime-wasi defines (the interpreter's imports of
-/// earlier 0.2 versions resolve to it).
-const STREAMS: &str = "wasi:io/streams@0.2.12";
-
-/// Redefines the stream resources of [`STREAMS`] so that dropping one the
-/// interpreter held since it was prepared also sets
-/// [`Run::dropped_stream`](super::state::Run): the interpreter's memory,
-/// restored after a run, refers to the stdout stream it opened while
-/// prepared, and a run that closed that stream (and maybe opened another,
-/// which the instance's handle table would put in its place) must not
-/// leave it to the next run. The drop itself is wasmtime-wasi's.
-fn note_stream_drops(linker: &mut Linker<RunState>) -> wasmtime::Result<()> {
-    linker.allow_shadowing(true);
-    let mut streams = linker.instance(STREAMS)?;
-    streams.resource_async(
-        "output-stream",
-        ResourceType::host::<DynOutputStream>(),
-        |mut store, rep| {
-            Box::new(async move {
-                store.data_mut().note_drop(rep);
-                let table = store.data_mut().ctx().table;
-                HostOutputStream::drop(table, Resource::new_own(rep)).await
-            })
-        },
-    )?;
-    streams.resource_async(
-        "input-stream",
-        ResourceType::host::<DynInputStream>(),
-        |mut store, rep| {
-            Box::new(async move {
-                store.data_mut().note_drop(rep);
-                let table = store.data_mut().ctx().table;
-                HostInputStream::drop(table, Resource::new_own(rep)).await
-            })
-        },
-    )?;
-    linker.allow_shadowing(false);
-    Ok(())
-}
-
-/// Adds `sandwit:interpreter/methods@0.2.0` to a Python run's linker.
-pub(crate) fn add_to_linker(linker: &mut Linker<RunState>) -> wasmtime::Result<()> {
-    let mut methods = linker.instance("sandwit:interpreter/methods@0.2.0")?;
-    methods.func_wrap_async(
-        "call",
-        |store: StoreContextMut<'_, RunState>, (method, args): (String, WasmList<u8>)| {
-            Box::new(async move { Ok((answer(call(store, method, args).await?),)) })
-        },
-    )
-}
 
 /// A call's answer as the interpreters read it: the method's value, or,
 /// for a call that failed or was refused, a tuple of two strings `(kind,
@@ -152,7 +87,7 @@ impl<T: 'static> Arguments<T> for &[u8] {
 }
 
 /// Calls `method` with `args` for the run in `store`: the run's call and
-/// event caps, the method filter of its plugin set, the arguments decoded
+/// event caps, the method filter of its toolbox, the arguments decoded
 /// under the method's limits, the execution controls, the plugin under the
 /// smaller of its own and the run's remaining budget (charged back), and
 /// its result kind (an agent or multimodal result ends the run: `Err`).
@@ -201,7 +136,10 @@ pub(crate) async fn call<T: RunData>(
 }
 
 /// Makes the call [`call`] found the provider of, in the call's `span`:
-/// `metered` is the run's fuel left when its store meters fuel.
+/// `metered` is the run's fuel left when its store meters fuel. The steps:
+/// the arguments decoded, the call's budget, the execution controls'
+/// admission, the provider's call, its events recorded, its result handed
+/// back to the code.
 async fn dispatch<T: RunData>(
     mut store: StoreContextMut<'_, T>,
     (provider, method, kind): (Provider, String, MethodKind),
@@ -217,26 +155,15 @@ async fn dispatch<T: RunData>(
         Provider::Plugin(plugin) => plugin.limits().clone(),
         Provider::Host(_) => state.call_limits.clone(),
     };
-    let args = match Value::from_marshal(args.bytes(&store), &limits.decode_limits()) {
+    let args = match decode(&store, &args, &limits) {
         Ok(args) => args,
-        Err(e) => {
-            let kind = CallErrorKind::InvalidArguments {
-                message: e.to_string(),
-            };
+        Err(kind) => {
             trace::call_ended(span, Some(&kind), 0);
             return Ok(Err(to_wit_error(kind)));
         }
     };
     let state = store.data_mut().run_state();
-    // The plugin's own limits, or what is left of the run's, whichever is less.
-    let own = Budget::from_limits(&limits);
-    let budget = Budget {
-        fuel: fuel_left.min(own.fuel),
-        deadline: state.meter.deadline.min(own.deadline),
-    };
-    // Whether running out of fuel or time means the run's budget is spent.
-    let run_fuel_bound = fuel_left <= own.fuel;
-    let run_time_bound = state.meter.deadline <= own.deadline;
+    let (budget, bound) = call_budget(state, fuel_left, &limits);
     let ctx = state.ctx.clone();
     let admitted = (state.controls)
         .admit(&id, &method, &ctx, &args, budget.deadline)
@@ -253,12 +180,80 @@ async fn dispatch<T: RunData>(
             return refuse(state, (id, method, kind), refused);
         }
     };
-    let report = match provider {
+    let called = (&*id, &*method);
+    let report = call_provider(&mut store, provider, called, ctx, args, budget, &limits).await;
+    let error = report.result.as_ref().err().map(|e| &e.kind);
+    trace::call_ended(span, error, report.fuel_used);
+    if metered.is_some() {
+        store.set_fuel(fuel_left.saturating_sub(report.fuel_used))?;
+    }
+    let state = store.data_mut().run_state();
+    let result = record_call(state, (&id, &method, kind), report, permit, bound)?;
+    hand_back(state, (id, method), result, bound)
+}
+
+/// Whether a call's running out of fuel, or of time, means the run's own
+/// budget is spent: the call had no more of it than the run had left.
+#[derive(Clone, Copy)]
+struct RunBound {
+    fuel: bool,
+    time: bool,
+}
+
+impl RunBound {
+    /// Whether a call that ran into `limit` ran into the run's own.
+    fn spent(self, limit: LimitKind) -> bool {
+        (limit == LimitKind::Fuel && self.fuel) || (limit == LimitKind::Time && self.time)
+    }
+}
+
+/// The call's marshalled `args`, decoded under the provider's `limits`.
+fn decode<T: 'static>(
+    store: &StoreContextMut<'_, T>,
+    args: &impl Arguments<T>,
+    limits: &CallLimits,
+) -> Result<Value, CallErrorKind> {
+    Value::from_marshal(args.bytes(store), &limits.decode_limits()).map_err(|e| {
+        CallErrorKind::InvalidArguments {
+            message: e.to_string(),
+        }
+    })
+}
+
+/// The call's budget: the provider's own `limits`, or what is left of the
+/// run's (`fuel_left`, its deadline), whichever is less; and which of them
+/// the run's bound.
+fn call_budget(state: &RunState, fuel_left: u64, limits: &CallLimits) -> (Budget, RunBound) {
+    let own = Budget::from_limits(limits);
+    let budget = Budget {
+        fuel: fuel_left.min(own.fuel),
+        deadline: state.meter.deadline.min(own.deadline),
+    };
+    let bound = RunBound {
+        fuel: fuel_left <= own.fuel,
+        time: state.meter.deadline <= own.deadline,
+    };
+    (budget, bound)
+}
+
+/// Calls `provider`'s method with `args` within `budget`: a plugin in the
+/// run's session of it (kept in the run's state for the next call), a
+/// host method under `limits`.
+async fn call_provider<T: RunData>(
+    store: &mut StoreContextMut<'_, T>,
+    provider: Provider,
+    (id, method): (&str, &str),
+    ctx: AgentCtx,
+    args: Value,
+    budget: Budget,
+    limits: &CallLimits,
+) -> CallReport {
+    match provider {
         Provider::Plugin(plugin) => {
             let key = plugin.key();
-            let mut session = state.sessions.remove(&key);
+            let mut session = store.data_mut().run_state().sessions.remove(&key);
             let report = plugin
-                .call_in(&mut session, &ctx, &method, args, budget)
+                .call_in(&mut session, &ctx, method, args, budget)
                 .await;
             if let Some(session) = session {
                 store.data_mut().run_state().sessions.insert(key, session);
@@ -266,10 +261,10 @@ async fn dispatch<T: RunData>(
             report
         }
         Provider::Host(host) => {
-            let (result, elapsed) = host.call(ctx, args, budget.deadline, &limits).await;
+            let (result, elapsed) = host.call(ctx, args, budget.deadline, limits).await;
             let error = |kind| CallError {
-                plugin: id.clone(),
-                method: method.clone(),
+                plugin: id.to_string(),
+                method: method.to_string(),
                 kind,
             };
             CallReport {
@@ -279,21 +274,25 @@ async fn dispatch<T: RunData>(
                 elapsed,
             }
         }
-    };
-    let error = report.result.as_ref().err().map(|e| &e.kind);
-    trace::call_ended(span, error, report.fuel_used);
-    if metered.is_some() {
-        store.set_fuel(fuel_left.saturating_sub(report.fuel_used))?;
     }
+}
 
-    let state = store.data_mut().run_state();
+/// Records what the call of `id`'s `method` reported (the plugin's events,
+/// the call, a control it tripped), releasing its `permit`, and returns its
+/// result.
+fn record_call(
+    state: &mut RunState,
+    (id, method, kind): (&str, &str, MethodKind),
+    report: CallReport,
+    permit: Option<Permit>,
+    bound: RunBound,
+) -> wasmtime::Result<Result<MethodResult, CallError>> {
     // A call that ran into the run's own fuel or time is dropped
     // unfinished: it tells nothing of the method's health.
     let run_bound = matches!(
         &report.result,
         Err(CallError { kind: CallErrorKind::LimitExceeded { limit, .. }, .. })
-            if (*limit == LimitKind::Fuel && run_fuel_bound)
-                || (*limit == LimitKind::Time && run_time_bound)
+            if bound.spent(*limit)
     );
     let tripped = if run_bound {
         None
@@ -301,8 +300,8 @@ async fn dispatch<T: RunData>(
         state.controls.finish(permit, &report.result)
     };
     let call = Event::Call {
-        plugin: id.clone(),
-        method: method.clone(),
+        plugin: id.to_string(),
+        method: method.to_string(),
         kind,
         ms: report.elapsed.as_secs_f64() * 1e3,
         fuel: report.fuel_used,
@@ -313,18 +312,31 @@ async fn dispatch<T: RunData>(
         },
     };
     let events = report.events.into_iter().map(|event| Event::Plugin {
-        plugin: id.clone(),
+        plugin: id.to_string(),
         event,
     });
     let tripped = tripped.map(|event| Event::Control {
-        plugin: id.clone(),
-        method: method.clone(),
+        plugin: id.to_string(),
+        method: method.to_string(),
         event,
     });
     for event in events.chain([call]).chain(tripped) {
-        record(state, &id, &method, event)?;
+        record(state, id, method, event)?;
     }
-    match report.result {
+    Ok(report.result)
+}
+
+/// What the code gets back from the call of `id`'s `method` that returned
+/// `result`: a tool's value or a behavior's text (recorded as a system
+/// message); an agent or multimodal result, or a failure that spent the
+/// run's own budget, ends the run (`Err`).
+fn hand_back(
+    state: &mut RunState,
+    (id, method): (String, String),
+    result: Result<MethodResult, CallError>,
+    bound: RunBound,
+) -> wasmtime::Result<Result<Marshalled, wit::CallError>> {
+    match result {
         Ok(MethodResult::Tool(value)) => {
             let marshalled = value.to_marshal();
             state.meter.charge(marshalled.len());
@@ -352,12 +364,7 @@ async fn dispatch<T: RunData>(
         }
         Err(e) => match e.kind {
             // The run's own budget is spent: the run ends.
-            CallErrorKind::LimitExceeded {
-                limit: limit @ (LimitKind::Fuel | LimitKind::Time),
-                message,
-            } if (limit == LimitKind::Fuel && run_fuel_bound)
-                || (limit == LimitKind::Time && run_time_bound) =>
-            {
+            CallErrorKind::LimitExceeded { limit, message } if bound.spent(limit) => {
                 let message = format!("plugin `{id}`, method `{method}`: {message}");
                 Err(stop(state, limit, message))
             }

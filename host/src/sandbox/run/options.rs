@@ -1,0 +1,87 @@
+//! How one run goes beyond its code ([`RunOptions`]).
+
+use std::sync::Arc;
+
+use crate::controls::Approver;
+use crate::runtime::cancel::Cancel;
+use crate::sandbox::run::outcome::LiveEvent;
+use crate::sandbox::run::state::EventListener;
+use sandwit_contract::limits::RunLimits;
+use sandwit_contract::types::Value;
+
+/// How one run goes beyond its code: its limits, a handle that cancels it,
+/// and a listener to what it does as it happens. The default: the host's
+/// limits, no handle, no listener.
+#[derive(Clone, Default)]
+pub struct RunOptions {
+    pub(crate) limits: Option<RunLimits>,
+    pub(crate) cancel: Option<Cancel>,
+    pub(crate) on_event: Option<EventListener>,
+    pub(crate) approver: Option<Arc<dyn Approver>>,
+    /// A [`Value::Object`] of the inputs' names to their values, if any.
+    pub(crate) inputs: Option<Value>,
+}
+
+impl RunOptions {
+    /// The defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Limits for this run instead of the host's [`RunLimits`].
+    pub fn limits(mut self, limits: RunLimits) -> Self {
+        self.limits = Some(limits);
+        self
+    }
+
+    /// Values the code finds as variables of these names (ASCII
+    /// identifiers, not keywords, a method's name nor `__`-prefixed), as a method's
+    /// result would be: `None`, `bool`, `int`, `float`, `str`, `bytes`,
+    /// `list` and `dict`. All together within the host's value limits
+    /// ([`CallLimits::max_value_bytes`](crate::CallLimits), and the node and depth
+    /// caps); a run whose inputs are not ends with an `InvalidInput` error,
+    /// its code not run.
+    pub fn inputs(mut self, inputs: impl IntoIterator<Item = (String, Value)>) -> Self {
+        self.inputs = Some(Value::Object(inputs.into_iter().collect()));
+        self
+    }
+
+    /// A handle that ends the run from outside; the run then ends with
+    /// [`RunStatus::Cancelled`](crate::RunStatus::Cancelled) (see [`Cancel`] for how soon).
+    pub fn cancel(mut self, cancel: Cancel) -> Self {
+        self.cancel = Some(cancel);
+        self
+    }
+
+    /// Asks `approver`, instead of the host's
+    /// ([`HostBuilder::approver`](crate::HostBuilder::approver)), about
+    /// this run's calls of methods whose flags the policy requires approval
+    /// for.
+    pub fn approver(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.approver = Some(approver);
+        self
+    }
+
+    /// Calls `listener` with the run's stdout and stderr as the code writes
+    /// them and with each [`Event`](crate::Event) as the run records it (a
+    /// plugin's log lines and chat messages when its call returns), in
+    /// order, on the run's thread: keep it quick (a task it wakes on the
+    /// same runtime thread may wait until the run yields). The outcome is
+    /// the same with or without it. A listener that panics is not called
+    /// again; the run goes on.
+    pub fn on_event(mut self, listener: impl Fn(&LiveEvent) + Send + Sync + 'static) -> Self {
+        let failed = std::sync::atomic::AtomicBool::new(false);
+        self.on_event = Some(Arc::new(move |event: &LiveEvent| {
+            use std::sync::atomic::Ordering::Relaxed;
+            if failed.load(Relaxed) {
+                return;
+            }
+            let shown = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| listener(event)));
+            if shown.is_err() {
+                failed.store(true, Relaxed);
+                tracing::error!("a run's event listener panicked; it is not called again");
+            }
+        }));
+        self
+    }
+}
