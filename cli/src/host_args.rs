@@ -83,15 +83,22 @@ impl HostArgs {
             Some(StoreLocation::Sqlite(path)) => builder = builder.store_path(path),
             None => {}
         }
-        if !self.no_cache
-            && let Some(dir) = self.cache_dir.clone().or_else(default_cache_dir)
-        {
+        if let Some(dir) = self.cache_dir() {
             builder = builder.cache_dir(dir);
         }
         if let Some(mib) = self.cache_max_mib {
             builder = builder.cache_max_bytes(mib.saturating_mul(1 << 20));
         }
         Ok(builder)
+    }
+
+    /// The compiled-code cache: none with --no-cache, else --cache-dir, else
+    /// the default one.
+    pub fn cache_dir(&self) -> Option<PathBuf> {
+        if self.no_cache {
+            return None;
+        }
+        self.cache_dir.clone().or_else(default_cache_dir)
     }
 
     /// The options that give a child `sandwit` the same cache and store as

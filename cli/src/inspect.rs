@@ -124,7 +124,8 @@ pub fn validate_in_worker(args: ValidateArgs) -> anyhow::Result<ExitCode> {
         memory_mib: args.max_check_mib,
         cpu_seconds: args.max_check_seconds,
     };
-    let report = match worker::check(argv, budget, &[])? {
+    let scratch = worker::ScratchDir::new(&std::env::temp_dir(), "sandwit-validate")?;
+    let report = match worker::check(argv, budget, &[], &scratch)? {
         worker::Ended::Reported(report) => report,
         worker::Ended::Failed(why) => failed_report(&args.plugin, why),
     };

@@ -205,7 +205,17 @@ fn run_with_host(cli: Cli) -> ExitCode {
             Command::Run(args) => args.workspace.clone().map(WorkspaceOptions::new),
             _ => None,
         };
-        let host = with_workspaces(cli.host.builder().await?, workspaces)
+        let mut builder = with_workspaces(cli.host.builder().await?, workspaces);
+        // A check's worker without a cache uses the one in its scratch
+        // directory, so that loading the plugin a second time (to run its
+        // hooks) does not compile it again (`worker`'s docs).
+        if matches!(command, Command::Validate(_))
+            && cli.host.cache_dir().is_none()
+            && let Some(cache) = worker::scratch_cache()
+        {
+            builder = builder.cache_dir(cache);
+        }
+        let host = builder
             .prepared_interpreters(0)
             .max_instances(if matches!(command, Command::Validate(_)) {
                 // One plugin instance at a time: the worker's memory budget

@@ -240,13 +240,16 @@ pub(crate) fn local_check(plugin: &Path, host: &HostArgs) -> anyhow::Result<serd
         memory_mib: inspect::CHECK_MIB,
         cpu_seconds: inspect::CHECK_SECONDS,
     };
-    Ok(match worker::check(argv, budget, &["SANDWIT_POLICY"])? {
-        worker::Ended::Reported(report) => report,
-        worker::Ended::Failed(why) => json!({
-            "file": plugin.display().to_string(),
-            "ok": false,
-            "problems": [why],
-            "plugin": null,
-        }),
-    })
+    let scratch = worker::ScratchDir::new(&std::env::temp_dir(), "sandwit-validate")?;
+    Ok(
+        match worker::check(argv, budget, &["SANDWIT_POLICY"], &scratch)? {
+            worker::Ended::Reported(report) => report,
+            worker::Ended::Failed(why) => json!({
+                "file": plugin.display().to_string(),
+                "ok": false,
+                "problems": [why],
+                "plugin": null,
+            }),
+        },
+    )
 }

@@ -7,11 +7,9 @@
 use std::ffi::OsString;
 use std::io::Write;
 use std::net::SocketAddr;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
@@ -20,7 +18,8 @@ use sandwit_registry::{
 };
 use serde_json::Value;
 
-use crate::{inspect, worker};
+use crate::inspect;
+use crate::worker::{self, ScratchDir};
 
 #[derive(Args)]
 pub struct RegistryArgs {
@@ -300,7 +299,8 @@ async fn stop_signal() {
 
 /// Checks an upload as `sandwit validate` does: the bytes go to a private
 /// file, and a worker process (this binary) loads it under the budget, with
-/// no cache, an empty store and a policy that grants nothing.
+/// no cache but its own (in the check's directory), an empty store and a
+/// policy that grants nothing.
 struct WorkerValidator {
     /// Where each check gets a private directory (`DATA/tmp`).
     scratch: PathBuf,
@@ -309,7 +309,11 @@ struct WorkerValidator {
 
 impl Validator for WorkerValidator {
     fn validate(&self, component: &[u8], digest: &str) -> anyhow::Result<Verdict> {
-        let dir = CheckDir::new(&self.scratch, digest)?;
+        let hex = digest.trim_start_matches("sha256:");
+        let dir = ScratchDir::new(
+            &self.scratch,
+            &format!("check-{}", &hex[..hex.len().min(16)]),
+        )?;
         let file = dir.write("component.wasm", component)?;
         let policy = dir.write("policy.toml", b"")?;
         let args: Vec<OsString> = vec![
@@ -317,13 +321,13 @@ impl Validator for WorkerValidator {
             "--policy".into(),
             policy.into(),
             "--store".into(),
-            dir.0.join("store.db").into(),
+            dir.path().join("store.db").into(),
             "validate".into(),
             "--json".into(),
             "--manifest".into(),
             file.clone().into(),
         ];
-        let mut report = match worker::check(args, self.budget, &["SANDWIT_POLICY"])? {
+        let mut report = match worker::check(args, self.budget, &["SANDWIT_POLICY"], &dir)? {
             worker::Ended::Reported(report) => report,
             worker::Ended::Failed(why) => inspect::failed_report(&file, why),
         };
@@ -342,47 +346,5 @@ impl Validator for WorkerValidator {
             }
         }
         Ok(Verdict::Rejected { report })
-    }
-}
-
-/// A check's private directory (mode 0700), removed when dropped.
-struct CheckDir(PathBuf);
-
-impl CheckDir {
-    fn new(scratch: &Path, digest: &str) -> anyhow::Result<Self> {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(scratch)?;
-        // Unique in this process; `create` (not recursive) fails rather than
-        // reuse a directory left by another.
-        static CHECKS: AtomicU64 = AtomicU64::new(0);
-        let hex = digest.trim_start_matches("sha256:");
-        let name = format!(
-            "check-{}-{}-{}",
-            &hex[..hex.len().min(16)],
-            std::process::id(),
-            CHECKS.fetch_add(1, Ordering::Relaxed)
-        );
-        let dir = scratch.join(name);
-        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
-        Ok(CheckDir(dir))
-    }
-
-    fn write(&self, name: &str, bytes: &[u8]) -> anyhow::Result<PathBuf> {
-        let path = self.0.join(name);
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)?;
-        file.write_all(bytes)?;
-        Ok(path)
-    }
-}
-
-impl Drop for CheckDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }

@@ -6,16 +6,85 @@
 //! own inside wasmtime; in the worker, a component crafted to make it slow
 //! or large costs the validating host a bounded amount, and the verdict is
 //! a rejection naming the budget.
+//!
+//! The worker's scratch directory ([`ScratchDir`], which the validating
+//! process owns and removes, however the worker ends) is its compiled-code
+//! cache when it is given none: the check loads the plugin twice (as given,
+//! then with what it requests granted, to run its lifecycle hooks), and
+//! without a cache the second load would compile it again, doubling the
+//! CPU time a large component (a JavaScript plugin's engine) needs of the
+//! budget.
 
 use std::ffi::OsString;
 use std::io::Read;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// Set in the worker's environment: check in this process, print JSON.
-/// The arguments stay as the user gave them, `--` and all.
+/// Set in the worker's environment, to its scratch directory: check in
+/// this process, print JSON. The arguments stay as the user gave them, `--`
+/// and all.
 pub const WORKER_ENV: &str = "SANDWIT_VALIDATE_WORKER";
+
+/// In the worker, the compiled-code cache to use if it was given none: in
+/// its scratch directory.
+pub fn scratch_cache() -> Option<PathBuf> {
+    std::env::var_os(WORKER_ENV)
+        .filter(|dir| !dir.is_empty())
+        .map(|dir| PathBuf::from(dir).join("cache"))
+}
+
+/// A private directory (mode 0700), removed when dropped: a check's files
+/// and its worker's scratch space.
+pub struct ScratchDir(PathBuf);
+
+impl ScratchDir {
+    /// A new directory in `parent` (made if needed), named after `label`.
+    pub fn new(parent: &Path, label: &str) -> anyhow::Result<Self> {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(parent)?;
+        // Unique in this process; `create` (not recursive) fails rather than
+        // reuse a directory left by another.
+        static MADE: AtomicU64 = AtomicU64::new(0);
+        let name = format!(
+            "{label}-{}-{}",
+            std::process::id(),
+            MADE.fetch_add(1, Ordering::Relaxed)
+        );
+        let dir = parent.join(name);
+        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+        Ok(ScratchDir(dir))
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// Writes `bytes` to a new file `name` in it (mode 0600).
+    pub fn write(&self, name: &str, bytes: &[u8]) -> anyhow::Result<PathBuf> {
+        let path = self.0.join(name);
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)?;
+        file.write_all(bytes)?;
+        Ok(path)
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
 
 /// What the worker may use.
 #[derive(Debug, Clone, Copy)]
@@ -43,14 +112,20 @@ const MAX_REPORT_BYTES: u64 = 8 << 20;
 const MAX_STDERR_BYTES: u64 = 64 << 10;
 
 /// Runs `sandwit <args>` as the worker under `budget`, without the
-/// environment variables `unset`, and reads its report.
-pub fn check(args: Vec<OsString>, budget: Budget, unset: &[&str]) -> anyhow::Result<Ended> {
+/// environment variables `unset`, with `scratch` as its scratch directory,
+/// and reads its report.
+pub fn check(
+    args: Vec<OsString>,
+    budget: Budget,
+    unset: &[&str],
+    scratch: &ScratchDir,
+) -> anyhow::Result<Ended> {
     let mut cmd = Command::new(std::env::current_exe()?);
     for key in unset {
         cmd.env_remove(key);
     }
     cmd.args(args)
-        .env(WORKER_ENV, "1")
+        .env(WORKER_ENV, scratch.path())
         // A backtrace needs memory the worker may no longer have; printing
         // one after a failed allocation can hang.
         .env("RUST_BACKTRACE", "0")

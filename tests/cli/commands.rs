@@ -90,6 +90,39 @@ fn validate_checks_in_a_worker_under_a_memory_and_cpu_budget() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// A check loads a plugin with lifecycle hooks twice (as given, then with
+/// what it requests granted, to run its hooks): a worker given no cache
+/// compiles it once, into its scratch directory, and the validating process
+/// removes that directory after the check.
+#[test]
+fn validate_without_a_cache_compiles_once_and_leaves_no_scratch() {
+    let bin = env!("CARGO_BIN_EXE_sandwit");
+    let scratch = tempdir("commands", "validate-worker-scratch");
+    // As the worker: the log shows each compile.
+    let out = Command::new(bin)
+        .args(["--no-cache", "validate", artifacts::LIFECYCLE])
+        .env("SANDWIT_VALIDATE_WORKER", &scratch)
+        .env("SANDWIT_LOG", "sandwit=info")
+        .env_remove("SANDWIT_POLICY")
+        .output()
+        .unwrap();
+    assert_succeeded(&out);
+    let log = stderr(&out);
+    assert_eq!(log.matches("compiled a component").count(), 1, "{log}");
+    assert!(scratch.join("cache").is_dir());
+    // As the user runs it: the worker's scratch goes with the check.
+    let tmp = tempdir("commands", "validate-tmpdir");
+    let out = Command::new(bin)
+        .args(["--no-cache", "validate", artifacts::LIFECYCLE])
+        .env("TMPDIR", &tmp)
+        .env_remove("SANDWIT_POLICY")
+        .output()
+        .unwrap();
+    assert_succeeded(&out);
+    let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
 #[test]
 fn call_prints_typed_results_and_errors() {
     let out = sandwit(&[
