@@ -414,13 +414,20 @@ def compile_keeping_last_value(code):
     return compile(code, CODE_FILE, "exec"), None
 
 
-def result_of(namespace, last_value):
+# What a session's `result` variable held before a run, when it held nothing.
+NO_RESULT = object()
+
+
+def result_of(namespace, last_value, earlier=NO_RESULT):
     """The run's result, marshalled: the last statement's value, else the
     `result` variable's, the first of them that is not None and can cross;
     None if neither. Both are incidental more often than not (`plt.title()`
     returns a `Text`, `result = re.match(...)` a match), so a value that
-    cannot cross is no result, never a failure of the code that ran."""
-    for value in (last_value, namespace.get("result")):
+    cannot cross is no result, never a failure of the code that ran. In a
+    session, a `result` still holding `earlier` (what an earlier run left
+    in it) is not this run's."""
+    set_now = namespace.get("result", NO_RESULT)
+    for value in (last_value, None if set_now is earlier else namespace.get("result")):
         if value is None:
             continue
         try:
@@ -436,18 +443,26 @@ def inputs_of(marshalled):
     return loads(marshalled) if marshalled else None
 
 
-def run(code, functions, inputs=None):
-    """Runs `code` in a fresh namespace holding `functions` and `inputs` (a
-    dict of names to values, given as variables), `random` seeded from the
-    host's entropy when first used (`seed_random_on_first_use`). Returns
-    `(error, result)`: None or `error_info` of the exception that escaped (a
+def new_namespace():
+    """The globals a run's code starts with."""
+    return {"__name__": "__main__", "__builtins__": builtins}
+
+
+def run(code, functions, inputs=None, namespace=None):
+    """Runs `code` in `namespace` (a session's, kept across its runs), else
+    a fresh one, holding `functions` and `inputs` (a dict of names to
+    values, given as variables), `random` seeded from the host's entropy
+    when first used (`seed_random_on_first_use`). Returns `(error,
+    result)`: None or `error_info` of the exception that escaped (a
     `SystemExit` with a code other than 0 or None among them), and None or
     the marshalled result (`result_of`)."""
     linecache.cache[CODE_FILE] = (len(code), None, code.splitlines(True), CODE_FILE)
-    namespace = {"__name__": "__main__", "__builtins__": builtins}
+    if namespace is None:
+        namespace = new_namespace()
     if inputs:
         namespace.update(inputs)
     namespace.update(functions)
+    earlier = namespace.get("result", NO_RESULT)
     value = None
     try:
         body, last = compile_keeping_last_value(code)
@@ -466,4 +481,4 @@ def run(code, functions, inputs=None):
         except OSError:
             # A full output pipe: the host reports the output limit.
             pass
-    return None, result_of(namespace, value)
+    return None, result_of(namespace, value, earlier)

@@ -127,7 +127,7 @@ typedef struct {
     size_t len;
 } Answer;
 
-__attribute__((import_module("sandwit:interpreter/methods@0.2.0"), import_name("call")))
+__attribute__((import_module("sandwit:interpreter/methods@0.3.0"), import_name("call")))
 extern void methods_call(const char *method, size_t method_len, const char *args, size_t args_len,
                          Answer *answer);
 

@@ -199,6 +199,9 @@ pub enum LimitKind {
     /// already, or it waited the most a run may. The host is busy; the
     /// code never ran, and a later run may.
     Queue,
+    /// The run's chat has as many sessions as it may, or the host keeps as
+    /// many as it may (`sandwit::SessionLimits`): the code never ran.
+    Session,
 }
 
 impl LimitKind {
@@ -218,6 +221,7 @@ impl LimitKind {
             LimitKind::Budget => "budget",
             LimitKind::Workspace => "workspace",
             LimitKind::Queue => "queue",
+            LimitKind::Session => "session",
         }
     }
 }

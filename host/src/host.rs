@@ -24,6 +24,7 @@ use crate::sandbox::SandboxHost;
 use crate::sandbox::run::outcome::WorkspaceFile;
 use crate::sandbox::run::slots::{Admission, NoRunPlace, RunPlace, RunSlots};
 use crate::sandbox::scientific::{ScientificOptions, ScientificSandbox};
+use crate::sandbox::sessions::SessionLimits;
 use crate::sandbox::small::PythonSandbox;
 use crate::sandbox::workspace::{HostWorkspaces, WorkspaceOptions};
 use crate::sources::{SourceError, ToolSources};
@@ -108,6 +109,7 @@ pub struct HostBuilder {
     shared_controls: Option<Arc<dyn SharedControls>>,
     workspaces: Option<WorkspaceOptions>,
     run_slots: Option<RunSlots>,
+    sessions: SessionLimits,
     #[cfg(feature = "internals")]
     park: Option<(std::time::Duration, Arc<std::sync::atomic::AtomicUsize>)>,
 }
@@ -148,6 +150,14 @@ impl HostBuilder {
     /// [`LimitKind::Queue`](crate::LimitKind::Queue), its code not run.
     pub fn run_slots(mut self, slots: RunSlots) -> Self {
         self.run_slots = Some(slots);
+        self
+    }
+
+    /// How many sessions ([`RunOptions::session`](crate::RunOptions::session))
+    /// each Python sandbox keeps, per chat and in all, and how long one may
+    /// sit idle ([`SessionLimits::default`] unless set).
+    pub fn sessions(mut self, limits: SessionLimits) -> Self {
+        self.sessions = limits;
         self
     }
 
@@ -369,6 +379,7 @@ impl HostBuilder {
                 park: self.park,
                 workspaces,
                 admission: Admission::new(run_slots),
+                session_limits: self.sessions,
             }),
         })
     }

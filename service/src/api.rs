@@ -378,6 +378,7 @@ mod tests {
                 cost: 0.5,
                 ms: 2.0,
                 queued_ms: 0.0,
+                session: None,
             }
         }
 

@@ -221,6 +221,13 @@ impl McpServer {
                              the server loaded it."
                         ),
                     },
+                    "session": {
+                        "type": "string",
+                        "pattern": "^[A-Za-z0-9._-]{1,64}$",
+                        "description": "A session of this chat to run in: the code finds the \
+                                        variables, imports and objects its last run left \
+                                        (small interpreter).",
+                    },
                 },
                 "required": ["code"],
                 "additionalProperties": false,
@@ -348,12 +355,21 @@ impl McpServer {
                 ));
             }
         };
+        let session = match args.remove("session") {
+            None => None,
+            Some(Json::String(session)) => Some(session),
+            Some(other) => {
+                return error_result(format!(
+                    "`{RUN_PYTHON}`'s `session` is {other}, not a session's name"
+                ));
+            }
+        };
         let code = match args.get("code") {
             Some(Json::String(code)) if args.len() == 1 => code.clone(),
             _ => {
                 return error_result(format!(
-                    "`{RUN_PYTHON}` takes `code`, a string, and optionally `inputs` and \
-                     `interpreter`"
+                    "`{RUN_PYTHON}` takes `code`, a string, and optionally `inputs`, \
+                     `interpreter` and `session`"
                 ));
             }
         };
@@ -376,10 +392,13 @@ impl McpServer {
         let inputs = inputs
             .into_iter()
             .map(|(name, json)| (name, value_from_json(json)));
-        let options = RunOptions::new()
+        let mut options = RunOptions::new()
             .limits(interpreter.limits(state.host.run_limits()))
             .cancel(cancel.clone())
             .inputs(inputs);
+        if let Some(session) = session {
+            options = options.session(session);
+        }
         tracing::info!(run = id, caller = %who.caller, chat_key = %who.ctx.chat_key.escape_debug(), "mcp run started");
         let guard = CancelOnDrop(cancel.clone());
         // The run has a task of its own, so that it ends, and is counted,

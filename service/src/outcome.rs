@@ -131,6 +131,7 @@ pub(crate) fn outcome_body(
         cost: outcome.cost,
         ms: outcome.elapsed.as_secs_f64() * 1e3,
         queued_ms: outcome.queued.as_secs_f64() * 1e3,
+        session: outcome.session.clone(),
     })
 }
 

@@ -57,6 +57,13 @@ pub struct RunRequest {
     /// (`GET /readyz` lists those loaded). Asking for one the server did
     /// not load is 400 `interpreter-not-loaded`.
     interpreter: Option<InterpreterKind>,
+    /// The session of the chat to run in (1 to 64 ASCII letters, digits,
+    /// `-`, `_`, `.`): the run finds the globals, imports and objects the
+    /// session's last run left, and the first run starts it. Kept live on
+    /// this server, small interpreter only; a run that stops midway ends
+    /// it. See docs/SERVICE.md, "Sessions".
+    #[schema(min_length = 1, max_length = 64)]
+    session: Option<String>,
 }
 
 /// Limits a request may lower (never raise) below the server's.
@@ -201,6 +208,7 @@ fn server_error(message: String) -> Outcome {
         cost: 0.0,
         ms: 0.0,
         queued_ms: 0.0,
+        session: None,
     }
 }
 
@@ -260,10 +268,13 @@ pub async fn run(
     let plugins = plugins.in_context(&ctx).await.methods;
     let (id, cancel) = state.register_run(&caller.name);
     let inputs = request.inputs.unwrap_or_default().into_iter();
-    let options = RunOptions::new()
+    let mut options = RunOptions::new()
         .limits(limits)
         .cancel(cancel.clone())
         .inputs(inputs.map(|(name, json)| (name, value_from_json(json))));
+    if let Some(session) = request.session {
+        options = options.session(session);
+    }
     let streaming = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())

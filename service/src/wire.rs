@@ -10,6 +10,7 @@
 use sandwit::controls::RateScope;
 use sandwit::{
     CallError, Event, InterpreterKind, LimitHit, MethodKind, PluginEvent, RunError, RunStatus,
+    SessionReport,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
@@ -77,6 +78,12 @@ pub struct Outcome {
     pub ms: f64,
     /// Milliseconds it waited for a run slot before that.
     pub queued_ms: f64,
+    /// The session the run was in, when it named one: `{name, started,
+    /// runs, memory_bytes, kept}` (`kept` false: the run stopped midway,
+    /// which ended the session).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub session: Option<SessionReport>,
 }
 
 /// The agent method's result that ended a run.

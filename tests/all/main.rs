@@ -21,4 +21,5 @@ mod python;
 mod python_plugins;
 mod scientific;
 mod services;
+mod sessions;
 mod workspaces;

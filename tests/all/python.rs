@@ -1460,7 +1460,7 @@ async fn a_bad_interpreter_component_is_refused() {
     assert!(problems(err).contains("not a WebAssembly binary"));
     let calc = std::fs::read(artifacts::CALC).unwrap();
     let err = host().load_python("calc.wasm", &calc).await.err().unwrap();
-    assert!(problems(err).contains("does not export `sandwit:interpreter/runner@0.2.x`"));
+    assert!(problems(err).contains("does not export `sandwit:interpreter/runner@0.3.x`"));
 }
 
 #[tokio::test]

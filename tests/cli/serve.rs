@@ -954,3 +954,38 @@ fn serve_lists_and_runs_what_the_lifecycle_hooks_offer_each_chat() {
         "{err}"
     );
 }
+
+/// A run that names a session finds what the session's last run left, in
+/// its chat only; the outcome reports the session, and a bad name is an
+/// error outcome naming what a name may be.
+#[test]
+fn serve_keeps_a_chats_session_across_runs() {
+    let server = serve("sessions", &[artifacts::CALC], CALC_POLICY, &[]);
+    server.await_ready();
+    let run = |chat: &str, session: Option<&str>, code: &str| {
+        let mut body = json!({"code": code, "chat_key": chat});
+        if let Some(session) = session {
+            body["session"] = json!(session);
+        }
+        let (status, outcome) = server.post("/v1/runs", USER, body);
+        assert_eq!(status, 200, "{outcome}");
+        outcome
+    };
+    let first = run("c", Some("s"), "import math\nx = calculate_sum(1, 2)");
+    assert_eq!(first["status"], "ok", "{first}");
+    assert_eq!(first["session"]["started"], true, "{first}");
+    assert_eq!(first["session"]["kept"], true);
+    let second = run("c", Some("s"), "math.floor(x * 10)");
+    assert_eq!(second["result"], 30, "{second}");
+    assert_eq!(second["session"]["runs"], 2);
+    assert_eq!(second["session"]["started"], false);
+    // Another chat's session of the same name, or no session: fresh.
+    let other = run("d", Some("s"), "x");
+    assert_eq!(other["error"]["type"], "NameError", "{other}");
+    assert_eq!(other["session"]["started"], true);
+    let plain = run("c", None, "x");
+    assert_eq!(plain["error"]["type"], "NameError", "{plain}");
+    assert!(plain.get("session").is_none(), "{plain}");
+    let bad = run("c", Some("a b"), "1");
+    assert_eq!(bad["error"]["type"], "InvalidSession", "{bad}");
+}

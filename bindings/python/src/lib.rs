@@ -375,12 +375,16 @@ impl PyHost {
         interpreter: Option<&str>,
         cancel: sandwit::Cancel,
         listener: Option<Listener>,
+        session: Option<String>,
     ) -> PyResult<Job<sandwit::RunOutcome>> {
         let kind = self.kind(interpreter)?;
         let plugins = toolbox_arg(plugins, ctx)?;
         let ctx = ctx_or_default(ctx);
         let inputs = convert::inputs_from_py(inputs)?;
         let mut options = RunOptions::new().cancel(cancel).inputs(inputs);
+        if let Some(session) = session {
+            options = options.session(session);
+        }
         let limits = limits.map(|l| l.get().clone());
         if let Some(listener) = listener {
             options = options.on_event(move |event| listener(event));
@@ -657,6 +661,47 @@ impl PyHost {
         self.shared.scientific_dir.clone()
     }
 
+    /// The sessions of ``ctx``'s chat (the default context's when None),
+    /// as dicts ``{"name", "runs", "memory_bytes", "idle_s", "busy"}``. A
+    /// session (``run(..., session=NAME)``) is kept in this host, live,
+    /// between its runs; it ends when closed, idle too long, or when a run
+    /// in it stops midway (a limit, a trap, cancellation, a handoff).
+    #[pyo3(signature = (ctx=None))]
+    fn sessions(
+        &self,
+        py: Python<'_>,
+        ctx: Option<&Bound<'_, PyAgentCtx>>,
+    ) -> PyResult<Vec<Py<PyAny>>> {
+        self.check_open()?;
+        let ctx = ctx_or_default(ctx);
+        let Some(sandbox) = self.shared.loaded(InterpreterKind::Small) else {
+            return Ok(Vec::new());
+        };
+        (sandbox.sessions(&ctx).into_iter())
+            .map(|s| {
+                let dict = pyo3::types::PyDict::new(py);
+                dict.set_item("name", s.name)?;
+                dict.set_item("runs", s.runs)?;
+                dict.set_item("memory_bytes", s.memory_bytes)?;
+                dict.set_item("idle_s", s.idle.as_secs_f64())?;
+                dict.set_item("busy", s.busy)?;
+                Ok(dict.into_any().unbind())
+            })
+            .collect()
+    }
+
+    /// Ends the session ``name`` of ``ctx``'s chat, dropping what it kept:
+    /// whether there was one.
+    #[pyo3(signature = (name, ctx=None))]
+    fn close_session(&self, name: &str, ctx: Option<&Bound<'_, PyAgentCtx>>) -> PyResult<bool> {
+        self.check_open()?;
+        let ctx = ctx_or_default(ctx);
+        Ok(self
+            .shared
+            .loaded(InterpreterKind::Small)
+            .is_some_and(|sandbox| sandbox.close_session(&ctx, name)))
+    }
+
     /// The files of the chat's workspace (``ctx``'s chat; the default
     /// context's when None), as dicts ``{"path", "size"}``, links and
     /// folders left out. Raises SandwitError when the host keeps no
@@ -829,10 +874,13 @@ impl PyHost {
 
     /// Runs `code` in a fresh sandboxed interpreter (`interpreter`, the
     /// host's when None) with the methods of `plugins` (as `ctx` sees them)
-    /// as functions, and returns the outcome. The GIL is released
+    /// as functions, and returns the outcome. With `session`, the code runs
+    /// in that session of `ctx`'s chat instead, finding the variables,
+    /// imports and objects its last run left (small interpreter; see
+    /// `sessions`). The GIL is released
     /// meanwhile; `on_event` is shown the run's live events on this thread
     /// as they happen; `cancel` ends the run from another thread.
-    #[pyo3(signature = (code, *, ctx=None, plugins=None, limits=None, inputs=None, interpreter=None, on_event=None, cancel=None))]
+    #[pyo3(signature = (code, *, ctx=None, plugins=None, limits=None, inputs=None, interpreter=None, on_event=None, cancel=None, session=None))]
     #[allow(clippy::too_many_arguments)]
     fn run(
         &self,
@@ -845,6 +893,7 @@ impl PyHost {
         interpreter: Option<&str>,
         on_event: Option<&Bound<'_, PyAny>>,
         cancel: Option<&Bound<'_, PyCancel>>,
+        session: Option<String>,
     ) -> PyResult<PyRunOutcome> {
         let on_event = callback_arg(on_event)?;
         let (cancel, stop) = Stop::for_run(cancel.map(|c| &c.get().cancel));
@@ -859,6 +908,7 @@ impl PyHost {
             interpreter,
             cancel,
             listener,
+            session,
         )?;
         let outcome = self.handle.wait_with(py, waiter, job, on_event, stop)?;
         PyRunOutcome::new(py, &outcome.map_err(|f| f.into_pyerr(py))?)
@@ -868,7 +918,7 @@ impl PyHost {
     /// completes the returned future; `on_event` is shown its live events
     /// on the loop's thread. Cancelling it (`task.cancel()`,
     /// `asyncio.wait_for`) ends the run.
-    #[pyo3(signature = (code, *, ctx=None, plugins=None, limits=None, inputs=None, interpreter=None, on_event=None, cancel=None))]
+    #[pyo3(signature = (code, *, ctx=None, plugins=None, limits=None, inputs=None, interpreter=None, on_event=None, cancel=None, session=None))]
     #[allow(clippy::too_many_arguments)]
     fn run_async<'py>(
         &self,
@@ -881,6 +931,7 @@ impl PyHost {
         interpreter: Option<&str>,
         on_event: Option<&Bound<'py, PyAny>>,
         cancel: Option<&Bound<'_, PyCancel>>,
+        session: Option<String>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let on_event = callback_arg(on_event)?;
         let (cancel, stop) = Stop::for_run(cancel.map(|c| &c.get().cancel));
@@ -895,6 +946,7 @@ impl PyHost {
             interpreter,
             cancel,
             listener,
+            session,
         )?;
         let runtime = self.handle.runtime();
         tasks::coroutine(py, runtime, job, outcome_to_py, stop, feed, on_event)

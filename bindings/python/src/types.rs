@@ -883,6 +883,11 @@ pub struct PyRunOutcome {
     /// Milliseconds it waited for a run slot before that.
     #[pyo3(get)]
     queued_ms: f64,
+    /// The session the run was in, if it named one: a dict `{"name",
+    /// "started", "runs", "memory_bytes", "kept"}` (`kept` False: the run
+    /// stopped midway, which ended the session); else None.
+    #[pyo3(get)]
+    session: Py<PyAny>,
 }
 
 impl PyRunOutcome {
@@ -939,6 +944,7 @@ impl PyRunOutcome {
             fuel_used: outcome.fuel_used,
             elapsed_ms: outcome.elapsed.as_secs_f64() * 1e3,
             queued_ms: outcome.queued.as_secs_f64() * 1e3,
+            session: to_py(py, &outcome.session)?.unbind(),
         })
     }
 }
@@ -1005,6 +1011,7 @@ impl PyRunOutcome {
         d.set_item("fuel_used", self.fuel_used)?;
         d.set_item("elapsed_ms", self.elapsed_ms)?;
         d.set_item("queued_ms", self.queued_ms)?;
+        d.set_item("session", self.session.bind(py))?;
         Ok(d)
     }
 
@@ -1271,7 +1278,10 @@ pub fn _restore(py: Python<'_>, name: &str, state: &Bound<'_, PyTuple>) -> PyRes
                 result: item(s, 8)?,
                 fuel_used: item(s, 9)?,
                 elapsed_ms: item(s, 10)?,
-                queued_ms: item(s, 11)?,
+                // A tuple holds at most 12 items as one state: the last two
+                // fields are one.
+                queued_ms: item::<(f64, Py<PyAny>)>(s, 11)?.0,
+                session: item::<(f64, Py<PyAny>)>(s, 11)?.1,
             },
         )?
         .into_any(),
@@ -1399,7 +1409,7 @@ impl PyRunOutcome {
             &self.result,
             self.fuel_used,
             self.elapsed_ms,
-            self.queued_ms,
+            (self.queued_ms, &self.session),
         )
             .into_pyobject(py)
     }

@@ -10,6 +10,7 @@ use crate::runtime::cache::CodeSource;
 use crate::sandbox::run::RunOptions;
 use crate::sandbox::run::outcome::RunOutcome;
 use crate::sandbox::scientific::ScientificSandbox;
+use crate::sandbox::sessions::SessionInfo;
 use crate::sandbox::small::PythonSandbox;
 use crate::toolbox::Toolbox;
 use sandwit_contract::limits::RunLimits;
@@ -111,6 +112,24 @@ impl Interpreter {
         match self {
             Interpreter::Small(sandbox) => sandbox.run_with(ctx, plugins, code, options).await,
             Interpreter::Scientific(sandbox) => sandbox.run_with(ctx, plugins, code, options).await,
+        }
+    }
+
+    /// The sessions of `ctx`'s chat ([`PythonSandbox::sessions`]; the
+    /// scientific interpreter keeps none).
+    pub fn sessions(&self, ctx: &AgentCtx) -> Vec<SessionInfo> {
+        match self {
+            Interpreter::Small(sandbox) => sandbox.sessions(ctx),
+            Interpreter::Scientific(_) => Vec::new(),
+        }
+    }
+
+    /// Ends the session `name` of `ctx`'s chat: whether there was one
+    /// ([`PythonSandbox::close_session`]).
+    pub fn close_session(&self, ctx: &AgentCtx, name: &str) -> bool {
+        match self {
+            Interpreter::Small(sandbox) => sandbox.close_session(ctx, name),
+            Interpreter::Scientific(_) => false,
         }
     }
 

@@ -4,11 +4,12 @@
 //! `run/`, a run whichever interpreter runs it (admission to the host's run
 //! slots, state, method calls, outcome); `interpreter.rs`, the two as one
 //! type for the front ends; and what their runs share besides: memory
-//! snapshots, values in and out, the chats' workspaces.
+//! snapshots, values in and out, the chats' workspaces, sessions.
 
 pub(crate) mod interpreter;
 pub(crate) mod run;
 pub(crate) mod scientific;
+pub(crate) mod sessions;
 pub(crate) mod small;
 pub(crate) mod snapshot;
 pub(crate) mod values;
@@ -19,6 +20,7 @@ use std::sync::Arc;
 use crate::plugin::shared::PluginHost;
 use crate::runtime::Runtime;
 use crate::sandbox::run::slots::Admission;
+use crate::sandbox::sessions::SessionLimits;
 use crate::sandbox::workspace::HostWorkspaces;
 
 /// What a host's sandboxes share: its plugins' state (runs call plugins,
@@ -39,6 +41,8 @@ pub(crate) struct SandboxHost {
     pub(crate) workspaces: Option<HostWorkspaces>,
     /// The run slots all its sandboxes' runs take turns in.
     pub(crate) admission: Admission,
+    /// How many sessions each sandbox keeps, for how long.
+    pub(crate) session_limits: SessionLimits,
 }
 
 impl SandboxHost {

@@ -73,6 +73,8 @@ from ._types import (
     Status,
     StrPath,
     SystemMessageEvent,
+    SessionInfo,
+    SessionReport,
     WorkspaceFile,
 )
 
@@ -115,6 +117,8 @@ __all__ = [
     "Status",
     "StrPath",
     "SystemMessageEvent",
+    "SessionInfo",
+    "SessionReport",
     "WorkspaceFile",
     "__version__",
     "component_hash",

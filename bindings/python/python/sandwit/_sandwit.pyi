@@ -20,6 +20,8 @@ from ._types import (
     MethodSpec,
     Status,
     StrPath,
+    SessionInfo,
+    SessionReport,
     WorkspaceFile,
 )
 
@@ -450,6 +452,9 @@ class RunOutcome:
     @property
     def queued_ms(self) -> float:
         """How long it waited for a run slot before that."""
+    @property
+    def session(self) -> SessionReport | None:
+        """The session the run was in, if it named one."""
     def to_dict(self) -> dict[str, Any]:
         """The outcome as plain values (as ``sandwit run --json`` prints
         it)."""
@@ -760,6 +765,14 @@ class Host:
     @property
     def scientific_dir(self) -> pathlib.Path | None:
         """The scientific interpreter's directory, if any."""
+    def sessions(self, ctx: AgentCtx | None = None) -> list[SessionInfo]:
+        """The sessions of ``ctx``'s chat (the default context's when
+        None), by name. A session (``run(..., session=NAME)``) is kept in
+        this host, live, between its runs; it ends when closed, idle too
+        long, or when a run in it stops midway."""
+    def close_session(self, name: str, ctx: AgentCtx | None = None) -> bool:
+        """Ends the session ``name`` of ``ctx``'s chat, dropping what it
+        kept: whether there was one."""
     def workspace_files(self, ctx: AgentCtx | None = None) -> list[WorkspaceFile]:
         """The files of ``ctx``'s chat's workspace (the default context's
         when None), each a dict with ``path`` and ``size``; links and
@@ -815,6 +828,7 @@ class Host:
         interpreter: InterpreterKind | None = None,
         on_event: Callable[[LiveEvent], object] | None = None,
         cancel: Cancel | None = None,
+        session: str | None = None,
     ) -> RunOutcome:
         """Runs ``code`` in a fresh sandboxed interpreter with the methods of
         ``plugins`` (those ``ctx`` sees) as functions, with the GIL
@@ -835,7 +849,13 @@ class Host:
         it). An ``Exception`` it raises goes to ``sys.unraisablehook`` once
         and the run's later events are not shown; a ``KeyboardInterrupt``
         ends the run and is raised. ``cancel`` ends the run from another
-        thread (status ``cancelled``); Ctrl-C ends it too."""
+        thread (status ``cancelled``); Ctrl-C ends it too.
+
+        ``session`` (1 to 64 ASCII letters, digits, ``-``, ``_``, ``.``)
+        runs the code in that session of ``ctx``'s chat: it finds the
+        variables, imports and objects the session's last run left, and
+        the first run starts it (small interpreter only; the outcome's
+        ``session`` reports it)."""
     def run_async(
         self,
         code: str,
@@ -847,6 +867,7 @@ class Host:
         interpreter: InterpreterKind | None = None,
         on_event: Callable[[LiveEvent], object] | None = None,
         cancel: Cancel | None = None,
+        session: str | None = None,
     ) -> Coroutine[Any, Any, RunOutcome]:
         """``run`` as a coroutine (await it, or make it a task with
         ``asyncio.create_task``, in a running event loop; a coroutine never

@@ -172,6 +172,37 @@ LiveEvent = Union[OutputEvent, Event]
 records it."""
 
 
+class SessionReport(TypedDict):
+    """The session a run was in (``RunOutcome.session``)."""
+
+    name: str
+    """The session's name."""
+    started: bool
+    """Whether the run started it (its first, or the first since it ended)."""
+    runs: int
+    """Runs it has had, this one included."""
+    memory_bytes: int
+    """The interpreter's memory after the run."""
+    kept: bool
+    """Whether it is kept for the next run: False if the run stopped midway
+    (a limit, a trap, cancellation, a handoff), which ends it."""
+
+
+class SessionInfo(TypedDict):
+    """A session of a chat (``Host.sessions``)."""
+
+    name: str
+    """Its name."""
+    runs: int
+    """Runs it has had."""
+    memory_bytes: int
+    """Its interpreter's memory."""
+    idle_s: float
+    """Seconds since its last run ended (0 while a run is in it)."""
+    busy: bool
+    """Whether a run is in it now."""
+
+
 class WorkspaceFile(TypedDict):
     """A file of a chat's workspace."""
 

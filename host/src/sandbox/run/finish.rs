@@ -67,6 +67,7 @@ pub(crate) fn finish(
         reused,
         elapsed: start.elapsed(),
         queued: Duration::ZERO,
+        session: None,
     }
 }
 

@@ -20,6 +20,8 @@ pub struct RunOptions {
     pub(crate) approver: Option<Arc<dyn Approver>>,
     /// A [`Value::Object`] of the inputs' names to their values, if any.
     pub(crate) inputs: Option<Value>,
+    /// The session the run is in, if any.
+    pub(crate) session: Option<String>,
 }
 
 impl RunOptions {
@@ -43,6 +45,23 @@ impl RunOptions {
     /// its code not run.
     pub fn inputs(mut self, inputs: impl IntoIterator<Item = (String, Value)>) -> Self {
         self.inputs = Some(Value::Object(inputs.into_iter().collect()));
+        self
+    }
+
+    /// Runs the code in the session `name` of the run's chat (its namespace
+    /// and chat key): it finds the globals, imports and objects the
+    /// session's last run left, and leaves its own for the next; the first
+    /// run starts it. A session is kept in this process, live, between its
+    /// runs, one run at a time; it ends when closed
+    /// ([`PythonSandbox::close_session`](crate::PythonSandbox::close_session)),
+    /// idle past [`SessionLimits::idle`](crate::SessionLimits), or when a
+    /// run in it stops midway (a trap, a limit, cancellation, a handoff).
+    /// Small interpreter only: a scientific run that names one is refused.
+    /// The outcome's [`RunOutcome::session`](crate::RunOutcome::session)
+    /// reports it. A name is 1 to 64 ASCII letters, digits, `-`, `_` or
+    /// `.`; a run given another is refused (`InvalidSession`).
+    pub fn session(mut self, name: impl Into<String>) -> Self {
+        self.session = Some(name.into());
         self
     }
 

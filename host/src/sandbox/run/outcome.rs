@@ -10,6 +10,7 @@ use crate::capabilities::events::PluginEvent;
 use crate::controls::ControlEvent;
 use crate::runtime::limits::EventSize;
 use crate::sandbox::run::slots::Refused;
+use crate::sandbox::sessions::{Refusal, SessionReport};
 use sandwit_contract::limits::LimitKind;
 use sandwit_contract::types::{MethodKind, MethodResult, Value};
 
@@ -250,6 +251,9 @@ pub struct RunOutcome {
     /// How long it waited for a run slot ([`RunSlots`](crate::RunSlots))
     /// before that.
     pub queued: Duration,
+    /// The session the run was in, if it named one
+    /// ([`RunOptions::session`](crate::RunOptions::session)).
+    pub session: Option<SessionReport>,
 }
 
 impl RunStatus {
@@ -322,6 +326,21 @@ impl RunOutcome {
         outcome
     }
 
+    /// The outcome of a run that could not have the session it named: an
+    /// error (`InvalidSession`, `SessionBusy`), or the [`LimitKind::Session`]
+    /// limit.
+    pub(crate) fn no_session(refusal: Refusal, start: Instant) -> RunOutcome {
+        match refusal {
+            Refusal::Invalid(message) => RunOutcome::not_run("InvalidSession", message, start),
+            Refusal::Busy(message) => RunOutcome::not_run("SessionBusy", message, start),
+            Refusal::Limit(message) => {
+                let kind = LimitKind::Session;
+                let limit = Some(LimitHit { kind, message });
+                RunOutcome::unrun(RunStatus::LimitExceeded, None, limit, start.elapsed())
+            }
+        }
+    }
+
     /// The outcome of a run whose code never ran, `elapsed` after it was
     /// asked for.
     fn unrun(
@@ -348,6 +367,7 @@ impl RunOutcome {
             reused: false,
             elapsed,
             queued: Duration::ZERO,
+            session: None,
         }
     }
 }

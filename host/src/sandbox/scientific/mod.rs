@@ -204,6 +204,13 @@ impl ScientificSandbox {
     ) -> RunOutcome {
         let inner = &*self.inner;
         let host = &inner.host;
+        if let Some(name) = &options.session {
+            let message = format!(
+                "the run names the session {name:?}, but only the small interpreter keeps \
+                 sessions so far: run it there, or without a session"
+            );
+            return RunOutcome::not_run("SessionUnsupported", message, std::time::Instant::now());
+        }
         let limits = options.limits.as_ref().unwrap_or(&inner.limits);
         let mut run = match Run::admit(host, ctx, plugins, code, limits, options).await {
             Ok(run) => run,

@@ -66,9 +66,9 @@ fn note_stream_drops(linker: &mut Linker<RunState>) -> wasmtime::Result<()> {
     Ok(())
 }
 
-/// Adds `sandwit:interpreter/methods@0.2.0` to a Python run's linker.
+/// Adds `sandwit:interpreter/methods@0.3.0` to a Python run's linker.
 pub(crate) fn add_to_linker(linker: &mut Linker<RunState>) -> wasmtime::Result<()> {
-    let mut methods = linker.instance("sandwit:interpreter/methods@0.2.0")?;
+    let mut methods = linker.instance("sandwit:interpreter/methods@0.3.0")?;
     methods.func_wrap_async(
         "call",
         |store: StoreContextMut<'_, RunState>, (method, args): (String, WasmList<u8>)| {

@@ -19,6 +19,7 @@ use crate::sandbox::SandboxHost;
 use crate::sandbox::run::outcome::RunOutcome;
 use crate::sandbox::run::state::RunState;
 use crate::sandbox::run::{Run, RunOptions};
+use crate::sandbox::sessions::{SessionInfo, Sessions};
 use crate::sandbox::snapshot::Snapshot;
 use crate::toolbox::Toolbox;
 use prepared::{Prepared, Preparer};
@@ -32,10 +33,10 @@ use sandwit_contract::types::AgentCtx;
 const PYTHON_SANDBOX: World = World {
     name: "python-sandbox",
     what: "a sandwit Python sandbox",
-    export_prefix: "sandwit:interpreter/runner@0.2.",
+    export_prefix: "sandwit:interpreter/runner@0.3.",
     imports: &[
         "sandwit:plugin/types@0.1.",
-        "sandwit:interpreter/methods@0.2.",
+        "sandwit:interpreter/methods@0.3.",
     ],
 };
 /// The small interpreter: a loaded CPython component (componentize-py's),
@@ -65,6 +66,7 @@ struct PythonInner {
     pre: PythonSandboxPre<RunState>,
     code_source: CodeSource,
     preparer: Preparer,
+    sessions: Sessions<Live>,
 }
 
 impl PythonSandbox {
@@ -141,6 +143,18 @@ impl PythonSandbox {
         self.inner.preparer.count()
     }
 
+    /// The sessions of `ctx`'s chat ([`RunOptions::session`]), by name.
+    pub fn sessions(&self, ctx: &AgentCtx) -> Vec<SessionInfo> {
+        self.inner.sessions.list(ctx)
+    }
+
+    /// Ends the session `name` of `ctx`'s chat, dropping what it kept:
+    /// whether there was one. A run in it goes on, and its session ends
+    /// with it.
+    pub fn close_session(&self, ctx: &AgentCtx, name: &str) -> bool {
+        self.inner.sessions.close(ctx, name)
+    }
+
     /// Runs `code` for `ctx` with the methods of `plugins`, under the host's
     /// [`RunLimits`].
     pub async fn run(&self, ctx: &AgentCtx, plugins: &Toolbox, code: &str) -> RunOutcome {
@@ -204,20 +218,47 @@ impl PythonSandbox {
             Ok(run) => run,
             Err(refused) => return refused,
         };
+        let mut lease = match options.session.as_deref() {
+            None => None,
+            Some(name) => match self.inner.sessions.lease(ctx, name) {
+                Ok(lease) => Some(lease),
+                Err(refusal) => return RunOutcome::no_session(refusal, run.start()),
+            },
+        };
         let preparer = &self.inner.preparer;
         let mut running = preparer.running();
-        let prepared = preparer.take(&mut running, limits.memory_bytes, &run.plugins);
-        let reuse = (
-            prepared.is_some(),
-            prepared.as_ref().is_some_and(|p| p.runs > 0),
-        );
-        let functions_made = prepared.as_ref().is_some_and(|p| p.made_for(&run.plugins));
-        let (mut store, interpreter, reusable) = self.store_for(ctx, &run, prepared);
+        let (mut store, interpreter, reusable, reuse, functions_made) =
+            match lease.as_mut().and_then(|l| l.kept.take()) {
+                Some(Live {
+                    mut store,
+                    interpreter,
+                }) => {
+                    run.begin(store.data_mut(), ctx);
+                    let start = Start::Prepared(interpreter);
+                    (store, start, None, (true, true), false)
+                }
+                None => {
+                    let prepared = preparer.take(&mut running, limits.memory_bytes, &run.plugins);
+                    let reuse = (
+                        prepared.is_some(),
+                        prepared.as_ref().is_some_and(|p| p.runs > 0),
+                    );
+                    let made = prepared.as_ref().is_some_and(|p| p.made_for(&run.plugins));
+                    let (store, start, reusable) = self.store_for(ctx, &run, prepared);
+                    // An interpreter that starts a session is the session's
+                    // from now on, never restored for another run.
+                    match lease.is_some() {
+                        true => (store, start, None, reuse, false),
+                        false => (store, start, reusable, reuse, made),
+                    }
+                }
+            };
         if let Err(e) = store.data_mut().open_workspace(ctx) {
             store.data_mut().end();
             preparer.retire(running, store);
             return RunOutcome::failed(e.context("opening the chat's workspace"), run.start());
         }
+        let in_session = lease.is_some();
         run.arm(&mut store);
         let (code, inputs, specs) = (run.code, &run.inputs, run.plugins.specs());
         let result = guarded_until(
@@ -230,7 +271,11 @@ impl PythonSandbox {
                     Start::Instantiate(pre) => pre.instantiate_async(&mut *store).await?,
                 };
                 let runner = interpreter.sandwit_interpreter_runner();
-                let outcome = if functions_made {
+                let outcome = if in_session {
+                    runner
+                        .call_exec_in_session(&mut *store, code, inputs, specs)
+                        .await?
+                } else if functions_made {
                     runner.call_exec_prepared(&mut *store, code, inputs).await?
                 } else {
                     runner.call_exec(&mut *store, code, inputs, specs).await?
@@ -248,7 +293,18 @@ impl PythonSandbox {
         };
         let fuel_used = fuel_used(&store, run.budget.fuel);
         let workspace = store.data_mut().close_workspace();
-        let outcome = run.end(store.data_mut(), result, fuel_used, workspace, reuse);
+        let mut outcome = run.end(store.data_mut(), result, fuel_used, workspace, reuse);
+        let memory = store.data().limiter.total_memory as u64;
+        if let Some(lease) = lease {
+            outcome.session = Some(match returned {
+                Some(interpreter) => lease.keep(Live { store, interpreter }, memory),
+                None => {
+                    preparer.retire(running, store);
+                    lease.end(memory)
+                }
+            });
+            return outcome;
+        }
         // Still counted as running: the store goes to the thread only when
         // another core is free of runs.
         match (reusable, returned) {
@@ -296,6 +352,12 @@ impl PythonSandbox {
             }
         }
     }
+}
+
+/// A session's interpreter between its runs.
+struct Live {
+    store: Store<RunState>,
+    interpreter: Interpreter,
 }
 
 /// What gives a prepared interpreter back after its run: the toolbox its
@@ -348,6 +410,7 @@ impl PythonSandbox {
                 pre,
                 code_source,
                 preparer,
+                sessions: Sessions::new(host.session_limits),
             }),
         })
     }
