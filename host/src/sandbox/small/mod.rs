@@ -22,7 +22,7 @@ use crate::sandbox::run::{Run, RunOptions};
 use crate::sandbox::sessions::{SessionInfo, Sessions};
 use crate::sandbox::snapshot::Snapshot;
 use crate::toolbox::Toolbox;
-use prepared::{Prepared, Preparer};
+use prepared::{Prepared, Preparer, Running};
 use reusable::Pending;
 use sandwit_contract::error::LoadError;
 use sandwit_contract::limits::RunLimits;
@@ -202,17 +202,8 @@ impl PythonSandbox {
             .limits
             .as_ref()
             .unwrap_or(&host.runtime().run_limits);
-        let most = host.runtime().max_memory();
-        if limits.memory_bytes > most {
-            // Granting it would cap it at the pool's slots silently.
-            let message = format!(
-                "the run asks for {} MiB of memory, more than the {} MiB this host's instances \
-                 hold: raise the host's run limits (HostBuilder::run_limits, \
-                 Host(limits=RunLimits(memory_mib=...)), --memory-mib)",
-                limits.memory_bytes >> 20,
-                most >> 20
-            );
-            return RunOutcome::not_run("LimitUnavailable", message, Instant::now());
+        if let Some(refused) = memory_refused(host, limits) {
+            return refused;
         }
         let run = match Run::admit(host, ctx, plugins, code, limits, options).await {
             Ok(run) => run,
@@ -227,32 +218,14 @@ impl PythonSandbox {
         };
         let preparer = &self.inner.preparer;
         let mut running = preparer.running();
-        let (mut store, interpreter, reusable, reuse, functions_made) =
-            match lease.as_mut().and_then(|l| l.kept.take()) {
-                Some(Live {
-                    mut store,
-                    interpreter,
-                }) => {
-                    run.begin(store.data_mut(), ctx);
-                    let start = Start::Prepared(interpreter);
-                    (store, start, None, (true, true), false)
-                }
-                None => {
-                    let prepared = preparer.take(&mut running, limits.memory_bytes, &run.plugins);
-                    let reuse = (
-                        prepared.is_some(),
-                        prepared.as_ref().is_some_and(|p| p.runs > 0),
-                    );
-                    let made = prepared.as_ref().is_some_and(|p| p.made_for(&run.plugins));
-                    let (store, start, reusable) = self.store_for(ctx, &run, prepared);
-                    // An interpreter that starts a session is the session's
-                    // from now on, never restored for another run.
-                    match lease.is_some() {
-                        true => (store, start, None, reuse, false),
-                        false => (store, start, reusable, reuse, made),
-                    }
-                }
-            };
+        let kept = lease.as_mut().and_then(|l| l.kept.take());
+        let Chosen {
+            mut store,
+            interpreter,
+            reusable,
+            reuse,
+            functions_made,
+        } = self.choose(ctx, &run, kept, lease.is_some(), &mut running);
         if let Err(e) = store.data_mut().open_workspace(ctx) {
             store.data_mut().end();
             preparer.retire(running, store);
@@ -323,6 +296,49 @@ impl PythonSandbox {
         outcome
     }
 
+    /// The interpreter `run` runs in: its session's, `kept`, else a
+    /// prepared one, else one instantiated for it. One that starts a
+    /// session (`in_session`) is the session's from now on, never restored
+    /// for another run.
+    fn choose<'p>(
+        &'p self,
+        ctx: &AgentCtx,
+        run: &Run<'_>,
+        kept: Option<Live>,
+        in_session: bool,
+        running: &mut Running<'_>,
+    ) -> Chosen<'p> {
+        if let Some(Live {
+            mut store,
+            interpreter,
+        }) = kept
+        {
+            run.begin(store.data_mut(), ctx);
+            return Chosen {
+                store,
+                interpreter: Start::Prepared(interpreter),
+                reusable: None,
+                reuse: (true, true),
+                functions_made: false,
+            };
+        }
+        let preparer = &self.inner.preparer;
+        let prepared = preparer.take(running, run.limits.memory_bytes, &run.plugins);
+        let reuse = (
+            prepared.is_some(),
+            prepared.as_ref().is_some_and(|p| p.runs > 0),
+        );
+        let made = prepared.as_ref().is_some_and(|p| p.made_for(&run.plugins));
+        let (store, interpreter, reusable) = self.store_for(ctx, run, prepared);
+        Chosen {
+            store,
+            interpreter,
+            reusable: reusable.filter(|_| !in_session),
+            reuse,
+            functions_made: made && !in_session,
+        }
+    }
+
     /// The store `run` runs in, its state begun for the run, and where its
     /// interpreter comes from: `prepared`, else an instance made for it;
     /// with what gives a prepared one back for the next run, if it can be.
@@ -352,6 +368,40 @@ impl PythonSandbox {
             }
         }
     }
+}
+
+/// The interpreter a run runs in, and how it was had.
+struct Chosen<'a> {
+    store: Store<RunState>,
+    interpreter: Start<'a>,
+    /// What gives it back for the next run, if it can be.
+    reusable: Option<Reusable>,
+    /// Whether it was prepared ahead, and had served a run before.
+    reuse: (bool, bool),
+    /// Whether it made the run's method functions ahead (`exec-prepared`).
+    functions_made: bool,
+}
+
+/// The outcome of a run whose memory limit is refused: this host's
+/// instances hold less (granting it would cap it at the pool's slots
+/// silently).
+fn memory_refused(host: &SandboxHost, limits: &RunLimits) -> Option<RunOutcome> {
+    let most = host.runtime().max_memory();
+    if limits.memory_bytes <= most {
+        return None;
+    }
+    let message = format!(
+        "the run asks for {} MiB of memory, more than the {} MiB this host's instances \
+         hold: raise the host's run limits (HostBuilder::run_limits, \
+         Host(limits=RunLimits(memory_mib=...)), --memory-mib)",
+        limits.memory_bytes >> 20,
+        most >> 20
+    );
+    Some(RunOutcome::not_run(
+        "LimitUnavailable",
+        message,
+        Instant::now(),
+    ))
 }
 
 /// A session's interpreter between its runs.
