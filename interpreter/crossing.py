@@ -426,8 +426,8 @@ def result_of(namespace, last_value, earlier=NO_RESULT):
     cannot cross is no result, never a failure of the code that ran. In a
     session, a `result` still holding `earlier` (what an earlier run left
     in it) is not this run's."""
-    set_now = namespace.get("result", NO_RESULT)
-    for value in (last_value, None if set_now is earlier else namespace.get("result")):
+    now = namespace.get("result", NO_RESULT)
+    for value in (last_value, None if now is earlier or now is NO_RESULT else now):
         if value is None:
             continue
         try:
@@ -459,10 +459,11 @@ def run(code, functions, inputs=None, namespace=None):
     linecache.cache[CODE_FILE] = (len(code), None, code.splitlines(True), CODE_FILE)
     if namespace is None:
         namespace = new_namespace()
+    # Before the inputs: an input named `result` is this run's.
+    earlier = namespace.get("result", NO_RESULT)
     if inputs:
         namespace.update(inputs)
     namespace.update(functions)
-    earlier = namespace.get("result", NO_RESULT)
     value = None
     try:
         body, last = compile_keeping_last_value(code)

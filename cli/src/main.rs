@@ -205,11 +205,12 @@ fn run_with_host(cli: Cli) -> ExitCode {
             Command::Run(args) => args.workspace.clone().map(WorkspaceOptions::new),
             _ => None,
         };
+        let validating = matches!(command, Command::Validate(_));
         let mut builder = with_workspaces(cli.host.builder().await?, workspaces);
         // A check's worker without a cache uses the one in its scratch
         // directory, so that loading the plugin a second time (to run its
         // hooks) does not compile it again (`worker`'s docs).
-        if matches!(command, Command::Validate(_))
+        if validating
             && cli.host.cache_dir().is_none()
             && let Some(cache) = worker::scratch_cache()
         {
@@ -217,7 +218,7 @@ fn run_with_host(cli: Cli) -> ExitCode {
         }
         let host = builder
             .prepared_interpreters(0)
-            .max_instances(if matches!(command, Command::Validate(_)) {
+            .max_instances(if validating {
                 // One plugin instance at a time: the worker's memory budget
                 // is spent on the check, not on the pool.
                 VALIDATE_INSTANCES

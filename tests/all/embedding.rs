@@ -619,6 +619,9 @@ async fn inputs_go_in_as_variables_and_the_result_comes_out() {
         assert_eq!(outcome.status, RunStatus::Ok, "{code}: {outcome:?}");
         assert_eq!(outcome.result, result, "{code}");
     }
+    // An input named `result` is the result of code that sets none.
+    let outcome = run_with_inputs("x = 1", vec![("result", Value::Int(5))]).await;
+    assert_eq!(outcome.result, Some(Value::Int(5)), "{outcome:?}");
     // The next run of the (reused) interpreter has none of them.
     let outcome = run_with_inputs("'rows' in globals() or 'scale' in globals()", vec![]).await;
     assert_eq!(outcome.result, Some(Value::Bool(false)));

@@ -1264,27 +1264,30 @@ pub fn _restore(py: Python<'_>, name: &str, state: &Bound<'_, PyTuple>) -> PyRes
             },
         )?
         .into_any(),
-        "RunOutcome" => Py::new(
-            py,
-            PyRunOutcome {
-                status: item(s, 0)?,
-                stdout: item(s, 1)?,
-                stderr: item(s, 2)?,
-                error: item(s, 3)?,
-                limit: item(s, 4)?,
-                handoff: item(s, 5)?,
-                events: item(s, 6)?,
-                files: item(s, 7)?,
-                result: item(s, 8)?,
-                fuel_used: item(s, 9)?,
-                elapsed_ms: item(s, 10)?,
-                // A tuple holds at most 12 items as one state: the last two
-                // fields are one.
-                queued_ms: item::<(f64, Py<PyAny>)>(s, 11)?.0,
-                session: item::<(f64, Py<PyAny>)>(s, 11)?.1,
-            },
-        )?
-        .into_any(),
+        "RunOutcome" => {
+            // A tuple holds at most 12 items as one state: the last two
+            // fields are one.
+            let (queued_ms, session): (f64, Py<PyAny>) = item(s, 11)?;
+            Py::new(
+                py,
+                PyRunOutcome {
+                    status: item(s, 0)?,
+                    stdout: item(s, 1)?,
+                    stderr: item(s, 2)?,
+                    error: item(s, 3)?,
+                    limit: item(s, 4)?,
+                    handoff: item(s, 5)?,
+                    events: item(s, 6)?,
+                    files: item(s, 7)?,
+                    result: item(s, 8)?,
+                    fuel_used: item(s, 9)?,
+                    elapsed_ms: item(s, 10)?,
+                    queued_ms,
+                    session,
+                },
+            )?
+            .into_any()
+        }
         other => {
             return Err(PyValueError::new_err(format!(
                 "sandwit has no class {} to restore",

@@ -14,6 +14,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -122,6 +123,10 @@ impl Key {
 struct Entry<T> {
     /// The interpreter, `None` while a run has it.
     kept: Option<T>,
+    /// The lease that made or last took it: a run holding an older one
+    /// (its session closed, and started again by another run meanwhile)
+    /// neither gives its interpreter back to it nor ends it.
+    lease: u64,
     runs: u32,
     memory_bytes: u64,
     /// When its last run ended.
@@ -143,6 +148,8 @@ pub(crate) enum Refusal {
 pub(crate) struct Sessions<T> {
     limits: SessionLimits,
     table: Mutex<HashMap<Key, Entry<T>>>,
+    /// The last lease's number.
+    leases: AtomicU64,
 }
 
 /// A run's hold on its session: the interpreter the session kept, if it
@@ -151,6 +158,8 @@ pub(crate) struct Sessions<T> {
 pub(crate) struct Lease<'a, T> {
     sessions: &'a Sessions<T>,
     key: Key,
+    /// Its number, in its entry while the run holds it.
+    id: u64,
     /// The session's interpreter: `None` for a session this run starts.
     pub(crate) kept: Option<T>,
     /// Runs before this one.
@@ -163,6 +172,7 @@ impl<T> Sessions<T> {
         Sessions {
             limits,
             table: Mutex::new(HashMap::new()),
+            leases: AtomicU64::new(0),
         }
     }
 
@@ -176,6 +186,7 @@ impl<T> Sessions<T> {
     pub(crate) fn lease(&self, ctx: &AgentCtx, name: &str) -> Result<Lease<'_, T>, Refusal> {
         check_name(name).map_err(Refusal::Invalid)?;
         let key = Key::of(ctx, name);
+        let id = (self.leases).fetch_add(1, Ordering::Relaxed);
         let mut expired = Vec::new();
         let mut table = self.table();
         let now = Instant::now();
@@ -189,7 +200,10 @@ impl<T> Sessions<T> {
         });
         let leased = match table.get_mut(&key) {
             Some(entry) => match entry.kept.take() {
-                Some(kept) => Ok((Some(kept), entry.runs)),
+                Some(kept) => {
+                    entry.lease = id;
+                    Ok((Some(kept), entry.runs))
+                }
                 None => Err(Refusal::Busy(format!(
                     "session {name:?} of this chat has a run in it: a session runs one run at a \
                      time"
@@ -212,6 +226,7 @@ impl<T> Sessions<T> {
                         key.clone(),
                         Entry {
                             kept: None,
+                            lease: id,
                             runs: 0,
                             memory_bytes: 0,
                             last_used: now,
@@ -227,6 +242,7 @@ impl<T> Sessions<T> {
         Ok(Lease {
             sessions: self,
             key,
+            id,
             kept,
             runs,
             ended: false,
@@ -271,7 +287,7 @@ impl<T> Lease<'_, T> {
         let mut table = self.sessions.table();
         let runs = self.runs + 1;
         let kept = match table.get_mut(&self.key) {
-            Some(entry) if entry.kept.is_none() => {
+            Some(entry) if entry.lease == self.id => {
                 entry.kept = Some(interpreter);
                 entry.runs = runs;
                 entry.memory_bytes = memory_bytes;
@@ -303,7 +319,7 @@ impl<T> Lease<'_, T> {
 
     fn remove(&self) {
         let mut table = self.sessions.table();
-        if table.get(&self.key).is_some_and(|e| e.kept.is_none()) {
+        if table.get(&self.key).is_some_and(|e| e.lease == self.id) {
             table.remove(&self.key);
         }
     }
@@ -382,6 +398,28 @@ mod tests {
         std::thread::sleep(Duration::from_millis(80));
         sessions.lease(&a, "x").ok().unwrap().keep(4, 0);
         assert!(sessions.list(&b).is_empty());
+    }
+
+    #[test]
+    fn a_run_whose_session_was_closed_and_started_again_leaves_the_new_one_alone() {
+        let sessions = Sessions::<u32>::new(SessionLimits::default());
+        let a = ctx(None, "a");
+        let old = sessions.lease(&a, "s").ok().unwrap();
+        assert!(sessions.close(&a, "s"));
+        let new = sessions.lease(&a, "s").ok().unwrap();
+        // The old run ends: the new run's session is neither given the old
+        // interpreter nor ended.
+        assert!(!old.keep(1, 0).kept);
+        assert!(sessions.list(&a)[0].busy);
+        new.keep(2, 0);
+        let old = sessions.lease(&a, "s").ok().unwrap();
+        assert_eq!(old.kept, Some(2));
+        assert!(sessions.close(&a, "s"));
+        let new = sessions.lease(&a, "s").ok().unwrap();
+        drop(old);
+        assert_eq!(sessions.list(&a).len(), 1);
+        drop(new);
+        assert!(sessions.list(&a).is_empty());
     }
 
     #[test]
