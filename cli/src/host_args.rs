@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use anyhow::Context;
 use clap::Args;
+use sandwit::SessionKey;
 use sandwit::paths::{data_dir, default_cache_dir, env_path};
 use sandwit::{CallLimits, Host, HostBuilder, Policy, RunLimits, StoreLocation};
 
@@ -50,6 +52,14 @@ pub struct HostArgs {
     /// ~/.local/share/sandwit/store.db].
     #[arg(long, global = true, value_name = "FILE|URL")]
     store: Option<String>,
+    /// The key sessions are signed with in the store (`run --session`, and
+    /// `serve`'s and `mcp`'s sessions): a file of at least 32 bytes that
+    /// only its owner may read. Hosts over one store (replicas, or the same
+    /// host after a restart) need the same key to resume each other's
+    /// sessions [default: $SANDWIT_SESSION_KEY_FILE, else session.key in
+    /// the data directory, made on first use].
+    #[arg(long, global = true, value_name = "FILE")]
+    session_key_file: Option<PathBuf>,
 }
 
 impl HostArgs {
@@ -136,6 +146,25 @@ impl HostArgs {
 }
 
 impl HostArgs {
+    /// `builder` signing sessions with the key of --session-key-file, else
+    /// $SANDWIT_SESSION_KEY_FILE, else the data directory's `session.key`
+    /// (made, 32 random bytes readable by the user only, if missing).
+    /// Without a data directory the host makes a key for its process alone.
+    pub fn with_session_key(&self, builder: HostBuilder) -> anyhow::Result<HostBuilder> {
+        let given =
+            (self.session_key_file.clone()).or_else(|| env_path("SANDWIT_SESSION_KEY_FILE"));
+        let (path, made) = match given {
+            Some(path) => (path, false),
+            None => match data_dir() {
+                Some(dir) => (dir.join("session.key"), true),
+                None => return Ok(builder),
+            },
+        };
+        let key = read_session_key(&path, made)
+            .with_context(|| format!("the session key {}", path.display()))?;
+        Ok(builder.session_key(key))
+    }
+
     /// --store, else $SANDWIT_STORE, else the policy's `[store] url`, else
     /// the SQLite file in the data directory.
     fn store(&self, policy: &Policy) -> Option<StoreLocation> {
@@ -153,4 +182,44 @@ impl HostArgs {
                 .or_else(|| data_dir().map(|d| StoreLocation::Sqlite(d.join("store.db")))),
         }
     }
+}
+
+/// The session key in `path`: made there first if `make` and it is missing.
+/// Refused if others than its owner may read it.
+fn read_session_key(path: &std::path::Path, make: bool) -> anyhow::Result<SessionKey> {
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    if make && !path.exists() {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let mut bytes = [0u8; 32];
+        getrandom(&mut bytes)?;
+        // `create_new`: of two processes making it at once, one writes it
+        // and the other reads it.
+        match (std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600))
+        .open(path)
+        {
+            Ok(mut file) => file.write_all(&bytes)?,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let mode = std::fs::metadata(path)?.permissions().mode();
+    anyhow::ensure!(
+        mode & 0o077 == 0,
+        "is readable by others than its owner (mode {:o}): `chmod 600` it",
+        mode & 0o777
+    );
+    let bytes = std::fs::read(path)?;
+    SessionKey::from_bytes(&bytes).map_err(anyhow::Error::msg)
+}
+
+/// Fills `bytes` from the system's entropy.
+fn getrandom(bytes: &mut [u8]) -> std::io::Result<()> {
+    use std::io::Read;
+    std::fs::File::open("/dev/urandom")?.read_exact(bytes)
 }

@@ -182,12 +182,14 @@ fn run_with_host(cli: Cli) -> ExitCode {
             Command::Serve(args) => {
                 let builder =
                     with_workspaces(cli.host.builder().await?, args.interpreters.workspaces());
+                let builder = cli.host.with_session_key(builder)?;
                 let builder = builder.run_slots(args.slots.host());
                 return serve::serve(builder.build()?, args).await;
             }
             Command::Mcp(args) => {
                 let builder =
                     with_workspaces(cli.host.builder().await?, args.interpreters.workspaces());
+                let builder = cli.host.with_session_key(builder)?;
                 let builder = builder.run_slots(args.slots.host());
                 return mcp::mcp(builder.build()?, args).await;
             }
@@ -207,6 +209,12 @@ fn run_with_host(cli: Cli) -> ExitCode {
         };
         let validating = matches!(command, Command::Validate(_));
         let mut builder = with_workspaces(cli.host.builder().await?, workspaces);
+        // A run in a session is stored, which takes an interpreter on the
+        // sandbox's own engine: one prepared ahead brings it.
+        let in_session = matches!(&command, Command::Run(args) if args.session.is_some());
+        if in_session {
+            builder = cli.host.with_session_key(builder)?;
+        }
         // A check's worker without a cache uses the one in its scratch
         // directory, so that loading the plugin a second time (to run its
         // hooks) does not compile it again (`worker`'s docs).
@@ -217,7 +225,7 @@ fn run_with_host(cli: Cli) -> ExitCode {
             builder = builder.cache_dir(cache);
         }
         let host = builder
-            .prepared_interpreters(0)
+            .prepared_interpreters(usize::from(in_session))
             .max_instances(if validating {
                 // One plugin instance at a time: the worker's memory budget
                 // is spent on the check, not on the pool.

@@ -67,6 +67,14 @@ pub struct RunArgs {
     /// The user id of the agent context.
     #[arg(long)]
     user_id: Option<String>,
+    /// Run in the session NAME of the chat: the code finds the variables,
+    /// imports and objects the session's last run left, and leaves its own
+    /// for the next, kept in the store (--store; signed with
+    /// --session-key-file) between runs and processes. A run that fails
+    /// leaves the session as its last good run made it. The small
+    /// interpreter only.
+    #[arg(long, value_name = "NAME")]
+    pub session: Option<String>,
     /// Method calls allowed per run [default: 1000].
     #[arg(long)]
     max_calls: Option<u32>,
@@ -81,7 +89,7 @@ pub struct RunArgs {
     out_dir: Option<PathBuf>,
     /// Print one JSON object: {"status", "result", "stdout", "stderr",
     /// "error", "limit", "files", "events", "handoff", "fuel_used", "cost",
-    /// "ms", "queued_ms"}; `result` is the value of the code's last
+    /// "ms", "queued_ms", and "session" with --session}; `result` is the value of the code's last
     /// expression, or of its `result` variable (null for none).
     #[arg(long)]
     json: bool,
@@ -204,7 +212,13 @@ pub async fn run(host: &Host, args: RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(max_calls) = args.max_calls {
         limits.max_calls = max_calls;
     }
-    let options = RunOptions::new().inputs(args.inputs.clone()).limits(limits);
+    let mut options = RunOptions::new().inputs(args.inputs.clone()).limits(limits);
+    if let Some(name) = &args.session {
+        if let Interpreter::Small(python) = &interpreter {
+            ready_for_sessions(python).await;
+        }
+        options = options.session(name.clone());
+    }
     let outcome = interpreter.run_with(&ctx, &plugins, &code, &options).await;
     let out_dir = args
         .out_dir
@@ -220,6 +234,20 @@ pub async fn run(host: &Host, args: RunArgs) -> anyhow::Result<ExitCode> {
         RunStatus::Ok | RunStatus::AgentHandoff => ExitCode::SUCCESS,
         RunStatus::Error | RunStatus::LimitExceeded | RunStatus::Cancelled => ExitCode::FAILURE,
     })
+}
+
+/// Waits while `python`'s interpreter for sessions is loaded (or, once
+/// per cache, compiled), saying so when it takes long.
+async fn ready_for_sessions(python: &sandwit::PythonSandbox) {
+    let started = std::time::Instant::now();
+    let mut said = false;
+    while python.warming_up() {
+        if !said && started.elapsed() > std::time::Duration::from_secs(1) {
+            eprintln!("sandwit: compiling the interpreter for sessions (once per cache)...");
+            said = true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }
 
 /// The program's stdout on stdout, as it printed it (`sandwit run ... |
@@ -246,6 +274,9 @@ fn print_outcome(outcome: &RunOutcome, out_dir: &Path) -> anyhow::Result<()> {
     if let Some(limit) = &outcome.limit {
         eprintln!("limit: {} — {}", limit.kind, limit.message);
     }
+    if let Some(session) = &outcome.session {
+        eprintln!("{}", session_line(session));
+    }
     for file in &outcome.files {
         eprintln!("file: {} ({} bytes)", file.path, file.size);
     }
@@ -262,4 +293,23 @@ fn print_outcome(outcome: &RunOutcome, out_dir: &Path) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// What `run` says of the session a run was in.
+fn session_line(session: &sandwit::SessionReport) -> String {
+    let how = match (session.started, session.restored, session.rolled_back) {
+        (_, _, true) => "its changes dropped, the session as its last good run left it",
+        (true, _, _) => "started",
+        (_, true, _) => "restored from the store",
+        _ => "live",
+    };
+    let stored = match session.stored_bytes {
+        Some(bytes) => format!("stored, {bytes} bytes"),
+        None => "not stored".into(),
+    };
+    let kept = if session.kept { "" } else { "; ended" };
+    format!(
+        "session: {} (run {}, {how}; {stored}{kept})",
+        session.name, session.runs
+    )
 }

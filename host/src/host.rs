@@ -25,6 +25,7 @@ use crate::sandbox::run::outcome::WorkspaceFile;
 use crate::sandbox::run::slots::{Admission, NoRunPlace, RunPlace, RunSlots};
 use crate::sandbox::scientific::{ScientificOptions, ScientificSandbox};
 use crate::sandbox::sessions::SessionLimits;
+use crate::sandbox::sessions::saved::SessionKey;
 use crate::sandbox::small::PythonSandbox;
 use crate::sandbox::workspace::{HostWorkspaces, WorkspaceOptions};
 use crate::sources::{SourceError, ToolSources};
@@ -110,6 +111,7 @@ pub struct HostBuilder {
     workspaces: Option<WorkspaceOptions>,
     run_slots: Option<RunSlots>,
     sessions: SessionLimits,
+    session_key: Option<SessionKey>,
     #[cfg(feature = "internals")]
     park: Option<(std::time::Duration, Arc<std::sync::atomic::AtomicUsize>)>,
 }
@@ -154,10 +156,21 @@ impl HostBuilder {
     }
 
     /// How many sessions ([`RunOptions::session`](crate::RunOptions::session))
-    /// each Python sandbox keeps, per chat and in all, and how long one may
-    /// sit idle ([`SessionLimits::default`] unless set).
+    /// each Python sandbox keeps, per chat and in all, how large they may
+    /// grow and how long one may sit idle ([`SessionLimits::default`]
+    /// unless set).
     pub fn sessions(mut self, limits: SessionLimits) -> Self {
         self.sessions = limits;
+        self
+    }
+
+    /// Signs the sessions the host stores with `key`: hosts that share a
+    /// store (replicas) or restart over one need the same key to resume
+    /// each other's sessions. Without it the host makes a key for its
+    /// process alone, and a session stored by an earlier process is
+    /// refused (close it to start it afresh).
+    pub fn session_key(mut self, key: SessionKey) -> Self {
+        self.session_key = Some(key);
         self
     }
 
@@ -380,6 +393,7 @@ impl HostBuilder {
                 workspaces,
                 admission: Admission::new(run_slots),
                 session_limits: self.sessions,
+                session_key: self.session_key.unwrap_or_else(SessionKey::generate),
             }),
         })
     }

@@ -58,6 +58,7 @@ pub use sandbox::run::slots::{
 };
 pub use sandbox::run::{RunOptions, strip_code_fence};
 pub use sandbox::scientific::{DEFAULT_PRELOAD, ScientificOptions, ScientificSandbox};
+pub use sandbox::sessions::saved::SessionKey;
 pub use sandbox::sessions::{MAX_SESSION_NAME_BYTES, SessionInfo, SessionLimits, SessionReport};
 pub use sandbox::small::PythonSandbox;
 pub use sandbox::workspace::WorkspaceOptions;

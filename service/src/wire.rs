@@ -79,8 +79,10 @@ pub struct Outcome {
     /// Milliseconds it waited for a run slot before that.
     pub queued_ms: f64,
     /// The session the run was in, when it named one: `{name, started,
-    /// runs, memory_bytes, kept}` (`kept` false: the run stopped midway,
-    /// which ended the session).
+    /// restored, runs, memory_bytes, kept, stored_bytes, rolled_back}`
+    /// (`rolled_back`: the run failed and the session is as its last good
+    /// run left it; `kept` false: nothing good was left, which ended it;
+    /// `stored_bytes` null: the session is live in this process only).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub session: Option<SessionReport>,

@@ -544,3 +544,52 @@ fn a_registry_whose_database_hangs_fails_requests_in_time_and_recovers() {
     std::thread::sleep(Duration::from_millis(1200));
     assert_eq!(get().0, 404);
 }
+
+#[test]
+fn a_session_alternating_between_replicas_sees_each_turn_before_it() {
+    let db = Database::create();
+    let dir = tempdir("replicas", "sessions");
+    let key = dir.join("session.key");
+    std::fs::write(&key, [5u8; 32]).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let tokens = format!("ops admin {}\napp user {}\n", digest(ADMIN), digest(USER));
+    let key = key.to_str().unwrap();
+    let replicas: Vec<Server> = (0..2)
+        .map(|i| {
+            let args = ["--store", db.url.as_str(), "--session-key-file", key];
+            serve_with(("replicas", &format!("s{i}")), &[], "", &args, &tokens, &[])
+        })
+        .collect();
+    for replica in &replicas {
+        replica.await_ready();
+    }
+    let run = |replica: &Server, code: &str| {
+        let body = json!({"code": code, "chat_key": "turns", "session": "s"});
+        let (status, outcome) = replica.post("/v1/runs", USER, body);
+        assert_eq!(status, 200, "{outcome}");
+        outcome
+    };
+    let first = run(&replicas[0], "history = [0]");
+    assert_eq!(first["status"], "ok", "{first}");
+    assert!(
+        first["session"]["stored_bytes"].as_u64().unwrap() > 0,
+        "{first}"
+    );
+    for turn in 1..20 {
+        let replica = &replicas[turn % 2];
+        let outcome = run(
+            replica,
+            &format!(
+                "assert history[-1] == {}\nhistory.append({turn})\nlen(history)",
+                turn - 1
+            ),
+        );
+        assert_eq!(outcome["status"], "ok", "turn {turn}: {outcome}");
+        assert_eq!(outcome["result"], turn + 1);
+        assert_eq!(
+            outcome["session"]["restored"], true,
+            "turn {turn}: {outcome}"
+        );
+    }
+}

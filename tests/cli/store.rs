@@ -47,3 +47,87 @@ fn stored_data_survives_a_restart_of_the_process() {
     let out = sandwit_cli(&store, &policy, &recall);
     assert!(out.contains("tea, no sugar"), "{out}");
 }
+
+/// `sandwit run --session` with the tests' cache, `store` and a data
+/// directory of `dir`'s (where the session key is made): exit code, stdout,
+/// stderr.
+fn run_in_session(dir: &std::path::Path, session: &str, code: &str) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_sandwit"))
+        .arg("--cache-dir")
+        .arg(cache_dir().join("cli"))
+        .arg("--store")
+        .arg(dir.join("store.db"))
+        .args([
+            "run",
+            "--python",
+            artifacts::PYTHON,
+            "--session",
+            session,
+            "-c",
+            code,
+        ])
+        .env("XDG_DATA_HOME", dir.join("data"))
+        .env_remove("SANDWIT_SESSION_KEY_FILE")
+        .env_remove("SANDWIT_POLICY")
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_session_survives_a_restart_of_the_process_and_a_foreign_key_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempdir("store", "sessions");
+    let (ok, _, err) = run_in_session(
+        &dir,
+        "turns",
+        "import fractions\nclass Acc(list):\n    pass\nacc = Acc([fractions.Fraction(1, 3)])",
+    );
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("session: turns (run 1, started; stored, "),
+        "{err}"
+    );
+    // The key was made, the user's alone.
+    let key = dir.join("data/sandwit/session.key");
+    assert_eq!(
+        std::fs::metadata(&key).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+
+    // Another process finds what the first left, restored from the store.
+    let (ok, out, err) = run_in_session(
+        &dir,
+        "turns",
+        "acc.append(acc[0] * 2)\nprint(sum(acc), type(acc).__name__)",
+    );
+    assert!(ok, "{err}");
+    assert_eq!(out, "1 Acc\n");
+    assert!(
+        err.contains("session: turns (run 2, restored from the store; stored"),
+        "{err}"
+    );
+
+    // A failed run leaves the session as the last good run made it.
+    let (ok, _, err) = run_in_session(&dir, "turns", "acc.clear()\nraise KeyError('x')");
+    assert!(!ok && err.contains("its changes dropped"), "{err}");
+    let (_, out, _) = run_in_session(&dir, "turns", "print(len(acc))");
+    assert_eq!(out, "2\n");
+
+    // With another key, the stored session is refused, not restored.
+    std::fs::write(&key, [9u8; 32]).unwrap();
+    let (ok, _, err) = run_in_session(&dir, "turns", "print(acc)");
+    assert!(!ok && err.contains("SessionRefused"), "{err}");
+    assert!(
+        err.contains("not signed by this host's session key"),
+        "{err}"
+    );
+    // A key others may read is refused before anything runs.
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (ok, _, err) = run_in_session(&dir, "turns", "1");
+    assert!(!ok && err.contains("chmod 600"), "{err}");
+}

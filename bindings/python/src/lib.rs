@@ -453,7 +453,7 @@ fn outcome_to_py(py: Python<'_>, outcome: sandwit::RunOutcome) -> PyResult<Py<Py
 #[pymethods]
 impl PyHost {
     #[new]
-    #[pyo3(signature = (*, cache_dir=None, policy=None, store=None, limits=None, call_limits=None, python=None, interpreter="small", scientific_dir=None, workspace=None, workspace_max_mib=None, prepared_interpreters=None, prepared_plugin_instances=None, max_instances=None, cache_max_mib=None, max_running=None, max_waiting=None, max_wait_s=None))]
+    #[pyo3(signature = (*, cache_dir=None, policy=None, store=None, limits=None, call_limits=None, python=None, interpreter="small", scientific_dir=None, workspace=None, workspace_max_mib=None, prepared_interpreters=None, prepared_plugin_instances=None, max_instances=None, cache_max_mib=None, max_running=None, max_waiting=None, max_wait_s=None, session_key=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -474,6 +474,7 @@ impl PyHost {
         max_running: Option<usize>,
         max_waiting: Option<usize>,
         max_wait_s: Option<f64>,
+        session_key: Option<Vec<u8>>,
     ) -> PyResult<Self> {
         let kind = kind_arg(interpreter)?;
         let scientific_dir = match scientific_dir {
@@ -541,6 +542,11 @@ impl PyHost {
         }
         if let Some(count) = prepared_interpreters {
             builder = builder.prepared_interpreters(count);
+        }
+        if let Some(key) = session_key {
+            let key = sandwit::SessionKey::from_bytes(&key)
+                .map_err(|e| PyValueError::new_err(format!("session_key: {e}")))?;
+            builder = builder.session_key(key);
         }
         if let Some(count) = prepared_plugin_instances {
             builder = builder.prepared_plugin_instances(count);
@@ -662,10 +668,12 @@ impl PyHost {
     }
 
     /// The sessions of ``ctx``'s chat (the default context's when None),
-    /// as dicts ``{"name", "runs", "memory_bytes", "idle_s", "busy"}``. A
-    /// session (``run(..., session=NAME)``) is kept in this host, live,
-    /// between its runs; it ends when closed, idle too long, or when a run
-    /// in it stops midway (a limit, a trap, cancellation, a handoff).
+    /// live in this host or stored, as dicts ``{"name", "runs",
+    /// "memory_bytes", "idle_s", "busy", "stored_bytes"}``. A session
+    /// (``run(..., session=NAME)``) is kept live between its runs and stored
+    /// in the host's store after each run that ends well, so a host over the
+    /// same store with the same ``session_key`` resumes it; it ends when
+    /// closed or idle too long.
     #[pyo3(signature = (ctx=None))]
     fn sessions(
         &self,
@@ -677,7 +685,11 @@ impl PyHost {
         let Some(sandbox) = self.shared.loaded(InterpreterKind::Small) else {
             return Ok(Vec::new());
         };
-        (sandbox.sessions(&ctx).into_iter())
+        let handle = self.handle.handle()?;
+        let listed = py
+            .detach(|| handle.block_on(sandbox.sessions(&ctx)))
+            .map_err(|e| SandwitError::new_err(format!("the chat's sessions: {e:#}")))?;
+        (listed.into_iter())
             .map(|s| {
                 let dict = pyo3::types::PyDict::new(py);
                 dict.set_item("name", s.name)?;
@@ -685,6 +697,7 @@ impl PyHost {
                 dict.set_item("memory_bytes", s.memory_bytes)?;
                 dict.set_item("idle_s", s.idle.as_secs_f64())?;
                 dict.set_item("busy", s.busy)?;
+                dict.set_item("stored_bytes", s.stored_bytes)?;
                 Ok(dict.into_any().unbind())
             })
             .collect()
@@ -693,13 +706,20 @@ impl PyHost {
     /// Ends the session ``name`` of ``ctx``'s chat, dropping what it kept:
     /// whether there was one.
     #[pyo3(signature = (name, ctx=None))]
-    fn close_session(&self, name: &str, ctx: Option<&Bound<'_, PyAgentCtx>>) -> PyResult<bool> {
+    fn close_session(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        ctx: Option<&Bound<'_, PyAgentCtx>>,
+    ) -> PyResult<bool> {
         self.check_open()?;
         let ctx = ctx_or_default(ctx);
-        Ok(self
-            .shared
-            .loaded(InterpreterKind::Small)
-            .is_some_and(|sandbox| sandbox.close_session(&ctx, name)))
+        let Some(sandbox) = self.shared.loaded(InterpreterKind::Small) else {
+            return Ok(false);
+        };
+        let handle = self.handle.handle()?;
+        py.detach(|| handle.block_on(sandbox.close_session(&ctx, name)))
+            .map_err(|e| SandwitError::new_err(format!("closing the session {name:?}: {e:#}")))
     }
 
     /// The files of the chat's workspace (``ctx``'s chat; the default
@@ -781,14 +801,24 @@ impl PyHost {
 
     /// Loads the interpreter `interpreter` (the host's when None) now,
     /// compiling it into the cache the first time and saying so on stderr,
-    /// rather than at its first run. Returns where its machine code came
-    /// from: `compiled`, `disk_cache` or `memory_cache`.
+    /// rather than at its first run. For the small interpreter it also
+    /// waits for the code its prepared interpreters are reused with (and
+    /// sessions stored with), compiled once per cache. Returns where its
+    /// machine code came from: `compiled`, `disk_cache` or `memory_cache`.
     #[pyo3(signature = (*, interpreter=None))]
     fn warmup(&self, py: Python<'_>, interpreter: Option<&str>) -> PyResult<String> {
         let kind = self.kind(interpreter)?;
         let shared = self.shared.clone();
         let (handle, running) = self.handle.start()?;
-        let loaded = py.detach(|| shared.sandbox(kind, &handle));
+        let loaded = py.detach(|| {
+            let loaded = shared.sandbox(kind, &handle);
+            if let Ok(Interpreter::Small(python)) = &loaded {
+                while python.warming_up() {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+            }
+            loaded
+        });
         drop(running);
         let sandbox = loaded.map_err(|f| f.into_pyerr(py))?;
         Ok(code_source(sandbox.code_source()).to_string())
@@ -1028,6 +1058,7 @@ fn warmup(
         Some(0),
         Some(0),
         Some(4),
+        None,
         None,
         None,
         None,

@@ -3,6 +3,12 @@
 //! beside `S`, what that kind of guest adds (a plugin call's capabilities, a
 //! Python run's method calls).
 
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use rand::Rng as _;
+use rand::rand_core::TryRng;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::p2::pipe::MemoryInputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
@@ -19,6 +25,8 @@ pub(crate) struct Guest<S> {
     /// Keeps the deadline of the current call or run at every host call.
     pub(crate) meter: HostMeter,
     pub(crate) state: S,
+    /// Set while the guest draws the fixed sequence ([`HostRandom`]).
+    fixed_random: Arc<AtomicBool>,
 }
 
 impl<S> Guest<S> {
@@ -32,7 +40,13 @@ impl<S> Guest<S> {
         meter: HostMeter,
         state: S,
     ) -> Self {
+        let fixed_random = Arc::new(AtomicBool::new(false));
+        let random = HostRandom {
+            fixed: fixed_random.clone(),
+            state: 0,
+        };
         let wasi = WasiCtx::builder()
+            .secure_random(random)
             .stdin(MemoryInputPipe::new(Vec::new()))
             .stdout(stdout)
             .stderr(stderr)
@@ -46,7 +60,19 @@ impl<S> Guest<S> {
             limiter,
             meter,
             state,
+            fixed_random,
         }
+    }
+
+    /// Has the guest's `wasi:random` draw a fixed sequence while `fixed`
+    /// holds, the thread's generator otherwise (the default). An
+    /// interpreter prepared as a session's base draws the fixed one, so
+    /// that every base (in any process of the same build) has the same
+    /// memory, byte for byte: what it drew while prepared (the seed of
+    /// `random`'s generator) is drawn again from the host's entropy by the
+    /// first run that uses it.
+    pub(crate) fn fix_random(&mut self, fixed: bool) {
+        self.fixed_random.store(fixed, Ordering::Relaxed);
     }
 
     /// The resources the guest holds handles to.
@@ -112,5 +138,45 @@ impl<S: Send + 'static> Limited for Guest<S> {
 
     fn meter(&mut self) -> &mut HostMeter {
         &mut self.meter
+    }
+}
+
+/// The random source of a guest's `wasi:random/random`: the thread's
+/// generator (cryptographically secure, as wasmtime-wasi's default), or,
+/// while `fixed` holds, a fixed sequence (SplitMix64 from zero).
+struct HostRandom {
+    fixed: Arc<AtomicBool>,
+    /// The fixed sequence's state.
+    state: u64,
+}
+
+impl TryRng for HostRandom {
+    type Error = Infallible;
+
+    fn try_next_u32(&mut self) -> Result<u32, Infallible> {
+        Ok(self.try_next_u64()? as u32)
+    }
+
+    fn try_next_u64(&mut self) -> Result<u64, Infallible> {
+        if !self.fixed.load(Ordering::Relaxed) {
+            return Ok(rand::rng().next_u64());
+        }
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        Ok(z ^ (z >> 31))
+    }
+
+    fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Infallible> {
+        if !self.fixed.load(Ordering::Relaxed) {
+            rand::rng().fill_bytes(dst);
+            return Ok(());
+        }
+        for chunk in dst.chunks_mut(8) {
+            let word = self.try_next_u64()?.to_le_bytes();
+            chunk.copy_from_slice(&word[..chunk.len()]);
+        }
+        Ok(())
     }
 }

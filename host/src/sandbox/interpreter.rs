@@ -117,19 +117,19 @@ impl Interpreter {
 
     /// The sessions of `ctx`'s chat ([`PythonSandbox::sessions`]; the
     /// scientific interpreter keeps none).
-    pub fn sessions(&self, ctx: &AgentCtx) -> Vec<SessionInfo> {
+    pub async fn sessions(&self, ctx: &AgentCtx) -> anyhow::Result<Vec<SessionInfo>> {
         match self {
-            Interpreter::Small(sandbox) => sandbox.sessions(ctx),
-            Interpreter::Scientific(_) => Vec::new(),
+            Interpreter::Small(sandbox) => sandbox.sessions(ctx).await,
+            Interpreter::Scientific(_) => Ok(Vec::new()),
         }
     }
 
     /// Ends the session `name` of `ctx`'s chat: whether there was one
     /// ([`PythonSandbox::close_session`]).
-    pub fn close_session(&self, ctx: &AgentCtx, name: &str) -> bool {
+    pub async fn close_session(&self, ctx: &AgentCtx, name: &str) -> anyhow::Result<bool> {
         match self {
-            Interpreter::Small(sandbox) => sandbox.close_session(ctx, name),
-            Interpreter::Scientific(_) => false,
+            Interpreter::Small(sandbox) => sandbox.close_session(ctx, name).await,
+            Interpreter::Scientific(_) => Ok(false),
         }
     }
 

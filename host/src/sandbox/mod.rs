@@ -21,6 +21,7 @@ use crate::plugin::shared::PluginHost;
 use crate::runtime::Runtime;
 use crate::sandbox::run::slots::Admission;
 use crate::sandbox::sessions::SessionLimits;
+use crate::sandbox::sessions::saved::SessionKey;
 use crate::sandbox::workspace::HostWorkspaces;
 
 /// What a host's sandboxes share: its plugins' state (runs call plugins,
@@ -43,6 +44,8 @@ pub(crate) struct SandboxHost {
     pub(crate) admission: Admission,
     /// How many sessions each sandbox keeps, for how long.
     pub(crate) session_limits: SessionLimits,
+    /// What signs the sessions it stores.
+    pub(crate) session_key: SessionKey,
 }
 
 impl SandboxHost {

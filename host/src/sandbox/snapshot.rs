@@ -41,9 +41,26 @@ pub(crate) struct Memories {
     /// interpreter at a time. Weak: a memory nobody took (a GC heap's) is
     /// freed with its store.
     created: Mutex<Vec<Weak<Mapping>>>,
+    /// Held by whoever instantiates on this engine (the preparing thread,
+    /// or a run that starts or restores a session), from before it asks
+    /// for an instance until it has taken the memory created: the memories
+    /// created meanwhile are its own.
+    pub(crate) instantiating: tokio::sync::Mutex<()>,
+    /// The size the next memory is created at, if larger than its minimum
+    /// (a session restored with the memory it was saved with), set by the
+    /// holder of `instantiating`.
+    next_size: Mutex<Option<usize>>,
 }
 
 impl Memories {
+    /// Has the next memory created at `size` bytes (or its minimum, if
+    /// larger): the caller holds `instantiating`. wasmtime takes the size a
+    /// created memory has as its current size, so the guest's
+    /// `memory.size` says so from the first instruction.
+    pub(crate) fn create_next_at(&self, size: usize) {
+        *self.next_size.lock().unwrap_or_else(|p| p.into_inner()) = Some(size);
+    }
+
     /// The memories created since the last call, and still alive.
     pub(crate) fn take_created(&self) -> Vec<Arc<Mapping>> {
         let created = std::mem::take(&mut *self.created.lock().unwrap_or_else(|p| p.into_inner()));
@@ -64,13 +81,24 @@ unsafe impl MemoryCreator for Memories {
         reserved_size_in_bytes: Option<usize>,
         guard_size_in_bytes: usize,
     ) -> Result<Box<dyn LinearMemory>, String> {
+        let asked = self
+            .next_size
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        let size = asked.map_or(minimum, |size| size.max(minimum));
+        if maximum.is_some_and(|maximum| size > maximum) {
+            return Err(format!(
+                "a memory of {size} bytes is past its type's maximum"
+            ));
+        }
         // Without a reservation asked for, the maximum (or 4 GiB, all a
         // 32-bit memory can address) so growing never moves the base.
         let reserved = reserved_size_in_bytes
             .or(maximum)
             .unwrap_or(1 << 32)
-            .max(minimum);
-        let mapping = Mapping::new(minimum, reserved, guard_size_in_bytes)
+            .max(size);
+        let mapping = Mapping::new(size, reserved, guard_size_in_bytes)
             .map_err(|e| format!("cannot map {reserved} bytes for a linear memory: {e}"))?;
         let mapping = Arc::new(mapping);
         self.created
@@ -131,8 +159,31 @@ impl Mapping {
         Ok(mapping)
     }
 
-    fn byte_size(&self) -> usize {
+    pub(crate) fn byte_size(&self) -> usize {
         self.size.load(Ordering::Acquire)
+    }
+
+    /// The memory's bytes.
+    ///
+    /// # Safety
+    ///
+    /// No code may run in the instance, or grow its memory, while the
+    /// slice lives: the caller holds its store exclusively.
+    pub(crate) unsafe fn bytes(&self) -> &[u8] {
+        // SAFETY: `byte_size` bytes from the base are accessible; the
+        // caller keeps the guest from changing them meanwhile.
+        unsafe { std::slice::from_raw_parts(self.base.as_ptr(), self.byte_size()) }
+    }
+
+    /// The memory's bytes, to write.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Mapping::bytes`], and nothing else reads them meanwhile.
+    #[expect(clippy::mut_from_ref)]
+    pub(crate) unsafe fn bytes_mut(&self) -> &mut [u8] {
+        // SAFETY: as in `bytes`; the caller has the memory to itself.
+        unsafe { std::slice::from_raw_parts_mut(self.base.as_ptr(), self.byte_size()) }
     }
 
     /// Where the memory starts.

@@ -675,6 +675,7 @@ class Host:
         max_running: int | None = None,
         max_waiting: int | None = None,
         max_wait_s: float | None = None,
+        session_key: bytes | None = None,
     ) -> Self:
         """
         Args:
@@ -732,6 +733,11 @@ class Host:
                 at once with the limit ``queue``, its code not run [256].
             max_wait_s: How long a run waits for a slot before it ends with
                 the limit ``queue`` [60 s].
+            session_key: The key (32 bytes or more) sessions are signed
+                with in the store: hosts over one store (replicas, or this
+                one after a restart) need the same key to resume each
+                other's sessions; a shorter one raises ``ValueError`` [a key
+                for this host alone].
         """
     def close(self) -> None:
         """Closes the host: its interpreters (and those prepared ahead of
@@ -767,12 +773,15 @@ class Host:
         """The scientific interpreter's directory, if any."""
     def sessions(self, ctx: AgentCtx | None = None) -> list[SessionInfo]:
         """The sessions of ``ctx``'s chat (the default context's when
-        None), by name. A session (``run(..., session=NAME)``) is kept in
-        this host, live, between its runs; it ends when closed, idle too
-        long, or when a run in it stops midway."""
+        None), live in this host or stored, by name. A session
+        (``run(..., session=NAME)``) is kept live between its runs and
+        stored after each run that ends well, so another host over the same
+        store with the same ``session_key`` resumes it; a run that fails
+        leaves it as its last good run made it. It ends when closed or idle
+        too long."""
     def close_session(self, name: str, ctx: AgentCtx | None = None) -> bool:
-        """Ends the session ``name`` of ``ctx``'s chat, dropping what it
-        kept: whether there was one."""
+        """Ends the session ``name`` of ``ctx``'s chat, live and stored,
+        dropping what it kept: whether there was one."""
     def workspace_files(self, ctx: AgentCtx | None = None) -> list[WorkspaceFile]:
         """The files of ``ctx``'s chat's workspace (the default context's
         when None), each a dict with ``path`` and ``size``; links and
@@ -793,7 +802,9 @@ class Host:
     def warmup(self, *, interpreter: InterpreterKind | None = None) -> CodeSource:
         """Loads ``interpreter`` (the host's when None) now rather than at
         its first run, compiling it into the cache the first time (said on
-        stderr: 10-30 s, the scientific one 1-3 min and 1.8 GB of memory).
+        stderr: 10-30 s, the scientific one 1-3 min and 1.8 GB of memory);
+        for the small one it also waits for the code its interpreters are
+        reused and sessions stored with (compiled once per cache).
         Raises ``LoadError`` if it cannot be loaded, ``SandwitError`` for
         the scientific one without a directory."""
     def load_plugin(self, source: StrPath | bytes | bytearray | memoryview, *, name: str | None = None) -> Plugin:

@@ -179,13 +179,24 @@ class SessionReport(TypedDict):
     """The session's name."""
     started: bool
     """Whether the run started it (its first, or the first since it ended)."""
+    restored: bool
+    """Whether its interpreter was restored from the store (none was live in
+    this host, or another host ran the session since)."""
     runs: int
     """Runs it has had, this one included."""
     memory_bytes: int
     """The interpreter's memory after the run."""
     kept: bool
-    """Whether it is kept for the next run: False if the run stopped midway
-    (a limit, a trap, cancellation, a handoff), which ends it."""
+    """Whether it is kept for the next run: False if the run failed or
+    stopped midway with nothing stored to go back to, which ends it."""
+    stored_bytes: int | None
+    """Its size stored after this run; None if the run did not store it
+    (the interpreter cannot be restored, or the run left a file open): it
+    is then kept live in this host only."""
+    rolled_back: bool
+    """Whether what the run changed was dropped (it failed, stopped midway
+    or outgrew the session's limits): the session is as its last good run
+    left it."""
 
 
 class SessionInfo(TypedDict):
@@ -201,6 +212,8 @@ class SessionInfo(TypedDict):
     """Seconds since its last run ended (0 while a run is in it)."""
     busy: bool
     """Whether a run is in it now."""
+    stored_bytes: int | None
+    """Its size stored, if it is."""
 
 
 class WorkspaceFile(TypedDict):

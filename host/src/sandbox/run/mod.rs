@@ -108,6 +108,11 @@ impl<'a> Run<'a> {
         })
     }
 
+    /// The handle that cancels the run, if it was given one.
+    pub(crate) fn cancel(&self) -> Option<&'a crate::runtime::cancel::Cancel> {
+        self.options.cancel.as_ref()
+    }
+
     /// When the run got its slot: its time counts from here.
     pub(crate) fn start(&self) -> Instant {
         self.slot.start

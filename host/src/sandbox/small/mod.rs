@@ -4,6 +4,8 @@
 mod linker;
 mod prepared;
 mod reusable;
+mod session;
+mod session_run;
 pub(crate) mod workspace;
 
 use std::sync::Arc;
@@ -19,7 +21,7 @@ use crate::sandbox::SandboxHost;
 use crate::sandbox::run::outcome::RunOutcome;
 use crate::sandbox::run::state::RunState;
 use crate::sandbox::run::{Run, RunOptions};
-use crate::sandbox::sessions::{SessionInfo, Sessions};
+use crate::sandbox::sessions::Sessions;
 use crate::sandbox::snapshot::Snapshot;
 use crate::toolbox::Toolbox;
 use prepared::{Prepared, Preparer, Running};
@@ -27,6 +29,7 @@ use reusable::Pending;
 use sandwit_contract::error::LoadError;
 use sandwit_contract::limits::RunLimits;
 use sandwit_contract::types::AgentCtx;
+use session::{Durable, Live};
 
 /// The world of the interpreter component: it runs code (the `runner`
 /// export) with WASI, linked closed, and the plugin methods of the run.
@@ -67,6 +70,7 @@ struct PythonInner {
     code_source: CodeSource,
     preparer: Preparer,
     sessions: Sessions<Live>,
+    durable: Durable,
 }
 
 impl PythonSandbox {
@@ -143,18 +147,6 @@ impl PythonSandbox {
         self.inner.preparer.count()
     }
 
-    /// The sessions of `ctx`'s chat ([`RunOptions::session`]), by name.
-    pub fn sessions(&self, ctx: &AgentCtx) -> Vec<SessionInfo> {
-        self.inner.sessions.list(ctx)
-    }
-
-    /// Ends the session `name` of `ctx`'s chat, dropping what it kept:
-    /// whether there was one. A run in it goes on, and its session ends
-    /// with it.
-    pub fn close_session(&self, ctx: &AgentCtx, name: &str) -> bool {
-        self.inner.sessions.close(ctx, name)
-    }
-
     /// Runs `code` for `ctx` with the methods of `plugins`, under the host's
     /// [`RunLimits`].
     pub async fn run(&self, ctx: &AgentCtx, plugins: &Toolbox, code: &str) -> RunOutcome {
@@ -209,75 +201,28 @@ impl PythonSandbox {
             Ok(run) => run,
             Err(refused) => return refused,
         };
-        let mut lease = match options.session.as_deref() {
-            None => None,
-            Some(name) => match self.inner.sessions.lease(ctx, name) {
-                Ok(lease) => Some(lease),
-                Err(refusal) => return RunOutcome::no_session(refusal, run.start()),
-            },
-        };
+        if let Some(name) = options.session.as_deref() {
+            return self.execute_in_session(ctx, run, name).await;
+        }
         let preparer = &self.inner.preparer;
         let mut running = preparer.running();
-        let kept = lease.as_mut().and_then(|l| l.kept.take());
         let Chosen {
-            mut store,
+            store,
             interpreter,
             reusable,
             reuse,
             functions_made,
-        } = self.choose(ctx, &run, kept, lease.is_some(), &mut running);
-        if let Err(e) = store.data_mut().open_workspace(ctx) {
-            store.data_mut().end();
-            preparer.retire(running, store);
-            return RunOutcome::failed(e.context("opening the chat's workspace"), run.start());
-        }
-        let in_session = lease.is_some();
-        run.arm(&mut store);
-        let (code, inputs, specs) = (run.code, &run.inputs, run.plugins.specs());
-        let result = guarded_until(
-            &mut store,
-            run.budget,
-            options.cancel.as_ref(),
-            async |store| {
-                let interpreter = match interpreter {
-                    Start::Prepared(interpreter) => interpreter,
-                    Start::Instantiate(pre) => pre.instantiate_async(&mut *store).await?,
-                };
-                let runner = interpreter.sandwit_interpreter_runner();
-                let outcome = if in_session {
-                    runner
-                        .call_exec_in_session(&mut *store, code, inputs, specs)
-                        .await?
-                } else if functions_made {
-                    runner.call_exec_prepared(&mut *store, code, inputs).await?
-                } else {
-                    runner.call_exec(&mut *store, code, inputs, specs).await?
-                };
-                Ok((outcome, interpreter))
-            },
-        )
-        .await;
-        // The interpreter's export returned: the instance is as consistent
-        // as it was before the run (a trap, a limit or cancellation leave
-        // it stopped midway).
-        let (result, returned) = match result {
-            Ok((outcome, interpreter)) => (Ok(outcome), Some(interpreter)),
-            Err(stopped) => (Err(stopped), None),
+        } = self.choose(ctx, &run, &mut running);
+        let exec = if functions_made {
+            Exec::Prepared
+        } else {
+            Exec::Fresh
         };
-        let fuel_used = fuel_used(&store, run.budget.fuel);
-        let workspace = store.data_mut().close_workspace();
-        let mut outcome = run.end(store.data_mut(), result, fuel_used, workspace, reuse);
-        let memory = store.data().limiter.total_memory as u64;
-        if let Some(lease) = lease {
-            outcome.session = Some(match returned {
-                Some(interpreter) => lease.keep(Live { store, interpreter }, memory),
-                None => {
-                    preparer.retire(running, store);
-                    lease.end(memory)
-                }
-            });
-            return outcome;
-        }
+        let Ended {
+            outcome,
+            store,
+            returned,
+        } = exec_run(ctx, run, store, interpreter, exec, reuse).await;
         // Still counted as running: the store goes to the thread only when
         // another core is free of runs.
         match (reusable, returned) {
@@ -296,32 +241,14 @@ impl PythonSandbox {
         outcome
     }
 
-    /// The interpreter `run` runs in: its session's, `kept`, else a
-    /// prepared one, else one instantiated for it. One that starts a
-    /// session (`in_session`) is the session's from now on, never restored
-    /// for another run.
+    /// The interpreter `run` runs in: a prepared one, else one instantiated
+    /// for it.
     fn choose<'p>(
         &'p self,
         ctx: &AgentCtx,
         run: &Run<'_>,
-        kept: Option<Live>,
-        in_session: bool,
         running: &mut Running<'_>,
     ) -> Chosen<'p> {
-        if let Some(Live {
-            mut store,
-            interpreter,
-        }) = kept
-        {
-            run.begin(store.data_mut(), ctx);
-            return Chosen {
-                store,
-                interpreter: Start::Prepared(interpreter),
-                reusable: None,
-                reuse: (true, true),
-                functions_made: false,
-            };
-        }
         let preparer = &self.inner.preparer;
         let prepared = preparer.take(running, run.limits.memory_bytes, &run.plugins);
         let reuse = (
@@ -333,9 +260,9 @@ impl PythonSandbox {
         Chosen {
             store,
             interpreter,
-            reusable: reusable.filter(|_| !in_session),
+            reusable,
             reuse,
-            functions_made: made && !in_session,
+            functions_made: made,
         }
     }
 
@@ -367,6 +294,80 @@ impl PythonSandbox {
                 (store, Start::Instantiate(pre), None)
             }
         }
+    }
+}
+
+/// How a run calls the interpreter.
+#[derive(Clone, Copy)]
+enum Exec {
+    /// `exec`: it makes the run's method functions.
+    Fresh,
+    /// `exec-prepared`: it made them while prepared.
+    Prepared,
+    /// `exec-in-session`: in the session's namespace.
+    Session,
+}
+
+/// A run's end in its interpreter.
+struct Ended {
+    outcome: RunOutcome,
+    store: Store<RunState>,
+    /// The interpreter, if its export returned (the instance is then as
+    /// consistent as before the run; a trap, a limit or cancellation leave
+    /// it stopped midway).
+    returned: Option<Interpreter>,
+}
+
+/// Runs `run`'s code in `interpreter`, in `store` (its state begun for the
+/// run), with its chat's workspace open.
+async fn exec_run(
+    ctx: &AgentCtx,
+    run: Run<'_>,
+    mut store: Store<RunState>,
+    interpreter: Start<'_>,
+    exec: Exec,
+    reuse: (bool, bool),
+) -> Ended {
+    if let Err(e) = store.data_mut().open_workspace(ctx) {
+        store.data_mut().end();
+        let outcome = RunOutcome::failed(e.context("opening the chat's workspace"), run.start());
+        return Ended {
+            outcome,
+            store,
+            returned: None,
+        };
+    }
+    run.arm(&mut store);
+    let (code, inputs, specs) = (run.code, &run.inputs, run.plugins.specs());
+    let result = guarded_until(&mut store, run.budget, run.cancel(), async |store| {
+        let interpreter = match interpreter {
+            Start::Prepared(interpreter) => interpreter,
+            Start::Instantiate(pre) => pre.instantiate_async(&mut *store).await?,
+        };
+        let runner = interpreter.sandwit_interpreter_runner();
+        let outcome = match exec {
+            Exec::Session => {
+                runner
+                    .call_exec_in_session(&mut *store, code, inputs, specs)
+                    .await?
+            }
+            Exec::Prepared => runner.call_exec_prepared(&mut *store, code, inputs).await?,
+            Exec::Fresh => runner.call_exec(&mut *store, code, inputs, specs).await?,
+        };
+        Ok((outcome, interpreter))
+    })
+    .await;
+    let (result, returned) = match result {
+        Ok((outcome, interpreter)) => (Ok(outcome), Some(interpreter)),
+        Err(stopped) => (Err(stopped), None),
+    };
+    let fuel_used = fuel_used(&store, run.budget.fuel);
+    let workspace = store.data_mut().close_workspace();
+    let outcome = run.end(store.data_mut(), result, fuel_used, workspace, reuse);
+    Ended {
+        outcome,
+        store,
+        returned,
     }
 }
 
@@ -402,12 +403,6 @@ fn memory_refused(host: &SandboxHost, limits: &RunLimits) -> Option<RunOutcome> 
         message,
         Instant::now(),
     ))
-}
-
-/// A session's interpreter between its runs.
-struct Live {
-    store: Store<RunState>,
-    interpreter: Interpreter,
 }
 
 /// What gives a prepared interpreter back after its run: the toolbox its
@@ -454,6 +449,12 @@ impl PythonSandbox {
             })?;
         let code_source = compiled.code_source;
         tracing::info!(?code_source, "loaded the Python sandbox");
+        let durable = Durable::new(
+            host.plugins.services.store.clone(),
+            host.session_key.clone(),
+            &compiled.hash,
+            host.session_limits,
+        );
         Ok(PythonSandbox {
             inner: Arc::new(PythonInner {
                 host: host.clone(),
@@ -461,6 +462,7 @@ impl PythonSandbox {
                 code_source,
                 preparer,
                 sessions: Sessions::new(host.session_limits),
+                durable,
             }),
         })
     }

@@ -45,7 +45,7 @@ use crate::runtime::guard::limited_store;
 use crate::runtime::limits::Budget;
 use crate::sandbox::SandboxHost;
 use crate::sandbox::run::state::RunState;
-use crate::sandbox::snapshot::Snapshot;
+use crate::sandbox::snapshot::{Mapping, Snapshot};
 use crate::toolbox::Toolbox;
 use sandwit_contract::types::AgentCtx;
 
@@ -201,6 +201,10 @@ struct Shared {
     /// Whether the thread has the interpreter on the sandbox's own engine
     /// (its interpreters are reusable).
     reusable: AtomicBool,
+    /// That interpreter, for the runs that start or restore a session.
+    own: std::sync::OnceLock<Reusable>,
+    /// Wakes the runs waiting for `own` (or for it to be given up on).
+    own_settled: tokio::sync::Notify,
     /// Whether that interpreter is still to come: set while it is loaded or
     /// compiled, cleared once it is there or cannot be (then runs go on in
     /// interpreters of the host's pool, and nothing is awaited).
@@ -295,6 +299,8 @@ impl Preparer {
             parks: host.park.as_ref().map(|(_, parks)| parks.clone()),
             cores: host.runtime().cores,
             reusable: AtomicBool::new(false),
+            own: std::sync::OnceLock::new(),
+            own_settled: tokio::sync::Notify::new(),
             awaited: AtomicBool::new(target > 0 && own.is_some()),
             #[cfg(feature = "internals")]
             scribble: AtomicBool::new(false),
@@ -420,6 +426,28 @@ impl Preparer {
             drop(queue);
         }
         drop(running);
+    }
+
+    /// The interpreter on the sandbox's own engine, which sessions run in:
+    /// awaited while it is being loaded (or compiled) for at most `wait`;
+    /// `None` if it is not there by then, or never will be.
+    pub(crate) async fn own(&self, wait: Duration) -> Option<Reusable> {
+        let settled = async {
+            loop {
+                let notified = self.shared.own_settled.notified();
+                let mut notified = std::pin::pin!(notified);
+                // Registered before looking: a change after the look wakes it.
+                notified.as_mut().enable();
+                if let Some(own) = self.shared.own.get() {
+                    return Some(own.clone());
+                }
+                if !self.awaits_reuse() {
+                    return None;
+                }
+                notified.await;
+            }
+        };
+        tokio::time::timeout(wait, settled).await.ok().flatten()
     }
 
     /// Whether its interpreters are reusable (the interpreter's code for the
@@ -626,9 +654,11 @@ fn keep(
         // Reusable interpreters are prepared once and serve many runs, so
         // the thread prepares them beside runs while a core is free of them.
         if let Some(compiled) = queue.compiled.take() {
+            let _ = shared.own.set(compiled.clone());
             reusable = Some(compiled);
             shared.awaited.store(false, Ordering::SeqCst);
             shared.reusable.store(true, Ordering::SeqCst);
+            shared.own_settled.notify_waiters();
             shared.changed();
         }
         if !shared.core_free() {
@@ -652,10 +682,14 @@ fn keep(
 fn start_own(shared: &Arc<Shared>, pending: Pending) -> Option<Reusable> {
     if !pending.compiles() {
         let reusable = ready(pending);
+        if let Some(reusable) = &reusable {
+            let _ = shared.own.set(reusable.clone());
+        }
         // No longer awaited before reusable: whoever sees it reusable
         // (SeqCst) sees it not warming up.
         shared.awaited.store(false, Ordering::SeqCst);
         shared.reusable.store(reusable.is_some(), Ordering::SeqCst);
+        shared.own_settled.notify_waiters();
         shared.changed();
         return reusable;
     }
@@ -668,12 +702,14 @@ fn start_own(shared: &Arc<Shared>, pending: Pending) -> Option<Reusable> {
             compiler.lock().compiled = compiled;
             if failed {
                 compiler.awaited.store(false, Ordering::SeqCst);
+                compiler.own_settled.notify_waiters();
                 compiler.changed();
             }
             compiler.wake.notify_one();
         });
     if let Err(e) = compiling {
         shared.awaited.store(false, Ordering::SeqCst);
+        shared.own_settled.notify_waiters();
         shared.changed();
         tracing::warn!("the Python sandbox's interpreters serve one run each: {e}");
     }
@@ -703,6 +739,7 @@ fn thread_runtime(shared: &Shared) -> Option<tokio::runtime::Runtime> {
         Ok(runtime) => Some(runtime),
         Err(e) => {
             shared.awaited.store(false, Ordering::SeqCst);
+            shared.own_settled.notify_waiters();
             shared.changed();
             tracing::warn!("no interpreters are prepared ahead of runs: {e}");
             None
@@ -849,7 +886,80 @@ async fn prepare(
     reusable: Option<&Reusable>,
     methods: Option<Toolbox>,
 ) -> anyhow::Result<Prepared> {
-    let pre = reusable.map_or(pre, |r| &r.pre);
+    let (store, interpreter, memory) = match reusable {
+        Some(reusable) => {
+            let base = Base::No;
+            let (store, interpreter, memory) =
+                instantiate_prepared(host, reusable, methods.as_ref(), base).await?;
+            (store, interpreter, Some(memory))
+        }
+        None => {
+            let mut store = idle_store(host, pre);
+            let interpreter = pre.instantiate_async(&mut store).await?;
+            warm_up(&mut store, &interpreter, methods.as_ref()).await?;
+            (store, interpreter, None)
+        }
+    };
+    Ok(Prepared {
+        store,
+        interpreter,
+        methods,
+        snapshot: memory.flatten().map(Snapshot::take),
+        runs: 0,
+    })
+}
+
+/// Whether an interpreter is prepared as a session's base.
+#[derive(Clone, Copy)]
+pub(crate) enum Base {
+    /// No: for runs of its own.
+    No,
+    /// Yes, its memory created at this many bytes if given (a session
+    /// restored into it): what it draws from `wasi:random` while prepared
+    /// is a fixed sequence, so every base is the same.
+    Session(Option<usize>),
+}
+
+/// An interpreter on `reusable`'s engine prepared as [`prepare`] does, or
+/// as a session's `base`, and its memory: `None` if it holds more than
+/// streams and the workspace's preopen, or not one memory (then nothing
+/// else of its state is known and it cannot be restored).
+pub(crate) async fn instantiate_prepared(
+    host: &SandboxHost,
+    reusable: &Reusable,
+    methods: Option<&Toolbox>,
+    base: Base,
+) -> anyhow::Result<(Store<RunState>, Interpreter, Option<Arc<Mapping>>)> {
+    let mut store = idle_store(host, &reusable.pre);
+    let memories = &reusable.memories;
+    let instantiating = memories.instantiating.lock().await;
+    // Those of an instantiation that failed.
+    drop(memories.take_created());
+    if let Base::Session(Some(size)) = base {
+        memories.create_next_at(size);
+    }
+    let instantiated = reusable.pre.instantiate_async(&mut store).await;
+    let created = memories.take_created();
+    drop(instantiating);
+    let interpreter = instantiated?;
+    let fixed = matches!(base, Base::Session(_));
+    store.data_mut().fix_random(fixed);
+    let warmed = warm_up(&mut store, &interpreter, methods).await;
+    store.data_mut().fix_random(false);
+    warmed?;
+    // The interpreter has one memory, and holds handles only to streams
+    // (the stdout it opened) and the workspace's preopen, whose drops a
+    // run's state notes; anything else is not restored.
+    let memory = match <[_; 1]>::try_from(created) {
+        Ok([memory]) if holds_only_streams(store.data_mut()) => Some(memory),
+        _ => None,
+    };
+    Ok((store, interpreter, memory))
+}
+
+/// A store for an interpreter of `pre`, idle, with the host's default run
+/// limits and budget.
+fn idle_store(host: &SandboxHost, pre: &PythonSandboxPre<RunState>) -> Store<RunState> {
     let limits = &host.runtime().run_limits;
     let budget = Budget::new(limits.fuel, limits.time, Instant::now());
     let state = RunState::new(
@@ -863,33 +973,23 @@ async fn prepare(
     );
     let mut store = limited_store(pre.engine(), state);
     apply_budget(&mut store, budget, host.runtime().metering);
-    if let Some(reusable) = reusable {
-        // Those of an instantiation that failed.
-        drop(reusable.memories.take_created());
-    }
-    let interpreter = pre.instantiate_async(&mut store).await?;
-    let specs = methods.as_ref().map_or(&[][..], |m| m.specs());
-    interpreter
-        .sandwit_interpreter_runner()
-        .call_prepare(&mut store, specs)
+    store
+}
+
+/// Has `interpreter` make the functions of `methods` and warm up
+/// (`runner.prepare`), and notes the handles it then holds.
+async fn warm_up(
+    store: &mut Store<RunState>,
+    interpreter: &Interpreter,
+    methods: Option<&Toolbox>,
+) -> anyhow::Result<()> {
+    let specs = methods.map_or(&[][..], |m| m.specs());
+    (interpreter.sandwit_interpreter_runner())
+        .call_prepare(&mut *store, specs)
         .await?;
-    // The interpreter has one memory, and holds handles only to streams
-    // (the stdout it opened) and the workspace's preopen, whose drops a
-    // run's state notes; anything else is not restored.
-    let memories = reusable.map(|r| r.memories.take_created());
-    let snapshot = match memories.map(<[_; 1]>::try_from) {
-        Some(Ok([memory])) if holds_only_streams(store.data_mut()) => Some(Snapshot::take(memory)),
-        _ => None,
-    };
     let data = store.data_mut();
     data.prepared_handles = data.occupied();
-    Ok(Prepared {
-        store,
-        interpreter,
-        methods,
-        snapshot,
-        runs: 0,
-    })
+    Ok(())
 }
 
 /// Whether every resource the interpreter holds a handle to is a stream

@@ -26,6 +26,7 @@ use crate::runtime::loader::Source;
 use crate::sandbox::SandboxHost;
 
 /// The interpreter on the sandbox's own engine.
+#[derive(Clone)]
 pub(crate) struct Reusable {
     pub(crate) pre: PythonSandboxPre<RunState>,
     /// Where that engine's memories come from.

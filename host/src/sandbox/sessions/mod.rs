@@ -5,12 +5,19 @@
 //! A session belongs to one chat (its namespace and chat key): the table is
 //! keyed by both, so another chat or tenant naming the same session gets a
 //! session of its own, and cannot list or close another's. A session is
-//! live in this process: the interpreter instance itself, idle between its
-//! runs and used by one run at a time. It ends when it is closed, when it
-//! has been idle for [`SessionLimits::idle`], when the host drops, or when
-//! a run in it stops midway (a trap, a limit, cancellation, an agent
-//! handoff): the instance is then unusable, and the next run starts the
-//! session afresh, its report saying so.
+//! live in this process (this table: the interpreter instance itself, idle
+//! between its runs and used by one run at a time) and, where the
+//! interpreter allows, stored (`stored.rs`, as `saved.rs` seals it) after
+//! every run that ends well, so another process (a replica, the host after
+//! a restart) resumes it, and a run that fails leaves it as the last good
+//! run made it. A live copy ends when the session is closed, when it has
+//! been idle for [`SessionLimits::idle`], when the host drops, or when a
+//! run in it fails or stops midway (a trap, a limit, cancellation, an agent
+//! handoff): the next run restores the stored copy, or, with none, starts
+//! the session afresh, its report saying which.
+
+pub(crate) mod saved;
+pub(crate) mod stored;
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -34,8 +41,18 @@ pub struct SessionLimits {
     /// `memory_bytes`).
     pub per_host: usize,
     /// How long a session may sit idle before it is ended (default 30
-    /// minutes).
+    /// minutes), live or stored.
     pub idle: Duration,
+    /// The most bytes a session takes stored (its sealed pages,
+    /// compressed; default 256 MiB): a run that leaves it larger ends with
+    /// the `session` limit, and the session as its last good run left it.
+    pub max_bytes: u64,
+    /// The most bytes a chat's sessions take stored, all told (default
+    /// 1 GiB), enforced as `max_bytes` is.
+    pub chat_bytes: u64,
+    /// Whether a run whose code raised keeps what it changed (false, the
+    /// default: the session stays as its last good run left it).
+    pub keep_failed: bool,
 }
 
 impl Default for SessionLimits {
@@ -44,6 +61,9 @@ impl Default for SessionLimits {
             per_chat: 8,
             per_host: 64,
             idle: Duration::from_secs(30 * 60),
+            max_bytes: 256 << 20,
+            chat_bytes: 1 << 30,
+            keep_failed: false,
         }
     }
 }
@@ -56,13 +76,27 @@ pub struct SessionReport {
     /// Whether the run started the session (its first run, or the first
     /// after the session ended).
     pub started: bool,
+    /// Whether the run's interpreter was restored from the stored session
+    /// (none was live here, or another process ran the session since).
+    pub restored: bool,
     /// Runs the session has had, this one included.
     pub runs: u32,
     /// The interpreter's memory after the run, in bytes.
     pub memory_bytes: u64,
     /// Whether the session is kept for the next run: false if the run
-    /// stopped midway, which ends it.
+    /// failed or stopped midway with nothing stored to go back to, which
+    /// ends it.
     pub kept: bool,
+    /// The session's size stored after this run, if the run stored it.
+    /// `None` when it could not be: the interpreter is not restorable
+    /// (the scientific one, or one not yet loaded for reuse), or the run
+    /// left a handle open (a file in a global); the session is then kept
+    /// live in this process only.
+    pub stored_bytes: Option<u64>,
+    /// Whether what the run changed was dropped (it failed, stopped midway
+    /// or took more than the session's limits): the session is as its last
+    /// good run left it.
+    pub rolled_back: bool,
 }
 
 /// A session of a chat, as listed.
@@ -78,6 +112,8 @@ pub struct SessionInfo {
     pub idle: Duration,
     /// Whether a run is in it now.
     pub busy: bool,
+    /// Its size stored, if it is.
+    pub stored_bytes: Option<u64>,
 }
 
 /// Checks a session's name: 1 to [`MAX_SESSION_NAME_BYTES`] ASCII letters,
@@ -263,6 +299,7 @@ impl<T> Sessions<T> {
                     None => Duration::ZERO,
                 },
                 busy: e.kept.is_none(),
+                stored_bytes: None,
             })
             .collect();
         listed.sort_by(|a, b| a.name.cmp(&b.name));
@@ -279,6 +316,11 @@ impl<T> Sessions<T> {
 }
 
 impl<T> Lease<'_, T> {
+    /// The session's name.
+    pub(crate) fn name(&self) -> &str {
+        &self.key.name
+    }
+
     /// Keeps `interpreter` as the session's for its next run, its memory
     /// `memory_bytes`: the report of the run. Unless the session was closed
     /// while the run was in it.
@@ -307,13 +349,26 @@ impl<T> Lease<'_, T> {
         self.report(self.runs + 1, memory_bytes, false)
     }
 
+    /// Ends the live copy after a run whose changes are dropped, the
+    /// session kept as stored (its last good run): the report.
+    pub(crate) fn roll_back(mut self, memory_bytes: u64) -> SessionReport {
+        self.ended = true;
+        self.remove();
+        let mut report = self.report(self.runs, memory_bytes, true);
+        report.rolled_back = true;
+        report
+    }
+
     fn report(&self, runs: u32, memory_bytes: u64, kept: bool) -> SessionReport {
         SessionReport {
             name: self.key.name.clone(),
             started: self.runs == 0,
+            restored: false,
             runs,
             memory_bytes,
             kept,
+            stored_bytes: None,
+            rolled_back: false,
         }
     }
 
@@ -376,6 +431,7 @@ mod tests {
             per_chat: 2,
             per_host: 3,
             idle: Duration::from_millis(50),
+            ..SessionLimits::default()
         };
         let sessions = Sessions::<u32>::new(limits);
         let (a, b) = (ctx(None, "a"), ctx(None, "b"));
