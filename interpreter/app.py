@@ -76,7 +76,7 @@ from wit_world.exports import runner
 
 import _sandwit_methods
 import crossing
-from crossing import inputs_of, make_function, new_namespace, run, seed_random_on_first_use
+from crossing import Session, inputs_of, make_function, run, seed_random_on_first_use
 
 AVAILABLE_MODULES = sorted(
     name
@@ -160,24 +160,6 @@ def enter_workspace():
         pass
 
 
-class Session:
-    """The globals a session's runs share, in this interpreter's lifetime,
-    and the method functions its latest run was given: a method the next
-    run is not given is no longer defined (the host would refuse its calls
-    anyway), unless the code bound the name to something else."""
-
-    def __init__(self):
-        self.namespace = new_namespace()
-        self.functions = {}
-
-    def run(self, code, methods, inputs):
-        for name, function in self.functions.items():
-            if self.namespace.get(name) is function:
-                del self.namespace[name]
-        self.functions = {spec.name: function_of(spec) for spec in methods}
-        return run(code, self.functions, inputs, self.namespace)
-
-
 # The session of `exec-in-session`, made by its first call.
 session = None
 
@@ -208,7 +190,8 @@ class Runner(exports.Runner):
         enter_workspace()
         if session is None:
             session = Session()
-        return outcome(session.run(code, methods, inputs_of(inputs)))
+        functions = {spec.name: function_of(spec) for spec in methods}
+        return outcome(session.run(code, functions, inputs_of(inputs)))
 
     def exec_prepared(self, code, inputs):
         # The working directory and `random`'s state are prepare's: the

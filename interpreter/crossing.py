@@ -483,3 +483,23 @@ def run(code, functions, inputs=None, namespace=None):
             # A full output pipe: the host reports the output limit.
             pass
     return None, result_of(namespace, value, earlier)
+
+
+class Session:
+    """The globals a session's runs share, in this interpreter's lifetime,
+    and the method functions its latest run was given: a method the next
+    run is not given is no longer defined (the host would refuse its calls
+    anyway), unless the code bound the name to something else."""
+
+    def __init__(self):
+        self.namespace = new_namespace()
+        self.functions = {}
+
+    def run(self, code, functions, inputs):
+        """`run` in the session's globals, with `functions` in place of the
+        last run's."""
+        for name, function in self.functions.items():
+            if self.namespace.get(name) is function:
+                del self.namespace[name]
+        self.functions = functions
+        return run(code, functions, inputs, self.namespace)

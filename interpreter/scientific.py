@@ -9,10 +9,13 @@ it asks the host for the code and the run's methods, runs the code, and
 reports how it ended, all through the one import the module has,
 `_host.call(bytes) -> bytes`. The frames, by their first byte:
 
-- `b` (begin): the answer is `marshal` of `(code, methods, inputs)`, each
-  method a `(name, docstring, params)` with params `(name, required)`
-  pairs, and `inputs` the marshalled dict of the run's inputs (empty bytes
-  for none);
+- `b` (begin): the answer is `marshal` of `(code, methods, inputs,
+  in_session)`, each method a `(name, docstring, params)` with params
+  `(name, required)` pairs, `inputs` the marshalled dict of the run's
+  inputs (empty bytes for none), and `in_session` whether the code runs in
+  the globals this interpreter's earlier session runs left (the host keeps
+  such an interpreter for its session alone, never restored between its
+  runs);
 - `c` (call): `c<method>\\0<marshalled arguments>`; the answer is the
   marshalled result, or, for a call that failed or was refused, marshal of
   a `(kind, message)` tuple, which no result is (`crossing.invoke`);
@@ -28,7 +31,7 @@ import sys
 
 import _host
 import crossing
-from crossing import inputs_of, make_function, run
+from crossing import Session, inputs_of, make_function, run
 
 host_call = _host.call
 
@@ -49,15 +52,25 @@ def seed_numpy():
         numpy.random.seed(numpy.frombuffer(os.urandom(32), dtype=numpy.uint32))
 
 
+# The session of the runs that say `in_session`, made by the first.
+session = None
+
+
 def turn():
     """One run."""
-    code, methods, inputs = marshal.loads(host_call(b"b"))
+    global session
+    code, methods, inputs, in_session = marshal.loads(host_call(b"b"))
     functions = {
         name: make_function(name, docstring, tuple(tuple(p) for p in params))
         for name, docstring, params in methods
     }
     seed_numpy()
-    ended = run(code, functions, inputs_of(inputs))
+    if in_session:
+        if session is None:
+            session = Session()
+        ended = session.run(code, functions, inputs_of(inputs))
+    else:
+        ended = run(code, functions, inputs_of(inputs))
     host_call(b"e" + marshal.dumps(ended, 2))
 
 

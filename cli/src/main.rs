@@ -66,8 +66,15 @@ enum Command {
     /// Call one method of a plugin and print its typed result.
     Call(call::CallArgs),
     /// Run Python code in the sandbox with plugin methods as functions; print
-    /// its stdout, then the outcome. Exit status 0 for ok and agent handoff.
+    /// its stdout, then the outcome. Exit status 0 for ok and agent handoff,
+    /// 3 for a run paused at a call the policy pauses (`[approval]
+    /// pause_for`): it prints the token `sandwit resume` takes.
     Run(run::RunArgs),
+    /// Resume a paused run with a person's answer: approve the call, deny
+    /// it, or give its result. The code runs again to the call without
+    /// making any call twice, then goes on; the token resumes once, from any
+    /// process over the same store and session key. Exit status as `run`.
+    Resume(run::ResumeArgs),
     /// Compile everything a host will use (the interpreter for both of its
     /// engines, the scientific interpreter if given, the plugins) into the
     /// cache before it serves, and say where it is: a host or replica
@@ -212,7 +219,10 @@ fn run_with_host(cli: Cli) -> ExitCode {
         // A run in a session is stored, which takes an interpreter on the
         // sandbox's own engine: one prepared ahead brings it.
         let in_session = matches!(&command, Command::Run(args) if args.session.is_some());
-        if in_session {
+        // A paused run's token is signed with the session key, so that
+        // `resume` in another process takes it.
+        let pauses = matches!(&command, Command::Run(_)) && cli.host.policy()?.pauses_any();
+        if in_session || pauses || matches!(&command, Command::Resume(_)) {
             builder = cli.host.with_session_key(builder)?;
         }
         // A check's worker without a cache uses the one in its scratch
@@ -239,6 +249,7 @@ fn run_with_host(cli: Cli) -> ExitCode {
             Command::Validate(args) => inspect::validate(&host, args).await,
             Command::Call(args) => call::call(&host, args).await,
             Command::Run(args) => run::run(&host, args).await,
+            Command::Resume(args) => run::resume(&host, args).await,
             Command::Prompt(args) => run::prompt(&host, args).await,
             Command::Tools(command) => tools::tools(&host, command).await,
             Command::Keygen(_)

@@ -8,8 +8,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args;
 use sandwit::{
-    AgentCtx, Host, Interpreter, InterpreterKind, Plugin, RunOptions, RunOutcome, RunStatus,
-    Toolbox, Value,
+    AgentCtx, Host, Interpreter, InterpreterKind, Plugin, Resume, RunOptions, RunOutcome,
+    RunStatus, Toolbox, Value,
 };
 
 /// The example plugins used when no --plugin or --plugins is given.
@@ -99,6 +99,46 @@ pub struct RunArgs {
     /// A file of code to run, or `-` for standard input.
     #[arg(value_name = "FILE", required_unless_present = "code")]
     file: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct ResumeArgs {
+    #[command(flatten)]
+    plugins: PluginArgs,
+    /// The CPython component, as for `run`.
+    #[arg(long, value_name = "FILE")]
+    python: Option<PathBuf>,
+    /// The chat key the run was paused in.
+    #[arg(long, default_value = "cli")]
+    chat_key: String,
+    /// The user id of the agent context.
+    #[arg(long)]
+    user_id: Option<String>,
+    /// Make the paused call now, as if it had not paused.
+    #[arg(long, group = "answer", required = true)]
+    approve: bool,
+    /// Refuse the call: the code's call raises `PluginError` (kind
+    /// `denied`) with REASON.
+    #[arg(long, group = "answer", value_name = "REASON")]
+    deny: Option<String>,
+    /// Do not make the call: it returns VALUE (JSON if it parses, else the
+    /// text itself) to the code.
+    #[arg(long, group = "answer", value_name = "VALUE")]
+    result: Option<String>,
+    /// Answer nothing: print the call the run waits at (plugin, method,
+    /// arguments, when the token expires), for the person to decide; the
+    /// token stays good.
+    #[arg(long, group = "answer")]
+    show: bool,
+    /// Where images of a multimodal handoff are written, as for `run`.
+    #[arg(long, value_name = "DIR")]
+    out_dir: Option<PathBuf>,
+    /// Print one JSON object, as `run --json` does.
+    #[arg(long)]
+    json: bool,
+    /// The token a paused run's outcome printed.
+    #[arg(value_name = "TOKEN")]
+    token: String,
 }
 
 /// `NAME=VALUE` of `--input`: VALUE as JSON, else as text.
@@ -220,21 +260,74 @@ pub async fn run(host: &Host, args: RunArgs) -> anyhow::Result<ExitCode> {
         options = options.session(name.clone());
     }
     let outcome = interpreter.run_with(&ctx, &plugins, &code, &options).await;
-    let out_dir = args
-        .out_dir
-        .clone()
-        .unwrap_or_else(crate::render::default_out_dir);
-    if args.json {
-        let json = crate::render::outcome_json(&outcome, &out_dir)?;
+    report(&outcome, args.out_dir.clone(), args.json)
+}
+
+/// `sandwit resume`: the paused run of TOKEN, given the person's answer.
+pub async fn resume(host: &Host, args: ResumeArgs) -> anyhow::Result<ExitCode> {
+    let ctx = AgentCtx {
+        user_id: args.user_id.clone(),
+        ..AgentCtx::new(&args.chat_key)
+    };
+    let python = crate::interpreter::load(host, args.python.clone()).await?;
+    if args.show {
+        let paused = (python.pending(&ctx, &args.token).await)
+            .map_err(|e| anyhow::anyhow!("ResumeRefused: {e}"))?;
+        let call = sandwit::json::value_to_json(&paused.args, sandwit::json::BytesAs::Summary);
+        if args.json {
+            let shown = serde_json::json!({
+                "plugin": paused.plugin,
+                "method": paused.method,
+                "args": call,
+                "expires_at": paused.expires_at,
+            });
+            outln!("{}", serde_json::to_string_pretty(&shown)?);
+        } else {
+            outln!(
+                "{}.{}({call}), waiting until {} (seconds since the Unix epoch)",
+                paused.plugin,
+                paused.method,
+                paused.expires_at
+            );
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let answer = match (&args.deny, &args.result) {
+        (Some(reason), _) => Resume::Deny(reason.clone()),
+        (None, Some(value)) => Resume::Result(
+            parse_input(&format!("result={value}"))
+                .map_err(anyhow::Error::msg)?
+                .1,
+        ),
+        (None, None) => Resume::Approve,
+    };
+    let plugins = method_set(host, &args.plugins).await?;
+    let options = RunOptions::new();
+    let outcome = python
+        .resume(&ctx, &plugins, &args.token, answer, &options)
+        .await;
+    report(&outcome, args.out_dir.clone(), args.json)
+}
+
+/// Prints `outcome` (as JSON with `json`) and gives the exit status of
+/// `run` and `resume`.
+fn report(outcome: &RunOutcome, out_dir: Option<PathBuf>, json: bool) -> anyhow::Result<ExitCode> {
+    let out_dir = out_dir.unwrap_or_else(crate::render::default_out_dir);
+    if json {
+        let json = crate::render::outcome_json(outcome, &out_dir)?;
         outln!("{}", serde_json::to_string_pretty(&json)?);
     } else {
-        print_outcome(&outcome, &out_dir)?;
+        print_outcome(outcome, &out_dir)?;
     }
     Ok(match outcome.status {
         RunStatus::Ok | RunStatus::AgentHandoff => ExitCode::SUCCESS,
+        RunStatus::Paused => ExitCode::from(PAUSED_STATUS),
         RunStatus::Error | RunStatus::LimitExceeded | RunStatus::Cancelled => ExitCode::FAILURE,
     })
 }
+
+/// The exit status of a paused run.
+const PAUSED_STATUS: u8 = 3;
 
 /// Waits while `python`'s interpreter for sessions is loaded (or, once
 /// per cache, compiled), saying so when it takes long.
@@ -276,6 +369,14 @@ fn print_outcome(outcome: &RunOutcome, out_dir: &Path) -> anyhow::Result<()> {
     }
     if let Some(session) = &outcome.session {
         eprintln!("{}", session_line(session));
+    }
+    if let Some(paused) = &outcome.paused {
+        let args = sandwit::json::value_to_json(&paused.args, sandwit::json::BytesAs::Summary);
+        eprintln!(
+            "paused at {}.{}({args}), waiting for a person's answer; resume it with\n  \
+             sandwit resume {} --approve | --deny REASON | --result VALUE",
+            paused.plugin, paused.method, paused.token
+        );
     }
     for file in &outcome.files {
         eprintln!("file: {} ({} bytes)", file.path, file.size);

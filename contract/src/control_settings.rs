@@ -45,6 +45,9 @@ pub struct ControlSettings {
     pub dangerous: Option<bool>,
     /// The method acts with the user's authority.
     pub requires_auth: Option<bool>,
+    /// A call of the method pauses the run until a person answers it
+    /// (`Host::resume`), as `[approval] pause_for` does for a flag.
+    pub pause: Option<bool>,
 }
 
 /// Who shares a rate limit's bucket.
@@ -126,7 +129,9 @@ pub struct Budgets {
     pub per_chat: Option<f64>,
 }
 
-/// Which method flags need the embedder's approver to approve each call.
+/// Which method flags need a call approved: by the embedder's approver
+/// within the run (`require_for`), or by a person later, the run paused at
+/// the call until then (`pause_for`: pausing wins where a flag is in both).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Approval {
@@ -134,6 +139,10 @@ pub struct Approval {
     /// approved.
     #[serde(default)]
     pub require_for: Vec<Flag>,
+    /// The flags; a call of a method with any of them pauses the run: its
+    /// outcome names the call and a token that resumes it.
+    #[serde(default)]
+    pub pause_for: Vec<Flag>,
 }
 
 impl ControlSettings {
@@ -170,6 +179,7 @@ impl ControlSettings {
             cost_per_use: over.cost_per_use.or(self.cost_per_use),
             dangerous: over.dangerous.or(self.dangerous),
             requires_auth: over.requires_auth.or(self.requires_auth),
+            pause: over.pause.or(self.pause),
         }
     }
 

@@ -42,7 +42,8 @@
 //! per_run = 1.0
 //!
 //! [approval]
-//! require_for = ["requires_auth"]
+//! require_for = ["requires_auth"]  # the embedder's approver decides within the run
+//! pause_for = ["dangerous"]        # the run pauses; a person resumes it later
 //! ```
 //!
 //! A plugin names its own id, so an id alone proves nothing: grants and
@@ -468,6 +469,24 @@ impl Policy {
             Some(p) => Some((&p.controls, &p.methods)),
             None => self.tools.get(provider).map(|t| (&t.controls, &t.methods)),
         }
+    }
+
+    /// Whether a call of any method may pause a run: `[approval] pause_for`
+    /// names a flag, or a provider or method sets `pause`.
+    pub fn pauses_any(&self) -> bool {
+        let sets = |c: &ControlSettings| c.pause == Some(true);
+        let provider = |controls: &ControlSettings, methods: &BTreeMap<String, ControlSettings>| {
+            sets(controls) || methods.values().any(sets)
+        };
+        !self.approval.pause_for.is_empty()
+            || self
+                .plugins
+                .values()
+                .any(|p| provider(&p.controls, &p.methods))
+            || self
+                .tools
+                .values()
+                .any(|t| provider(&t.controls, &t.methods))
     }
 
     /// The execution controls on calls of `plugin`'s `method` (a plugin's

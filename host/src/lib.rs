@@ -50,6 +50,7 @@ pub use runtime::cache::{CodeSource, DEFAULT_CACHE_MAX_BYTES};
 pub use runtime::cancel::Cancel;
 pub use runtime::limits::{Budget, Metering};
 pub use sandbox::interpreter::{Interpreter, InterpreterKind};
+pub use sandbox::pauses::{Paused, Resume};
 pub use sandbox::run::outcome::{
     Event, Handoff, LimitHit, LiveEvent, RunError, RunOutcome, RunStatus, WorkspaceFile,
 };
@@ -59,7 +60,10 @@ pub use sandbox::run::slots::{
 pub use sandbox::run::{RunOptions, strip_code_fence};
 pub use sandbox::scientific::{DEFAULT_PRELOAD, ScientificOptions, ScientificSandbox};
 pub use sandbox::sessions::saved::SessionKey;
-pub use sandbox::sessions::{MAX_SESSION_NAME_BYTES, SessionInfo, SessionLimits, SessionReport};
+pub use sandbox::sessions::{
+    LoadedSession, MAX_SESSION_NAME_BYTES, SessionError, SessionInfo, SessionLimits, SessionReport,
+    check_name as check_session_name,
+};
 pub use sandbox::small::PythonSandbox;
 pub use sandbox::workspace::WorkspaceOptions;
 pub use toolbox::context::ContextSet;

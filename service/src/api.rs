@@ -15,9 +15,9 @@ use utoipa::{Modify, OpenApi};
 
 use crate::error::ErrorBody;
 use crate::wire::{
-    Breaker, CallReport, ChatFiles, Handoff, Health, OpenAiTool, Outcome, ParamSchema, PluginInfo,
-    PluginList, PluginRef, Ready, Reloaded, Switched, Tool, ToolList, ToolListing, ToolMetadata,
-    ToolSchema, WorkspaceFile,
+    Breaker, CallReport, ChatFiles, Handoff, Health, OpenAiTool, Outcome, ParamSchema, Paused,
+    PluginInfo, PluginList, PluginRef, Ready, Reloaded, Switched, Tool, ToolList, ToolListing,
+    ToolMetadata, ToolSchema, WorkspaceFile,
 };
 use crate::{calls, files, health, plugins, runs, tools};
 use sandwit::InterpreterKind;
@@ -32,13 +32,13 @@ use sandwit::InterpreterKind;
         license(name = "Apache-2.0"),
     ),
     paths(
-        health::healthz, health::readyz, health::metrics, runs::run, calls::call,
+        health::healthz, health::readyz, health::metrics, runs::run, runs::resume, calls::call,
         tools::list, tools::schema, tools::metadata, tools::prompt, plugins::list,
         plugins::action, plugins::reload, files::list, files::read
     ),
     components(schemas(
-        ErrorBody, Health, Ready, runs::RunRequest, runs::LimitsRequest, InterpreterKind, Outcome,
-        Handoff, calls::CallRequest, CallReport, ToolListing, ToolList, Tool, OpenAiTool,
+        ErrorBody, Health, Ready, runs::RunRequest, runs::ResumeRequest, runs::LimitsRequest, InterpreterKind, Outcome,
+        Handoff, Paused, calls::CallRequest, CallReport, ToolListing, ToolList, Tool, OpenAiTool,
         ToolSchema, ParamSchema, ToolMetadata, PluginRef, Breaker, PluginList, PluginInfo,
         Switched, Reloaded, WorkspaceFile, ChatFiles
     )),
@@ -379,6 +379,13 @@ mod tests {
                 ms: 2.0,
                 queued_ms: 0.0,
                 session: None,
+                paused: full.then(|| Paused {
+                    plugin: "mail".into(),
+                    method: "send".into(),
+                    args: json!({"to": "ada"}),
+                    token: "swp1_0_0".into(),
+                    expires_at: 1,
+                }),
             }
         }
 

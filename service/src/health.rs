@@ -82,6 +82,8 @@ pub async fn metrics(
             ready: state.interpreters.small().prepared(),
             reused: state.interpreters.small().reuses_interpreters(),
             scientific_ready: state.interpreters.scientific().map(|s| s.prepared()),
+            sessions_live: state.interpreters.small().live_sessions(),
+            scientific_sessions_live: state.interpreters.scientific().map(|s| s.live_sessions()),
         },
         state.host.controls_snapshot(),
     );

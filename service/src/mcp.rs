@@ -4,9 +4,12 @@
 //! serves both.
 //!
 //! The tools are the enabled plugins' methods (as `GET /v1/tools?format=mcp`
-//! lists them) and `run_python`, which runs code as `POST /v1/runs` does,
+//! lists them), `run_python`, which runs code as `POST /v1/runs` does,
 //! through the same bounded queue and limits, in the interpreter its
-//! optional `interpreter` argument names. A call's result maps by the
+//! optional `interpreter` argument names, and `resume_run`, which asks the
+//! client's user (MCP elicitation) to answer a run that paused at a call
+//! waiting for a person, and goes on with it: the model names the run, and
+//! only the person answers. A call's result maps by the
 //! method's kind: a tool's value is structured content (and its JSON as
 //! text), an agent's or behavior's text is text, a multimodal agent's parts
 //! are text and image content; an error (the method's, a refused control, a
@@ -39,15 +42,18 @@ use axum::extract::{FromRequestParts, Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ListToolsResult,
-    PaginatedRequestParams, ProtocolVersion, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ElicitRequestParams,
+    ElicitationAction, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerConfig,
+    Tool,
 };
+use rmcp::service::ElicitationMode;
 use rmcp::service::RequestContext;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
-use sandwit::json::value_from_json;
+use sandwit::json::{BytesAs, value_from_json, value_to_json};
 use sandwit::{
-    AgentCtx, Budget, Cancel, ContentPart, InterpreterKind, MethodResult, RunOptions, RunStatus,
+    AgentCtx, Budget, Cancel, ContentPart, Interpreter, InterpreterKind, MethodResult, Resume,
+    RunOptions, RunStatus,
 };
 use serde_json::{Map, Value as Json, json};
 use tokio::sync::Semaphore;
@@ -55,10 +61,17 @@ use tokio_util::sync::CancellationToken;
 
 use crate::auth::Caller;
 use crate::mcp_sessions::{Manager, Sessions};
-use crate::state::Shared;
+use crate::state::{Shared, Work};
 
 /// The tool that runs Python code.
 pub const RUN_PYTHON: &str = "run_python";
+
+/// The tool that has the user answer a paused run and goes on with it.
+pub const RESUME_RUN: &str = "resume_run";
+
+/// How long `resume_run` waits for the user's answer before it leaves the
+/// run paused.
+const ANSWER_WAIT: Duration = Duration::from_secs(600);
 
 /// The `_meta` key of a call's chat key.
 pub const CHAT_KEY_META: &str = "sandwit/chat_key";
@@ -233,6 +246,27 @@ impl McpServer {
                 "additionalProperties": false,
             },
         }));
+        tools.push(json!({
+            "name": RESUME_RUN,
+            "description": format!(
+                "Go on with a run that paused at a method call waiting for a person (a \
+                 `{RUN_PYTHON}` outcome with `status: \"paused\"`): the user is asked to approve \
+                 the call or deny it (the code's call then raises PluginError with the user's \
+                 reason), and the run's outcome comes back as `{RUN_PYTHON}`'s does. Only the \
+                 user answers; a client that cannot ask its user leaves the run paused."
+            ),
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "token": {
+                        "type": "string",
+                        "description": "The paused outcome's `paused.token`.",
+                    },
+                },
+                "required": ["token"],
+                "additionalProperties": false,
+            },
+        }));
         tools
             .into_iter()
             .map(|t| {
@@ -373,11 +407,135 @@ impl McpServer {
                 ));
             }
         };
-        let state = &self.state;
-        let interpreter = match state.interpreters.choose(asked) {
+        let interpreter = match self.state.interpreters.choose(asked) {
             Ok(interpreter) => interpreter,
             Err(e) => return error_result(format!("{}: {}", e.code(), e.message())),
         };
+        let inputs = inputs
+            .into_iter()
+            .map(|(name, json)| (name, value_from_json(json)));
+        let mut options = RunOptions::new()
+            .limits(interpreter.limits(self.state.host.run_limits()))
+            .inputs(inputs);
+        if let Some(session) = session {
+            options = options.session(session);
+        }
+        self.queued(interpreter, who, Work::Run(code), options, ct)
+            .await
+    }
+
+    /// Has the user answer the run paused with `args`' `token` (a form
+    /// elicitation naming the call) and resumes it with the answer, as
+    /// `POST /v1/runs/{token}:resume` does. Without an answer (a client
+    /// that cannot ask, a question dismissed or unanswered) the run stays
+    /// paused and its token good.
+    async fn resume_run(
+        &self,
+        args: Map<String, Json>,
+        who: Who,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let token = match args.get("token") {
+            Some(Json::String(token)) if args.len() == 1 => token.clone(),
+            _ => {
+                return error_result(format!(
+                    "`{RESUME_RUN}` takes `token`, a string: the paused outcome's `paused.token`"
+                ));
+            }
+        };
+        let still = "the run stays paused and its token good";
+        let interpreter = match self.state.interpreters.choose(Some(InterpreterKind::Small)) {
+            Ok(interpreter) => interpreter,
+            Err(e) => return error_result(format!("{}: {}", e.code(), e.message())),
+        };
+        let pending = match interpreter.pending(&who.ctx, &token).await {
+            Ok(pending) => pending,
+            Err(message) => return error_result(format!("ResumeRefused: {message}")),
+        };
+        let peer = &context.peer;
+        if !(peer.supported_elicitation_modes()).contains(&ElicitationMode::Form) {
+            return error_result(format!(
+                "this MCP client cannot ask its user (it declared no form elicitation), and only \
+                 a person answers a paused call: {still}; a person answers it with POST \
+                 /v1/runs/{{token}}:resume or `sandwit resume TOKEN`"
+            ));
+        }
+        let args = value_to_json(&pending.args, BytesAs::Base64);
+        let question = json!({
+            "mode": "form",
+            "message": format!(
+                "A run waits for your answer before it calls `{}` of `{}` with {args}. Approve \
+                 the call, or deny it (the code's call then fails with your reason).",
+                pending.method, pending.plugin
+            ),
+            "requestedSchema": {
+                "type": "object",
+                "properties": {
+                    "decision": {
+                        "type": "string",
+                        "title": "Decision",
+                        "enum": ["approve", "deny"],
+                    },
+                    "reason": {
+                        "type": "string",
+                        "title": "Reason",
+                        "description": "Why, if you deny it.",
+                    },
+                },
+                "required": ["decision"],
+            },
+        });
+        let question: ElicitRequestParams =
+            serde_json::from_value(question).expect("a valid elicitation");
+        let asked = peer.create_elicitation_with_timeout(question, Some(ANSWER_WAIT));
+        let answered = match asked.await {
+            Ok(answered) => answered,
+            Err(e) => return error_result(format!("asking the user failed ({e}): {still}")),
+        };
+        let answer = match (answered.action, answered.content) {
+            (ElicitationAction::Accept, Some(content)) => {
+                let reason = content["reason"].as_str().filter(|r| !r.trim().is_empty());
+                match content["decision"].as_str() {
+                    Some("approve") => Resume::Approve,
+                    Some("deny") => Resume::Deny(reason.unwrap_or("denied by the user").into()),
+                    _ => {
+                        return error_result(format!(
+                            "the user's answer {content} is neither approve nor deny: {still}"
+                        ));
+                    }
+                }
+            }
+            (ElicitationAction::Accept, None) => {
+                return error_result(format!("the user's answer was empty: {still}"));
+            }
+            (ElicitationAction::Decline, _) => Resume::Deny("the user declined the call".into()),
+            // Cancelled, or an action of a later revision: no answer.
+            _ => {
+                return error_result(format!("the user dismissed the question: {still}"));
+            }
+        };
+        let work = Work::Resume(token, answer);
+        self.queued(
+            interpreter,
+            who,
+            work,
+            RunOptions::new(),
+            context.ct.clone(),
+        )
+        .await
+    }
+
+    /// Runs `work` in `interpreter` as `POST /v1/runs` does: through the
+    /// queue, with `options` and a cancel handle that `ct` fires.
+    async fn queued(
+        &self,
+        interpreter: Interpreter,
+        who: Who,
+        work: Work,
+        options: RunOptions,
+        ct: CancellationToken,
+    ) -> CallToolResult {
+        let state = &self.state;
         if state.shutting_down.load(Ordering::SeqCst) {
             return error_result("shutting-down: the server is shutting down".to_string());
         }
@@ -389,16 +547,7 @@ impl McpServer {
         };
         let plugins = self.in_chat(&who.ctx, &place).await.methods;
         let (id, cancel) = state.register_run(&who.caller);
-        let inputs = inputs
-            .into_iter()
-            .map(|(name, json)| (name, value_from_json(json)));
-        let mut options = RunOptions::new()
-            .limits(interpreter.limits(state.host.run_limits()))
-            .cancel(cancel.clone())
-            .inputs(inputs);
-        if let Some(session) = session {
-            options = options.session(session);
-        }
+        let options = options.cancel(cancel.clone());
         tracing::info!(run = id, caller = %who.caller, chat_key = %who.ctx.chat_key.escape_debug(), "mcp run started");
         let guard = CancelOnDrop(cancel.clone());
         // The run has a task of its own, so that it ends, and is counted,
@@ -409,7 +558,7 @@ impl McpServer {
             // The answer goes out on the POST's response stream, whose
             // place `authorize` holds until it has gone out.
             let (outcome, _place) = task_state
-                .run_registered(id, place, &interpreter, &who.ctx, &plugins, &code, &options)
+                .run_registered(id, place, &interpreter, &who.ctx, &plugins, &work, &options)
                 .await;
             tracing::info!(run = id, caller = %caller, status = ?outcome.status, "mcp run ended");
             outcome
@@ -438,8 +587,10 @@ impl ServerHandler for McpServer {
             "protocolVersion": NEWEST,
             "capabilities": {"tools": {"listChanged": false}},
             "serverInfo": {"name": "sandwit", "version": env!("CARGO_PKG_VERSION")},
-            "instructions": "The tools are the methods of sandwit's enabled plugins, and \
-                `run_python`, which runs Python code that may call them as functions.",
+            "instructions": "The tools are the methods of sandwit's enabled plugins, \
+                `run_python`, which runs Python code that may call them as functions, and \
+                `resume_run`, which asks the user to answer a run paused at a call that waits \
+                for a person.",
         }))
         .expect("a valid server config")
     }
@@ -472,6 +623,8 @@ impl ServerHandler for McpServer {
         let args = request.arguments.unwrap_or_default();
         let result = if request.name == RUN_PYTHON {
             self.run_python(args, who, context.ct.clone()).await
+        } else if request.name == RESUME_RUN {
+            self.resume_run(args, who, &context).await
         } else {
             self.call_method(&request.name, args, who, context.ct.clone())
                 .await?

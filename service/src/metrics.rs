@@ -43,6 +43,15 @@ struct Kind {
     kind: String,
 }
 
+/// How a run in a session found and left it.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SessionRun {
+    /// `started`, `restored` (from the store) or `live`.
+    found: String,
+    /// `stored`, `kept` (live only), `rolled_back` or `ended`.
+    left: String,
+}
+
 /// A method called.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Method {
@@ -61,6 +70,8 @@ pub struct Metrics {
     runs: Family<Status, Counter>,
     rejected: Family<Reason, Counter>,
     limit_hits: Family<Kind, Counter>,
+    session_runs: Family<SessionRun, Counter>,
+    session_bytes: Counter,
     calls: Family<Method, Histogram, fn() -> Histogram>,
 }
 
@@ -70,6 +81,8 @@ impl Default for Metrics {
             runs: Family::default(),
             rejected: Family::default(),
             limit_hits: Family::default(),
+            session_runs: Family::default(),
+            session_bytes: Counter::default(),
             calls: Family::new_with_constructor(latency_histogram),
         }
     }
@@ -83,6 +96,10 @@ pub struct InterpreterGauges {
     pub reused: bool,
     /// Scientific interpreters ready, when the scientific one is loaded.
     pub scientific_ready: Option<usize>,
+    /// Sessions live in this process, each holding an interpreter: the
+    /// small interpreter's, and the scientific one's when it is loaded.
+    pub sessions_live: usize,
+    pub scientific_sessions_live: Option<usize>,
 }
 
 impl Metrics {
@@ -94,6 +111,25 @@ impl Metrics {
         if let Some(limit) = &outcome.limit {
             let kind = limit.kind.to_string();
             self.limit_hits.get_or_create(&Kind { kind }).inc();
+        }
+        if let Some(session) = &outcome.session {
+            let found = match (session.started, session.restored) {
+                (true, _) => "started",
+                (_, true) => "restored",
+                _ => "live",
+            };
+            let left = match (session.rolled_back, session.stored_bytes, session.kept) {
+                (true, _, _) => "rolled_back",
+                (_, Some(_), _) => "stored",
+                (_, None, true) => "kept",
+                _ => "ended",
+            };
+            let labels = SessionRun {
+                found: found.into(),
+                left: left.into(),
+            };
+            self.session_runs.get_or_create(&labels).inc();
+            self.session_bytes.inc_by(session.stored_bytes.unwrap_or(0));
         }
         for event in &outcome.events {
             if let Event::Call {
@@ -150,6 +186,17 @@ impl Metrics {
             self.limit_hits.clone(),
         );
         registry.register(
+            "sandwit_session_runs",
+            "Runs in a session, by how they found it (started, restored, live) and left it \
+             (stored, kept, rolled_back, ended)",
+            self.session_runs.clone(),
+        );
+        registry.register(
+            "sandwit_session_stored_bytes",
+            "Bytes of sessions stored after their runs",
+            self.session_bytes.clone(),
+        );
+        registry.register(
             "sandwit_call_duration_seconds",
             "Method calls' wall-clock time, by plugin and method",
             self.calls.clone(),
@@ -178,6 +225,11 @@ impl Metrics {
                 usize::from(interpreters.reused),
             ),
         ];
+        let sessions = (
+            "sandwit_sessions_live",
+            "Sessions of the small interpreter held in this process, idle or with a run in them",
+            interpreters.sessions_live,
+        );
         let scientific = interpreters.scientific_ready.map(|ready| {
             (
                 "sandwit_scientific_interpreters_ready",
@@ -185,7 +237,18 @@ impl Metrics {
                 ready,
             )
         });
-        for (name, help, value) in gauges.into_iter().chain(scientific) {
+        let scientific_sessions = interpreters.scientific_sessions_live.map(|live| {
+            (
+                "sandwit_scientific_sessions_live",
+                "Sessions of the scientific interpreter held in this process, idle or running",
+                live,
+            )
+        });
+        let gauges = (gauges.into_iter())
+            .chain([sessions])
+            .chain(scientific)
+            .chain(scientific_sessions);
+        for (name, help, value) in gauges {
             let gauge = Gauge::<i64>::default();
             gauge.set(i64::try_from(value).unwrap_or(i64::MAX));
             registry.register(name, help, gauge);
@@ -303,6 +366,8 @@ mod tests {
             ready: 2,
             reused: true,
             scientific_ready: None,
+            sessions_live: 5,
+            scientific_sessions_live: None,
         }
     }
 
@@ -334,6 +399,7 @@ mod tests {
             "sandwit_runs_max_running 4",
             "sandwit_interpreters_ready 2",
             "sandwit_interpreters_reusable 1",
+            "sandwit_sessions_live 5",
             "# TYPE sandwit_controls_cost_total counter",
             "# TYPE sandwit_controls_breaker_trips_total counter",
         ] {
@@ -346,14 +412,16 @@ mod tests {
         );
         let scientific = InterpreterGauges {
             scientific_ready: Some(1),
+            scientific_sessions_live: Some(2),
             ..gauges()
         };
         let text = metrics.render(0, 0, 4, scientific, no_controls());
-        assert!(
-            text.lines()
-                .any(|l| l == "sandwit_scientific_interpreters_ready 1"),
-            "{text}"
-        );
+        for line in [
+            "sandwit_scientific_interpreters_ready 1",
+            "sandwit_scientific_sessions_live 2",
+        ] {
+            assert!(text.lines().any(|l| l == line), "no `{line}` in:\n{text}");
+        }
     }
 
     fn method(namespace: Option<&str>, trips: Option<u64>) -> sandwit::controls::MethodStats {

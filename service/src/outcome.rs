@@ -132,6 +132,13 @@ pub(crate) fn outcome_body(
         ms: outcome.elapsed.as_secs_f64() * 1e3,
         queued_ms: outcome.queued.as_secs_f64() * 1e3,
         session: outcome.session.clone(),
+        paused: outcome.paused.as_ref().map(|p| wire::Paused {
+            plugin: p.plugin.clone(),
+            method: p.method.clone(),
+            args: value_to_json(&p.args, BytesAs::Base64),
+            token: p.token.clone(),
+            expires_at: p.expires_at,
+        }),
     })
 }
 

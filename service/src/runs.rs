@@ -27,7 +27,7 @@ use utoipa::ToSchema;
 use crate::answer::Holding;
 use crate::auth::Caller;
 use crate::error::{ApiError, ErrorBody};
-use crate::state::Shared;
+use crate::state::{Shared, Work};
 use crate::wire::Outcome;
 
 /// The body of a run request.
@@ -59,9 +59,10 @@ pub struct RunRequest {
     interpreter: Option<InterpreterKind>,
     /// The session of the chat to run in (1 to 64 ASCII letters, digits,
     /// `-`, `_`, `.`): the run finds the globals, imports and objects the
-    /// session's last run left, and the first run starts it. Kept live on
-    /// this server, small interpreter only; a run that stops midway ends
-    /// it. See docs/SERVICE.md, "Sessions".
+    /// session's last run left, and the first run starts it. Stored after
+    /// each run that ends well, so any replica over the same store resumes
+    /// it, in either interpreter (each has its own sessions); a run that
+    /// fails leaves the last good state. See docs/SERVICE.md, "Sessions".
     #[schema(min_length = 1, max_length = 64)]
     session: Option<String>,
 }
@@ -133,7 +134,7 @@ struct Prepared {
     interpreter: Interpreter,
     ctx: AgentCtx,
     plugins: sandwit::Toolbox,
-    code: String,
+    work: Work,
     options: RunOptions,
 }
 
@@ -150,12 +151,12 @@ impl Prepared {
             interpreter,
             ctx,
             plugins,
-            code,
+            work,
             options,
         } = self;
         let task = tokio::spawn(async move {
             let (outcome, place) = state
-                .run_registered(id, place, &interpreter, &ctx, &plugins, &code, &options)
+                .run_registered(id, place, &interpreter, &ctx, &plugins, &work, &options)
                 .await;
             Ended {
                 outcome: render(&outcome),
@@ -209,6 +210,7 @@ fn server_error(message: String) -> Outcome {
         ms: 0.0,
         queued_ms: 0.0,
         session: None,
+        paused: None,
     }
 }
 
@@ -254,19 +256,11 @@ pub async fn run(
     if state.shutting_down.load(Ordering::SeqCst) {
         return Err(crate::state::shutting_down());
     }
-    let ctx = crate::chat::agent_ctx(&caller, &request.chat_key, request.user_id, "bad-request")?;
     let interpreter = state.interpreters.choose(request.interpreter)?;
     let limits = limits(&interpreter.limits(state.host.run_limits()), request.limits)?;
-    let plugins = chosen_plugins(&state, request.plugins.as_deref())?;
-    // A place in the host's run queue, or 503 at once; the run waits for
-    // its slot in the host, and the answer holds the place until it has
-    // gone out (crate::answer).
-    let place = state.take_place()?;
-    // The methods the chat sees, as `sandwit run` gives them: a plugin's
-    // lifecycle hooks may leave some out. Asked holding the run's place, so
-    // that the hooks' instances are bounded by the run queue as runs are.
-    let plugins = plugins.in_context(&ctx).await.methods;
-    let (id, cancel) = state.register_run(&caller.name);
+    let chat = (request.chat_key.as_str(), request.user_id);
+    let (ctx, place, plugins, id, cancel) =
+        admit(&state, &caller, chat, request.plugins.as_deref()).await?;
     let inputs = request.inputs.unwrap_or_default().into_iter();
     let mut options = RunOptions::new()
         .limits(limits)
@@ -286,22 +280,12 @@ pub async fn run(
         interpreter,
         ctx,
         plugins,
-        code: request.code,
+        work: Work::Run(request.code),
         options,
     };
     let guard = CancelOnDrop(cancel);
     if !streaming {
-        let ended = prepared(options).run().await;
-        // Finished: cancelling it now does nothing.
-        drop(guard);
-        if let Some(refused) = ended.refused {
-            return Err(refused);
-        }
-        let answer = Holding {
-            body: axum::Json(ended.outcome),
-            hold: ended.place,
-        };
-        return Ok(answer.into_response());
+        return answered(prepared(options), guard).await;
     }
     // At most `EVENTS_WAITING` events wait for the client: one that falls
     // further behind has its run cancelled, so a client that stops reading
@@ -497,4 +481,139 @@ mod tests {
         assert!(events[3].contains("client-too-slow"), "{events:?}");
         assert!(events[4].contains("outcome"), "{events:?}");
     }
+}
+
+/// The body of a resume: the chat the run was paused in and exactly one
+/// answer.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResumeRequest {
+    /// The chat the run was paused in.
+    #[schema(min_length = 1, max_length = 256)]
+    chat_key: String,
+    /// The user the run is for.
+    #[schema(max_length = 256)]
+    user_id: Option<String>,
+    /// Only these plugins' methods (ids); all enabled ones when absent.
+    plugins: Option<Vec<String>>,
+    /// `true`: make the paused call now, as if it had not paused.
+    approve: Option<bool>,
+    /// Refuse the call: the code's call raises `PluginError` (kind
+    /// `denied`) with this reason.
+    deny: Option<String>,
+    /// Do not make the call: it returns this JSON value to the code.
+    #[schema(value_type = Option<Object>)]
+    result: Option<Json>,
+}
+
+/// `POST /v1/runs/{token}:resume`: resumes the run that paused with
+/// `token` (its outcome's `paused.token`) with a person's answer, on any
+/// replica over the same store and session key. The code runs again to the
+/// paused call without making any call twice, then goes on; the answer is
+/// the run's outcome, as for `POST /v1/runs`. A token resumes once; a
+/// forged, spent, expired or other chat's token gives an error outcome of
+/// type `ResumeRefused`.
+#[utoipa::path(
+    post, path = "/v1/runs/{token}:resume", tag = "runs", security(("token" = [])),
+    params(("token" = String, Path, description = "The paused run's token")),
+    request_body = ResumeRequest,
+    responses(
+        (status = 200, description = "The outcome (whatever the code did)", body = Outcome),
+        (status = 400, description = "Not exactly one of approve, deny and result, or an \
+                                      empty chat key",
+         body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 403, description = "A chat key or user id outside the token's namespace",
+         body = ErrorBody),
+        (status = 404, description = "Not `{token}:resume`, or a plugin asked for is not enabled",
+         body = ErrorBody),
+        (status = 413, description = "The body is too large", body = ErrorBody),
+        (status = 415, body = ErrorBody),
+        (status = 422, description = "The body is not a resume request", body = ErrorBody),
+        (status = 500, description = "A plugin's lifecycle hook failed", body = ErrorBody),
+        (status = 503, description = "Queue full, no slot in time, or shutting down",
+         body = ErrorBody),
+    )
+)]
+pub async fn resume(
+    State(state): State<Shared>,
+    caller: Caller,
+    axum::extract::Path(target): axum::extract::Path<String>,
+    body: Result<axum::Json<ResumeRequest>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let Some(token) = target.strip_suffix(":resume") else {
+        return Err(ApiError::not_found(
+            "not-found",
+            format!("no endpoint `/v1/runs/{target}`: POST /v1/runs/{{token}}:resume"),
+        ));
+    };
+    let axum::Json(request) = body?;
+    if state.shutting_down.load(Ordering::SeqCst) {
+        return Err(crate::state::shutting_down());
+    }
+    let answer = match (request.approve, request.deny, request.result) {
+        (Some(true), None, None) => sandwit::Resume::Approve,
+        (None, Some(reason), None) => sandwit::Resume::Deny(reason),
+        (None, None, Some(value)) => sandwit::Resume::Result(value_from_json(value)),
+        _ => {
+            return Err(ApiError::bad_request(
+                "bad-request",
+                "give exactly one of `approve: true`, `deny` (a reason) and `result` (a value)",
+            ));
+        }
+    };
+    let interpreter = state.interpreters.choose(Some(InterpreterKind::Small))?;
+    let chat = (request.chat_key.as_str(), request.user_id);
+    let (ctx, place, plugins, id, cancel) =
+        admit(&state, &caller, chat, request.plugins.as_deref()).await?;
+    let options = RunOptions::new().cancel(cancel.clone());
+    let prepared = Prepared {
+        state: state.clone(),
+        place,
+        id,
+        interpreter,
+        ctx,
+        plugins,
+        work: Work::Resume(token.to_string(), answer),
+        options,
+    };
+    answered(prepared, CancelOnDrop(cancel)).await
+}
+
+/// What a run request goes through before its run: the context of its
+/// chat (`chat_key`, user id), the `plugins` asked for, a place in the
+/// host's run queue (503 at once without one: the run waits for its slot
+/// in the host, and the answer holds the place until it has gone out,
+/// `crate::answer`), the methods the chat sees (as `sandwit run` gives
+/// them: a plugin's lifecycle hooks may leave some out; asked holding the
+/// place, so the hooks' instances are bounded by the run queue as runs
+/// are), and the run's id and cancel handle.
+async fn admit(
+    state: &Shared,
+    caller: &Caller,
+    (chat_key, user_id): (&str, Option<String>),
+    plugins: Option<&[String]>,
+) -> Result<(AgentCtx, RunPlace, sandwit::Toolbox, u64, Cancel), ApiError> {
+    let ctx = crate::chat::agent_ctx(caller, chat_key, user_id, "bad-request")?;
+    let plugins = chosen_plugins(state, plugins)?;
+    let place = state.take_place()?;
+    let plugins = plugins.in_context(&ctx).await.methods;
+    let (id, cancel) = state.register_run(&caller.name);
+    Ok((ctx, place, plugins, id, cancel))
+}
+
+/// The JSON answer of `prepared`'s run, once it ended (`guard` cancels it
+/// if the request goes away first).
+async fn answered(prepared: Prepared, guard: CancelOnDrop) -> Result<Response, ApiError> {
+    let ended = prepared.run().await;
+    // Finished: cancelling it now does nothing.
+    drop(guard);
+    if let Some(refused) = ended.refused {
+        return Err(refused);
+    }
+    let answer = Holding {
+        body: axum::Json(ended.outcome),
+        hold: ended.place,
+    };
+    Ok(answer.into_response())
 }

@@ -202,10 +202,15 @@ impl State {
         interpreter: &Interpreter,
         ctx: &sandwit::AgentCtx,
         plugins: &sandwit::Toolbox,
-        code: &str,
+        work: &Work,
         options: &sandwit::RunOptions,
     ) -> (sandwit::RunOutcome, RunPlace) {
-        let outcome = interpreter.run_with(ctx, plugins, code, options).await;
+        let outcome = match work {
+            Work::Run(code) => interpreter.run_with(ctx, plugins, code, options).await,
+            Work::Resume(token, answer) => {
+                (interpreter.resume(ctx, plugins, token, answer.clone(), options)).await
+            }
+        };
         self.in_flight.lock().expect("in-flight lock").remove(&id);
         match self.refusal(&outcome) {
             Some(refused) => self.metrics.record_rejected(refused.code()),
@@ -256,4 +261,11 @@ pub(crate) fn shutting_down() -> ApiError {
         "the server is shutting down",
         RETRY_AFTER_S,
     )
+}
+
+/// What a registered run does: run code, or resume a paused run with a
+/// person's answer.
+pub(crate) enum Work {
+    Run(String),
+    Resume(String, sandwit::Resume),
 }

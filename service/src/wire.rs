@@ -44,7 +44,8 @@ pub struct Ready {
 /// inline (`data`, base64).
 #[derive(Serialize, ToSchema)]
 pub struct Outcome {
-    /// `ok`, `error`, `agent_handoff`, `limit_exceeded` or `cancelled`.
+    /// `ok`, `error`, `agent_handoff`, `limit_exceeded`, `cancelled` or
+    /// `paused`.
     #[schema(value_type = String)]
     pub status: RunStatus,
     /// For `ok`, the value of the code's last statement if it is an
@@ -86,6 +87,26 @@ pub struct Outcome {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub session: Option<SessionReport>,
+    /// For `paused`, the call the run waits at and the token that resumes
+    /// it (`POST /v1/runs/{token}:resume`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paused: Option<Paused>,
+}
+
+/// The call a paused run waits at.
+#[derive(Serialize, ToSchema)]
+pub struct Paused {
+    /// The plugin's id (or tool source's, host method's provider).
+    pub plugin: String,
+    /// The method's name.
+    pub method: String,
+    /// Its arguments, as JSON.
+    #[schema(value_type = Object)]
+    pub args: Json,
+    /// What resumes the run: good once, until `expires_at`.
+    pub token: String,
+    /// When the token expires, in seconds since the Unix epoch.
+    pub expires_at: u64,
 }
 
 /// The agent method's result that ended a run.

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use sandwit::json::value_from_json;
 use sandwit::{
-    AgentCtx, CallLimits, Host, LogLine, Plugin, PluginEvent, Policy, PythonSandbox, RunSlots,
-    Value,
+    AgentCtx, CallLimits, Host, LogLine, Plugin, PluginEvent, Policy, PythonSandbox, RunOutcome,
+    RunSlots, RunStatus, Value,
 };
 
 pub use sandwit_test_artifacts as artifacts;
@@ -125,6 +125,20 @@ pub fn ctx() -> AgentCtx {
         channel_name: Some("#general".into()),
         ..AgentCtx::new("chat-1")
     }
+}
+
+/// Asserts that `outcome` ended well, showing how it ended otherwise.
+#[track_caller]
+pub fn assert_ok(outcome: &RunOutcome) {
+    assert_eq!(
+        outcome.status,
+        RunStatus::Ok,
+        "error: {:?}\nlimit: {:?}\nstdout: {}\nstderr: {}",
+        outcome.error,
+        outcome.limit,
+        outcome.stdout,
+        outcome.stderr
+    );
 }
 
 /// Asserts that a call or run stopped at its `deadline` (or an HTTP

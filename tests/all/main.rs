@@ -16,6 +16,7 @@ mod hostile;
 mod installed;
 mod lifecycle;
 mod loading;
+mod pauses;
 mod plugins;
 mod python;
 mod python_plugins;

@@ -12,8 +12,8 @@ use sandwit::{
 use tokio::sync::OnceCell;
 
 use crate::common::{
-    artifacts, assert_ended_soon_after, assert_still_serving, cache_dir, ctx, host, load,
-    until_preparer,
+    artifacts, assert_ended_soon_after, assert_ok, assert_still_serving, cache_dir, ctx, host,
+    load, until_preparer,
 };
 
 /// The sandbox and the plugins (the four examples and the hostile one),
@@ -75,19 +75,6 @@ fn tight() -> RunLimits {
 async fn run_tight(code: &str, limits: &RunLimits) -> RunOutcome {
     let (python, plugins) = sandbox().await;
     python.run_with_limits(&ctx(), plugins, code, limits).await
-}
-
-#[track_caller]
-fn assert_ok(outcome: &RunOutcome) {
-    assert_eq!(
-        outcome.status,
-        RunStatus::Ok,
-        "error: {:?}\nlimit: {:?}\nstdout: {}\nstderr: {}",
-        outcome.error,
-        outcome.limit,
-        outcome.stdout,
-        outcome.stderr
-    );
 }
 
 /// Checks the run hit `kind`, and that the next run works.

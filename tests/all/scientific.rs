@@ -5,14 +5,18 @@
 use std::path::Path;
 use std::time::Duration;
 
+use std::sync::Arc;
+
+use sandwit::store::{Entry, Namespace, Scope, SqliteStore, StoreBackend};
 use sandwit::{
-    ContentPart, Event, Host, LimitKind, MethodResult, Policy, RunLimits, RunOptions, RunOutcome,
-    RunStatus, ScientificOptions, ScientificSandbox, Toolbox, Value,
+    ContentPart, DEFAULT_PRELOAD, Event, Host, LimitKind, MethodResult, Policy, RunLimits,
+    RunOptions, RunOutcome, RunStatus, ScientificOptions, ScientificSandbox, SessionKey, Toolbox,
+    Value,
 };
 use tokio::sync::OnceCell;
 
 use crate::common::{
-    artifacts, assert_ended_soon_after, cache_dir, ctx, host, load, pinned, until,
+    artifacts, assert_ended_soon_after, assert_ok, cache_dir, ctx, host, load, pinned, until,
 };
 
 /// The sandbox and the example plugins, loaded once for the test binary.
@@ -39,19 +43,6 @@ async fn sandbox() -> &'static (ScientificSandbox, Toolbox) {
 async fn run(code: &str) -> RunOutcome {
     let (sandbox, plugins) = sandbox().await;
     sandbox.run(&ctx(), plugins, code).await
-}
-
-#[track_caller]
-fn assert_ok(outcome: &RunOutcome) {
-    assert_eq!(
-        outcome.status,
-        RunStatus::Ok,
-        "error: {:?}\nlimit: {:?}\nstdout: {}\nstderr: {}",
-        outcome.error,
-        outcome.limit,
-        outcome.stdout,
-        outcome.stderr
-    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -541,4 +532,230 @@ async fn a_scientific_run_sees_only_what_its_chat_sees() {
         out.error.expect("whoami is withheld").type_name,
         "NameError"
     );
+}
+
+/// A session of the scientific interpreter: a DataFrame, a class the code
+/// defined, an import and a variable kept from one run to the next, in the
+/// session's chat alone; a run without a session, or in another chat's
+/// session of the same name, sees none of it; a run that fails leaves the
+/// last good state; a fork goes on on its own; closing ends it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_keeps_a_dataframe_and_classes_across_turns_in_its_chat_alone() {
+    let store = Arc::new(SqliteStore::in_memory().unwrap());
+    let (_host, sandbox) = scientific_over(&store, DEFAULT_PRELOAD).await;
+    let plugins = Toolbox::default();
+    let in_session = RunOptions::new().session("turns");
+    let (chat, other) = (ctx(), sandwit::AgentCtx::new("chat-2"));
+    let first = "import pandas as pd, statistics\n\
+                 df = pd.DataFrame({'a': range(100_000), 'b': [i % 7 for i in range(100_000)]})\n\
+                 class Point:\n    def __init__(self, x): self.x = x\n\
+                 p = Point(3)\nturn = 1";
+    let outcome = sandbox.run_with(&chat, &plugins, first, &in_session).await;
+    assert_ok(&outcome);
+    let report = outcome.session.as_ref().unwrap();
+    assert!(
+        report.started && report.kept && report.runs == 1,
+        "{report:?}"
+    );
+    // Stored as the pages it wrote over the prepared memory, compressed.
+    let stored = report.stored_bytes.unwrap();
+    assert!(stored > 0 && stored < report.memory_bytes / 4, "{report:?}");
+
+    let next = "turn += 1\n\
+                result = [int(df['a'].sum()), int(df.groupby('b').size().max()), p.x, \
+                isinstance(Point(1), Point), statistics.mean([1, 3]), turn]";
+    let outcome = sandbox.run_with(&chat, &plugins, next, &in_session).await;
+    assert_ok(&outcome);
+    assert_eq!(
+        outcome.result,
+        Some(Value::List(vec![
+            Value::Int(4_999_950_000),
+            Value::Int(14_286),
+            Value::Int(3),
+            Value::Bool(true),
+            Value::Int(2),
+            Value::Int(2),
+        ]))
+    );
+    let report = outcome.session.as_ref().unwrap();
+    assert!(
+        !report.started && !report.restored && report.runs == 2,
+        "{report:?}"
+    );
+    let listed = sandbox.sessions(&chat).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!((listed[0].name.as_str(), listed[0].runs), ("turns", 2));
+
+    // A fork is a copy that goes on on its own.
+    let fork = sandbox.fork_session(&chat, "turns", "fork").await.unwrap();
+    assert_eq!((fork.name.as_str(), fork.runs), ("fork", 2));
+    let forked = RunOptions::new().session("fork");
+    let change = "df['a'] *= 2\nturn = 'forked'";
+    assert_ok(&sandbox.run_with(&chat, &plugins, change, &forked).await);
+    let both = "result = [int(df['a'].sum()), turn]";
+    let outcome = sandbox.run_with(&chat, &plugins, both, &forked).await;
+    assert_eq!(
+        outcome.result,
+        Some(Value::List(vec![
+            Value::Int(9_999_900_000),
+            Value::Text("forked".into())
+        ]))
+    );
+    let outcome = sandbox.run_with(&chat, &plugins, both, &in_session).await;
+    assert_eq!(
+        outcome.result,
+        Some(Value::List(vec![Value::Int(4_999_950_000), Value::Int(2)]))
+    );
+    let taken = sandbox
+        .fork_session(&chat, "turns", "fork")
+        .await
+        .unwrap_err();
+    assert!(taken.to_string().contains("already"), "{taken}");
+    assert!(sandbox.close_session(&chat, "fork").await.unwrap());
+
+    // Another chat's session of the same name, and a run in no session,
+    // start fresh.
+    let probe = "print('df' in globals(), 'Point' in globals())";
+    let outcome = sandbox.run_with(&other, &plugins, probe, &in_session).await;
+    assert_ok(&outcome);
+    assert_eq!(outcome.stdout, "False False\n");
+    let outcome = sandbox.run(&chat, &plugins, probe).await;
+    assert_ok(&outcome);
+    assert_eq!(outcome.stdout, "False False\n");
+
+    // Code that raises, or a run that hits a limit, changes nothing: the
+    // next run restores the last good state.
+    let raises = "turn = 10\nraise ValueError('x')";
+    let outcome = sandbox.run_with(&chat, &plugins, raises, &in_session).await;
+    assert_eq!(outcome.status, RunStatus::Error);
+    assert!(outcome.session.as_ref().unwrap().rolled_back);
+    // Fuel, not time, ends it: the time also counts restoring the session.
+    let spin = RunOptions::new().session("turns").limits(RunLimits {
+        fuel: Some(500_000_000),
+        ..RunLimits::scientific()
+    });
+    let outcome = sandbox
+        .run_with(
+            &chat,
+            &plugins,
+            "print(turn, flush=True)\nturn = 11\nwhile True: pass",
+            &spin,
+        )
+        .await;
+    assert_eq!(outcome.status, RunStatus::LimitExceeded);
+    assert_eq!(outcome.stdout, "2\n");
+    let outcome = sandbox.run_with(&chat, &plugins, "turn", &in_session).await;
+    assert_eq!(outcome.result, Some(Value::Int(2)));
+    assert!(outcome.session.as_ref().unwrap().restored);
+
+    assert!(sandbox.close_session(&chat, "turns").await.unwrap());
+    assert!(sandbox.sessions(&chat).await.unwrap().is_empty());
+    assert!(!sandbox.close_session(&chat, "turns").await.unwrap());
+}
+
+/// A host over `store` (with the tests' session key) and its scientific
+/// sandbox, with `preload` imported ahead.
+async fn scientific_over(store: &Arc<SqliteStore>, preload: &[&str]) -> (Host, ScientificSandbox) {
+    let host = Host::builder()
+        .cache_dir(cache_dir())
+        .store(store.clone())
+        .session_key(SessionKey::from_bytes(&[9; 32]).unwrap())
+        .build()
+        .unwrap();
+    let options = ScientificOptions::new(artifacts::SCIENTIFIC).preload(preload.iter().copied());
+    let sandbox = host.load_scientific(options).await.unwrap();
+    (host, sandbox)
+}
+
+/// A scientific session stored by one host is resumed by another over the
+/// same store: one prepared alike (the same base), and one prepared
+/// otherwise (other modules imported ahead), which reads the first's base
+/// from the store; a tampered blob is refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_scientific_session_is_resumed_by_another_host_even_over_another_base() {
+    let store = Arc::new(SqliteStore::in_memory().unwrap());
+    let (_a, first) = scientific_over(&store, DEFAULT_PRELOAD).await;
+    let (_b, alike) = scientific_over(&store, DEFAULT_PRELOAD).await;
+    let (_c, otherwise) = scientific_over(&store, &["numpy"]).await;
+    assert_ne!(
+        first.prepared_memory_bytes(),
+        otherwise.prepared_memory_bytes()
+    );
+    let none = Toolbox::default();
+    let chat = sandwit::AgentCtx::new("sci-replicas");
+    let options = RunOptions::new().session("s");
+    let setup = "import pandas as pd\nframe = pd.DataFrame({'x': [1.5, 2.5]})\nturn = 1";
+    assert_ok(&first.run_with(&chat, &none, setup, &options).await);
+    for (turn, sandbox) in [(2, &alike), (3, &otherwise), (4, &first)] {
+        let code = format!(
+            "assert turn == {}, turn\nturn = {turn}\nframe.loc[len(frame)] = [float(turn)]\n\
+             [turn, float(frame['x'].sum())]",
+            turn - 1
+        );
+        let outcome = sandbox.run_with(&chat, &none, &code, &options).await;
+        assert_ok(&outcome);
+        let report = outcome.session.as_ref().unwrap();
+        assert!(report.restored && report.runs == turn as u32, "{report:?}");
+        let sum = 4.0 + (2..=turn).map(f64::from).sum::<f64>();
+        assert_eq!(
+            outcome.result,
+            Some(Value::List(vec![
+                Value::Int(turn.into()),
+                Value::Float(sum)
+            ]))
+        );
+    }
+    // A byte of the stored blob changed: refused, never restored.
+    let ns = Namespace {
+        plugin: "sandwit:sessions:scientific".into(),
+        scope: Scope::Chat,
+        owner: format!("0:{}", chat.chat_key),
+        tenant: String::new(),
+    };
+    let Some(Entry::Bytes(mut blob)) = store.get(&ns, "s/pages").await.unwrap() else {
+        panic!("no stored blob");
+    };
+    let middle = blob.len() / 2;
+    blob[middle] ^= 1;
+    let limits = Default::default();
+    store
+        .set(&ns, "s/pages", &Entry::Bytes(blob), &limits)
+        .await
+        .unwrap();
+    let outcome = alike.run_with(&chat, &none, "turn", &options).await;
+    assert_eq!(outcome.status, RunStatus::Error);
+    let error = outcome.error.as_ref().unwrap();
+    assert_eq!(error.type_name, "SessionRefused", "{}", error.message);
+}
+
+/// A chat's session is of one interpreter: the small one's session `s` and
+/// the scientific one's, over one store, are two sessions.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_name_in_each_interpreter_is_a_session_of_its_own() {
+    let store = Arc::new(SqliteStore::in_memory().unwrap());
+    let (host, scientific) = scientific_over(&store, &["numpy"]).await;
+    let small = host.load_python_file(artifacts::PYTHON).await.unwrap();
+    crate::common::until_preparer(&small, || small.reuses_interpreters(), "reuse").await;
+    let (chat, none) = (ctx(), Toolbox::default());
+    let options = RunOptions::new().session("s");
+    assert_ok(
+        &small
+            .run_with(&chat, &none, "where = 'small'", &options)
+            .await,
+    );
+    let outcome = scientific
+        .run_with(&chat, &none, "'where' in globals()", &options)
+        .await;
+    assert_eq!(outcome.result, Some(Value::Bool(false)));
+    assert_ok(
+        &scientific
+            .run_with(&chat, &none, "where = 'scientific'", &options)
+            .await,
+    );
+    let outcome = small.run_with(&chat, &none, "where", &options).await;
+    assert_eq!(outcome.result, Some(Value::Text("small".into())));
+    assert_eq!(scientific.sessions(&chat).await.unwrap().len(), 1);
+    assert!(small.close_session(&chat, "s").await.unwrap());
+    let outcome = scientific.run_with(&chat, &none, "where", &options).await;
+    assert_eq!(outcome.result, Some(Value::Text("scientific".into())));
 }

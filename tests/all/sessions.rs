@@ -14,7 +14,7 @@ use sandwit::{
     SessionKey, SessionLimits, Toolbox, Value,
 };
 
-use crate::common::{artifacts, cache_dir, ctx, host, load, until_preparer};
+use crate::common::{artifacts, assert_ok, cache_dir, ctx, host, load, until_preparer};
 use crate::python;
 
 /// The shared sandbox, once its interpreters run on its own engine (where
@@ -75,18 +75,6 @@ async fn run_in(
 ) -> RunOutcome {
     let options = RunOptions::new().session(session);
     python.run_with(ctx, plugins, code, &options).await
-}
-
-#[track_caller]
-fn assert_ok(outcome: &RunOutcome) {
-    assert_eq!(
-        outcome.status,
-        RunStatus::Ok,
-        "{:?} {:?} {}",
-        outcome.error,
-        outcome.limit,
-        outcome.stderr
-    );
 }
 
 #[track_caller]
@@ -573,4 +561,149 @@ async fn a_run_that_leaves_a_file_open_keeps_its_session_live_unstored() {
     assert_eq!(next.result, Some(Value::Int(2)));
     assert!(next.session.unwrap().stored_bytes.is_some());
     let _ = std::fs::remove_dir_all(&root);
+}
+
+#[tokio::test]
+async fn a_session_forks_dumps_and_loads_within_its_chat_and_keeps_its_limits() {
+    let store = Arc::new(SqliteStore::in_memory().unwrap());
+    let limits = SessionLimits::default();
+    let (_a, python) = host_over(&store, &key(), limits).await;
+    let none = Toolbox::default();
+    let ctx = chat("sessions-copies");
+    let tight = RunLimits {
+        max_calls: 7,
+        ..RunLimits::default()
+    };
+    let options = RunOptions::new().session("s").limits(tight.clone());
+    let first = "rows = [i * i for i in range(1000)]\nturn = 1";
+    assert_ok(&python.run_with(&ctx, &none, first, &options).await);
+
+    // A fork goes on independently of its source.
+    let fork = python.fork_session(&ctx, "s", "f").await.unwrap();
+    assert_eq!((fork.name.as_str(), fork.runs), ("f", 1));
+    assert_ok(&run_in(&python, &ctx, &none, "f", "turn = 'forked'").await);
+    let source = (python.run_with(&ctx, &none, "(turn, rows[999])", &options)).await;
+    assert_eq!(
+        source.result,
+        Some(Value::List(vec![Value::Int(1), Value::Int(998_001)]))
+    );
+    let forked = run_in(&python, &ctx, &none, "f", "(turn, rows[999])").await;
+    assert_eq!(
+        forked.result,
+        Some(Value::List(vec![
+            Value::Text("forked".into()),
+            Value::Int(998_001)
+        ]))
+    );
+    let taken = python.fork_session(&ctx, "s", "f").await.unwrap_err();
+    assert!(
+        taken.to_string().contains("has a session \"f\" already"),
+        "{taken}"
+    );
+    let missing = python.fork_session(&ctx, "nope", "g").await.unwrap_err();
+    assert!(
+        missing.to_string().contains("no stored session \"nope\""),
+        "{missing}"
+    );
+
+    // A dump, loaded on another host with the same key after the session
+    // was closed, is the session as dumped, with the limits it ran under.
+    let dump = python.dump_session(&ctx, "s").await.unwrap();
+    close(&python, &ctx, &["s", "f"]).await;
+    let other_store = Arc::new(SqliteStore::in_memory().unwrap());
+    let (_b, elsewhere) = host_over(&other_store, &key(), limits).await;
+    let loaded = elsewhere.load_session(&ctx, &dump, None).await.unwrap();
+    assert_eq!((loaded.name.as_str(), loaded.runs), ("s", 2));
+    assert_eq!(loaded.limits, Some(tight));
+    let outcome = run_in(&elsewhere, &ctx, &none, "s", "turn + len(rows)").await;
+    assert_eq!(outcome.result, Some(Value::Int(1001)));
+    assert!(outcome.session.unwrap().restored);
+    let renamed = elsewhere
+        .load_session(&ctx, &dump, Some("copy"))
+        .await
+        .unwrap();
+    assert_eq!(renamed.name, "copy");
+    let taken = elsewhere.load_session(&ctx, &dump, None).await.unwrap_err();
+    assert!(taken.to_string().contains("already"), "{taken}");
+
+    // Another chat, another key, or a changed byte: refused.
+    let other_chat = elsewhere
+        .load_session(&chat("sessions-copies-2"), &dump, Some("x"))
+        .await
+        .unwrap_err();
+    assert!(
+        other_chat.to_string().contains("another chat"),
+        "{other_chat}"
+    );
+    let (_c, other_key) = host_over(&other_store, &SessionKey::generate(), limits).await;
+    let unsigned = other_key
+        .load_session(&ctx, &dump, Some("y"))
+        .await
+        .unwrap_err();
+    assert!(
+        unsigned
+            .to_string()
+            .contains("not signed by this host's session key")
+    );
+    let mut changed = dump.clone();
+    let middle = changed.len() / 2;
+    changed[middle] ^= 1;
+    let changed = elsewhere
+        .load_session(&ctx, &changed, Some("z"))
+        .await
+        .unwrap_err();
+    assert!(changed.to_string().contains("not signed"), "{changed}");
+    let other_version = resigned_as(&dump, "0.0.1-elsewhere");
+    let refused = elsewhere
+        .load_session(&ctx, &other_version, Some("v"))
+        .await
+        .unwrap_err();
+    assert!(
+        refused.to_string().contains("sandwit 0.0.1-elsewhere"),
+        "{refused}"
+    );
+    let listed: Vec<String> = (elsewhere.sessions(&ctx).await.unwrap().into_iter())
+        .map(|s| s.name)
+        .collect();
+    assert_eq!(listed, ["copy", "s"]);
+}
+
+/// A session closed while a run is in it stays closed: what the run left
+/// is not stored, so the next run starts the session afresh.
+#[tokio::test]
+async fn a_session_closed_during_its_run_is_not_stored_again() {
+    let store = Arc::new(SqliteStore::in_memory().unwrap());
+    let (_a, python) = host_over(&store, &key(), SessionLimits::default()).await;
+    let none = Toolbox::default();
+    let ctx = chat("sessions-closed-midway");
+    assert_ok(&run_in(&python, &ctx, &none, "s", "x = 1").await);
+    let running = {
+        let (python, ctx, none) = (python.clone(), ctx.clone(), none.clone());
+        tokio::spawn(async move {
+            run_in(
+                &python,
+                &ctx,
+                &none,
+                "s",
+                "import time\ntime.sleep(1)\nx = 2",
+            )
+            .await
+        })
+    };
+    // Closed once the run is in it.
+    let start = std::time::Instant::now();
+    while !(python.sessions(&ctx).await.unwrap().iter()).any(|s| s.name == "s" && s.busy) {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the run never began"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(python.close_session(&ctx, "s").await.unwrap());
+    let ended = running.await.unwrap();
+    assert_ok(&ended);
+    assert!(!ended.session.unwrap().kept);
+    let after = run_in(&python, &ctx, &none, "s", "x").await;
+    assert_eq!(error_type(&after), "NameError");
+    assert!(after.session.unwrap().started);
 }

@@ -10,7 +10,7 @@ use sandwit::{
     ScientificOptions, ScientificSandbox, Toolbox, WorkspaceFile, WorkspaceOptions,
 };
 
-use crate::common::{artifacts, cache_dir, load, until_preparer};
+use crate::common::{artifacts, assert_ok, cache_dir, load, until_preparer};
 
 /// A folder of the test's own, removed when dropped.
 struct TempDir(std::path::PathBuf);
@@ -83,11 +83,6 @@ async fn each_with_workspaces(options: &WorkspaceOptions) -> Vec<(Host, Sandbox)
 
 fn chat(key: &str) -> AgentCtx {
     AgentCtx::new(key)
-}
-
-#[track_caller]
-fn assert_ok(outcome: &RunOutcome) {
-    assert_eq!(outcome.status, RunStatus::Ok, "{outcome:?}");
 }
 
 /// Asserts that `code`'s run ended with the workspace's byte quota.

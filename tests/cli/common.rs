@@ -63,6 +63,11 @@ pub fn sandwit_with_token(token: &str, args: &[&str]) -> (Option<i32>, String, S
         .env_remove("SANDWIT_POLICY")
         .output()
         .unwrap();
+    exited(out)
+}
+
+/// A finished process's exit code, stdout and stderr.
+pub fn exited(out: std::process::Output) -> (Option<i32>, String, String) {
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -7,11 +7,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientConfig, ElicitRequestParams, ElicitResult,
+    ElicitationAction,
+};
+use rmcp::service::RequestContext;
 use rmcp::service::RunningService;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
-use rmcp::{RoleClient, ServiceExt};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::mpsc;
@@ -177,10 +181,23 @@ async fn stdio_client(name: &str, plugins: &[&str]) -> (Client, Log) {
 async fn stdio_client_with(name: &str, plugins: &[&str], flags: &[&str]) -> (Client, Log) {
     let dir = tempdir("mcp", name);
     let plugin_dir = plugin_dir(&dir, plugins);
-    let mut command = sandwit(&dir);
+    stdio_serve(&dir, &plugin_dir, flags, "", ()).await
+}
+
+/// `sandwit mcp --stdio` over `dir`'s store with `policy` and the plugins
+/// of `plugin_dir`, as the child process of a client that `handler` is.
+async fn stdio_serve<H: ClientHandler>(
+    dir: &Path,
+    plugin_dir: &Path,
+    flags: &[&str],
+    policy: &str,
+    handler: H,
+) -> (RunningService<RoleClient, H>, Log) {
+    let mut command = sandwit(dir);
+    std::fs::write(dir.join("policy.toml"), policy).unwrap();
     command
         .args(["mcp", "--stdio", "--chat-key", "stdio-chat", "--plugins"])
-        .arg(&plugin_dir)
+        .arg(plugin_dir)
         .args(flags);
     let (transport, stderr) = TokioChildProcess::builder(tokio::process::Command::from(command))
         .stderr(Stdio::piped())
@@ -194,7 +211,10 @@ async fn stdio_client_with(name: &str, plugins: &[&str], flags: &[&str]) -> (Cli
             let _ = tx.send(line);
         }
     });
-    let client = ().serve(transport).await.expect("initializing over stdio");
+    let client = handler
+        .serve(transport)
+        .await
+        .expect("initializing over stdio");
     (client, log)
 }
 
@@ -567,5 +587,122 @@ fn mcp_offers_what_the_lifecycle_hooks_offer_the_chat() {
             "{result}"
         );
         client.cancel().await.unwrap();
+    });
+}
+
+/// A client whose user answers every question with `answer` (a form's
+/// content, or `None` to dismiss it), keeping the questions asked.
+#[derive(Clone)]
+struct User {
+    answer: Option<Value>,
+    asked: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl ClientHandler for User {
+    fn get_info(&self) -> ClientConfig {
+        serde_json::from_value(json!({
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"elicitation": {"form": {}}},
+            "clientInfo": {"name": "a-person", "version": "1"},
+        }))
+        .unwrap()
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, rmcp::ErrorData> {
+        let question = serde_json::to_value(&request).unwrap();
+        let message = question["message"].as_str().unwrap_or_default();
+        self.asked.lock().unwrap().push(message.to_string());
+        Ok(match &self.answer {
+            Some(content) => {
+                ElicitResult::new(ElicitationAction::Accept).with_content(content.clone())
+            }
+            None => ElicitResult::new(ElicitationAction::Cancel),
+        })
+    }
+}
+
+/// `resume_run`: a run paused at a call the policy pauses is answered by
+/// the client's user (elicitation), in another server process over the
+/// same store; the model cannot answer it, and a client that cannot ask
+/// its user, or a user who dismisses the question, leaves it paused.
+#[test]
+fn mcp_resumes_a_paused_run_with_the_users_answer_only() {
+    runtime().block_on(async {
+        let dir = tempdir("mcp", "resume");
+        let plugins = plugin_dir(&dir, &[artifacts::CALC]);
+        let policy = "[approval]\npause_for = [\"dangerous\"]\n\n\
+                      [plugins.calc.methods.calculate_sum]\ndangerous = true\n";
+        let code = "try:\n    result = calculate_sum(num1=1, num2=2)\n\
+                    except PluginError as e:\n    result = 'refused: ' + str(e)";
+        let pause = async |client: &Client| {
+            let paused = call(client, "run_python", json!({"code": code})).await;
+            let outcome = &paused["structuredContent"];
+            assert_eq!(outcome["status"], "paused", "{paused}");
+            assert_eq!(outcome["paused"]["method"], "calculate_sum", "{paused}");
+            assert_eq!(outcome["paused"]["args"], json!({"num1": 1, "num2": 2}));
+            outcome["paused"]["token"].as_str().unwrap().to_string()
+        };
+        let (model, _log) = stdio_serve(&dir, &plugins, &[], policy, ()).await;
+        assert!(tool_names(&model).await.contains(&"resume_run".to_string()));
+        let token = pause(&model).await;
+        // A client with no user to ask cannot answer it, nor can the model.
+        let refused = call(&model, "resume_run", json!({"token": token})).await;
+        assert_eq!(refused["isError"], true, "{refused}");
+        let text = refused["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains("cannot ask its user"), "{text}");
+        let forged = call(
+            &model,
+            "resume_run",
+            json!({"token": "swp1_x", "approve": true}),
+        )
+        .await;
+        assert_eq!(forged["isError"], true, "{forged}");
+        model.cancel().await.unwrap();
+
+        let user = |answer: Option<Value>| User {
+            answer,
+            asked: Default::default(),
+        };
+        let resume = async |answer: Option<Value>, token: &str| {
+            let user = user(answer);
+            let asked = user.asked.clone();
+            let (client, _log) = stdio_serve(&dir, &plugins, &[], policy, user).await;
+            let result: CallToolResult = client
+                .call_tool(params("resume_run", json!({"token": token})))
+                .await
+                .unwrap();
+            client.cancel().await.unwrap();
+            let asked = asked.lock().unwrap().clone();
+            (serde_json::to_value(result).unwrap(), asked)
+        };
+        let (dismissed, asked) = resume(None, &token).await;
+        assert_eq!(dismissed["isError"], true, "{dismissed}");
+        assert!(dismissed.to_string().contains("token good"), "{dismissed}");
+        assert!(asked[0].contains("calculate_sum"), "{asked:?}");
+        assert!(asked[0].contains(r#"{"num1":1,"num2":2}"#), "{asked:?}");
+
+        let (approved, _) = resume(Some(json!({"decision": "approve"})), &token).await;
+        assert_eq!(approved["structuredContent"]["status"], "ok", "{approved}");
+        assert_eq!(approved["structuredContent"]["result"], 3, "{approved}");
+        let (again, asked) = resume(Some(json!({"decision": "approve"})), &token).await;
+        assert!(again.to_string().contains("ResumeRefused"), "{again}");
+        assert!(asked.is_empty(), "a spent token asked the user: {asked:?}");
+
+        let (model, _log) = stdio_serve(&dir, &plugins, &[], policy, ()).await;
+        let token = pause(&model).await;
+        model.cancel().await.unwrap();
+        let deny = json!({"decision": "deny", "reason": "not today"});
+        let (denied, _) = resume(Some(deny), &token).await;
+        let result = denied["structuredContent"]["result"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            result.starts_with("refused: ") && result.contains("not today"),
+            "{denied}"
+        );
     });
 }

@@ -593,3 +593,68 @@ fn a_session_alternating_between_replicas_sees_each_turn_before_it() {
         );
     }
 }
+
+#[test]
+fn a_run_paused_on_one_replica_is_resumed_on_the_other_once() {
+    let db = Database::create();
+    let dir = tempdir("replicas", "pauses");
+    let key = dir.join("session.key");
+    std::fs::write(&key, [6u8; 32]).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let tokens = format!("ops admin {}\napp user {}\n", digest(ADMIN), digest(USER));
+    let key = key.to_str().unwrap();
+    let policy = "[approval]\npause_for = [\"dangerous\"]\n\n\
+                  [plugins.calc.methods.calculate_sum]\ndangerous = true\n";
+    let replicas: Vec<Server> = (0..2)
+        .map(|i| {
+            let args = ["--store", db.url.as_str(), "--session-key-file", key];
+            let dir = ("replicas", &*format!("p{i}"));
+            serve_with(dir, &[artifacts::CALC], policy, &args, &tokens, &[])
+        })
+        .collect();
+    for replica in &replicas {
+        replica.await_ready();
+    }
+    let code = "first = calculate_sum(num1=2, num2=2)\n\
+                second = calculate_sum(num1=first, num2=1)\nresult = [first, second]";
+    let body = json!({"code": code, "chat_key": "approvals"});
+    let (status, outcome) = replicas[0].post("/v1/runs", USER, body);
+    assert_eq!(status, 200, "{outcome}");
+    assert_eq!(outcome["status"], "paused", "{outcome}");
+    assert_eq!(outcome["paused"]["method"], "calculate_sum");
+    assert_eq!(outcome["paused"]["args"], json!({"num1": 2, "num2": 2}));
+    let token = outcome["paused"]["token"].as_str().unwrap().to_string();
+
+    // The other replica resumes it: the first call returns what the person
+    // gave, and the second pauses again, with a new token.
+    let resume = |replica: &Server, token: &str, answer: Value| {
+        let mut body = json!({"chat_key": "approvals"});
+        body.as_object_mut()
+            .unwrap()
+            .extend(answer.as_object().unwrap().clone());
+        replica.post(&format!("/v1/runs/{token}:resume"), USER, body)
+    };
+    let (status, outcome) = resume(&replicas[1], &token, json!({"result": 10}));
+    assert_eq!(status, 200, "{outcome}");
+    assert_eq!(outcome["status"], "paused", "{outcome}");
+    assert_eq!(outcome["paused"]["args"], json!({"num1": 10, "num2": 1}));
+    let second = outcome["paused"]["token"].as_str().unwrap().to_string();
+    assert_ne!(second, token);
+
+    // The first token is spent, on either replica.
+    let (status, outcome) = resume(&replicas[0], &token, json!({"approve": true}));
+    assert_eq!(status, 200, "{outcome}");
+    assert_eq!(outcome["error"]["type"], "ResumeRefused", "{outcome}");
+
+    // Back on the first replica, approved: the call is made.
+    let (status, outcome) = resume(&replicas[0], &second, json!({"approve": true}));
+    assert_eq!(status, 200, "{outcome}");
+    assert_eq!(outcome["status"], "ok", "{outcome}");
+    assert_eq!(outcome["result"], json!([10, 11]));
+
+    let (status, error) = resume(&replicas[1], &second, json!({"approve": true, "deny": "x"}));
+    assert_eq!(status, 400, "{error}");
+    let (status, _) = replicas[1].post("/v1/runs/abc:pause", USER, json!({}));
+    assert_eq!(status, 404);
+}

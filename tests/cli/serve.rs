@@ -988,4 +988,25 @@ fn serve_keeps_a_chats_session_across_runs() {
     assert!(plain.get("session").is_none(), "{plain}");
     let bad = run("c", Some("a b"), "1");
     assert_eq!(bad["error"]["type"], "InvalidSession", "{bad}");
+
+    // /metrics counts the session runs by how they found and left their
+    // session, and gauges the live ones.
+    let (status, metrics) = server.get("/metrics", Some(ADMIN));
+    assert_eq!(status, 200);
+    let stored = if first["session"]["stored_bytes"].is_null() {
+        "kept"
+    } else {
+        "stored"
+    };
+    for line in [
+        format!("sandwit_session_runs_total{{found=\"started\",left=\"{stored}\"}} 1"),
+        format!("sandwit_session_runs_total{{found=\"live\",left=\"{stored}\"}} 1"),
+        "sandwit_session_runs_total{found=\"started\",left=\"ended\"} 1".to_string(),
+        "sandwit_sessions_live 1".to_string(),
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "no `{line}` in:\n{metrics}"
+        );
+    }
 }

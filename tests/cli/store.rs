@@ -52,30 +52,17 @@ fn stored_data_survives_a_restart_of_the_process() {
 /// directory of `dir`'s (where the session key is made): exit code, stdout,
 /// stderr.
 fn run_in_session(dir: &std::path::Path, session: &str, code: &str) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_sandwit"))
-        .arg("--cache-dir")
-        .arg(cache_dir().join("cli"))
-        .arg("--store")
-        .arg(dir.join("store.db"))
-        .args([
-            "run",
-            "--python",
-            artifacts::PYTHON,
-            "--session",
-            session,
-            "-c",
-            code,
-        ])
-        .env("XDG_DATA_HOME", dir.join("data"))
-        .env_remove("SANDWIT_SESSION_KEY_FILE")
-        .env_remove("SANDWIT_POLICY")
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let run = [
+        "run",
+        "--python",
+        artifacts::PYTHON,
+        "--session",
+        session,
+        "-c",
+        code,
+    ];
+    let (status, out, err) = sandwit_in(dir, &run);
+    (status == Some(0), out, err)
 }
 
 #[test]
@@ -130,4 +117,105 @@ fn a_session_survives_a_restart_of_the_process_and_a_foreign_key_is_refused() {
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
     let (ok, _, err) = run_in_session(&dir, "turns", "1");
     assert!(!ok && err.contains("chmod 600"), "{err}");
+}
+
+/// `sandwit ARGS` with the tests' cache, a store, data directory and
+/// policy (if there is one) of `dir`'s: exit code, stdout, stderr.
+fn sandwit_in(dir: &std::path::Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_sandwit"));
+    command
+        .arg("--cache-dir")
+        .arg(cache_dir().join("cli"))
+        .arg("--store")
+        .arg(dir.join("store.db"));
+    let policy = dir.join("policy.toml");
+    if policy.exists() {
+        command.arg("--policy").arg(policy);
+    }
+    let out = command
+        .args(args)
+        .env("XDG_DATA_HOME", dir.join("data"))
+        .env_remove("SANDWIT_SESSION_KEY_FILE")
+        .env_remove("SANDWIT_POLICY")
+        .output()
+        .unwrap();
+    crate::common::exited(out)
+}
+
+#[test]
+fn a_paused_run_is_resumed_by_another_process_once() {
+    let dir = tempdir("store", "pauses");
+    std::fs::write(
+        dir.join("policy.toml"),
+        "[approval]\npause_for = [\"dangerous\"]\n\n\
+         [plugins.calc.methods.calculate_sum]\ndangerous = true\n",
+    )
+    .unwrap();
+    let code = "import random\nseed = random.random()\nprint('seed', seed)\n\
+                got = calculate_sum(num1=1, num2=2)\nprint('got', got, seed)";
+    let run = [
+        "run",
+        "--python",
+        artifacts::PYTHON,
+        "--plugin",
+        artifacts::CALC,
+        "-c",
+        code,
+    ];
+    // A paused run's token, from the line that says how to resume it.
+    let pause = || {
+        let (status, out, err) = sandwit_in(&dir, &run);
+        assert_eq!(status, Some(3), "{out}{err}");
+        assert!(err.contains("paused at calc.calculate_sum("), "{err}");
+        let token = err
+            .split_whitespace()
+            .find(|w| w.starts_with("swp1_"))
+            .unwrap_or_else(|| panic!("no token in {err}"));
+        (token.to_string(), out)
+    };
+    let resume = |token: &str, answer: &[&str]| {
+        let args = [
+            &[
+                "resume",
+                "--python",
+                artifacts::PYTHON,
+                "--plugin",
+                artifacts::CALC,
+            ][..],
+            answer,
+            &[token],
+        ]
+        .concat();
+        sandwit_in(&dir, &args)
+    };
+    let (token, out) = pause();
+    let seed = out
+        .lines()
+        .next()
+        .unwrap()
+        .strip_prefix("seed ")
+        .unwrap()
+        .to_string();
+    // Shown, the call is not answered: the token stays good.
+    let (status, out, err) = resume(&token, &["--show"]);
+    assert_eq!(status, Some(0), "{out}{err}");
+    assert!(
+        out.starts_with(r#"calc.calculate_sum({"num1":1,"num2":2}), waiting until "#),
+        "{out}"
+    );
+    let (status, out, err) = resume(&token, &["--result", "40"]);
+    assert_eq!(status, Some(0), "{out}{err}");
+    assert_eq!(out, format!("seed {seed}\ngot 40 {seed}\n"));
+    let (status, _, err) = resume(&token, &["--approve"]);
+    assert_eq!(status, Some(1));
+    assert!(
+        err.contains("ResumeRefused: no paused run has this token"),
+        "{err}"
+    );
+
+    // Approved, the call is made when the run resumes.
+    let (token, _) = pause();
+    let (status, out, err) = resume(&token, &["--approve"]);
+    assert_eq!(status, Some(0), "{err}");
+    assert!(out.ends_with("got 3 ") || out.contains("\ngot 3 "), "{out}");
 }

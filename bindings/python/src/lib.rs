@@ -192,6 +192,22 @@ struct Shared {
 }
 
 impl Shared {
+    /// The interpreter of kind `kind`, loaded now (off the runtime's
+    /// threads) if it is not yet.
+    async fn load(
+        shared: &Arc<Shared>,
+        kind: InterpreterKind,
+        handle: tokio::runtime::Handle,
+    ) -> Result<Interpreter, Failure> {
+        if let Some(sandbox) = shared.loaded(kind) {
+            return Ok(sandbox);
+        }
+        let shared = shared.clone();
+        tokio::task::spawn_blocking(move || shared.sandbox(kind, &handle))
+            .await
+            .map_err(|e| Failure::Other(format!("loading the interpreter: {e}")))?
+    }
+
     /// The interpreter of kind `kind` if it is loaded and not being loaded
     /// now; never blocks.
     fn loaded(&self, kind: InterpreterKind) -> Option<Interpreter> {
@@ -362,6 +378,37 @@ impl PyHost {
         interpreter.map_or(Ok(self.shared.kind), kind_arg)
     }
 
+    /// What `work` gives with the interpreter `kind` (loaded if it is
+    /// not), the GIL released meanwhile; a session's error raised as
+    /// SandwitError naming its kind.
+    fn session_job<T>(
+        &self,
+        py: Python<'_>,
+        kind: InterpreterKind,
+        work: impl AsyncFnOnce(Interpreter) -> Result<T, sandwit::SessionError> + Send,
+    ) -> PyResult<T>
+    where
+        T: Send,
+    {
+        self.check_open()?;
+        let shared = self.shared.clone();
+        let handle = self.handle.handle()?;
+        let done = py.detach(|| {
+            handle.block_on(async {
+                let sandbox = Shared::load(&shared, kind, handle.clone()).await?;
+                Ok::<_, Failure>(work(sandbox).await)
+            })
+        });
+        done.map_err(|f| f.into_pyerr(py))?.map_err(|e| {
+            let kind = match e {
+                sandwit::SessionError::Refused(_) => "SessionRefused",
+                sandwit::SessionError::Limit(_) => "SessionLimit",
+                sandwit::SessionError::Failed(_) => "SessionFailed",
+            };
+            SandwitError::new_err(format!("{kind}: {e:#}"))
+        })
+    }
+
     /// What a run needs, out of Python: the set `ctx` sees (asking the
     /// set's `filter` rule now, with the GIL), and the run's options.
     #[allow(clippy::too_many_arguments)]
@@ -392,15 +439,7 @@ impl PyHost {
         let shared = self.shared.clone();
         let handle = self.handle.handle()?;
         Ok(Box::pin(async move {
-            let sandbox = match shared.loaded(kind) {
-                Some(sandbox) => sandbox,
-                None => {
-                    let shared = shared.clone();
-                    tokio::task::spawn_blocking(move || shared.sandbox(kind, &handle))
-                        .await
-                        .map_err(|e| Failure::Other(format!("loading the interpreter: {e}")))??
-                }
-            };
+            let sandbox = Shared::load(&shared, kind, handle).await?;
             // The fields the run's limits give, over the interpreter's
             // defaults: the rest stay the host's.
             let options = match &limits {
@@ -412,6 +451,37 @@ impl PyHost {
             Ok(sandbox.run_with(&ctx, &plugins, &code, &options).await)
         }))
     }
+}
+
+/// A session's info as ``Host.sessions`` lists it.
+fn session_info_to_py(py: Python<'_>, s: sandwit::SessionInfo) -> PyResult<Py<PyAny>> {
+    let dict = pyo3::types::PyDict::new(py);
+    dict.set_item("name", s.name)?;
+    dict.set_item("runs", s.runs)?;
+    dict.set_item("memory_bytes", s.memory_bytes)?;
+    dict.set_item("idle_s", s.idle.as_secs_f64())?;
+    dict.set_item("busy", s.busy)?;
+    dict.set_item("stored_bytes", s.stored_bytes)?;
+    Ok(dict.into_any().unbind())
+}
+
+/// A `sandwit.Session` (python/sandwit/_session.py) of `host`.
+fn session_object(
+    host: &Bound<'_, PyHost>,
+    name: &str,
+    ctx: Option<&Bound<'_, PyAgentCtx>>,
+    plugins: Option<&Bound<'_, PyAny>>,
+    limits: Option<PyRunLimits>,
+    interpreter: Option<&str>,
+) -> PyResult<Py<PyAny>> {
+    let py = host.py();
+    let kwargs = pyo3::types::PyDict::new(py);
+    kwargs.set_item("ctx", ctx)?;
+    kwargs.set_item("plugins", plugins)?;
+    kwargs.set_item("limits", limits)?;
+    kwargs.set_item("interpreter", interpreter)?;
+    let class = py.import("sandwit._session")?.getattr("Session")?;
+    Ok(class.call((host, name), Some(&kwargs))?.unbind())
 }
 
 /// The `on_event` argument: a callable or None.
@@ -674,52 +744,138 @@ impl PyHost {
     /// in the host's store after each run that ends well, so a host over the
     /// same store with the same ``session_key`` resumes it; it ends when
     /// closed or idle too long.
-    #[pyo3(signature = (ctx=None))]
+    #[pyo3(signature = (ctx=None, *, interpreter=None))]
     fn sessions(
         &self,
         py: Python<'_>,
         ctx: Option<&Bound<'_, PyAgentCtx>>,
+        interpreter: Option<&str>,
     ) -> PyResult<Vec<Py<PyAny>>> {
-        self.check_open()?;
+        let kind = self.kind(interpreter)?;
         let ctx = ctx_or_default(ctx);
-        let Some(sandbox) = self.shared.loaded(InterpreterKind::Small) else {
-            return Ok(Vec::new());
-        };
-        let handle = self.handle.handle()?;
-        let listed = py
-            .detach(|| handle.block_on(sandbox.sessions(&ctx)))
-            .map_err(|e| SandwitError::new_err(format!("the chat's sessions: {e:#}")))?;
+        let listed = self.session_job(py, kind, async move |sandbox| {
+            Ok(sandbox.sessions(&ctx).await?)
+        })?;
         (listed.into_iter())
-            .map(|s| {
-                let dict = pyo3::types::PyDict::new(py);
-                dict.set_item("name", s.name)?;
-                dict.set_item("runs", s.runs)?;
-                dict.set_item("memory_bytes", s.memory_bytes)?;
-                dict.set_item("idle_s", s.idle.as_secs_f64())?;
-                dict.set_item("busy", s.busy)?;
-                dict.set_item("stored_bytes", s.stored_bytes)?;
-                Ok(dict.into_any().unbind())
-            })
+            .map(|s| session_info_to_py(py, s))
             .collect()
+    }
+
+    /// A session of ``ctx``'s chat (the default context's when None), as a
+    /// ``sandwit.Session`` whose runs use ``plugins``, ``limits`` and
+    /// ``interpreter`` unless a run gives its own. Nothing is made until its
+    /// first run.
+    #[pyo3(signature = (name, *, ctx=None, plugins=None, limits=None, interpreter=None))]
+    fn session(
+        slf: &Bound<'_, Self>,
+        name: &str,
+        ctx: Option<&Bound<'_, PyAgentCtx>>,
+        plugins: Option<&Bound<'_, PyAny>>,
+        limits: Option<&Bound<'_, PyRunLimits>>,
+        interpreter: Option<&str>,
+    ) -> PyResult<Py<PyAny>> {
+        slf.get().check_open()?;
+        sandwit::check_session_name(name).map_err(PyValueError::new_err)?;
+        session_object(
+            slf,
+            name,
+            ctx,
+            plugins,
+            limits.map(|l| l.get().clone()),
+            interpreter,
+        )
+    }
+
+    /// Makes ``to``, a new session of ``ctx``'s chat, a copy of its session
+    /// ``from_`` as its last good run left it (its stored copy): each goes
+    /// on on its own.
+    /// Returns the new session's info dict. Raises SandwitError
+    /// (``SessionRefused: ...`` or ``SessionLimit: ...``).
+    #[pyo3(signature = (from_, to, *, ctx=None, interpreter=None))]
+    fn fork_session(
+        &self,
+        py: Python<'_>,
+        from_: &str,
+        to: &str,
+        ctx: Option<&Bound<'_, PyAgentCtx>>,
+        interpreter: Option<&str>,
+    ) -> PyResult<Py<PyAny>> {
+        let kind = self.kind(interpreter)?;
+        let ctx = ctx_or_default(ctx);
+        let info = self.session_job(py, kind, async move |sandbox| {
+            sandbox.fork_session(&ctx, from_, to).await
+        })?;
+        session_info_to_py(py, info)
+    }
+
+    /// The stored session ``name`` of ``ctx``'s chat as bytes, signed with
+    /// the host's ``session_key`` and bound to the chat and to this sandwit
+    /// and interpreter: ``load_session`` on a host with the same key and
+    /// versions takes it back (a scientific one where the store holds the
+    /// prepared interpreter it was saved over).
+    #[pyo3(signature = (name, *, ctx=None, interpreter=None))]
+    fn dump_session(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        ctx: Option<&Bound<'_, PyAgentCtx>>,
+        interpreter: Option<&str>,
+    ) -> PyResult<Py<pyo3::types::PyBytes>> {
+        let kind = self.kind(interpreter)?;
+        let ctx = ctx_or_default(ctx);
+        let dump = self.session_job(py, kind, async move |sandbox| {
+            sandbox.dump_session(&ctx, name).await
+        })?;
+        Ok(pyo3::types::PyBytes::new(py, &dump).unbind())
+    }
+
+    /// Stores ``dump`` (from ``dump_session`` or ``Session.dump``) as a
+    /// session of ``ctx``'s chat, named ``name`` or as it was dumped, and
+    /// returns it as a ``sandwit.Session`` whose runs keep the limits the
+    /// session was saved under (unless ``limits`` is given). A dump changed
+    /// by anyone, signed with another key, of another chat or of other
+    /// versions is refused, as is a name the chat has (SandwitError,
+    /// ``SessionRefused: ...``).
+    #[pyo3(signature = (dump, *, ctx=None, name=None, plugins=None, limits=None, interpreter=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn load_session(
+        slf: &Bound<'_, Self>,
+        py: Python<'_>,
+        dump: &[u8],
+        ctx: Option<&Bound<'_, PyAgentCtx>>,
+        name: Option<&str>,
+        plugins: Option<&Bound<'_, PyAny>>,
+        limits: Option<&Bound<'_, PyRunLimits>>,
+        interpreter: Option<&str>,
+    ) -> PyResult<Py<PyAny>> {
+        let this = slf.get();
+        let kind = this.kind(interpreter)?;
+        let chat = ctx_or_default(ctx);
+        let loaded = this.session_job(py, kind, async move |sandbox| {
+            sandbox.load_session(&chat, dump, name).await
+        })?;
+        let limits = match limits {
+            Some(limits) => Some(limits.get().clone()),
+            None => loaded.limits.map(PyRunLimits::whole),
+        };
+        session_object(slf, &loaded.name, ctx, plugins, limits, Some(kind.name()))
     }
 
     /// Ends the session ``name`` of ``ctx``'s chat, dropping what it kept:
     /// whether there was one.
-    #[pyo3(signature = (name, ctx=None))]
+    #[pyo3(signature = (name, ctx=None, *, interpreter=None))]
     fn close_session(
         &self,
         py: Python<'_>,
         name: &str,
         ctx: Option<&Bound<'_, PyAgentCtx>>,
+        interpreter: Option<&str>,
     ) -> PyResult<bool> {
-        self.check_open()?;
+        let kind = self.kind(interpreter)?;
         let ctx = ctx_or_default(ctx);
-        let Some(sandbox) = self.shared.loaded(InterpreterKind::Small) else {
-            return Ok(false);
-        };
-        let handle = self.handle.handle()?;
-        py.detach(|| handle.block_on(sandbox.close_session(&ctx, name)))
-            .map_err(|e| SandwitError::new_err(format!("closing the session {name:?}: {e:#}")))
+        self.session_job(py, kind, async move |sandbox| {
+            Ok(sandbox.close_session(&ctx, name).await?)
+        })
     }
 
     /// The files of the chat's workspace (``ctx``'s chat; the default
@@ -980,6 +1136,91 @@ impl PyHost {
         )?;
         let runtime = self.handle.runtime();
         tasks::coroutine(py, runtime, job, outcome_to_py, stop, feed, on_event)
+    }
+
+    /// The call the run paused with `token` waits at, in `ctx`'s chat, as
+    /// the outcome's `paused` dict, without resuming it: what a person is
+    /// shown before answering. The token stays good. Raises SandwitError
+    /// (`ResumeRefused: ...`) for a token that would not resume.
+    #[pyo3(signature = (token, ctx=None))]
+    fn pending(
+        &self,
+        py: Python<'_>,
+        token: &str,
+        ctx: Option<&Bound<'_, PyAgentCtx>>,
+    ) -> PyResult<Py<PyAny>> {
+        self.check_open()?;
+        let ctx = ctx_or_default(ctx);
+        let shared = self.shared.clone();
+        let handle = self.handle.handle()?;
+        let found = py.detach(|| {
+            handle.block_on(async {
+                let kind = InterpreterKind::Small;
+                let sandbox = Shared::load(&shared, kind, handle.clone()).await?;
+                Ok::<_, Failure>(sandbox.pending(&ctx, token).await)
+            })
+        });
+        match found.map_err(|f| f.into_pyerr(py))? {
+            Ok(paused) => types::paused_to_py(py, &paused),
+            Err(e) => Err(SandwitError::new_err(format!("ResumeRefused: {e}"))),
+        }
+    }
+
+    /// Resumes the run that paused with `token` (its outcome's
+    /// `paused["token"]`) in `ctx`'s chat with a person's answer, exactly
+    /// one of: `approve=True` (the call is made now), `deny=REASON` (the
+    /// code's call raises `PluginError` of kind `denied`) or
+    /// `result=VALUE` (the call returns VALUE, not None, without being
+    /// made). The code runs again to the paused call without making any
+    /// call twice (small interpreter), then goes on; the outcome is the
+    /// run's as a whole. A token resumes once, on any host over the same
+    /// store with the same `session_key`; a spent, forged or other chat's
+    /// one gives an error outcome of type `ResumeRefused`.
+    #[pyo3(signature = (token, *, approve=false, deny=None, result=None, ctx=None, plugins=None, on_event=None, cancel=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn resume(
+        &self,
+        py: Python<'_>,
+        token: String,
+        approve: bool,
+        deny: Option<String>,
+        result: Option<&Bound<'_, PyAny>>,
+        ctx: Option<&Bound<'_, PyAgentCtx>>,
+        plugins: Option<&Bound<'_, PyAny>>,
+        on_event: Option<&Bound<'_, PyAny>>,
+        cancel: Option<&Bound<'_, PyCancel>>,
+    ) -> PyResult<PyRunOutcome> {
+        let answer = match (approve, deny, result) {
+            (true, None, None) => sandwit::Resume::Approve,
+            (false, Some(reason), None) => sandwit::Resume::Deny(reason),
+            (false, None, Some(value)) => sandwit::Resume::Result(convert::result_from_py(value)?),
+            _ => {
+                return Err(PyValueError::new_err(
+                    "resume takes exactly one answer: approve=True, deny=REASON or result=VALUE",
+                ));
+            }
+        };
+        let on_event = callback_arg(on_event)?;
+        let (cancel, stop) = Stop::for_run(cancel.map(|c| &c.get().cancel));
+        let waiter = Waiter::default();
+        let listener = on_event.map(|_| waiter.listener());
+        let plugins = toolbox_arg(plugins, ctx)?;
+        let ctx = ctx_or_default(ctx);
+        let mut options = RunOptions::new().cancel(cancel);
+        if let Some(listener) = listener {
+            options = options.on_event(move |event| listener(event));
+        }
+        let shared = self.shared.clone();
+        let handle = self.handle.handle()?;
+        let job: Job<sandwit::RunOutcome> = Box::pin(async move {
+            let kind = InterpreterKind::Small;
+            let sandbox = Shared::load(&shared, kind, handle).await?;
+            Ok(sandbox
+                .resume(&ctx, &plugins, &token, answer, &options)
+                .await)
+        });
+        let outcome = self.handle.wait_with(py, waiter, job, on_event, stop)?;
+        PyRunOutcome::new(py, &outcome.map_err(|f| f.into_pyerr(py))?)
     }
 
     fn __repr__(&self) -> String {

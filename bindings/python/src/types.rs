@@ -850,7 +850,8 @@ impl PyHandoff {
 /// Everything a run gives back.
 #[pyclass(frozen, module = "sandwit", name = "RunOutcome")]
 pub struct PyRunOutcome {
-    /// `ok`, `error`, `agent_handoff` or `limit_exceeded`.
+    /// `ok`, `error`, `agent_handoff`, `limit_exceeded`, `cancelled` or
+    /// `paused`.
     #[pyo3(get)]
     status: String,
     #[pyo3(get)]
@@ -888,6 +889,11 @@ pub struct PyRunOutcome {
     /// stopped midway, which ended the session); else None.
     #[pyo3(get)]
     session: Py<PyAny>,
+    /// For status `paused`, the call the run waits at: a dict `{"plugin",
+    /// "method", "args", "token", "expires_at"}` (`Host.resume(token, ...)`
+    /// continues it); else None.
+    #[pyo3(get)]
+    paused: Py<PyAny>,
 }
 
 impl PyRunOutcome {
@@ -945,6 +951,10 @@ impl PyRunOutcome {
             elapsed_ms: outcome.elapsed.as_secs_f64() * 1e3,
             queued_ms: outcome.queued.as_secs_f64() * 1e3,
             session: to_py(py, &outcome.session)?.unbind(),
+            paused: match &outcome.paused {
+                Some(p) => paused_to_py(py, p)?,
+                None => py.None(),
+            },
         })
     }
 }
@@ -1012,6 +1022,7 @@ impl PyRunOutcome {
         d.set_item("elapsed_ms", self.elapsed_ms)?;
         d.set_item("queued_ms", self.queued_ms)?;
         d.set_item("session", self.session.bind(py))?;
+        d.set_item("paused", self.paused.bind(py))?;
         Ok(d)
     }
 
@@ -1265,9 +1276,9 @@ pub fn _restore(py: Python<'_>, name: &str, state: &Bound<'_, PyTuple>) -> PyRes
         )?
         .into_any(),
         "RunOutcome" => {
-            // A tuple holds at most 12 items as one state: the last two
+            // A tuple holds at most 12 items as one state: the last
             // fields are one.
-            let (queued_ms, session): (f64, Py<PyAny>) = item(s, 11)?;
+            let (queued_ms, session, paused): (f64, Py<PyAny>, Py<PyAny>) = item(s, 11)?;
             Py::new(
                 py,
                 PyRunOutcome {
@@ -1284,6 +1295,7 @@ pub fn _restore(py: Python<'_>, name: &str, state: &Bound<'_, PyTuple>) -> PyRes
                     elapsed_ms: item(s, 10)?,
                     queued_ms,
                     session,
+                    paused,
                 },
             )?
             .into_any()
@@ -1412,8 +1424,20 @@ impl PyRunOutcome {
             &self.result,
             self.fuel_used,
             self.elapsed_ms,
-            (self.queued_ms, &self.session),
+            (self.queued_ms, &self.session, &self.paused),
         )
             .into_pyobject(py)
     }
+}
+
+/// A paused call as the dict `{"plugin", "method", "args", "token",
+/// "expires_at"}` (`RunOutcome.paused`, `Host.pending`).
+pub(crate) fn paused_to_py(py: Python<'_>, p: &sandwit::Paused) -> PyResult<Py<PyAny>> {
+    let d = PyDict::new(py);
+    d.set_item("plugin", &p.plugin)?;
+    d.set_item("method", &p.method)?;
+    d.set_item("args", value_to_py(py, &p.args)?)?;
+    d.set_item("token", &p.token)?;
+    d.set_item("expires_at", p.expires_at)?;
+    Ok(d.into_any().unbind())
 }

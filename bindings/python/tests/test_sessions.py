@@ -90,3 +90,60 @@ def test_a_session_is_resumed_by_another_host_with_the_store_and_key(cache_dir, 
         assert "at least 32 bytes" in str(e)
     else:
         raise AssertionError("a short session key was accepted")
+
+
+def test_a_session_object_runs_forks_resets_dumps_and_loads(cache_dir, tmp_path):
+    key = bytes(range(32))
+    ctx = sandwit.AgentCtx("py-session-object")
+    host = sandwit.Host(cache_dir=cache_dir, store=str(tmp_path / "a.db"), session_key=key)
+    host.warmup()
+    limits = sandwit.RunLimits(max_calls=5)
+    with host.session("work", ctx=ctx, limits=limits) as session:
+        assert session.info() is None
+        assert session.run("rows = [i * i for i in range(100)]").status == "ok"
+        assert asyncio.run(session.run_async("len(rows)")).result == 100
+        assert session.info()["runs"] == 2
+
+        fork = session.fork("branch")
+        assert fork.run("rows.append(-1)\nlen(rows)").result == 101
+        assert session.run("len(rows)").result == 100
+
+        dump = session.dump()
+        assert isinstance(dump, bytes) and len(dump) > 0
+        assert session.reset()
+        assert session.run("'rows' in globals()").result is False
+        fork.close()
+        try:
+            fork.run("1")
+        except ValueError as e:
+            assert "closed" in str(e)
+        else:
+            raise AssertionError("a closed session ran")
+    assert host.sessions(ctx) == []
+    host.close()
+
+    # Loaded on another host with the key: the session as dumped, under the
+    # limits it was saved with.
+    other = sandwit.Host(cache_dir=cache_dir, store=str(tmp_path / "b.db"), session_key=key)
+    other.warmup()
+    loaded = other.load_session(dump, ctx=ctx)
+    assert (loaded.name, loaded.limits.max_calls) == ("work", 5)
+    assert loaded.run("rows[-1]").result == 99 * 99
+    for bad, says in [
+        (dump, "already"),
+        (dump[:-1] + bytes([dump[-1] ^ 1]), "not signed"),
+        (b"junk", "not a sandwit session"),
+    ]:
+        try:
+            other.load_session(bad, ctx=ctx)
+        except sandwit.SandwitError as e:
+            assert str(e).startswith("SessionRefused: ") and says in str(e), e
+        else:
+            raise AssertionError(f"loaded {bad[:8]!r}")
+    try:
+        other.load_session(dump, ctx=sandwit.AgentCtx("someone-else"))
+    except sandwit.SandwitError as e:
+        assert "another chat" in str(e)
+    else:
+        raise AssertionError("loaded into another chat")
+    other.close()

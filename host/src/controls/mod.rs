@@ -142,6 +142,15 @@ pub enum ControlEvent {
         /// The flags.
         flags: Vec<Flag>,
     },
+    /// The call paused the run for a person's answer (the policy's
+    /// `pause_for`, or the method's `pause`).
+    Paused,
+    /// A person answered the call the run paused at: `approve`, `deny` or
+    /// `result`.
+    Resumed {
+        /// The answer's kind.
+        answer: String,
+    },
     /// Refused: a control's state is shared with other hosts
     /// ([`SharedControls`]) and could not be reached.
     SharedStateUnreachable {
@@ -171,6 +180,8 @@ impl ControlEvent {
             ControlEvent::BudgetExceeded { .. } => ("budget", "budget_exceeded"),
             ControlEvent::ApprovalRefused { .. } => ("approval", "refused"),
             ControlEvent::Approved { .. } => ("approval", "approved"),
+            ControlEvent::Paused => ("approval", "paused"),
+            ControlEvent::Resumed { .. } => ("approval", "resumed"),
             ControlEvent::SharedStateUnreachable { .. } => ("shared_state", "unreachable"),
         };
         crate::trace::control(plugin, method, control, decision);
@@ -194,6 +205,8 @@ pub(crate) struct Controls {
     chats: Option<Arc<ChatBudgets>>,
     /// Where rate-limit buckets live when hosts share them.
     shared: Option<Arc<dyn SharedControls>>,
+    /// Whether the policy pauses any call ([`Policy::pauses_any`]).
+    pauses_any: bool,
     /// By namespace and plugin: what a plugin's chats share (a plugin- or
     /// method-wide rate limit's bucket, a breaker) is kept per namespace
     /// ([`AgentCtx::namespace`]), so one tenant cannot spend or trip
@@ -264,6 +277,9 @@ struct MethodEntry {
     cost: u64,
     /// Its flags that need approval.
     approval: Vec<Flag>,
+    /// Whether a call of it pauses the run (`pause`, or a flag of
+    /// `[approval] pause_for`).
+    pauses: bool,
     counters: Counters,
 }
 
@@ -345,6 +361,7 @@ impl Controls {
             chats: (policy.budgets.per_chat)
                 .map(|budget| Arc::new(ChatBudgets::new(to_micros(budget), shared.clone()))),
             shared,
+            pauses_any: policy.pauses_any(),
             plugins: RwLock::new(PluginEntries::default()),
         }
     }
@@ -636,12 +653,17 @@ impl Controls {
             ))),
             None => shared.breaker.clone(),
         };
-        let required = &self.policy.approval.require_for;
+        let approval = &self.policy.approval;
+        let pauses = settings.pause == Some(true)
+            || settings.flags().any(|f| approval.pause_for.contains(&f));
         MethodEntry {
             rate,
             breaker,
             cost: settings.cost_micros(),
-            approval: settings.flags().filter(|f| required.contains(f)).collect(),
+            approval: (settings.flags())
+                .filter(|f| approval.require_for.contains(f))
+                .collect(),
+            pauses,
             counters: Counters::default(),
         }
     }
@@ -779,6 +801,32 @@ impl RunControls {
     /// What the run's calls have cost.
     pub(crate) fn spent(&self) -> f64 {
         from_micros(self.spent.unwrap_or(0))
+    }
+
+    /// What the run's calls have cost, in millionths.
+    pub(crate) fn spent_micros(&self) -> u64 {
+        self.spent.unwrap_or(0)
+    }
+
+    /// Has the run's calls cost `micros` so far: a resumed run's budget
+    /// goes on from where its pause left it.
+    pub(crate) fn resume_spent(&mut self, micros: u64) {
+        if let Some(spent) = &mut self.spent {
+            *spent = micros;
+        }
+    }
+
+    /// Whether a call of any method may pause a run (the policy's
+    /// [`Policy::pauses_any`]).
+    pub(crate) fn pauses_any(&self) -> bool {
+        self.controls.as_ref().is_some_and(|c| c.pauses_any)
+    }
+
+    /// Whether a call of `plugin`'s `method` for `ctx` pauses the run.
+    pub(crate) fn pauses(&self, plugin: &str, method: &str, ctx: &AgentCtx) -> bool {
+        self.controls.as_ref().is_some_and(|c| {
+            c.pauses_any && c.entry(ctx.namespace.as_deref(), plugin, method).pauses
+        })
     }
 
     /// Admits a call of `plugin`'s `method` (which must exist: entries are
@@ -1077,6 +1125,8 @@ impl std::fmt::Display for ControlEvent {
                 write!(f, "not approved ({}): {reason}", flag_list(flags))
             }
             ControlEvent::Approved { flags } => write!(f, "approved ({})", flag_list(flags)),
+            ControlEvent::Paused => write!(f, "paused for a person's answer"),
+            ControlEvent::Resumed { answer } => write!(f, "resumed: {answer}"),
             ControlEvent::SharedStateUnreachable { message } => {
                 write!(f, "refused: {message}")
             }

@@ -14,8 +14,10 @@ use wasmtime_wasi::p2::pipe::MemoryInputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::runtime::capture::CallOutput;
+use crate::runtime::fixed::FixedRandom;
 use crate::runtime::guard::{HostMeter, Limited};
 use crate::runtime::limits::StoreLimiter;
+use crate::runtime::tape::{MonotonicClock, Tape, WallClock};
 
 /// A store's data: what every guest gets, and its own state `S`.
 pub(crate) struct Guest<S> {
@@ -27,6 +29,9 @@ pub(crate) struct Guest<S> {
     pub(crate) state: S,
     /// Set while the guest draws the fixed sequence ([`HostRandom`]).
     fixed_random: Arc<AtomicBool>,
+    /// What the guest reads of random bytes and the clocks, recorded while
+    /// a run that may pause runs.
+    pub(crate) tape: Tape,
 }
 
 impl<S> Guest<S> {
@@ -41,12 +46,16 @@ impl<S> Guest<S> {
         state: S,
     ) -> Self {
         let fixed_random = Arc::new(AtomicBool::new(false));
+        let tape = Tape::default();
         let random = HostRandom {
             fixed: fixed_random.clone(),
-            state: 0,
+            sequence: FixedRandom::default(),
+            tape: tape.clone(),
         };
         let wasi = WasiCtx::builder()
             .secure_random(random)
+            .wall_clock(WallClock(tape.clone()))
+            .monotonic_clock(MonotonicClock(tape.clone()))
             .stdin(MemoryInputPipe::new(Vec::new()))
             .stdout(stdout)
             .stderr(stderr)
@@ -61,6 +70,7 @@ impl<S> Guest<S> {
             meter,
             state,
             fixed_random,
+            tape,
         }
     }
 
@@ -142,12 +152,13 @@ impl<S: Send + 'static> Limited for Guest<S> {
 }
 
 /// The random source of a guest's `wasi:random/random`: the thread's
-/// generator (cryptographically secure, as wasmtime-wasi's default), or,
-/// while `fixed` holds, a fixed sequence (SplitMix64 from zero).
+/// generator (cryptographically secure, as wasmtime-wasi's default) read
+/// through the guest's tape, or, while `fixed` holds, a fixed sequence
+/// ([`FixedRandom`]).
 struct HostRandom {
     fixed: Arc<AtomicBool>,
-    /// The fixed sequence's state.
-    state: u64,
+    sequence: FixedRandom,
+    tape: Tape,
 }
 
 impl TryRng for HostRandom {
@@ -159,24 +170,18 @@ impl TryRng for HostRandom {
 
     fn try_next_u64(&mut self) -> Result<u64, Infallible> {
         if !self.fixed.load(Ordering::Relaxed) {
-            return Ok(rand::rng().next_u64());
+            let mut word = [0; 8];
+            self.tape.fill(&mut word, |d| rand::rng().fill_bytes(d));
+            return Ok(u64::from_le_bytes(word));
         }
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        Ok(z ^ (z >> 31))
+        self.sequence.try_next_u64()
     }
 
     fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Infallible> {
         if !self.fixed.load(Ordering::Relaxed) {
-            rand::rng().fill_bytes(dst);
+            self.tape.fill(dst, |d| rand::rng().fill_bytes(d));
             return Ok(());
         }
-        for chunk in dst.chunks_mut(8) {
-            let word = self.try_next_u64()?.to_le_bytes();
-            chunk.copy_from_slice(&word[..chunk.len()]);
-        }
-        Ok(())
+        self.sequence.try_fill_bytes(dst)
     }
 }

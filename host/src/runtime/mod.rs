@@ -9,10 +9,12 @@ pub(crate) mod cache;
 pub(crate) mod cancel;
 pub(crate) mod capture;
 pub(crate) mod engine;
+pub(crate) mod fixed;
 pub(crate) mod guard;
 pub(crate) mod guest;
 pub(crate) mod limits;
 pub(crate) mod loader;
+pub(crate) mod tape;
 
 use wasmtime::Engine;
 

@@ -7,10 +7,11 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::runtime::cache::CodeSource;
+use crate::sandbox::pauses::{Paused, Resume};
 use crate::sandbox::run::RunOptions;
 use crate::sandbox::run::outcome::RunOutcome;
 use crate::sandbox::scientific::ScientificSandbox;
-use crate::sandbox::sessions::SessionInfo;
+use crate::sandbox::sessions::{LoadedSession, SessionError, SessionInfo};
 use crate::sandbox::small::PythonSandbox;
 use crate::toolbox::Toolbox;
 use sandwit_contract::limits::RunLimits;
@@ -115,12 +116,45 @@ impl Interpreter {
         }
     }
 
-    /// The sessions of `ctx`'s chat ([`PythonSandbox::sessions`]; the
-    /// scientific interpreter keeps none).
+    /// Resumes the run paused with `token` ([`PythonSandbox::resume`]; the
+    /// scientific interpreter pauses no run, so it resumes none).
+    pub async fn resume(
+        &self,
+        ctx: &AgentCtx,
+        plugins: &Toolbox,
+        token: &str,
+        answer: Resume,
+        options: &RunOptions,
+    ) -> RunOutcome {
+        match self {
+            Interpreter::Small(sandbox) => {
+                sandbox.resume(ctx, plugins, token, answer, options).await
+            }
+            Interpreter::Scientific(_) => RunOutcome::not_run(
+                "ResumeRefused",
+                "the scientific interpreter pauses no run: resume in the small one".into(),
+                std::time::Instant::now(),
+            ),
+        }
+    }
+
+    /// The call the run paused with `token` waits at
+    /// ([`PythonSandbox::pending`]).
+    pub async fn pending(&self, ctx: &AgentCtx, token: &str) -> Result<Paused, String> {
+        match self {
+            Interpreter::Small(sandbox) => sandbox.pending(ctx, token).await,
+            Interpreter::Scientific(_) => {
+                Err("the scientific interpreter pauses no run: ask the small one".into())
+            }
+        }
+    }
+
+    /// The sessions of `ctx`'s chat ([`PythonSandbox::sessions`],
+    /// [`ScientificSandbox::sessions`]).
     pub async fn sessions(&self, ctx: &AgentCtx) -> anyhow::Result<Vec<SessionInfo>> {
         match self {
             Interpreter::Small(sandbox) => sandbox.sessions(ctx).await,
-            Interpreter::Scientific(_) => Ok(Vec::new()),
+            Interpreter::Scientific(sandbox) => sandbox.sessions(ctx).await,
         }
     }
 
@@ -129,7 +163,43 @@ impl Interpreter {
     pub async fn close_session(&self, ctx: &AgentCtx, name: &str) -> anyhow::Result<bool> {
         match self {
             Interpreter::Small(sandbox) => sandbox.close_session(ctx, name).await,
-            Interpreter::Scientific(_) => Ok(false),
+            Interpreter::Scientific(sandbox) => sandbox.close_session(ctx, name).await,
+        }
+    }
+
+    /// Makes `to` a copy of `ctx`'s session `from`
+    /// ([`PythonSandbox::fork_session`], [`ScientificSandbox::fork_session`]).
+    pub async fn fork_session(
+        &self,
+        ctx: &AgentCtx,
+        from: &str,
+        to: &str,
+    ) -> Result<SessionInfo, SessionError> {
+        match self {
+            Interpreter::Small(sandbox) => sandbox.fork_session(ctx, from, to).await,
+            Interpreter::Scientific(sandbox) => sandbox.fork_session(ctx, from, to).await,
+        }
+    }
+
+    /// The stored session `name` as bytes ([`PythonSandbox::dump_session`],
+    /// [`ScientificSandbox::dump_session`]).
+    pub async fn dump_session(&self, ctx: &AgentCtx, name: &str) -> Result<Vec<u8>, SessionError> {
+        match self {
+            Interpreter::Small(sandbox) => sandbox.dump_session(ctx, name).await,
+            Interpreter::Scientific(sandbox) => sandbox.dump_session(ctx, name).await,
+        }
+    }
+
+    /// Stores a dump as a session ([`PythonSandbox::load_session`]).
+    pub async fn load_session(
+        &self,
+        ctx: &AgentCtx,
+        dump: &[u8],
+        name: Option<&str>,
+    ) -> Result<LoadedSession, SessionError> {
+        match self {
+            Interpreter::Small(sandbox) => sandbox.load_session(ctx, dump, name).await,
+            Interpreter::Scientific(sandbox) => sandbox.load_session(ctx, dump, name).await,
         }
     }
 

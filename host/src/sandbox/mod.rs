@@ -7,6 +7,7 @@
 //! snapshots, values in and out, the chats' workspaces, sessions.
 
 pub(crate) mod interpreter;
+pub(crate) mod pauses;
 pub(crate) mod run;
 pub(crate) mod scientific;
 pub(crate) mod sessions;

@@ -314,6 +314,11 @@ impl Snapshot {
         &self.image
     }
 
+    /// The memory itself (as it grew, too).
+    pub(crate) fn mapping(&self) -> &Arc<Mapping> {
+        &self.mapping
+    }
+
     fn tracking(mapping: Arc<Mapping>, image: Arc<[u8]>) -> Snapshot {
         let size = image.len();
         let tracker = Tracker::new(&mapping, size)

@@ -55,6 +55,7 @@ from ._sandwit import (
     warmup,
 )
 from ._methods import method
+from ._session import Session
 from ._types import (
     CallEvent,
     ChatEvent,
@@ -70,6 +71,7 @@ from ._types import (
     LogEvent,
     MethodSpec,
     OutputEvent,
+    Paused,
     Status,
     StrPath,
     SystemMessageEvent,
@@ -117,7 +119,9 @@ __all__ = [
     "Status",
     "StrPath",
     "SystemMessageEvent",
+    "Session",
     "SessionInfo",
+    "Paused",
     "SessionReport",
     "WorkspaceFile",
     "__version__",

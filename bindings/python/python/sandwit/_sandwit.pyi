@@ -10,6 +10,7 @@ import types
 from collections.abc import Coroutine
 from typing import Any, Callable, Final, Generic, Iterable, Literal, ParamSpec, Self, TypeVar, final
 
+from ._session import Session
 from ._types import (
     CodeSource,
     Event,
@@ -21,6 +22,7 @@ from ._types import (
     Status,
     StrPath,
     SessionInfo,
+    Paused,
     SessionReport,
     WorkspaceFile,
 )
@@ -402,8 +404,9 @@ class RunOutcome:
     def status(self) -> Status:
         """``ok`` (ran to the end), ``error`` (an exception escaped; see
         ``error``), ``agent_handoff`` (an agent method stopped the script;
-        see ``handoff``), ``limit_exceeded`` (see ``limit``) or
-        ``cancelled`` (its ``Cancel`` handle ended it)."""
+        see ``handoff``), ``limit_exceeded`` (see ``limit``),
+        ``cancelled`` (its ``Cancel`` handle ended it) or ``paused`` (it
+        waits at a call the policy pauses; see ``paused``)."""
     @property
     def stdout(self) -> str: ...
     @property
@@ -455,6 +458,10 @@ class RunOutcome:
     @property
     def session(self) -> SessionReport | None:
         """The session the run was in, if it named one."""
+    @property
+    def paused(self) -> Paused | None:
+        """For ``paused``: the call it waits at and the token that resumes
+        it (``Host.resume``)."""
     def to_dict(self) -> dict[str, Any]:
         """The outcome as plain values (as ``sandwit run --json`` prints
         it)."""
@@ -771,7 +778,9 @@ class Host:
     @property
     def scientific_dir(self) -> pathlib.Path | None:
         """The scientific interpreter's directory, if any."""
-    def sessions(self, ctx: AgentCtx | None = None) -> list[SessionInfo]:
+    def sessions(
+        self, ctx: AgentCtx | None = None, *, interpreter: InterpreterKind | None = None
+    ) -> list[SessionInfo]:
         """The sessions of ``ctx``'s chat (the default context's when
         None), live in this host or stored, by name. A session
         (``run(..., session=NAME)``) is kept live between its runs and
@@ -779,9 +788,54 @@ class Host:
         store with the same ``session_key`` resumes it; a run that fails
         leaves it as its last good run made it. It ends when closed or idle
         too long."""
-    def close_session(self, name: str, ctx: AgentCtx | None = None) -> bool:
+    def close_session(
+        self, name: str, ctx: AgentCtx | None = None, *, interpreter: InterpreterKind | None = None
+    ) -> bool:
         """Ends the session ``name`` of ``ctx``'s chat, live and stored,
         dropping what it kept: whether there was one."""
+    def session(
+        self,
+        name: str,
+        *,
+        ctx: AgentCtx | None = None,
+        plugins: Toolbox | Iterable[Plugin] | None = None,
+        limits: RunLimits | None = None,
+        interpreter: InterpreterKind | None = None,
+    ) -> Session:
+        """A session of ``ctx``'s chat as a ``Session`` whose runs use these
+        settings unless a run gives its own; nothing is made until its
+        first run."""
+    def fork_session(
+        self,
+        from_: str,
+        to: str,
+        *,
+        ctx: AgentCtx | None = None,
+        interpreter: InterpreterKind | None = None,
+    ) -> SessionInfo:
+        """Makes ``to`` a copy of the chat's session ``from_`` as its last
+        good run left it; each goes on on its own. Raises ``SandwitError``
+        (``SessionRefused: ...``, ``SessionLimit: ...``)."""
+    def dump_session(
+        self, name: str, *, ctx: AgentCtx | None = None, interpreter: InterpreterKind | None = None
+    ) -> bytes:
+        """The stored session ``name`` as bytes, signed with the host's
+        ``session_key`` and bound to the chat and versions."""
+    def load_session(
+        self,
+        dump: bytes,
+        *,
+        ctx: AgentCtx | None = None,
+        name: str | None = None,
+        plugins: Toolbox | Iterable[Plugin] | None = None,
+        limits: RunLimits | None = None,
+        interpreter: InterpreterKind | None = None,
+    ) -> Session:
+        """Stores ``dump`` as a session of ``ctx``'s chat (named ``name`` or
+        as dumped) and returns it, its runs under the limits it was saved
+        with unless ``limits`` is given. A changed, foreign-key, other-chat
+        or other-version dump, or a name the chat has, raises
+        ``SandwitError`` (``SessionRefused: ...``)."""
     def workspace_files(self, ctx: AgentCtx | None = None) -> list[WorkspaceFile]:
         """The files of ``ctx``'s chat's workspace (the default context's
         when None), each a dict with ``path`` and ``size``; links and
@@ -865,8 +919,8 @@ class Host:
         ``session`` (1 to 64 ASCII letters, digits, ``-``, ``_``, ``.``)
         runs the code in that session of ``ctx``'s chat: it finds the
         variables, imports and objects the session's last run left, and
-        the first run starts it (small interpreter only; the outcome's
-        ``session`` reports it)."""
+        the first run starts it (either interpreter, each with sessions of
+        its own; the outcome's ``session`` reports it)."""
     def run_async(
         self,
         code: str,
@@ -889,6 +943,35 @@ class Host:
         ``asyncio.wait_for``) ends the run and raises ``CancelledError``;
         ``cancel.cancel()`` ends it with status ``cancelled``. Host
         methods' coroutines run on this loop."""
+    def pending(self, token: str, ctx: AgentCtx | None = None) -> Paused:
+        """The call the run paused with ``token`` waits at, in ``ctx``'s
+        chat (the outcome's ``paused`` dict), without resuming it: what a
+        person is shown before answering; the token stays good. Raises
+        ``SandwitError`` (``ResumeRefused: ...``) for a token that would
+        not resume."""
+    def resume(
+        self,
+        token: str,
+        *,
+        approve: bool = False,
+        deny: str | None = None,
+        result: Any = None,
+        ctx: AgentCtx | None = None,
+        plugins: Toolbox | Iterable[Plugin] | None = None,
+        on_event: Callable[[LiveEvent], object] | None = None,
+        cancel: Cancel | None = None,
+    ) -> RunOutcome:
+        """Resumes the run that paused with ``token`` (its outcome's
+        ``paused["token"]``) in ``ctx``'s chat with a person's answer,
+        exactly one of: ``approve=True`` (the call is made now),
+        ``deny=REASON`` (the code's call raises ``PluginError`` of kind
+        ``denied``) or ``result=VALUE`` (the call returns VALUE, not None,
+        without being made); otherwise ``ValueError``. The code runs again
+        to the paused call without making any call twice, then goes on; the
+        outcome is the run's as a whole. A token resumes once, on any host
+        over the same store with the same ``session_key``; a spent, forged
+        or other chat's one gives an error outcome of type
+        ``ResumeRefused``."""
 
 def warmup(
     *,

@@ -20,7 +20,7 @@ from typing import Any, Literal, NotRequired, TypedDict, Union
 
 StrPath = Union[str, os.PathLike[str]]
 """A path argument: ``str`` or ``os.PathLike``."""
-Status = Literal["ok", "error", "agent_handoff", "limit_exceeded", "cancelled"]
+Status = Literal["ok", "error", "agent_handoff", "limit_exceeded", "cancelled", "paused"]
 """How a run ended (``RunOutcome.status``)."""
 Kind = Literal["tool", "agent", "behavior", "multimodal-agent"]
 """A method's kind: what the agent framework does with its result."""
@@ -170,6 +170,21 @@ LiveEvent = Union[OutputEvent, Event]
 """What ``on_event`` is called with: output as the code writes it
 (``stdout``, ``stderr``), else one of the outcome's events as the run
 records it."""
+
+
+class Paused(TypedDict):
+    """The call a paused run waits at (``RunOutcome.paused``)."""
+
+    plugin: str
+    """The plugin's id (or a host method's provider, a tool source's id)."""
+    method: str
+    """The method called."""
+    args: dict[str, Any]
+    """Its arguments, checked against the method's schema."""
+    token: str
+    """What resumes the run (``Host.resume``): good once, until ``expires_at``."""
+    expires_at: int
+    """When the token expires, in seconds since the Unix epoch."""
 
 
 class SessionReport(TypedDict):

@@ -4,15 +4,22 @@
 //! answer marshalled back. Each interpreter links its own import to
 //! [`call`] (`small/linker.rs`, `scientific/host_call.rs`).
 
+use std::time::{Duration, Instant};
+
 use tracing::{Instrument, Span};
-use wasmtime::StoreContextMut;
 use wasmtime::component::WasmList;
+use wasmtime::{AsContextMut, StoreContextMut};
 
 use crate::bindings::python::sandwit::interpreter::methods::Marshalled;
 use crate::bindings::wit;
 use crate::controls::{ControlEvent, Permit, Refused};
 use crate::plugin::CallReport;
+use crate::runtime::engine::deadline_ticks;
 use crate::runtime::limits::Budget;
+use crate::sandbox::pauses::Resume;
+use crate::sandbox::pauses::journal::{
+    ArgsDigest, PendingCall, Resumed, Standing, Step, args_digest,
+};
 use crate::sandbox::run::outcome::{Event, Handoff};
 use crate::sandbox::run::state::RunState;
 use crate::toolbox::set::Provider;
@@ -97,6 +104,8 @@ pub(crate) async fn call<T: RunData>(
     args: impl Arguments<T>,
 ) -> wasmtime::Result<Result<Marshalled, wit::CallError>> {
     let metered = store.get_fuel().ok();
+    let keeps = store.data_mut().run_state().journal.keeps();
+    let digest = keeps.then(|| args_digest(args.bytes(&store.as_context_mut())));
     let state = store.data_mut().run_state();
     state.calls += 1;
     if state.calls > state.max_calls {
@@ -110,6 +119,30 @@ pub(crate) async fn call<T: RunData>(
     }
     // The arguments are read out of the interpreter.
     state.meter.charge(args.len());
+    let resumed_here = match state.journal.step(&method, digest.as_ref()) {
+        Step::Live => false,
+        Step::Replayed(answer) => {
+            state.journal.keep(&method, digest, &answer);
+            return Ok(answer);
+        }
+        Step::Diverged(message) => {
+            let err = wasmtime::format_err!("{message}");
+            state.journal.diverged = Some(message);
+            return Err(err);
+        }
+        Step::Resumed(resumed) => {
+            resume_standing(&mut store, resumed.standing, resumed.epochs)?;
+            match answer_resumed(store.data_mut().run_state(), &resumed)? {
+                Some(answer) => {
+                    let state = store.data_mut().run_state();
+                    state.journal.keep(&method, digest, &answer);
+                    return Ok(answer);
+                }
+                None => true,
+            }
+        }
+    };
+    let state = store.data_mut().run_state();
     let Some(provider) = state.plugins.provider(&method).cloned() else {
         // The guest's error names the method already.
         return Ok(Err(wit::CallError::UnknownMethod(
@@ -124,15 +157,82 @@ pub(crate) async fn call<T: RunData>(
     // Boxed: the call's future holds the plugin's (wasmtime's call, the
     // timer, the controls), and every wrapper and await would otherwise
     // copy all of it, a call's largest cost after the guests' own.
-    Box::pin(dispatch(
-        store,
-        (provider, method, kind),
+    let called = Call {
+        provider,
+        method,
+        kind,
+        digest,
+        resumed_here,
+    };
+    let result = Box::pin(dispatch(
+        store.as_context_mut(),
+        &called,
         args,
         metered,
         &span,
     ))
     .instrument(span.clone())
-    .await
+    .await?;
+    let state = store.data_mut().run_state();
+    state.journal.keep(&called.method, digest, &result);
+    Ok(result)
+}
+
+/// A call [`call`] found the provider of.
+struct Call {
+    provider: Provider,
+    method: String,
+    kind: MethodKind,
+    /// Its arguments' digest, where the run keeps a journal.
+    digest: Option<ArgsDigest>,
+    /// Whether it is the call a resumed run paused at, approved.
+    resumed_here: bool,
+}
+
+/// Has the resumed run go on from where its pause left it: no more fuel,
+/// time or budget than it had then.
+fn resume_standing<T: RunData>(
+    store: &mut StoreContextMut<'_, T>,
+    standing: Standing,
+    epochs: bool,
+) -> wasmtime::Result<()> {
+    if let (Some(left), Ok(now)) = (standing.fuel_left, store.get_fuel()) {
+        store.set_fuel(now.min(left))?;
+    }
+    let time_left = Duration::from_millis(standing.time_left_ms);
+    let state = store.data_mut().run_state();
+    state.meter.deadline = state.meter.deadline.min(Instant::now() + time_left);
+    state.controls.resume_spent(standing.spent_micros);
+    if epochs {
+        store.set_epoch_deadline(deadline_ticks(time_left));
+    }
+    Ok(())
+}
+
+/// What the call `resumed` paused at returns on the person's answer:
+/// `None` to make it now (approved).
+fn answer_resumed(
+    state: &mut RunState,
+    resumed: &Resumed,
+) -> wasmtime::Result<Option<Result<Marshalled, wit::CallError>>> {
+    let (id, method) = (&resumed.plugin, &resumed.method);
+    let (name, answer) = match &resumed.decision {
+        Resume::Approve => ("approve", None),
+        Resume::Deny(reason) => {
+            let message = format!("a person denied this call of `{method}`: {reason}");
+            ("deny", Some(Err(wit::CallError::Denied(message))))
+        }
+        Resume::Result(value) => {
+            let marshalled = value.to_marshal();
+            state.meter.charge(marshalled.len());
+            ("result", Some(Ok(marshalled)))
+        }
+    };
+    let event = ControlEvent::Resumed {
+        answer: name.to_string(),
+    };
+    record_control(state, id, method, event)?;
+    Ok(answer)
 }
 
 /// Makes the call [`call`] found the provider of, in the call's `span`:
@@ -142,11 +242,12 @@ pub(crate) async fn call<T: RunData>(
 /// back to the code.
 async fn dispatch<T: RunData>(
     mut store: StoreContextMut<'_, T>,
-    (provider, method, kind): (Provider, String, MethodKind),
+    called: &Call,
     args: impl Arguments<T>,
     metered: Option<u64>,
     span: &Span,
 ) -> wasmtime::Result<Result<Marshalled, wit::CallError>> {
+    let (provider, method, kind) = (called.provider.clone(), called.method.clone(), called.kind);
     // Without fuel metering the plugin's own budget is all there is.
     let fuel_left = metered.unwrap_or(u64::MAX);
     let id = provider.id().to_string();
@@ -163,8 +264,11 @@ async fn dispatch<T: RunData>(
         }
     };
     let state = store.data_mut().run_state();
-    let (budget, bound) = call_budget(state, fuel_left, &limits);
     let ctx = state.ctx.clone();
+    if !called.resumed_here && state.controls.pauses(&id, &method, &ctx) {
+        return pause(state, (id, method, kind), args, called.digest, metered);
+    }
+    let (budget, bound) = call_budget(state, fuel_left, &limits);
     let admitted = (state.controls)
         .admit(&id, &method, &ctx, &args, budget.deadline)
         .await;
@@ -190,6 +294,55 @@ async fn dispatch<T: RunData>(
     let state = store.data_mut().run_state();
     let result = record_call(state, (&id, &method, kind), report, permit, bound)?;
     hand_back(state, (id, method), result, bound)
+}
+
+/// Pauses the run at the call of `id`'s `method` with `args` (the run's
+/// fuel left was `metered`), or refuses the call if the run cannot pause.
+fn pause(
+    state: &mut RunState,
+    (id, method, kind): (String, String, MethodKind),
+    args: Value,
+    digest: Option<ArgsDigest>,
+    metered: Option<u64>,
+) -> wasmtime::Result<Result<Marshalled, wit::CallError>> {
+    let unpausable = state.journal.cannot_pause();
+    let (Some(digest), None) = (digest, &unpausable) else {
+        let why = unpausable.unwrap_or_else(|| "it keeps no journal".into());
+        let message = format!(
+            "plugin `{id}`, method `{method}` waits for a person's answer (the policy pauses \
+             its calls), and this run cannot pause: {why}"
+        );
+        let refused = Refused {
+            kind: CallErrorKind::NotApproved {
+                flags: Vec::new(),
+                message,
+            },
+            event: ControlEvent::ApprovalRefused {
+                flags: Vec::new(),
+                reason: why,
+            },
+        };
+        return refuse(state, (id, method, kind), refused);
+    };
+    let standing = Standing {
+        fuel_left: metered,
+        time_left_ms: (state
+            .meter
+            .deadline
+            .saturating_duration_since(Instant::now()))
+        .as_millis() as u64,
+        spent_micros: state.controls.spent_micros(),
+    };
+    record_control(state, &id, &method, ControlEvent::Paused)?;
+    let err = wasmtime::format_err!("the run paused at plugin `{id}`, method `{method}`");
+    state.journal.paused = Some(PendingCall {
+        plugin: id,
+        method,
+        args,
+        digest,
+        standing,
+    });
+    Err(err)
 }
 
 /// Whether a call's running out of fuel, or of time, means the run's own

@@ -7,6 +7,7 @@ use wasmtime_wasi::I32Exit;
 use crate::bindings::python::exports::sandwit::interpreter::runner;
 use crate::plugin::trap_message;
 use crate::runtime::guard::Stopped;
+use crate::sandbox::pauses::Paused;
 use crate::sandbox::run::outcome::{LimitHit, RunError, RunOutcome, RunStatus};
 use crate::sandbox::run::state::RunState;
 use crate::sandbox::values::decode_result;
@@ -41,6 +42,16 @@ pub(crate) fn finish(
     let output_full = stdout.len().max(stderr.len()) >= limits.max_output_bytes;
     let ((status, error, limit), value) = match result {
         _ if state.handoff.is_some() => ((RunStatus::AgentHandoff, None, None), None),
+        _ if state.journal.paused.is_some() => ((RunStatus::Paused, None, None), None),
+        Err(_) if state.journal.diverged.is_some() => {
+            let error = RunError {
+                type_name: "ResumeDiverged".to_string(),
+                message: state.journal.diverged.take().expect("checked"),
+                line: None,
+                traceback: String::new(),
+            };
+            ((RunStatus::Error, Some(error), None), None)
+        }
         Ok(outcome) => returned(state, outcome, limits, output_full),
         Err(_) if state.stop.is_some() => {
             let (kind, message) = state.stop.take().expect("checked");
@@ -68,6 +79,13 @@ pub(crate) fn finish(
         elapsed: start.elapsed(),
         queued: Duration::ZERO,
         session: None,
+        paused: state.journal.paused.as_ref().map(|pending| Paused {
+            plugin: pending.plugin.clone(),
+            method: pending.method.clone(),
+            args: pending.args.clone(),
+            token: String::new(),
+            expires_at: 0,
+        }),
     }
 }
 

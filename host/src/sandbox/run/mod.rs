@@ -23,7 +23,11 @@ use crate::bindings::python::exports::sandwit::interpreter::runner;
 use crate::controls::RunControls;
 use crate::runtime::guard::{Stopped, apply_budget};
 use crate::runtime::limits::Budget;
+use crate::runtime::tape::Readings;
 use crate::sandbox::SandboxHost;
+use crate::sandbox::pauses::journal::{Journal, Resumed};
+use crate::sandbox::pauses::record::{self, Record};
+use crate::sandbox::sessions::saved::{now_secs, sandwit_version};
 use crate::sandbox::values::marshal_inputs;
 use crate::toolbox::Toolbox;
 use calls::RunData;
@@ -108,6 +112,11 @@ impl<'a> Run<'a> {
         })
     }
 
+    /// The paused run this one resumes, if it resumes one.
+    pub(crate) fn resumed(&self) -> Option<&Resumed> {
+        self.options.resumed.as_deref()
+    }
+
     /// The handle that cancels the run, if it was given one.
     pub(crate) fn cancel(&self) -> Option<&'a crate::runtime::cancel::Cancel> {
         self.options.cancel.as_ref()
@@ -149,14 +158,29 @@ impl<'a> Run<'a> {
 
     /// Readies the run's state in `store` (begun for this run by its
     /// interpreter) for the code: the run's cancel handle watched, its
-    /// execution controls, its fuel and deadline.
-    pub(crate) fn arm<T: RunData>(&self, store: &mut Store<T>) {
+    /// execution controls, its journal (kept where the policy pauses calls
+    /// and the run can pause: `unpausable` says why it cannot), its fuel
+    /// and deadline.
+    pub(crate) fn arm<T: RunData>(&self, store: &mut Store<T>, unpausable: Option<&str>) {
         let state = store.data_mut().run_state();
         state.meter.watch(self.options.cancel.clone());
         state.controls = RunControls::new(
             self.host.plugins.controls.clone(),
             self.options.approver.clone(),
         );
+        let resumed = self.options.resumed.clone();
+        state.journal = match (unpausable, resumed) {
+            (None, Some(resumed)) => {
+                state.tape.record(resumed.readings.clone());
+                Journal::pausable(Some(resumed))
+            }
+            (None, None) if state.controls.pauses_any() => {
+                state.tape.record(Readings::default());
+                Journal::pausable(None)
+            }
+            (None, None) => Journal::default(),
+            (Some(why), _) => Journal::unpausable(why),
+        };
         apply_budget(store, self.budget, self.host.runtime().metering);
     }
 
@@ -173,7 +197,7 @@ impl<'a> Run<'a> {
         fuel_used: u64,
         workspace: Option<(Option<String>, Vec<WorkspaceFile>)>,
         reuse: (bool, bool),
-    ) -> RunOutcome {
+    ) -> (RunOutcome, Option<Record>) {
         let (hit, files) = workspace.unwrap_or_default();
         let result = match hit {
             Some(quota) => Err(Stopped::Limit(LimitKind::Workspace, quota)),
@@ -183,7 +207,47 @@ impl<'a> Run<'a> {
         let mut outcome = finish::finish(state, result, self.limits, fuel_used, reuse, start);
         outcome.files = files;
         outcome.queued = self.slot.waited;
+        let record = self.pause_record(state, &mut outcome);
         state.end();
-        outcome
+        (outcome, record)
+    }
+
+    /// What keeps the run if it paused (its interpreter's hash left for the
+    /// interpreter to give): `outcome` becomes an error if what it read
+    /// cannot be kept.
+    fn pause_record(&self, state: &mut RunState, outcome: &mut RunOutcome) -> Option<Record> {
+        let pending = state.journal.paused.take()?;
+        let readings = match state.tape.readings() {
+            Ok(readings) => readings,
+            Err(why) => {
+                let message = format!(
+                    "plugin `{}`, method `{}` pauses the run, and it cannot be paused: {why}",
+                    pending.plugin, pending.method
+                );
+                outcome.refuse_pause(message);
+                return None;
+            }
+        };
+        let inputs = self.options.inputs.as_ref().map(Value::to_marshal);
+        let now = now_secs();
+        Some(Record {
+            format: record::FORMAT,
+            sandwit: sandwit_version().to_string(),
+            interpreter: String::new(),
+            ctx: state.ctx.clone(),
+            code: self.code.to_string(),
+            inputs: inputs.unwrap_or_default(),
+            limits: self.limits.into(),
+            answers: state.journal.take_answers(),
+            readings,
+            plugin: pending.plugin,
+            args: pending.args.to_marshal(),
+            method: pending.method,
+            digest: pending.digest,
+            standing: pending.standing,
+            paused_at: now,
+            expires_at: now + self.host.session_limits.pause_ttl.as_secs(),
+            session: None,
+        })
     }
 }

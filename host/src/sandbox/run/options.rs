@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use crate::controls::Approver;
 use crate::runtime::cancel::Cancel;
+use crate::sandbox::pauses::journal::Resumed;
 use crate::sandbox::run::outcome::LiveEvent;
 use crate::sandbox::run::state::EventListener;
 use sandwit_contract::limits::RunLimits;
@@ -22,6 +23,8 @@ pub struct RunOptions {
     pub(crate) inputs: Option<Value>,
     /// The session the run is in, if any.
     pub(crate) session: Option<String>,
+    /// The paused run this one resumes, if any.
+    pub(crate) resumed: Option<Arc<Resumed>>,
 }
 
 impl RunOptions {

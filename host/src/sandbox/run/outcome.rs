@@ -9,6 +9,7 @@ use serde::Serialize;
 use crate::capabilities::events::PluginEvent;
 use crate::controls::ControlEvent;
 use crate::runtime::limits::EventSize;
+use crate::sandbox::pauses::Paused;
 use crate::sandbox::run::slots::Refused;
 use crate::sandbox::sessions::{Refusal, SessionReport};
 use sandwit_contract::limits::LimitKind;
@@ -29,6 +30,9 @@ pub enum RunStatus {
     LimitExceeded,
     /// Its [`Cancel`](crate::Cancel) handle ended it.
     Cancelled,
+    /// It waits at a call for a person's answer: see
+    /// [`RunOutcome::paused`].
+    Paused,
 }
 
 /// A Python exception that escaped the code.
@@ -254,6 +258,9 @@ pub struct RunOutcome {
     /// The session the run was in, if it named one
     /// ([`RunOptions::session`](crate::RunOptions::session)).
     pub session: Option<SessionReport>,
+    /// For [`RunStatus::Paused`], the call it waits at and the token that
+    /// resumes it ([`PythonSandbox::resume`](crate::PythonSandbox::resume)).
+    pub paused: Option<Paused>,
 }
 
 impl RunStatus {
@@ -265,6 +272,7 @@ impl RunStatus {
             RunStatus::AgentHandoff => "agent_handoff",
             RunStatus::LimitExceeded => "limit_exceeded",
             RunStatus::Cancelled => "cancelled",
+            RunStatus::Paused => "paused",
         }
     }
 }
@@ -293,6 +301,19 @@ impl RunOutcome {
 
     /// The outcome of a run the host could not start (no interpreter, no
     /// workspace).
+    /// Makes a paused run's outcome an error of type `PauseRefused`: the
+    /// pause could not be kept, for the reason `message` gives.
+    pub(crate) fn refuse_pause(&mut self, message: String) {
+        self.status = RunStatus::Error;
+        self.paused = None;
+        self.error = Some(RunError {
+            type_name: "PauseRefused".into(),
+            message,
+            line: None,
+            traceback: String::new(),
+        });
+    }
+
     pub(crate) fn failed(error: anyhow::Error, start: Instant) -> RunOutcome {
         tracing::error!("a run could not start: {error:#}");
         let message = format!("the host could not start the run: {error:#}");
@@ -368,6 +389,7 @@ impl RunOutcome {
             elapsed,
             queued: Duration::ZERO,
             session: None,
+            paused: None,
         }
     }
 }

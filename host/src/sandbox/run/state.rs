@@ -10,6 +10,7 @@ use crate::runtime::capture::CallOutput;
 use crate::runtime::guard::HostMeter;
 use crate::runtime::guest::Guest;
 use crate::runtime::limits::{CappedEvents, EventsFull, StoreLimiter};
+use crate::sandbox::pauses::journal::Journal;
 use crate::sandbox::run::outcome::{Event, Handoff, LiveEvent};
 use crate::sandbox::workspace::{HostWorkspaces, Workspaces};
 use crate::toolbox::Toolbox;
@@ -56,6 +57,9 @@ pub(crate) struct Run {
     pub(crate) prepared_handles: Vec<u32>,
     /// The sandbox's workspaces, if it has them (`workspace.rs`).
     pub(crate) workspaces: Option<Workspaces>,
+    /// The answers its calls got, kept if it may pause (set by the run
+    /// after `begin`), and what a resumed run replays.
+    pub(crate) journal: Journal,
 }
 
 impl Run {
@@ -135,6 +139,7 @@ impl Run {
             dropped_stream,
             prepared_handles,
             workspaces,
+            journal: Journal::default(),
         }
     }
 
@@ -185,6 +190,7 @@ impl Run {
             dropped_stream: false,
             prepared_handles,
             workspaces,
+            journal: Journal::default(),
         }
     }
 }
@@ -250,6 +256,7 @@ impl Guest<Run> {
     /// run's controls (with the embedder's approver).
     pub(crate) fn end(&mut self) {
         self.meter.watch(None);
+        self.tape.stop();
         let run = &mut self.state;
         let (kept, sessions) = (run.kept(), std::mem::take(&mut run.sessions));
         let (call_limits, dropped_stream) = (run.call_limits.clone(), run.dropped_stream);

@@ -14,6 +14,7 @@ use wasmtime_wasi::p2::pipe::MemoryInputPipe;
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 use crate::runtime::capture::CallOutput;
+use crate::runtime::fixed::{CountingClock, FixedRandom, FixedWallClock};
 
 /// The module, relative to the directory.
 const MODULE: &str = "python.wasm";
@@ -72,7 +73,9 @@ impl Artifacts {
     /// A context that reads the standard library and matplotlib's data and
     /// nothing else, writes stdout and stderr to the run's capped buffers,
     /// and has no sockets; `/tmp` is `scratch`, writable, if given (while
-    /// preparing), else empty and read-only; `/workspace` is `workspace`,
+    /// preparing, when random draws and clocks are also fixed, so that the
+    /// prepared memory is the same in every process: `runtime/fixed.rs`),
+    /// else empty and read-only; `/workspace` is `workspace`,
     /// writable, for sandboxes with workspaces. The preopens are the same, in
     /// the same order, every time: the interpreter's C library learned
     /// their descriptors while it was prepared, and that memory is what
@@ -98,7 +101,13 @@ impl Artifacts {
             builder.preopened_dir(self.dir.join(folder), guest, FsPerms::ReadOnly)?;
         }
         match scratch {
-            Some(dir) => builder.preopened_dir(dir, TMP.1, FsPerms::ReadWrite)?,
+            Some(dir) => builder
+                .preopened_dir(dir, TMP.1, FsPerms::ReadWrite)?
+                .secure_random(FixedRandom::default())
+                .insecure_random(FixedRandom::default())
+                .insecure_random_seed(0)
+                .wall_clock(FixedWallClock)
+                .monotonic_clock(CountingClock::default()),
             None => builder.preopened_dir(self.dir.join(TMP.0), TMP.1, FsPerms::ReadOnly)?,
         };
         if let Some(folder) = workspace {

@@ -10,9 +10,15 @@
 //! byte for byte, WASI's descriptors are made afresh per run, and an
 //! interpreter whose run trapped, hit a limit, handed off, was cancelled or
 //! grew its memory is dropped, not restored.
+//!
+//! A run that names a session ([`RunOptions::session`]) runs in the
+//! session's own interpreter instead (`session.rs`): its globals and
+//! objects are what the session's last good run left.
 
 mod artifacts;
 mod host_call;
+mod session;
+mod session_run;
 mod state;
 mod template;
 mod wasi_checks;
@@ -28,6 +34,7 @@ use crate::runtime::guard::{Stopped, fuel_used, guarded_until};
 use crate::sandbox::SandboxHost;
 use crate::sandbox::run::outcome::RunOutcome;
 use crate::sandbox::run::{Run, RunOptions};
+use crate::sandbox::sessions::Sessions;
 use crate::sandbox::workspace::{WorkspaceOptions, WorkspaceRun};
 use crate::toolbox::Toolbox;
 use artifacts::Artifacts;
@@ -99,6 +106,10 @@ struct Inner {
     idle: Mutex<Vec<Interpreter>>,
     prepared: usize,
     workspaces: Option<WorkspaceOptions>,
+    /// The sessions' interpreters between their runs.
+    sessions: Sessions<session::Live>,
+    /// The sessions in the host's store.
+    durable: session::Durable,
     /// Interpreters being restored now, and the signal that one was.
     restoring: std::sync::atomic::AtomicUsize,
     returned: tokio::sync::Notify,
@@ -129,6 +140,7 @@ impl ScientificSandbox {
             Template::build(host, artifacts, &options.preload, workspaces.is_some())
                 .await
                 .map_err(fail)?;
+        let durable = session::Durable::new(host, &template);
         let sandbox = ScientificSandbox {
             inner: Arc::new(Inner {
                 host: host.clone(),
@@ -137,6 +149,8 @@ impl ScientificSandbox {
                 idle: Mutex::new(vec![first]),
                 prepared: options.prepared,
                 workspaces,
+                sessions: Sessions::new(host.session_limits),
+                durable,
                 restoring: Default::default(),
                 returned: Default::default(),
                 #[cfg(feature = "internals")]
@@ -204,21 +218,17 @@ impl ScientificSandbox {
     ) -> RunOutcome {
         let inner = &*self.inner;
         let host = &inner.host;
-        if let Some(name) = &options.session {
-            let message = format!(
-                "the run names the session {name:?}, but only the small interpreter keeps \
-                 sessions so far: run it there, or without a session"
-            );
-            return RunOutcome::not_run("SessionUnsupported", message, std::time::Instant::now());
-        }
         let limits = options.limits.as_ref().unwrap_or(&inner.limits);
-        let mut run = match Run::admit(host, ctx, plugins, code, limits, options).await {
+        let run = match Run::admit(host, ctx, plugins, code, limits, options).await {
             Ok(run) => run,
             Err(refused) => return refused,
         };
+        if let Some(name) = &options.session {
+            return self.execute_in_session(ctx, run, name).await;
+        }
         let taken = self.take_ready().await;
         let prepared = taken.is_some();
-        let mut interpreter = match taken {
+        let interpreter = match taken {
             Some(interpreter) => interpreter,
             None => match inner.template.make(host).await {
                 Ok(interpreter) => interpreter,
@@ -226,15 +236,43 @@ impl ScientificSandbox {
             },
         };
         let reuse = (prepared, interpreter.runs > 0);
-        if let Err(e) = self.begin(&mut interpreter, ctx, &mut run) {
-            return RunOutcome::failed(e, run.start());
+        let (outcome, returned, _) = self.run_in(interpreter, ctx, run, reuse, false).await;
+        match returned {
+            Some(interpreter) => self.give_back(interpreter),
+            None => self.refill(),
         }
-        run.arm(&mut interpreter.store);
-        let held = inner.template.memory_bytes();
+        outcome
+    }
+
+    /// Runs `run` in `interpreter` (`in_session`: in the globals its
+    /// earlier session runs left): the outcome, the interpreter if its
+    /// export returned after the code's outcome was said (it is then as
+    /// consistent as before the run), and its memory's size.
+    async fn run_in(
+        &self,
+        mut interpreter: Interpreter,
+        ctx: &AgentCtx,
+        mut run: Run<'_>,
+        reuse: (bool, bool),
+        in_session: bool,
+    ) -> (RunOutcome, Option<Interpreter>, u64) {
+        let limits = run.limits;
+        let memory_bytes = |i: &Interpreter| i.memory.data_size(&i.store) as u64;
+        if let Err(e) = self.begin(&mut interpreter, ctx, &mut run, in_session) {
+            let size = memory_bytes(&interpreter);
+            return (RunOutcome::failed(e, run.start()), None, size);
+        }
+        run.arm(
+            &mut interpreter.store,
+            Some("the scientific interpreter does not pause runs yet"),
+        );
+        // A session's interpreter holds what its earlier runs left.
+        let held = interpreter.memory.data_size(&interpreter.store);
         let result = if held > limits.memory_bytes {
             let message = format!(
-                "the scientific interpreter holds {} MiB before any code runs, past the run's \
-                 memory limit of {} MiB",
+                "the scientific interpreter holds {} MiB before any code runs (its prepared \
+                 modules, and in a session what its earlier runs left), past the run's memory \
+                 limit of {} MiB",
                 held >> 20,
                 limits.memory_bytes >> 20
             );
@@ -247,7 +285,7 @@ impl ScientificSandbox {
                 alloc,
                 ..
             } = &mut interpreter;
-            guarded_until(store, run.budget, options.cancel.as_ref(), async |store| {
+            guarded_until(store, run.budget, run.cancel(), async |store| {
                 call_turn(store, *memory, turn, alloc, TURN).await
             })
             .await
@@ -255,8 +293,6 @@ impl ScientificSandbox {
         let fuel_used = fuel_used(&interpreter.store, run.budget.fuel);
         let data = interpreter.store.data_mut();
         let ended = data.ended.take();
-        // The export returned after the code's outcome was said: the
-        // instance is as consistent as before the run.
         let returned = matches!(result, Ok(0)) && ended.is_some();
         let result = match (result, ended) {
             (Ok(0), Some(outcome)) => Ok(outcome),
@@ -266,16 +302,15 @@ impl ScientificSandbox {
             (Err(stopped), _) => Err(stopped),
         };
         let workspace = data.workspace.take().map(|w| (w.hit.clone(), w.changes()));
-        let outcome = run.end(&mut data.run, result, fuel_used, workspace, reuse);
+        let (outcome, _) = run.end(&mut data.run, result, fuel_used, workspace, reuse);
         data.pending = None;
+        let size = memory_bytes(&interpreter);
         if returned {
             interpreter.runs += 1;
-            self.give_back(interpreter);
+            (outcome, Some(interpreter), size)
         } else {
-            drop(interpreter);
-            self.refill();
+            (outcome, None, size)
         }
-        outcome
     }
 
     /// Begins `run` in `interpreter`: its state, the chat's workspace if
@@ -286,6 +321,7 @@ impl ScientificSandbox {
         interpreter: &mut Interpreter,
         ctx: &AgentCtx,
         run: &mut Run<'_>,
+        in_session: bool,
     ) -> anyhow::Result<()> {
         let inner = &*self.inner;
         let data = interpreter.store.data_mut();
@@ -303,7 +339,7 @@ impl ScientificSandbox {
         data.wasi = (inner.template.artifacts).wasi(stdout, stderr, None, folder)?;
         data.workspace = workspace;
         let inputs = std::mem::take(&mut run.inputs);
-        data.pending = Some(begin_frame(run.code, &run.plugins, inputs));
+        data.pending = Some(begin_frame(run.code, &run.plugins, inputs, in_session));
         data.ended = None;
         Ok(())
     }
@@ -396,9 +432,10 @@ impl ScientificSandbox {
     }
 }
 
-/// The answer to the guest's `b` frame: `(code, methods)`, each method a
-/// `(name, docstring, params)` with params `(name, required)`.
-fn begin_frame(code: &str, plugins: &Toolbox, inputs: Vec<u8>) -> Vec<u8> {
+/// The answer to the guest's `b` frame: `(code, methods, inputs,
+/// in_session)`, each method a `(name, docstring, params)` with params
+/// `(name, required)`.
+fn begin_frame(code: &str, plugins: &Toolbox, inputs: Vec<u8>, in_session: bool) -> Vec<u8> {
     let methods = plugins.specs().iter().map(|spec| {
         let params = spec
             .params
@@ -414,6 +451,7 @@ fn begin_frame(code: &str, plugins: &Toolbox, inputs: Vec<u8>) -> Vec<u8> {
         Value::Text(code.to_string()),
         Value::List(methods.collect()),
         Value::Bytes(inputs),
+        Value::Bool(in_session),
     ])
     .to_marshal()
 }

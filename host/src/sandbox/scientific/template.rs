@@ -93,7 +93,12 @@ pub(crate) struct Template {
     memories: Arc<Memories>,
     pub(crate) artifacts: Artifacts,
     /// The prepared memory.
-    image: Arc<[u8]>,
+    pub(crate) image: Arc<[u8]>,
+    /// The module's hash (sessions stored are bound to it).
+    pub(crate) hash: String,
+    /// Whether it was prepared with the workspace's preopen: its C library
+    /// keeps the preopens' descriptors in its memory.
+    pub(crate) workspaces: bool,
     /// One instantiation at a time: `Memories` hands the memory an
     /// instantiation created to whoever asks next.
     making: tokio::sync::Mutex<()>,
@@ -109,7 +114,7 @@ fn compile_module(
     engine: &Engine,
     cache: &CodeCache,
     path: &Path,
-) -> anyhow::Result<(Module, CodeSource)> {
+) -> anyhow::Result<(Module, CodeSource, String)> {
     let meta = std::fs::metadata(path).with_context(|| format!("reading {}", path.display()))?;
     let hash = match cache.file_hash(path, &meta) {
         Some(hash) => hash,
@@ -119,13 +124,14 @@ fn compile_module(
             hash
         }
     };
-    cache.module(engine, &hash, || {
+    let (module, source) = cache.module(engine, &hash, || {
         tracing::info!(
             path = %path.display(),
             "compiling the scientific interpreter (once per cache; about a minute)"
         );
         Ok(std::fs::read(path)?)
-    })
+    })?;
+    Ok((module, source, hash))
 }
 
 impl Template {
@@ -159,7 +165,7 @@ impl Template {
                 compile_module(&engine, &cache, &path)
             }
         };
-        let (module, code_source) = tokio::task::spawn_blocking(compile)
+        let (module, code_source, hash) = tokio::task::spawn_blocking(compile)
             .await
             .map_err(|e| anyhow::anyhow!("compiling the scientific interpreter: {e}"))??;
         tracing::debug!(
@@ -182,6 +188,8 @@ impl Template {
             memories,
             artifacts,
             image: Arc::from(&[][..]),
+            hash,
+            workspaces,
             making: tokio::sync::Mutex::new(()),
             code_source,
             prepared_in: Duration::ZERO,

@@ -16,6 +16,7 @@
 //! handoff): the next run restores the stored copy, or, with none, starts
 //! the session afresh, its report saying which.
 
+pub(crate) mod keeper;
 pub(crate) mod saved;
 pub(crate) mod stored;
 
@@ -53,6 +54,13 @@ pub struct SessionLimits {
     /// Whether a run whose code raised keeps what it changed (false, the
     /// default: the session stays as its last good run left it).
     pub keep_failed: bool,
+    /// How long a paused run waits for its answer (default 24 hours): a
+    /// token older than that resumes nothing.
+    pub pause_ttl: Duration,
+    /// How many paused runs a chat may have waiting at once (default 16):
+    /// a run that would pause past them ends with the error
+    /// `PauseRefused` naming this limit. Expired ones are dropped first.
+    pub pauses_per_chat: usize,
 }
 
 impl Default for SessionLimits {
@@ -64,6 +72,8 @@ impl Default for SessionLimits {
             max_bytes: 256 << 20,
             chat_bytes: 1 << 30,
             keep_failed: false,
+            pause_ttl: Duration::from_secs(24 * 3600),
+            pauses_per_chat: 16,
         }
     }
 }
@@ -88,10 +98,10 @@ pub struct SessionReport {
     /// ends it.
     pub kept: bool,
     /// The session's size stored after this run, if the run stored it.
-    /// `None` when it could not be: the interpreter is not restorable
-    /// (the scientific one, or one not yet loaded for reuse), or the run
-    /// left a handle open (a file in a global); the session is then kept
-    /// live in this process only.
+    /// `None` when it could not be: the small interpreter not yet loaded
+    /// for reuse, a run that left a handle open (a file in a global), or
+    /// the store failing; the session is then kept live in this process
+    /// only.
     pub stored_bytes: Option<u64>,
     /// Whether what the run changed was dropped (it failed, stopped midway
     /// or took more than the session's limits): the session is as its last
@@ -116,9 +126,38 @@ pub struct SessionInfo {
     pub stored_bytes: Option<u64>,
 }
 
+/// Why a session could not be forked, dumped or loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// Not done, for the reason given: no such session, one not stored
+    /// (kept live in one process only), a name taken, a dump of another
+    /// chat, key or version.
+    #[error("{0}")]
+    Refused(String),
+    /// A limit of [`SessionLimits`], named in the message.
+    #[error("{0}")]
+    Limit(String),
+    /// The host failed (its store).
+    #[error(transparent)]
+    Failed(#[from] anyhow::Error),
+}
+
+/// A session a dump was loaded as ([`PythonSandbox::load_session`](crate::PythonSandbox::load_session)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadedSession {
+    /// Its name in the chat.
+    pub name: String,
+    /// Runs it had when it was dumped.
+    pub runs: u32,
+    /// Its size stored.
+    pub stored_bytes: u64,
+    /// The limits of the run that saved it, for the session's next runs.
+    pub limits: Option<sandwit_contract::limits::RunLimits>,
+}
+
 /// Checks a session's name: 1 to [`MAX_SESSION_NAME_BYTES`] ASCII letters,
 /// digits, `-`, `_` and `.`.
-pub(crate) fn check_name(name: &str) -> Result<(), String> {
+pub fn check_name(name: &str) -> Result<(), String> {
     let fits = !name.is_empty() && name.len() <= MAX_SESSION_NAME_BYTES;
     if fits
         && name
@@ -285,6 +324,11 @@ impl<T> Sessions<T> {
         })
     }
 
+    /// How many sessions are live (or have a run in them), over all chats.
+    pub(crate) fn live(&self) -> usize {
+        self.table().len()
+    }
+
     /// The sessions of `ctx`'s chat, by name.
     pub(crate) fn list(&self, ctx: &AgentCtx) -> Vec<SessionInfo> {
         let now = Instant::now();
@@ -324,10 +368,16 @@ impl<T> Lease<'_, T> {
     /// Keeps `interpreter` as the session's for its next run, its memory
     /// `memory_bytes`: the report of the run. Unless the session was closed
     /// while the run was in it.
-    pub(crate) fn keep(mut self, interpreter: T, memory_bytes: u64) -> SessionReport {
+    pub(crate) fn keep(self, interpreter: T, memory_bytes: u64) -> SessionReport {
+        let runs = self.runs + 1;
+        self.put(interpreter, memory_bytes, runs)
+    }
+
+    /// Keeps `interpreter` as the session's, which has had `runs` runs
+    /// (for a lease no run used: a fork's source and its copy).
+    pub(crate) fn put(mut self, interpreter: T, memory_bytes: u64, runs: u32) -> SessionReport {
         self.ended = true;
         let mut table = self.sessions.table();
-        let runs = self.runs + 1;
         let kept = match table.get_mut(&self.key) {
             Some(entry) if entry.lease == self.id => {
                 entry.kept = Some(interpreter);
@@ -340,6 +390,14 @@ impl<T> Lease<'_, T> {
         };
         drop(table);
         self.report(runs, memory_bytes, kept)
+    }
+
+    /// Whether the session is still this lease's: false once it was closed
+    /// while the run was in it (whatever the run left must not be stored,
+    /// or the closed session would come back).
+    pub(crate) fn current(&self) -> bool {
+        let table = self.sessions.table();
+        table.get(&self.key).is_some_and(|e| e.lease == self.id)
     }
 
     /// Ends the session after a run that stopped midway: the report.

@@ -10,10 +10,12 @@
 //! is parsed; then the header's format, versions and owner, then the pages'
 //! bounds, decompressing into exactly the room the header announces.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ring::hmac;
 use serde::{Deserialize, Serialize};
+
+use sandwit_contract::limits::RunLimits;
 
 /// The granularity of a saved memory: pages that differ from the base are
 /// kept whole.
@@ -22,7 +24,7 @@ pub(crate) const PAGE: usize = 4096;
 const MAGIC: &[u8; 8] = b"swsess\0\x01";
 /// The format [`seal`] writes: a blob of another is refused by name.
 pub(crate) const FORMAT: u32 = 1;
-const MAC_BYTES: usize = 32;
+pub(crate) const MAC_BYTES: usize = 32;
 /// The longest header [`open`] reads.
 const MAX_HEADER_BYTES: usize = 16 << 10;
 
@@ -60,6 +62,21 @@ impl SessionKey {
     }
 }
 
+impl SessionKey {
+    /// The MAC of `data` under this key.
+    pub(crate) fn sign(&self, data: &[u8]) -> [u8; MAC_BYTES] {
+        let mut tag = [0; MAC_BYTES];
+        tag.copy_from_slice(hmac::sign(&self.0, data).as_ref());
+        tag
+    }
+
+    /// Whether `tag` is the MAC of `data` under this key (compared in
+    /// constant time).
+    pub(crate) fn verify(&self, data: &[u8], tag: &[u8]) -> bool {
+        hmac::verify(&self.0, data, tag).is_ok()
+    }
+}
+
 impl std::fmt::Debug for SessionKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("SessionKey(..)")
@@ -89,13 +106,60 @@ pub(crate) struct Header {
     pub(crate) pages: u32,
     /// When it was saved, in seconds since the Unix epoch.
     pub(crate) saved_at: u64,
+    /// The limits of the run that saved it, which a session loaded from a
+    /// dump runs under by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) limits: Option<SavedLimits>,
+}
+
+/// [`RunLimits`] as a header keeps them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct SavedLimits {
+    fuel: Option<u64>,
+    time_ms: u64,
+    memory_bytes: u64,
+    max_output_bytes: u64,
+    max_calls: u32,
+    max_events: u64,
+    max_event_bytes: u64,
+}
+
+impl From<&RunLimits> for SavedLimits {
+    fn from(l: &RunLimits) -> Self {
+        SavedLimits {
+            fuel: l.fuel,
+            time_ms: l.time.as_millis().min(u64::MAX as u128) as u64,
+            memory_bytes: l.memory_bytes as u64,
+            max_output_bytes: l.max_output_bytes as u64,
+            max_calls: l.max_calls,
+            max_events: l.max_events as u64,
+            max_event_bytes: l.max_event_bytes as u64,
+        }
+    }
+}
+
+impl From<&SavedLimits> for RunLimits {
+    fn from(l: &SavedLimits) -> Self {
+        let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        RunLimits {
+            fuel: l.fuel,
+            time: Duration::from_millis(l.time_ms),
+            memory_bytes: size(l.memory_bytes),
+            max_output_bytes: size(l.max_output_bytes),
+            max_calls: l.max_calls,
+            max_events: size(l.max_events),
+            max_event_bytes: size(l.max_event_bytes),
+        }
+    }
 }
 
 /// What a host expects of a blob it restores: what it runs and whose
 /// session it is.
 pub(crate) struct Expected<'a> {
     pub(crate) interpreter: &'a str,
-    pub(crate) base: &'a str,
+    /// The base its pages must be over; `None` for any (the restoring host
+    /// finds the base by the header's hash).
+    pub(crate) base: Option<&'a str>,
     pub(crate) namespace: &'a str,
     pub(crate) chat: &'a str,
     pub(crate) name: &'a str,
@@ -137,14 +201,61 @@ pub(crate) fn seal(
     }
     plain.extend_from_slice(contents);
     let packed = zstd::bulk::compress(&plain, 1)?;
+    Ok(signed(key, &head, &packed))
+}
+
+/// The blob of a header's JSON `head` and compressed pages `packed`.
+fn signed(key: &SessionKey, head: &[u8], packed: &[u8]) -> Vec<u8> {
     let mut blob = Vec::with_capacity(MAGIC.len() + 4 + head.len() + packed.len() + MAC_BYTES);
     blob.extend_from_slice(MAGIC);
     blob.extend_from_slice(&(head.len() as u32).to_le_bytes());
-    blob.extend_from_slice(&head);
-    blob.extend_from_slice(&packed);
+    blob.extend_from_slice(head);
+    blob.extend_from_slice(packed);
     let tag = hmac::sign(&key.0, &blob);
     blob.extend_from_slice(tag.as_ref());
-    Ok(blob)
+    blob
+}
+
+/// The header of `blob` and its compressed pages, if `key` signed it
+/// (`label` names it in errors). Nothing else is read before the MAC is
+/// checked.
+pub(crate) fn signed_header<'b>(
+    key: &SessionKey,
+    blob: &'b [u8],
+    label: &str,
+) -> Result<(Header, &'b [u8]), Refused> {
+    let unsigned = |why: &str| {
+        Refused::Unsigned(format!(
+            "{label} {why}: it was not restored (close the session to start it afresh)"
+        ))
+    };
+    if blob.len() < MAGIC.len() + 4 + MAC_BYTES || &blob[..MAGIC.len()] != MAGIC {
+        return Err(unsigned("is not a sandwit session"));
+    }
+    let (signed, tag) = blob.split_at(blob.len() - MAC_BYTES);
+    if hmac::verify(&key.0, signed, tag).is_err() {
+        return Err(unsigned(
+            "is not signed by this host's session key (changed since it was saved, or saved by \
+             a host with another key)",
+        ));
+    }
+    let malformed = |why: String| Refused::Malformed(format!("{label} {why}"));
+    let rest = &signed[MAGIC.len()..];
+    let head_len = u32::from_le_bytes(rest[..4].try_into().expect("4 bytes")) as usize;
+    if head_len > MAX_HEADER_BYTES || head_len > rest.len() - 4 {
+        return Err(malformed(format!("has a header of {head_len} bytes")));
+    }
+    let (head, packed) = rest[4..].split_at(head_len);
+    let header: Header = serde_json::from_slice(head)
+        .map_err(|e| malformed(format!("has a header that does not parse: {e}")))?;
+    Ok((header, packed))
+}
+
+/// A blob of `header` over the compressed pages `packed` of a blob
+/// [`signed_header`] opened: the same session under another name or time.
+pub(crate) fn resealed(key: &SessionKey, header: &Header, packed: &[u8]) -> Vec<u8> {
+    let head = serde_json::to_vec(header).expect("a header serializes");
+    signed(key, &head, packed)
 }
 
 /// Why a stored session was not restored.
@@ -170,31 +281,8 @@ pub(crate) fn open(
     expected: &Expected<'_>,
 ) -> Result<Opened, Refused> {
     let name = expected.name;
-    let unsigned = |why: &str| {
-        Refused::Unsigned(format!(
-            "the stored session {name:?} {why}: it was not restored (close the session to start \
-             it afresh)"
-        ))
-    };
-    if blob.len() < MAGIC.len() + 4 + MAC_BYTES || &blob[..MAGIC.len()] != MAGIC {
-        return Err(unsigned("is not a sandwit session"));
-    }
-    let (signed, tag) = blob.split_at(blob.len() - MAC_BYTES);
-    if hmac::verify(&key.0, signed, tag).is_err() {
-        return Err(unsigned(
-            "is not signed by this host's session key (changed since it was saved, or saved by \
-             a host with another key)",
-        ));
-    }
+    let (header, packed) = signed_header(key, blob, &format!("the stored session {name:?}"))?;
     let malformed = |why: String| Refused::Malformed(format!("the stored session {name:?} {why}"));
-    let rest = &signed[MAGIC.len()..];
-    let head_len = u32::from_le_bytes(rest[..4].try_into().expect("4 bytes")) as usize;
-    if head_len > MAX_HEADER_BYTES || head_len > rest.len() - 4 {
-        return Err(malformed(format!("has a header of {head_len} bytes")));
-    }
-    let (head, packed) = rest[4..].split_at(head_len);
-    let header: Header = serde_json::from_slice(head)
-        .map_err(|e| malformed(format!("has a header that does not parse: {e}")))?;
     check_binding(&header, expected)?;
     let pages = header.pages as usize;
     let memory_pages = (header.memory_bytes as usize).div_ceil(PAGE);
@@ -257,12 +345,14 @@ fn check_binding(header: &Header, expected: &Expected<'_>) -> Result<(), Refused
             short(ours.1)
         )));
     }
-    if header.base != expected.base {
+    if let Some(base) = expected.base
+        && header.base != base
+    {
         return Err(Refused::Version(format!(
             "the stored session {name:?} was saved over an interpreter prepared otherwise \
              (base {}, this host's {}): the host's workspaces or build differ",
             short(&header.base),
-            short(expected.base)
+            short(base)
         )));
     }
     let owner = (
@@ -301,13 +391,14 @@ mod tests {
             memory_bytes: (16 * PAGE) as u64,
             pages,
             saved_at: 1,
+            limits: None,
         }
     }
 
     fn expected() -> Expected<'static> {
         Expected {
             interpreter: "iiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiiii",
-            base: "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb",
+            base: Some("bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"),
             namespace: "",
             chat: "chat",
             name: "s",
@@ -377,6 +468,29 @@ mod tests {
         assert!(matches!(
             open(&key, &blob, &small),
             Err(Refused::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn a_resealed_session_opens_under_its_new_name_with_the_same_pages() {
+        let key = SessionKey::generate();
+        let blob = sealed(&key);
+        let (mut header, packed) = signed_header(&key, &blob, "the dump").ok().unwrap();
+        header.name = "fork".into();
+        header.limits = Some(SavedLimits::from(&RunLimits::default()));
+        let fork = resealed(&key, &header, packed);
+        let expected = Expected {
+            name: "fork",
+            ..expected()
+        };
+        let opened = open(&key, &fork, &expected).ok().unwrap();
+        assert_eq!(opened.pages, [3, 9]);
+        let limits = RunLimits::from(opened.header.limits.as_ref().unwrap());
+        assert_eq!(limits, RunLimits::default());
+        // Under its old name it is refused: the name is signed.
+        assert!(matches!(
+            open(&key, &fork, &super::tests::expected()),
+            Err(Refused::Unsigned(_))
         ));
     }
 

@@ -2,6 +2,7 @@
 //! plugin methods through the `sandwit:plugin/methods` import.
 
 mod linker;
+mod pause_run;
 mod prepared;
 mod reusable;
 mod session;
@@ -18,10 +19,13 @@ use crate::runtime::cache::CodeSource;
 use crate::runtime::guard::{fuel_used, guarded_until, limited_store};
 use crate::runtime::loader::{self, Source, World};
 use crate::sandbox::SandboxHost;
+use crate::sandbox::pauses::record::{Pauses, Record};
 use crate::sandbox::run::outcome::RunOutcome;
 use crate::sandbox::run::state::RunState;
 use crate::sandbox::run::{Run, RunOptions};
 use crate::sandbox::sessions::Sessions;
+use crate::sandbox::sessions::keeper::Keeper;
+use crate::sandbox::sessions::stored::SMALL_SESSIONS;
 use crate::sandbox::snapshot::Snapshot;
 use crate::toolbox::Toolbox;
 use prepared::{Prepared, Preparer, Running};
@@ -71,6 +75,10 @@ struct PythonInner {
     preparer: Preparer,
     sessions: Sessions<Live>,
     durable: Durable,
+    /// The runs paused, in the host's store.
+    pauses: Pauses,
+    /// The interpreter component's hash.
+    hash: String,
 }
 
 impl PythonSandbox {
@@ -222,6 +230,7 @@ impl PythonSandbox {
             outcome,
             store,
             returned,
+            pause,
         } = exec_run(ctx, run, store, interpreter, exec, reuse).await;
         // Still counted as running: the store goes to the thread only when
         // another core is free of runs.
@@ -238,7 +247,10 @@ impl PythonSandbox {
             }
             _ => preparer.retire(running, store),
         }
-        outcome
+        match pause {
+            Some(record) => self.keep_pause(record, outcome).await,
+            None => outcome,
+        }
     }
 
     /// The interpreter `run` runs in: a prepared one, else one instantiated
@@ -304,8 +316,9 @@ enum Exec {
     Fresh,
     /// `exec-prepared`: it made them while prepared.
     Prepared,
-    /// `exec-in-session`: in the session's namespace.
-    Session,
+    /// `exec-in-session`: in the session's namespace; why the run cannot
+    /// pause, if it cannot.
+    Session(Option<&'static str>),
 }
 
 /// A run's end in its interpreter.
@@ -316,6 +329,8 @@ struct Ended {
     /// consistent as before the run; a trap, a limit or cancellation leave
     /// it stopped midway).
     returned: Option<Interpreter>,
+    /// What keeps the run, if it paused.
+    pause: Option<Record>,
 }
 
 /// Runs `run`'s code in `interpreter`, in `store` (its state begun for the
@@ -335,9 +350,14 @@ async fn exec_run(
             outcome,
             store,
             returned: None,
+            pause: None,
         };
     }
-    run.arm(&mut store);
+    let unpausable = match exec {
+        Exec::Session(why) => why,
+        Exec::Fresh | Exec::Prepared => None,
+    };
+    run.arm(&mut store, unpausable);
     let (code, inputs, specs) = (run.code, &run.inputs, run.plugins.specs());
     let result = guarded_until(&mut store, run.budget, run.cancel(), async |store| {
         let interpreter = match interpreter {
@@ -346,7 +366,7 @@ async fn exec_run(
         };
         let runner = interpreter.sandwit_interpreter_runner();
         let outcome = match exec {
-            Exec::Session => {
+            Exec::Session(_) => {
                 runner
                     .call_exec_in_session(&mut *store, code, inputs, specs)
                     .await?
@@ -363,11 +383,12 @@ async fn exec_run(
     };
     let fuel_used = fuel_used(&store, run.budget.fuel);
     let workspace = store.data_mut().close_workspace();
-    let outcome = run.end(store.data_mut(), result, fuel_used, workspace, reuse);
+    let (outcome, pause) = run.end(store.data_mut(), result, fuel_used, workspace, reuse);
     Ended {
         outcome,
         store,
         returned,
+        pause,
     }
 }
 
@@ -449,12 +470,12 @@ impl PythonSandbox {
             })?;
         let code_source = compiled.code_source;
         tracing::info!(?code_source, "loaded the Python sandbox");
-        let durable = Durable::new(
-            host.plugins.services.store.clone(),
+        let durable = Durable::new(Keeper::new(
+            (host.plugins.services.store.clone(), SMALL_SESSIONS),
             host.session_key.clone(),
             &compiled.hash,
             host.session_limits,
-        );
+        ));
         Ok(PythonSandbox {
             inner: Arc::new(PythonInner {
                 host: host.clone(),
@@ -463,6 +484,12 @@ impl PythonSandbox {
                 preparer,
                 sessions: Sessions::new(host.session_limits),
                 durable,
+                pauses: Pauses::new(
+                    host.plugins.services.store.clone(),
+                    host.session_key.clone(),
+                    host.session_limits.pauses_per_chat,
+                ),
+                hash: compiled.hash.clone(),
             }),
         })
     }

@@ -4,18 +4,18 @@
 //! run the session is stored, kept live, or rolled back to its last good
 //! run.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use super::session::{Durable, Live, NotStarted, OWN_WAIT, Unsaved};
+use super::session::{Live, OWN_WAIT};
 use super::{Ended, Exec, PythonSandbox, Start, exec_run};
 use crate::runtime::guard::limited_store;
+use crate::sandbox::pauses::record::SessionAt;
 use crate::sandbox::run::Run;
 use crate::sandbox::run::outcome::{LimitHit, RunOutcome, RunStatus};
 use crate::sandbox::run::state::RunState;
-use crate::sandbox::sessions::saved::now_secs;
-use crate::sandbox::sessions::{Lease, Refusal, SessionInfo};
+use crate::sandbox::sessions::keeper::{self, NotStarted, Unsaved};
+use crate::sandbox::sessions::{Lease, LoadedSession, SessionError, SessionInfo};
 use crate::sandbox::snapshot::Mapping;
 use sandwit_contract::limits::LimitKind;
 use sandwit_contract::types::AgentCtx;
@@ -27,8 +27,10 @@ struct Got<'p> {
     start: Start<'p>,
     /// Its memory, if the session can be stored.
     memory: Option<Arc<Mapping>>,
-    /// The runs of the stored session it is current with.
+    /// The runs of the stored session it is current with, and that save's
+    /// number.
     head_runs: Option<u32>,
+    head_save: Option<u64>,
     /// Whether it was restored from the store.
     restored: bool,
 }
@@ -37,32 +39,58 @@ impl PythonSandbox {
     /// The sessions of `ctx`'s chat ([`RunOptions::session`](crate::RunOptions::session)),
     /// live here or stored, by name.
     pub async fn sessions(&self, ctx: &AgentCtx) -> anyhow::Result<Vec<SessionInfo>> {
-        let mut listed: BTreeMap<String, SessionInfo> = (self.inner.sessions.list(ctx))
-            .into_iter()
-            .map(|info| (info.name.clone(), info))
-            .collect();
-        let now = now_secs();
-        for (name, head) in self.inner.durable.list(ctx).await? {
-            let info = listed.entry(name.clone()).or_insert_with(|| SessionInfo {
-                name,
-                runs: head.runs,
-                memory_bytes: head.memory_bytes,
-                idle: Duration::from_secs(now.saturating_sub(head.saved_at)),
-                busy: false,
-                stored_bytes: None,
-            });
-            info.stored_bytes = Some(head.bytes);
-        }
-        Ok(listed.into_values().collect())
+        keeper::listed(&self.inner.sessions, &self.inner.durable.keeper, ctx).await
+    }
+
+    /// How many sessions are live in this process, over all chats (each
+    /// holds an interpreter).
+    pub fn live_sessions(&self) -> usize {
+        self.inner.sessions.live()
     }
 
     /// Ends the session `name` of `ctx`'s chat, live and stored, dropping
     /// what it kept: whether there was one. A run in it goes on, and
     /// nothing of it is kept.
     pub async fn close_session(&self, ctx: &AgentCtx, name: &str) -> anyhow::Result<bool> {
-        let live = self.inner.sessions.close(ctx, name);
-        let stored = self.inner.durable.delete(ctx, name).await?;
-        Ok(live || stored)
+        keeper::close(&self.inner.sessions, &self.inner.durable.keeper, ctx, name).await
+    }
+
+    /// Makes `to`, a new session of `ctx`'s chat, a copy of the stored
+    /// session `from` (as its last good run left it): each goes on
+    /// independently. Refused for a session not stored, and for a name the
+    /// chat has; the new session counts against the chat's limits
+    /// ([`SessionLimits`](crate::SessionLimits)).
+    pub async fn fork_session(
+        &self,
+        ctx: &AgentCtx,
+        from: &str,
+        to: &str,
+    ) -> Result<SessionInfo, SessionError> {
+        let inner = &self.inner;
+        keeper::fork(&inner.sessions, &inner.durable.keeper, ctx, (from, to)).await
+    }
+
+    /// The stored session `name` of `ctx`'s chat as bytes: signed with the
+    /// host's session key and bound to the chat, this sandwit and this
+    /// interpreter, so that only [`PythonSandbox::load_session`] on a host
+    /// with the same key and versions takes it back, into the same chat.
+    pub async fn dump_session(&self, ctx: &AgentCtx, name: &str) -> Result<Vec<u8>, SessionError> {
+        self.inner.durable.keeper.dump(ctx, name).await
+    }
+
+    /// Stores `dump` (from [`PythonSandbox::dump_session`]) as a session
+    /// of `ctx`'s chat, named `name` or as it was dumped; its next run
+    /// restores it. A dump changed by anyone, signed with another key, of
+    /// another chat or of other versions is refused, as is a name the chat
+    /// has.
+    pub async fn load_session(
+        &self,
+        ctx: &AgentCtx,
+        dump: &[u8],
+        name: Option<&str>,
+    ) -> Result<LoadedSession, SessionError> {
+        let inner = &self.inner;
+        keeper::load(&inner.sessions, &inner.durable.keeper, ctx, dump, name).await
     }
 
     /// Runs `run` in `ctx`'s session `name`.
@@ -83,42 +111,87 @@ impl PythonSandbox {
             start,
             memory,
             head_runs,
+            head_save,
             restored,
         } = match self.session_interpreter(ctx, &run, &mut lease).await {
             Ok(got) => got,
             Err(refused) => return refused,
         };
         let fresh = lease.runs == 0 && !restored;
+        let durable = memory.is_some();
+        if let Some(resumed) = run.resumed()
+            && resumed.session_runs != head_runs
+        {
+            inner.preparer.retire(running, store);
+            let message = format!(
+                "the session {name:?} ran since the run paused (its stored copy had {} runs \
+                 then, {} now): the paused run cannot be replayed on what it did not start from",
+                resumed.session_runs.unwrap_or(0),
+                head_runs.unwrap_or(0)
+            );
+            return RunOutcome::not_run("ResumeRefused", message, run.start());
+        }
+        // A pause is resumed from the stored copy: a session kept in this
+        // process only could not be.
+        let unpausable = (!durable).then_some(
+            "its session is kept live in this process only (it cannot be stored here), so the \
+             pause could not be resumed",
+        );
+        let run_limits = run.limits;
         let Ended {
             mut outcome,
             store,
             returned,
-        } = exec_run(ctx, run, store, start, Exec::Session, (true, !fresh)).await;
+            pause,
+        } = exec_run(
+            ctx,
+            run,
+            store,
+            start,
+            Exec::Session(unpausable),
+            (true, !fresh),
+        )
+        .await;
         let memory_bytes = store.data().limiter.total_memory as u64;
-        let durable = memory.is_some();
+        let pause = pause.map(|mut record| {
+            let name = name.to_string();
+            record.session = Some(SessionAt {
+                name,
+                runs: head_runs,
+            });
+            record
+        });
         let failed = match outcome.status {
             RunStatus::Ok => false,
             RunStatus::Error => !inner.host.session_limits.keep_failed,
             _ => true,
         };
-        let (Some(interpreter), false) = (returned, failed && durable) else {
+        // A session closed while the run was in it is not stored again.
+        let current = lease.current();
+        let (Some(interpreter), false, true) = (returned, failed && durable, current) else {
             inner.preparer.retire(running, store);
             let mut report = match head_runs {
-                Some(_) => lease.roll_back(memory_bytes),
-                None => lease.end(memory_bytes),
+                Some(_) if current => lease.roll_back(memory_bytes),
+                _ => lease.end(memory_bytes),
             };
             report.restored = restored;
             outcome.session = Some(report);
-            return outcome;
+            return match pause {
+                Some(record) => self.keep_pause(record, outcome).await,
+                None => outcome,
+            };
         };
         let mut live = Live {
             store,
             interpreter,
             memory,
             head_runs,
+            head_save,
         };
         let runs = lease.runs + 1;
-        let saved = inner.durable.save(ctx, name, &mut live, runs).await;
+        let saved = (inner.durable)
+            .save(ctx, name, &mut live, runs, run_limits)
+            .await;
         let mut report = match saved {
             Ok(bytes) => {
                 let mut report = lease.keep(live, memory_bytes);
@@ -165,6 +238,7 @@ impl PythonSandbox {
             interpreter,
             memory,
             head_runs,
+            head_save,
         } = live;
         run.begin(store.data_mut(), ctx);
         Ok(Got {
@@ -172,6 +246,7 @@ impl PythonSandbox {
             start: Start::Prepared(interpreter),
             memory,
             head_runs,
+            head_save,
             restored,
         })
     }
@@ -195,11 +270,13 @@ impl PythonSandbox {
             )
         };
         let durable = &inner.durable;
-        let head = durable.head(ctx, &name).await.map_err(failed)?;
+        let head = (durable.keeper.current_head(ctx, &name).await).map_err(failed)?;
         let head_runs = head.as_ref().map(|h| h.runs);
-        // A live copy another process has run past is stale: dropped.
+        let head_save = head.as_ref().map(|h| h.save);
+        // A live copy another process has run past (or saved the same run
+        // over) is stale: dropped.
         if let Some(live) = lease.kept.take()
-            && live.head_runs == head_runs
+            && (live.head_runs, live.head_save) == (head_runs, head_save)
         {
             return Ok(Ok((live, false)));
         }
@@ -225,8 +302,9 @@ impl PythonSandbox {
             };
             let max = run.limits.memory_bytes;
             return match durable.restore(&inner.host, &own, ctx, &name, max).await {
-                Ok((live, runs)) => {
+                Ok((mut live, runs)) => {
                     lease.runs = runs;
+                    live.head_save = head_save;
                     Ok(Ok((live, true)))
                 }
                 Err(NotStarted::Refused(message)) => {
@@ -236,7 +314,9 @@ impl PythonSandbox {
             };
         }
         lease.runs = 0;
-        self.room_for(ctx, durable, &name, run).await?;
+        keeper::room_for(&inner.sessions, &durable.keeper, ctx, &name)
+            .await
+            .map_err(|refusal| RunOutcome::no_session(refusal, run.start()))?;
         let Some(own) = own else {
             let pre = &inner.pre;
             return Ok(Err(Got {
@@ -244,42 +324,11 @@ impl PythonSandbox {
                 start: Start::Instantiate(pre),
                 memory: None,
                 head_runs: None,
+                head_save: None,
                 restored: false,
             }));
         };
         let live = durable.start(&inner.host, &own).await.map_err(failed)?;
         Ok(Ok((live, false)))
-    }
-
-    /// Checks that `ctx`'s chat has room for a new session `name`, counting
-    /// those stored (and sweeping those idle past the limit) besides the
-    /// live ones.
-    async fn room_for(
-        &self,
-        ctx: &AgentCtx,
-        durable: &Durable,
-        name: &str,
-        run: &Run<'_>,
-    ) -> Result<(), RunOutcome> {
-        let stored = durable.sweep(ctx).await.map_err(|e| {
-            RunOutcome::failed(e.context("listing the chat's sessions"), run.start())
-        })?;
-        let mut names: Vec<String> = (self.inner.sessions.list(ctx).into_iter())
-            .map(|info| info.name)
-            .chain(stored)
-            .filter(|other| other != name)
-            .collect();
-        names.sort();
-        names.dedup();
-        let per_chat = self.inner.host.session_limits.per_chat;
-        if names.len() >= per_chat {
-            let message = format!(
-                "this chat has {} sessions, as many as it may (SessionLimits::per_chat): close \
-                 one first",
-                names.len()
-            );
-            return Err(RunOutcome::no_session(Refusal::Limit(message), run.start()));
-        }
-        Ok(())
     }
 }
