@@ -42,10 +42,38 @@ class PluginArgumentError(PluginError, TypeError):
     """A plugin refused the arguments (also a `TypeError`)."""
 
 
+# A failed call's kind when the application's function raised: `raised:`
+# and the exception's type name (a dotted Python identifier, checked by the
+# host).
+RAISED = "raised:"
+
+
 def plugin_error(method, kind, message):
-    """The exception a failed call raises in the code."""
+    """The exception a failed call raises in the code: for a function the
+    application answered with an exception, one of its type (the builtin
+    class of that name, else a `PluginError` subclass named so, which the
+    code catches by name or as `PluginError`)."""
+    if kind.startswith(RAISED):
+        return raised(method, kind[len(RAISED):], message)
     cls = PluginArgumentError if kind == "invalid_arguments" else PluginError
     return cls(method, kind, message)
+
+
+def raised(method, type_name, message):
+    """The exception `type_name` with `message`, as `plugin_error` makes it."""
+    name = type_name.rpartition(".")[2]
+    builtin = getattr(builtins, name, None)
+    if (
+        isinstance(builtin, type)
+        and issubclass(builtin, Exception)
+        and not issubclass(builtin, PluginError)
+    ):
+        try:
+            return builtin(message)
+        except Exception:
+            pass
+    cls = type(name, (PluginError,), {"__module__": type_name.rpartition(".")[0] or "sandwit"})
+    return cls(method, "raised", message)
 
 
 # The code sees them as sandwit's, wherever they are defined: a traceback
@@ -282,10 +310,33 @@ TEMPLATES = [compile_template(arity) for arity in range(MAX_PARAMS + 1)]
 METHOD_GLOBALS = {"_invoke": invoke}
 
 
+# The parameters of a function that takes any arguments (a function the
+# application gives a run without a schema): they cross as `args` (a list)
+# and `kwargs` (a dict).
+VARIADIC = (("*args", True), ("**kwargs", True))
+VARIADIC_PARAMS = (("args", True), ("kwargs", True))
+
+
+def make_variadic(name, docstring):
+    """A function named `name` taking any arguments, which cross as the
+    method's `args` and `kwargs`."""
+
+    def function(*args, **kwargs):
+        return METHOD_GLOBALS["_invoke"](name, VARIADIC_PARAMS, (list(args), kwargs))
+
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = docstring
+    function.__module__ = "sandwit.methods"
+    return function
+
+
 def make_function(name, docstring, params):
     """A plain function named `name`, binding arguments the way Python does;
     `params` are (name, required) pairs, and optional parameters default to
-    None (left out)."""
+    None (left out). The parameters `VARIADIC` make one taking any
+    arguments (`make_variadic`)."""
+    if tuple(params) == VARIADIC:
+        return make_variadic(name, docstring)
     names = tuple(param for param, _ in params)
     params = tuple(params)
     renames = {METHOD_PLACEHOLDER: name, PARAMS_PLACEHOLDER: params}

@@ -68,10 +68,11 @@ enum Command {
     /// Run Python code in the sandbox with plugin methods as functions; print
     /// its stdout, then the outcome. Exit status 0 for ok and agent handoff,
     /// 3 for a run paused at a call the policy pauses (`[approval]
-    /// pause_for`): it prints the token `sandwit resume` takes.
+    /// pause_for`) or at a `--function`'s: it prints the token `sandwit
+    /// resume` takes.
     Run(run::RunArgs),
     /// Resume a paused run with a person's answer: approve the call, deny
-    /// it, or give its result. The code runs again to the call without
+    /// it, give its result, or raise an exception in its place. The code runs again to the call without
     /// making any call twice, then goes on; the token resumes once, from any
     /// process over the same store and session key. Exit status as `run`.
     Resume(run::ResumeArgs),

@@ -8,8 +8,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args;
 use sandwit::{
-    AgentCtx, Host, Interpreter, InterpreterKind, Plugin, Resume, RunOptions, RunOutcome,
-    RunStatus, Toolbox, Value,
+    AgentCtx, ClientFunction, Host, Interpreter, InterpreterKind, Plugin, Resume, RunOptions,
+    RunOutcome, RunStatus, Toolbox, Value,
 };
 
 /// The example plugins used when no --plugin or --plugins is given.
@@ -71,10 +71,16 @@ pub struct RunArgs {
     /// imports and objects the session's last run left, and leaves its own
     /// for the next, kept in the store (--store; signed with
     /// --session-key-file) between runs and processes. A run that fails
-    /// leaves the session as its last good run made it. The small
-    /// interpreter only.
+    /// leaves the session as its last good run made it. Either
+    /// interpreter (each keeps its own sessions).
     #[arg(long, value_name = "NAME")]
     pub session: Option<String>,
+    /// Give the code a function NAME(*args, **kwargs) that you answer: a
+    /// call pauses the run (exit 3, the call's arguments and token
+    /// printed), and `sandwit resume TOKEN --result VALUE` (or `--raise
+    /// TYPE=MESSAGE`) continues it. Repeat for more.
+    #[arg(long = "function", value_name = "NAME")]
+    functions: Vec<String>,
     /// Method calls allowed per run [default: 1000].
     #[arg(long)]
     max_calls: Option<u32>,
@@ -125,6 +131,11 @@ pub struct ResumeArgs {
     /// text itself) to the code.
     #[arg(long, group = "answer", value_name = "VALUE")]
     result: Option<String>,
+    /// Do not make the call: it raises an exception of the type TYPE (a
+    /// builtin one, `ValueError`, as itself; any other as a `PluginError`
+    /// subclass of that name) with MESSAGE.
+    #[arg(long = "raise", group = "answer", value_name = "TYPE=MESSAGE")]
+    raise: Option<String>,
     /// Answer nothing: print the call the run waits at (plugin, method,
     /// arguments, when the token expires), for the person to decide; the
     /// token stays good.
@@ -252,7 +263,11 @@ pub async fn run(host: &Host, args: RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(max_calls) = args.max_calls {
         limits.max_calls = max_calls;
     }
-    let mut options = RunOptions::new().inputs(args.inputs.clone()).limits(limits);
+    let functions = (args.functions.iter()).map(|name| ClientFunction::new(name, ""));
+    let mut options = RunOptions::new()
+        .inputs(args.inputs.clone())
+        .limits(limits)
+        .functions(functions);
     if let Some(name) = &args.session {
         if let Interpreter::Small(python) = &interpreter {
             ready_for_sessions(python).await;
@@ -292,14 +307,21 @@ pub async fn resume(host: &Host, args: ResumeArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let answer = match (&args.deny, &args.result) {
-        (Some(reason), _) => Resume::Deny(reason.clone()),
-        (None, Some(value)) => Resume::Result(
+    let answer = match (&args.deny, &args.result, &args.raise) {
+        (Some(reason), _, _) => Resume::Deny(reason.clone()),
+        (None, Some(value), _) => Resume::Result(
             parse_input(&format!("result={value}"))
                 .map_err(anyhow::Error::msg)?
                 .1,
         ),
-        (None, None) => Resume::Approve,
+        (None, None, Some(raised)) => {
+            let (name, message) = raised.split_once('=').unwrap_or((raised, ""));
+            Resume::Raise {
+                name: name.to_string(),
+                message: message.to_string(),
+            }
+        }
+        (None, None, None) => Resume::Approve,
     };
     let plugins = method_set(host, &args.plugins).await?;
     let options = RunOptions::new();
@@ -372,9 +394,16 @@ fn print_outcome(outcome: &RunOutcome, out_dir: &Path) -> anyhow::Result<()> {
     }
     if let Some(paused) = &outcome.paused {
         let args = sandwit::json::value_to_json(&paused.args, sandwit::json::BytesAs::Summary);
+        let (whose, answers) = match paused.plugin == sandwit::CLIENT_FUNCTIONS {
+            true => (
+                "your",
+                "--result VALUE | --raise TYPE=MESSAGE | --deny REASON",
+            ),
+            false => ("a person's", "--approve | --deny REASON | --result VALUE"),
+        };
         eprintln!(
-            "paused at {}.{}({args}), waiting for a person's answer; resume it with\n  \
-             sandwit resume {} --approve | --deny REASON | --result VALUE",
+            "paused at {}.{}({args}), waiting for {whose} answer; resume it with\n  \
+             sandwit resume {} {answers}",
             paused.plugin, paused.method, paused.token
         );
     }

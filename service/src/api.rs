@@ -37,7 +37,7 @@ use sandwit::InterpreterKind;
         plugins::action, plugins::reload, files::list, files::read
     ),
     components(schemas(
-        ErrorBody, Health, Ready, runs::RunRequest, runs::ResumeRequest, runs::LimitsRequest, InterpreterKind, Outcome,
+        ErrorBody, Health, Ready, runs::RunRequest, runs::ResumeRequest, runs::LimitsRequest, runs::FunctionRequest, runs::RaiseRequest, InterpreterKind, Outcome,
         Handoff, Paused, calls::CallRequest, CallReport, ToolListing, ToolList, Tool, OpenAiTool,
         ToolSchema, ParamSchema, ToolMetadata, PluginRef, Breaker, PluginList, PluginInfo,
         Switched, Reloaded, WorkspaceFile, ChatFiles

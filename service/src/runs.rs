@@ -65,6 +65,39 @@ pub struct RunRequest {
     /// fails leaves the last good state. See docs/SERVICE.md, "Sessions".
     #[schema(min_length = 1, max_length = 64)]
     session: Option<String>,
+    /// The client's own functions for this run: the code calls each as
+    /// `name(*args, **kwargs)`, and a call pauses the run (status
+    /// `paused`, `paused.plugin` `client`, `paused.args` `{"args": [...],
+    /// "kwargs": {...}}`) until `POST /v1/runs/{token}:resume` answers it
+    /// with a `result` or a `raise`. Names that are not identifiers, or are
+    /// a method's, make an `InvalidFunction` error outcome.
+    #[schema(max_items = 64)]
+    functions: Option<Vec<FunctionRequest>>,
+}
+
+/// A function the client answers (`functions` of a run).
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FunctionRequest {
+    /// The name the code calls it by: a Python identifier.
+    #[schema(min_length = 1, max_length = 64)]
+    name: String,
+    /// What the function does, as the code's `help()` shows it.
+    #[schema(max_length = 4096)]
+    description: Option<String>,
+}
+
+/// An exception the client's function raised (`raise` of a resume).
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RaiseRequest {
+    /// Its type's name (`ValueError`, `httpx.HTTPError`): a builtin
+    /// exception's raises that class in the code, any other a
+    /// `PluginError` subclass of that name.
+    #[schema(min_length = 1, max_length = 128)]
+    r#type: String,
+    /// Its message.
+    message: String,
 }
 
 /// Limits a request may lower (never raise) below the server's.
@@ -269,6 +302,19 @@ pub async fn run(
     if let Some(session) = request.session {
         options = options.session(session);
     }
+    if let Some(functions) = request.functions {
+        if functions.len() > 64 {
+            return Err(ApiError::bad_request(
+                "bad-request",
+                "a run takes at most 64 functions",
+            ));
+        }
+        options = options.functions(
+            functions
+                .into_iter()
+                .map(|f| sandwit::ClientFunction::new(f.name, f.description.unwrap_or_default())),
+        );
+    }
     let streaming = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
@@ -291,6 +337,7 @@ pub async fn run(
     // further behind has its run cancelled, so a client that stops reading
     // holds no more than that of the server's memory.
     let (tx, rx) = mpsc::channel::<SseEvent>(EVENTS_WAITING);
+    let calls = tx.clone();
     let behind = Arc::new(AtomicBool::new(false));
     let (fell_behind, cancel) = (behind.clone(), guard.0.clone());
     let options = options.on_event(move |event: &LiveEvent| {
@@ -319,6 +366,14 @@ pub async fn run(
         // A run the host's queue refused ends the stream as any run does,
         // with its outcome (its `queue` limit): the stream has begun.
         let ended = run.run().await;
+        // A run paused at one of the client's functions says so first, as
+        // the call to answer: `{name, args, kwargs, call_id}`.
+        if let Some(call) = client_call(&ended.outcome)
+            && let Ok(sse) = SseEvent::default().event("call").json_data(call)
+        {
+            let _ = calls.send(sse).await;
+        }
+        drop(calls);
         if let Ok(sse) = SseEvent::default()
             .event("outcome")
             .json_data(ended.outcome)
@@ -426,6 +481,21 @@ fn behind_event() -> SseEvent {
 
 /// The stream of a run's events, ending after its outcome; dropping it
 /// (the client went away) cancels the run.
+/// The call a streamed run's `outcome` waits at, as its `call` event
+/// gives it, if it paused at one of the client's functions.
+fn client_call(outcome: &crate::wire::Outcome) -> Option<serde_json::Value> {
+    let paused = outcome.paused.as_ref()?;
+    if paused.plugin != sandwit::CLIENT_FUNCTIONS {
+        return None;
+    }
+    Some(serde_json::json!({
+        "name": paused.method,
+        "args": paused.args.get("args").cloned().unwrap_or_else(|| serde_json::json!([])),
+        "kwargs": paused.args.get("kwargs").cloned().unwrap_or_else(|| serde_json::json!({})),
+        "call_id": paused.token,
+    }))
+}
+
 fn events(feed: Feed) -> impl Stream<Item = Result<SseEvent, Infallible>> {
     stream::unfold(feed, |mut feed| async move {
         let event = feed.next().await?;
@@ -504,6 +574,9 @@ pub struct ResumeRequest {
     /// Do not make the call: it returns this JSON value to the code.
     #[schema(value_type = Option<Object>)]
     result: Option<Json>,
+    /// Do not make the call: it raises this exception in the code (the
+    /// answer of a client function that failed).
+    r#raise: Option<RaiseRequest>,
 }
 
 /// `POST /v1/runs/{token}:resume`: resumes the run that paused with
@@ -519,8 +592,8 @@ pub struct ResumeRequest {
     request_body = ResumeRequest,
     responses(
         (status = 200, description = "The outcome (whatever the code did)", body = Outcome),
-        (status = 400, description = "Not exactly one of approve, deny and result, or an \
-                                      empty chat key",
+        (status = 400, description = "Not exactly one of approve, deny, result and raise, \
+                                      or an empty chat key",
          body = ErrorBody),
         (status = 401, body = ErrorBody),
         (status = 403, description = "A chat key or user id outside the token's namespace",
@@ -551,14 +624,24 @@ pub async fn resume(
     if state.shutting_down.load(Ordering::SeqCst) {
         return Err(crate::state::shutting_down());
     }
-    let answer = match (request.approve, request.deny, request.result) {
-        (Some(true), None, None) => sandwit::Resume::Approve,
-        (None, Some(reason), None) => sandwit::Resume::Deny(reason),
-        (None, None, Some(value)) => sandwit::Resume::Result(value_from_json(value)),
+    let answer = match (
+        request.approve,
+        request.deny,
+        request.result,
+        request.r#raise,
+    ) {
+        (Some(true), None, None, None) => sandwit::Resume::Approve,
+        (None, Some(reason), None, None) => sandwit::Resume::Deny(reason),
+        (None, None, Some(value), None) => sandwit::Resume::Result(value_from_json(value)),
+        (None, None, None, Some(raised)) => sandwit::Resume::Raise {
+            name: raised.r#type,
+            message: raised.message,
+        },
         _ => {
             return Err(ApiError::bad_request(
                 "bad-request",
-                "give exactly one of `approve: true`, `deny` (a reason) and `result` (a value)",
+                "give exactly one of `approve: true`, `deny` (a reason), `result` (a value) and \
+                 `raise` (a type and message)",
             ));
         }
     };

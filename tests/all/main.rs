@@ -11,6 +11,7 @@ mod common;
 mod contained;
 mod controls;
 mod embedding;
+mod functions;
 mod fuzzed;
 mod hostile;
 mod installed;

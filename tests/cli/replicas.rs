@@ -657,4 +657,35 @@ fn a_run_paused_on_one_replica_is_resumed_on_the_other_once() {
     assert_eq!(status, 400, "{error}");
     let (status, _) = replicas[1].post("/v1/runs/abc:pause", USER, json!({}));
     assert_eq!(status, 404);
+
+    // The client's own function: each call pauses, and the client answers
+    // it on either replica, with an exception or a value.
+    let code = "try:\n    ask('Deploy?', level=2)\nexcept PermissionError as e:\n    \
+                refused = str(e)\nresult = [refused, ask()]";
+    let functions = json!([{"name": "ask", "description": "Asks the user."}]);
+    let body = json!({"code": code, "chat_key": "approvals", "functions": functions});
+    let (status, outcome) = replicas[0].post("/v1/runs", USER, body);
+    assert_eq!(status, 200, "{outcome}");
+    assert_eq!(outcome["status"], "paused", "{outcome}");
+    assert_eq!(
+        (&outcome["paused"]["plugin"], &outcome["paused"]["method"]),
+        (&json!("client"), &json!("ask"))
+    );
+    assert_eq!(
+        outcome["paused"]["args"],
+        json!({"args": ["Deploy?"], "kwargs": {"level": 2}})
+    );
+    let token = outcome["paused"]["token"].as_str().unwrap().to_string();
+    let raised = json!({"raise": {"type": "PermissionError", "message": "not now"}});
+    let (status, outcome) = resume(&replicas[1], &token, raised);
+    assert_eq!(outcome["status"], "paused", "{status} {outcome}");
+    let token = outcome["paused"]["token"].as_str().unwrap().to_string();
+    let (status, outcome) = resume(&replicas[0], &token, json!({"approve": true}));
+    assert_eq!(
+        outcome["error"]["type"], "ResumeRefused",
+        "{status} {outcome}"
+    );
+    let (status, outcome) = resume(&replicas[0], &token, json!({"result": "later"}));
+    assert_eq!(status, 200, "{outcome}");
+    assert_eq!(outcome["result"], json!(["not now", "later"]), "{outcome}");
 }

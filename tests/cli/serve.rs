@@ -162,12 +162,17 @@ impl Server {
 
     /// A run whose events stream in: the open response's reader.
     fn stream(&self, code: &str) -> BufReader<impl Read> {
+        self.stream_request(json!({"code": code, "chat_key": "c", "user_id": "u"}))
+    }
+
+    /// [`Server::stream`] of the run request `body`.
+    fn stream_request(&self, body: Value) -> BufReader<impl Read> {
         let response = self
             .agent
             .post(format!("{}/v1/runs", self.base))
             .header("Authorization", format!("Bearer {USER}"))
             .header("Accept", "text/event-stream")
-            .send_json(json!({"code": code, "chat_key": "c", "user_id": "u"}))
+            .send_json(body)
             .unwrap();
         assert_eq!(response.status().as_u16(), 200);
         BufReader::new(response.into_body().into_reader())
@@ -513,6 +518,21 @@ fn serve_streams_a_run_and_cancels_it_when_the_client_goes() {
     let outcome = next_event(&mut events, "outcome");
     assert_eq!(outcome["status"], "ok");
     assert_eq!(outcome["stdout"], "a\n3\n");
+
+    // A call of one of the client's functions is a `call` event to answer
+    // (then the paused outcome).
+    let functions = json!([{"name": "pick", "description": "Lets the user pick."}]);
+    let body =
+        json!({"code": "pick('a', 'b', default=1)", "chat_key": "c", "functions": functions});
+    let mut events = server.stream_request(body);
+    let call = next_event(&mut events, "call");
+    assert_eq!(
+        (&call["name"], &call["args"], &call["kwargs"]),
+        (&json!("pick"), &json!(["a", "b"]), &json!({"default": 1}))
+    );
+    let outcome = next_event(&mut events, "outcome");
+    assert_eq!(outcome["status"], "paused", "{outcome}");
+    assert_eq!(outcome["paused"]["token"], call["call_id"]);
 
     // A run that would spin to its deadline: the client leaves once it
     // started, and the run ends cancelled.

@@ -218,4 +218,39 @@ fn a_paused_run_is_resumed_by_another_process_once() {
     let (status, out, err) = resume(&token, &["--approve"]);
     assert_eq!(status, Some(0), "{err}");
     assert!(out.ends_with("got 3 ") || out.contains("\ngot 3 "), "{out}");
+
+    // A function of the caller's: its call pauses, and another process
+    // answers it with an exception, then a value.
+    let code = "try:\n    ask('why?')\nexcept LookupError as e:\n    print('raised', e)\n\
+                print('got', ask(n=2))";
+    let asked = [
+        "run",
+        "--python",
+        artifacts::PYTHON,
+        "--function",
+        "ask",
+        "-c",
+        code,
+    ];
+    let (status, out, err) = sandwit_in(&dir, &asked);
+    assert_eq!(status, Some(3), "{out}{err}");
+    assert!(
+        err.contains(r#"paused at client.ask({"args":["why?"],"kwargs":{}})"#),
+        "{err}"
+    );
+    let token = |err: &str| {
+        let token = err.split_whitespace().find(|w| w.starts_with("swp1_"));
+        token
+            .unwrap_or_else(|| panic!("no token in {err}"))
+            .to_string()
+    };
+    let (status, out, err) = resume(&token(&err), &["--raise", "LookupError=nobody knows"]);
+    assert_eq!(status, Some(3), "{out}{err}");
+    assert!(
+        err.contains(r#"client.ask({"args":[],"kwargs":{"n":2}})"#),
+        "{err}"
+    );
+    let (status, out, err) = resume(&token(&err), &["--result", "\"yes\""]);
+    assert_eq!(status, Some(0), "{out}{err}");
+    assert_eq!(out, "raised nobody knows\ngot yes\n");
 }

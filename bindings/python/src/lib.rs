@@ -10,6 +10,7 @@
 
 mod convert;
 mod errors;
+mod functions;
 mod gil;
 mod life;
 mod methods;
@@ -423,12 +424,16 @@ impl PyHost {
         cancel: sandwit::Cancel,
         listener: Option<Listener>,
         session: Option<String>,
+        functions: Vec<sandwit::ClientFunction>,
     ) -> PyResult<Job<sandwit::RunOutcome>> {
         let kind = self.kind(interpreter)?;
         let plugins = toolbox_arg(plugins, ctx)?;
         let ctx = ctx_or_default(ctx);
         let inputs = convert::inputs_from_py(inputs)?;
-        let mut options = RunOptions::new().cancel(cancel).inputs(inputs);
+        let mut options = RunOptions::new()
+            .cancel(cancel)
+            .inputs(inputs)
+            .functions(functions);
         if let Some(session) = session {
             options = options.session(session);
         }
@@ -451,6 +456,134 @@ impl PyHost {
             Ok(sandbox.run_with(&ctx, &plugins, &code, &options).await)
         }))
     }
+}
+
+/// What a run is given besides its code and session: its context,
+/// toolbox, limits, inputs and interpreter.
+type RunArgs<'a, 'py> = (
+    Option<&'a Bound<'py, PyAgentCtx>>,
+    Option<&'a Bound<'py, PyAny>>,
+    Option<&'a Bound<'py, PyRunLimits>>,
+    Option<&'a Bound<'py, PyAny>>,
+    Option<&'a str>,
+);
+
+/// How a run is watched: its event callback and cancel handle.
+type Watch<'a, 'py> = (
+    Option<&'a Bound<'py, PyAny>>,
+    Option<&'a Bound<'py, PyCancel>>,
+);
+
+impl PyHost {
+    /// `run` without its `functions`' callables: the outcome, which pauses
+    /// at their first call.
+    fn run_blocking(
+        &self,
+        py: Python<'_>,
+        code: String,
+        (ctx, plugins, limits, inputs, interpreter): RunArgs<'_, '_>,
+        (on_event, cancel): Watch<'_, '_>,
+        session: Option<String>,
+        functions: Vec<sandwit::ClientFunction>,
+    ) -> PyResult<PyRunOutcome> {
+        let on_event = callback_arg(on_event)?;
+        let (cancel, stop) = Stop::for_run(cancel.map(|c| &c.get().cancel));
+        let waiter = Waiter::default();
+        let listener = on_event.map(|_| waiter.listener());
+        let job = self.run_job(
+            code,
+            ctx,
+            plugins,
+            limits,
+            inputs,
+            interpreter,
+            cancel,
+            listener,
+            session,
+            functions,
+        )?;
+        let outcome = self.handle.wait_with(py, waiter, job, on_event, stop)?;
+        PyRunOutcome::new(py, &outcome.map_err(|f| f.into_pyerr(py))?)
+    }
+
+    /// `run_async` without its `functions`' callables.
+    fn run_coroutine<'py>(
+        &self,
+        py: Python<'py>,
+        code: String,
+        (ctx, plugins, limits, inputs, interpreter): RunArgs<'_, '_>,
+        (on_event, cancel): Watch<'_, 'py>,
+        session: Option<String>,
+        functions: Vec<sandwit::ClientFunction>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let on_event = callback_arg(on_event)?;
+        let (cancel, stop) = Stop::for_run(cancel.map(|c| &c.get().cancel));
+        let feed = Feed::default();
+        let listener = on_event.map(|_| feed.listener());
+        let job = self.run_job(
+            code,
+            ctx,
+            plugins,
+            limits,
+            inputs,
+            interpreter,
+            cancel,
+            listener,
+            session,
+            functions,
+        )?;
+        let runtime = self.handle.runtime();
+        tasks::coroutine(py, runtime, job, outcome_to_py, stop, feed, on_event)
+    }
+
+    /// Resumes the run paused with `token` with `answer`.
+    fn resume_with(
+        &self,
+        py: Python<'_>,
+        token: String,
+        answer: sandwit::Resume,
+        ctx: Option<&Bound<'_, PyAgentCtx>>,
+        plugins: Option<&Bound<'_, PyAny>>,
+        (on_event, cancel): Watch<'_, '_>,
+    ) -> PyResult<PyRunOutcome> {
+        let on_event = callback_arg(on_event)?;
+        let (cancel, stop) = Stop::for_run(cancel.map(|c| &c.get().cancel));
+        let waiter = Waiter::default();
+        let listener = on_event.map(|_| waiter.listener());
+        let plugins = toolbox_arg(plugins, ctx)?;
+        let ctx = ctx_or_default(ctx);
+        let mut options = RunOptions::new().cancel(cancel);
+        if let Some(listener) = listener {
+            options = options.on_event(move |event| listener(event));
+        }
+        let shared = self.shared.clone();
+        let handle = self.handle.handle()?;
+        let job: Job<sandwit::RunOutcome> = Box::pin(async move {
+            let kind = InterpreterKind::Small;
+            let sandbox = Shared::load(&shared, kind, handle).await?;
+            Ok(sandbox
+                .resume(&ctx, &plugins, &token, answer, &options)
+                .await)
+        });
+        let outcome = self.handle.wait_with(py, waiter, job, on_event, stop)?;
+        PyRunOutcome::new(py, &outcome.map_err(|f| f.into_pyerr(py))?)
+    }
+}
+
+/// The keyword arguments a `sandwit._calls.ClientRun` resumes its run with.
+fn run_start_kwargs<'py>(
+    py: Python<'py>,
+    ctx: Option<&Bound<'py, PyAgentCtx>>,
+    plugins: Option<&Bound<'py, PyAny>>,
+    on_event: Option<&Bound<'py, PyAny>>,
+    cancel: Option<&Bound<'py, PyCancel>>,
+) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+    let kwargs = pyo3::types::PyDict::new(py);
+    kwargs.set_item("ctx", ctx)?;
+    kwargs.set_item("plugins", plugins)?;
+    kwargs.set_item("on_event", on_event)?;
+    kwargs.set_item("cancel", cancel)?;
+    Ok(kwargs)
 }
 
 /// A session's info as ``Host.sessions`` lists it.
@@ -1066,11 +1199,15 @@ impl PyHost {
     /// `sessions`). The GIL is released
     /// meanwhile; `on_event` is shown the run's live events on this thread
     /// as they happen; `cancel` ends the run from another thread.
-    #[pyo3(signature = (code, *, ctx=None, plugins=None, limits=None, inputs=None, interpreter=None, on_event=None, cancel=None, session=None))]
+    ///
+    /// `functions` are the application's own for this run (see
+    /// `run_start`): a mapping of names to callables, each called here
+    /// with a call's arguments as the code made it, its value (or
+    /// exception) what the code's call returns (or raises).
+    #[pyo3(signature = (code, *, ctx=None, plugins=None, limits=None, inputs=None, interpreter=None, on_event=None, cancel=None, session=None, functions=None))]
     #[allow(clippy::too_many_arguments)]
     fn run(
-        &self,
-        py: Python<'_>,
+        slf: &Bound<'_, Self>,
         code: String,
         ctx: Option<&Bound<'_, PyAgentCtx>>,
         plugins: Option<&Bound<'_, PyAny>>,
@@ -1080,62 +1217,121 @@ impl PyHost {
         on_event: Option<&Bound<'_, PyAny>>,
         cancel: Option<&Bound<'_, PyCancel>>,
         session: Option<String>,
-    ) -> PyResult<PyRunOutcome> {
-        let on_event = callback_arg(on_event)?;
-        let (cancel, stop) = Stop::for_run(cancel.map(|c| &c.get().cancel));
-        let waiter = Waiter::default();
-        let listener = on_event.map(|_| waiter.listener());
-        let job = self.run_job(
+        functions: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let py = slf.py();
+        let this = slf.borrow();
+        if let Some(functions) = functions {
+            functions::check_callables(functions)?;
+        }
+        let given = functions.map(functions::functions_from_py).transpose()?;
+        let outcome = this.run_blocking(
+            py,
             code,
-            ctx,
-            plugins,
-            limits,
-            inputs,
-            interpreter,
-            cancel,
-            listener,
+            (ctx, plugins, limits, inputs, interpreter),
+            (on_event, cancel),
             session,
+            given.unwrap_or_default(),
         )?;
-        let outcome = self.handle.wait_with(py, waiter, job, on_event, stop)?;
-        PyRunOutcome::new(py, &outcome.map_err(|f| f.into_pyerr(py))?)
+        let outcome = Bound::new(py, outcome)?.into_any();
+        drop(this);
+        match functions {
+            None => Ok(outcome.unbind()),
+            Some(functions) => {
+                let calls = py.import("sandwit._calls")?;
+                let run = calls.getattr("ClientRun")?.call(
+                    (slf, outcome),
+                    Some(&run_start_kwargs(py, ctx, plugins, on_event, cancel)?),
+                )?;
+                Ok(run.call_method1("drive", (functions,))?.unbind())
+            }
+        }
+    }
+
+    /// Starts `code` as `run` does, with `functions` (an iterable of
+    /// names, or a mapping of names to docstrings or callables) that the
+    /// application answers: each call of one pauses the run, and the
+    /// returned `ClientRun` yields it as a `Call(name, args, kwargs,
+    /// call_id)` to answer with a value or an exception, then goes on.
+    #[pyo3(signature = (code, *, functions, ctx=None, plugins=None, limits=None, inputs=None, interpreter=None, on_event=None, cancel=None, session=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn run_start(
+        slf: &Bound<'_, Self>,
+        code: String,
+        functions: &Bound<'_, PyAny>,
+        ctx: Option<&Bound<'_, PyAgentCtx>>,
+        plugins: Option<&Bound<'_, PyAny>>,
+        limits: Option<&Bound<'_, PyRunLimits>>,
+        inputs: Option<&Bound<'_, PyAny>>,
+        interpreter: Option<&str>,
+        on_event: Option<&Bound<'_, PyAny>>,
+        cancel: Option<&Bound<'_, PyCancel>>,
+        session: Option<String>,
+    ) -> PyResult<Py<PyAny>> {
+        let py = slf.py();
+        let given = functions::functions_from_py(functions)?;
+        let outcome = slf.borrow().run_blocking(
+            py,
+            code,
+            (ctx, plugins, limits, inputs, interpreter),
+            (on_event, cancel),
+            session,
+            given,
+        )?;
+        let outcome = Bound::new(py, outcome)?.into_any();
+        let calls = py.import("sandwit._calls")?;
+        let kwargs = run_start_kwargs(py, ctx, plugins, on_event, cancel)?;
+        let run = calls
+            .getattr("ClientRun")?
+            .call((slf, outcome), Some(&kwargs))?;
+        Ok(run.unbind())
     }
 
     /// `run`, awaitable: the run goes on in the host's threads and
     /// completes the returned future; `on_event` is shown its live events
     /// on the loop's thread. Cancelling it (`task.cancel()`,
     /// `asyncio.wait_for`) ends the run.
-    #[pyo3(signature = (code, *, ctx=None, plugins=None, limits=None, inputs=None, interpreter=None, on_event=None, cancel=None, session=None))]
+    /// With `functions`, a mapping of names to callables or coroutine
+    /// functions, each call is answered as `run` answers it (a coroutine's
+    /// awaited on this loop).
+    #[pyo3(signature = (code, *, ctx=None, plugins=None, limits=None, inputs=None, interpreter=None, on_event=None, cancel=None, session=None, functions=None))]
     #[allow(clippy::too_many_arguments)]
     fn run_async<'py>(
-        &self,
-        py: Python<'py>,
+        slf: &Bound<'py, Self>,
         code: String,
-        ctx: Option<&Bound<'_, PyAgentCtx>>,
-        plugins: Option<&Bound<'_, PyAny>>,
-        limits: Option<&Bound<'_, PyRunLimits>>,
-        inputs: Option<&Bound<'_, PyAny>>,
+        ctx: Option<&Bound<'py, PyAgentCtx>>,
+        plugins: Option<&Bound<'py, PyAny>>,
+        limits: Option<&Bound<'py, PyRunLimits>>,
+        inputs: Option<&Bound<'py, PyAny>>,
         interpreter: Option<&str>,
         on_event: Option<&Bound<'py, PyAny>>,
-        cancel: Option<&Bound<'_, PyCancel>>,
+        cancel: Option<&Bound<'py, PyCancel>>,
         session: Option<String>,
+        functions: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let on_event = callback_arg(on_event)?;
-        let (cancel, stop) = Stop::for_run(cancel.map(|c| &c.get().cancel));
-        let feed = Feed::default();
-        let listener = on_event.map(|_| feed.listener());
-        let job = self.run_job(
+        let py = slf.py();
+        if let Some(functions) = functions {
+            functions::check_callables(functions)?;
+        }
+        let given = functions.map(functions::functions_from_py).transpose()?;
+        let started = slf.borrow().run_coroutine(
+            py,
             code,
-            ctx,
-            plugins,
-            limits,
-            inputs,
-            interpreter,
-            cancel,
-            listener,
+            (ctx, plugins, limits, inputs, interpreter),
+            (on_event, cancel),
             session,
+            given.unwrap_or_default(),
         )?;
-        let runtime = self.handle.runtime();
-        tasks::coroutine(py, runtime, job, outcome_to_py, stop, feed, on_event)
+        match functions {
+            None => Ok(started),
+            Some(functions) => {
+                let calls = py.import("sandwit._calls")?;
+                let kwargs = run_start_kwargs(py, ctx, plugins, on_event, cancel)?;
+                calls
+                    .getattr("drive_async")?
+                    .call((slf, started, functions), Some(&kwargs))
+            }
+        }
     }
 
     /// The call the run paused with `token` waits at, in `ctx`'s chat, as
@@ -1176,7 +1372,7 @@ impl PyHost {
     /// run's as a whole. A token resumes once, on any host over the same
     /// store with the same `session_key`; a spent, forged or other chat's
     /// one gives an error outcome of type `ResumeRefused`.
-    #[pyo3(signature = (token, *, approve=false, deny=None, result=None, ctx=None, plugins=None, on_event=None, cancel=None))]
+    #[pyo3(signature = (token, *, approve=false, deny=None, result=None, raise_=None, ctx=None, plugins=None, on_event=None, cancel=None))]
     #[allow(clippy::too_many_arguments)]
     fn resume(
         &self,
@@ -1185,42 +1381,45 @@ impl PyHost {
         approve: bool,
         deny: Option<String>,
         result: Option<&Bound<'_, PyAny>>,
+        raise_: Option<&Bound<'_, PyAny>>,
         ctx: Option<&Bound<'_, PyAgentCtx>>,
         plugins: Option<&Bound<'_, PyAny>>,
         on_event: Option<&Bound<'_, PyAny>>,
         cancel: Option<&Bound<'_, PyCancel>>,
     ) -> PyResult<PyRunOutcome> {
-        let answer = match (approve, deny, result) {
-            (true, None, None) => sandwit::Resume::Approve,
-            (false, Some(reason), None) => sandwit::Resume::Deny(reason),
-            (false, None, Some(value)) => sandwit::Resume::Result(convert::result_from_py(value)?),
+        let answer = match (approve, deny, result, raise_) {
+            (true, None, None, None) => sandwit::Resume::Approve,
+            (false, Some(reason), None, None) => sandwit::Resume::Deny(reason),
+            (false, None, Some(value), None) => {
+                sandwit::Resume::Result(convert::result_from_py(value)?)
+            }
+            (false, None, None, Some(raised)) => functions::raise_from_py(raised)?,
             _ => {
                 return Err(PyValueError::new_err(
-                    "resume takes exactly one answer: approve=True, deny=REASON or result=VALUE",
+                    "resume takes exactly one answer: approve=True, deny=REASON, result=VALUE \
+                     or raise_=EXCEPTION",
                 ));
             }
         };
-        let on_event = callback_arg(on_event)?;
-        let (cancel, stop) = Stop::for_run(cancel.map(|c| &c.get().cancel));
-        let waiter = Waiter::default();
-        let listener = on_event.map(|_| waiter.listener());
-        let plugins = toolbox_arg(plugins, ctx)?;
-        let ctx = ctx_or_default(ctx);
-        let mut options = RunOptions::new().cancel(cancel);
-        if let Some(listener) = listener {
-            options = options.on_event(move |event| listener(event));
-        }
-        let shared = self.shared.clone();
-        let handle = self.handle.handle()?;
-        let job: Job<sandwit::RunOutcome> = Box::pin(async move {
-            let kind = InterpreterKind::Small;
-            let sandbox = Shared::load(&shared, kind, handle).await?;
-            Ok(sandbox
-                .resume(&ctx, &plugins, &token, answer, &options)
-                .await)
-        });
-        let outcome = self.handle.wait_with(py, waiter, job, on_event, stop)?;
-        PyRunOutcome::new(py, &outcome.map_err(|f| f.into_pyerr(py))?)
+        self.resume_with(py, token, answer, ctx, plugins, (on_event, cancel))
+    }
+
+    /// `resume(token, result=value)` where `value` may be None: what a
+    /// `ClientRun` answers a call with.
+    #[pyo3(signature = (token, value, *, ctx=None, plugins=None, on_event=None, cancel=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn _answer(
+        &self,
+        py: Python<'_>,
+        token: String,
+        value: &Bound<'_, PyAny>,
+        ctx: Option<&Bound<'_, PyAgentCtx>>,
+        plugins: Option<&Bound<'_, PyAny>>,
+        on_event: Option<&Bound<'_, PyAny>>,
+        cancel: Option<&Bound<'_, PyCancel>>,
+    ) -> PyResult<PyRunOutcome> {
+        let answer = sandwit::Resume::Result(convert::result_from_py(value)?);
+        self.resume_with(py, token, answer, ctx, plugins, (on_event, cancel))
     }
 
     fn __repr__(&self) -> String {

@@ -165,6 +165,15 @@ impl Plugin {
         report
     }
 
+    /// Checks `args` against `method`'s parameters' schemas, as a call does
+    /// first: what a paused call shows a person is what the call would take.
+    pub(crate) fn check_args(&self, method: &str, args: &Value) -> Result<(), CallErrorKind> {
+        match self.inner.checkers.get(method) {
+            Some(checker) => Ok(checker.check(args)?),
+            None => Err(CallErrorKind::UnknownMethod),
+        }
+    }
+
     /// Calls `method` in `session`'s instance, or in a new one (left in
     /// `session`) when it has none. The session is emptied when the call
     /// stopped the instance (a trap or a limit).

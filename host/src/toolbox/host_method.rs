@@ -39,6 +39,10 @@ struct Inner {
     spec: MethodSpec,
     checker: ArgChecker,
     handler: Box<Handler>,
+    /// For a function the application gives a run (`sandbox/run/functions.rs`),
+    /// answered when the run pauses at its call, never by `handler`:
+    /// whether it takes any arguments (`*args, **kwargs`).
+    client: Option<bool>,
 }
 
 impl HostMethod {
@@ -99,8 +103,42 @@ impl HostMethod {
                 spec,
                 checker,
                 handler: Box::new(move |ctx, args| Box::pin(handler(ctx, args))),
+                client: None,
             }),
         })
+    }
+
+    /// A function the application gives a run, offered as `provider`: a
+    /// run calling it pauses there, and the resume's answer is its result.
+    /// `variadic`: it takes any arguments, which cross as the spec's two
+    /// parameters `args` and `kwargs`.
+    pub(crate) fn client(
+        provider: &str,
+        spec: MethodSpec,
+        variadic: bool,
+    ) -> Result<Self, Vec<String>> {
+        let method = Self::with_error_kinds(provider, spec, |_, _| async {
+            Err(CallErrorKind::Failed {
+                message: "the application answers this function when the run pauses at it"
+                    .to_string(),
+            })
+        })?;
+        let mut inner = Arc::into_inner(method.inner).expect("just made");
+        inner.client = Some(variadic);
+        Ok(HostMethod {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// Checks `args` against the parameters' schemas, as a call does first.
+    pub(crate) fn check_args(&self, args: &Value) -> Result<(), CallErrorKind> {
+        Ok(self.inner.checker.check(args)?)
+    }
+
+    /// `Some(variadic)` for a function the application answers
+    /// ([`HostMethod::client`]).
+    pub(crate) fn client_function(&self) -> Option<bool> {
+        self.inner.client
     }
 
     /// Who offers it.

@@ -188,6 +188,50 @@ impl Toolbox {
         }
     }
 
+    /// This set with the functions the application gives a run
+    /// ([`HostMethod::client`]) after its methods: their names must be
+    /// none of the set's, their provider no plugin's id.
+    pub(crate) fn with_functions(&self, functions: &[HostMethod]) -> Result<Toolbox, ToolboxError> {
+        let mut inner = ToolboxInner {
+            by_method: self.inner.by_method.clone(),
+            specs: self.inner.specs.clone(),
+            hooked: self.inner.hooked,
+            made_for: self.inner.made_for.clone(),
+        };
+        for function in functions {
+            let name = &function.spec().name;
+            if let Some(first) = inner.by_method.get(name) {
+                return Err(ToolboxError::Method {
+                    method: name.clone(),
+                    first: first.id().to_string(),
+                    second: function.provider().to_string(),
+                });
+            }
+            if self.plugins().iter().any(|p| p.id() == function.provider()) {
+                return Err(ToolboxError::Provider {
+                    id: function.provider().to_string(),
+                    method: name.clone(),
+                });
+            }
+            let mut spec = wit::MethodSpec::from(function.spec());
+            if function.client_function() == Some(true) {
+                // The interpreter makes `def f(*args, **kwargs)` of these
+                // names (`crossing.make_function`), whose arguments cross
+                // as the spec's `args` and `kwargs`.
+                for (param, star) in spec.params.iter_mut().zip(["*args", "**kwargs"]) {
+                    param.name = star.to_string();
+                }
+            }
+            inner.specs.push(spec);
+            inner
+                .by_method
+                .insert(name.clone(), Provider::Host(function.clone()));
+        }
+        Ok(Toolbox {
+            inner: Arc::new(inner),
+        })
+    }
+
     /// The methods as the interpreter's `prepare` and `exec` take them.
     pub(crate) fn specs(&self) -> &[wit::MethodSpec] {
         &self.inner.specs
@@ -320,10 +364,14 @@ impl Toolbox {
                     "multimodal agent: STOPS THE SCRIPT; its text and images go to you in a new round"
                 }
             };
+            let signature = match self.inner.by_method.get(&method.name) {
+                Some(Provider::Host(host)) if host.client_function() == Some(true) => {
+                    format!("{}(*args, **kwargs)", method.name)
+                }
+                _ => method.signature(),
+            };
             out.push_str(&format!(
-                "\ndef {}:  # {what} (plugin `{}`)\n    \"\"\"",
-                method.signature(),
-                provider
+                "\ndef {signature}:  # {what} (plugin `{provider}`)\n    \"\"\""
             ));
             // Escaped: the docstring is the plugin's or source's text, and
             // must stay inside its quotes and in its order.

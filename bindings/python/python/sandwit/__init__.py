@@ -54,6 +54,7 @@ from ._sandwit import (
     strip_code_fence,
     warmup,
 )
+from ._calls import Call, ClientRun
 from ._methods import method
 from ._session import Session
 from ._types import (
@@ -82,12 +83,14 @@ from ._types import (
 
 __all__ = [
     "AgentCtx",
+    "Call",
     "CallError",
     "CallEvent",
     "CallLimits",
     "Cancel",
     "ChatEvent",
     "ChatMessage",
+    "ClientRun",
     "CodeSource",
     "ContentPart",
     "ControlEvent",

@@ -8,8 +8,9 @@ re-exported.
 import pathlib
 import types
 from collections.abc import Coroutine
-from typing import Any, Callable, Final, Generic, Iterable, Literal, ParamSpec, Self, TypeVar, final
+from typing import Any, Callable, Final, Generic, Iterable, Literal, Mapping, ParamSpec, Self, TypeVar, final
 
+from ._calls import ClientRun
 from ._session import Session
 from ._types import (
     CodeSource,
@@ -894,6 +895,7 @@ class Host:
         on_event: Callable[[LiveEvent], object] | None = None,
         cancel: Cancel | None = None,
         session: str | None = None,
+        functions: Mapping[str, Callable[..., Any]] | None = None,
     ) -> RunOutcome:
         """Runs ``code`` in a fresh sandboxed interpreter with the methods of
         ``plugins`` (those ``ctx`` sees) as functions, with the GIL
@@ -920,7 +922,41 @@ class Host:
         runs the code in that session of ``ctx``'s chat: it finds the
         variables, imports and objects the session's last run left, and
         the first run starts it (either interpreter, each with sessions of
-        its own; the outcome's ``session`` reports it)."""
+        its own; the outcome's ``session`` reports it).
+
+        ``functions`` maps names to the application's own callables for
+        this run: the code calls each as ``name(*args, **kwargs)``; a call
+        pauses the run, the callable is called here with those arguments,
+        and what it returns (a plain value, as a method's) or raises (by
+        type: a builtin exception as itself, any other as a ``PluginError``
+        subclass of its name) is what the code's call returns or raises.
+        Each call runs the code again to it, without making any earlier
+        call twice (``run_start`` for how); small interpreter."""
+    def run_start(
+        self,
+        code: str,
+        *,
+        functions: Iterable[str] | Mapping[str, str | Callable[..., Any]],
+        ctx: AgentCtx | None = None,
+        plugins: Toolbox | Iterable[Plugin] | None = None,
+        limits: RunLimits | None = None,
+        inputs: dict[str, Any] | None = None,
+        interpreter: InterpreterKind | None = None,
+        on_event: Callable[[LiveEvent], object] | None = None,
+        cancel: Cancel | None = None,
+        session: str | None = None,
+    ) -> ClientRun:
+        """Starts ``code`` as ``run`` does with ``functions`` (names, or
+        names mapped to docstrings or callables) the application answers
+        itself: the returned ``ClientRun`` yields each call as a
+        ``Call(name, args, kwargs, call_id)``, to answer with
+        ``ClientRun.answer(value)`` or ``ClientRun.fail(exception)``;
+        ``ClientRun.outcome`` is the run's once its calls end. A call is a
+        durable pause: ``call_id`` is its token, good on any host over the
+        same store and key (``Host.resume(call_id, result=...)`` or
+        ``raise_=...``) until it expires. The wait counts in no limit of
+        the run's. A function named as a method of ``plugins``, or not an
+        identifier, gives an error outcome of type ``InvalidFunction``."""
     def run_async(
         self,
         code: str,
@@ -933,6 +969,7 @@ class Host:
         on_event: Callable[[LiveEvent], object] | None = None,
         cancel: Cancel | None = None,
         session: str | None = None,
+        functions: Mapping[str, Callable[..., Any]] | None = None,
     ) -> Coroutine[Any, Any, RunOutcome]:
         """``run`` as a coroutine (await it, or make it a task with
         ``asyncio.create_task``, in a running event loop; a coroutine never
@@ -956,6 +993,7 @@ class Host:
         approve: bool = False,
         deny: str | None = None,
         result: Any = None,
+        raise_: BaseException | None = None,
         ctx: AgentCtx | None = None,
         plugins: Toolbox | Iterable[Plugin] | None = None,
         on_event: Callable[[LiveEvent], object] | None = None,
@@ -963,15 +1001,28 @@ class Host:
     ) -> RunOutcome:
         """Resumes the run that paused with ``token`` (its outcome's
         ``paused["token"]``) in ``ctx``'s chat with a person's answer,
-        exactly one of: ``approve=True`` (the call is made now),
-        ``deny=REASON`` (the code's call raises ``PluginError`` of kind
-        ``denied``) or ``result=VALUE`` (the call returns VALUE, not None,
-        without being made); otherwise ``ValueError``. The code runs again
+        exactly one of: ``approve=True`` (the call is made now; not for the
+        application's own functions), ``deny=REASON`` (the code's call
+        raises ``PluginError`` of kind ``denied``), ``result=VALUE`` (the
+        call returns VALUE, not None, without being made) or
+        ``raise_=EXCEPTION`` (the call raises an exception of its type and
+        message); otherwise ``ValueError``. The code runs again
         to the paused call without making any call twice, then goes on; the
         outcome is the run's as a whole. A token resumes once, on any host
         over the same store with the same ``session_key``; a spent, forged
         or other chat's one gives an error outcome of type
         ``ResumeRefused``."""
+    def _answer(
+        self,
+        token: str,
+        value: Any,
+        *,
+        ctx: AgentCtx | None = None,
+        plugins: Toolbox | Iterable[Plugin] | None = None,
+        on_event: Callable[[LiveEvent], object] | None = None,
+        cancel: Cancel | None = None,
+    ) -> RunOutcome:
+        """``resume(token, result=value)``, ``value`` None too (``ClientRun``'s)."""
 
 def warmup(
     *,

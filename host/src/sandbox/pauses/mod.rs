@@ -42,11 +42,25 @@ pub struct Paused {
 /// A person's answer to a paused call.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Resume {
-    /// Make the call now, under the controls, as if it had not paused.
+    /// Make the call now, under the controls, as if it had not paused
+    /// (not for an application's own function, which only the application
+    /// can answer).
     Approve,
     /// Refuse it: the code's call raises `PluginError` (kind `denied`) with
     /// this reason.
     Deny(String),
     /// Do not make it: the call returns this value to the code.
     Result(Value),
+    /// Do not make it: the call raises an exception of the type `name` (a
+    /// dotted Python identifier, as an application's own function raised
+    /// it) with `message`. A builtin exception's name raises that class
+    /// (`except ValueError` catches it); any other a `PluginError`
+    /// subclass of that name.
+    Raise {
+        /// The exception's type, as `type(e).__name__` (or its qualified
+        /// name) gives it.
+        name: String,
+        /// What `str(e)` gives.
+        message: String,
+    },
 }

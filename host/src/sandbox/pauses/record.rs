@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::capabilities::store::{Entry, Namespace, Scope, StoreBackend};
 use crate::runtime::tape::Readings;
 use crate::sandbox::pauses::journal::{Answered, ArgsDigest, Standing};
+use crate::sandbox::run::functions::ClientFunction;
 use crate::sandbox::sessions::saved::{MAC_BYTES, SessionKey, now_secs, sandwit_version};
 use sandwit_contract::limits::RunLimits;
 use sandwit_contract::policy::StoreLimits;
@@ -104,6 +105,9 @@ pub(crate) struct Record {
     /// The session it ran in, if any.
     #[serde(default)]
     pub(crate) session: Option<SessionAt>,
+    /// The application's functions the run was given.
+    #[serde(default)]
+    pub(crate) functions: Vec<ClientFunction>,
 }
 
 /// The session a paused run ran in, as it stood when the run began.

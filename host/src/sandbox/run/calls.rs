@@ -20,6 +20,7 @@ use crate::sandbox::pauses::Resume;
 use crate::sandbox::pauses::journal::{
     ArgsDigest, PendingCall, Resumed, Standing, Step, args_digest,
 };
+use crate::sandbox::run::functions::CLIENT_FUNCTIONS;
 use crate::sandbox::run::outcome::{Event, Handoff};
 use crate::sandbox::run::state::RunState;
 use crate::toolbox::set::Provider;
@@ -227,6 +228,14 @@ fn answer_resumed(
             state.meter.charge(marshalled.len());
             ("result", Some(Ok(marshalled)))
         }
+        // Answered as a failed call, of the kind `crossing.plugin_error`
+        // raises as the named type.
+        Resume::Raise { name, message } => {
+            let kind = format!("raised:{name}");
+            let answer = marshal_text_tuple(&[&kind, message]);
+            state.meter.charge(answer.len());
+            ("raise", Some(Ok(answer)))
+        }
     };
     let event = ControlEvent::Resumed {
         answer: name.to_string(),
@@ -265,7 +274,18 @@ async fn dispatch<T: RunData>(
     };
     let state = store.data_mut().run_state();
     let ctx = state.ctx.clone();
-    if !called.resumed_here && state.controls.pauses(&id, &method, &ctx) {
+    let client = matches!(&provider, Provider::Host(host) if host.client_function().is_some());
+    if !called.resumed_here && (client || state.controls.pauses(&id, &method, &ctx)) {
+        // A person or the application is shown the arguments the call
+        // would take, never ones it would refuse.
+        let checked = match &provider {
+            Provider::Plugin(plugin) => plugin.check_args(&method, &args),
+            Provider::Host(host) => host.check_args(&args),
+        };
+        if let Err(kind) = checked {
+            trace::call_ended(span, Some(&kind), 0);
+            return Ok(Err(to_wit_error(kind)));
+        }
         return pause(state, (id, method, kind), args, called.digest, metered);
     }
     let (budget, bound) = call_budget(state, fuel_left, &limits);
@@ -308,10 +328,16 @@ fn pause(
     let unpausable = state.journal.cannot_pause();
     let (Some(digest), None) = (digest, &unpausable) else {
         let why = unpausable.unwrap_or_else(|| "it keeps no journal".into());
-        let message = format!(
-            "plugin `{id}`, method `{method}` waits for a person's answer (the policy pauses \
-             its calls), and this run cannot pause: {why}"
-        );
+        let message = match id == CLIENT_FUNCTIONS {
+            true => format!(
+                "function `{method}` is the application's, answered when the run pauses at it, \
+                 and this run cannot pause: {why}"
+            ),
+            false => format!(
+                "plugin `{id}`, method `{method}` waits for a person's answer (the policy pauses \
+                 its calls), and this run cannot pause: {why}"
+            ),
+        };
         let refused = Refused {
             kind: CallErrorKind::NotApproved {
                 flags: Vec::new(),

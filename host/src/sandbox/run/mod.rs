@@ -9,6 +9,7 @@
 pub(crate) mod calls;
 mod fence;
 mod finish;
+pub(crate) mod functions;
 mod options;
 pub(crate) mod outcome;
 pub(crate) mod slots;
@@ -32,6 +33,7 @@ use crate::sandbox::values::marshal_inputs;
 use crate::toolbox::Toolbox;
 use calls::RunData;
 pub use fence::strip_code_fence;
+pub use functions::{CLIENT_FUNCTIONS, ClientFunction};
 pub use options::RunOptions;
 use outcome::{RunOutcome, WorkspaceFile};
 use sandwit_contract::limits::{LimitKind, RunLimits};
@@ -83,6 +85,18 @@ impl<'a> Run<'a> {
             ));
         }
         let plugins = plugins.for_context(ctx).await;
+        let plugins = match options.functions.is_empty() {
+            true => plugins,
+            false => functions::methods(&options.functions)
+                .and_then(|methods| {
+                    plugins
+                        .with_functions(&methods)
+                        .map_err(|e| format!("a function cannot be given to the run: {e}"))
+                })
+                .map_err(|message| {
+                    RunOutcome::not_run("InvalidFunction", message, Instant::now())
+                })?,
+        };
         // The wait for a slot counts from here: the hooks' time is not
         // queueing.
         let asked = Instant::now();
@@ -174,7 +188,7 @@ impl<'a> Run<'a> {
                 state.tape.record(resumed.readings.clone());
                 Journal::pausable(Some(resumed))
             }
-            (None, None) if state.controls.pauses_any() => {
+            (None, None) if state.controls.pauses_any() || !self.options.functions.is_empty() => {
                 state.tape.record(Readings::default());
                 Journal::pausable(None)
             }
@@ -248,6 +262,7 @@ impl<'a> Run<'a> {
             paused_at: now,
             expires_at: now + self.host.session_limits.pause_ttl.as_secs(),
             session: None,
+            functions: self.options.functions.clone(),
         })
     }
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use crate::controls::Approver;
 use crate::runtime::cancel::Cancel;
 use crate::sandbox::pauses::journal::Resumed;
+use crate::sandbox::run::functions::ClientFunction;
 use crate::sandbox::run::outcome::LiveEvent;
 use crate::sandbox::run::state::EventListener;
 use sandwit_contract::limits::RunLimits;
@@ -25,6 +26,8 @@ pub struct RunOptions {
     pub(crate) session: Option<String>,
     /// The paused run this one resumes, if any.
     pub(crate) resumed: Option<Arc<Resumed>>,
+    /// The application's own functions for this run.
+    pub(crate) functions: Vec<ClientFunction>,
 }
 
 impl RunOptions {
@@ -54,17 +57,38 @@ impl RunOptions {
     /// Runs the code in the session `name` of the run's chat (its namespace
     /// and chat key): it finds the globals, imports and objects the
     /// session's last run left, and leaves its own for the next; the first
-    /// run starts it. A session is kept in this process, live, between its
-    /// runs, one run at a time; it ends when closed
-    /// ([`PythonSandbox::close_session`](crate::PythonSandbox::close_session)),
-    /// idle past [`SessionLimits::idle`](crate::SessionLimits), or when a
-    /// run in it stops midway (a trap, a limit, cancellation, a handoff).
-    /// Small interpreter only: a scientific run that names one is refused.
-    /// The outcome's [`RunOutcome::session`](crate::RunOutcome::session)
+    /// run starts it. Both interpreters keep sessions, each its own. A
+    /// session is kept live in this process between its runs, one run at a
+    /// time, and in the host's store after each run that ends well, so
+    /// another host over the store (or this one after a restart) resumes
+    /// it; a run that stops midway (a trap, a limit, cancellation) leaves
+    /// it as its last good run made it. It ends when closed
+    /// ([`PythonSandbox::close_session`](crate::PythonSandbox::close_session))
+    /// or idle past [`SessionLimits::idle`](crate::SessionLimits). The outcome's [`RunOutcome::session`](crate::RunOutcome::session)
     /// reports it. A name is 1 to 64 ASCII letters, digits, `-`, `_` or
     /// `.`; a run given another is refused (`InvalidSession`).
     pub fn session(mut self, name: impl Into<String>) -> Self {
         self.session = Some(name.into());
+        self
+    }
+
+    /// Functions the application gives this run, besides the toolbox's
+    /// methods (names none of theirs): the code calls them as methods,
+    /// and a call pauses the run there (status
+    /// [`RunStatus::Paused`](crate::RunStatus::Paused), the outcome's
+    /// [`paused`](crate::RunOutcome::paused) naming the function, provider
+    /// [`CLIENT_FUNCTIONS`](crate::CLIENT_FUNCTIONS), and its arguments),
+    /// until the application answers it with
+    /// [`PythonSandbox::resume`](crate::PythonSandbox::resume) and a value
+    /// ([`Resume::Result`](crate::Resume::Result)), an exception
+    /// ([`Resume::Raise`](crate::Resume::Raise)) or a refusal; the resumed
+    /// run keeps them. The wait counts in no limit of the run's (a pause
+    /// lasts up to [`SessionLimits::pause_ttl`](crate::SessionLimits)).
+    /// A function that is not one (a name taken or not an identifier, a
+    /// bad schema) ends the run with an `InvalidFunction` error, its code
+    /// not run. Small interpreter: the scientific one refuses the call.
+    pub fn functions(mut self, functions: impl IntoIterator<Item = ClientFunction>) -> Self {
+        self.functions = functions.into_iter().collect();
         self
     }
 

@@ -10,6 +10,7 @@ use crate::sandbox::pauses::journal::{Resumed, events_reached_pause};
 use crate::sandbox::pauses::record::{Record, Unkept, Unresumable};
 use crate::sandbox::pauses::{Paused, Resume};
 use crate::sandbox::run::RunOptions;
+use crate::sandbox::run::functions::{CLIENT_FUNCTIONS, is_type_name};
 use crate::sandbox::run::outcome::RunOutcome;
 use crate::toolbox::Toolbox;
 use sandwit_contract::types::{AgentCtx, Value};
@@ -95,6 +96,12 @@ impl PythonSandbox {
                 return RunOutcome::failed(e, Instant::now());
             }
         };
+        if let Some(why) = unanswerable(&record.plugin, &record.method, &answer) {
+            if let Err(e) = inner.pauses.put_back(&id, &record).await {
+                tracing::error!("a refused resume lost its token: {e:#}");
+            }
+            return RunOutcome::not_run("ResumeRefused", why, Instant::now());
+        }
         let inputs = match record.inputs.is_empty() {
             true => None,
             false => match Value::from_marshal(&record.inputs, &DecodeLimits::default()) {
@@ -120,6 +127,7 @@ impl PythonSandbox {
         options.limits = Some((&record.limits).into());
         options.inputs = inputs;
         options.session = record.session.as_ref().map(|s| s.name.clone());
+        options.functions = record.functions.clone();
         options.resumed = Some(Arc::new(resumed));
         let outcome = self.execute(ctx, plugins, &record.code, &options).await;
         if !events_reached_pause(&outcome.events)
@@ -160,5 +168,22 @@ impl PythonSandbox {
             }
         }
         outcome
+    }
+}
+
+/// Why `answer` cannot answer the call of `plugin`'s `method` a run paused
+/// at, if it cannot: an application's function is not the host's to make
+/// (approved), and an exception's type must be a dotted identifier.
+fn unanswerable(plugin: &str, method: &str, answer: &Resume) -> Option<String> {
+    match answer {
+        Resume::Approve if plugin == CLIENT_FUNCTIONS => Some(format!(
+            "function `{method}` is the application's: answer it with a result, an exception \
+             or a denial, not an approval"
+        )),
+        Resume::Raise { name, .. } if !is_type_name(name) => Some(format!(
+            "the exception's type {:?} is not a dotted Python identifier of at most 128 characters",
+            sandwit_contract::text::cut(name.clone(), 140)
+        )),
+        _ => None,
     }
 }
