@@ -28,7 +28,9 @@ class PluginError(Exception):
     """A plugin method failed.
 
     `method` names the method; `kind` is one of `failed`, `invalid_arguments`,
-    `unknown_method`, `denied` or `limit_exceeded`; `str()` gives the message.
+    `unknown_method`, `denied`, `limit_exceeded` or `raised` (the
+    application's function raised an exception of a type of this name);
+    `str()` gives `method: message`.
     """
 
     def __init__(self, method, kind, message):
@@ -61,8 +63,10 @@ def plugin_error(method, kind, message):
 
 def raised(method, type_name, message):
     """The exception `type_name` with `message`, as `plugin_error` makes it."""
-    name = type_name.rpartition(".")[2]
-    builtin = getattr(builtins, name, None)
+    module, _, name = type_name.rpartition(".")
+    # Only an unqualified name is a builtin's: `requests.ConnectionError`
+    # is not `ConnectionError`.
+    builtin = None if module else getattr(builtins, name, None)
     if (
         isinstance(builtin, type)
         and issubclass(builtin, Exception)
@@ -72,7 +76,7 @@ def raised(method, type_name, message):
             return builtin(message)
         except Exception:
             pass
-    cls = type(name, (PluginError,), {"__module__": type_name.rpartition(".")[0] or "sandwit"})
+    cls = type(name, (PluginError,), {"__module__": module or "sandwit"})
     return cls(method, "raised", message)
 
 

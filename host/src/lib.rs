@@ -57,7 +57,9 @@ pub use sandbox::run::outcome::{
 pub use sandbox::run::slots::{
     DEFAULT_MAX_WAIT, DEFAULT_WAITING_RUNS, NoRunPlace, RunPlace, RunSlots,
 };
-pub use sandbox::run::{CLIENT_FUNCTIONS, ClientFunction, RunOptions, strip_code_fence};
+pub use sandbox::run::{
+    CLIENT_FUNCTIONS, ClientFunction, RunOptions, is_exception_type_name, strip_code_fence,
+};
 pub use sandbox::scientific::{DEFAULT_PRELOAD, ScientificOptions, ScientificSandbox};
 pub use sandbox::sessions::saved::SessionKey;
 pub use sandbox::sessions::{

@@ -479,8 +479,6 @@ fn behind_event() -> SseEvent {
         .expect("an error body is JSON")
 }
 
-/// The stream of a run's events, ending after its outcome; dropping it
-/// (the client went away) cancels the run.
 /// The call a streamed run's `outcome` waits at, as its `call` event
 /// gives it, if it paused at one of the client's functions.
 fn client_call(outcome: &crate::wire::Outcome) -> Option<serde_json::Value> {
@@ -496,6 +494,8 @@ fn client_call(outcome: &crate::wire::Outcome) -> Option<serde_json::Value> {
     }))
 }
 
+/// The stream of a run's events, ending after its outcome; dropping it
+/// (the client went away) cancels the run.
 fn events(feed: Feed) -> impl Stream<Item = Result<SseEvent, Infallible>> {
     stream::unfold(feed, |mut feed| async move {
         let event = feed.next().await?;
@@ -571,12 +571,20 @@ pub struct ResumeRequest {
     /// Refuse the call: the code's call raises `PluginError` (kind
     /// `denied`) with this reason.
     deny: Option<String>,
-    /// Do not make the call: it returns this JSON value to the code.
+    /// Do not make the call: it returns this JSON value to the code
+    /// (`null` too: the call returns `None`).
     #[schema(value_type = Option<Object>)]
+    #[serde(default, deserialize_with = "present")]
     result: Option<Json>,
     /// Do not make the call: it raises this exception in the code (the
     /// answer of a client function that failed).
     r#raise: Option<RaiseRequest>,
+}
+
+/// A field that is there, `null` or not: `result: null` is the answer
+/// `None`, where an absent `result` is no answer.
+fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Json>, D::Error> {
+    Json::deserialize(deserializer).map(Some)
 }
 
 /// `POST /v1/runs/{token}:resume`: resumes the run that paused with

@@ -13,7 +13,7 @@ use sandwit::store::SqliteStore;
 use sandwit::{
     AgentCtx, CLIENT_FUNCTIONS, ClientFunction, Host, HostMethod, MethodKind, MethodResult,
     MethodSpec, Param, PythonSandbox, Resume, RunOptions, RunOutcome, RunStatus, SessionKey,
-    Toolbox, Value,
+    Toolbox, ToolboxError, Value,
 };
 use serde_json::json;
 
@@ -261,6 +261,24 @@ async fn functions_are_checked_before_the_run_and_their_arguments_before_the_pau
         "{}",
         error_of(&outcome)
     );
+
+    // `client` is reserved: no plugin or host method is offered under it.
+    let spec = MethodSpec {
+        name: "ask".into(),
+        kind: MethodKind::Tool,
+        description: "Asks.".into(),
+        docstring: "Asks.".into(),
+        params: Vec::new(),
+        returns: None,
+    };
+    let posing = HostMethod::new(CLIENT_FUNCTIONS, spec, |_, _| async {
+        Ok::<_, String>(MethodResult::Tool(Value::Null))
+    })
+    .unwrap();
+    assert!(matches!(
+        Toolbox::with_host_methods(&[], &[posing]),
+        Err(ToolboxError::Reserved { id, method }) if id == "client" && method == "ask"
+    ));
 
     // Arguments the schema refuses raise in the code; the run does not pause.
     let code = "\

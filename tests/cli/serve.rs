@@ -533,6 +533,13 @@ fn serve_streams_a_run_and_cancels_it_when_the_client_goes() {
     let outcome = next_event(&mut events, "outcome");
     assert_eq!(outcome["status"], "paused", "{outcome}");
     assert_eq!(outcome["paused"]["token"], call["call_id"]);
+    // Answered `null`: the call returns None.
+    let token = call["call_id"].as_str().unwrap();
+    let body = json!({"chat_key": "c", "result": null});
+    let (status, outcome) = server.post(&format!("/v1/runs/{token}:resume"), USER, body);
+    assert_eq!(status, 200, "{outcome}");
+    assert_eq!(outcome["status"], "ok", "{outcome}");
+    assert_eq!(outcome["result"], Value::Null, "{outcome}");
 
     // A run that would spin to its deadline: the client leaves once it
     // started, and the run ends cancelled.

@@ -148,6 +148,13 @@ pub fn toolbox_error(py: Python<'_>, err: &sandwit::ToolboxError) -> PyErr {
             ("first", str_py(py, first)),
             ("second", str_py(py, second)),
         ],
+        E::Reserved { id, method } => [
+            ("kind", str_py(py, "reserved")),
+            ("method", str_py(py, method)),
+            ("id", str_py(py, id)),
+            ("first", none()),
+            ("second", none()),
+        ],
         E::Provider { id, method } => [
             ("kind", str_py(py, "provider")),
             ("method", str_py(py, method)),

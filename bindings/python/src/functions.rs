@@ -56,10 +56,19 @@ pub fn raise_from_py(raise_: &Bound<'_, PyAny>) -> PyResult<Resume> {
     let class = raise_.get_type();
     let name: String = class.getattr("__name__")?.extract()?;
     let module: Option<String> = class.getattr("__module__")?.extract().ok();
+    // A name the host takes: qualified by a module of identifiers, else
+    // bare, else `Exception`.
     let name = match module.as_deref() {
-        None | Some("builtins") | Some("__main__") => name,
+        Some("builtins") | Some("__main__") | None => name,
         Some(module) => format!("{module}.{name}"),
     };
+    let name = [
+        name.clone(),
+        name.rsplit('.').next().unwrap_or_default().to_string(),
+    ]
+    .into_iter()
+    .find(|candidate| sandwit::is_exception_type_name(candidate))
+    .unwrap_or_else(|| "Exception".to_string());
     // The one str argument where there is one: `str()` of a `KeyError`
     // quotes it, and the code's exception would quote it again.
     let args = raise_.getattr("args")?;

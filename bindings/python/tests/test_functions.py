@@ -92,6 +92,19 @@ except PluginError as e:
     outcome = host.run(code, functions={"fetch_page": failing})
     assert outcome.result == ["Upstream", "503 from upstream"], outcome
 
+    def unplain(*args, **kwargs):
+        return object()
+
+    code = """
+try:
+    odd()
+except TypeError as e:
+    result = str(e)
+"""
+    outcome = host.run(code, functions={"odd": unplain})
+    assert outcome.status == "ok", outcome
+    assert "odd returned a value that cannot cross" in outcome.result, outcome
+
     with pytest.raises(TypeError, match="run_start"):
         host.run("print(1)", functions={"weather": "a docstring"})
     refused = host.run("print(1)", plugins=tools, functions={"lookup": weather})

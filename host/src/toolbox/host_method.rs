@@ -14,6 +14,12 @@ use sandwit_contract::manifest::{self, MethodSpec, RawManifest, RawMethod};
 use sandwit_contract::results::{check_kind, check_parts, check_size, parts_bytes};
 use sandwit_contract::types::{AgentCtx, MethodResult, Value};
 
+/// The provider a run's own functions are offered as
+/// ([`RunOptions::functions`](crate::RunOptions::functions)): the `plugin`
+/// of the call a run pauses at ([`Paused::plugin`](crate::Paused::plugin)),
+/// reserved (no plugin or host method of a toolbox has it).
+pub const CLIENT_FUNCTIONS: &str = "client";
+
 /// What a host method's handler returns: its result, or a message for the
 /// calling code (raised there as a `PluginError`).
 pub type HostMethodFuture = Pin<Box<dyn Future<Output = Result<MethodResult, String>> + Send>>;

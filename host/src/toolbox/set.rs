@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::bindings::wit;
 use crate::plugin::Plugin;
 use crate::toolbox::guest_text::docstring_body;
+use crate::toolbox::host_method::CLIENT_FUNCTIONS;
 use crate::toolbox::host_method::HostMethod;
 use sandwit_contract::manifest::MethodSpec;
 use sandwit_contract::types::{AgentCtx, MethodKind};
@@ -81,6 +82,18 @@ pub enum ToolboxError {
         /// The host method.
         method: String,
     },
+    /// A plugin or host method is offered as `client`, the provider of a
+    /// run's own functions ([`CLIENT_FUNCTIONS`]).
+    #[error(
+        "`{id}` (method `{method}`) is the provider of a run's own functions, reserved: offer \
+         it under another id"
+    )]
+    Reserved {
+        /// The id.
+        id: String,
+        /// A method it offers.
+        method: String,
+    },
     /// Two plugins claim the same id: grants, configuration and stored data
     /// are the id's, so one of them would act as the other.
     #[error("two plugins claim the id `{id}` (SHA-256 {first} and {second})")]
@@ -117,6 +130,25 @@ impl Toolbox {
                     second: plugin.hash().to_string(),
                 });
             }
+        }
+        // The run's own functions' provider is reserved: a paused call of
+        // it is one only the application answers.
+        let reserved = plugins
+            .iter()
+            .map(|p| (p.id(), p.manifest().methods.first()));
+        let reserved = reserved
+            .map(|(id, method)| (id, method.map(|m| m.name.as_str())))
+            .chain(
+                methods
+                    .iter()
+                    .map(|m| (m.provider(), Some(m.spec().name.as_str()))),
+            )
+            .find(|(id, _)| *id == CLIENT_FUNCTIONS);
+        if let Some((id, method)) = reserved {
+            return Err(ToolboxError::Reserved {
+                id: id.to_string(),
+                method: method.unwrap_or_default().to_string(),
+            });
         }
         if let Some(host) = methods
             .iter()

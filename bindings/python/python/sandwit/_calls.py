@@ -93,7 +93,8 @@ class ClientRun:
 
     def drive(self, functions: Mapping[str, Callable[..., Any]]) -> RunOutcome:
         """Answers every call with ``functions[name](*args, **kwargs)``:
-        its value, or the exception it raised. The run's outcome."""
+        its value, or the exception it raised (a value that cannot cross
+        raises ``TypeError`` in the code). The run's outcome."""
         for call in self:
             function = functions[call.name]
             try:
@@ -101,8 +102,16 @@ class ClientRun:
             except Exception as e:
                 self.fail(e)
             else:
-                self.answer(value)
+                self.answer_or_fail(value)
         return self.outcome
+
+    def answer_or_fail(self, value: Any) -> None:
+        """``answer(value)``, or, for a value that cannot cross, the
+        ``TypeError`` saying why raised in the code."""
+        try:
+            self.answer(value)
+        except TypeError as e:
+            self.fail(TypeError(f"{self._waiting().name} returned a value that cannot cross: {e}"))
 
     def _waiting(self) -> Call:
         if self.call is None:
@@ -124,17 +133,19 @@ async def drive_async(
     **resume: Any,
 ) -> RunOutcome:
     """``Host.run_async`` with ``functions``: awaits the run, then answers
-    each call with its function's value (a coroutine's awaited here)."""
+    each call with its function's value (a coroutine's awaited here). The
+    resumes run in a worker thread: their events reach ``on_event`` there."""
     import asyncio
 
     run = ClientRun(host, await started, **resume)
     while (call := run.call) is not None:
+        function = functions[call.name]
         try:
-            value = functions[call.name](*call.args, **call.kwargs)
+            value = function(*call.args, **call.kwargs)
             if inspect.isawaitable(value):
                 value = await value
         except Exception as e:
             await asyncio.to_thread(run.fail, e)
         else:
-            await asyncio.to_thread(run.answer, value)
+            await asyncio.to_thread(run.answer_or_fail, value)
     return run.outcome

@@ -134,14 +134,15 @@ class CallError(SandwitError):
 class ToolboxError(SandwitError):
     """Plugins cannot make one set."""
 
-    kind: Literal["method", "id", "provider"]
+    kind: Literal["method", "id", "provider", "reserved"]
     """Two plugins offer a method of the same name (``method``), claim the
-    same id (``id``), or a host method's provider is a plugin's id
-    (``provider``)."""
+    same id (``id``), a host method's provider is a plugin's id
+    (``provider``), or a plugin or provider is ``client``, the id of a
+    run's own functions (``reserved``)."""
     method: str | None
-    """For ``method`` and ``provider``: the method's name."""
+    """For ``method``, ``provider`` and ``reserved``: the method's name."""
     id: str | None
-    """For ``id`` and ``provider``: the id."""
+    """For ``id``, ``provider`` and ``reserved``: the id."""
     first: str | None
     """For ``method``, the id of the plugin listed first; for ``id``, its
     SHA-256."""

@@ -60,7 +60,8 @@ pub enum Resume {
         /// The exception's type, as `type(e).__name__` (or its qualified
         /// name) gives it.
         name: String,
-        /// What `str(e)` gives.
+        /// Its message (the code's `e.message`; `str(e)` of a builtin
+        /// one).
         message: String,
     },
 }

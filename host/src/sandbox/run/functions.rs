@@ -13,9 +13,7 @@ use crate::toolbox::host_method::HostMethod;
 use sandwit_contract::manifest::{MethodSpec, Param};
 use sandwit_contract::types::MethodKind;
 
-/// The provider a run's own functions are offered as: the `plugin` of the
-/// call a run pauses at ([`Paused::plugin`](crate::Paused::plugin)).
-pub const CLIENT_FUNCTIONS: &str = "client";
+pub use crate::toolbox::host_method::CLIENT_FUNCTIONS;
 
 /// A function given to one run: the code calls it by `name`, the run
 /// pauses at the call, and [`Resume::Result`](crate::Resume::Result) or
@@ -118,7 +116,7 @@ pub(crate) fn methods(functions: &[ClientFunction]) -> Result<Vec<HostMethod>, S
 /// Whether `name` can name an exception's type in
 /// [`Resume::Raise`](crate::Resume::Raise): a dotted Python identifier
 /// (`ValueError`, `httpx.HTTPError`) of at most 128 ASCII characters.
-pub(crate) fn is_type_name(name: &str) -> bool {
+pub fn is_exception_type_name(name: &str) -> bool {
     name.len() <= 128
         && name.split('.').all(|part| {
             let mut chars = part.chars();

@@ -33,7 +33,7 @@ use crate::sandbox::values::marshal_inputs;
 use crate::toolbox::Toolbox;
 use calls::RunData;
 pub use fence::strip_code_fence;
-pub use functions::{CLIENT_FUNCTIONS, ClientFunction};
+pub use functions::{CLIENT_FUNCTIONS, ClientFunction, is_exception_type_name};
 pub use options::RunOptions;
 use outcome::{RunOutcome, WorkspaceFile};
 use sandwit_contract::limits::{LimitKind, RunLimits};

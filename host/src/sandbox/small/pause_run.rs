@@ -10,7 +10,7 @@ use crate::sandbox::pauses::journal::{Resumed, events_reached_pause};
 use crate::sandbox::pauses::record::{Record, Unkept, Unresumable};
 use crate::sandbox::pauses::{Paused, Resume};
 use crate::sandbox::run::RunOptions;
-use crate::sandbox::run::functions::{CLIENT_FUNCTIONS, is_type_name};
+use crate::sandbox::run::functions::{CLIENT_FUNCTIONS, is_exception_type_name};
 use crate::sandbox::run::outcome::RunOutcome;
 use crate::toolbox::Toolbox;
 use sandwit_contract::types::{AgentCtx, Value};
@@ -88,6 +88,22 @@ impl PythonSandbox {
             Ok(id) => id,
             Err(e) => return refused(e),
         };
+        // An answer the call cannot take is refused before the record is
+        // claimed: the token stays good, and no other resume races a put-back.
+        if matches!(answer, Resume::Approve | Resume::Raise { .. }) {
+            match inner.pauses.read(&id, ctx, &inner.hash).await {
+                Ok(Ok(record)) => {
+                    if let Some(why) = unanswerable(&record.plugin, &record.method, &answer) {
+                        return RunOutcome::not_run("ResumeRefused", why, Instant::now());
+                    }
+                }
+                Ok(Err(e)) => return refused(e),
+                Err(e) => {
+                    let e = e.context("reading the paused run from the store");
+                    return RunOutcome::failed(e, Instant::now());
+                }
+            }
+        }
         let record = match inner.pauses.claim(&id, ctx, &inner.hash).await {
             Ok(Ok(record)) => record,
             Ok(Err(e)) => return refused(e),
@@ -96,12 +112,6 @@ impl PythonSandbox {
                 return RunOutcome::failed(e, Instant::now());
             }
         };
-        if let Some(why) = unanswerable(&record.plugin, &record.method, &answer) {
-            if let Err(e) = inner.pauses.put_back(&id, &record).await {
-                tracing::error!("a refused resume lost its token: {e:#}");
-            }
-            return RunOutcome::not_run("ResumeRefused", why, Instant::now());
-        }
         let inputs = match record.inputs.is_empty() {
             true => None,
             false => match Value::from_marshal(&record.inputs, &DecodeLimits::default()) {
@@ -180,7 +190,7 @@ fn unanswerable(plugin: &str, method: &str, answer: &Resume) -> Option<String> {
             "function `{method}` is the application's: answer it with a result, an exception \
              or a denial, not an approval"
         )),
-        Resume::Raise { name, .. } if !is_type_name(name) => Some(format!(
+        Resume::Raise { name, .. } if !is_exception_type_name(name) => Some(format!(
             "the exception's type {:?} is not a dotted Python identifier of at most 128 characters",
             sandwit_contract::text::cut(name.clone(), 140)
         )),
