@@ -222,7 +222,10 @@ fn run_with_host(cli: Cli) -> ExitCode {
         let in_session = matches!(&command, Command::Run(args) if args.session.is_some());
         // A paused run's token is signed with the session key, so that
         // `resume` in another process takes it.
-        let pauses = matches!(&command, Command::Run(_)) && cli.host.policy()?.pauses_any();
+        let pauses = match &command {
+            Command::Run(args) => !args.functions.is_empty() || cli.host.policy()?.pauses_any(),
+            _ => false,
+        };
         if in_session || pauses || matches!(&command, Command::Resume(_)) {
             builder = cli.host.with_session_key(builder)?;
         }

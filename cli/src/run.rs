@@ -80,7 +80,7 @@ pub struct RunArgs {
     /// printed), and `sandwit resume TOKEN --result VALUE` (or `--raise
     /// TYPE=MESSAGE`) continues it. Repeat for more.
     #[arg(long = "function", value_name = "NAME")]
-    functions: Vec<String>,
+    pub functions: Vec<String>,
     /// Method calls allowed per run [default: 1000].
     #[arg(long)]
     max_calls: Option<u32>,

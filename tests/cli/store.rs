@@ -219,8 +219,10 @@ fn a_paused_run_is_resumed_by_another_process_once() {
     assert_eq!(status, Some(0), "{err}");
     assert!(out.ends_with("got 3 ") || out.contains("\ngot 3 "), "{out}");
 
-    // A function of the caller's: its call pauses, and another process
-    // answers it with an exception, then a value.
+    // A function of the caller's, with no policy that pauses anything: its
+    // call pauses, and another process answers it with an exception, then
+    // a value.
+    let dir = tempdir("store", "functions");
     let code = "try:\n    ask('why?')\nexcept LookupError as e:\n    print('raised', e)\n\
                 print('got', ask(n=2))";
     let asked = [
@@ -244,13 +246,22 @@ fn a_paused_run_is_resumed_by_another_process_once() {
             .unwrap_or_else(|| panic!("no token in {err}"))
             .to_string()
     };
-    let (status, out, err) = resume(&token(&err), &["--raise", "LookupError=nobody knows"]);
+    let answer = |token: &str, answer: &[&str]| {
+        let args = [
+            &["resume", "--python", artifacts::PYTHON][..],
+            answer,
+            &[token],
+        ]
+        .concat();
+        sandwit_in(&dir, &args)
+    };
+    let (status, out, err) = answer(&token(&err), &["--raise", "LookupError=nobody knows"]);
     assert_eq!(status, Some(3), "{out}{err}");
     assert!(
         err.contains(r#"client.ask({"args":[],"kwargs":{"n":2}})"#),
         "{err}"
     );
-    let (status, out, err) = resume(&token(&err), &["--result", "\"yes\""]);
+    let (status, out, err) = answer(&token(&err), &["--result", "\"yes\""]);
     assert_eq!(status, Some(0), "{out}{err}");
     assert_eq!(out, "raised nobody knows\ngot yes\n");
 }
