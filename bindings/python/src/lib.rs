@@ -412,15 +412,10 @@ impl PyHost {
 
     /// What a run needs, out of Python: the set `ctx` sees (asking the
     /// set's `filter` rule now, with the GIL), and the run's options.
-    #[allow(clippy::too_many_arguments)]
     fn run_job(
         &self,
         code: String,
-        ctx: Option<&Bound<'_, PyAgentCtx>>,
-        plugins: Option<&Bound<'_, PyAny>>,
-        limits: Option<&Bound<'_, PyRunLimits>>,
-        inputs: Option<&Bound<'_, PyAny>>,
-        interpreter: Option<&str>,
+        (ctx, plugins, limits, inputs, interpreter): RunArgs<'_, '_>,
         cancel: sandwit::Cancel,
         listener: Option<Listener>,
         session: Option<String>,
@@ -481,7 +476,7 @@ impl PyHost {
         &self,
         py: Python<'_>,
         code: String,
-        (ctx, plugins, limits, inputs, interpreter): RunArgs<'_, '_>,
+        given: RunArgs<'_, '_>,
         (on_event, cancel): Watch<'_, '_>,
         session: Option<String>,
         functions: Vec<sandwit::ClientFunction>,
@@ -490,18 +485,7 @@ impl PyHost {
         let (cancel, stop) = Stop::for_run(cancel.map(|c| &c.get().cancel));
         let waiter = Waiter::default();
         let listener = on_event.map(|_| waiter.listener());
-        let job = self.run_job(
-            code,
-            ctx,
-            plugins,
-            limits,
-            inputs,
-            interpreter,
-            cancel,
-            listener,
-            session,
-            functions,
-        )?;
+        let job = self.run_job(code, given, cancel, listener, session, functions)?;
         let outcome = self.handle.wait_with(py, waiter, job, on_event, stop)?;
         PyRunOutcome::new(py, &outcome.map_err(|f| f.into_pyerr(py))?)
     }
@@ -511,7 +495,7 @@ impl PyHost {
         &self,
         py: Python<'py>,
         code: String,
-        (ctx, plugins, limits, inputs, interpreter): RunArgs<'_, '_>,
+        given: RunArgs<'_, '_>,
         (on_event, cancel): Watch<'_, 'py>,
         session: Option<String>,
         functions: Vec<sandwit::ClientFunction>,
@@ -520,18 +504,7 @@ impl PyHost {
         let (cancel, stop) = Stop::for_run(cancel.map(|c| &c.get().cancel));
         let feed = Feed::default();
         let listener = on_event.map(|_| feed.listener());
-        let job = self.run_job(
-            code,
-            ctx,
-            plugins,
-            limits,
-            inputs,
-            interpreter,
-            cancel,
-            listener,
-            session,
-            functions,
-        )?;
+        let job = self.run_job(code, given, cancel, listener, session, functions)?;
         let runtime = self.handle.runtime();
         tasks::coroutine(py, runtime, job, outcome_to_py, stop, feed, on_event)
     }
