@@ -46,6 +46,83 @@ impl Postgres {
             }
         }
     }
+
+    /// Stores `value` under `key`, if `expected` is `None` or holds the
+    /// key's value now (`Some(None)`: none): whether it did.
+    async fn write(
+        &self,
+        ns: &Namespace,
+        key: &str,
+        expected: Option<Option<&Entry>>,
+        value: &Entry,
+        limits: &StoreLimits,
+    ) -> Result<bool, StoreError> {
+        let (is_text, value) = bytes(value);
+        let (owner, key, tenant) = (ns.owner.as_bytes(), key.as_bytes(), ns.tenant.as_bytes());
+        let scope = ns.scope.as_str();
+        let written = ns.entry_bytes((key.len() + value.len()) as u64);
+        self.transaction(move |mut client| async move {
+            let tx = begin(&mut client).await?;
+            tx.execute(ENSURE_USAGE, &[&ns.plugin, &tenant]).await?;
+            let used: i64 = tx
+                .query_one(LOCK_USAGE, &[&ns.plugin, &tenant])
+                .await?
+                .get(0);
+            // The entry is locked until the write commits; a key inserted
+            // meanwhile is the race below, and the run again compares
+            // with what was inserted.
+            if let Some(expected) = expected {
+                let now = tx
+                    .query_opt(LOCK_ENTRY, &[&ns.plugin, &scope, &owner, &key])
+                    .await?
+                    .map(|row| entry(row.get(0), row.get(1)))
+                    .transpose();
+                match now {
+                    Ok(now) if now.as_ref() == expected => {}
+                    Ok(_) => return Ok(Ok(false)),
+                    Err(e) => return Ok(Err(e)),
+                }
+            }
+            let old = tx
+                .query_opt(SELECT_OLD, &[&ns.plugin, &scope, &owner, &key])
+                .await?
+                .map(|row| {
+                    let key_value: i32 = row.get(0);
+                    let tenant: Vec<u8> = row.get(1);
+                    (to_i64(ns.entry_bytes(key_value.max(0) as u64)), tenant)
+                });
+            let replaced = match &old {
+                Some((old_bytes, old_tenant)) if old_tenant == tenant => *old_bytes,
+                _ => 0,
+            };
+            let new_used = (used - replaced).max(0) + to_i64(written);
+            if new_used as u64 > limits.max_plugin_bytes {
+                return Ok(Err(ns.over_quota(new_used as u64, limits)));
+            }
+            let inserted: bool = tx
+                .query_one(
+                    UPSERT_ENTRY,
+                    &[&ns.plugin, &scope, &owner, &key, &is_text, &value, &tenant],
+                )
+                .await?
+                .get(0);
+            if old.is_none() && !inserted {
+                // Another transaction inserted the key after this one
+                // looked: what it replaced is not counted. Run again.
+                return Err(PgError::lost_race());
+            }
+            tx.execute(SET_USAGE, &[&ns.plugin, &tenant, &new_used])
+                .await?;
+            // An entry another tenant had written leaves that tenant's quota.
+            if let Some((old_bytes, old_tenant)) = old.filter(|(_, t)| t != tenant) {
+                tx.execute(RELEASE, &[&ns.plugin, &old_tenant, &old_bytes])
+                    .await?;
+            }
+            tx.commit().await?;
+            Ok(Ok(true))
+        })
+        .await
+    }
 }
 
 /// A READ COMMITTED transaction on `client`: rolled back if dropped
@@ -90,6 +167,11 @@ fn to_i64(n: u64) -> i64 {
 
 const SELECT_ENTRY: &str = "SELECT is_text, value FROM sandwit_store_entries
      WHERE plugin = $1 AND scope = $2 AND owner = $3 AND key = $4";
+
+/// The entry a conditional write compares, locked until the write commits.
+const LOCK_ENTRY: &str = "SELECT is_text, value FROM sandwit_store_entries
+     WHERE plugin = $1 AND scope = $2 AND owner = $3 AND key = $4
+     FOR UPDATE";
 
 /// The size of the entry a write replaces, and the tenant it counts for,
 /// locked until the write commits.
@@ -156,55 +238,18 @@ impl StoreBackend for Postgres {
         value: &'a Entry,
         limits: &'a StoreLimits,
     ) -> ServiceFuture<'a, Result<(), StoreError>> {
-        let (is_text, value) = bytes(value);
-        let (owner, key, tenant) = (ns.owner.as_bytes(), key.as_bytes(), ns.tenant.as_bytes());
-        let scope = ns.scope.as_str();
-        let written = ns.entry_bytes((key.len() + value.len()) as u64);
-        Box::pin(self.transaction(move |mut client| async move {
-            let tx = begin(&mut client).await?;
-            tx.execute(ENSURE_USAGE, &[&ns.plugin, &tenant]).await?;
-            let used: i64 = tx
-                .query_one(LOCK_USAGE, &[&ns.plugin, &tenant])
-                .await?
-                .get(0);
-            let old = tx
-                .query_opt(SELECT_OLD, &[&ns.plugin, &scope, &owner, &key])
-                .await?
-                .map(|row| {
-                    let key_value: i32 = row.get(0);
-                    let tenant: Vec<u8> = row.get(1);
-                    (to_i64(ns.entry_bytes(key_value.max(0) as u64)), tenant)
-                });
-            let replaced = match &old {
-                Some((old_bytes, old_tenant)) if old_tenant == tenant => *old_bytes,
-                _ => 0,
-            };
-            let new_used = (used - replaced).max(0) + to_i64(written);
-            if new_used as u64 > limits.max_plugin_bytes {
-                return Ok(Err(ns.over_quota(new_used as u64, limits)));
-            }
-            let inserted: bool = tx
-                .query_one(
-                    UPSERT_ENTRY,
-                    &[&ns.plugin, &scope, &owner, &key, &is_text, &value, &tenant],
-                )
-                .await?
-                .get(0);
-            if old.is_none() && !inserted {
-                // Another transaction inserted the key after this one
-                // looked: what it replaced is not counted. Run again.
-                return Err(PgError::lost_race());
-            }
-            tx.execute(SET_USAGE, &[&ns.plugin, &tenant, &new_used])
-                .await?;
-            // An entry another tenant had written leaves that tenant's quota.
-            if let Some((old_bytes, old_tenant)) = old.filter(|(_, t)| t != tenant) {
-                tx.execute(RELEASE, &[&ns.plugin, &old_tenant, &old_bytes])
-                    .await?;
-            }
-            tx.commit().await?;
-            Ok(Ok(()))
-        }))
+        Box::pin(async move { self.write(ns, key, None, value, limits).await.map(drop) })
+    }
+
+    fn swap<'a>(
+        &'a self,
+        ns: &'a Namespace,
+        key: &'a str,
+        current: Option<&'a Entry>,
+        value: &'a Entry,
+        limits: &'a StoreLimits,
+    ) -> ServiceFuture<'a, Result<bool, StoreError>> {
+        Box::pin(self.write(ns, key, Some(current), value, limits))
     }
 
     fn delete<'a>(

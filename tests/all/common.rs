@@ -197,3 +197,18 @@ pub async fn until_preparer(python: &PythonSandbox, done: impl FnMut() -> bool, 
     let waited = tokio::time::timeout(limit, python.wait_for_preparer(done)).await;
     assert!(waited.is_ok(), "waited {} s for {what}", limit.as_secs());
 }
+
+/// The store's key of the blob of session `name` in `ns` (its chat's
+/// entries): the only one, since a save removes the blob it replaces.
+pub async fn session_blob_key(
+    store: &dyn sandwit::store::StoreBackend,
+    ns: &sandwit::store::Namespace,
+    name: &str,
+) -> String {
+    let prefix = format!("{name}/pages/");
+    let mut blobs: Vec<String> = (store.keys(ns, 1024).await.unwrap().into_iter())
+        .filter(|key| key.starts_with(&prefix))
+        .collect();
+    assert_eq!(blobs.len(), 1, "the session's blobs: {blobs:?}");
+    blobs.pop().unwrap()
+}

@@ -166,6 +166,16 @@ impl StoreBackend for Stuck {
     ) -> ServiceFuture<'a, Result<(), StoreError>> {
         self.hang()
     }
+    fn swap<'a>(
+        &'a self,
+        _: &'a Namespace,
+        _: &'a str,
+        _: Option<&'a Entry>,
+        _: &'a Entry,
+        _: &'a sandwit::policy::StoreLimits,
+    ) -> ServiceFuture<'a, Result<bool, StoreError>> {
+        self.hang()
+    }
     fn delete<'a>(
         &'a self,
         _: &'a Namespace,

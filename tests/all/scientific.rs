@@ -712,14 +712,15 @@ async fn a_scientific_session_is_resumed_by_another_host_even_over_another_base(
         owner: format!("0:{}", chat.chat_key),
         tenant: String::new(),
     };
-    let Some(Entry::Bytes(mut blob)) = store.get(&ns, "s/pages").await.unwrap() else {
+    let key = crate::common::session_blob_key(&*store, &ns, "s").await;
+    let Some(Entry::Bytes(mut blob)) = store.get(&ns, &key).await.unwrap() else {
         panic!("no stored blob");
     };
     let middle = blob.len() / 2;
     blob[middle] ^= 1;
     let limits = Default::default();
     store
-        .set(&ns, "s/pages", &Entry::Bytes(blob), &limits)
+        .set(&ns, &key, &Entry::Bytes(blob), &limits)
         .await
         .unwrap();
     let outcome = alike.run_with(&chat, &none, "turn", &options).await;

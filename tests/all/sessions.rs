@@ -14,7 +14,9 @@ use sandwit::{
     SessionKey, SessionLimits, Toolbox, Value,
 };
 
-use crate::common::{artifacts, assert_ok, cache_dir, ctx, host, load, until_preparer};
+use crate::common::{
+    artifacts, assert_ok, cache_dir, ctx, host, load, session_blob_key, until_preparer,
+};
 use crate::python;
 
 /// The shared sandbox, once its interpreters run on its own engine (where
@@ -404,17 +406,20 @@ fn entry(ctx: &AgentCtx) -> Namespace {
 }
 
 async fn blob(store: &SqliteStore, ctx: &AgentCtx) -> Vec<u8> {
-    match store.get(&entry(ctx), "s/pages").await.unwrap() {
+    let key = session_blob_key(store, &entry(ctx), "s").await;
+    match store.get(&entry(ctx), &key).await.unwrap() {
         Some(Entry::Bytes(bytes)) => bytes,
         other => panic!("no blob: {other:?}"),
     }
 }
 
+/// Writes `blob` over the blob of `ctx`'s session `s`.
 async fn put_blob(store: &SqliteStore, ctx: &AgentCtx, blob: Vec<u8>) {
     let limits = Default::default();
     let ns = entry(ctx);
+    let key = session_blob_key(store, &ns, "s").await;
     store
-        .set(&ns, "s/pages", &Entry::Bytes(blob), &limits)
+        .set(&ns, &key, &Entry::Bytes(blob), &limits)
         .await
         .unwrap();
 }
@@ -706,4 +711,81 @@ async fn a_session_closed_during_its_run_is_not_stored_again() {
     let after = run_in(&python, &ctx, &none, "s", "x").await;
     assert_eq!(error_type(&after), "NameError");
     assert!(after.session.unwrap().started);
+}
+
+/// A toolbox with one method, `hold()`, that returns once `release` is
+/// notified, and says it was called through `called`.
+fn holding(release: Arc<tokio::sync::Notify>, called: Arc<tokio::sync::Notify>) -> Toolbox {
+    use sandwit::{HostMethod, MethodKind, MethodResult, MethodSpec};
+    let spec = MethodSpec {
+        name: "hold".into(),
+        kind: MethodKind::Tool,
+        description: "Waits until the test lets it return.".into(),
+        docstring: "Waits until the test lets it return.".into(),
+        params: Vec::new(),
+        returns: None,
+    };
+    let hold = HostMethod::new("app", spec, move |_ctx, _args| {
+        let (release, called) = (release.clone(), called.clone());
+        async move {
+            called.notify_one();
+            release.notified().await;
+            Ok(MethodResult::Tool(Value::Text("released".into())))
+        }
+    })
+    .unwrap();
+    Toolbox::with_host_methods(&[], &[hold]).unwrap()
+}
+
+#[tokio::test]
+async fn of_two_hosts_running_one_session_at_once_only_one_stores_it() {
+    let store = Arc::new(SqliteStore::in_memory().unwrap());
+    let limits = SessionLimits::default();
+    let (_a, replica_a) = host_over(&store, &key(), limits).await;
+    let (_b, replica_b) = host_over(&store, &key(), limits).await;
+    let none = Toolbox::default();
+    let ctx = chat("sessions-conflict");
+    assert_ok(&run_in(&replica_a, &ctx, &none, "s", "x = ['first']").await);
+
+    // A's next run waits in a method call while B runs the session's next
+    // run from the same stored state, to the end.
+    let (release, called) = (Arc::default(), Arc::default());
+    let held = holding(Arc::clone(&release), Arc::clone(&called));
+    let running = {
+        let (python, ctx) = (replica_a.clone(), ctx.clone());
+        tokio::spawn(async move {
+            let code = "x.append(hold())\nx.append('a')\nlen(x)";
+            run_in(&python, &ctx, &held, "s", code).await
+        })
+    };
+    called.notified().await;
+    let on_b = run_in(&replica_b, &ctx, &none, "s", "x.append('b')\nx").await;
+    assert_ok(&on_b);
+    assert!(on_b.session.as_ref().unwrap().restored);
+    release.notify_one();
+
+    // A's run ends well, but its state is not stored over B's: it says so,
+    // keeps its output and result, and rolls its live copy back.
+    let on_a = running.await.unwrap();
+    assert_eq!(error_type(&on_a), "SessionConflict");
+    let message = &on_a.error.as_ref().unwrap().message;
+    assert!(
+        message.contains("\"s\"") && message.contains("not"),
+        "{message}"
+    );
+    assert_eq!(on_a.result, Some(Value::Int(3)));
+    assert!(on_a.session.as_ref().unwrap().rolled_back);
+
+    // Both hosts now see B's run, and the store holds B's blob alone.
+    let expected = Some(Value::List(
+        ["first", "b", "c"].map(|s| Value::Text(s.into())).to_vec(),
+    ));
+    let next = run_in(&replica_a, &ctx, &none, "s", "x.append('c')\nx").await;
+    assert_ok(&next);
+    assert!(next.session.as_ref().unwrap().restored);
+    assert_eq!(next.result, expected);
+    assert_eq!(next.session.as_ref().unwrap().runs, 3);
+    let seen = run_in(&replica_b, &ctx, &none, "s", "x").await;
+    assert_eq!(seen.result, expected);
+    session_blob_key(&*store, &entry(&ctx), "s").await;
 }

@@ -19,6 +19,7 @@ pub async fn check_backend(store: &dyn StoreBackend, prefix: &str) {
     each_tenant_has_a_quota_of_its_own(store, &format!("{prefix}tenants-")).await;
     usage_counts_bytes_not_characters(store, &format!("{prefix}bytes-")).await;
     keeps_every_byte_and_character(store, &format!("{prefix}exact-")).await;
+    swaps_only_what_it_was_told_is_there(store, &format!("{prefix}swap-")).await;
 }
 
 fn ns(plugin: &str, scope: Scope, owner: &str) -> Namespace {
@@ -241,4 +242,80 @@ pub async fn keeps_every_byte_and_character(store: &dyn StoreBackend, prefix: &s
         store.keys(&a, 10).await.unwrap(),
         ["Z", "bytes", "nul\0key", "é"]
     );
+}
+
+/// `swap` writes only over the value it names (or no value), says whether
+/// it wrote, counts usage as `set` does, and keeps the cap; of writers
+/// swapping one value at once, exactly one succeeds.
+pub async fn swaps_only_what_it_was_told_is_there(store: &dyn StoreBackend, prefix: &str) {
+    let plugin = format!("{prefix}p");
+    let limits = StoreLimits::default();
+    let a = ns(&plugin, Scope::Chat, "c");
+    let (one, two) = (Entry::Bytes(vec![1]), Entry::Text("two".into()));
+    assert!(store.swap(&a, "k", None, &one, &limits).await.unwrap());
+    assert!(
+        !store.swap(&a, "k", None, &two, &limits).await.unwrap(),
+        "swapped over a value it was told was absent"
+    );
+    assert!(
+        !store
+            .swap(&a, "k", Some(&two), &two, &limits)
+            .await
+            .unwrap()
+    );
+    assert_eq!(store.get(&a, "k").await.unwrap(), Some(one.clone()));
+    assert!(
+        store
+            .swap(&a, "k", Some(&one), &two, &limits)
+            .await
+            .unwrap()
+    );
+    assert_eq!(store.get(&a, "k").await.unwrap(), Some(two.clone()));
+    assert_eq!(store.usage(&plugin).await.unwrap(), row(1, 1 + 3));
+    // Text and bytes of the same bytes are different values.
+    let as_bytes = Entry::Bytes(b"two".to_vec());
+    assert!(
+        !store
+            .swap(&a, "k", Some(&as_bytes), &one, &limits)
+            .await
+            .unwrap()
+    );
+    let tight = StoreLimits {
+        max_plugin_bytes: row(1, 1 + 3),
+        ..StoreLimits::default()
+    };
+    let big = Entry::Bytes(vec![0; 64]);
+    assert!(matches!(
+        store.swap(&a, "k", Some(&two), &big, &tight).await,
+        Err(super::StoreError::LimitExceeded(_))
+    ));
+    // Racing writers that all read `two`: one wins.
+    let racers: Vec<Entry> = (0..4).map(|n| Entry::Bytes(vec![n; 3])).collect();
+    let swap = |current, value| store.swap(&a, "k", current, value, &limits);
+    let won = tokio::join!(
+        swap(Some(&two), &racers[0]),
+        swap(Some(&two), &racers[1]),
+        swap(Some(&two), &racers[2]),
+        swap(Some(&two), &racers[3]),
+    );
+    let won = [won.0, won.1, won.2, won.3].map(Result::unwrap);
+    assert_eq!(won.iter().filter(|w| **w).count(), 1, "{won:?}");
+    let winner = won.iter().position(|w| *w).unwrap();
+    assert_eq!(
+        store.get(&a, "k").await.unwrap(),
+        Some(racers[winner].clone())
+    );
+    // Racing writers of a new key: one wins.
+    let create = |value| store.swap(&a, "new", None, value, &limits);
+    let won = tokio::join!(
+        create(&racers[0]),
+        create(&racers[1]),
+        create(&racers[2]),
+        create(&racers[3]),
+    );
+    let won = [won.0, won.1, won.2, won.3].map(Result::unwrap);
+    assert_eq!(won.iter().filter(|w| **w).count(), 1, "{won:?}");
+    assert!(store.delete(&a, "k").await.unwrap());
+    assert!(store.delete(&a, "new").await.unwrap());
+    assert_eq!(store.usage(&plugin).await.unwrap(), 0);
 }

@@ -486,6 +486,16 @@ mod tests {
         ) -> ServiceFuture<'a, Result<(), StoreError>> {
             Box::pin(async { Err(StoreError::Backend("the disk is gone".into())) })
         }
+        fn swap<'a>(
+            &'a self,
+            _: &'a Namespace,
+            _: &'a str,
+            _: Option<&'a Entry>,
+            _: &'a Entry,
+            _: &'a StoreLimits,
+        ) -> ServiceFuture<'a, Result<bool, StoreError>> {
+            Box::pin(async { Err(StoreError::Backend("the disk is gone".into())) })
+        }
         fn delete<'a>(
             &'a self,
             _: &'a Namespace,

@@ -152,7 +152,20 @@ impl StoreBackend for SqliteStore {
         limits: &'a StoreLimits,
     ) -> ServiceFuture<'a, Result<(), StoreError>> {
         let (ns, key, value, limits) = (ns.clone(), key.to_owned(), value.clone(), *limits);
-        self.blocking(move |db| db.set(&ns, &key, &value, &limits))
+        self.blocking(move |db| db.write(&ns, &key, None, &value, &limits).map(drop))
+    }
+
+    fn swap<'a>(
+        &'a self,
+        ns: &'a Namespace,
+        key: &'a str,
+        current: Option<&'a Entry>,
+        value: &'a Entry,
+        limits: &'a StoreLimits,
+    ) -> ServiceFuture<'a, Result<bool, StoreError>> {
+        let (ns, key, value, limits) = (ns.clone(), key.to_owned(), value.clone(), *limits);
+        let current = Some(current.cloned());
+        self.blocking(move |db| db.write(&ns, &key, current.as_ref(), &value, &limits))
     }
 
     fn delete<'a>(
@@ -200,6 +213,32 @@ fn release(
     .map_err(backend)
 }
 
+/// The entry of `ns` under `key`, if any.
+fn read(conn: &Connection, ns: &Namespace, key: &str) -> Result<Option<Entry>, StoreError> {
+    conn.query_row(
+        "SELECT is_text, value FROM entries
+         WHERE plugin = ?1 AND scope = ?2 AND owner = ?3 AND key = ?4",
+        params![ns.plugin, ns.scope.as_str(), ns.owner, key],
+        |r| {
+            let is_text: bool = r.get(0)?;
+            let bytes: Vec<u8> = r.get(1)?;
+            Ok((is_text, bytes))
+        },
+    )
+    .optional()
+    .map_err(backend)?
+    .map(|(is_text, bytes)| {
+        if is_text {
+            String::from_utf8(bytes)
+                .map(Entry::Text)
+                .map_err(|_| StoreError::Backend("a text value is not UTF-8".into()))
+        } else {
+            Ok(Entry::Bytes(bytes))
+        }
+    })
+    .transpose()
+}
+
 impl Db {
     fn with<T>(
         &self,
@@ -210,39 +249,19 @@ impl Db {
     }
 
     fn get(&self, ns: &Namespace, key: &str) -> Result<Option<Entry>, StoreError> {
-        self.with(|conn| {
-            conn.query_row(
-                "SELECT is_text, value FROM entries
-                 WHERE plugin = ?1 AND scope = ?2 AND owner = ?3 AND key = ?4",
-                params![ns.plugin, ns.scope.as_str(), ns.owner, key],
-                |r| {
-                    let is_text: bool = r.get(0)?;
-                    let bytes: Vec<u8> = r.get(1)?;
-                    Ok((is_text, bytes))
-                },
-            )
-            .optional()
-            .map_err(backend)?
-            .map(|(is_text, bytes)| {
-                if is_text {
-                    String::from_utf8(bytes)
-                        .map(Entry::Text)
-                        .map_err(|_| StoreError::Backend("a text value is not UTF-8".into()))
-                } else {
-                    Ok(Entry::Bytes(bytes))
-                }
-            })
-            .transpose()
-        })
+        self.with(|conn| read(conn, ns, key))
     }
 
-    fn set(
+    /// Stores `value` under `key`, if `expected` is `None` or holds the
+    /// key's value now (`Some(None)`: none): whether it did.
+    fn write(
         &self,
         ns: &Namespace,
         key: &str,
+        expected: Option<&Option<Entry>>,
         value: &Entry,
         limits: &StoreLimits,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         let (is_text, bytes) = match value {
             Entry::Text(t) => (true, t.as_bytes()),
             Entry::Bytes(b) => (false, b.as_slice()),
@@ -251,6 +270,13 @@ impl Db {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(backend)?;
+            // The transaction holds the write lock: nothing changes the
+            // entry between this read and the write.
+            if let Some(expected) = expected
+                && read(&tx, ns, key)? != *expected
+            {
+                return Ok(false);
+            }
             // The entry it replaces, and whose quota that one counted in.
             let old: Option<(i64, String)> = tx
                 .query_row(
@@ -306,7 +332,8 @@ impl Db {
             if let Some((old_bytes, tenant)) = old.filter(|(_, t)| *t != ns.tenant) {
                 release(&tx, &ns.plugin, &tenant, old_bytes)?;
             }
-            tx.commit().map_err(backend)
+            tx.commit().map_err(backend)?;
+            Ok(true)
         })
     }
 

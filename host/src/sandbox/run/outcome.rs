@@ -299,21 +299,35 @@ impl RunOutcome {
         crate::trace::run_ended(span, (self.status.as_str(), failed), limit, self.fuel_used);
     }
 
-    /// The outcome of a run the host could not start (no interpreter, no
-    /// workspace).
     /// Makes a paused run's outcome an error of type `PauseRefused`: the
     /// pause could not be kept, for the reason `message` gives.
     pub(crate) fn refuse_pause(&mut self, message: String) {
-        self.status = RunStatus::Error;
         self.paused = None;
+        self.fail_after("PauseRefused", message);
+    }
+
+    /// Makes the outcome of a run whose session another run stored while
+    /// it ran an error of type `SessionConflict` saying `message`: the
+    /// run's output and result stay, what it changed in the session does
+    /// not.
+    pub(crate) fn conflicted(&mut self, message: String) {
+        self.fail_after("SessionConflict", message);
+    }
+
+    /// Makes the outcome of a run that ended an error of type `type_name`
+    /// saying `message`.
+    fn fail_after(&mut self, type_name: &str, message: String) {
+        self.status = RunStatus::Error;
         self.error = Some(RunError {
-            type_name: "PauseRefused".into(),
+            type_name: type_name.into(),
             message,
             line: None,
             traceback: String::new(),
         });
     }
 
+    /// The outcome of a run the host could not start (no interpreter, no
+    /// workspace).
     pub(crate) fn failed(error: anyhow::Error, start: Instant) -> RunOutcome {
         tracing::error!("a run could not start: {error:#}");
         let message = format!("the host could not start the run: {error:#}");

@@ -26,6 +26,7 @@ use crate::sandbox::SandboxHost;
 use crate::sandbox::sessions::SessionError;
 use crate::sandbox::sessions::keeper::{Base, Keeper, NotStarted};
 use crate::sandbox::sessions::saved::{Header, now_secs};
+use crate::sandbox::sessions::stored::Head;
 use crate::sandbox::sessions::stored::SCIENTIFIC_SESSIONS;
 
 /// A WebAssembly memory page.
@@ -37,10 +38,9 @@ const TOUCH_EVERY: u64 = 60;
 /// A session's interpreter between its runs.
 pub(crate) struct Live {
     pub(crate) interpreter: Interpreter,
-    /// The runs of the stored session this copy is current with, and that
-    /// save's number (another host's save of the same run has another).
-    pub(crate) head_runs: Option<u32>,
-    pub(crate) head_save: Option<u64>,
+    /// The head of the stored session this copy is current with (another
+    /// means another run stored the session since).
+    pub(crate) head: Option<Head>,
 }
 
 /// The sandbox's sessions beyond its process.

@@ -9,6 +9,7 @@ use super::template::Interpreter;
 use crate::sandbox::run::Run;
 use crate::sandbox::run::outcome::{LimitHit, RunOutcome, RunStatus};
 use crate::sandbox::sessions::keeper::{self, NotStarted, Unsaved, write_pages};
+use crate::sandbox::sessions::stored::Head;
 use crate::sandbox::sessions::{LoadedSession, SessionError, SessionInfo};
 use crate::sandbox::snapshot::Mapping;
 use sandwit_contract::limits::{LimitKind, RunLimits};
@@ -91,14 +92,14 @@ impl ScientificSandbox {
             Err(e) => return failed(e, &run),
         };
         let head_runs = head.as_ref().map(|h| h.runs);
-        let head_save = head.as_ref().map(|h| h.save);
-        // A live copy another process has run past (or saved the same run
-        // over) is stale: dropped.
-        let (interpreter, restored) = match lease.kept.take() {
-            Some(live) if (live.head_runs, live.head_save) == (head_runs, head_save) => {
-                (live.interpreter, false)
-            }
-            _ if head.is_some() => match self.restore(ctx, name, run.limits.memory_bytes).await {
+        // A live copy another process has stored the session past is
+        // stale: dropped.
+        let (interpreter, restored) = match (lease.kept.take(), &head) {
+            (Some(live), _) if live.head == head => (live.interpreter, false),
+            (_, Some(stored)) => match self
+                .restore((ctx, name, stored), run.limits.memory_bytes)
+                .await
+            {
                 Ok((interpreter, runs)) => {
                     lease.runs = runs;
                     (interpreter, true)
@@ -154,12 +155,13 @@ impl ScientificSandbox {
         };
         let runs = lease.runs + 1;
         let memory = interpreter.snapshot.mapping().clone();
-        let mut report = match self.save(ctx, name, &memory, runs, limits).await {
-            Ok((bytes, save)) => {
+        let saved = self.save(ctx, name, &memory, (runs, head.as_ref()), limits);
+        let mut report = match saved.await {
+            Ok(head) => {
+                let bytes = head.bytes;
                 let live = Live {
                     interpreter,
-                    head_runs: Some(runs),
-                    head_save: Some(save),
+                    head: Some(head),
                 };
                 let mut report = lease.keep(live, memory_bytes);
                 report.stored_bytes = Some(bytes);
@@ -167,12 +169,13 @@ impl ScientificSandbox {
             }
             Err(Unsaved::Failed(e)) => {
                 tracing::error!(session = name, "a session's run was not stored: {e:#}");
-                let live = Live {
-                    interpreter,
-                    head_runs,
-                    head_save,
-                };
+                let live = Live { interpreter, head };
                 lease.keep(live, memory_bytes)
+            }
+            Err(Unsaved::Conflict(message)) => {
+                outcome.conflicted(message);
+                drop(interpreter);
+                lease.roll_back(memory_bytes)
             }
             Err(Unsaved::Limit(message)) => {
                 outcome.status = RunStatus::LimitExceeded;
@@ -188,15 +191,16 @@ impl ScientificSandbox {
     }
 
     /// Stores `memory`, a session's interpreter's, as `ctx`'s session
-    /// `name` after its `runs`th run: the size stored and the save's number.
+    /// `name` after its `runs`th run, in place of the head the run started
+    /// from: the new head.
     async fn save(
         &self,
         ctx: &AgentCtx,
         name: &str,
         memory: &Mapping,
-        runs: u32,
+        runs: (u32, Option<&Head>),
         limits: &RunLimits,
-    ) -> Result<(u64, u64), Unsaved> {
+    ) -> Result<Head, Unsaved> {
         let durable = &self.inner.durable;
         (durable.publish().await)
             .map_err(|e| Unsaved::Failed(e.context("storing the interpreter's base")))?;
@@ -214,15 +218,14 @@ impl ScientificSandbox {
     /// saved pages written over that; the runs it had.
     async fn restore(
         &self,
-        ctx: &AgentCtx,
-        name: &str,
+        (ctx, name, head): (&AgentCtx, &str, &Head),
         max_memory: usize,
     ) -> Result<(Interpreter, u32), NotStarted> {
         let inner = &*self.inner;
         let opened = inner
             .durable
             .keeper
-            .open(ctx, name, None, max_memory)
+            .open((ctx, name, head), None, max_memory)
             .await?;
         let base = inner.durable.base_for(&opened.header).await?;
         let size = opened.header.memory_bytes as usize;

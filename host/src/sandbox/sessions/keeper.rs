@@ -11,7 +11,7 @@ use anyhow::Context as _;
 use ring::digest;
 
 use super::saved::{self, Expected, Header, Opened, PAGE, SessionKey, now_secs, sandwit_version};
-use super::stored::{Head, Stored};
+use super::stored::{Head, Saved, Stored};
 use super::{
     LoadedSession, Refusal, SessionError, SessionInfo, SessionLimits, Sessions, check_name,
 };
@@ -82,11 +82,12 @@ impl Keeper {
         self.stored.delete(ctx, name).await
     }
 
-    /// Sessions of `ctx`'s chat stored and idle past the limit are removed;
-    /// the names of those left.
+    /// Sessions of `ctx`'s chat stored and idle past the limit are removed,
+    /// and blobs no session names; the names of those left.
     pub(crate) async fn sweep(&self, ctx: &AgentCtx) -> anyhow::Result<Vec<String>> {
         let now = now_secs();
         let idle = self.limits.idle.as_secs();
+        self.stored.sweep_blobs(ctx, now, idle).await?;
         let mut left = Vec::new();
         for (name, head) in self.stored.list(ctx).await? {
             if now.saturating_sub(head.saved_at) > idle {
@@ -100,16 +101,17 @@ impl Keeper {
 
     /// Seals the pages of `memory` that differ from `base` as `ctx`'s
     /// session `name` after its `runs`th run, under `limits`, and stores
-    /// it: the stored size and the save's number ([`Head::save`]), or why
-    /// it was not (a limit, or the store).
+    /// it in place of `replaces`, the head the run started from: the new
+    /// head, or why it was not stored (a limit, another save since, or the
+    /// store).
     pub(crate) async fn save(
         &self,
         ctx: &AgentCtx,
         name: &str,
         (memory, base): (&[u8], &Base),
-        runs: u32,
+        (runs, replaces): (u32, Option<&Head>),
         limits: &RunLimits,
-    ) -> Result<(u64, u64), Unsaved> {
+    ) -> Result<Head, Unsaved> {
         let (pages, contents) = changed_pages(memory, &base.image);
         let header = Header {
             format: saved::FORMAT,
@@ -130,15 +132,16 @@ impl Keeper {
             .map_err(|e| Unsaved::Failed(e.context("sealing the session")))?;
         let bytes = blob.len() as u64;
         self.check_room(ctx, name, bytes).await?;
-        let head = Head {
-            runs,
-            bytes,
-            memory_bytes: header.memory_bytes,
-            saved_at: header.saved_at,
-            save: rand::random(),
-        };
-        (self.stored.save(ctx, name, &head, blob).await)
+        let head = Head::new(runs, bytes, header.memory_bytes, header.saved_at);
+        let saved = (self.stored.save(ctx, name, head, blob, replaces).await)
             .map_err(|e| Unsaved::Failed(e.context("storing the session")))?;
+        let Saved::Stored(head) = saved else {
+            return Err(Unsaved::Conflict(format!(
+                "the session {name:?} was stored by another run while this one ran (two runs of \
+                 one session at once, on different hosts): what this run changed in it is not \
+                 kept, and the session is as the other run left it"
+            )));
+        };
         tracing::debug!(
             session = name,
             chat = ctx.chat_key,
@@ -147,25 +150,25 @@ impl Keeper {
             bytes,
             "session saved"
         );
-        Ok((bytes, head.save))
+        Ok(head)
     }
 
-    /// The stored session `name` of `ctx`, opened: checked to be signed
-    /// with this host's key, of this sandwit and interpreter, over `base`
-    /// (any base if `None`: the caller finds it by the header's hash), and
-    /// within `max_memory`.
+    /// The stored session `name` of `ctx` as `head` describes it, opened:
+    /// checked to be signed with this host's key, of this sandwit and
+    /// interpreter, over `base` (any base if `None`: the caller finds it by
+    /// the header's hash), and within `max_memory`.
     pub(crate) async fn open(
         &self,
-        ctx: &AgentCtx,
-        name: &str,
+        (ctx, name, head): (&AgentCtx, &str, &Head),
         base: Option<&str>,
         max_memory: usize,
     ) -> Result<Opened, NotStarted> {
-        let blob = match self.stored.blob(ctx, name).await {
+        let blob = match self.stored.blob(ctx, name, head).await {
             Ok(Some(blob)) => blob,
             Ok(None) => {
                 return Err(NotStarted::Refused(format!(
-                    "the stored session {name:?} has no pages (removed while this run read it)"
+                    "the stored session {name:?} was stored again or closed while this run read \
+                     it: run again"
                 )));
             }
             Err(e) => return Err(NotStarted::Failed(e.context("reading the session's pages"))),
@@ -199,7 +202,11 @@ impl Keeper {
 
     /// The stored blob of `ctx`'s session `name`, as a dump hands it out.
     pub(crate) async fn dump(&self, ctx: &AgentCtx, name: &str) -> Result<Vec<u8>, SessionError> {
-        match self.stored.blob(ctx, name).await? {
+        let blob = match self.stored.head(ctx, name).await? {
+            Some(head) => self.stored.blob(ctx, name, &head).await?,
+            None => None,
+        };
+        match blob {
             Some(blob) => Ok(blob),
             None => Err(SessionError::Refused(format!(
                 "this chat has no stored session {name:?}: a session is stored after a run in it \
@@ -288,16 +295,17 @@ impl Keeper {
             .await
             .map_err(|e| match e {
                 Unsaved::Limit(message) => SessionError::Limit(message),
+                Unsaved::Conflict(message) => SessionError::Refused(message),
                 Unsaved::Failed(e) => SessionError::Failed(e),
             })?;
-        let head = Head {
-            runs: header.runs,
-            bytes,
-            memory_bytes: header.memory_bytes,
-            saved_at: header.saved_at,
-            save: rand::random(),
+        let head = Head::new(header.runs, bytes, header.memory_bytes, header.saved_at);
+        let saved = self.stored.save(ctx, &name, head, blob, None).await;
+        let Saved::Stored(head) = saved.context("storing the session")? else {
+            return Err(SessionError::Refused(format!(
+                "this chat has a session {name:?} already (made while this one was stored): \
+                 close it first, or choose another name"
+            )));
         };
-        (self.stored.save(ctx, &name, &head, blob).await).context("storing the session")?;
         let limits = header.limits.as_ref().map(RunLimits::from);
         Ok((name, head, limits))
     }
@@ -475,6 +483,8 @@ pub(crate) async fn load<T>(
 pub(crate) enum Unsaved {
     /// A limit of `SessionLimits`: the message.
     Limit(String),
+    /// Another run stored the session since this one started: the message.
+    Conflict(String),
     /// The store failed.
     Failed(anyhow::Error),
 }

@@ -3,9 +3,16 @@
 //! replicas), in a namespace of sandwit's own that no plugin can name (a
 //! plugin's id is a manifest's, which never has a `:`). Each session is two
 //! entries of its chat: its head (`NAME`, a small JSON [`Head`]), read
-//! before every run to learn whether a live copy is current, and its blob
-//! (`NAME/pages`, [`saved`](super::saved)). The blob is written first, so a
-//! head never names a blob that is not there.
+//! before every run to learn whether a live copy is current, and the blob
+//! the head names (`NAME/pages/SAVED_AT-SAVE`, [`saved`](super::saved)).
+//!
+//! A save writes its own blob, then swaps the head it read at the run's
+//! start for its own ([`StoreBackend::swap`]), then removes the blob the old
+//! head named. So a head always names a blob that is there, and of two
+//! hosts that ran the session's next run at once only one stores it: the
+//! other finds the head changed, removes its blob and is told
+//! ([`Saved::Conflict`]). A blob no head names (its host stopped between
+//! the two writes) is removed once it is older than the idle limit.
 
 use std::sync::Arc;
 
@@ -26,8 +33,9 @@ pub(crate) const SCIENTIFIC_SESSIONS: &str = "sandwit:sessions:scientific";
 const BASES: &str = "sandwit:bases";
 /// What a base's key adds for the time it was last used.
 const USED: &str = "/used";
-/// What a blob's key adds to its session's name.
-const PAGES: &str = "/pages";
+/// What a blob's key adds to its session's name, before the save's time
+/// and number.
+const PAGES: &str = "/pages/";
 /// The most sessions a chat's listing reads.
 const MAX_LISTED: usize = 1024;
 
@@ -44,6 +52,10 @@ fn unbounded() -> StoreLimits {
 /// What is known of a stored session without reading its blob.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Head {
+    /// Its bytes as stored, which a save that replaces it swaps: empty for
+    /// a head not yet stored.
+    #[serde(skip)]
+    raw: Vec<u8>,
     /// Runs it has had: a live copy with as many is current.
     pub(crate) runs: u32,
     /// Its blob's size.
@@ -52,11 +64,40 @@ pub(crate) struct Head {
     pub(crate) memory_bytes: u64,
     /// When its last run ended, in seconds since the Unix epoch.
     pub(crate) saved_at: u64,
-    /// A number drawn for each save: two hosts that both saved a session's
-    /// next run tell their copies apart by it (the later save is the
-    /// session; the other's live copy is stale).
-    #[serde(default)]
+    /// A number drawn for each save: its blob's key has it, and a live
+    /// copy current with another save of as many runs (a session forked,
+    /// loaded or closed and started again) is stale.
     pub(crate) save: u64,
+}
+
+impl Head {
+    /// The head of a save of `runs` runs, its blob `bytes` long, of a
+    /// `memory_bytes` memory, at `saved_at`: its number drawn.
+    pub(crate) fn new(runs: u32, bytes: u64, memory_bytes: u64, saved_at: u64) -> Head {
+        Head {
+            raw: Vec::new(),
+            runs,
+            bytes,
+            memory_bytes,
+            saved_at,
+            save: rand::random(),
+        }
+    }
+
+    /// The key of its blob in its session's chat.
+    fn blob_key(&self, name: &str) -> String {
+        format!("{name}{PAGES}{}-{:016x}", self.saved_at, self.save)
+    }
+}
+
+/// What became of a save.
+pub(crate) enum Saved {
+    /// It is the session now: its head.
+    Stored(Head),
+    /// The session's head was not the one the save replaces: another run
+    /// (on another host) saved it, or it was closed or made, meanwhile.
+    /// Nothing of this save is kept.
+    Conflict,
 }
 
 /// A sandbox's sessions in the host's store.
@@ -88,47 +129,112 @@ impl Stored {
     pub(crate) async fn head(&self, ctx: &AgentCtx, name: &str) -> anyhow::Result<Option<Head>> {
         let ns = self.namespace(ctx);
         match self.backend.get(&ns, name).await? {
-            Some(Entry::Bytes(bytes)) => Ok(serde_json::from_slice(&bytes).ok()),
+            Some(Entry::Bytes(raw)) => {
+                let mut head: Head = serde_json::from_slice(&raw).map_err(|e| {
+                    anyhow::anyhow!(
+                        "the stored head of the session {name:?} is not readable ({e}): close                          the session to start it again"
+                    )
+                })?;
+                head.raw = raw;
+                Ok(Some(head))
+            }
             _ => Ok(None),
         }
     }
 
-    /// The blob of `ctx`'s chat's session `name`, if it is stored.
-    pub(crate) async fn blob(&self, ctx: &AgentCtx, name: &str) -> anyhow::Result<Option<Vec<u8>>> {
+    /// The blob `head` names of `ctx`'s chat's session `name`, if it is
+    /// stored (a later save removes it).
+    pub(crate) async fn blob(
+        &self,
+        ctx: &AgentCtx,
+        name: &str,
+        head: &Head,
+    ) -> anyhow::Result<Option<Vec<u8>>> {
         let ns = self.namespace(ctx);
-        match self.backend.get(&ns, &format!("{name}{PAGES}")).await? {
+        match self.backend.get(&ns, &head.blob_key(name)).await? {
             Some(Entry::Bytes(bytes)) => Ok(Some(bytes)),
             _ => Ok(None),
         }
     }
 
-    /// Stores `blob` as `ctx`'s chat's session `name`, described by `head`.
+    /// Stores `blob` as `ctx`'s chat's session `name`, described by `head`,
+    /// if the session's head is still `replaces` (`None`: it has none).
     pub(crate) async fn save(
         &self,
         ctx: &AgentCtx,
         name: &str,
-        head: &Head,
+        mut head: Head,
         blob: Vec<u8>,
-    ) -> anyhow::Result<()> {
+        replaces: Option<&Head>,
+    ) -> anyhow::Result<Saved> {
         let ns = self.namespace(ctx);
         let limits = unbounded();
+        let key = head.blob_key(name);
         let blob = Entry::Bytes(blob);
-        (self.backend)
-            .set(&ns, &format!("{name}{PAGES}"), &blob, &limits)
-            .await?;
-        let head = Entry::Bytes(serde_json::to_vec(head)?);
-        self.backend.set(&ns, name, &head, &limits).await?;
-        Ok(())
+        self.backend.set(&ns, &key, &blob, &limits).await?;
+        head.raw = serde_json::to_vec(&head)?;
+        let new = Entry::Bytes(head.raw.clone());
+        let old = replaces.map(|old| Entry::Bytes(old.raw.clone()));
+        let swapped = (self.backend)
+            .swap(&ns, name, old.as_ref(), &new, &limits)
+            .await;
+        if !matches!(swapped, Ok(true)) {
+            // Not the session's (or not known to be): its blob goes.
+            if let Err(e) = self.backend.delete(&ns, &key).await {
+                tracing::warn!(session = name, "removing a blob not stored: {e}");
+            }
+            return match swapped {
+                Ok(_) => Ok(Saved::Conflict),
+                Err(e) => Err(e.into()),
+            };
+        }
+        if let Some(old) = replaces.filter(|old| old.blob_key(name) != key) {
+            self.backend.delete(&ns, &old.blob_key(name)).await?;
+        }
+        Ok(Saved::Stored(head))
     }
 
     /// Removes `ctx`'s chat's session `name`: whether it was stored.
     pub(crate) async fn delete(&self, ctx: &AgentCtx, name: &str) -> anyhow::Result<bool> {
         let ns = self.namespace(ctx);
+        let head = self.head(ctx, name).await.ok().flatten();
         let had = self.backend.delete(&ns, name).await?;
-        let pages = (self.backend)
-            .delete(&ns, &format!("{name}{PAGES}"))
-            .await?;
-        Ok(had || pages)
+        if let Some(head) = head {
+            self.backend.delete(&ns, &head.blob_key(name)).await?;
+        }
+        Ok(had)
+    }
+
+    /// Removes the blobs of `ctx`'s chat no head names that were saved
+    /// more than `idle` seconds before `now` (a save in progress is never
+    /// that old).
+    pub(crate) async fn sweep_blobs(
+        &self,
+        ctx: &AgentCtx,
+        now: u64,
+        idle: u64,
+    ) -> anyhow::Result<()> {
+        let ns = self.namespace(ctx);
+        let keys = self.backend.keys(&ns, MAX_LISTED).await?;
+        for key in &keys {
+            let Some((name, saved)) = key.split_once(PAGES) else {
+                continue;
+            };
+            let saved_at = (saved.split_once('-'))
+                .and_then(|(at, _)| at.parse::<u64>().ok())
+                .unwrap_or(0);
+            if now.saturating_sub(saved_at) <= idle {
+                continue;
+            }
+            let named = match self.head(ctx, name).await {
+                Ok(Some(head)) => head.blob_key(name) == *key,
+                _ => false,
+            };
+            if !named {
+                self.backend.delete(&ns, key).await?;
+            }
+        }
+        Ok(())
     }
 
     /// The stored sessions of `ctx`'s chat, by name.
@@ -137,8 +243,14 @@ impl Stored {
         let keys = self.backend.keys(&ns, MAX_LISTED).await?;
         let mut listed = Vec::new();
         for name in keys.into_iter().filter(|k| !k.contains('/')) {
-            if let Some(head) = self.head(ctx, &name).await? {
-                listed.push((name, head));
+            match self.head(ctx, &name).await {
+                Ok(Some(head)) => listed.push((name, head)),
+                Ok(None) => {}
+                // Listed, so that it counts and can be closed.
+                Err(e) => {
+                    tracing::warn!(session = name, "{e:#}");
+                    listed.push((name, Head::new(0, 0, 0, 0)));
+                }
             }
         }
         Ok(listed)
@@ -216,5 +328,82 @@ impl Stored {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capabilities::store::SqliteStore;
+
+    async fn blobs(stored: &Stored, ctx: &AgentCtx) -> Vec<String> {
+        let keys = stored.backend.keys(&stored.namespace(ctx), 64).await;
+        (keys.unwrap().into_iter())
+            .filter(|k| k.contains(PAGES))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_save_over_a_head_it_did_not_read_keeps_nothing_and_orphans_are_swept() {
+        let stored = Stored::new(Arc::new(SqliteStore::in_memory().unwrap()), SMALL_SESSIONS);
+        let ctx = AgentCtx::new("chat");
+        let now = super::super::saved::now_secs();
+        let Saved::Stored(first) =
+            (stored.save(&ctx, "s", Head::new(1, 3, 9, now), vec![1; 3], None))
+                .await
+                .unwrap()
+        else {
+            panic!("a new session's first save conflicted");
+        };
+        // Two saves of the next run from the first: the second conflicts,
+        // and its blob goes.
+        let Saved::Stored(second) =
+            (stored.save(&ctx, "s", Head::new(2, 3, 9, now), vec![2; 3], Some(&first)))
+                .await
+                .unwrap()
+        else {
+            panic!("the next run's save conflicted");
+        };
+        let lost = stored.save(&ctx, "s", Head::new(2, 3, 9, now), vec![3; 3], Some(&first));
+        assert!(matches!(lost.await.unwrap(), Saved::Conflict));
+        assert!(matches!(
+            stored
+                .save(&ctx, "s", Head::new(1, 3, 9, now), vec![4; 3], None)
+                .await
+                .unwrap(),
+            Saved::Conflict
+        ));
+        assert_eq!(stored.head(&ctx, "s").await.unwrap(), Some(second.clone()));
+        assert_eq!(blobs(&stored, &ctx).await, [second.blob_key("s")]);
+        assert_eq!(
+            stored.blob(&ctx, "s", &second).await.unwrap(),
+            Some(vec![2; 3])
+        );
+        assert_eq!(stored.blob(&ctx, "s", &first).await.unwrap(), None);
+
+        // Blobs no head names (a host stopped between its two writes): the
+        // old one is swept, the young one (a save in progress) kept.
+        let ns = stored.namespace(&ctx);
+        let orphan = |at: u64| Head::new(3, 1, 9, at).blob_key("s");
+        let (old, young) = (orphan(now - 100), orphan(now - 5));
+        for key in [&old, &young] {
+            let entry = Entry::Bytes(vec![0]);
+            stored
+                .backend
+                .set(&ns, key, &entry, &unbounded())
+                .await
+                .unwrap();
+        }
+        stored.sweep_blobs(&ctx, now, 50).await.unwrap();
+        let mut left = blobs(&stored, &ctx).await;
+        left.sort();
+        let mut expected = vec![second.blob_key("s"), young];
+        expected.sort();
+        assert_eq!(left, expected);
+
+        // Closed: its head and blob go.
+        assert!(stored.delete(&ctx, "s").await.unwrap());
+        assert_eq!(stored.head(&ctx, "s").await.unwrap(), None);
+        assert_eq!(blobs(&stored, &ctx).await.len(), 1, "the young orphan");
     }
 }

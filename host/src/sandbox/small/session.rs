@@ -34,6 +34,7 @@ use crate::bindings::python::PythonSandbox as Interpreter;
 use crate::sandbox::SandboxHost;
 use crate::sandbox::run::state::RunState;
 use crate::sandbox::sessions::keeper::{Base, Keeper, NotStarted, Unsaved, write_pages};
+use crate::sandbox::sessions::stored::Head;
 use crate::sandbox::snapshot::Mapping;
 use sandwit_contract::limits::RunLimits;
 use sandwit_contract::types::AgentCtx;
@@ -50,13 +51,10 @@ pub(crate) struct Live {
     /// Its memory, when the session can be stored: on the sandbox's own
     /// engine, started as the base.
     pub(crate) memory: Option<Arc<Mapping>>,
-    /// The runs of the stored session this copy is current with: `None`
-    /// when none is stored. A head with other runs means another run
-    /// (another replica's, a run before a restart) stored it since.
-    pub(crate) head_runs: Option<u32>,
-    /// That head's save number: a head with as many runs but another
-    /// number is another host's save of the same run, and this copy stale.
-    pub(crate) head_save: Option<u64>,
+    /// The head of the stored session this copy is current with: `None`
+    /// when none is stored. Another head means another run (another
+    /// replica's, a run before a restart) stored the session since.
+    pub(crate) head: Option<Head>,
 }
 
 /// What a sandbox keeps its sessions with beyond its process: the keeper
@@ -85,8 +83,7 @@ impl Durable {
             store,
             interpreter,
             memory,
-            head_runs: None,
-            head_save: None,
+            head: None,
         })
     }
 
@@ -110,10 +107,8 @@ impl Durable {
     /// into a new instance; the runs it had.
     pub(crate) async fn restore(
         &self,
-        host: &SandboxHost,
-        own: &Reusable,
-        ctx: &AgentCtx,
-        name: &str,
+        (host, own): (&SandboxHost, &Reusable),
+        (ctx, name, head): (&AgentCtx, &str, &Head),
         max_memory: usize,
     ) -> Result<(Live, u32), NotStarted> {
         if self.base.get().is_none() {
@@ -128,7 +123,7 @@ impl Durable {
             ))
         })?;
         let opened = (self.keeper)
-            .open(ctx, name, Some(&base.hash), max_memory)
+            .open((ctx, name, head), Some(&base.hash), max_memory)
             .await?;
         let size = opened.header.memory_bytes as usize;
         let (mut store, interpreter, memory) =
@@ -164,8 +159,7 @@ impl Durable {
             store,
             interpreter,
             memory: Some(memory),
-            head_runs: Some(runs),
-            head_save: None,
+            head: Some(head.clone()),
         };
         Ok((live, runs))
     }
@@ -194,12 +188,18 @@ impl Durable {
         }
         // SAFETY: the run's export returned, and the store is ours alone.
         let memory = unsafe { memory.bytes() };
-        let (bytes, save) = (self.keeper)
-            .save(ctx, name, (memory, base), runs, limits)
+        let head = (self.keeper)
+            .save(
+                ctx,
+                name,
+                (memory, base),
+                (runs, live.head.as_ref()),
+                limits,
+            )
             .await
             .map_err(Some)?;
-        live.head_runs = Some(runs);
-        live.head_save = Some(save);
+        let bytes = head.bytes;
+        live.head = Some(head);
         Ok(bytes)
     }
 }

@@ -15,6 +15,7 @@ use crate::sandbox::run::Run;
 use crate::sandbox::run::outcome::{LimitHit, RunOutcome, RunStatus};
 use crate::sandbox::run::state::RunState;
 use crate::sandbox::sessions::keeper::{self, NotStarted, Unsaved};
+use crate::sandbox::sessions::stored::Head;
 use crate::sandbox::sessions::{Lease, LoadedSession, SessionError, SessionInfo};
 use crate::sandbox::snapshot::Mapping;
 use sandwit_contract::limits::LimitKind;
@@ -27,10 +28,8 @@ struct Got<'p> {
     start: Start<'p>,
     /// Its memory, if the session can be stored.
     memory: Option<Arc<Mapping>>,
-    /// The runs of the stored session it is current with, and that save's
-    /// number.
-    head_runs: Option<u32>,
-    head_save: Option<u64>,
+    /// The head of the stored session it is current with.
+    head: Option<Head>,
     /// Whether it was restored from the store.
     restored: bool,
 }
@@ -110,14 +109,14 @@ impl PythonSandbox {
             store,
             start,
             memory,
-            head_runs,
-            head_save,
+            head,
             restored,
         } = match self.session_interpreter(ctx, &run, &mut lease).await {
             Ok(got) => got,
             Err(refused) => return refused,
         };
         let fresh = lease.runs == 0 && !restored;
+        let head_runs = head.as_ref().map(|h| h.runs);
         let durable = memory.is_some();
         if let Some(resumed) = run.resumed()
             && resumed.session_runs != head_runs
@@ -185,8 +184,7 @@ impl PythonSandbox {
             store,
             interpreter,
             memory,
-            head_runs,
-            head_save,
+            head,
         };
         let runs = lease.runs + 1;
         let saved = (inner.durable)
@@ -213,6 +211,11 @@ impl PythonSandbox {
                     None => lease.end(memory_bytes),
                 }
             }
+            Err(Some(Unsaved::Conflict(message))) => {
+                outcome.conflicted(message);
+                inner.preparer.retire(running, live.store);
+                lease.roll_back(memory_bytes)
+            }
         };
         report.restored = restored;
         outcome.session = Some(report);
@@ -237,16 +240,14 @@ impl PythonSandbox {
             mut store,
             interpreter,
             memory,
-            head_runs,
-            head_save,
+            head,
         } = live;
         run.begin(store.data_mut(), ctx);
         Ok(Got {
             store,
             start: Start::Prepared(interpreter),
             memory,
-            head_runs,
-            head_save,
+            head,
             restored,
         })
     }
@@ -271,12 +272,10 @@ impl PythonSandbox {
         };
         let durable = &inner.durable;
         let head = (durable.keeper.current_head(ctx, &name).await).map_err(failed)?;
-        let head_runs = head.as_ref().map(|h| h.runs);
-        let head_save = head.as_ref().map(|h| h.save);
-        // A live copy another process has run past (or saved the same run
-        // over) is stale: dropped.
+        // A live copy another process has stored the session past is
+        // stale: dropped.
         if let Some(live) = lease.kept.take()
-            && (live.head_runs, live.head_save) == (head_runs, head_save)
+            && live.head == head
         {
             return Ok(Ok((live, false)));
         }
@@ -287,7 +286,7 @@ impl PythonSandbox {
                 / 2,
         );
         let own = inner.preparer.own(wait).await;
-        if head.is_some() {
+        if let Some(head) = head {
             let Some(own) = own else {
                 let message = format!(
                     "the session {name:?} is stored, and this host cannot restore it yet: its \
@@ -301,10 +300,12 @@ impl PythonSandbox {
                 ));
             };
             let max = run.limits.memory_bytes;
-            return match durable.restore(&inner.host, &own, ctx, &name, max).await {
-                Ok((mut live, runs)) => {
+            let restored = (durable)
+                .restore((&inner.host, &own), (ctx, &name, &head), max)
+                .await;
+            return match restored {
+                Ok((live, runs)) => {
                     lease.runs = runs;
-                    live.head_save = head_save;
                     Ok(Ok((live, true)))
                 }
                 Err(NotStarted::Refused(message)) => {
@@ -323,8 +324,7 @@ impl PythonSandbox {
                 store: limited_store(pre.engine(), run.new_state(ctx)),
                 start: Start::Instantiate(pre),
                 memory: None,
-                head_runs: None,
-                head_save: None,
+                head: None,
                 restored: false,
             }));
         };
