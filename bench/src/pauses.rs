@@ -6,10 +6,11 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use sandwit::store::SqliteStore;
+use sandwit::store::{SqliteStore, StoreBackend};
 use sandwit::{
     Policy, PythonSandbox, Resume, RunOptions, RunOutcome, RunStatus, SessionKey, Toolbox,
 };
+use sandwit_postgres::Postgres;
 
 use crate::report::{Row, Samples, us};
 use crate::scenarios::{check, until_prepared};
@@ -36,16 +37,20 @@ pub const RESUME_HERE: &str = "pause: its resume where it paused, approved, to t
 pub const RESUME_ELSEWHERE: &str =
     "pause: its resume in another host (a replica, a restart), approved, to the end, p50";
 pub const PLAIN: &str = "pause: the same code to its end with no pause, p50";
+/// The same over PostgreSQL (`--postgres`).
+const PAUSE_PG: &str = "pause over PostgreSQL: a run to its paused call, kept, p50";
+const RESUME_HERE_PG: &str = "pause over PostgreSQL: its resume where it paused, p50";
+const RESUME_ELSEWHERE_PG: &str = "pause over PostgreSQL: its resume on another replica, p50";
 
-/// A host over the SQLite file `path` signing with `key`, pausing
-/// `calculate_sum`: its sandbox and the bench's plugins.
+/// A host over `store` signing with `key`, pausing `calculate_sum`: its
+/// sandbox and the bench's plugins.
 async fn pausing_host(
     setup: &Setup,
-    path: &std::path::Path,
+    store: Arc<dyn StoreBackend>,
     key: &SessionKey,
 ) -> anyhow::Result<(sandwit::Host, PythonSandbox, Toolbox)> {
     let host = (setup.options.builder())
-        .store(Arc::new(SqliteStore::open(path)?))
+        .store(store)
         .session_key(key.clone())
         .policy(Policy::from_toml(POLICY)?)
         .build()?;
@@ -74,21 +79,103 @@ fn token(outcome: &RunOutcome) -> anyhow::Result<String> {
 pub async fn measure(setup: &Setup, rows: &mut Vec<Row>) -> anyhow::Result<()> {
     let path = std::env::temp_dir().join(format!("sandwit-bench-pauses-{}.db", std::process::id()));
     let _ = std::fs::remove_file(&path);
-    let measured = measure_in(setup, &path, rows).await;
+    let over_sqlite = async {
+        let stores: [Arc<dyn StoreBackend>; 2] = [
+            Arc::new(SqliteStore::open(&path)?),
+            Arc::new(SqliteStore::open(&path)?),
+        ];
+        measure_over(setup, stores).await
+    };
+    let measured = over_sqlite.await;
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
     }
-    measured
+    let [paused, same, other] = measured?;
+    let plain = plain(setup).await?;
+    let base = plain.at(0.5);
+    let note = |n: usize, store: &str, what: &str, p50: std::time::Duration| {
+        let ratio = p50.as_secs_f64() / base.as_secs_f64();
+        format!(
+            "{n} runs on a ready sandbox, {store}; {what}; {ratio:.2}x the same code run to its \
+             end with no pause"
+        )
+    };
+    let sqlite = "SQLite file store";
+    let rows_of = [
+        (PAUSE, paused, "the record sealed (zstd, HMAC) and written"),
+        (
+            RESUME_HERE,
+            same,
+            "the record claimed, the code replayed to the call (its calls answered from the \
+             journal), the call made",
+        ),
+        (
+            RESUME_ELSEWHERE,
+            other,
+            "another Host and SqliteStore over the same file, in this process",
+        ),
+    ];
+    for (what, times, how) in rows_of {
+        let p50 = times.at(0.5);
+        rows.push(Row::new(
+            what,
+            us(p50),
+            "µs",
+            note(times.len(), sqlite, how, p50),
+        ));
+    }
+    if let Some(url) = &setup.options.postgres {
+        let stores: [Arc<dyn StoreBackend>; 2] = [
+            Arc::new(Postgres::connect(url).await?),
+            Arc::new(Postgres::connect(url).await?),
+        ];
+        let pg = "PostgreSQL on this machine (TCP loopback)";
+        let [paused, same, other] = measure_over(setup, stores).await?;
+        let rows_of = [
+            (PAUSE_PG, paused, "the record written in PostgreSQL"),
+            (
+                RESUME_HERE_PG,
+                same,
+                "claimed and replayed on the host that paused it",
+            ),
+            (
+                RESUME_ELSEWHERE_PG,
+                other,
+                "on another Host with a PostgreSQL pool of its own (a replica), in this process",
+            ),
+        ];
+        for (what, times, how) in rows_of {
+            let p50 = times.at(0.5);
+            rows.push(Row::new(
+                what,
+                us(p50),
+                "µs",
+                note(times.len(), pg, how, p50),
+            ));
+        }
+    }
+    rows.push(Row::new(
+        PLAIN,
+        us(base),
+        "µs",
+        format!(
+            "{} runs on a ready sandbox; the comparison of the rows above",
+            plain.len()
+        ),
+    ));
+    Ok(())
 }
 
-async fn measure_in(
+/// Pauses on a host over `stores[0]`, resumed alternately there and on a
+/// host over `stores[1]`: the times of the pauses, the resumes where each
+/// paused and those on the other host.
+async fn measure_over(
     setup: &Setup,
-    path: &std::path::Path,
-    rows: &mut Vec<Row>,
-) -> anyhow::Result<()> {
+    [a, b]: [Arc<dyn StoreBackend>; 2],
+) -> anyhow::Result<[Samples; 3]> {
     let key = SessionKey::generate();
-    let (_a, here, tools_here) = pausing_host(setup, path, &key).await?;
-    let (_b, there, tools_there) = pausing_host(setup, path, &key).await?;
+    let (_a, here, tools_here) = pausing_host(setup, a, &key).await?;
+    let (_b, there, tools_there) = pausing_host(setup, b, &key).await?;
     let ctx = &setup.ctx;
     let runs = setup.options.reps(RUNS);
     // Warm up both hosts' interpreters and the store.
@@ -101,7 +188,7 @@ async fn measure_in(
             check(&resumed)?;
         }
     }
-    let (mut paused, mut same, mut other, mut plain) = (vec![], vec![], vec![], vec![]);
+    let (mut paused, mut same, mut other) = (vec![], vec![], vec![]);
     for i in 0..runs {
         until_prepared(&here).await?;
         let start = Instant::now();
@@ -119,53 +206,18 @@ async fn measure_in(
         times.push(start.elapsed());
         check(&resumed)?;
     }
-    for _ in 0..runs {
+    Ok([paused, same, other].map(Samples::new))
+}
+
+/// The same code run to its end with no pause, on the bench's sandbox.
+async fn plain(setup: &Setup) -> anyhow::Result<Samples> {
+    let mut plain = Vec::new();
+    for _ in 0..setup.options.reps(RUNS) {
         until_prepared(&setup.python).await?;
         let start = Instant::now();
-        let outcome = setup.python.run(ctx, &setup.plugins, CODE).await;
+        let outcome = setup.python.run(&setup.ctx, &setup.plugins, CODE).await;
         plain.push(start.elapsed());
         check(&outcome)?;
     }
-    let plain = Samples::new(plain);
-    let base = plain.at(0.5);
-    let note =
-        |n: usize, what: &str| format!("{n} runs on a ready sandbox, SQLite file store; {what}");
-    let rows_of = [
-        (
-            PAUSE,
-            Samples::new(paused),
-            "the record sealed (zstd, HMAC) and written",
-        ),
-        (
-            RESUME_HERE,
-            Samples::new(same),
-            "the record claimed, the code replayed to the call (its calls answered from the \
-             journal), the call made",
-        ),
-        (
-            RESUME_ELSEWHERE,
-            Samples::new(other),
-            "another Host and SqliteStore over the same file, in this process",
-        ),
-    ];
-    for (what, times, how) in rows_of {
-        let p50 = times.at(0.5);
-        let ratio = p50.as_secs_f64() / base.as_secs_f64();
-        rows.push(Row::new(
-            what,
-            us(p50),
-            "µs",
-            note(
-                times.len(),
-                &format!("{how}; {ratio:.2}x the same code run to its end with no pause"),
-            ),
-        ));
-    }
-    rows.push(Row::new(
-        PLAIN,
-        us(base),
-        "µs",
-        note(plain.len(), "the comparison of the rows above"),
-    ));
-    Ok(())
+    Ok(Samples::new(plain))
 }

@@ -9,11 +9,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use sandwit::store::SqliteStore;
+use sandwit::store::{SqliteStore, StoreBackend};
 use sandwit::{
     AgentCtx, Host, PythonSandbox, RunOptions, RunOutcome, ScientificOptions, ScientificSandbox,
     SessionKey, Toolbox, Value,
 };
+use sandwit_postgres::Postgres;
 
 use crate::report::{Row, Samples, us};
 use crate::scenarios::{check, until_prepared};
@@ -47,14 +48,35 @@ pub const ALTERNATING: &str =
     "session: small, 50 turns alternating two hosts over one store (restored each turn), p50";
 pub const ALTERNATING_SCIENTIFIC: &str =
     "session: scientific, turns alternating two hosts over one store (restored each turn), p50";
+const ALTERNATING_PG: &str =
+    "session over PostgreSQL: small, 50 turns alternating two replicas (restored each turn), p50";
 
-/// A host over the SQLite file `path`, signing sessions with `key`.
-fn host_over(setup: &Setup, path: &Path, key: &SessionKey) -> anyhow::Result<Host> {
+/// A host over `store`, signing sessions with `key`.
+fn host_over(
+    setup: &Setup,
+    store: Arc<dyn StoreBackend>,
+    key: &SessionKey,
+) -> anyhow::Result<Host> {
     let host = (setup.options.builder())
-        .store(Arc::new(SqliteStore::open(path)?))
+        .store(store)
         .session_key(key.clone())
         .build()?;
     Ok(host)
+}
+
+/// The small interpreter in a host over `store`, ready to store sessions.
+async fn small_over(
+    setup: &Setup,
+    store: Arc<dyn StoreBackend>,
+    key: &SessionKey,
+) -> anyhow::Result<(Host, PythonSandbox)> {
+    let host = host_over(setup, store, key)?;
+    let python = host.load_python_file(&setup.python_path).await?;
+    until_prepared(&python).await?;
+    while !python.reuses_interpreters() {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    Ok((host, python))
 }
 
 /// The run's result (each turn's last expression), checked to be there.
@@ -76,20 +98,12 @@ pub async fn measure(setup: &Setup, rows: &mut Vec<Row>) -> anyhow::Result<()> {
 
 async fn measure_in(setup: &Setup, path: &Path, rows: &mut Vec<Row>) -> anyhow::Result<()> {
     let key = SessionKey::generate();
-    let (a, b) = (host_over(setup, path, &key)?, host_over(setup, path, &key)?);
+    let sqlite =
+        || -> anyhow::Result<Arc<dyn StoreBackend>> { Ok(Arc::new(SqliteStore::open(path)?)) };
+    let (a, small_a) = small_over(setup, sqlite()?, &key).await?;
+    let (b, small_b) = small_over(setup, sqlite()?, &key).await?;
     let turns = setup.options.reps(TURNS);
     let ctx = AgentCtx::new("bench-sessions");
-
-    let (small_a, small_b) = (
-        a.load_python_file(&setup.python_path).await?,
-        b.load_python_file(&setup.python_path).await?,
-    );
-    for python in [&small_a, &small_b] {
-        until_prepared(python).await?;
-        while !python.reuses_interpreters() {
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
-    }
     let small = Small(&small_a);
     let (session, fresh, stored) =
         in_session_and_fresh(&small, &ctx, (ROWS, ROWS_TURN), turns).await?;
@@ -119,6 +133,24 @@ async fn measure_in(setup: &Setup, path: &Path, rows: &mut Vec<Row>) -> anyhow::
               over the same file, in this process",
         ),
     ));
+    if let Some(url) = &setup.options.postgres {
+        let (_a, pg_a) = small_over(setup, Arc::new(Postgres::connect(url).await?), &key).await?;
+        let (_b, pg_b) = small_over(setup, Arc::new(Postgres::connect(url).await?), &key).await?;
+        // A chat of this run's: the database may hold an earlier run's
+        // session, signed with another key.
+        let chat = AgentCtx::new(format!("bench-sessions-{}", std::process::id()));
+        let alternating = alternate(&Small(&pg_a), &Small(&pg_b), &chat, turns).await?;
+        rows.push(Row::new(
+            ALTERNATING_PG,
+            us(alternating.at(0.5)),
+            "µs",
+            format!(
+                "{turns} turns, PostgreSQL on this machine (TCP loopback); each turn checked to \
+                 see the last turn's variable, on another Host with a PostgreSQL pool of its own \
+                 (a replica), in this process"
+            ),
+        ));
+    }
 
     let options = || ScientificOptions::new(dir(&setup.options));
     let (sci_a, sci_b) = (

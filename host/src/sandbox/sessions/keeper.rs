@@ -10,7 +10,9 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use ring::digest;
 
-use super::saved::{self, Expected, Header, Opened, PAGE, SessionKey, now_secs, sandwit_version};
+use super::saved::{
+    self, Expected, Header, Opened, PAGE, Packs, SessionKey, now_secs, sandwit_version,
+};
 use super::stored::{Head, Saved, Stored};
 use super::{
     LoadedSession, Refusal, SessionError, SessionInfo, SessionLimits, Sessions, check_name,
@@ -31,6 +33,9 @@ impl Base {
         Base { image, hash }
     }
 }
+
+/// Sorted, disjoint byte ranges of a memory, as offsets.
+pub(crate) type Ranges = [(usize, usize)];
 
 /// A sandbox's sessions in the host's store, signed with its key and bound
 /// to its interpreter.
@@ -103,16 +108,18 @@ impl Keeper {
     /// session `name` after its `runs`th run, under `limits`, and stores
     /// it in place of `replaces`, the head the run started from: the new
     /// head, or why it was not stored (a limit, another save since, or the
-    /// store).
+    /// store). `written`, if known, is where `memory` may differ from
+    /// `base` within its length ([`changed_pages`]); `packs`, what the
+    /// session's last save compressed.
     pub(crate) async fn save(
         &self,
-        ctx: &AgentCtx,
-        name: &str,
-        (memory, base): (&[u8], &Base),
+        (ctx, name): (&AgentCtx, &str),
+        (memory, base, written): (&[u8], &Base, Option<&Ranges>),
         (runs, replaces): (u32, Option<&Head>),
         limits: &RunLimits,
+        packs: &mut Packs,
     ) -> Result<Head, Unsaved> {
-        let (pages, contents) = changed_pages(memory, &base.image);
+        let (pages, contents) = changed_pages(memory, &base.image, written);
         let header = Header {
             format: saved::FORMAT,
             sandwit: sandwit_version().into(),
@@ -128,7 +135,7 @@ impl Keeper {
             saved_at: now_secs(),
             limits: Some(limits.into()),
         };
-        let blob = saved::seal(&self.key, &header, &pages, &contents)
+        let blob = (packs.seal(&self.key, &header, &pages, &contents))
             .map_err(|e| Unsaved::Failed(e.context("sealing the session")))?;
         let bytes = blob.len() as u64;
         self.check_room(ctx, name, bytes).await?;
@@ -490,13 +497,40 @@ pub(crate) enum Unsaved {
 }
 
 /// The pages of `memory` that differ from `base` (past its end, from
-/// zeros), as indices and their bytes.
-pub(crate) fn changed_pages(memory: &[u8], base: &[u8]) -> (Vec<u32>, Vec<u8>) {
+/// zeros), as indices and their bytes. Within `base`'s length only those
+/// of the sorted, disjoint byte ranges `written` are looked at, if given:
+/// every other byte there is `base`'s (what a write-tracked memory knows,
+/// `Snapshot::written`), so a turn compares what it wrote, not the whole
+/// memory.
+pub(crate) fn changed_pages(
+    memory: &[u8],
+    base: &[u8],
+    written: Option<&Ranges>,
+) -> (Vec<u32>, Vec<u8>) {
     let zero = [0u8; PAGE];
     let mut pages = Vec::new();
     let mut contents = Vec::new();
-    for (index, page) in memory.chunks(PAGE).enumerate() {
+    let tracked = base.len().min(memory.len());
+    let ranges: Vec<(usize, usize)> = match written {
+        None => vec![(0, memory.len())],
+        Some(written) => (written.iter())
+            .map(|&(start, end)| (start.min(tracked), end.min(tracked)))
+            .chain([(tracked, memory.len())])
+            .filter(|(start, end)| start < end)
+            .collect(),
+    };
+    let indices = (ranges.into_iter())
+        .flat_map(|(start, end)| start / PAGE..end.div_ceil(PAGE))
+        .scan(None, |last: &mut Option<usize>, index| {
+            // Ranges that meet within a page give it once.
+            let again = *last == Some(index);
+            *last = Some(index);
+            Some((!again).then_some(index))
+        })
+        .flatten();
+    for index in indices {
         let at = index * PAGE;
+        let page = &memory[at..(at + PAGE).min(memory.len())];
         let was = base
             .get(at..(at + page.len()).min(base.len()))
             .unwrap_or(&[]);
@@ -547,9 +581,20 @@ mod tests {
         memory.extend(vec![0u8; 3 * PAGE]);
         memory[PAGE + 5] = 9;
         memory[5 * PAGE] = 7;
-        let (pages, contents) = changed_pages(&memory, &base);
+        let (pages, contents) = changed_pages(&memory, &base, None);
         assert_eq!(pages, [1, 5]);
         assert_eq!(contents.len(), 2 * PAGE);
         assert_eq!((contents[5], contents[PAGE]), (9, 7));
+        // Told where it was written: the same pages, looking only there and
+        // past the base; ranges that meet within a page give it once.
+        let written = [(PAGE, PAGE + 10), (PAGE + 10, 3 * PAGE)];
+        let tracked = changed_pages(&memory, &base, Some(&written));
+        assert_eq!(tracked, (pages, contents));
+        // A write it is not told of within the base is not looked at.
+        memory[3 * PAGE] = 2;
+        let (pages, _) = changed_pages(&memory, &base, Some(&written));
+        assert_eq!(pages, [1, 5]);
+        let (pages, _) = changed_pages(&memory, &base, None);
+        assert_eq!(pages, [1, 3, 5]);
     }
 }

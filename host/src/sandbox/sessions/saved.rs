@@ -185,23 +185,81 @@ pub(crate) fn now_secs() -> u64 {
 }
 
 /// The blob of `header` with `pages` (indices, increasing) whose bytes are
-/// `contents`, signed with `key`. zstd's level 1: the blob is written at
-/// the end of every run in the session.
+/// `contents`, signed with `key`, compressed afresh ([`Packs::seal`]).
+#[cfg(test)]
 pub(crate) fn seal(
     key: &SessionKey,
     header: &Header,
     pages: &[u32],
     contents: &[u8],
 ) -> anyhow::Result<Vec<u8>> {
-    debug_assert_eq!(contents.len(), pages.len() * PAGE);
-    let head = serde_json::to_vec(header)?;
-    let mut plain = Vec::with_capacity(pages.len() * 4 + contents.len());
-    for page in pages {
-        plain.extend_from_slice(&page.to_le_bytes());
+    Packs::default().seal(key, header, pages, contents)
+}
+
+/// Pages per region a blob's pages are compressed by.
+const REGION_PAGES: usize = 16;
+
+/// What one live session's last save compressed, by region of memory
+/// (`REGION_PAGES` pages): the region's saved pages, their bytes, and
+/// those compressed. A save compresses again only the regions whose pages
+/// changed since the last, since a turn writes a few regions of a memory
+/// whose saved pages are megabytes. Each region is a zstd frame of its own,
+/// and concatenated frames decompress as one stream, so a blob reads the
+/// same however its pages were compressed. It costs the saved pages' bytes
+/// again per live session.
+#[derive(Default)]
+pub(crate) struct Packs {
+    regions: Vec<Region>,
+}
+
+struct Region {
+    index: usize,
+    pages: Vec<u32>,
+    plain: Vec<u8>,
+    packed: Vec<u8>,
+}
+
+impl Packs {
+    /// The blob of `header` with `pages` (indices, increasing) whose bytes
+    /// are `contents`, signed with `key`: zstd's level 1, since the blob is
+    /// written at the end of every run in the session.
+    pub(crate) fn seal(
+        &mut self,
+        key: &SessionKey,
+        header: &Header,
+        pages: &[u32],
+        contents: &[u8],
+    ) -> anyhow::Result<Vec<u8>> {
+        debug_assert_eq!(contents.len(), pages.len() * PAGE);
+        let head = serde_json::to_vec(header)?;
+        let indices: Vec<u8> = pages.iter().flat_map(|p| p.to_le_bytes()).collect();
+        let mut zstd = zstd::bulk::Compressor::new(1)?;
+        let mut packed = zstd.compress(&indices)?;
+        let mut before = std::mem::take(&mut self.regions).into_iter().peekable();
+        let mut from = 0;
+        while from < pages.len() {
+            let index = pages[from] as usize / REGION_PAGES;
+            let to = from
+                + (pages[from..].iter())
+                    .take_while(|p| **p as usize / REGION_PAGES == index)
+                    .count();
+            let (these, plain) = (&pages[from..to], &contents[from * PAGE..to * PAGE]);
+            while before.next_if(|r| r.index < index).is_some() {}
+            let region = match before.next_if(|r| r.index == index) {
+                Some(region) if region.pages == these && region.plain == plain => region,
+                _ => Region {
+                    index,
+                    pages: these.to_vec(),
+                    plain: plain.to_vec(),
+                    packed: zstd.compress(plain)?,
+                },
+            };
+            packed.extend_from_slice(&region.packed);
+            self.regions.push(region);
+            from = to;
+        }
+        Ok(signed(key, &head, &packed))
     }
-    plain.extend_from_slice(contents);
-    let packed = zstd::bulk::compress(&plain, 1)?;
-    Ok(signed(key, &head, &packed))
 }
 
 /// The blob of a header's JSON `head` and compressed pages `packed`.
@@ -409,6 +467,45 @@ mod tests {
     fn sealed(key: &SessionKey) -> Vec<u8> {
         let contents: Vec<u8> = (0..2 * PAGE).map(|i| (i % 251) as u8).collect();
         seal(key, &header(2), &[3, 9], &contents).unwrap()
+    }
+
+    #[test]
+    fn pages_packed_by_region_open_as_one_and_only_changed_regions_are_packed_again() {
+        let key = SessionKey::generate();
+        // Pages in three regions (and two pages in the first).
+        let pages = [3, 9, REGION_PAGES as u32 + 1, 5 * REGION_PAGES as u32];
+        let mut contents: Vec<u8> = (0..pages.len() * PAGE).map(|i| (i % 251) as u8).collect();
+        let mut packs = Packs::default();
+        let over = |pages: usize| Header {
+            memory_bytes: (6 * REGION_PAGES * PAGE) as u64,
+            ..header(pages as u32)
+        };
+        let blob = packs.seal(&key, &over(4), &pages, &contents).unwrap();
+        let opened = open(&key, &blob, &expected()).ok().unwrap();
+        assert_eq!(
+            (opened.pages, &opened.contents),
+            (pages.to_vec(), &contents)
+        );
+        let packed: Vec<*const u8> = packs.regions.iter().map(|r| r.packed.as_ptr()).collect();
+        assert_eq!(packed.len(), 3);
+
+        // The third page changed: its region alone is packed again, and the
+        // blob opens as the new pages.
+        contents[2 * PAGE + 7] ^= 0xff;
+        let blob = packs.seal(&key, &over(4), &pages, &contents).unwrap();
+        let opened = open(&key, &blob, &expected()).ok().unwrap();
+        assert_eq!(opened.contents, contents);
+        let now: Vec<*const u8> = packs.regions.iter().map(|r| r.packed.as_ptr()).collect();
+        assert_eq!((now[0], now[2]), (packed[0], packed[2]));
+        assert_ne!(now[1], packed[1]);
+
+        // A page gone from a region packs it again, too.
+        let fewer = [3, REGION_PAGES as u32 + 1, 5 * REGION_PAGES as u32];
+        let mut less = contents[..PAGE].to_vec();
+        less.extend_from_slice(&contents[2 * PAGE..]);
+        let blob = packs.seal(&key, &over(3), &fewer, &less).unwrap();
+        let opened = open(&key, &blob, &expected()).ok().unwrap();
+        assert_eq!((opened.pages, opened.contents), (fewer.to_vec(), less));
     }
 
     #[test]

@@ -34,6 +34,7 @@ use crate::bindings::python::PythonSandbox as Interpreter;
 use crate::sandbox::SandboxHost;
 use crate::sandbox::run::state::RunState;
 use crate::sandbox::sessions::keeper::{Base, Keeper, NotStarted, Unsaved, write_pages};
+use crate::sandbox::sessions::saved::Packs;
 use crate::sandbox::sessions::stored::Head;
 use crate::sandbox::snapshot::Mapping;
 use sandwit_contract::limits::RunLimits;
@@ -55,6 +56,8 @@ pub(crate) struct Live {
     /// when none is stored. Another head means another run (another
     /// replica's, a run before a restart) stored the session since.
     pub(crate) head: Option<Head>,
+    /// What its last save compressed.
+    pub(crate) packs: Packs,
 }
 
 /// What a sandbox keeps its sessions with beyond its process: the keeper
@@ -84,6 +87,7 @@ impl Durable {
             interpreter,
             memory,
             head: None,
+            packs: Packs::default(),
         })
     }
 
@@ -160,6 +164,7 @@ impl Durable {
             interpreter,
             memory: Some(memory),
             head: Some(head.clone()),
+            packs: Packs::default(),
         };
         Ok((live, runs))
     }
@@ -190,11 +195,11 @@ impl Durable {
         let memory = unsafe { memory.bytes() };
         let head = (self.keeper)
             .save(
-                ctx,
-                name,
-                (memory, base),
+                (ctx, name),
+                (memory, base, None),
                 (runs, live.head.as_ref()),
                 limits,
+                &mut live.packs,
             )
             .await
             .map_err(Some)?;

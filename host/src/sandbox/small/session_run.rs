@@ -15,6 +15,7 @@ use crate::sandbox::run::Run;
 use crate::sandbox::run::outcome::{LimitHit, RunOutcome, RunStatus};
 use crate::sandbox::run::state::RunState;
 use crate::sandbox::sessions::keeper::{self, NotStarted, Unsaved};
+use crate::sandbox::sessions::saved::Packs;
 use crate::sandbox::sessions::stored::Head;
 use crate::sandbox::sessions::{Lease, LoadedSession, SessionError, SessionInfo};
 use crate::sandbox::snapshot::Mapping;
@@ -30,6 +31,8 @@ struct Got<'p> {
     memory: Option<Arc<Mapping>>,
     /// The head of the stored session it is current with.
     head: Option<Head>,
+    /// What the session's last save compressed.
+    packs: Packs,
     /// Whether it was restored from the store.
     restored: bool,
 }
@@ -110,6 +113,7 @@ impl PythonSandbox {
             start,
             memory,
             head,
+            packs,
             restored,
         } = match self.session_interpreter(ctx, &run, &mut lease).await {
             Ok(got) => got,
@@ -185,6 +189,7 @@ impl PythonSandbox {
             interpreter,
             memory,
             head,
+            packs,
         };
         let runs = lease.runs + 1;
         let saved = (inner.durable)
@@ -241,6 +246,7 @@ impl PythonSandbox {
             interpreter,
             memory,
             head,
+            packs,
         } = live;
         run.begin(store.data_mut(), ctx);
         Ok(Got {
@@ -248,6 +254,7 @@ impl PythonSandbox {
             start: Start::Prepared(interpreter),
             memory,
             head,
+            packs,
             restored,
         })
     }
@@ -325,6 +332,7 @@ impl PythonSandbox {
                 start: Start::Instantiate(pre),
                 memory: None,
                 head: None,
+                packs: Packs::default(),
                 restored: false,
             }));
         };
