@@ -291,4 +291,14 @@ except TypeError as e:
     assert_ok(&outcome);
     let message = json_of(outcome.result.as_ref().unwrap());
     assert!(message.as_str().unwrap().contains("add"), "{message}");
+    // The refused call is in the run's events, as any refused call is.
+    assert!(
+        matches!(
+            &outcome.events[..],
+            [sandwit::Event::Call { plugin, method, ok: false, .. }]
+                if plugin == "client" && method == "add"
+        ),
+        "{:?}",
+        outcome.events
+    );
 }

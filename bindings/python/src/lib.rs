@@ -1370,18 +1370,19 @@ impl PyHost {
             _ => {
                 return Err(PyValueError::new_err(
                     "resume takes exactly one answer: approve=True, deny=REASON, result=VALUE \
-                     or raise_=EXCEPTION",
+                     or raise_=EXCEPTION (to answer None, Host.answer(token, None))",
                 ));
             }
         };
         self.resume_with(py, token, answer, ctx, plugins, (on_event, cancel))
     }
 
-    /// `resume(token, result=value)` where `value` may be None: what a
-    /// `ClientRun` answers a call with.
+    /// Resumes the run that paused with `token` as if its call returned
+    /// `value`, None included: `resume(token, result=value)` for any value
+    /// (`result=None` there is no answer at all).
     #[pyo3(signature = (token, value, *, ctx=None, plugins=None, on_event=None, cancel=None))]
     #[allow(clippy::too_many_arguments)]
-    fn _answer(
+    fn answer(
         &self,
         py: Python<'_>,
         token: String,

@@ -81,7 +81,7 @@ class ClientRun:
 
     def answer(self, value: Any = None) -> None:
         """The waiting call returns ``value`` (a plain value, as a method's)."""
-        self._went_on(self._host._answer(self._waiting().call_id, value, **self._resume))
+        self._went_on(self._host.answer(self._waiting().call_id, value, **self._resume))
 
     def fail(self, exception: BaseException) -> None:
         """The waiting call raises ``exception``'s type with its message."""

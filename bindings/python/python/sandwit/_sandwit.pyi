@@ -1007,13 +1007,14 @@ class Host:
         raises ``PluginError`` of kind ``denied``), ``result=VALUE`` (the
         call returns VALUE, not None, without being made) or
         ``raise_=EXCEPTION`` (the call raises an exception of its type and
-        message); otherwise ``ValueError``. The code runs again
+        message); otherwise ``ValueError`` (``result=None`` is no answer:
+        ``Host.answer(token, None)`` answers None). The code runs again
         to the paused call without making any call twice, then goes on; the
         outcome is the run's as a whole. A token resumes once, on any host
         over the same store with the same ``session_key``; a spent, forged
         or other chat's one gives an error outcome of type
         ``ResumeRefused``."""
-    def _answer(
+    def answer(
         self,
         token: str,
         value: Any,
@@ -1023,7 +1024,9 @@ class Host:
         on_event: Callable[[LiveEvent], object] | None = None,
         cancel: Cancel | None = None,
     ) -> RunOutcome:
-        """``resume(token, result=value)``, ``value`` None too (``ClientRun``'s)."""
+        """Resumes the run that paused with ``token`` as if its call
+        returned ``value``, None included: ``resume(token, result=value)``
+        for any value (``result=None`` there is no answer at all)."""
 
 def warmup(
     *,

@@ -282,9 +282,9 @@ async fn dispatch<T: RunData>(
             Provider::Plugin(plugin) => plugin.check_args(&method, &args),
             Provider::Host(host) => host.check_args(&args),
         };
-        if let Err(kind) = checked {
-            trace::call_ended(span, Some(&kind), 0);
-            return Ok(Err(to_wit_error(kind)));
+        if let Err(refused) = checked {
+            trace::call_ended(span, Some(&refused), 0);
+            return refused_call(state, (id, method, kind), refused);
         }
         return pause(state, (id, method, kind), args, called.digest, metered);
     }
@@ -587,6 +587,16 @@ fn refuse(
     refused: Refused,
 ) -> wasmtime::Result<Result<Marshalled, wit::CallError>> {
     record_control(state, &id, &method, refused.event)?;
+    refused_call(state, (id, method, kind), refused.kind)
+}
+
+/// Records a call refused before it was made (`refused` says why) and
+/// returns the error the code's call raises.
+fn refused_call(
+    state: &mut RunState,
+    (id, method, kind): (String, String, MethodKind),
+    refused: CallErrorKind,
+) -> wasmtime::Result<Result<Marshalled, wit::CallError>> {
     let call = Event::Call {
         plugin: id.clone(),
         method: method.clone(),
@@ -594,10 +604,10 @@ fn refuse(
         ms: 0.0,
         fuel: 0,
         ok: false,
-        summary: cut(refused.kind.to_string(), 200),
+        summary: cut(refused.to_string(), 200),
     };
     record(state, &id, &method, call)?;
-    Ok(Err(to_wit_error(refused.kind)))
+    Ok(Err(to_wit_error(refused)))
 }
 
 /// Records a run-wide limit and returns the error that ends the run.
