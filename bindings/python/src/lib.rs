@@ -543,6 +543,25 @@ impl PyHost {
     }
 }
 
+/// `plugins` as a run with the application's functions takes it, once for
+/// its first run and again for each resume: a `Toolbox` or `None` as it
+/// is, any other iterable read once into a list (a generator would give
+/// the resumes nothing).
+fn plugins_for_resumes<'py>(
+    plugins: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    match plugins {
+        Some(given) if !given.is_none() && given.cast::<PyToolbox>().is_err() => {
+            let list = pyo3::types::PyList::empty(given.py());
+            for item in given.try_iter()? {
+                list.append(item?)?;
+            }
+            Ok(Some(list.into_any()))
+        }
+        other => Ok(other.cloned()),
+    }
+}
+
 /// The keyword arguments a `sandwit._calls.ClientRun` resumes its run with.
 fn run_start_kwargs<'py>(
     py: Python<'py>,
@@ -1197,6 +1216,11 @@ impl PyHost {
         if let Some(functions) = functions {
             functions::check_callables(functions)?;
         }
+        let read = match functions {
+            Some(_) => plugins_for_resumes(plugins)?,
+            None => plugins.cloned(),
+        };
+        let plugins = read.as_ref();
         let given = functions.map(functions::functions_from_py).transpose()?;
         let outcome = this.run_blocking(
             py,
@@ -1243,6 +1267,8 @@ impl PyHost {
     ) -> PyResult<Py<PyAny>> {
         let py = slf.py();
         let given = functions::functions_from_py(functions)?;
+        let read = plugins_for_resumes(plugins)?;
+        let plugins = read.as_ref();
         let outcome = slf.borrow().run_blocking(
             py,
             code,
@@ -1286,6 +1312,11 @@ impl PyHost {
         if let Some(functions) = functions {
             functions::check_callables(functions)?;
         }
+        let read = match functions {
+            Some(_) => plugins_for_resumes(plugins)?,
+            None => plugins.cloned(),
+        };
+        let plugins = read.as_ref();
         let given = functions.map(functions::functions_from_py).transpose()?;
         let started = slf.borrow().run_coroutine(
             py,

@@ -8,6 +8,7 @@ import asyncio
 import pytest
 
 import sandwit
+from conftest import wasm
 
 CODE = """
 seen = lookup(5)
@@ -129,3 +130,18 @@ def test_run_async_awaits_coroutine_functions(cache_dir, tmp_path):
     assert outcome.status == "ok", outcome
     assert outcome.result == {"seen": 50, "missing": "'Oslo'", "first": 2, "none": 0}
     assert calls == [5]
+
+
+def test_plugins_given_as_a_generator_serve_every_resume(cache_dir, tmp_path):
+    host = sandwit.Host(cache_dir=cache_dir, store=str(tmp_path / "store.db"))
+    calc = host.load_plugin(wasm("calc"))
+    code = "before = calculate_sum(1, 2)\nasked = ask()\nresult = [before, asked, calculate_sum(asked, 1)]"
+    # The first run reads the generator; each resume after an answer still
+    # has its plugins.
+    outcome = host.run(code, plugins=(p for p in [calc]), functions={"ask": lambda: 41})
+    assert outcome.status == "ok", outcome
+    assert outcome.result == [3, 41, 42]
+    run = host.run_start(code, functions=["ask"], plugins=iter([calc]))
+    for _call in run:
+        run.answer(9)
+    assert run.outcome.result == [3, 9, 10], run.outcome
