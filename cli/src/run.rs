@@ -141,6 +141,11 @@ pub struct ResumeArgs {
     /// token stays good.
     #[arg(long, group = "answer")]
     show: bool,
+    /// Answer nothing and end the run: print the call it waited at, which
+    /// is never made; the token is spent and the chat's place for a paused
+    /// run freed.
+    #[arg(long, group = "answer")]
+    discard: bool,
     /// Where images of a multimodal handoff are written, as for `run`.
     #[arg(long, value_name = "DIR")]
     out_dir: Option<PathBuf>,
@@ -285,9 +290,12 @@ pub async fn resume(host: &Host, args: ResumeArgs) -> anyhow::Result<ExitCode> {
         ..AgentCtx::new(&args.chat_key)
     };
     let python = crate::interpreter::load(host, args.python.clone()).await?;
-    if args.show {
-        let paused = (python.pending(&ctx, &args.token).await)
-            .map_err(|e| anyhow::anyhow!("ResumeRefused: {e}"))?;
+    if args.show || args.discard {
+        let paused = match args.discard {
+            true => python.discard(&ctx, &args.token).await,
+            false => python.pending(&ctx, &args.token).await,
+        };
+        let paused = paused.map_err(|e| anyhow::anyhow!("ResumeRefused: {e}"))?;
         let call = sandwit::json::value_to_json(&paused.args, sandwit::json::BytesAs::Summary);
         if args.json {
             let shown = serde_json::json!({
@@ -297,6 +305,12 @@ pub async fn resume(host: &Host, args: ResumeArgs) -> anyhow::Result<ExitCode> {
                 "expires_at": paused.expires_at,
             });
             outln!("{}", serde_json::to_string_pretty(&shown)?);
+        } else if args.discard {
+            outln!(
+                "{}.{}({call}): discarded, never made",
+                paused.plugin,
+                paused.method
+            );
         } else {
             outln!(
                 "{}.{}({call}), waiting until {} (seconds since the Unix epoch)",

@@ -32,12 +32,12 @@ use sandwit::InterpreterKind;
         license(name = "Apache-2.0"),
     ),
     paths(
-        health::healthz, health::readyz, health::metrics, runs::run, runs::resume, calls::call,
+        health::healthz, health::readyz, health::metrics, runs::run, runs::resume, runs::discard, calls::call,
         tools::list, tools::schema, tools::metadata, tools::prompt, plugins::list,
         plugins::action, plugins::reload, files::list, files::read
     ),
     components(schemas(
-        ErrorBody, Health, Ready, runs::RunRequest, runs::ResumeRequest, runs::LimitsRequest, runs::FunctionRequest, runs::RaiseRequest, InterpreterKind, Outcome,
+        ErrorBody, Health, Ready, runs::RunRequest, runs::ResumeRequest, runs::DiscardRequest, runs::Discarded, runs::LimitsRequest, runs::FunctionRequest, runs::RaiseRequest, InterpreterKind, Outcome,
         Handoff, Paused, calls::CallRequest, CallReport, ToolListing, ToolList, Tool, OpenAiTool,
         ToolSchema, ParamSchema, ToolMetadata, PluginRef, Breaker, PluginList, PluginInfo,
         Switched, Reloaded, WorkspaceFile, ChatFiles
@@ -297,6 +297,7 @@ mod tests {
             ("/v1/plugins:reload", "post", "200", "Reloaded"),
             ("/v1/chats/{chat}/files", "get", "200", "ChatFiles"),
             ("/v1/runs", "post", "503", "ErrorBody"),
+            ("/v1/runs/{token}:discard", "post", "200", "Discarded"),
         ] {
             let content = &doc["paths"][path][method]["responses"][status]["content"];
             assert_eq!(

@@ -118,7 +118,7 @@ impl Service {
             .route("/readyz", get(health::readyz))
             .route("/metrics", get(health::metrics))
             .route("/v1/runs", post(runs::run))
-            .route("/v1/runs/{target}", post(runs::resume))
+            .route("/v1/runs/{target}", post(runs::action))
             .route("/v1/plugins", get(plugins::list))
             .route("/v1/plugins:reload", post(plugins::reload))
             .route("/v1/plugins/{target}", post(plugins::action))

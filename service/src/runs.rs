@@ -553,6 +553,100 @@ mod tests {
     }
 }
 
+/// `POST /v1/runs/{token}:resume` ([`resume`]) or `:discard`
+/// ([`discard`]).
+pub async fn action(
+    State(state): State<Shared>,
+    caller: Caller,
+    axum::extract::Path(target): axum::extract::Path<String>,
+    request: axum::extract::Request,
+) -> Result<Response, ApiError> {
+    use axum::extract::FromRequest;
+    if let Some(token) = target.strip_suffix(":resume") {
+        let body = axum::Json::from_request(request, &state).await;
+        return resume(state, caller, token, body).await;
+    }
+    if let Some(token) = target.strip_suffix(":discard") {
+        let body = axum::Json::from_request(request, &state).await;
+        return discard(state, caller, token, body).await;
+    }
+    Err(ApiError::not_found(
+        "not-found",
+        format!("no endpoint `/v1/runs/{target}`: POST /v1/runs/{{token}}:resume or :discard"),
+    ))
+}
+
+/// The body of a discard: the chat the run was paused in.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DiscardRequest {
+    /// The chat the run was paused in.
+    #[schema(min_length = 1, max_length = 256)]
+    chat_key: String,
+    /// The user the run is for.
+    #[schema(max_length = 256)]
+    user_id: Option<String>,
+}
+
+/// A discarded run: the call it waited at, never made.
+#[derive(serde::Serialize, ToSchema)]
+pub struct Discarded {
+    /// The call the run waited at.
+    pub discarded: crate::wire::Paused,
+}
+
+/// `POST /v1/runs/{token}:discard`: ends the run that paused with `token`
+/// without resuming it, on any replica over the same store and session
+/// key: the answer names the call it waited at, which is never made. The
+/// token is spent and the chat's place for a paused run freed (a person
+/// who closed the question, a client that will not answer its call).
+#[utoipa::path(
+    post, path = "/v1/runs/{token}:discard", tag = "runs", security(("token" = [])),
+    params(("token" = String, Path, description = "The paused run's token")),
+    request_body = DiscardRequest,
+    responses(
+        (status = 200, description = "The run is ended", body = Discarded),
+        (status = 400, description = "An empty chat key", body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 403, description = "A chat key or user id outside the token's namespace",
+         body = ErrorBody),
+        (status = 404, description = "No paused run of this chat has the token (forged, \
+                                      spent, expired or another chat's)",
+         body = ErrorBody),
+        (status = 413, description = "The body is too large", body = ErrorBody),
+        (status = 415, body = ErrorBody),
+        (status = 422, description = "The body is not a discard request", body = ErrorBody),
+    )
+)]
+pub async fn discard(
+    state: Shared,
+    caller: Caller,
+    token: &str,
+    body: Result<axum::Json<DiscardRequest>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let axum::Json(request) = body?;
+    let ctx = crate::chat::agent_ctx(&caller, &request.chat_key, request.user_id, "bad-request")?;
+    let interpreter = state.interpreters.choose(Some(InterpreterKind::Small))?;
+    match interpreter.discard(&ctx, token).await {
+        Ok(paused) => {
+            tracing::info!(
+                plugin = paused.plugin,
+                method = paused.method,
+                "paused run discarded"
+            );
+            let discarded = crate::wire::Paused {
+                plugin: paused.plugin,
+                method: paused.method,
+                args: sandwit::json::value_to_json(&paused.args, sandwit::json::BytesAs::Base64),
+                token: paused.token,
+                expires_at: paused.expires_at,
+            };
+            Ok(axum::Json(Discarded { discarded }).into_response())
+        }
+        Err(message) => Err(ApiError::not_found("no-paused-run", message)),
+    }
+}
+
 /// The body of a resume: the chat the run was paused in and exactly one
 /// answer.
 #[derive(Deserialize, ToSchema)]
@@ -617,17 +711,11 @@ fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<J
     )
 )]
 pub async fn resume(
-    State(state): State<Shared>,
+    state: Shared,
     caller: Caller,
-    axum::extract::Path(target): axum::extract::Path<String>,
+    token: &str,
     body: Result<axum::Json<ResumeRequest>, JsonRejection>,
 ) -> Result<Response, ApiError> {
-    let Some(token) = target.strip_suffix(":resume") else {
-        return Err(ApiError::not_found(
-            "not-found",
-            format!("no endpoint `/v1/runs/{target}`: POST /v1/runs/{{token}}:resume"),
-        ));
-    };
     let axum::Json(request) = body?;
     if state.shutting_down.load(Ordering::SeqCst) {
         return Err(crate::state::shutting_down());

@@ -424,7 +424,32 @@ async fn a_chat_keeps_so_many_paused_runs_and_the_expired_ones_make_room() {
             .resume(&a, &tools, &first, Resume::Approve, &options)
             .await,
     );
+    let full = paused(&python.run(&a, &tools, CODE).await).token.clone();
+
+    // A discarded pause makes room too: its call is never made, its token
+    // is spent, and another chat cannot discard one of this chat's.
+    let refused = python.run(&a, &tools, CODE).await;
+    assert_eq!(refused.status, RunStatus::Error);
+    let not_yours = python.discard(&b, &full).await.unwrap_err();
+    assert!(not_yours.contains("no paused run"), "{not_yours}");
+    let dropped = python.discard(&a, &full).await.unwrap();
+    assert_eq!((&*dropped.plugin, &*dropped.method), ("app", "send"));
+    assert!(python.discard(&a, &full).await.is_err(), "discarded twice");
+    let spent = (python.resume(&a, &tools, &full, Resume::Approve, &options)).await;
+    assert!(error_type(&spent).starts_with("ResumeRefused"));
+    assert!(
+        python
+            .discard(&a, "swp_forged")
+            .await
+            .unwrap_err()
+            .contains("not one this host issued")
+    );
     paused(&python.run(&a, &tools, CODE).await);
+    assert_eq!(
+        counts.send.load(Ordering::SeqCst),
+        1,
+        "the approved call alone"
+    );
 
     // Expired pauses are dropped when the chat needs their room.
     let (_quick, python, tools) = host_with(&store, &key(), &counts, 0, limits(0)).await;

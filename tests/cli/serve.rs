@@ -541,6 +541,35 @@ fn serve_streams_a_run_and_cancels_it_when_the_client_goes() {
     assert_eq!(outcome["status"], "ok", "{outcome}");
     assert_eq!(outcome["result"], Value::Null, "{outcome}");
 
+    // A call the client will not answer: discarded, it names the call and
+    // spends the token; a second discard, and a resume, find nothing.
+    let body = json!({"code": "pick('x')", "chat_key": "c", "functions": functions});
+    let (_, outcome) = server.post("/v1/runs", USER, body);
+    let token = outcome["paused"]["token"].as_str().unwrap().to_string();
+    let discard = format!("/v1/runs/{token}:discard");
+    let (status, other) = server.post(&discard, USER, json!({"chat_key": "d"}));
+    assert_eq!(
+        (status, &other["error"]),
+        (404, &json!("no-paused-run")),
+        "{other}"
+    );
+    let (status, discarded) = server.post(&discard, USER, json!({"chat_key": "c"}));
+    assert_eq!(status, 200, "{discarded}");
+    assert_eq!(
+        (
+            &discarded["discarded"]["method"],
+            &discarded["discarded"]["args"]["args"]
+        ),
+        (&json!("pick"), &json!(["x"]))
+    );
+    let (status, _) = server.post(&discard, USER, json!({"chat_key": "c"}));
+    assert_eq!(status, 404);
+    let body = json!({"chat_key": "c", "result": 1});
+    let (_, spent) = server.post(&format!("/v1/runs/{token}:resume"), USER, body);
+    assert_eq!(spent["error"]["type"], "ResumeRefused", "{spent}");
+    let (status, _) = server.post(&format!("/v1/runs/{token}:pause"), USER, json!({}));
+    assert_eq!(status, 404);
+
     // A run that would spin to its deadline: the client leaves once it
     // started, and the run ends cancelled.
     let mut events = server.stream("print('started', flush=True)\nwhile True:\n    pass\n");

@@ -213,6 +213,15 @@ fn a_paused_run_is_resumed_by_another_process_once() {
         "{err}"
     );
 
+    // Discarded, it ends unanswered, and the token is spent.
+    let (token, _) = pause();
+    let (status, out, err) = resume(&token, &["--discard"]);
+    assert_eq!(status, Some(0), "{out}{err}");
+    assert!(out.ends_with("): discarded, never made\n"), "{out}");
+    let (status, _, err) = resume(&token, &["--result", "1"]);
+    assert_eq!(status, Some(1));
+    assert!(err.contains("resumed or discarded already"), "{err}");
+
     // Approved, the call is made when the run resumes.
     let (token, _) = pause();
     let (status, out, err) = resume(&token, &["--approve"]);

@@ -509,6 +509,34 @@ impl PyHost {
         tasks::coroutine(py, runtime, job, outcome_to_py, stop, feed, on_event)
     }
 
+    /// `pending` (`discard`: false) or `discard` (true).
+    fn paused_call(
+        &self,
+        py: Python<'_>,
+        token: &str,
+        ctx: Option<&Bound<'_, PyAgentCtx>>,
+        discard: bool,
+    ) -> PyResult<Py<PyAny>> {
+        self.check_open()?;
+        let ctx = ctx_or_default(ctx);
+        let shared = self.shared.clone();
+        let handle = self.handle.handle()?;
+        let found = py.detach(|| {
+            handle.block_on(async {
+                let kind = InterpreterKind::Small;
+                let sandbox = Shared::load(&shared, kind, handle.clone()).await?;
+                Ok::<_, Failure>(match discard {
+                    true => sandbox.discard(&ctx, token).await,
+                    false => sandbox.pending(&ctx, token).await,
+                })
+            })
+        });
+        match found.map_err(|f| f.into_pyerr(py))? {
+            Ok(paused) => types::paused_to_py(py, &paused),
+            Err(e) => Err(SandwitError::new_err(format!("ResumeRefused: {e}"))),
+        }
+    }
+
     /// Resumes the run paused with `token` with `answer`.
     fn resume_with(
         &self,
@@ -1349,21 +1377,22 @@ impl PyHost {
         token: &str,
         ctx: Option<&Bound<'_, PyAgentCtx>>,
     ) -> PyResult<Py<PyAny>> {
-        self.check_open()?;
-        let ctx = ctx_or_default(ctx);
-        let shared = self.shared.clone();
-        let handle = self.handle.handle()?;
-        let found = py.detach(|| {
-            handle.block_on(async {
-                let kind = InterpreterKind::Small;
-                let sandbox = Shared::load(&shared, kind, handle.clone()).await?;
-                Ok::<_, Failure>(sandbox.pending(&ctx, token).await)
-            })
-        });
-        match found.map_err(|f| f.into_pyerr(py))? {
-            Ok(paused) => types::paused_to_py(py, &paused),
-            Err(e) => Err(SandwitError::new_err(format!("ResumeRefused: {e}"))),
-        }
+        self.paused_call(py, token, ctx, false)
+    }
+
+    /// Ends the run that paused with `token` in `ctx`'s chat without
+    /// resuming it: the `paused` dict of the call it waited at, which is
+    /// never made. The token is spent, and the chat's place for a paused
+    /// run freed. Raises SandwitError (`ResumeRefused: ...`) for a token
+    /// that would not resume.
+    #[pyo3(signature = (token, ctx=None))]
+    fn discard(
+        &self,
+        py: Python<'_>,
+        token: &str,
+        ctx: Option<&Bound<'_, PyAgentCtx>>,
+    ) -> PyResult<Py<PyAny>> {
+        self.paused_call(py, token, ctx, true)
     }
 
     /// Resumes the run that paused with `token` (its outcome's

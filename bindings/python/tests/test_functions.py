@@ -64,6 +64,19 @@ def test_run_start_yields_each_call_to_answer_with_a_value_or_an_exception(cache
     with pytest.raises(RuntimeError, match="ended"):
         run.answer(1)
 
+    # A run left waiting is ended by closing it (or leaving its `with`):
+    # its token is spent, and the call never answered.
+    with host.run_start(CODE, functions=["weather"], ctx=ctx, plugins=tools) as left:
+        token = left.call.call_id
+        assert host.pending(token, ctx=ctx)["method"] == "weather"
+    assert left.call is None
+    with pytest.raises(sandwit.SandwitError, match="ResumeRefused"):
+        host.pending(token, ctx=ctx)
+    waiting = host.run_start(CODE, functions=["weather"], ctx=ctx, plugins=tools)
+    assert host.discard(waiting.call.call_id, ctx=ctx)["args"] == {"args": ["Oslo"], "kwargs": {}}
+    with pytest.raises(sandwit.SandwitError, match="resumed or discarded already"):
+        host.discard(waiting.call.call_id, ctx=ctx)
+
 
 def test_run_answers_calls_with_callables_and_their_exceptions_by_type(cache_dir, tmp_path):
     calls = []

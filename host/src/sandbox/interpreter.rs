@@ -149,6 +149,17 @@ impl Interpreter {
         }
     }
 
+    /// Ends the run that paused with `token` without resuming it
+    /// ([`PythonSandbox::discard`]).
+    pub async fn discard(&self, ctx: &AgentCtx, token: &str) -> Result<Paused, String> {
+        match self {
+            Interpreter::Small(sandbox) => sandbox.discard(ctx, token).await,
+            Interpreter::Scientific(_) => {
+                Err("the scientific interpreter pauses no run: ask the small one".into())
+            }
+        }
+    }
+
     /// The sessions of `ctx`'s chat ([`PythonSandbox::sessions`],
     /// [`ScientificSandbox::sessions`]).
     pub async fn sessions(&self, ctx: &AgentCtx) -> anyhow::Result<Vec<SessionInfo>> {

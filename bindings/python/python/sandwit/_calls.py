@@ -49,7 +49,9 @@ class ClientRun:
     its type: a builtin one as itself, any other as a ``PluginError``
     subclass of its name) before the next; ``outcome`` is the run's once
     ``call`` is None. A run that pauses for a person instead (the policy's
-    ``pause_for``) ends the iteration with that outcome."""
+    ``pause_for``) ends the iteration with that outcome. ``close`` (or
+    leaving a ``with`` block) ends a run still waiting at a call, freeing
+    its chat's place for a paused run."""
 
     def __init__(
         self,
@@ -70,6 +72,19 @@ class ClientRun:
         }
         self.outcome: RunOutcome = outcome
         self.call: Call | None = call_of(outcome)
+
+    def close(self) -> None:
+        """Ends the run if it waits at a call, without answering: the call
+        is never answered, and its token is spent (``Host.discard``)."""
+        call, self.call = self.call, None
+        if call is not None:
+            self._host.discard(call.call_id, ctx=self._resume["ctx"])
+
+    def __enter__(self) -> ClientRun:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def __iter__(self) -> Iterator[Call]:
         while (call := self.call) is not None:

@@ -987,6 +987,12 @@ class Host:
         person is shown before answering; the token stays good. Raises
         ``SandwitError`` (``ResumeRefused: ...``) for a token that would
         not resume."""
+    def discard(self, token: str, ctx: AgentCtx | None = None) -> Paused:
+        """Ends the run that paused with ``token`` in ``ctx``'s chat without
+        resuming it: the ``paused`` dict of the call it waited at, which is
+        never made. The token is spent and the chat's place for a paused
+        run freed. Raises ``SandwitError`` (``ResumeRefused: ...``) for a
+        token that would not resume."""
     def resume(
         self,
         token: str,

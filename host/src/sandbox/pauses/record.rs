@@ -127,7 +127,7 @@ pub(crate) enum Unresumable {
     /// Not a token this host (or one with its key) issued.
     #[error("{0}")]
     Forged(String),
-    /// Issued, but resumed already, expired, or another chat's.
+    /// Issued, but resumed or discarded already, expired, or another chat's.
     #[error("{0}")]
     Gone(String),
     /// Paused by another version of sandwit or of the interpreter.
@@ -350,8 +350,8 @@ impl Pauses {
 /// spent, expired or another chat's, so it tells nothing of which.
 fn gone() -> Unresumable {
     Unresumable::Gone(
-        "no paused run has this token: it was resumed already, it expired, or it is another \
-         chat's"
+        "no paused run has this token: it was resumed or discarded already, it expired, or it is \
+         another chat's"
             .into(),
     )
 }

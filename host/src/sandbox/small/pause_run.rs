@@ -57,20 +57,27 @@ impl PythonSandbox {
     pub async fn pending(&self, ctx: &AgentCtx, token: &str) -> Result<Paused, String> {
         let inner = &self.inner;
         let id = inner.pauses.check(token).map_err(|e| e.to_string())?;
-        let record = match inner.pauses.read(&id, ctx, &inner.hash).await {
-            Ok(Ok(record)) => record,
-            Ok(Err(e)) => return Err(e.to_string()),
-            Err(e) => return Err(format!("reading the paused run from the store: {e:#}")),
-        };
-        let args = Value::from_marshal(&record.args, &DecodeLimits::default())
-            .map_err(|e| format!("the paused call's arguments do not decode: {e}"))?;
-        Ok(Paused {
-            plugin: record.plugin,
-            method: record.method,
-            args,
-            token: token.to_string(),
-            expires_at: record.expires_at,
-        })
+        match inner.pauses.read(&id, ctx, &inner.hash).await {
+            Ok(Ok(record)) => paused_at(record, token),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(e) => Err(format!("reading the paused run from the store: {e:#}")),
+        }
+    }
+
+    /// Ends the run that paused with `token` for `ctx`'s chat without
+    /// resuming it: the call it waited at, which is never made. The token
+    /// is spent and the chat's place for a paused run freed (an
+    /// application that will not answer, or a person who closed the
+    /// question). Refused as [`PythonSandbox::resume`] refuses a token,
+    /// with the reason.
+    pub async fn discard(&self, ctx: &AgentCtx, token: &str) -> Result<Paused, String> {
+        let inner = &self.inner;
+        let id = inner.pauses.check(token).map_err(|e| e.to_string())?;
+        match inner.pauses.claim(&id, ctx, &inner.hash).await {
+            Ok(Ok(record)) => paused_at(record, token),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(e) => Err(format!("removing the paused run from the store: {e:#}")),
+        }
     }
 
     async fn resume_run(
@@ -184,6 +191,19 @@ impl PythonSandbox {
 /// Why `answer` cannot answer the call of `plugin`'s `method` a run paused
 /// at, if it cannot: an application's function is not the host's to make
 /// (approved), and an exception's type must be a dotted identifier.
+/// The call `record`, paused with `token`, waits at.
+fn paused_at(record: Record, token: &str) -> Result<Paused, String> {
+    let args = Value::from_marshal(&record.args, &DecodeLimits::default())
+        .map_err(|e| format!("the paused call's arguments do not decode: {e}"))?;
+    Ok(Paused {
+        plugin: record.plugin,
+        method: record.method,
+        args,
+        token: token.to_string(),
+        expires_at: record.expires_at,
+    })
+}
+
 fn unanswerable(plugin: &str, method: &str, answer: &Resume) -> Option<String> {
     match answer {
         Resume::Approve if plugin == CLIENT_FUNCTIONS => Some(format!(
