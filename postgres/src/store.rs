@@ -125,6 +125,47 @@ impl Postgres {
     }
 }
 
+impl Postgres {
+    /// Removes `key` if its value is `expected` now (`None`: it has none):
+    /// whether it did. Its tenant's usage row is locked first, as a write
+    /// locks it, so a write and this queue in one order.
+    async fn remove_if(
+        &self,
+        ns: &Namespace,
+        key: &str,
+        expected: Option<&Entry>,
+    ) -> Result<bool, StoreError> {
+        let (owner, key, tenant) = (ns.owner.as_bytes(), key.as_bytes(), ns.tenant.as_bytes());
+        let scope = ns.scope.as_str();
+        self.transaction(move |mut client| async move {
+            let tx = begin(&mut client).await?;
+            tx.execute(ENSURE_USAGE, &[&ns.plugin, &tenant]).await?;
+            tx.query_one(LOCK_USAGE, &[&ns.plugin, &tenant]).await?;
+            let now = tx
+                .query_opt(LOCK_ENTRY, &[&ns.plugin, &scope, &owner, &key])
+                .await?
+                .map(|row| entry(row.get(0), row.get(1)))
+                .transpose();
+            match now {
+                Ok(now) if now.as_ref() == expected => {}
+                Ok(_) => return Ok(Ok(false)),
+                Err(e) => return Ok(Err(e)),
+            }
+            if let Some(row) =
+                (tx.query_opt(DELETE_ENTRY, &[&ns.plugin, &scope, &owner, &key])).await?
+            {
+                let key_value: i32 = row.get(0);
+                let tenant: Vec<u8> = row.get(1);
+                let freed = to_i64(ns.entry_bytes(key_value.max(0) as u64));
+                tx.execute(RELEASE, &[&ns.plugin, &tenant, &freed]).await?;
+            }
+            tx.commit().await?;
+            Ok(Ok(true))
+        })
+        .await
+    }
+}
+
 /// A READ COMMITTED transaction on `client`: rolled back if dropped
 /// uncommitted (a refused write).
 async fn begin(client: &mut Conn) -> Result<Tx<'_>, PgError> {
@@ -246,10 +287,13 @@ impl StoreBackend for Postgres {
         ns: &'a Namespace,
         key: &'a str,
         current: Option<&'a Entry>,
-        value: &'a Entry,
+        value: Option<&'a Entry>,
         limits: &'a StoreLimits,
     ) -> ServiceFuture<'a, Result<bool, StoreError>> {
-        Box::pin(self.write(ns, key, Some(current), value, limits))
+        match value {
+            Some(value) => Box::pin(self.write(ns, key, Some(current), value, limits)),
+            None => Box::pin(self.remove_if(ns, key, current)),
+        }
     }
 
     fn delete<'a>(

@@ -171,7 +171,7 @@ impl StoreBackend for Stuck {
         _: &'a Namespace,
         _: &'a str,
         _: Option<&'a Entry>,
-        _: &'a Entry,
+        _: Option<&'a Entry>,
         _: &'a sandwit::policy::StoreLimits,
     ) -> ServiceFuture<'a, Result<bool, StoreError>> {
         self.hang()

@@ -705,6 +705,43 @@ async fn a_scientific_session_is_resumed_by_another_host_even_over_another_base(
             ]))
         );
     }
+    // Restored, then a turn on its live copy (saved from the pages it
+    // wrote since it was made, the restore's too), then restored elsewhere:
+    // every turn's rows are there.
+    for (code, sandbox, restored) in [
+        ("frame.loc[len(frame)] = [10.0]", &alike, true),
+        (
+            "frame.loc[len(frame)] = [20.0]\nbig = list(range(50_000))",
+            &alike,
+            false,
+        ),
+        (
+            "[len(frame), float(frame['x'].sum()), len(big)]",
+            &first,
+            true,
+        ),
+    ] {
+        let outcome = sandbox.run_with(&chat, &none, code, &options).await;
+        assert_ok(&outcome);
+        assert_eq!(outcome.session.as_ref().unwrap().restored, restored);
+    }
+    let last = first
+        .run_with(
+            &chat,
+            &none,
+            "[len(frame), float(frame['x'].sum()), len(big)]",
+            &options,
+        )
+        .await;
+    let sum = 4.0 + (2..=4).map(f64::from).sum::<f64>() + 30.0;
+    assert_eq!(
+        last.result,
+        Some(Value::List(vec![
+            Value::Int(7),
+            Value::Float(sum),
+            Value::Int(50_000)
+        ]))
+    );
     // A byte of the stored blob changed: refused, never restored.
     let ns = Namespace {
         plugin: "sandwit:sessions:scientific".into(),

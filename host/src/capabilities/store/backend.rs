@@ -140,18 +140,20 @@ pub trait StoreBackend: Send + Sync {
         value: &'a Entry,
         limits: &'a StoreLimits,
     ) -> ServiceFuture<'a, Result<(), StoreError>>;
-    /// Stores `value` under `key` as [`set`](Self::set) does, if the key's
+    /// Stores `value` under `key` as [`set`](Self::set) does (`None`:
+    /// removes the key, as [`delete`](Self::delete) does), if the key's
     /// value is `current` now (`None`: if it has none), and says whether it
     /// did. The comparison and the write are one transaction, so of
     /// writers that read the same value and swap it at once on any replica,
     /// one succeeds: how sandwit keeps two hosts from both saving the next
-    /// run of one session.
+    /// run of one session, or a sweep from removing a session saved since
+    /// it looked.
     fn swap<'a>(
         &'a self,
         ns: &'a Namespace,
         key: &'a str,
         current: Option<&'a Entry>,
-        value: &'a Entry,
+        value: Option<&'a Entry>,
         limits: &'a StoreLimits,
     ) -> ServiceFuture<'a, Result<bool, StoreError>>;
     /// Removes `key`; returns whether it was there.

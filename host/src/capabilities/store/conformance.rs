@@ -244,29 +244,37 @@ pub async fn keeps_every_byte_and_character(store: &dyn StoreBackend, prefix: &s
     );
 }
 
-/// `swap` writes only over the value it names (or no value), says whether
-/// it wrote, counts usage as `set` does, and keeps the cap; of writers
-/// swapping one value at once, exactly one succeeds.
+/// `swap` writes (or removes) only over the value it names (or no value),
+/// says whether it did, counts usage as `set` and `delete` do, and keeps
+/// the cap; of writers swapping one value at once, exactly one succeeds.
 pub async fn swaps_only_what_it_was_told_is_there(store: &dyn StoreBackend, prefix: &str) {
     let plugin = format!("{prefix}p");
     let limits = StoreLimits::default();
     let a = ns(&plugin, Scope::Chat, "c");
     let (one, two) = (Entry::Bytes(vec![1]), Entry::Text("two".into()));
-    assert!(store.swap(&a, "k", None, &one, &limits).await.unwrap());
     assert!(
-        !store.swap(&a, "k", None, &two, &limits).await.unwrap(),
+        store
+            .swap(&a, "k", None, Some(&one), &limits)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .swap(&a, "k", None, Some(&two), &limits)
+            .await
+            .unwrap(),
         "swapped over a value it was told was absent"
     );
     assert!(
         !store
-            .swap(&a, "k", Some(&two), &two, &limits)
+            .swap(&a, "k", Some(&two), Some(&two), &limits)
             .await
             .unwrap()
     );
     assert_eq!(store.get(&a, "k").await.unwrap(), Some(one.clone()));
     assert!(
         store
-            .swap(&a, "k", Some(&one), &two, &limits)
+            .swap(&a, "k", Some(&one), Some(&two), &limits)
             .await
             .unwrap()
     );
@@ -276,7 +284,7 @@ pub async fn swaps_only_what_it_was_told_is_there(store: &dyn StoreBackend, pref
     let as_bytes = Entry::Bytes(b"two".to_vec());
     assert!(
         !store
-            .swap(&a, "k", Some(&as_bytes), &one, &limits)
+            .swap(&a, "k", Some(&as_bytes), Some(&one), &limits)
             .await
             .unwrap()
     );
@@ -286,12 +294,12 @@ pub async fn swaps_only_what_it_was_told_is_there(store: &dyn StoreBackend, pref
     };
     let big = Entry::Bytes(vec![0; 64]);
     assert!(matches!(
-        store.swap(&a, "k", Some(&two), &big, &tight).await,
+        store.swap(&a, "k", Some(&two), Some(&big), &tight).await,
         Err(super::StoreError::LimitExceeded(_))
     ));
     // Racing writers that all read `two`: one wins.
     let racers: Vec<Entry> = (0..4).map(|n| Entry::Bytes(vec![n; 3])).collect();
-    let swap = |current, value| store.swap(&a, "k", current, value, &limits);
+    let swap = |current, value| store.swap(&a, "k", current, Some(value), &limits);
     let won = tokio::join!(
         swap(Some(&two), &racers[0]),
         swap(Some(&two), &racers[1]),
@@ -306,7 +314,7 @@ pub async fn swaps_only_what_it_was_told_is_there(store: &dyn StoreBackend, pref
         Some(racers[winner].clone())
     );
     // Racing writers of a new key: one wins.
-    let create = |value| store.swap(&a, "new", None, value, &limits);
+    let create = |value| store.swap(&a, "new", None, Some(value), &limits);
     let won = tokio::join!(
         create(&racers[0]),
         create(&racers[1]),
@@ -315,7 +323,18 @@ pub async fn swaps_only_what_it_was_told_is_there(store: &dyn StoreBackend, pref
     );
     let won = [won.0, won.1, won.2, won.3].map(Result::unwrap);
     assert_eq!(won.iter().filter(|w| **w).count(), 1, "{won:?}");
-    assert!(store.delete(&a, "k").await.unwrap());
+    // Removed only if it is the value named, giving back its usage.
+    let k = store.get(&a, "k").await.unwrap().unwrap();
+    assert!(
+        !store
+            .swap(&a, "k", Some(&two), None, &limits)
+            .await
+            .unwrap()
+    );
+    assert!(!store.swap(&a, "k", None, None, &limits).await.unwrap());
+    assert!(store.swap(&a, "k", Some(&k), None, &limits).await.unwrap());
+    assert_eq!(store.get(&a, "k").await.unwrap(), None);
+    assert!(store.swap(&a, "k", None, None, &limits).await.unwrap());
     assert!(store.delete(&a, "new").await.unwrap());
     assert_eq!(store.usage(&plugin).await.unwrap(), 0);
 }

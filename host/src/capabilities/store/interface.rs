@@ -491,7 +491,7 @@ mod tests {
             _: &'a Namespace,
             _: &'a str,
             _: Option<&'a Entry>,
-            _: &'a Entry,
+            _: Option<&'a Entry>,
             _: &'a StoreLimits,
         ) -> ServiceFuture<'a, Result<bool, StoreError>> {
             Box::pin(async { Err(StoreError::Backend("the disk is gone".into())) })

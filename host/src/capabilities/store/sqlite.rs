@@ -160,12 +160,15 @@ impl StoreBackend for SqliteStore {
         ns: &'a Namespace,
         key: &'a str,
         current: Option<&'a Entry>,
-        value: &'a Entry,
+        value: Option<&'a Entry>,
         limits: &'a StoreLimits,
     ) -> ServiceFuture<'a, Result<bool, StoreError>> {
-        let (ns, key, value, limits) = (ns.clone(), key.to_owned(), value.clone(), *limits);
+        let (ns, key, value, limits) = (ns.clone(), key.to_owned(), value.cloned(), *limits);
         let current = Some(current.cloned());
-        self.blocking(move |db| db.write(&ns, &key, current.as_ref(), &value, &limits))
+        self.blocking(move |db| match &value {
+            Some(value) => db.write(&ns, &key, current.as_ref(), value, &limits),
+            None => db.remove(&ns, &key, current.as_ref()),
+        })
     }
 
     fn delete<'a>(
@@ -174,7 +177,7 @@ impl StoreBackend for SqliteStore {
         key: &'a str,
     ) -> ServiceFuture<'a, Result<bool, StoreError>> {
         let (ns, key) = (ns.clone(), key.to_owned());
-        self.blocking(move |db| db.delete(&ns, &key))
+        self.blocking(move |db| db.remove(&ns, &key, None))
     }
 
     fn keys<'a>(
@@ -337,11 +340,23 @@ impl Db {
         })
     }
 
-    fn delete(&self, ns: &Namespace, key: &str) -> Result<bool, StoreError> {
+    /// Removes `key`, if `expected` is `None` (then: whether it was there)
+    /// or holds the key's value now (then: whether it did).
+    fn remove(
+        &self,
+        ns: &Namespace,
+        key: &str,
+        expected: Option<&Option<Entry>>,
+    ) -> Result<bool, StoreError> {
         self.with(|conn| {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(backend)?;
+            if let Some(expected) = expected
+                && read(&tx, ns, key)? != *expected
+            {
+                return Ok(false);
+            }
             let old: Option<(i64, String)> = tx
                 .query_row(
                     "DELETE FROM entries
@@ -356,7 +371,7 @@ impl Db {
                 release(&tx, &ns.plugin, tenant, *old_bytes)?;
             }
             tx.commit().map_err(backend)?;
-            Ok(old.is_some())
+            Ok(expected.is_some() || old.is_some())
         })
     }
 
@@ -432,7 +447,7 @@ mod tests {
         let c = ns("notes", Scope::Chat, "c");
         assert_eq!(s.get(&c, "k").unwrap(), Some(Entry::Text("v".into())));
         assert_eq!(s.usage("notes").unwrap(), 67);
-        assert!(s.delete(&c, "k").unwrap());
+        assert!(s.remove(&c, "k", None).unwrap());
         assert_eq!(s.usage("notes").unwrap(), 0);
     }
 }

@@ -161,11 +161,9 @@ impl ScientificSandbox {
         let runs = lease.runs + 1;
         let mut interpreter = interpreter;
         let memory = interpreter.snapshot.mapping().clone();
-        // Where the memory may differ from the prepared one: a restored
-        // interpreter was written all over.
-        let written = (!restored)
-            .then(|| interpreter.snapshot.written())
-            .flatten();
+        // Where the memory may differ from the prepared one (all of it, for
+        // one restored over another process's base).
+        let written = interpreter.snapshot.written();
         let saved = self.save(
             (ctx, name),
             (&memory, written.as_deref()),
@@ -276,9 +274,15 @@ impl ScientificSandbox {
         (interpreter.memory.grow(&mut interpreter.store, pages)).map_err(|e| {
             NotStarted::Failed(anyhow::anyhow!("growing a session's memory: {e:#}"))
         })?;
+        let own = std::sync::Arc::ptr_eq(&base, &inner.durable.own().image);
         let bytes = interpreter.memory.data_mut(&mut interpreter.store);
-        bytes[..base.len()].copy_from_slice(&base);
-        bytes[base.len()..].fill(0);
+        // A new interpreter's memory is the own base already (and what it
+        // grew by is zeros): left so, only the saved pages are written, and
+        // its write tracking goes on telling the pages that differ.
+        if !own {
+            bytes[..base.len()].copy_from_slice(&base);
+            bytes[base.len()..].fill(0);
+        }
         write_pages(bytes, &opened).map_err(refused)?;
         interpreter.runs = u64::from(opened.header.runs);
         Ok((interpreter, opened.header.runs))

@@ -95,9 +95,9 @@ impl Keeper {
         self.stored.sweep_blobs(ctx, now, idle).await?;
         let mut left = Vec::new();
         for (name, head) in self.stored.list(ctx).await? {
-            if now.saturating_sub(head.saved_at) > idle {
-                self.stored.delete(ctx, &name).await?;
-            } else {
+            let idle = now.saturating_sub(head.saved_at) > idle;
+            // A session saved since it was listed stays.
+            if !idle || !self.stored.delete_if(ctx, &name, &head).await? {
                 left.push(name);
             }
         }
@@ -246,8 +246,11 @@ impl Keeper {
             return Ok(None);
         };
         if now_secs().saturating_sub(head.saved_at) > self.limits.idle.as_secs() {
-            self.stored.delete(ctx, name).await?;
-            return Ok(None);
+            if self.stored.delete_if(ctx, name, &head).await? {
+                return Ok(None);
+            }
+            // Saved since it was read: that save is the session.
+            return self.stored.head(ctx, name).await;
         }
         Ok(Some(head))
     }

@@ -4,7 +4,7 @@
 //! plugin's id is a manifest's, which never has a `:`). Each session is two
 //! entries of its chat: its head (`NAME`, a small JSON [`Head`]), read
 //! before every run to learn whether a live copy is current, and the blob
-//! the head names (`NAME/pages/SAVED_AT-SAVE`, [`saved`](super::saved)).
+//! the head names (`NAME/pages/WRITTEN_AT-SAVE`, [`saved`](super::saved)).
 //!
 //! A save writes its own blob, then swaps the head it read at the run's
 //! start for its own ([`StoreBackend::swap`]), then removes the blob the old
@@ -12,7 +12,9 @@
 //! hosts that ran the session's next run at once only one stores it: the
 //! other finds the head changed, removes its blob and is told
 //! ([`Saved::Conflict`]). A blob no head names (its host stopped between
-//! the two writes) is removed once it is older than the idle limit.
+//! the two writes) is removed once it is older than the idle limit. A
+//! session found idle is removed only if its head is still the one found
+//! ([`Stored::delete_if`]), so a sweep never removes a turn saved since.
 
 use std::sync::Arc;
 
@@ -68,6 +70,10 @@ pub(crate) struct Head {
     /// copy current with another save of as many runs (a session forked,
     /// loaded or closed and started again) is stale.
     pub(crate) save: u64,
+    /// When its blob was written, in seconds since the Unix epoch (a
+    /// fork's `saved_at` is its source's): its blob's key has it, so a
+    /// sweep tells an abandoned blob from one being saved.
+    pub(crate) written_at: u64,
 }
 
 impl Head {
@@ -81,12 +87,13 @@ impl Head {
             memory_bytes,
             saved_at,
             save: rand::random(),
+            written_at: super::saved::now_secs(),
         }
     }
 
     /// The key of its blob in its session's chat.
     fn blob_key(&self, name: &str) -> String {
-        format!("{name}{PAGES}{}-{:016x}", self.saved_at, self.save)
+        format!("{name}{PAGES}{}-{:016x}", self.written_at, self.save)
     }
 }
 
@@ -132,7 +139,8 @@ impl Stored {
             Some(Entry::Bytes(raw)) => {
                 let mut head: Head = serde_json::from_slice(&raw).map_err(|e| {
                     anyhow::anyhow!(
-                        "the stored head of the session {name:?} is not readable ({e}): close                          the session to start it again"
+                        "the stored head of the session {name:?} is not readable ({e}): close the \
+                         session to start it again"
                     )
                 })?;
                 head.raw = raw;
@@ -176,22 +184,43 @@ impl Stored {
         let new = Entry::Bytes(head.raw.clone());
         let old = replaces.map(|old| Entry::Bytes(old.raw.clone()));
         let swapped = (self.backend)
-            .swap(&ns, name, old.as_ref(), &new, &limits)
+            .swap(&ns, name, old.as_ref(), Some(&new), &limits)
             .await;
-        if !matches!(swapped, Ok(true)) {
-            // Not the session's (or not known to be): its blob goes.
+        // A swap that failed may yet have committed (the answer lost on
+        // the way): its blob stays, for the head may name it, and goes with
+        // the sweep if not.
+        if !swapped? {
+            // Not the session's: its blob goes.
             if let Err(e) = self.backend.delete(&ns, &key).await {
                 tracing::warn!(session = name, "removing a blob not stored: {e}");
             }
-            return match swapped {
-                Ok(_) => Ok(Saved::Conflict),
-                Err(e) => Err(e.into()),
-            };
+            return Ok(Saved::Conflict);
         }
-        if let Some(old) = replaces.filter(|old| old.blob_key(name) != key) {
-            self.backend.delete(&ns, &old.blob_key(name)).await?;
+        if let Some(old) = replaces.filter(|old| old.blob_key(name) != key)
+            && let Err(e) = self.backend.delete(&ns, &old.blob_key(name)).await
+        {
+            // Stored all the same; the sweep removes the old blob.
+            tracing::warn!(session = name, "removing the blob a save replaced: {e}");
         }
         Ok(Saved::Stored(head))
+    }
+
+    /// Removes `ctx`'s chat's session `name` if its head is still `head`
+    /// (one found idle): whether it did. A session saved since stays.
+    pub(crate) async fn delete_if(
+        &self,
+        ctx: &AgentCtx,
+        name: &str,
+        head: &Head,
+    ) -> anyhow::Result<bool> {
+        let ns = self.namespace(ctx);
+        let was = Entry::Bytes(head.raw.clone());
+        let limits = unbounded();
+        if !(self.backend.swap(&ns, name, Some(&was), None, &limits)).await? {
+            return Ok(false);
+        }
+        self.backend.delete(&ns, &head.blob_key(name)).await?;
+        Ok(true)
     }
 
     /// Removes `ctx`'s chat's session `name`: whether it was stored.
@@ -226,9 +255,11 @@ impl Stored {
             if now.saturating_sub(saved_at) <= idle {
                 continue;
             }
+            // A head that cannot be read now keeps its blob.
             let named = match self.head(ctx, name).await {
                 Ok(Some(head)) => head.blob_key(name) == *key,
-                _ => false,
+                Ok(None) => false,
+                Err(_) => true,
             };
             if !named {
                 self.backend.delete(&ns, key).await?;
@@ -384,7 +415,14 @@ mod tests {
         // Blobs no head names (a host stopped between its two writes): the
         // old one is swept, the young one (a save in progress) kept.
         let ns = stored.namespace(&ctx);
-        let orphan = |at: u64| Head::new(3, 1, 9, at).blob_key("s");
+        let orphan = |at: u64| {
+            let head = Head::new(3, 1, 9, now);
+            Head {
+                written_at: at,
+                ..head
+            }
+            .blob_key("s")
+        };
         let (old, young) = (orphan(now - 100), orphan(now - 5));
         for key in [&old, &young] {
             let entry = Entry::Bytes(vec![0]);
