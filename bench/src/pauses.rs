@@ -93,66 +93,61 @@ pub async fn measure(setup: &Setup, rows: &mut Vec<Row>) -> anyhow::Result<()> {
     let [paused, same, other] = measured?;
     let plain = plain(setup).await?;
     let base = plain.at(0.5);
-    let note = |n: usize, store: &str, what: &str, p50: std::time::Duration| {
-        let ratio = p50.as_secs_f64() / base.as_secs_f64();
-        format!(
-            "{n} runs on a ready sandbox, {store}; {what}; {ratio:.2}x the same code run to its \
-             end with no pause"
-        )
+    // The rows of one store's pauses, resumes here and resumes elsewhere.
+    let push = |rows: &mut Vec<Row>, store: &str, measured: [(&str, Samples, &str); 3]| {
+        for (what, times, how) in measured {
+            let p50 = times.at(0.5);
+            let ratio = p50.as_secs_f64() / base.as_secs_f64();
+            let note = format!(
+                "{} runs on a ready sandbox, {store}; {how}; {ratio:.2}x the same code run to \
+                 its end with no pause",
+                times.len()
+            );
+            rows.push(Row::new(what, us(p50), "µs", note));
+        }
     };
-    let sqlite = "SQLite file store";
-    let rows_of = [
-        (PAUSE, paused, "the record sealed (zstd, HMAC) and written"),
-        (
-            RESUME_HERE,
-            same,
-            "the record claimed, the code replayed to the call (its calls answered from the \
-             journal), the call made",
-        ),
-        (
-            RESUME_ELSEWHERE,
-            other,
-            "another Host and SqliteStore over the same file, in this process",
-        ),
-    ];
-    for (what, times, how) in rows_of {
-        let p50 = times.at(0.5);
-        rows.push(Row::new(
-            what,
-            us(p50),
-            "µs",
-            note(times.len(), sqlite, how, p50),
-        ));
-    }
+    push(
+        rows,
+        "SQLite file store",
+        [
+            (PAUSE, paused, "the record sealed (zstd, HMAC) and written"),
+            (
+                RESUME_HERE,
+                same,
+                "the record claimed, the code replayed to the call (its calls answered from \
+                 the journal), the call made",
+            ),
+            (
+                RESUME_ELSEWHERE,
+                other,
+                "another Host and SqliteStore over the same file, in this process",
+            ),
+        ],
+    );
     if let Some(url) = &setup.options.postgres {
         let stores: [Arc<dyn StoreBackend>; 2] = [
             Arc::new(Postgres::connect(url).await?),
             Arc::new(Postgres::connect(url).await?),
         ];
-        let pg = "PostgreSQL on this machine (TCP loopback)";
         let [paused, same, other] = measure_over(setup, stores).await?;
-        let rows_of = [
-            (PAUSE_PG, paused, "the record written in PostgreSQL"),
-            (
-                RESUME_HERE_PG,
-                same,
-                "claimed and replayed on the host that paused it",
-            ),
-            (
-                RESUME_ELSEWHERE_PG,
-                other,
-                "on another Host with a PostgreSQL pool of its own (a replica), in this process",
-            ),
-        ];
-        for (what, times, how) in rows_of {
-            let p50 = times.at(0.5);
-            rows.push(Row::new(
-                what,
-                us(p50),
-                "µs",
-                note(times.len(), pg, how, p50),
-            ));
-        }
+        push(
+            rows,
+            "PostgreSQL on this machine (TCP loopback)",
+            [
+                (PAUSE_PG, paused, "the record written in PostgreSQL"),
+                (
+                    RESUME_HERE_PG,
+                    same,
+                    "claimed and replayed on the host that paused it",
+                ),
+                (
+                    RESUME_ELSEWHERE_PG,
+                    other,
+                    "on another Host with a PostgreSQL pool of its own (a replica), in this \
+                     process",
+                ),
+            ],
+        );
     }
     rows.push(Row::new(
         PLAIN,

@@ -72,14 +72,9 @@ impl Postgres {
             // meanwhile is the race below, and the run again compares
             // with what was inserted.
             if let Some(expected) = expected {
-                let now = tx
-                    .query_opt(LOCK_ENTRY, &[&ns.plugin, &scope, &owner, &key])
-                    .await?
-                    .map(|row| entry(row.get(0), row.get(1)))
-                    .transpose();
-                match now {
-                    Ok(now) if now.as_ref() == expected => {}
-                    Ok(_) => return Ok(Ok(false)),
+                match holds(&tx, (ns, key), expected).await? {
+                    Ok(true) => {}
+                    Ok(false) => return Ok(Ok(false)),
                     Err(e) => return Ok(Err(e)),
                 }
             }
@@ -141,14 +136,9 @@ impl Postgres {
             let tx = begin(&mut client).await?;
             tx.execute(ENSURE_USAGE, &[&ns.plugin, &tenant]).await?;
             tx.query_one(LOCK_USAGE, &[&ns.plugin, &tenant]).await?;
-            let now = tx
-                .query_opt(LOCK_ENTRY, &[&ns.plugin, &scope, &owner, &key])
-                .await?
-                .map(|row| entry(row.get(0), row.get(1)))
-                .transpose();
-            match now {
-                Ok(now) if now.as_ref() == expected => {}
-                Ok(_) => return Ok(Ok(false)),
+            match holds(&tx, (ns, key), expected).await? {
+                Ok(true) => {}
+                Ok(false) => return Ok(Ok(false)),
                 Err(e) => return Ok(Err(e)),
             }
             if let Some(row) =
@@ -164,6 +154,23 @@ impl Postgres {
         })
         .await
     }
+}
+
+/// Whether the entry of `ns` under `key` (its bytes) is `expected` now
+/// (`None`: there is none), locking it until `tx` ends.
+async fn holds(
+    tx: &Tx<'_>,
+    (ns, key): (&Namespace, &[u8]),
+    expected: Option<&Entry>,
+) -> Result<Result<bool, StoreError>, PgError> {
+    let (scope, owner) = (ns.scope.as_str(), ns.owner.as_bytes());
+    let row = tx
+        .query_opt(LOCK_ENTRY, &[&ns.plugin, &scope, &owner, &key])
+        .await?;
+    Ok(row
+        .map(|row| entry(row.get(0), row.get(1)))
+        .transpose()
+        .map(|now| now.as_ref() == expected))
 }
 
 /// A READ COMMITTED transaction on `client`: rolled back if dropped

@@ -767,11 +767,9 @@ async fn too_many_method_calls() {
 #[tokio::test]
 async fn a_plugin_call_draws_on_what_is_left_of_the_run() {
     // The code burns much of its fuel, then calls a plugin that spins: the
-    // plugin gets only what is left, and the run ends out of fuel. (The
-    // loop takes about 0.4 of the run's fuel on a prepared interpreter; a
-    // run of the full suite once took all of it in a 400,000-step loop,
-    // which takes 0.64 alone: the margin covers what the interpreter's state
-    // and the methods' definitions add.)
+    // plugin gets only what is left, and the run ends out of fuel. The
+    // loop leaves room for what an interpreter instantiated for the run
+    // spends defining the methods.
     let code = "n = 0\nwhile n < 250000:\n    n += 1\nspin()";
     let outcome = run_tight(code, &tight()).await;
     let outcome = assert_limit(outcome, LimitKind::Fuel).await;
